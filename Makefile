@@ -1,0 +1,41 @@
+# Everything a fresh machine needs goes through these targets.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 5006
+PYTEST_ARGS ?=
+
+.PHONY: venv browser demo serve test test-slow bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Browser tests drive Debian's chromium (browser downloads are impossible here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+demo: venv
+	$(VENV)/bin/lpviz demo
+
+serve: venv
+	@echo "lpviz dashboard: http://localhost:$(PORT)/app"
+	$(VENV)/bin/panel serve app/app.py --port $(PORT) --allow-websocket-origin=localhost:$(PORT)
+
+test: venv browser
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+test-slow: venv browser
+	$(PY) -m pytest -n 2 --dist loadfile --runslow $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) benchmarks/bench_private_iteration.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache artifacts

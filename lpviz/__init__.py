@@ -1,0 +1,41 @@
+"""lpviz: locally private Bayesian inference for count data.
+
+Noise counts on the owner's side with the geometric mechanism
+(:func:`privatize`), then fit Poisson factorization models with a Gibbs
+sampler that treats the true counts as latent (:class:`Chain`, :func:`fit`),
+beside the naive fit that ignores the noise and the non-private fit.
+
+Submodules: :mod:`lpviz.privacy`, :mod:`lpviz.bessel`, :mod:`lpviz.models`,
+:mod:`lpviz.inference`, :mod:`lpviz.metrics`, :mod:`lpviz.datasets`.
+Attributes are imported lazily so ``import lpviz`` stays cheap (no Numba
+compilation until a sampler is used).
+"""
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_ATTRIBUTES = {
+    "alpha_from": "lpviz.privacy",
+    "epsilon_from": "lpviz.privacy",
+    "privatize": "lpviz.privacy",
+    "heterogeneous_alpha": "lpviz.privacy",
+    "truncate": "lpviz.privacy",
+    "Chain": "lpviz.inference",
+    "fit": "lpviz.inference",
+}
+_SUBMODULES = {"privacy", "bessel", "models", "inference", "metrics", "datasets"}
+
+__all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
+
+
+def __getattr__(name):
+    if name in _ATTRIBUTES:
+        return getattr(import_module(_ATTRIBUTES[name]), name)
+    if name in _SUBMODULES:
+        return import_module(f"lpviz.{name}")
+    raise AttributeError(f"module 'lpviz' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,5 @@
+import sys
+
+from lpviz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,5 @@
+"""Data sets: synthetic generators with known truth, Enron readers, loaders for your own files, cache."""
+
+from ._types import CountData, SyntheticData
+
+__all__ = ["CountData", "SyntheticData"]

@@ -1,0 +1,40 @@
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+ENRON_TARBALL = SHARED_DATA / "enron_sent_subset.tar.gz"
+ARTIFACTS = REPO / "artifacts"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run paper-scale (slow) tests")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="paper-scale run: use --runslow (make test-slow)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def enron_tarball():
+    """The shared real Enron subset. Required in CI; elsewhere skip with a hint."""
+    if ENRON_TARBALL.is_file():
+        return ENRON_TARBALL
+    message = (f"{ENRON_TARBALL} is missing: put the shared data beside the repo "
+               "(../shared/data/enron_sent_subset.tar.gz) or run `lpviz fetch-enron`")
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir():
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
