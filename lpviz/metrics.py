@@ -1,0 +1,309 @@
+"""How good a fit is: reconstruction error, topic quality, topic recovery.
+
+- :func:`mae`, :func:`heldout_mae`: mean absolute error of posterior mean
+  rates ``mu_hat`` against the true counts (Schein et al. 2019, eq. 17).
+  Masks follow the chains' convention: ``True`` = observed, held-out = ``~mask``.
+- :func:`npmi` (Lau et al. 2014) and :func:`umass_coherence` (Mimno et al.
+  2011): per-topic quality of each topic's top words, measured on a
+  reference corpus (in the paper, the non-private data). Both count
+  *documents*: ``D(w)`` is the number of rows in which word ``w`` occurs,
+  ``D(w, w')`` the number in which both occur.
+- :func:`top_words`, :func:`align_topics` (Hungarian matching of estimated
+  to true topics, Newman et al. 2009) and :func:`aligned_topic_distance`.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+
+__all__ = [
+    "mae",
+    "heldout_mae",
+    "npmi",
+    "umass_coherence",
+    "top_words",
+    "align_topics",
+    "aligned_topic_distance",
+]
+
+
+def _as_2d_float(name, values):
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got an array of shape {array.shape}")
+    return array
+
+
+def _check_mask(mask, shape):
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"mask must be a boolean array (True = observed), got dtype {mask.dtype}; "
+                        "build it with e.g. `mask = np.ones(Y.shape, bool)` and set held-out cells to False")
+    if mask.shape != tuple(shape):
+        raise ValueError(f"mask has shape {mask.shape} but the data have shape {tuple(shape)}; "
+                         "give one boolean per cell")
+    return mask
+
+
+def _absolute_error_sum(mu_hat, Y_true, cells):
+    """Sum of |mu_hat - Y_true| over ``cells`` (a boolean array, or None = all)."""
+    if sp.issparse(Y_true):
+        if cells is None:
+            # |mu - 0| everywhere, corrected at the stored nonzeros: no dense copy of Y
+            coo = Y_true.tocoo()
+            mu_at = mu_hat[coo.row, coo.col]
+            return float(np.abs(mu_hat).sum() + (np.abs(mu_at - coo.data) - np.abs(mu_at)).sum())
+        Y_true = Y_true.toarray()
+    difference = np.abs(mu_hat - np.asarray(Y_true, dtype=np.float64))
+    return float(difference.sum() if cells is None else difference[cells].sum())
+
+
+def _checked_pair(mu_hat, Y_true):
+    mu_hat = _as_2d_float("mu_hat", mu_hat)
+    shape = Y_true.shape if sp.issparse(Y_true) else np.shape(Y_true)
+    if tuple(shape) != mu_hat.shape:
+        raise ValueError(f"mu_hat has shape {mu_hat.shape} but Y_true has shape {tuple(shape)}; "
+                         "compare the posterior mean rates with the true counts of the same matrix")
+    if not np.all(np.isfinite(mu_hat)):
+        raise ValueError("mu_hat contains NaN or infinite values; check the fit that produced it")
+    return mu_hat
+
+
+def mae(mu_hat, Y_true, mask=None):
+    """Mean absolute error of rates ``mu_hat`` against true counts ``Y_true``.
+
+    Parameters
+    ----------
+    mu_hat : array (n_rows, n_cols)
+        Posterior mean rates (e.g. ``FitResult.mu_hat``).
+    Y_true : array or scipy.sparse matrix (n_rows, n_cols)
+        The non-private counts.
+    mask : bool array, optional
+        ``True`` = observed. If given, the error is averaged over the
+        observed cells only (e.g. to leave out a network's diagonal);
+        by default over all cells.
+
+    Returns
+    -------
+    float
+    """
+    mu_hat = _checked_pair(mu_hat, Y_true)
+    if mask is None:
+        return _absolute_error_sum(mu_hat, Y_true, None) / mu_hat.size
+    cells = _check_mask(mask, mu_hat.shape)
+    if not cells.any():
+        raise ValueError("mask selects no cells (all False); mask=True marks the cells to score")
+    return _absolute_error_sum(mu_hat, Y_true, cells) / int(cells.sum())
+
+
+def heldout_mae(mu_hat, Y_true, mask):
+    """Mean absolute error over the held-out cells ``~mask`` (link prediction).
+
+    ``mask`` is the boolean array the chain was fitted with (``True`` =
+    observed), so the cells it never saw are ``~mask``.
+    """
+    mu_hat = _checked_pair(mu_hat, Y_true)
+    if mask is None:
+        raise ValueError("heldout_mae needs the mask the chain was fitted with (True = observed)")
+    held_out = ~_check_mask(mask, mu_hat.shape)
+    if not held_out.any():
+        raise ValueError("mask holds nothing out (all True): there are no held-out cells to score")
+    return _absolute_error_sum(mu_hat, Y_true, held_out) / int(held_out.sum())
+
+
+def _document_frequencies(Y_ref, words):
+    """D(w) for each word and D(w, w') for each pair, counted over rows of Y_ref."""
+    if sp.issparse(Y_ref):
+        occurs = (Y_ref.tocsc()[:, words] > 0).astype(np.int64).toarray()
+    else:
+        Y_ref = np.asarray(Y_ref)
+        if Y_ref.ndim != 2:
+            raise ValueError(f"Y_ref must be a 2-D documents x words matrix, got shape {Y_ref.shape}")
+        occurs = (Y_ref[:, words] > 0).astype(np.int64)
+    return occurs.sum(axis=0), occurs.T @ occurs
+
+
+def _checked_top_words(topics_top_words, Y_ref, top_n):
+    if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n < 2:
+        raise ValueError(f"top_n must be an integer >= 2 (a score needs word pairs), got {top_n!r}")
+    shape = Y_ref.shape if sp.issparse(Y_ref) else np.shape(Y_ref)
+    if len(shape) != 2:
+        raise ValueError(f"Y_ref must be a 2-D documents x words matrix, got shape {tuple(shape)}")
+    n_docs, n_words = shape
+    if n_docs == 0:
+        raise ValueError("the reference corpus Y_ref has no documents (0 rows)")
+    if sp.issparse(Y_ref):
+        negative = Y_ref.data.size and Y_ref.data.min() < 0
+    else:
+        negative = np.asarray(Y_ref).min(initial=0) < 0
+    if negative:
+        raise ValueError("Y_ref has negative counts; the reference corpus must be the non-private "
+                         "counts (privatized data can be negative)")
+    try:
+        topics = np.asarray(topics_top_words, dtype=np.int64)
+    except (TypeError, ValueError):
+        raise TypeError("topics_top_words must be word indices, one row per topic, e.g. "
+                        "top_words(phi, n=10) (not words as strings)") from None
+    if topics.ndim != 2:
+        raise ValueError("topics_top_words must be a (n_topics, n_top) array of word indices, "
+                         f"got shape {topics.shape}")
+    if topics.shape[1] < top_n:
+        raise ValueError(f"each topic lists {topics.shape[1]} words but top_n={top_n}; "
+                         f"pass more top words or a smaller top_n")
+    topics = topics[:, :top_n]
+    if topics.size and (topics.min() < 0 or topics.max() >= n_words):
+        raise ValueError(f"word indices must lie in [0, {n_words}) (the columns of Y_ref), "
+                         f"got values from {topics.min()} to {topics.max()}")
+    for k, row in enumerate(topics):
+        if len(set(row.tolist())) != len(row):
+            raise ValueError(f"topic {k} repeats a word among its top {top_n}: {row.tolist()}")
+    return topics, n_docs
+
+
+def npmi(topics_top_words, Y_ref, top_n=10):
+    """Normalised pointwise mutual information of each topic (Lau et al. 2014).
+
+    For each topic, the mean over unordered pairs of its ``top_n`` words of
+    ``NPMI(wi, wj) = log(P(wi, wj) / (P(wi) P(wj))) / -log P(wi, wj)``, with
+    probabilities estimated as document frequencies in ``Y_ref`` (the
+    whole document is the co-occurrence window). Conventions: a pair that
+    never co-occurs scores -1 (the limit as ``P(wi, wj) -> 0``); a pair that
+    co-occurs in every document scores 1.
+
+    Parameters
+    ----------
+    topics_top_words : int array (n_topics, >= top_n)
+        Word indices per topic, most probable first (see :func:`top_words`).
+    Y_ref : array or scipy.sparse matrix (n_docs, n_words)
+        Reference corpus of non-negative counts.
+    top_n : int
+
+    Returns
+    -------
+    ndarray (n_topics,), values in [-1, 1]
+    """
+    topics, n_docs = _checked_top_words(topics_top_words, Y_ref, top_n)
+    scores = np.empty(len(topics))
+    for k, words in enumerate(topics):
+        single, joint = _document_frequencies(Y_ref, words)
+        p_single = single / n_docs
+        pair_scores = []
+        for i in range(top_n):
+            for j in range(i + 1, top_n):
+                p_joint = joint[i, j] / n_docs
+                if p_joint == 0:
+                    pair_scores.append(-1.0)
+                elif p_joint == 1:
+                    pair_scores.append(1.0)
+                else:
+                    pmi = np.log(p_joint / (p_single[i] * p_single[j]))
+                    pair_scores.append(pmi / -np.log(p_joint))
+        scores[k] = np.mean(pair_scores)
+    return scores
+
+
+def umass_coherence(topics_top_words, Y_ref, top_n=10):
+    """UMass coherence of each topic (Mimno et al. 2011).
+
+    ``C(t) = sum_{m=2..M} sum_{l<m} log((D(v_m, v_l) + 1) / D(v_l))`` over the
+    topic's top ``M = top_n`` words ``v_1, v_2, ...`` in order of decreasing
+    probability, with document frequencies from ``Y_ref``. Higher (closer to
+    0) is better. The score is undefined when a conditioning word never
+    occurs in the reference corpus; that raises a ValueError naming it.
+
+    Returns
+    -------
+    ndarray (n_topics,)
+    """
+    topics, _ = _checked_top_words(topics_top_words, Y_ref, top_n)
+    scores = np.empty(len(topics))
+    for k, words in enumerate(topics):
+        single, joint = _document_frequencies(Y_ref, words)
+        absent = [int(words[l]) for l in range(top_n - 1) if single[l] == 0]
+        if absent:
+            raise ValueError(f"topic {k}: word(s) {absent} never occur in the reference corpus, so "
+                             "UMass coherence (which divides by their document frequency) is "
+                             "undefined; drop words the reference corpus lacks from the vocabulary")
+        total = 0.0
+        for m in range(1, top_n):
+            for l in range(m):
+                total += np.log((joint[m, l] + 1) / single[l])
+        scores[k] = total
+    return scores
+
+
+def top_words(phi, n=10, vocab=None):
+    """The ``n`` heaviest words of each topic, heaviest first.
+
+    Parameters
+    ----------
+    phi : array (n_topics, n_words)
+        Topic-word weights (any non-negative scale).
+    n : int
+    vocab : sequence of str, optional
+        Word labels; if given, words are returned instead of indices.
+
+    Returns
+    -------
+    int ndarray (n_topics, n), or a list of lists of words if ``vocab`` is given.
+    Ties keep the lower word index first.
+    """
+    phi = _as_2d_float("phi", phi)
+    n_words = phi.shape[1]
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= n_words:
+        raise ValueError(f"n must be an integer between 1 and the number of words ({n_words}), got {n!r}")
+    order = np.argsort(-phi, axis=1, kind="stable")[:, :n]
+    if vocab is None:
+        return order
+    if len(vocab) != n_words:
+        raise ValueError(f"vocab has {len(vocab)} labels but phi has {n_words} words (columns)")
+    return [[vocab[v] for v in row] for row in order]
+
+
+def _topic_distances(phi_est, phi_true):
+    """L1 distance between every estimated and every true topic, rows normalised."""
+    phi_est = _as_2d_float("phi_est", phi_est)
+    phi_true = _as_2d_float("phi_true", phi_true)
+    if phi_est.shape[1] != phi_true.shape[1]:
+        raise ValueError(f"phi_est has {phi_est.shape[1]} words but phi_true has {phi_true.shape[1]}; "
+                         "topics must be over the same vocabulary")
+    if phi_est.shape[0] < phi_true.shape[0]:
+        raise ValueError(f"phi_est has {phi_est.shape[0]} topics, fewer than the {phi_true.shape[0]} "
+                         "true topics: every true topic needs its own estimated topic")
+    for name, phi in (("phi_est", phi_est), ("phi_true", phi_true)):
+        if phi.min(initial=0) < 0 or not np.all(np.isfinite(phi)):
+            raise ValueError(f"{name} must be finite and non-negative (topic-word weights)")
+        if np.any(phi.sum(axis=1) == 0):
+            raise ValueError(f"{name} has a topic with all-zero weights; it cannot be normalised")
+    est = phi_est / phi_est.sum(axis=1, keepdims=True)
+    true = phi_true / phi_true.sum(axis=1, keepdims=True)
+    return np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
+
+
+def align_topics(phi_est, phi_true):
+    """Match estimated topics to true topics (Hungarian algorithm).
+
+    Topics are compared as distributions over words (rows normalised to sum
+    to one) by L1 distance, and the matching minimises the total distance.
+
+    Returns
+    -------
+    permutation : int ndarray (n_true_topics,)
+        ``phi_est[permutation]`` lines up row by row with ``phi_true``.
+    """
+    distances = _topic_distances(phi_est, phi_true)
+    true_index, est_index = linear_sum_assignment(distances)
+    permutation = np.empty(len(true_index), dtype=np.int64)
+    permutation[true_index] = est_index
+    return permutation
+
+
+def aligned_topic_distance(phi_est, phi_true):
+    """Mean total-variation distance between aligned topics, in [0, 1].
+
+    0 means every true topic is recovered exactly (up to scale); 1 means
+    the matched topics put their mass on disjoint words.
+    """
+    distances = _topic_distances(phi_est, phi_true)
+    true_index, est_index = linear_sum_assignment(distances)
+    return float(distances[true_index, est_index].mean() / 2)

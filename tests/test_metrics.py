@@ -1,0 +1,166 @@
+"""Metrics on small cases computed by hand."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lpviz.metrics import (
+    aligned_topic_distance,
+    align_topics,
+    heldout_mae,
+    mae,
+    npmi,
+    top_words,
+    umass_coherence,
+)
+
+# 4 documents x 4 words. Document frequencies: D(0)=3, D(1)=3, D(2)=2, D(3)=1;
+# co-occurrence: D(0,1)=2, D(0,2)=1, D(1,2)=1, D(1,3)=0, D(0,3)=1, D(2,3)=1.
+Y_REF = np.array([
+    [1, 1, 0, 0],
+    [2, 0, 1, 5],
+    [0, 3, 1, 0],
+    [1, 1, 0, 0],
+])
+
+
+def test_mae_all_cells_masked_cells_and_held_out_cells():
+    mu_hat = np.array([[1.0, 2.0], [3.0, 4.0]])
+    Y = np.array([[0, 2], [5, 4]])
+    # |1-0| + |2-2| + |3-5| + |4-4| = 3 over 4 cells
+    assert mae(mu_hat, Y) == pytest.approx(0.75)
+    observed = np.array([[True, True], [False, True]])
+    assert mae(mu_hat, Y, mask=observed) == pytest.approx(1 / 3)
+    assert heldout_mae(mu_hat, Y, observed) == pytest.approx(2.0)
+
+
+def test_mae_with_sparse_truth_equals_dense():
+    rng = np.random.default_rng(0)
+    Y = rng.poisson(0.3, size=(30, 40))
+    mu_hat = rng.gamma(1.0, 0.5, size=Y.shape)
+    mask = rng.random(Y.shape) < 0.8
+    assert mae(mu_hat, sp.csr_matrix(Y)) == pytest.approx(np.abs(mu_hat - Y).mean())
+    assert mae(mu_hat, sp.csr_matrix(Y), mask=mask) == pytest.approx(np.abs(mu_hat - Y)[mask].mean())
+    assert heldout_mae(mu_hat, sp.csr_matrix(Y), mask) == pytest.approx(np.abs(mu_hat - Y)[~mask].mean())
+
+
+def test_mae_rejects_mismatched_shapes_and_bad_masks():
+    mu_hat = np.ones((2, 3))
+    with pytest.raises(ValueError, match=r"shape \(2, 3\).*shape \(3, 2\)"):
+        mae(mu_hat, np.ones((3, 2)))
+    with pytest.raises(TypeError, match="boolean"):
+        mae(mu_hat, np.ones((2, 3)), mask=np.ones((2, 3), dtype=int))
+    with pytest.raises(ValueError, match="mask has shape"):
+        mae(mu_hat, np.ones((2, 3)), mask=np.ones((3, 2), dtype=bool))
+    with pytest.raises(ValueError, match="no held-out cells"):
+        heldout_mae(mu_hat, np.ones((2, 3)), np.ones((2, 3), dtype=bool))
+    with pytest.raises(ValueError, match="NaN"):
+        mae(np.full((2, 3), np.nan), np.ones((2, 3)))
+
+
+def test_npmi_hand_computed():
+    # NPMI(0,1) = log2(0.5 / 0.75^2) = log2(8/9); NPMI(0,2) = NPMI(1,2) = ln(0.25/0.375) / ln 4
+    # = (1 - log2 3) / 2; the mean of the three is 4/3 - log2 3.
+    scores = npmi([[0, 1, 2]], Y_REF, top_n=3)
+    assert scores.shape == (1,)
+    assert scores[0] == pytest.approx(4 / 3 - math.log2(3))
+    # order does not matter for NPMI
+    assert npmi([[2, 0, 1]], Y_REF, top_n=3)[0] == pytest.approx(scores[0])
+
+
+def test_npmi_conventions_for_never_and_always_co_occurring_pairs():
+    # words 1 and 3 never share a document: -1
+    assert npmi([[1, 3]], Y_REF, top_n=2)[0] == -1.0
+    # two words in every document: +1 (0/0 otherwise)
+    assert npmi([[0, 1]], np.ones((3, 2), dtype=int), top_n=2)[0] == 1.0
+    # only the first top_n words of each topic count
+    assert npmi([[1, 3, 0], [0, 1, 2]], Y_REF, top_n=2).tolist() == pytest.approx(
+        [-1.0, math.log2(8 / 9)])
+
+
+def test_umass_hand_computed_and_order_dependent():
+    # order 0,1,2: log((2+1)/3) + log((1+1)/3) + log((1+1)/3) = 2 log(2/3)
+    assert umass_coherence([[0, 1, 2]], Y_REF, top_n=3)[0] == pytest.approx(2 * math.log(2 / 3))
+    # order 2,0,1: log((1+1)/2) + log((1+1)/2) + log((2+1)/3) = 0
+    assert umass_coherence([[2, 0, 1]], Y_REF, top_n=3)[0] == pytest.approx(0.0)
+
+
+def test_topic_scores_accept_sparse_reference_and_match_dense():
+    rng = np.random.default_rng(1)
+    Y = rng.poisson(0.4, size=(50, 20))
+    Y[0] = 1  # every word occurs somewhere
+    topics = top_words(rng.random((3, 20)), n=10)
+    np.testing.assert_allclose(npmi(topics, sp.csr_matrix(Y)), npmi(topics, Y))
+    np.testing.assert_allclose(umass_coherence(topics, sp.csr_matrix(Y)), umass_coherence(topics, Y))
+
+
+def test_topic_scores_reject_bad_input():
+    with pytest.raises(ValueError, match="never occur"):
+        umass_coherence([[0, 1]], np.array([[0, 1], [0, 2]]), top_n=2)
+    with pytest.raises(ValueError, match="negative counts"):
+        npmi([[0, 1]], np.array([[1, -1], [0, 2]]), top_n=2)
+    with pytest.raises(ValueError, match="top_n=10"):
+        npmi([[0, 1, 2]], Y_REF)
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        npmi([[0, 7]], Y_REF, top_n=2)
+    with pytest.raises(ValueError, match="repeats"):
+        npmi([[1, 1]], Y_REF, top_n=2)
+    with pytest.raises(ValueError, match="no documents"):
+        npmi([[0, 1]], np.zeros((0, 4)), top_n=2)
+    with pytest.raises(TypeError, match="word indices"):
+        npmi([["a", "b"]], Y_REF, top_n=2)
+
+
+def test_top_words_order_ties_and_vocab():
+    phi = np.array([[0.1, 0.5, 0.4], [0.3, 0.3, 0.4]])
+    assert top_words(phi, n=2).tolist() == [[1, 2], [2, 0]]
+    assert top_words(phi, n=2, vocab=["a", "b", "c"]) == [["b", "c"], ["c", "a"]]
+    with pytest.raises(ValueError, match="between 1 and the number of words"):
+        top_words(phi, n=4)
+    with pytest.raises(ValueError, match="vocab has 2 labels"):
+        top_words(phi, n=2, vocab=["a", "b"])
+
+
+def test_align_topics_undoes_a_permutation_and_scaling():
+    phi_true = np.array([[5, 5, 0, 0, 0, 0], [0, 0, 5, 5, 0, 0], [0, 0, 0, 0, 5, 5]], float)
+    order = [2, 0, 1]
+    phi_est = 3.0 * phi_true[order] + 0.1
+    permutation = align_topics(phi_est, phi_true)
+    assert permutation.tolist() == [1, 2, 0]
+    # each estimated row is (15.1, 15.1, 0.1 x 4) / 30.6: total variation 0.4 / 30.6 from its truth
+    assert aligned_topic_distance(phi_est, phi_true) == pytest.approx(0.4 / 30.6)
+
+
+def test_align_topics_is_optimal_where_greedy_matching_is_not():
+    # Greedy (each true topic takes its nearest free estimate, in order) pairs
+    # true 0 with estimate 0 (L1 0.4) and leaves true 1 with estimate 1 (L1 1.4):
+    # total 1.8. The optimum swaps them: 0.8 + 0.2 = 1.0.
+    phi_true = np.array([[0.5, 0.5, 0.0], [0.8, 0.2, 0.0]])
+    phi_est = np.array([[0.7, 0.3, 0.0], [0.1, 0.9, 0.0]])
+    assert align_topics(phi_est, phi_true).tolist() == [1, 0]
+    assert aligned_topic_distance(phi_est, phi_true) == pytest.approx(1.0 / 2 / 2)
+
+
+def test_align_topics_matches_brute_force_with_extra_estimated_topics():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        phi_true = rng.dirichlet(np.ones(6), size=3)
+        phi_est = rng.dirichlet(np.ones(6), size=4)
+        distance = np.abs(phi_true[:, None] - phi_est[None]).sum(axis=2)
+        best = min(itertools.permutations(range(4), 3),
+                   key=lambda p: sum(distance[k, p[k]] for k in range(3)))
+        permutation = align_topics(phi_est, phi_true)
+        assert sum(distance[k, permutation[k]] for k in range(3)) == pytest.approx(
+            sum(distance[k, best[k]] for k in range(3)))
+
+
+def test_align_topics_rejects_incompatible_topics():
+    with pytest.raises(ValueError, match="same vocabulary"):
+        align_topics(np.ones((3, 4)), np.ones((3, 5)))
+    with pytest.raises(ValueError, match="fewer than the 3 true topics"):
+        align_topics(np.ones((2, 4)), np.ones((3, 4)))
+    with pytest.raises(ValueError, match="all-zero"):
+        align_topics(np.zeros((3, 4)), np.ones((3, 4)))
