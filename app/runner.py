@@ -1,0 +1,289 @@
+"""Chains in worker threads, streamed to the browser in batches.
+
+Each :class:`ChainRunner` runs one :class:`lpviz.inference.Chain` in a
+daemon thread. The Numba kernels release the GIL, so three chains and the
+event loop share the cores. The worker never touches a parameter or a
+Bokeh model: it puts batches of trace rows and occasional result snapshots
+on a queue, and :meth:`ChainRunner.drain` - called on the event loop every
+100-250 ms by the store - moves them into a bounded ``hv.streams.Buffer``
+and the runner's parameters. (``Buffer.send`` from a worker thread once
+per iteration drops rows in the browser.)
+"""
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import param
+
+METHODS = ("private", "naive", "nonprivate")
+STATUSES = ("idle", "running", "paused", "stopped", "done", "error")
+TRACE_COLUMNS = ("iteration", "mae", "mae_mean", "heldout_mae", "log_joint")
+
+# How often a worker hands over trace rows and a result snapshot: rows often
+# enough that the first point arrives at once, snapshots (copies of the rates
+# and factors, redrawn as heatmaps) rarely enough not to flood the browser.
+ROWS_EVERY_SECONDS = 0.05
+RESULT_EVERY_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    """Everything a chain needs, fixed when the data or the noise change.
+
+    ``Y_obs`` are the noised counts, ``Y_true`` the true counts;
+    ``reference`` is what the MAE is measured against (the true rates when
+    the data are synthetic, else the true counts) and ``reference_name``
+    says which. ``mask`` is True for observed cells (None: all observed).
+    """
+
+    Y_obs: np.ndarray
+    Y_true: np.ndarray
+    model: str
+    n_components: int
+    alpha: object
+    mask: object = None
+    reference: np.ndarray = None
+    reference_name: str = "true counts"
+    a0: float = 0.1
+    b0: float = 1.0
+    seed: int = 0
+
+    def chain_input(self, method):
+        """The counts each method is allowed to see."""
+        if method == "nonprivate":
+            return self.Y_true
+        if method == "naive":
+            return np.maximum(self.Y_obs, 0)  # what the naive method sees
+        return self.Y_obs
+
+
+def empty_trace():
+    return pd.DataFrame({name: pd.Series(dtype="float64") for name in TRACE_COLUMNS})
+
+
+class ChainRunner(param.Parameterized):
+    """One method's chain, run in a worker thread and streamed in batches.
+
+    Call :meth:`configure` with a :class:`FitProblem`, then :meth:`start`,
+    :meth:`pause`, :meth:`resume`, :meth:`stop`, :meth:`reset`. Nothing the
+    worker computes is visible until :meth:`drain` runs (on the event loop).
+
+    ``result`` is None before the first snapshot, then a dict with
+    ``mu_hat`` (posterior mean of the rates over saved samples, None before
+    the first saved sample), ``mu`` (rates of the latest sample), ``best``
+    (factor dict of the saved sample with the highest log joint, None before
+    the first), ``best_log_joint``, ``samples_saved`` and ``iteration``.
+    """
+
+    method = param.Selector(default="private", objects=list(METHODS), constant=True)
+    status = param.Selector(default="idle", objects=list(STATUSES))
+    iteration = param.Integer(default=0, bounds=(0, None))
+    n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations to run")
+    burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
+    thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
+    trace_every = param.Integer(default=1, bounds=(1, None), doc="stream every n-th iteration to the traces")
+    iterations_per_second = param.Number(default=0.0, bounds=(0, None))
+    result = param.Dict(default=None, allow_None=True)
+    chain = param.Parameter(default=None, doc="the running lpviz.inference.Chain (bessel_draws, y_latent)")
+    error = param.String(default="")
+
+    def __init__(self, method, *, buffer_length=10_000, **params):
+        super().__init__(method=method, **params)
+        self.buffer = hv.streams.Buffer(empty_trace(), length=buffer_length, index=False)
+        self.problem = None
+        self._queue = queue.SimpleQueue()
+        self._generation = 0
+        self._thread = None
+        self._stop_event = threading.Event()
+        self._run_event = threading.Event()
+        self._rate_mark = None  # (time, iteration) of the last rate measurement
+
+    # ---- control (event loop) -------------------------------------------------
+    def configure(self, problem):
+        """Use ``problem`` for the next run; stops and clears the current one."""
+        self.reset()
+        self.problem = problem
+
+    def start(self):
+        """Start a fresh run (or resume a paused one)."""
+        if self.status == "paused":
+            self.resume()
+            return
+        if self.status == "running":
+            return
+        if self.problem is None:
+            raise RuntimeError("no data to fit: configure the runner with a FitProblem first")
+        self.reset()
+        self._generation += 1
+        self._stop_event = threading.Event()
+        self._run_event = threading.Event()
+        self._run_event.set()
+        settings = dict(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin,
+                        trace_every=self.trace_every)
+        self._thread = threading.Thread(
+            target=self._work, name=f"lpviz-{self.method}-chain",
+            args=(self._generation, self.problem, settings, self._stop_event, self._run_event),
+            daemon=True)
+        self.status = "running"
+        self._rate_mark = (time.perf_counter(), 0)
+        self._thread.start()
+
+    def pause(self):
+        if self.status == "running":
+            self._run_event.clear()
+            self.status = "paused"
+            self.iterations_per_second = 0.0
+
+    def resume(self):
+        if self.status == "paused":
+            self._rate_mark = (time.perf_counter(), self.iteration)
+            self._run_event.set()
+            self.status = "running"
+
+    def stop(self):
+        """End the run; its results stay until :meth:`reset`."""
+        self._stop_event.set()
+        self._run_event.set()  # wake a paused worker so it can leave
+        if self.status in ("running", "paused"):
+            self.status = "stopped"
+            self.iterations_per_second = 0.0
+
+    def reset(self):
+        """Stop and forget the run: empty traces, no result, iteration 0."""
+        self.stop()
+        self._generation += 1  # whatever the old worker still sends is ignored
+        self.buffer.clear()
+        self.param.update(status="idle", iteration=0, iterations_per_second=0.0,
+                          result=None, chain=None, error="")
+
+    def join(self, timeout=None):
+        """Wait for the worker thread to finish (tests, session teardown)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    @property
+    def is_alive(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    # ---- event loop side --------------------------------------------------------
+    def drain(self):
+        """Move what the worker produced into the buffer and the parameters.
+
+        Returns the number of trace rows streamed. Call on the event loop.
+        """
+        rows, result, updates = [], None, {}
+        while True:
+            try:
+                generation, kind, payload = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if generation != self._generation:
+                continue
+            if kind == "rows":
+                rows.extend(payload)
+            elif kind == "result":
+                result = payload
+            elif kind == "chain":
+                updates["chain"] = payload
+            elif kind == "done":
+                if self.status == "running":
+                    updates["status"] = "done"
+                updates["iterations_per_second"] = 0.0
+            elif kind == "error":
+                updates.update(status="error", error=payload, iterations_per_second=0.0)
+        if rows:
+            self.buffer.send(pd.DataFrame(rows, columns=list(TRACE_COLUMNS)))
+            iteration = int(rows[-1][0])
+            updates["iteration"] = max(iteration, self.iteration)
+        if result is not None:
+            updates["result"] = result
+            updates["iteration"] = max(result["iteration"], updates.get("iteration", self.iteration))
+        if self.status == "running" and "iteration" in updates and "iterations_per_second" not in updates:
+            now = time.perf_counter()
+            then, start_iteration = self._rate_mark
+            if now - then >= 0.5:  # a steadier figure than one drain interval gives
+                updates["iterations_per_second"] = (updates["iteration"] - start_iteration) / (now - then)
+                self._rate_mark = (now, updates["iteration"])
+        if updates:
+            self.param.update(**updates)
+        return len(rows)
+
+    def trace(self):
+        """The streamed trace (bounded by the buffer length) as a DataFrame."""
+        return self.buffer.data.copy()
+
+    # ---- worker thread ------------------------------------------------------------
+    def _work(self, generation, problem, settings, stop_event, run_event):
+        post = self._queue.put
+        try:
+            from lpviz.inference import Chain
+            from lpviz.metrics import heldout_mae, mae
+
+            chain = Chain(problem.chain_input(self.method), model=problem.model,
+                          method=self.method, n_components=problem.n_components,
+                          alpha=problem.alpha if self.method == "private" else None,
+                          mask=problem.mask, a0=problem.a0, b0=problem.b0,
+                          random_state=problem.seed)
+            post((generation, "chain", chain))
+            reference, mask = problem.reference, problem.mask
+            burn_in, thin, trace_every = settings["burn_in"], settings["thin"], settings["trace_every"]
+            mu_sum, n_saved, best, best_log_joint = None, 0, None, -np.inf
+            mae_mean = heldout_mean = np.nan
+            rows, last_rows = [], time.perf_counter()
+            last_result, state, completed = last_rows, None, 0
+            for iteration in range(1, settings["n_iter"] + 1):
+                while not run_event.is_set():
+                    run_event.wait(0.1)
+                if stop_event.is_set():
+                    break
+                state = chain.step()
+                completed = iteration
+                saved = iteration > burn_in and (iteration - burn_in) % thin == 0
+                if saved:
+                    mu_sum = state.mu.copy() if mu_sum is None else mu_sum + state.mu
+                    n_saved += 1
+                    if state.log_joint > best_log_joint:
+                        best, best_log_joint = state.factors, state.log_joint
+                    mu_hat = mu_sum / n_saved
+                    mae_mean = mae(mu_hat, reference, mask)
+                    if mask is not None:
+                        heldout_mean = heldout_mae(mu_hat, reference, mask)
+                if iteration % trace_every == 0 or iteration == 1:
+                    rows.append((iteration, mae(state.mu, reference, mask), mae_mean,
+                                 heldout_mean, state.log_joint))
+                now = time.perf_counter()
+                if rows and (now - last_rows >= ROWS_EVERY_SECONDS or iteration == 1):
+                    post((generation, "rows", rows))
+                    rows, last_rows = [], now
+                if now - last_result >= RESULT_EVERY_SECONDS or iteration == 1:
+                    post((generation, "result", self._snapshot(state, iteration, mu_sum, n_saved,
+                                                               best, best_log_joint)))
+                    last_result = now
+            if rows:
+                post((generation, "rows", rows))
+            if state is not None:
+                post((generation, "result", self._snapshot(state, completed, mu_sum, n_saved,
+                                                           best, best_log_joint)))
+            if not stop_event.is_set():
+                post((generation, "done", None))
+        except Exception as exc:  # shown in the UI instead of dying silently in a thread
+            post((generation, "error", f"{type(exc).__name__}: {exc}"))
+
+    @staticmethod
+    def _snapshot(state, iteration, mu_sum, n_saved, best, best_log_joint):
+        return dict(iteration=iteration, mu=state.mu,
+                    mu_hat=None if mu_sum is None else mu_sum / n_saved,
+                    best=best, best_log_joint=best_log_joint if best is not None else None,
+                    samples_saved=n_saved)
+
+
+def make_runners(buffer_length=10_000):
+    """One runner per method, keyed by method name."""
+    return {method: ChainRunner(method, buffer_length=buffer_length) for method in METHODS}
