@@ -412,7 +412,7 @@ def skellam_logpmf(k, mu1, mu2):
     ``log P(k) = -(mu1 + mu2) + (k/2) log(mu1/mu2) + log I_|k|(2 sqrt(mu1 mu2))``,
     with ``log I`` from :func:`lpviz.bessel.log_iv`, which stays finite where
     ``scipy.special.iv`` underflows (scipy's ``skellam.logpmf(200, 1, 1)``
-    is -inf; the true value is about -671). ``mu1`` or ``mu2`` may be 0 (a
+    is -inf; the true value is about -865.2). ``mu1`` or ``mu2`` may be 0 (a
     Poisson law on one side). Broadcasts over all arguments.
     """
     from lpviz.bessel import log_iv
