@@ -3,3 +3,5 @@
 from ._types import CountData, SyntheticData
 
 __all__ = ["CountData", "SyntheticData"]
+from .synthetic import make_topics, make_blocks
+__all__ += ["make_topics", "make_blocks"]
