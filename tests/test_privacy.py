@@ -294,7 +294,8 @@ def test_heterogeneous_alpha_rejects_bad_arguments(kwargs, error, match):
 # OpenDP's secure generator cannot be seeded: these draws differ run to run,
 # so the thresholds leave a false-failure chance below 1e-6 per test.
 
-def test_exact_sampler_has_the_two_sided_geometric_law():
+def test_exact_sampler_has_the_two_sided_geometric_law(monkeypatch):
+    monkeypatch.setattr(privacy, "_EXACT_CELLS_PER_CALL", 30_000)  # several batches
     epsilon, N = 1.5, 2
     alpha = alpha_from(epsilon, N)
     Y = np.zeros((100, 1000), dtype=np.int64)
@@ -311,7 +312,8 @@ def test_exact_sampler_has_the_two_sided_geometric_law():
     assert stats.chi2_contingency(table).pvalue > REJECT
 
 
-def test_exact_sampler_per_row_alpha():
+def test_exact_sampler_per_row_alpha(monkeypatch):
+    monkeypatch.setattr(privacy, "_EXACT_CELLS_PER_CALL", 30_000)  # one row per batch
     alpha = np.array([0.3, 0.8, 0.3, 0.8])
     Y = np.full((4, 25_000), 3)
     noise = privatize(Y, alpha=alpha, exact=True) - Y
