@@ -5,3 +5,5 @@ from ._types import CountData, SyntheticData
 __all__ = ["CountData", "SyntheticData"]
 from .synthetic import make_topics, make_blocks
 __all__ += ["make_topics", "make_blocks"]
+from .loaders import load_counts, load_data, save_counts
+__all__ += ["load_counts", "load_data", "save_counts"]
