@@ -372,8 +372,14 @@ def truncate(Y_obs):
 
     Clipping negative releases to zero is the truncated geometric mechanism
     (Ghosh et al. 2012); it biases small counts upward, which is why the
-    private sampler models the noise instead. Returns a new int64 array.
+    private sampler models the noise instead. Returns a new int64 array (a
+    new sparse matrix for sparse input).
     """
+    if sp.issparse(Y_obs):
+        out = Y_obs.copy()
+        out.data = truncate(out.data)
+        out.eliminate_zeros()
+        return out
     values = np.asarray(Y_obs)
     if values.dtype == bool or values.dtype.kind not in "iuf":
         raise TypeError(f"Y_obs must hold integer counts, got dtype {values.dtype}")

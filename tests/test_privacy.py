@@ -393,6 +393,11 @@ def test_truncate_is_what_the_naive_method_sees():
     np.testing.assert_array_equal(out, [[0, 0, 2], [5, 0, 1]])
     assert out.dtype == np.int64
     np.testing.assert_array_equal(Y_obs, before)
+    sparse = sp.csr_matrix(Y_obs)
+    out_sparse = truncate(sparse)
+    assert sp.issparse(out_sparse) and out_sparse.nnz == 3
+    np.testing.assert_array_equal(out_sparse.toarray(), out)
+    np.testing.assert_array_equal(sparse.toarray(), before)
     with pytest.raises(ValueError, match="non-integer"):
         truncate([0.5, 1.0])
     with pytest.raises(ValueError, match="NaN"):
