@@ -58,7 +58,9 @@ class FitProblem:
         if method == "nonprivate":
             return self.Y_true
         if method == "naive":
-            return np.maximum(self.Y_obs, 0)  # what the naive method sees
+            from lpviz.privacy import truncate
+
+            return truncate(self.Y_obs)
         return self.Y_obs
 
 

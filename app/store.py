@@ -155,6 +155,7 @@ class DataStore(pn.viewable.Viewer):
         """``background``: build data in a thread (default: only when served)."""
         self._background = _served() if background is None else background
         self._applying_defaults = False
+        self._source_switched = True
         self._upload = None
         self._build_generation = 0
         self._pending = []  # finished background builds, picked up by drain()
@@ -183,7 +184,7 @@ class DataStore(pn.viewable.Viewer):
         if not self._background:
             try:
                 self._set_data(build_data(self.source, **kwargs))
-            except (ValueError, TypeError, OSError) as exc:
+            except Exception as exc:  # shown beside the controls; the previous data stay
                 self.param.update(error=str(exc), loading=False)
             return
         self.param.update(loading=True, error="", message=f"building {self.source} ...")
@@ -243,9 +244,13 @@ class DataStore(pn.viewable.Viewer):
             n_components = factors["phi"].shape[0]
         elif "pi" in factors:
             n_components = factors["pi"].shape[0]
+        updates = {}
+        if self._source_switched and "N" in data.info:  # Figure 1: N = the mean count
+            updates["N"] = float(data.info["N"])
+        self._source_switched = False
         self._applying_defaults = True
         try:
-            self.param.update(data=data, model=data.model, n_components=n_components,
+            self.param.update(data=data, model=data.model, n_components=n_components, **updates,
                               error="", loading=False,
                               message=f"{data.source or self.source}: {data.shape[0]} x {data.shape[1]}")
         finally:
@@ -267,6 +272,11 @@ class DataStore(pn.viewable.Viewer):
         Y_obs = privatize(Y_true, alpha=alpha, random_state=self.noise_seed)
         mask = holdout_mask(Y_true, self.data.model, self.holdout, fraction=self.holdout_fraction,
                             n_actors=self.holdout_actors, random_state=self.noise_seed)
+        structural = self.data.info.get("mask")  # cells that do not exist (a network's self loops)
+        if structural is not None:
+            structural = np.asarray(structural, dtype=bool)
+            Y_obs[~structural] = Y_true[~structural]  # nothing there to release
+            mask = structural if mask is None else mask & structural
         self.param.update(Y_true=Y_true, Y_obs=Y_obs, alpha=alpha, mask=mask)
         self._configure_runners()
 
@@ -377,6 +387,7 @@ class DataStore(pn.viewable.Viewer):
             return
         names = {event.name for event in events}
         if "source" in names:
+            self._source_switched = True
             self._applying_defaults = True
             try:
                 self.param.update(**SOURCE_DEFAULTS[self.source])
