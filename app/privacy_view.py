@@ -1,0 +1,209 @@
+"""What the geometric mechanism does, driven by the store's epsilon and N.
+
+Left: the two-sided geometric law of the noise beside Skellam laws with
+exponentially distributed rates; their mixture *is* the geometric law
+(Theorem 2 of Schein et al. 2019), computed here by Gauss-Laguerre
+quadrature and drawn over it. Right: what an adversary sees for a true
+count y and for y + N, and the log of their ratio, which never leaves
+[-epsilon, epsilon] (Theorem 1).
+"""
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (styles below are bokeh options, also outside a notebook)
+import numpy as np
+import panel as pn
+import param
+
+from lpviz import privacy
+
+# Quadrature nodes per rate: the mixture matches the geometric pmf to ~1e-5 (alpha = 0.9)
+# or better, fast enough to follow an epsilon slider.
+_QUADRATURE_NODES = 40
+# Exponential quantiles of the illustrative Skellam components (lambda+, lambda-).
+_COMPONENT_QUANTILES = ((0.5, 0.5), (0.9, 0.2), (0.2, 0.9), (0.97, 0.6))
+_COMPONENT_COLORS = ("#8c8c8c", "#d62728", "#1f77b4", "#9467bd")
+
+
+def noise_support(alpha, mass=0.999, lower=5, upper=400):
+    """Half-width T with P(|tau| <= T) >= ``mass`` under 2Geo(alpha), clipped to [lower, upper]."""
+    # P(|tau| > T) = 2 alpha^(T+1) / (1 + alpha)
+    tail = np.log((1.0 - mass) * (1.0 + alpha) / 2.0) / np.log(alpha) - 1.0
+    return int(np.clip(np.ceil(tail), lower, upper))
+
+
+def skellam_mixture_pmf(tau, alpha, nodes=_QUADRATURE_NODES):
+    """P(tau) when tau ~ Skellam(l+, l-) with l+, l- ~ Exp(mean alpha / (1 - alpha)).
+
+    Integrates the Skellam pmf against both exponential densities with
+    Gauss-Laguerre quadrature: E[f(l)] = sum_i w_i f(scale * x_i).
+    """
+    x, w = np.polynomial.laguerre.laggauss(nodes)
+    scale = alpha / (1.0 - alpha)
+    lam = scale * x
+    tau = np.asarray(tau)
+    log_skellam = privacy.skellam_logpmf(tau[..., None, None], lam[:, None], lam[None, :])
+    return np.einsum("...ij,i,j->...", np.exp(log_skellam), w, w)
+
+
+def component_rates(alpha):
+    """(lambda+, lambda-) pairs at fixed quantiles of Exp(mean alpha / (1 - alpha))."""
+    scale = alpha / (1.0 - alpha)
+    return [(-scale * np.log1p(-qp), -scale * np.log1p(-qm)) for qp, qm in _COMPONENT_QUANTILES]
+
+
+def adversary_view(y, N, alpha, half_width):
+    """Noised values and their log-probabilities given true counts y and y + N."""
+    y_tilde = np.arange(y - half_width, y + N + half_width + 1)
+    log_p_y = privacy.geometric_logpmf(y_tilde - y, alpha)
+    log_p_yN = privacy.geometric_logpmf(y_tilde - y - N, alpha)
+    return y_tilde, np.asarray(log_p_y, float), np.asarray(log_p_yN, float)
+
+
+class PrivacyView(pn.viewable.Viewer):
+    """The geometric mechanism explained with the store's epsilon and N.
+
+    Parameters
+    ----------
+    store : DataStore
+        Supplies ``epsilon``, ``N``, and, for heterogeneous noise, the
+        per-row ``alpha``.
+    y : int
+        The true count the adversary compares with ``y + N``.
+    """
+
+    store = param.Parameter(doc="The app's DataStore (epsilon, N, heterogeneous, alpha).")
+    y = param.Integer(default=3, bounds=(0, None), softbounds=(0, 50),
+                      doc="True count y whose neighbour y + N the adversary must tell apart.")
+
+    # -- the numbers shown (tested against lpviz.privacy) ---------------------
+    @property
+    def epsilon(self):
+        return float(self.store.epsilon)
+
+    @property
+    def N(self):
+        return float(self.store.N)
+
+    @property
+    def distance(self):
+        """How far apart the adversary's two true counts are: N, as a whole count (>= 1)."""
+        return max(1, int(np.floor(self.N)))
+
+    @property
+    def log_ratio_bound(self):
+        """The largest |log-ratio| the mechanism allows at that distance: epsilon for whole N."""
+        return self.distance * self.epsilon / self.N
+
+    @property
+    def alpha(self):
+        """The scalar alpha = exp(-epsilon / N) the settings give."""
+        return float(privacy.alpha_from(self.epsilon, self.N))
+
+    def noise_frame(self):
+        """``(tau, geometric pmf, Skellam-mixture pmf)`` over the shown support."""
+        alpha = self.alpha
+        half = noise_support(alpha)
+        tau = np.arange(-half, half + 1)
+        geometric = np.exp(np.asarray(privacy.geometric_logpmf(tau, alpha), float))
+        return tau, geometric, skellam_mixture_pmf(tau, alpha)
+
+    def adversary_frame(self):
+        """``(y_tilde, log P(y_tilde | y), log P(y_tilde | y + N))``."""
+        alpha = self.alpha
+        return adversary_view(self.y, self.distance, alpha, noise_support(alpha, mass=0.99, upper=60))
+
+    # -- plots -----------------------------------------------------------------
+    @param.depends("store.epsilon", "store.N")
+    def skellam_plot(self):
+        alpha = self.alpha
+        half = noise_support(alpha)
+        tau = np.arange(-half, half + 1)
+        curves = []
+        for (lam_plus, lam_minus), color in zip(component_rates(alpha), _COMPONENT_COLORS):
+            p = np.exp(np.asarray(privacy.skellam_logpmf(tau, lam_plus, lam_minus), float))
+            label = f"Skellam({lam_plus:.2f}, {lam_minus:.2f})"
+            curves.append(hv.Curve((tau, p), "tau", "P(tau)", label=label).opts(
+                color=color, interpolation="steps-mid", line_width=2, tools=["hover"]))
+        return hv.Overlay(curves).opts(
+            title="Skellam laws with fixed rates: shifted, asymmetric",
+            legend_position="top_right", responsive=True, min_height=300)
+
+    @param.depends("store.epsilon", "store.N")
+    def geometric_plot(self):
+        tau, geometric, mixture = self.noise_frame()
+        bars = hv.Spikes((tau, geometric), "tau", "P(tau)", label="2Geo(alpha)").opts(
+            color="#4c72b0", line_width=5, tools=["hover"])
+        mix = hv.Scatter((tau, mixture), "tau", "P(tau)",
+                         label="Skellam mixed over Exp rates").opts(
+            color="#ff7f0e", size=6, marker="circle", tools=["hover"])
+        return (bars * mix).opts(
+            title=(f"Two-sided geometric noise: alpha = exp(-{self.epsilon:g}/{self.N:g}) = "
+                   f"{self.alpha:.3f}; max |mixture - 2Geo| = {np.abs(mixture - geometric).max():.1e}"),
+            legend_position="top_right", responsive=True, min_height=300)
+
+    @param.depends("store.epsilon", "store.N", "y")
+    def adversary_plot(self):
+        y_tilde, log_p_y, log_p_yN = self.adversary_frame()
+        y, N = self.y, self.distance
+        p_y = hv.Curve((y_tilde, np.exp(log_p_y)), "noised count", "probability",
+                       label=f"true count y = {y}").opts(
+            color="#1f77b4", interpolation="steps-mid", line_width=2, tools=["hover"])
+        p_yN = hv.Curve((y_tilde, np.exp(log_p_yN)), "noised count", "probability",
+                        label=f"true count y + N = {y + N}").opts(
+            color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
+        return (p_y * p_yN).opts(
+            title="What an adversary sees: the noised count under y and under y + N",
+            legend_position="top_right", responsive=True, min_height=280)
+
+    @param.depends("store.epsilon", "store.N", "y")
+    def log_ratio_plot(self):
+        y_tilde, log_p_y, log_p_yN = self.adversary_frame()
+        bound = self.log_ratio_bound
+        ratio = hv.Curve((y_tilde, log_p_y - log_p_yN), "noised count",
+                         "log P(. | y) - log P(. | y + N)").opts(
+            color="black", interpolation="steps-mid", line_width=2, tools=["hover"])
+        bounds = (hv.HLine(bound).opts(color="#d62728", line_dash="dashed", line_width=2)
+                  * hv.HLine(-bound).opts(color="#d62728", line_dash="dashed", line_width=2))
+        if self.distance == self.N:
+            title = f"The log-ratio stays within +/- epsilon = {bound:g}: odds change by at most e^{bound:g}"
+        else:
+            title = (f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N "
+                     f"= {bound:.3g}")
+        return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound),
+                                     responsive=True, min_height=250)
+
+    @param.depends("store.epsilon", "store.N", "store.heterogeneous", "store.alpha")
+    def summary(self):
+        eps, N, alpha = self.epsilon, self.N, self.alpha
+        text = (f"**epsilon = {eps:g}, N = {N:g}: epsilon/N = {eps / N:.3g}, "
+                f"alpha = exp(-epsilon/N) = {alpha:.4f}.** The noise is discrete Laplace with "
+                f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
+                f"noised counts whose probabilities differ by a factor of at most "
+                f"e^epsilon = {np.exp(eps):.3g}.")
+        row_alpha = np.asarray(getattr(self.store, "alpha", alpha), float)
+        if getattr(self.store, "heterogeneous", False) and row_alpha.ndim == 1 and row_alpha.size:
+            row_eps = np.asarray(privacy.epsilon_from(row_alpha, N), float)
+            text += (f"\n\n*Heterogeneous noise: each row has its own alpha "
+                     f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"
+                     f"{row_alpha.max():.3f}), so each row's own epsilon ranges "
+                     f"{row_eps.min():.3g}-{row_eps.max():.3g} for N = {N:g}. "
+                     f"The plots use the scalar settings above.*")
+        return pn.pane.Markdown(text, sizing_mode="stretch_width")
+
+    def figures(self):
+        """Current figures as static HoloViews objects, for export."""
+        return {"privacy_skellam": self.skellam_plot(), "privacy_geometric": self.geometric_plot(),
+                "privacy_adversary": self.adversary_plot(), "privacy_log_ratio": self.log_ratio_plot()}
+
+    def __panel__(self):
+        return pn.Column(
+            self.summary,
+            pn.Row(pn.pane.HoloViews(self.skellam_plot, sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(self.geometric_plot, sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.y, width=300),
+            pn.Row(pn.pane.HoloViews(self.adversary_plot, sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(self.log_ratio_plot, sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )

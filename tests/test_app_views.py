@@ -1,0 +1,132 @@
+"""The dashboard's result and explanation views, without a browser.
+
+Each view is driven the way a person would (changing its parameters or the
+store's) and what it would draw is checked against the library: Bessel marks
+against lpviz.bessel, the noise laws against lpviz.privacy, topic tables
+against lpviz.metrics, exported files read back.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("panel")
+
+import holoviews as hv  # noqa: E402
+
+from app.store import DataStore  # noqa: E402
+from lpviz import bessel, privacy  # noqa: E402
+
+
+@pytest.fixture
+def topics_store():
+    return DataStore(background=False, source="synthetic-topics")
+
+
+def _elements(overlay, kind):
+    return [el for el in overlay.values() if isinstance(el, kind)] if isinstance(overlay, hv.Overlay) \
+        else ([overlay] if isinstance(overlay, kind) else [])
+
+
+# ---- Bessel view ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("nu, a", [(0.0, 0.05), (3.0, 8.0), (12.5, 40.0), (0.0, 90.0), (60.0, 2.0)])
+def test_bessel_marks_follow_parameters_and_match_library(nu, a):
+    from app.bessel_view import BesselView
+
+    view = BesselView()
+    view.param.update(nu=nu, a=a)
+    marks = view.marks()
+    assert marks["mean"] == pytest.approx(float(bessel.mean(nu, a)), rel=1e-12)
+    assert marks["mode"] == int(bessel.mode(nu, a))
+
+    m, p = view.pmf_frame()
+    assert m[0] == 0 and np.all(np.diff(m) == 1)
+    assert p.sum() == pytest.approx(1.0, abs=1e-5)  # the shown support holds the mass
+    # The marks agree with the pmf drawn: its mean and its argmax.
+    assert np.sum(m * p) / p.sum() == pytest.approx(marks["mean"], rel=1e-4, abs=1e-5)
+    assert p[marks["mode"]] == pytest.approx(p.max(), rel=1e-12)  # ties (a = 90, nu = 0) allowed
+
+    plot = view.pmf_plot()
+    lines = sorted(float(line.data) for line in _elements(plot, hv.VLine))
+    assert lines == pytest.approx(sorted([marks["mean"], marks["mode"]]))
+    spikes = _elements(plot, hv.Spikes)[0]
+    np.testing.assert_allclose(spikes.dimension_values(1), bessel.pmf(m, nu, a))
+
+
+def test_bessel_gap_map_shows_bound_of_one_and_matches_library():
+    from app.bessel_view import BesselView
+
+    view = BesselView(map_nu_max=40.0, map_a_max=80.0, map_resolution=31)
+    nu_grid, a_grid, gap = view.gap_grid()
+    assert gap.shape == (31, 31)
+    assert nu_grid.max() == 40.0 and a_grid.max() == 80.0 and a_grid.min() > 0
+    assert 0.5 < gap.max() < 1.0  # close to the bound, never at it
+    i, j = 17, 9
+    expected = abs(float(bessel.mean(nu_grid[i], a_grid[j])) - int(bessel.mode(nu_grid[i], a_grid[j])))
+    assert gap[i, j] == pytest.approx(expected)
+
+    image = _elements(view.gap_map(), hv.Image)[0]
+    # hv.Image stores rows bottom-up: the lowest nu row is gap[0].
+    np.testing.assert_allclose(np.flipud(image.dimension_values(2, flat=False)), gap)
+    curve = _elements(view.gap_bound_plot(), hv.Curve)[0]
+    np.testing.assert_allclose(curve.dimension_values(1), gap.max(axis=0))
+    assert float(_elements(view.gap_bound_plot(), hv.HLine)[0].data) == 1.0
+
+    view.map_nu_max = 10.0  # the map follows its settings
+    assert view.gap_grid()[0].max() == 10.0
+
+
+def test_bessel_draws_histogram_counts_every_draw():
+    from app.bessel_view import draws_histogram
+
+    draws = np.array([0, 0, 1, 3, 3, 3, 7])
+    edges, counts = draws_histogram(draws)
+    assert counts.sum() == draws.size
+    assert counts[0] == 2 and counts[3] == 3 and counts[7] == 1
+    wide = np.arange(1000)
+    edges, counts = draws_histogram(wide, max_bins=50)
+    assert len(counts) <= 51 and counts.sum() == wide.size
+
+
+# ---- privacy view ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("epsilon, N", [(1.0, 1), (0.25, 1), (3.0, 1), (2.0, 4)])
+def test_skellam_mixture_is_the_geometric_law(epsilon, N):
+    from app.privacy_view import skellam_mixture_pmf
+
+    alpha = privacy.alpha_from(epsilon, N)
+    tau = np.arange(-25, 26)
+    geometric = np.exp(privacy.geometric_logpmf(tau, alpha))
+    np.testing.assert_allclose(skellam_mixture_pmf(tau, alpha), geometric, atol=2e-5)
+    # Power: the mixture at a slightly different alpha is told apart.
+    assert np.abs(skellam_mixture_pmf(tau, alpha * 1.05) - geometric).max() > 5e-4
+
+
+def test_privacy_view_follows_store_epsilon_and_N(topics_store):
+    from app.privacy_view import PrivacyView
+
+    view = PrivacyView(store=topics_store, y=4)
+    topics_store.param.update(epsilon=2.0, N=1)
+    assert view.alpha == pytest.approx(np.exp(-2.0))
+    tau, geometric, mixture = view.noise_frame()
+    np.testing.assert_allclose(geometric, np.exp(privacy.geometric_logpmf(tau, np.exp(-2.0))))
+    np.testing.assert_allclose(mixture, geometric, atol=2e-5)
+
+    topics_store.param.update(epsilon=1.5, N=3)
+    assert view.alpha == pytest.approx(np.exp(-0.5))
+    y_tilde, log_p_y, log_p_yN = view.adversary_frame()
+    ratio = log_p_y - log_p_yN
+    # Theorem 1: within +/- epsilon, and the bound is reached far from y.
+    assert np.abs(ratio).max() == pytest.approx(1.5)
+    assert ratio[0] == pytest.approx(1.5) and ratio[-1] == pytest.approx(-1.5)
+    np.testing.assert_allclose(log_p_y, privacy.geometric_logpmf(y_tilde - 4, np.exp(-0.5)))
+    np.testing.assert_allclose(log_p_yN, privacy.geometric_logpmf(y_tilde - 7, np.exp(-0.5)))
+    bound_lines = sorted(float(h.data) for h in _elements(view.log_ratio_plot(), hv.HLine))
+    assert bound_lines == pytest.approx([-1.5, 1.5])
+
+    topics_store.heterogeneous = True
+    text = view.summary().object
+    row_alpha = np.asarray(topics_store.alpha)
+    assert "Heterogeneous" in text and f"{row_alpha.min():.3f}" in text
+    for name, figure in view.figures().items():
+        assert isinstance(figure, hv.Overlay), name
