@@ -1,0 +1,643 @@
+"""Numba kernels for the two Poisson factorization models and the private step.
+
+Models (gamma priors with shape ``a0`` and rate ``b0`` on every factor):
+
+- ``"topics"``: ``mu_dv = sum_k theta_dk phi_kv`` (Poisson matrix
+  factorization / a topic model). Inside the kernels ``phi`` is stored
+  transposed as ``phiT`` (V, K), so every cell reads two contiguous K-vectors.
+- ``"blocks"``: ``mu_ij = sum_cd theta_ic theta_jd pi_cd`` for ``i != j``
+  (mixed-membership stochastic block model); the diagonal is never observed.
+
+Every kernel is a small function over arrays. Parallel kernels split rows into
+fixed blocks of :data:`ROWS_PER_STREAM` rows, and reseed the thread's random
+generator at the start of each block from (chain seed, iteration, unit), so a
+chain does not depend on the number of threads. Latent counts are integers, so
+per-chunk count accumulators sum to the same result in any order.
+
+The private step (DESIGN.md section 1) for one observed cell with noised count
+``ytil``, current rate ``mu`` and noise rates ``lambda+``, ``lambda-``:
+``m ~ Bessel(|ytil|, 2 sqrt((lambda+ + mu) lambda-))``; split into
+``y+ = y + g+`` and ``g-``; ``y ~ Binomial(y+, mu / (mu + lambda+))``; then
+``lambda* ~ Gamma(1 + g*, rate 1/alpha)`` -- the posterior of the
+exponential prior with rate ``(1-alpha)/alpha`` (the ICML paper's
+``alpha/(1-alpha) + 1`` is a typo).
+
+Missing cells are left out of the likelihood: rate sums are computed as the
+full factor sums minus the contributions of the missing cells, which are
+passed as compressed lists (``missing_indptr``/``missing_indices`` by row, and
+by column where a column-parallel update needs them).
+"""
+
+import math
+import types
+
+import numpy as np
+from numba import njit, prange
+
+from lpviz._random import seed_stream
+from lpviz.bessel import sample_nb
+
+__all__ = [
+    "ROWS_PER_STREAM",
+    "sample_true_count",
+    "topics_sweep_fixed", "topics_sweep_private", "topics_update_theta", "topics_update_phi",
+    "topics_count_loglik", "topics_missing_rate_sum",
+    "blocks_sweep_fixed", "blocks_sweep_private", "blocks_update_theta", "blocks_update_pi",
+    "blocks_pair_weights", "blocks_count_loglik",
+    "gamma_log_prior", "rates", "kernels",
+]
+
+# Rows that share one random stream. Fixed (not tied to the thread count) so
+# the chain is the same for any number of threads; large enough that reseeding
+# the Mersenne Twister (~1 us) is negligible next to the rows' work.
+ROWS_PER_STREAM = 8
+
+# Unit offsets: each phase of an iteration draws from its own streams.
+UNIT_SWEEP = 0
+UNIT_THETA = 1 << 40
+UNIT_PHI = 2 << 40
+UNIT_PI = 3 << 40
+
+# Below these sizes the cheap exact constructions beat numba's generic samplers.
+_SMALL_BINOMIAL = 16
+_SMALL_GAMMA_SHAPE = 12
+
+# Reassociation lets LLVM vectorise the K-long dot products; results stay
+# deterministic (the same code runs for a cell whatever thread runs it).
+_FAST_DOT = {"reassoc", "contract", "nsz", "arcp"}
+
+
+# ---------------------------------------------------------------------------
+# Small exact samplers and helpers
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True, fastmath=_FAST_DOT)
+def _dot(x, y):
+    total = 0.0
+    for k in range(x.shape[0]):
+        total += x[k] * y[k]
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _binomial(n, p):
+    """Binomial(n, p); n Bernoulli trials when n is small (exact and cheap)."""
+    if n <= 0 or p <= 0.0:
+        return 0
+    if p >= 1.0:
+        return n
+    if n <= _SMALL_BINOMIAL:
+        successes = 0
+        for _ in range(n):
+            if np.random.random() < p:
+                successes += 1
+        return successes
+    return np.random.binomial(n, p)
+
+
+@njit(nogil=True, cache=True)
+def _gamma_integer_shape(shape, scale):
+    """Gamma(shape, scale) for integer shape >= 1.
+
+    A sum of ``shape`` unit exponentials: ``-log`` of a product of uniforms,
+    exact and a single log for the small shapes the noise rates meet.
+    """
+    if shape <= _SMALL_GAMMA_SHAPE:
+        product = 1.0
+        for _ in range(shape):
+            product *= 1.0 - np.random.random()  # in (0, 1]: log stays finite
+        return -scale * math.log(product)
+    return np.random.gamma(shape, scale)
+
+
+@njit(nogil=True, cache=True)
+def _search(cumulative, n, u):
+    """Smallest index k < n with u < cumulative[k] (binary search)."""
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if u < cumulative[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _draw_index(cumulative, n):
+    """An index drawn with probability proportional to the increments of ``cumulative``."""
+    total = cumulative[n - 1]
+    if not total > 0.0:
+        # All weights underflowed: the model gives such a cell rate 0, so any
+        # component is as (im)plausible as another.
+        return int(np.random.random() * n)
+    return _search(cumulative, n, np.random.random() * total)
+
+
+@njit(nogil=True, cache=True)
+def sample_true_count(ytil, mu, lambda_plus, lambda_minus):
+    """Steps 1-3 of the private sweep for one cell: ``(y, g_plus, g_minus, m)``.
+
+    An exact draw of the true count ``y`` and the noise parts ``g+``, ``g-``
+    from ``p(y, g+, g- | ytil, mu, lambda+, lambda-)`` where
+    ``ytil = y + g+ - g-``, ``y ~ Pois(mu)``, ``g* ~ Pois(lambda*)``; ``m`` is
+    the Bessel draw ``min(y + g+, g-)``.
+    """
+    nu = float(abs(ytil))
+    a = 2.0 * math.sqrt((lambda_plus + mu) * lambda_minus)
+    m = sample_nb(nu, a)
+    if ytil <= 0:
+        y_plus = m
+        g_minus = m - ytil
+    else:
+        g_minus = m
+        y_plus = m + ytil
+    y = _binomial(y_plus, mu / (mu + lambda_plus)) if mu > 0.0 else 0
+    return y, y_plus - y, g_minus, m
+
+
+@njit(nogil=True, cache=True)
+def _noise_rates_step(g_plus, g_minus, posterior_scale, log_prior_rate, prior_rate):
+    """Step 4: draw lambda+ and lambda- given g+, g-; also their log joint terms.
+
+    Returns ``(lambda+, lambda-, log p(g+, g-, lambda+, lambda-))`` with
+    ``lambda* ~ Exp(prior_rate)`` and ``g* ~ Pois(lambda*)``.
+    """
+    lam_p = _gamma_integer_shape(1 + g_plus, posterior_scale)
+    lam_m = _gamma_integer_shape(1 + g_minus, posterior_scale)
+    log_terms = 2.0 * log_prior_rate - (prior_rate + 1.0) * (lam_p + lam_m)
+    if g_plus > 0:
+        log_terms += g_plus * math.log(lam_p) - math.lgamma(g_plus + 1.0)
+    if g_minus > 0:
+        log_terms += g_minus * math.log(lam_m) - math.lgamma(g_minus + 1.0)
+    return lam_p, lam_m, log_terms
+
+
+@njit(nogil=True, cache=True)
+def _chunk_blocks(chunk, n_chunks, n_rows):
+    """The stream blocks [first, last) that chunk ``chunk`` of ``n_chunks`` sweeps."""
+    n_blocks = (n_rows + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    return chunk * n_blocks // n_chunks, (chunk + 1) * n_blocks // n_chunks
+
+
+@njit(nogil=True, cache=True)
+def _sum_parts(parts):
+    total = parts[0].copy()
+    for c in range(1, parts.shape[0]):
+        total += parts[c]
+    return total
+
+
+@njit(nogil=True, cache=True)
+def gamma_log_prior(x, a0, b0):
+    """Sum over ``x`` of the Gamma(shape a0, rate b0) log density."""
+    const = a0 * math.log(b0) - math.lgamma(a0)
+    total = 0.0
+    flat = x.ravel()
+    for i in range(flat.shape[0]):
+        # A factor that underflowed to 0 counts as the smallest normal double,
+        # which keeps the log joint finite.
+        value = max(flat[i], 2.2250738585072014e-308)
+        total += const + (a0 - 1.0) * math.log(value) - b0 * value
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Topic model: mu_dv = theta_d . phiT_v
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _topics_allocate(theta_d, phi_v, y, cumulative, n_d, n_v):
+    """Split ``y`` tokens of one cell over topics (prob ∝ theta_dk phi_vk)."""
+    n_topics = theta_d.shape[0]
+    running = 0.0
+    for k in range(n_topics):
+        running += theta_d[k] * phi_v[k]
+        cumulative[k] = running
+    for _ in range(y):
+        k = _draw_index(cumulative, n_topics)
+        n_d[k] += 1
+        n_v[k] += 1
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iteration, n_chunks):
+    """Allocate fixed counts (CSR of observed nonzero cells) to topics.
+
+    Returns ``(n_dk (D, K), n_vk (V, K))`` int64 topic counts.
+    """
+    n_docs, n_topics = theta.shape
+    n_words = phiT.shape[0]
+    n_dk = np.zeros((n_docs, n_topics), dtype=np.int64)
+    n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
+    for chunk in prange(n_chunks):
+        cumulative = np.empty(n_topics)
+        first, last = _chunk_blocks(chunk, n_chunks, n_docs)
+        for block in range(first, last):
+            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+                for idx in range(indptr[d], indptr[d + 1]):
+                    v = indices[idx]
+                    _topics_allocate(theta[d], phiT[v], counts[idx], cumulative,
+                                     n_dk[d], n_vk_parts[chunk, v])
+    return n_dk, _sum_parts(n_vk_parts)
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, lambda_minus,
+                         y_latent, bessel_m, posterior_scale, prior_rate,
+                         chain_seed, iteration, n_chunks):
+    """One private sweep (steps 1-5) over every observed cell of the topic model.
+
+    Updates ``lambda_plus``, ``lambda_minus``, ``y_latent`` and ``bessel_m``
+    in place (cells with ``observed == False`` are skipped when ``has_mask``).
+    ``posterior_scale`` and ``prior_rate`` are per row: ``alpha_d`` and
+    ``(1 - alpha_d) / alpha_d``. Returns ``(n_dk, n_vk, noise_log_joint)``,
+    the last being ``sum log p(g+, g-, lambda+, lambda-)`` over observed cells.
+    """
+    n_docs, n_topics = theta.shape
+    n_words = phiT.shape[0]
+    n_dk = np.zeros((n_docs, n_topics), dtype=np.int64)
+    n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
+    row_log = np.zeros(n_docs)
+    for chunk in prange(n_chunks):
+        cumulative = np.empty(n_topics)
+        first, last = _chunk_blocks(chunk, n_chunks, n_docs)
+        for block in range(first, last):
+            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+                scale = posterior_scale[d]
+                rate = prior_rate[d]
+                log_rate = math.log(rate)
+                theta_d = theta[d]
+                log_sum = 0.0
+                for v in range(n_words):
+                    if has_mask and not observed[d, v]:
+                        continue
+                    mu = _dot(theta_d, phiT[v])
+                    y, g_plus, g_minus, m = sample_true_count(
+                        Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v])
+                    lam_p, lam_m, log_terms = _noise_rates_step(g_plus, g_minus, scale, log_rate, rate)
+                    lambda_plus[d, v] = lam_p
+                    lambda_minus[d, v] = lam_m
+                    y_latent[d, v] = y
+                    bessel_m[d, v] = m
+                    log_sum += log_terms
+                    if y > 0:
+                        _topics_allocate(theta_d, phiT[v], y, cumulative, n_dk[d], n_vk_parts[chunk, v])
+                row_log[d] = log_sum
+    return n_dk, _sum_parts(n_vk_parts), row_log.sum()
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def topics_update_theta(theta, phiT, n_dk, missing_indptr, missing_indices, a0, b0, chain_seed, iteration):
+    """theta_dk ~ Gamma(a0 + n_dk, b0 + sum over observed v of phi_kv), in place."""
+    n_docs, n_topics = theta.shape
+    phi_sum = np.zeros(n_topics)
+    for v in range(phiT.shape[0]):
+        phi_sum += phiT[v]
+    n_blocks = (n_docs + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    for block in prange(n_blocks):
+        seed_stream(chain_seed, iteration, UNIT_THETA + block)
+        rate = np.empty(n_topics)
+        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+            rate[:] = phi_sum
+            for idx in range(missing_indptr[d], missing_indptr[d + 1]):
+                rate -= phiT[missing_indices[idx]]
+            for k in range(n_topics):
+                theta[d, k] = np.random.gamma(a0 + n_dk[d, k], 1.0 / (b0 + max(rate[k], 0.0)))
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def topics_update_phi(phiT, theta, n_vk, missing_indptr, missing_indices, a0, b0, chain_seed, iteration):
+    """phi_kv ~ Gamma(a0 + n_vk, b0 + sum over observed d of theta_dk), in place.
+
+    ``missing_indptr``/``missing_indices`` list the missing rows of each column.
+    """
+    n_words, n_topics = phiT.shape
+    theta_sum = np.zeros(n_topics)
+    for d in range(theta.shape[0]):
+        theta_sum += theta[d]
+    n_blocks = (n_words + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    for block in prange(n_blocks):
+        seed_stream(chain_seed, iteration, UNIT_PHI + block)
+        rate = np.empty(n_topics)
+        for v in range(block * ROWS_PER_STREAM, min(n_words, (block + 1) * ROWS_PER_STREAM)):
+            rate[:] = theta_sum
+            for idx in range(missing_indptr[v], missing_indptr[v + 1]):
+                rate -= theta[missing_indices[idx]]
+            for k in range(n_topics):
+                phiT[v, k] = np.random.gamma(a0 + n_vk[v, k], 1.0 / (b0 + max(rate[k], 0.0)))
+
+
+@njit(nogil=True, cache=True)
+def topics_missing_rate_sum(theta, phiT, missing_indptr, missing_indices):
+    """Sum of mu over the missing cells (listed by row)."""
+    total = 0.0
+    for d in range(theta.shape[0]):
+        for idx in range(missing_indptr[d], missing_indptr[d + 1]):
+            total += _dot(theta[d], phiT[missing_indices[idx]])
+    return total
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def topics_count_loglik(indptr, indices, counts, theta, phiT, missing_indptr, missing_indices):
+    """``sum over observed cells of log Pois(y_dv; mu_dv)`` for counts in CSR form.
+
+    The CSR holds the observed nonzero cells; the ``-mu`` terms of all
+    observed cells come from the factor sums minus the missing cells.
+    """
+    n_docs, n_topics = theta.shape
+    row_log = np.zeros(n_docs)
+    for d in prange(n_docs):
+        total = 0.0
+        for idx in range(indptr[d], indptr[d + 1]):
+            y = counts[idx]
+            if y > 0:
+                total += y * math.log(_dot(theta[d], phiT[indices[idx]])) - math.lgamma(y + 1.0)
+        row_log[d] = total
+    theta_sum = np.zeros(n_topics)
+    for d in range(n_docs):
+        theta_sum += theta[d]
+    phi_sum = np.zeros(n_topics)
+    for v in range(phiT.shape[0]):
+        phi_sum += phiT[v]
+    rate_sum = _dot(theta_sum, phi_sum) - topics_missing_rate_sum(theta, phiT, missing_indptr, missing_indices)
+    return row_log.sum() - rate_sum
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def dense_to_csr(Y, n_chunks):
+    """CSR (indptr, indices, counts) of the positive entries of an int matrix."""
+    n_rows, n_cols = Y.shape
+    row_nnz = np.zeros(n_rows + 1, dtype=np.int64)
+    for i in prange(n_rows):
+        count = 0
+        for j in range(n_cols):
+            if Y[i, j] > 0:
+                count += 1
+        row_nnz[i + 1] = count
+    indptr = np.cumsum(row_nnz)
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    counts = np.empty(indptr[-1], dtype=np.int64)
+    for i in prange(n_rows):
+        pos = indptr[i]
+        for j in range(n_cols):
+            if Y[i, j] > 0:
+                indices[pos] = j
+                counts[pos] = Y[i, j]
+                pos += 1
+    return indptr, indices, counts
+
+
+# ---------------------------------------------------------------------------
+# Block model: mu_ij = sum_cd theta_ic pi_cd theta_jd = (theta_i^T pi) . theta_j
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _blocks_sender_tables(theta_i, pi, sender_pi, given_receiver):
+    """Per-sender tables: ``sender_pi = theta_i^T pi`` and, for each receiver
+    community d, the cumulative weights of sender communities c ∝ theta_ic pi_cd."""
+    n_comm = theta_i.shape[0]
+    for d in range(n_comm):
+        running = 0.0
+        for c in range(n_comm):
+            running += theta_i[c] * pi[c, d]
+            given_receiver[d, c] = running
+        sender_pi[d] = running
+
+
+@njit(nogil=True, cache=True)
+def _blocks_allocate(sender_pi, given_receiver, theta_j, y, cumulative, n_send_i, n_recv_j, n_cd):
+    """Split ``y`` tokens of cell (i, j) over community pairs (c, d), exactly
+    in two stages: d ∝ (theta_i^T pi)_d theta_jd, then c | d ∝ theta_ic pi_cd."""
+    n_comm = theta_j.shape[0]
+    running = 0.0
+    for d in range(n_comm):
+        running += sender_pi[d] * theta_j[d]
+        cumulative[d] = running
+    for _ in range(y):
+        d = _draw_index(cumulative, n_comm)
+        c = _draw_index(given_receiver[d], n_comm)
+        n_send_i[c] += 1
+        n_recv_j[d] += 1
+        n_cd[c, d] += 1
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration, n_chunks):
+    """Allocate fixed counts (CSR of observed off-diagonal nonzero cells).
+
+    Returns ``(n_send (V, C), n_recv (V, C), n_cd (C, C))`` int64 counts.
+    """
+    n_actors, n_comm = theta.shape
+    n_send = np.zeros((n_actors, n_comm), dtype=np.int64)
+    n_recv_parts = np.zeros((n_chunks, n_actors, n_comm), dtype=np.int64)
+    n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
+    for chunk in prange(n_chunks):
+        cumulative = np.empty(n_comm)
+        sender_pi = np.empty(n_comm)
+        given_receiver = np.empty((n_comm, n_comm))
+        first, last = _chunk_blocks(chunk, n_chunks, n_actors)
+        for block in range(first, last):
+            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
+                if indptr[i + 1] == indptr[i]:
+                    continue
+                _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
+                for idx in range(indptr[i], indptr[i + 1]):
+                    j = indices[idx]
+                    _blocks_allocate(sender_pi, given_receiver, theta[j], counts[idx], cumulative,
+                                     n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
+    return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts)
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lambda_minus,
+                         y_latent, bessel_m, posterior_scale, prior_rate,
+                         chain_seed, iteration, n_chunks):
+    """One private sweep over every observed off-diagonal cell of the block model.
+
+    Same contract as :func:`topics_sweep_private`; returns
+    ``(n_send, n_recv, n_cd, noise_log_joint)``.
+    """
+    n_actors, n_comm = theta.shape
+    n_send = np.zeros((n_actors, n_comm), dtype=np.int64)
+    n_recv_parts = np.zeros((n_chunks, n_actors, n_comm), dtype=np.int64)
+    n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
+    row_log = np.zeros(n_actors)
+    for chunk in prange(n_chunks):
+        cumulative = np.empty(n_comm)
+        sender_pi = np.empty(n_comm)
+        given_receiver = np.empty((n_comm, n_comm))
+        first, last = _chunk_blocks(chunk, n_chunks, n_actors)
+        for block in range(first, last):
+            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
+                scale = posterior_scale[i]
+                rate = prior_rate[i]
+                log_rate = math.log(rate)
+                _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
+                log_sum = 0.0
+                for j in range(n_actors):
+                    if j == i or (has_mask and not observed[i, j]):
+                        continue
+                    mu = _dot(sender_pi, theta[j])
+                    y, g_plus, g_minus, m = sample_true_count(
+                        Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j])
+                    lam_p, lam_m, log_terms = _noise_rates_step(g_plus, g_minus, scale, log_rate, rate)
+                    lambda_plus[i, j] = lam_p
+                    lambda_minus[i, j] = lam_m
+                    y_latent[i, j] = y
+                    bessel_m[i, j] = m
+                    log_sum += log_terms
+                    if y > 0:
+                        _blocks_allocate(sender_pi, given_receiver, theta[j], y, cumulative,
+                                         n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
+                row_log[i] = log_sum
+    return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), row_log.sum()
+
+
+@njit(nogil=True, cache=True)
+def _blocks_partner_sum(theta, total, i, missing_indptr, missing_indices, out):
+    """``out = sum over j != i with (i, j) observed of theta_j`` (lists by row)."""
+    out[:] = total - theta[i]
+    for idx in range(missing_indptr[i], missing_indptr[i + 1]):
+        out -= theta[missing_indices[idx]]
+    for c in range(out.shape[0]):
+        if out[c] < 0.0:  # rounding when almost every partner is missing
+            out[c] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def blocks_update_theta(theta, pi, n_send, n_recv, row_missing_indptr, row_missing_indices,
+                        col_missing_indptr, col_missing_indices, a0, b0, chain_seed, iteration):
+    """theta_ic ~ Gamma(a0 + n_send_ic + n_recv_ic, b0 + sum_{j: (i,j) obs} (pi theta_j)_c
+    + sum_{j: (j,i) obs} (pi^T theta_j)_c), in place.
+
+    Rows are coupled (theta_i's rate depends on every other theta_j), so they
+    are updated one after another: each draw is from its exact conditional.
+    Missing lists exclude the diagonal (never observed).
+    """
+    n_actors, n_comm = theta.shape
+    seed_stream(chain_seed, iteration, UNIT_THETA)
+    total = np.zeros(n_comm)
+    for j in range(n_actors):
+        total += theta[j]
+    receivers = np.empty(n_comm)
+    senders = np.empty(n_comm)
+    for i in range(n_actors):
+        _blocks_partner_sum(theta, total, i, row_missing_indptr, row_missing_indices, receivers)
+        _blocks_partner_sum(theta, total, i, col_missing_indptr, col_missing_indices, senders)
+        for c in range(n_comm):
+            rate = b0
+            for d in range(n_comm):
+                rate += pi[c, d] * receivers[d] + pi[d, c] * senders[d]
+            new = np.random.gamma(a0 + n_send[i, c] + n_recv[i, c], 1.0 / rate)
+            total[c] += new - theta[i, c]
+            theta[i, c] = new
+
+
+@njit(nogil=True, cache=True)
+def blocks_pair_weights(theta, row_missing_indptr, row_missing_indices):
+    """W_cd = sum over observed pairs i != j of theta_ic theta_jd (C, C)."""
+    n_actors, n_comm = theta.shape
+    total = np.zeros(n_comm)
+    for j in range(n_actors):
+        total += theta[j]
+    receivers = np.empty(n_comm)
+    weights = np.zeros((n_comm, n_comm))
+    for i in range(n_actors):
+        _blocks_partner_sum(theta, total, i, row_missing_indptr, row_missing_indices, receivers)
+        for c in range(n_comm):
+            for d in range(n_comm):
+                weights[c, d] += theta[i, c] * receivers[d]
+    return weights
+
+
+@njit(nogil=True, cache=True)
+def blocks_update_pi(pi, theta, n_cd, row_missing_indptr, row_missing_indices, a0, b0, chain_seed, iteration):
+    """pi_cd ~ Gamma(a0 + n_cd, b0 + sum over observed i != j of theta_ic theta_jd), in place."""
+    seed_stream(chain_seed, iteration, UNIT_PI)
+    weights = blocks_pair_weights(theta, row_missing_indptr, row_missing_indices)
+    n_comm = pi.shape[0]
+    for c in range(n_comm):
+        for d in range(n_comm):
+            pi[c, d] = np.random.gamma(a0 + n_cd[c, d], 1.0 / (b0 + weights[c, d]))
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def blocks_count_loglik(indptr, indices, counts, theta, pi, row_missing_indptr, row_missing_indices):
+    """``sum over observed off-diagonal cells of log Pois(y_ij; mu_ij)`` (CSR counts)."""
+    n_actors, n_comm = theta.shape
+    row_log = np.zeros(n_actors)
+    for i in prange(n_actors):
+        sender_pi = np.zeros(n_comm)
+        for c in range(n_comm):
+            for d in range(n_comm):
+                sender_pi[d] += theta[i, c] * pi[c, d]
+        total = 0.0
+        for idx in range(indptr[i], indptr[i + 1]):
+            y = counts[idx]
+            if y > 0:
+                total += y * math.log(_dot(sender_pi, theta[indices[idx]])) - math.lgamma(y + 1.0)
+        row_log[i] = total
+    weights = blocks_pair_weights(theta, row_missing_indptr, row_missing_indices)
+    return row_log.sum() - np.sum(weights * pi)
+
+
+# ---------------------------------------------------------------------------
+# Python-level helpers
+# ---------------------------------------------------------------------------
+
+def rates(model, factors):
+    """The Poisson rates ``mu`` (all cells, observed or not) of a factor dict.
+
+    ``topics``: ``theta @ phi`` (D, V); ``blocks``: ``theta @ pi @ theta.T``
+    with a zero diagonal (no self loops).
+    """
+    if model == "topics":
+        return factors["theta"] @ factors["phi"]
+    if model == "blocks":
+        theta = factors["theta"]
+        mu = theta @ factors["pi"] @ theta.T
+        np.fill_diagonal(mu, 0.0)
+        return mu
+    raise ValueError(f"model must be 'topics' or 'blocks', got {model!r}")
+
+
+# ---------------------------------------------------------------------------
+# Serial twins of the parallel kernels
+# ---------------------------------------------------------------------------
+
+# Launching a parallel region costs tens of microseconds (milliseconds when
+# the cores are busy), more than a whole sweep of a small data set. Each
+# parallel kernel therefore has a serial twin compiled from the same source;
+# both draw the same numbers (per-block streams), so they give the same chain.
+_PARALLEL_KERNELS = (
+    "topics_sweep_fixed", "topics_sweep_private", "topics_update_theta", "topics_update_phi",
+    "topics_count_loglik", "blocks_sweep_fixed", "blocks_sweep_private", "blocks_count_loglik",
+    "dense_to_csr",
+)
+_SERIAL_ONLY = ("blocks_update_theta", "blocks_update_pi", "gamma_log_prior")
+
+
+def _serial_twin(kernel):
+    func = kernel.py_func
+    twin = types.FunctionType(func.__code__, func.__globals__, func.__name__ + "_serial",
+                              func.__defaults__, func.__closure__)
+    # A distinct qualified name gives the twin its own on-disk cache entry.
+    twin.__qualname__ = func.__qualname__ + "_serial"
+    twin.__doc__ = func.__doc__
+    return njit(nogil=True, cache=True)(twin)
+
+
+_SERIAL_TWINS = {name: _serial_twin(globals()[name]) for name in _PARALLEL_KERNELS}
+
+
+def kernels(parallel):
+    """The kernel set a chain calls: parallel ones, or their serial twins."""
+    chosen = {name: (globals()[name] if parallel else _SERIAL_TWINS[name]) for name in _PARALLEL_KERNELS}
+    chosen.update({name: globals()[name] for name in _SERIAL_ONLY})
+    return types.SimpleNamespace(**chosen)
