@@ -257,12 +257,12 @@ def _sniff_table_kind(path):
                          "(source,target[,count]) nor a document x word table; check the separator")
     if _is_edge_header(first):
         return "edges"
-    data_rows = rest if _looks_like_header(first, rest) else rows
-    if _looks_like_header(first, rest) and not data_rows:
-        return "edges"
+    header = _looks_like_header(first, rest)
+    data_rows = rest if header else rows
     names_in_front = all(not _is_number(r[0]) and not _is_number(r[1]) for r in data_rows)
     numeric = all(all(_is_number(x) for x in r) for r in data_rows)
-    if names_in_front or (numeric and not _looks_like_header(first, rest)):
+    # a header of words over numbers names columns of a narrow dense table
+    if names_in_front or (numeric and not header):
         return "edges"
     return "dense-csv"
 

@@ -1,0 +1,169 @@
+"""``lpviz fetch-enron`` and ``lpviz build-enron``: get the Enron release and build the paper's matrices."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import CLIError
+
+# Defaults of the paper (Schein et al. 2019, section 5), shown in --help; the
+# topic-only and network-only options are checked against the matrix asked for.
+_TOPIC_DEFAULTS = {"n_docs": 10000, "n_words": 10000, "min_tokens": 50, "max_df": 0.3, "seed": 0}
+_NETWORK_DEFAULTS = {"min_count": 100}
+
+
+def register(subparsers):
+    from lpviz.datasets.download import DEFAULT_URL
+
+    fetch = subparsers.add_parser(
+        "fetch-enron", help="download the CMU Enron email tarball (resumable)",
+        description="Download the CMU Enron release over HTTP with a progress bar. An interrupted "
+                    "download resumes from DEST.part; the file is moved into place only when its "
+                    "size checks out. An existing file is returned untouched.")
+    fetch.add_argument("--dest", type=Path, default=None,
+                       help="file or existing folder (default: the data cache folder, LPVIZ_DATA_DIR)")
+    fetch.add_argument("--url", default=DEFAULT_URL, help="where to download from (default: %(default)s)")
+    fetch.add_argument("--expected-size", type=int, default=None, metavar="BYTES",
+                       help="refuse a file of any other size")
+    fetch.add_argument("--retries", type=int, default=3, help="automatic resumes (default: %(default)s)")
+    fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fetch.set_defaults(func=_fetch_enron)
+
+    build = subparsers.add_parser(
+        "build-enron", help="build the paper's Enron topic or network count matrix",
+        description="Read a maildir folder, the CMU .tar.gz or emails.csv and build the document x "
+                    "word matrix (topics) or the sender -> recipient matrix (network), cached for "
+                    "the next run. Prints a summary; --output saves the matrix as .npz.")
+    build.add_argument("matrix", choices=["topics", "network"])
+    build.add_argument("source", type=Path, help="maildir folder, .tar.gz/.tgz or emails.csv")
+    topics = build.add_argument_group("topics options")
+    topics.add_argument("--n-docs", type=int, help=f"emails drawn, D (default {_TOPIC_DEFAULTS['n_docs']})")
+    topics.add_argument("--n-words", type=int, help=f"vocabulary size, V (default {_TOPIC_DEFAULTS['n_words']})")
+    topics.add_argument("--min-tokens", type=int,
+                        help=f"word tokens an email needs (default {_TOPIC_DEFAULTS['min_tokens']})")
+    topics.add_argument("--max-df", type=float,
+                        help=f"drop words in at least this fraction of emails (default {_TOPIC_DEFAULTS['max_df']})")
+    topics.add_argument("--seed", type=int, help=f"seed of the draw of emails (default {_TOPIC_DEFAULTS['seed']})")
+    network = build.add_argument_group("network options")
+    network.add_argument("--min-count", type=int,
+                         help=f"emails an actor sent or received (default {_NETWORK_DEFAULTS['min_count']})")
+    build.add_argument("--cache-dir", type=Path, default=None, help="cache folder (default: LPVIZ_DATA_DIR or data/)")
+    build.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
+    build.add_argument("--output", type=Path, default=None, metavar="FILE.npz",
+                       help="also save the matrix (reload with lpviz.datasets.load_counts or --data FILE.npz)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    build.add_argument("--json", action="store_true", help="print the summary as JSON")
+    build.set_defaults(func=_build_enron)
+
+
+def _fetch_enron(args):
+    from lpviz.datasets.download import fetch_enron
+
+    if args.retries < 0:
+        raise CLIError(f"--retries must be >= 0, got {args.retries}")
+    try:
+        path = fetch_enron(args.dest, url=args.url, expected_size=args.expected_size,
+                           progress=not args.no_progress, retries=args.retries)
+    except OSError as error:  # unreachable server, HTTP error, interrupted, existing file
+        raise CLIError(str(error)) from None
+    print(path)
+    return 0
+
+
+def _build_enron(args):
+    from lpviz.datasets.cache import resolve_cache_dir
+    from lpviz.datasets.enron import build_enron_network, build_enron_topics
+
+    given = {name: getattr(args, name) for name in (*_TOPIC_DEFAULTS, *_NETWORK_DEFAULTS)
+             if getattr(args, name) is not None}
+    foreign = _NETWORK_DEFAULTS if args.matrix == "topics" else _TOPIC_DEFAULTS
+    misplaced = [f"--{name.replace('_', '-')}" for name in given if name in foreign]
+    if misplaced:
+        raise CLIError(f"{', '.join(misplaced)} only applies to the "
+                       f"{'network' if args.matrix == 'topics' else 'topics'} matrix, not {args.matrix}")
+    if not args.source.exists():
+        raise CLIError(f"{args.source}: no such file or folder; give a maildir folder, the CMU .tar.gz or "
+                       "emails.csv (download it with `lpviz fetch-enron`)")
+    if args.output is not None:
+        if args.output.suffix != ".npz":
+            raise CLIError(f"--output {args.output}: give a file name ending in .npz")
+        if args.output.exists() and not args.overwrite:
+            raise CLIError(f"--output {args.output} already exists; choose another name or add --overwrite")
+    if args.no_cache and args.cache_dir is not None:
+        raise CLIError("--no-cache and --cache-dir contradict each other; give one")
+    cache_dir = False if args.no_cache else args.cache_dir
+    cache_folder = resolve_cache_dir(cache_dir)
+    before = _cache_entries(cache_folder)
+
+    start = time.perf_counter()
+    if args.matrix == "topics":
+        options = {**_TOPIC_DEFAULTS, **given}
+        data = build_enron_topics(args.source, n_docs=options["n_docs"], n_words=options["n_words"],
+                                  min_tokens=options["min_tokens"], max_df=options["max_df"],
+                                  random_state=options["seed"], cache_dir=cache_dir)
+    else:
+        options = {**_NETWORK_DEFAULTS, **given}
+        data = build_enron_network(args.source, min_count=options["min_count"], cache_dir=cache_dir)
+    seconds = time.perf_counter() - start
+    # the cache writes entries only when it had to build: new entries mean a miss
+    cache = "off" if cache_folder is None else ("built" if _cache_entries(cache_folder) - before else "hit")
+
+    if args.output is not None:
+        from lpviz.datasets.loaders import save_counts
+        save_counts(data, args.output, overwrite=args.overwrite)
+    summary = _summary(args, data, options, seconds, cache, cache_folder)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+def _cache_entries(folder):
+    if folder is None or not folder.is_dir():
+        return set()
+    return {path.name for path in folder.glob("*.json")}
+
+
+def _summary(args, data, options, seconds, cache, cache_folder):
+    Y = data.Y
+    nnz = int(Y.nnz) if hasattr(Y, "nnz") else int((Y != 0).sum())
+    report = data.info.get("report", {})
+    return {
+        "matrix": args.matrix,
+        "source": str(args.source),
+        "shape": list(data.shape),
+        "nonzero_cells": nnz,
+        "total_count": int(Y.sum()),
+        "options": options,
+        "report": report,
+        "note": data.info.get("note", ""),
+        "seconds": round(seconds, 3),
+        "cache": cache,
+        "cache_dir": str(cache_folder) if cache_folder is not None else None,
+        "output": str(args.output) if args.output is not None else None,
+    }
+
+
+def _print_summary(summary):
+    rows, cols = summary["shape"]
+    what = "emails x words" if summary["matrix"] == "topics" else "senders x recipients"
+    print(f"enron {summary['matrix']}: {rows:,} x {cols:,} ({what}), "
+          f"{summary['nonzero_cells']:,} nonzero cells, {summary['total_count']:,} counts")
+    print("options: " + ", ".join(f"{key}={value}" for key, value in summary["options"].items()))
+    report = summary["report"]
+    if report:
+        skipped = ", ".join(f"{reason}={n:,}" for reason, n in sorted(report.get("skipped", {}).items())) or "none"
+        print(f"read: {report.get('n_read', 0):,} messages, {report.get('n_parsed', 0):,} kept; skipped: {skipped}")
+        notes = ", ".join(f"{note}={n:,}" for note, n in sorted(report.get("notes", {}).items()))
+        if notes:
+            print(f"repaired: {notes}")
+    if summary["note"]:
+        print(f"note: {summary['note']}")
+    how = {"hit": "loaded from the cache", "built": "built and cached", "off": "built (no cache)"}[summary["cache"]]
+    where = f" in {summary['cache_dir']}" if summary["cache"] != "off" else ""
+    print(f"{how}{where}: {summary['seconds']:.2f} s")
+    if summary["output"]:
+        print(f"saved to {summary['output']}")
+    sys.stdout.flush()

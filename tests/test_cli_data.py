@@ -1,0 +1,115 @@
+"""`lpviz fetch-enron` against a loopback server and `lpviz build-enron` on small maildirs the tests write."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from lpviz.cli import main
+from lpviz.datasets import load_counts
+from test_download import server  # noqa: F401  (the loopback HTTP server fixture)
+from test_loaders import _maildir
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------- fetch-enron
+
+def test_fetch_enron_downloads_and_prints_the_path(server, tmp_path, capsys):  # noqa: F811
+    code, out, err = run(capsys, "fetch-enron", "--dest", tmp_path, "--url", server.url, "--no-progress")
+    assert code == 0, err
+    assert out.strip() == str(tmp_path / "enron.tar.gz")
+    assert (tmp_path / "enron.tar.gz").read_bytes() == server.payload
+
+
+def test_fetch_enron_errors_are_one_clear_line(server, tmp_path, capsys):  # noqa: F811
+    server.cut_first = 10
+    code, out, err = run(capsys, "fetch-enron", "--dest", tmp_path / "e.tar.gz", "--url", server.url,
+                         "--no-progress", "--retries", "0")
+    assert code == 2 and out == ""
+    assert err.startswith("lpviz fetch-enron: error: download of") and "run again to resume" in err
+    assert not (tmp_path / "e.tar.gz").exists()
+
+    (tmp_path / "mine.tar.gz").write_bytes(b"x")
+    code, _, err = run(capsys, "fetch-enron", "--dest", tmp_path / "mine.tar.gz", "--url", server.url,
+                       "--expected-size", 5)
+    assert code == 2 and "does not overwrite" in err
+    assert (tmp_path / "mine.tar.gz").read_bytes() == b"x"
+
+    code, _, err = run(capsys, "fetch-enron", "--dest", tmp_path, "--url", server.url + "x", "--no-progress")
+    assert code == 2 and "HTTP 404" in err
+    code, _, err = run(capsys, "fetch-enron", "--retries", "-1")
+    assert code == 2 and "--retries must be >= 0" in err
+
+
+# ---------------------------------------------------------------- build-enron
+
+@pytest.fixture
+def maildir(tmp_path):
+    pytest.importorskip("lpviz.datasets.enron", reason="the Enron builders are another engineer's module")
+    return _maildir(tmp_path / "mail")
+
+
+def test_build_enron_network_summary_output_and_cache(maildir, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    output = tmp_path / "network.npz"
+    code, out, err = run(capsys, "build-enron", "network", maildir, "--min-count", 1, "--cache-dir", cache,
+                         "--output", output, "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["shape"] == [2, 2] and summary["total_count"] == 3 and summary["nonzero_cells"] == 2
+    assert summary["cache"] == "built" and summary["report"]["n_read"] == 3
+    assert summary["options"] == {"min_count": 1}
+    saved = load_counts(output)
+    assert saved.model == "blocks" and saved.row_labels == ["alice@enron.com", "bob@enron.com"]
+    np.testing.assert_array_equal(saved.Y, [[0, 2], [1, 0]])
+
+    code, out, err = run(capsys, "build-enron", "network", maildir, "--min-count", 1, "--cache-dir", cache)
+    assert code == 0, err
+    assert out.splitlines()[0] == ("enron network: 2 x 2 (senders x recipients), 2 nonzero cells, 3 counts")
+    assert "read: 3 messages, 3 kept; skipped: none" in out
+    assert "loaded from the cache" in out
+
+
+def test_build_enron_topics_text_summary(maildir, tmp_path, capsys):
+    output = tmp_path / "topics.npz"
+    code, out, err = run(capsys, "build-enron", "topics", maildir, "--n-docs", 2, "--n-words", 50,
+                         "--min-tokens", 1, "--max-df", 1.0, "--seed", 4, "--no-cache", "--output", output)
+    assert code == 0, err
+    assert out.startswith("enron topics: 2 x ") and "(emails x words)" in out
+    assert "built (no cache)" in out and f"saved to {output}" in out
+    saved = load_counts(output)
+    assert saved.model == "topics" and saved.shape[0] == 2 and saved.info["params"]["random_state"] == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["network", "{maildir}", "--n-docs", "5"], "--n-docs only applies to the topics matrix, not network"),
+    (["topics", "{maildir}", "--min-count", "5"], "--min-count only applies to the network matrix"),
+    (["topics", "{tmp}/nowhere"], "nowhere: no such file or folder; .*lpviz fetch-enron"),
+    (["topics", "{maildir}", "--output", "{tmp}/out.csv"], "give a file name ending in .npz"),
+    (["topics", "{maildir}", "--output", "{tmp}/taken.npz"], "already exists; .*--overwrite"),
+    (["topics", "{maildir}", "--no-cache", "--cache-dir", "{tmp}"], "--no-cache and --cache-dir"),
+    (["topics", "{maildir}", "--no-cache", "--max-df", "0"], "max_df must be a fraction in \\(0, 1\\]"),
+    (["network", "{maildir}", "--no-cache", "--min-count", "1000"], "lower min_count"),
+])
+def test_build_enron_bad_arguments(maildir, tmp_path, capsys, argv, message):
+    (tmp_path / "taken.npz").write_bytes(b"someone's file")
+    argv = [a.format(maildir=maildir, tmp=tmp_path) for a in argv]
+    code, out, err = run(capsys, "build-enron", *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("lpviz build-enron: error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert (tmp_path / "taken.npz").read_bytes() == b"someone's file"
+
+
+def test_build_enron_unknown_matrix_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["build-enron", "graph", "somewhere"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'graph'" in capsys.readouterr().err
