@@ -14,6 +14,7 @@ import numpy as np
 import panel as pn
 import param
 
+from app.store import DataStore
 from lpviz import bessel
 
 # A pmf this small is invisible on the plot; it bounds the support shown.
@@ -69,7 +70,8 @@ class BesselView(pn.viewable.Viewer):
     map_a_max = param.Number(default=100.0, bounds=(1, 5000), doc="Largest a on the map.")
     map_resolution = param.Integer(default=81, bounds=(11, 301), doc="Grid points per axis of the map.")
     show_chain_draws = param.Boolean(default=True, doc="Show the Bessel draws of the running private chain.")
-    store = param.Parameter(default=None, doc="The app's DataStore (optional).")
+    store = param.ClassSelector(class_=DataStore, default=None, allow_None=True,
+                                doc="The app's DataStore (optional).")
 
     def __init__(self, **params):
         super().__init__(**params)

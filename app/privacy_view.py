@@ -14,6 +14,7 @@ import numpy as np
 import panel as pn
 import param
 
+from app.store import DataStore
 from lpviz import privacy
 
 # Quadrature nodes per rate: the mixture matches the geometric pmf to ~1e-5 (alpha = 0.9)
@@ -71,7 +72,7 @@ class PrivacyView(pn.viewable.Viewer):
         The true count the adversary compares with ``y + N``.
     """
 
-    store = param.Parameter(doc="The app's DataStore (epsilon, N, heterogeneous, alpha).")
+    store = param.ClassSelector(class_=DataStore, doc="The app's DataStore (epsilon, N, heterogeneous, alpha).")
     y = param.Integer(default=3, bounds=(0, None), softbounds=(0, 50),
                       doc="True count y whose neighbour y + N the adversary must tell apart.")
 

@@ -22,6 +22,22 @@ def topics_store():
     return DataStore(background=False, source="synthetic-topics")
 
 
+def run_fits(store, n_iter=60, burn_in=20, thin=10):
+    """Run the store's three chains to the end in their threads and hand over the results."""
+    store.n_iter, store.burn_in, store.thin = n_iter, burn_in, thin
+    store.start()
+    for runner in store.runners.values():
+        assert runner.join(timeout=300), f"{runner.method} chain did not finish"
+        runner.drain()
+        assert runner.status == "done", (runner.method, runner.status, runner.error)
+    return store
+
+
+@pytest.fixture(scope="module")
+def fitted_topics_store():
+    return run_fits(DataStore(background=False, source="synthetic-topics"))
+
+
 def _elements(overlay, kind):
     return [el for el in overlay.values() if isinstance(el, kind)] if isinstance(overlay, hv.Overlay) \
         else ([overlay] if isinstance(overlay, kind) else [])
@@ -130,3 +146,67 @@ def test_privacy_view_follows_store_epsilon_and_N(topics_store):
     assert "Heterogeneous" in text and f"{row_alpha.min():.3f}" in text
     for name, figure in view.figures().items():
         assert isinstance(figure, hv.Overlay), name
+
+
+def test_bessel_view_shows_the_private_chain_draws(fitted_topics_store):
+    from app.bessel_view import BesselView
+
+    view = BesselView(store=fitted_topics_store)
+    draws = fitted_topics_store.runners["private"].chain.bessel_draws
+    assert draws is not None and draws.size > 0
+    edges, counts = view._draws_pipe.data
+    assert counts.sum() == draws.size  # every draw of the last sweep is in the histogram
+    assert edges[-1] > draws.max()
+    view.show_chain_draws = False
+    assert view._draws_pipe.data[1].sum() == 0
+
+
+# ---- topics view ----------------------------------------------------------------------
+
+def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics_store):
+    from app.topics_view import TopicsView
+    from lpviz import metrics
+
+    store = fitted_topics_store
+    view = TopicsView(store=store)
+    phi_true = store.data.factors["phi"]
+    K = phi_true.shape[0]
+    vocab = store.data.col_labels
+    table = view.table
+    assert list(table["method"].unique()) == ["truth", "private", "naive", "nonprivate"]
+    for method in ("private", "naive", "nonprivate"):
+        phi = store.runners[method].result["best"]["phi"]
+        order = metrics.align_topics(phi, phi_true)
+        expected = phi[order] / phi[order].sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(view.topics[method], expected)
+        rows = table[table["method"] == method]
+        assert len(rows) == K
+        top = metrics.top_words(expected, n=10)
+        assert rows["top words"].tolist() == [", ".join(words) for words in
+                                              metrics.top_words(expected, n=10, vocab=vocab)]
+        np.testing.assert_allclose(rows["NPMI"], metrics.npmi(top, store.Y_true, top_n=10))
+        np.testing.assert_allclose(rows["coherence"], metrics.umass_coherence(top, store.Y_true, top_n=10))
+        truth = phi_true / phi_true.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(rows["L1 to truth"], np.abs(expected - truth).sum(axis=1))
+        # Aligned means no other matching of topics is closer to the truth.
+        assert rows["L1 to truth"].sum() <= np.abs(expected[::-1] - truth).sum() + 1e-12
+
+    view.n_top = 4
+    assert all(len(words.split(", ")) == 4 for words in view.table["top words"])
+    heatmaps = view.heatmaps()
+    assert len(heatmaps) == 4
+    heatmap = heatmaps.values()[1]  # the private fit
+    assert set(heatmap.dimension_values("topic")) == {str(k) for k in range(1, K + 1)}
+    assert heatmap.dimension_values("P(term | topic)").max() <= 1.0
+
+
+def test_topics_view_waits_for_samples_and_ignores_networks():
+    from app.topics_view import TopicsView
+
+    store = DataStore(background=False, source="synthetic-topics")
+    view = TopicsView(store=store)
+    assert set(view.table["method"]) == {"truth"}  # no fit yet: only the truth
+    assert "Waiting for a saved sample" in view.status().object
+    store.source = "synthetic-blocks"
+    assert view.table.empty and view.topics == {}
+    assert "Blocks" in view.status().object
