@@ -166,8 +166,8 @@ class DataStore(pn.viewable.Viewer):
         self._sync_fit_settings()
         self.param.watch(self._on_data_param, ["source", *sorted({p for ps in DATA_PARAMS.values() for p in ps})])
         self.param.watch(self._on_noise_param, list(NOISE_PARAMS))
-        self.param.watch(lambda event: self._sync_fit_settings(), list(FIT_PARAMS))
-        self.param.watch(lambda event: self._configure_runners(), ["chain_seed"])
+        self.param.watch(lambda *events: self._sync_fit_settings(), list(FIT_PARAMS))
+        self.param.watch(lambda *events: self._configure_runners(), ["chain_seed"])
         if _served():
             self.start_draining()
             pn.state.on_session_destroyed(self._on_session_destroyed)
