@@ -1,6 +1,7 @@
 """Generic loaders on small files the tests write: exact matrices, labels, and every malformed case."""
 
 import gzip
+import os
 
 import numpy as np
 import pandas as pd
@@ -130,6 +131,9 @@ def test_save_counts_round_trip_and_no_silent_overwrite(tmp_path, sparse):
     save_counts(original, path, overwrite=True)
     np.testing.assert_array_equal(load_counts(path).dense(), 2 * Y)
     assert [p.name for p in tmp_path.iterdir()] == ["net.npz"]  # no temporary left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # the user's usual permissions, not 0600
     with pytest.raises(ValueError, match="ending in .npz"):
         save_counts(original, tmp_path / "net.csv")
 

@@ -42,7 +42,7 @@ import inspect
 import json
 import os
 import re
-import tempfile
+import uuid
 import zipfile
 from importlib import import_module
 from pathlib import Path
@@ -155,15 +155,16 @@ def save_counts(data, path, *, overwrite=False):
     else:
         arrays["Y"] = np.asarray(data.Y, dtype=np.int64)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    # a plain open() so the file gets the user's usual permissions (umask), unlike mkstemp's 0600
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with handle:
+        with open(temporary, "xb") as handle:
             np.savez(handle, **arrays)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+        os.replace(temporary, path)
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
 
@@ -368,11 +369,11 @@ def _iter_rows(path, sep, skiprows, limit=None):
 
 
 def _row_line(path, sep, skiprows, row):
-    """File line number and fields of the ``row``-th data row (0-based)."""
-    for index, (number, fields) in enumerate(_iter_rows(path, sep, skiprows)):
+    """File line number of the ``row``-th data row (0-based)."""
+    for index, (number, _) in enumerate(_iter_rows(path, sep, skiprows)):
         if index == row:
-            return number, fields
-    return None, []
+            return number
+    return None
 
 
 def _is_number(text):
@@ -462,7 +463,7 @@ def _load_edges(path, header):
         raise ValueError(f"{path}: only a header line, no edges; add lines source,target[,count]")
 
     def position(row):
-        number, _ = _row_line(path, sep, skiprows, row)
+        number = _row_line(path, sep, skiprows, row)
         return f"line {number}"
 
     sources = table[0].to_numpy(dtype=object)
@@ -535,7 +536,7 @@ def _load_dense_csv(path, header):
         raise ValueError(f"{path}: only a header line, no documents; add one line of counts per document")
 
     def position(index):
-        number, _ = _row_line(path, sep, skiprows, int(index[0]))
+        number = _row_line(path, sep, skiprows, int(index[0]))
         return f"line {number}, column {int(index[1]) + offset + 1}"
 
     Y = _check_count_values(table.iloc[:, offset:].to_numpy(dtype=np.float64), path, position)
@@ -561,7 +562,7 @@ def _read_triples(path, skiprows, n_rows, n_cols, nnz, what, with_counts=True):
     values = table.to_numpy(dtype=np.float64)
 
     def position(index):
-        number, _ = _row_line(path, None, skiprows, int(index[0]))
+        number = _row_line(path, None, skiprows, int(index[0]))
         return f"line {number}"
 
     unreadable = ~np.isfinite(values[:, :2]) | (values[:, :2] != np.floor(values[:, :2]))
@@ -661,7 +662,7 @@ def _load_mtx(path):
                              f"the file has {len(table)}; it is truncated or the header is wrong")
 
         def position(index):
-            row, _ = _row_line(path, None, number, int(index[0]))
+            row = _row_line(path, None, number, int(index[0]))
             return f"line {row}"
 
         values = _check_count_values(table[0].to_numpy(), path, position)
