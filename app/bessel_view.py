@@ -135,12 +135,7 @@ class BesselView(pn.viewable.Viewer):
     @param.depends("nu", "a", "map_nu_max", "map_a_max", "map_resolution")
     def gap_map(self):
         nu_grid, a_grid, gap = self.gap_grid()
-        # hv.Image wants y increasing upwards: rows are nu, columns are a.
-        half_nu = (nu_grid[1] - nu_grid[0]) / 2
-        half_a = (a_grid[1] - a_grid[0]) / 2
-        image = hv.Image(gap, kdims=["a", "nu"], vdims=["|mean - mode|"],
-                         bounds=(a_grid[0] - half_a, nu_grid[0] - half_nu,
-                                 a_grid[-1] + half_a, nu_grid[-1] + half_nu))
+        image = hv.Image((a_grid, nu_grid, gap), kdims=["a", "nu"], vdims=["|mean - mode|"])
         image = image.opts(cmap="viridis", clim=(0, 1), colorbar=True, tools=["hover"],
                            title=f"|mean - mode| over the grid: max {gap.max():.3f} <= 1",
                            responsive=True, min_height=300)
@@ -185,9 +180,9 @@ class BesselView(pn.viewable.Viewer):
             f"max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros.")
         self._draws_pipe.send(draws_histogram(draws))
 
-    def _on_runner_progress(self, event):
+    def _on_runner_progress(self, *events):
         # Throttled: a running chain reports many times a second.
-        if event.name == "status" or time.monotonic() - self._last_draws_refresh >= _DRAWS_REFRESH_SECONDS:
+        if any(event.name == "status" for event in events) or time.monotonic() - self._last_draws_refresh >= _DRAWS_REFRESH_SECONDS:
             self.refresh_draws()
 
     @param.depends("show_chain_draws", watch=True)

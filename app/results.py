@@ -30,9 +30,9 @@ def watch_fits(store, callback, min_interval=1.0):
     """
     last = [0.0]
 
-    def on_change(event):
+    def on_change(*events):  # one event per parameter changed together
         now = time.monotonic()
-        if event.name == "status" or now - last[0] >= min_interval:
+        if any(event.name == "status" for event in events) or now - last[0] >= min_interval:
             last[0] = now
             callback()
 

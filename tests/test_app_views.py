@@ -82,8 +82,9 @@ def test_bessel_gap_map_shows_bound_of_one_and_matches_library():
     assert gap[i, j] == pytest.approx(expected)
 
     image = _elements(view.gap_map(), hv.Image)[0]
-    # hv.Image stores rows bottom-up: the lowest nu row is gap[0].
-    np.testing.assert_allclose(np.flipud(image.dimension_values(2, flat=False)), gap)
+    # What is drawn at (a, nu) is the gap there.
+    for i, j in [(0, 0), (0, 30), (30, 0), (17, 9), (25, 4)]:
+        assert image[a_grid[j], nu_grid[i]] == pytest.approx(gap[i, j])
     curve = _elements(view.gap_bound_plot(), hv.Curve)[0]
     np.testing.assert_allclose(curve.dimension_values(1), gap.max(axis=0))
     assert float(_elements(view.gap_bound_plot(), hv.HLine)[0].data) == 1.0
@@ -210,3 +211,63 @@ def test_topics_view_waits_for_samples_and_ignores_networks():
     store.source = "synthetic-blocks"
     assert view.table.empty and view.topics == {}
     assert "Blocks" in view.status().object
+
+
+# ---- blocks view ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fitted_blocks_store():
+    store = DataStore(background=False, source="synthetic-blocks")
+    store.holdout = "top actors"
+    return run_fits(store)
+
+
+def test_blocks_view_orders_actors_and_scores_held_out_cells(fitted_blocks_store):
+    from app.blocks_view import BlocksView, block_scores, memberships
+    from lpviz import metrics
+
+    store = fitted_blocks_store
+    view = BlocksView(store=store)
+    theta_true = store.data.factors["theta"]
+    main = np.argmax(memberships(theta_true), axis=1)[view.order]
+    assert sorted(view.order.tolist()) == list(range(store.Y_true.shape[0]))
+    assert np.all(np.diff(main) >= 0)  # grouped by main community
+    assert "true memberships" in view.order_source
+
+    mask, reference = store.mask, store.truth
+    exists = store.data.info.get("mask", np.ones(mask.shape, bool))
+    held = ~mask & exists  # self loops are not part of the network, so not held out
+    assert 0 < held.sum() < mask.size
+    scores = view.scores.set_index("method")
+    for method in ("private", "naive", "nonprivate"):
+        mu_hat = store.runners[method].result["mu_hat"]
+        row = scores.loc[{"private": "private (LPLP)", "naive": "naive (truncated)",
+                          "nonprivate": "non-private"}[method]]
+        assert row["MAE"] == pytest.approx(metrics.mae(mu_hat, reference, mask))
+        assert row["held-out MAE"] == pytest.approx(np.abs(mu_hat - reference)[held].mean())
+        theta = store.runners[method].result["best"]["theta"]
+        shown = view.fits[method]["theta"]
+        assert sorted(shown.sum(axis=0).round(9).tolist()) == sorted(theta.sum(axis=0).round(9).tolist())
+        # Matched columns are never farther from the truth than the unmatched ones.
+        truth = theta_true / theta_true.sum(axis=0)
+        assert (np.abs(shown / shown.sum(axis=0) - truth).sum()
+                <= np.abs(theta / theta.sum(axis=0) - truth).sum() + 1e-9)
+    # The non-private fit sees the true counts: it beats the naive fit on observed cells.
+    assert scores.loc["non-private", "MAE"] < scores.loc["naive (truncated)", "MAE"]
+
+    rates = view.rate_heatmaps()
+    assert len(rates) == 4  # truth + three fits
+    shade = [el for el in rates.values()[1].values() if el.vdims[0].name == "held out"][0]
+    shaded = np.isfinite(shade.dimension_values(2)).sum()
+    assert shaded == held.sum()
+    image = [el for el in rates.values()[1].values() if el.vdims[0].name == "rate"][0]
+    expected = store.runners["private"].result["mu_hat"][np.ix_(view.order, view.order)]
+    n = len(view.order)
+    for row, col in [(0, 0), (0, n - 1), (n - 1, 0), (3, 11)]:  # drawn at (recipient, sender)
+        assert image[col, row] == pytest.approx(expected[row, col])
+
+    mu_hat = store.runners["private"].result["mu_hat"]
+    assert np.isnan(block_scores(mu_hat, reference, None)[1])  # nothing held out, no held-out score
+    store.holdout = "none"  # new noise settings reset the chains: nothing to show, nothing shaded
+    assert view.fits == {} and view.scores.empty
+    assert [type(el) for el in view.rate_heatmaps().values()] == [hv.Image]
