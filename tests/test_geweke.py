@@ -1,0 +1,151 @@
+"""Geweke (2004) "getting it right" tests for the private chains.
+
+The marginal-conditional simulator draws (factors, lambda, y) from the prior
+and the generative model, independently. The successive-conditional simulator
+alternates: draw noised data ytil from the model given the chain's current
+(factors, lambda) -- y ~ Pois(mu), g* ~ Pois(lambda*), ytil = y + g+ - g- --
+then run one chain iteration on ytil. If every conditional the chain draws
+from is right, both simulators have the same stationary distribution, so the
+means of any test function agree within Monte Carlo error (batch means for
+the autocorrelated chain). A power check runs the same test on a chain with
+the ICML text's wrong lambda rate ``alpha/(1-alpha) + 1`` and must reject.
+
+Sizes are tiny (topics 3 x 4 with K=2, blocks 4 actors with C=2) with a0=1 so
+the tails are tame; one cell is held out (mask) to check that missing cells
+are left out of every rate sum; rows have different alphas.
+"""
+
+import numpy as np
+import pytest
+
+from lpviz import models
+from lpviz.inference import Chain
+
+A0, B0 = 1.0, 1.0
+TOPICS_SHAPE, K = (3, 4), 2
+N_ACTORS, C = 4, 2
+ALPHA = np.array([0.2, 0.35, 0.5, 0.3])
+# Two-sided tail probability per test function is about 2e-5: with ~12
+# functions the family-wise false rejection rate stays below 1e-3.
+Z_CRITICAL = 4.25
+
+
+def _mask(shape):
+    mask = np.ones(shape, dtype=bool)
+    mask[1, 2] = False  # one held-out cell
+    return mask
+
+
+def _test_functions(theta, other, lam_plus, lam_minus, y, mu, observed):
+    """Statistics of one state; ``other`` is phi (topics) or pi (blocks)."""
+    obs_y, obs_mu = y[observed], mu[observed]
+    obs_lp, obs_lm = lam_plus[observed], lam_minus[observed]
+    return np.array([
+        theta.mean(), (theta ** 2).mean(), other.mean(), (other ** 2).mean(),
+        obs_mu.sum(), obs_y.mean(), (obs_y ** 2).mean(), (obs_y * obs_mu).mean(),
+        obs_lp.mean(), obs_lm.mean(), (obs_lp * obs_lm).mean(),
+        (obs_lp * (obs_y > 0)).mean(),
+    ])
+
+
+def _observed(model, mask):
+    observed = mask.copy()
+    if model == "blocks":
+        np.fill_diagonal(observed, False)
+    return observed
+
+
+def _marginal_conditional(model, n_draws, rng, b0=B0):
+    if model == "topics":
+        shape = TOPICS_SHAPE
+        alpha = ALPHA[:shape[0]]
+    else:
+        shape = (N_ACTORS, N_ACTORS)
+        alpha = ALPHA
+    observed = _observed(model, _mask(shape))
+    prior_mean = (alpha / (1 - alpha))[:, None]
+    out = []
+    for _ in range(n_draws):
+        if model == "topics":
+            theta = rng.gamma(A0, 1 / b0, (shape[0], K))
+            other = rng.gamma(A0, 1 / b0, (K, shape[1]))
+            mu = theta @ other
+        else:
+            theta = rng.gamma(A0, 1 / b0, (N_ACTORS, C))
+            other = rng.gamma(A0, 1 / b0, (C, C))
+            mu = models.rates("blocks", {"theta": theta, "pi": other})
+        lam_plus = rng.exponential(1.0, shape) * prior_mean
+        lam_minus = rng.exponential(1.0, shape) * prior_mean
+        y = rng.poisson(mu)
+        out.append(_test_functions(theta, other, lam_plus, lam_minus, y, mu, observed))
+    return np.array(out)
+
+
+def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, burn=200):
+    if model == "topics":
+        shape = TOPICS_SHAPE
+        alpha = ALPHA[:shape[0]]
+    else:
+        shape = (N_ACTORS, N_ACTORS)
+        alpha = ALPHA
+    mask = _mask(shape)
+    observed = _observed(model, mask)
+    chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", n_components=K,
+                  alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
+    if wrong_lambda_rate:
+        # The ICML text's eq. 16 rate alpha/(1-alpha) + 1 instead of 1/alpha.
+        chain._lambda_posterior_scale[:] = 1.0 / (alpha / (1 - alpha) + 1.0)
+    out = []
+    for step in range(burn + n_steps):
+        factors = chain.factors
+        mu = models.rates(model, factors)
+        y = rng.poisson(mu)
+        ytil = y + rng.poisson(chain._lambda_plus) - rng.poisson(chain._lambda_minus)
+        ytil[~observed] = 999  # never read: held-out and diagonal cells
+        chain._Y[...] = ytil
+        chain.step()
+        if step >= burn:
+            factors = chain.factors
+            other = factors["phi"] if model == "topics" else factors["pi"]
+            out.append(_test_functions(factors["theta"], other, chain._lambda_plus, chain._lambda_minus,
+                                       chain.y_latent, models.rates(model, factors), observed))
+    return np.array(out)
+
+
+def _batch_means_variance(samples, n_batches=50):
+    """Variance of the mean of an autocorrelated series, per column."""
+    n = samples.shape[0] // n_batches * n_batches
+    batches = samples[:n].reshape(n_batches, -1, samples.shape[1]).mean(axis=1)
+    return batches.var(axis=0, ddof=1) / n_batches
+
+
+def geweke_z(model, n_mc, n_sc, seed, wrong_lambda_rate=False):
+    rng = np.random.default_rng(seed)
+    mc = _marginal_conditional(model, n_mc, rng)
+    sc = _successive_conditional(model, n_sc, rng, seed, wrong_lambda_rate)
+    se = np.sqrt(mc.var(axis=0, ddof=1) / n_mc + _batch_means_variance(sc))
+    return (mc.mean(axis=0) - sc.mean(axis=0)) / se
+
+
+@pytest.mark.parametrize("model", ["topics", "blocks"])
+def test_private_chain_gets_it_right(model):
+    z = geweke_z(model, n_mc=20_000, n_sc=6_000, seed=11)
+    assert np.all(np.abs(z) < Z_CRITICAL), f"Geweke z-scores {np.round(z, 2)}"
+
+
+def test_geweke_detects_the_papers_lambda_rate():
+    z = geweke_z("topics", n_mc=20_000, n_sc=3_000, seed=12, wrong_lambda_rate=True)
+    assert np.max(np.abs(z)) > 2 * Z_CRITICAL, f"Geweke z-scores {np.round(z, 2)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["topics", "blocks"])
+def test_private_chain_gets_it_right_long(model):
+    z = geweke_z(model, n_mc=200_000, n_sc=100_000, seed=21)
+    assert np.all(np.abs(z) < Z_CRITICAL), f"Geweke z-scores {np.round(z, 2)}"
+
+
+@pytest.mark.slow
+def test_geweke_detects_the_papers_lambda_rate_blocks():
+    z = geweke_z("blocks", n_mc=50_000, n_sc=10_000, seed=22, wrong_lambda_rate=True)
+    assert np.max(np.abs(z)) > 2 * Z_CRITICAL, f"Geweke z-scores {np.round(z, 2)}"
