@@ -7,3 +7,5 @@ from .synthetic import make_topics, make_blocks
 __all__ += ["make_topics", "make_blocks"]
 from .loaders import load_counts, load_data, save_counts
 __all__ += ["load_counts", "load_data", "save_counts"]
+from .enron import EnronCorpus, ReadReport, build_enron_network, build_enron_topics, read_corpus, read_emails
+__all__ += ["EnronCorpus", "ReadReport", "build_enron_network", "build_enron_topics", "read_corpus", "read_emails"]
