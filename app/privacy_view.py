@@ -136,7 +136,7 @@ class PrivacyView(pn.viewable.Viewer):
             color="#4c72b0", line_width=5, tools=["hover"])
         mix = hv.Scatter((tau, mixture), "tau", "P(tau)",
                          label="Skellam mixed over Exp rates").opts(
-            color="#ff7f0e", size=6, marker="circle", tools=["hover"])
+            color="#ff7f0e", size=6, tools=["hover"])
         return (bars * mix).opts(
             title=(f"Two-sided geometric noise: alpha = exp(-{self.epsilon:g}/{self.N:g}) = "
                    f"{self.alpha:.3f}; max |mixture - 2Geo| = {np.abs(mixture - geometric).max():.1e}"),

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("panel")
 
 import holoviews as hv  # noqa: E402
+import panel as pn  # noqa: E402
 
 from app.store import DataStore  # noqa: E402
 from lpviz import bessel, privacy  # noqa: E402
@@ -271,3 +272,56 @@ def test_blocks_view_orders_actors_and_scores_held_out_cells(fitted_blocks_store
     store.holdout = "none"  # new noise settings reset the chains: nothing to show, nothing shaded
     assert view.fits == {} and view.scores.empty
     assert [type(el) for el in view.rate_heatmaps().values()] == [hv.Image]
+
+
+# ---- export ---------------------------------------------------------------------------
+
+def test_export_writes_readable_figures_and_results(fitted_topics_store, tmp_path):
+    import json
+
+    from app.bessel_view import BesselView
+    from app.export import ExportView, results_bytes, save_figure, save_results
+    from app.topics_view import TopicsView
+
+    store = fitted_topics_store
+    bessel_view, topics_view = BesselView(nu=2.0, a=5.0), TopicsView(store=store)
+
+    png = save_figure(bessel_view.pmf_plot(), tmp_path / "pmf.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    html = save_figure(topics_view.heatmaps(), tmp_path / "topics.html")
+    text = html.read_text()
+    assert "<html" in text.lower() and "Bokeh" in text
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save_figure(bessel_view.pmf_plot(), png)  # nothing a user made is overwritten silently
+    assert save_figure(bessel_view.gap_map(), png, overwrite=True) == png
+    with pytest.raises(ValueError, match=r"\.png"):
+        save_figure(bessel_view.pmf_plot(), tmp_path / "pmf.jpeg")
+
+    npz_path = save_results(store, tmp_path / "fit.npz")
+    with np.load(npz_path) as saved:
+        np.testing.assert_array_equal(saved["Y_obs"], store.Y_obs)
+        np.testing.assert_array_equal(saved["Y_true"], store.Y_true)
+        for method in ("private", "naive", "nonprivate"):
+            result = store.runners[method].result
+            np.testing.assert_allclose(saved[f"{method}/mu_hat"], result["mu_hat"])
+            np.testing.assert_allclose(saved[f"{method}/best_phi"], result["best"]["phi"])
+            np.testing.assert_array_equal(saved[f"{method}/trace_iteration"],
+                                          store.runners[method].trace()["iteration"])
+    summary = json.loads(save_results(store, tmp_path / "fit.json").read_text())
+    assert summary["data"]["shape"] == list(store.Y_true.shape)
+    assert summary["settings"]["epsilon"] == store.epsilon
+    for method in ("private", "naive", "nonprivate"):
+        entry = summary["methods"][method]
+        assert entry["status"] == "done" and entry["iteration"] == store.n_iter
+        assert entry["samples_saved"] == store.runners[method].result["samples_saved"]
+    with pytest.raises(FileExistsError):
+        save_results(store, npz_path)
+
+    view = ExportView(store=store, views=[bessel_view, topics_view])
+    assert "bessel_pmf" in view.param.figure.objects and "topics_heatmaps" in view.param.figure.objects
+    view.figure = "topics_heatmaps"
+    layout = view.__panel__()
+    downloads = [w for w in layout.select(pn.widgets.FileDownload)]
+    assert [d.filename for d in downloads[:2]] == ["lpviz_topics_heatmaps.png", "lpviz_topics_heatmaps.html"]
+    assert downloads[0].callback().getvalue()[:4] == b"\x89PNG"
+    assert downloads[2].callback().getvalue() == results_bytes(store, ".npz")
