@@ -338,8 +338,13 @@ def test_truncated_tarball_keeps_what_was_read_and_warns(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def real_corpus(enron_tarball, tmp_path_factory):
-    return read_corpus(enron_tarball, cache_dir=tmp_path_factory.mktemp("enron-cache"))
+def real_cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("enron-cache")
+
+
+@pytest.fixture(scope="session")
+def real_corpus(enron_tarball, real_cache_dir):
+    return read_corpus(enron_tarball, cache_dir=real_cache_dir)
 
 
 def test_real_corpus_is_complete_and_deduplicated(real_corpus):
@@ -429,3 +434,24 @@ def test_real_network_follows_the_paper_rules(real_corpus):
     np.testing.assert_array_equal(data.Y, expected)
     assert data.Y.sum() <= sum(edges.values())
     assert sum(bool(name) for name in data.info["names"]) > n // 2
+
+
+def test_real_matrices_reload_from_the_cache_without_reading_again(real_corpus, real_cache_dir, enron_tarball,
+                                                                    monkeypatch):
+    import lpviz.datasets.enron as enron
+
+    network = build_enron_network(enron_tarball, cache_dir=real_cache_dir)
+    topics = build_enron_topics(enron_tarball, n_docs=2000, n_words=2000, cache_dir=real_cache_dir)
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the cache should have answered")
+
+    for name in ("_parse_corpus", "_build_network", "_build_topics"):
+        monkeypatch.setattr(enron, name, no_work)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a cache entry found corrupt would warn
+        network_again = build_enron_network(enron_tarball, cache_dir=real_cache_dir)
+        topics_again = build_enron_topics(enron_tarball, n_docs=2000, n_words=2000, cache_dir=real_cache_dir)
+    np.testing.assert_array_equal(network_again.Y, network.Y)
+    assert network_again.info["names"] == network.info["names"]
+    assert topics_again.row_labels == topics.row_labels and (topics_again.Y != topics.Y).nnz == 0
