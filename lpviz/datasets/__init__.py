@@ -9,3 +9,5 @@ from .loaders import load_counts, load_data, save_counts
 __all__ += ["load_counts", "load_data", "save_counts"]
 from .enron import EnronCorpus, ReadReport, build_enron_network, build_enron_topics, read_corpus, read_emails
 __all__ += ["EnronCorpus", "ReadReport", "build_enron_network", "build_enron_topics", "read_corpus", "read_emails"]
+from .download import fetch_enron
+__all__ += ["fetch_enron"]
