@@ -156,7 +156,7 @@ class BesselView(pn.viewable.Viewer):
 
     def draws_plot(self, data):
         edges, counts = data
-        return hv.Histogram((edges, counts), "m (Bessel draw)", "cells").opts(
+        return hv.Histogram((edges, counts), kdims=["m (Bessel draw)"], vdims=["cells"]).opts(
             color="#8172b2", line_color=None, tools=["hover"], responsive=True, min_height=250,
             title="Bessel draws of the private chain's last sweep")
 

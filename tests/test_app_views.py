@@ -159,6 +159,8 @@ def test_bessel_view_shows_the_private_chain_draws(fitted_topics_store):
     edges, counts = view._draws_pipe.data
     assert counts.sum() == draws.size  # every draw of the last sweep is in the histogram
     assert edges[-1] > draws.max()
+    histogram = view.draws_plot(view._draws_pipe.data)
+    assert histogram.dimension_values("cells").sum() == draws.size
     view.show_chain_draws = False
     assert view._draws_pipe.data[1].sum() == 0
 
