@@ -44,9 +44,11 @@ def create_app():
     store = DataStore()
     tabs = pn.Tabs(("Data & noise", NoiseView(store=store)), ("Fits", FitsView(store=store)),
                    *optional_tabs(store), dynamic=True, sizing_mode="stretch_width")
-    return pn.template.FastListTemplate(
+    # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
+    # which fails (with console errors) on machines without internet access.
+    return pn.template.BootstrapTemplate(
         title="lpviz: locally private Bayesian inference for count data",
-        sidebar=[store], main=[tabs], sidebar_width=340, accent="#d62728")
+        sidebar=[store], main=[tabs], sidebar_width=340, header_background="#b2182b")
 
 
 if __name__.startswith("bokeh"):

@@ -81,16 +81,19 @@ class FitsView(pn.viewable.Viewer):
             mae_curves.append(trace_curve(buffer, "mae_mean", method, line_dash="dashed"))
             if store.mask is not None:
                 mae_curves.append(trace_curve(buffer, "heldout_mae", method, line_dash="dotted"))
-        mae_plot = hv.Overlay(mae_curves).opts(
-            title=f"MAE against the {reference} (solid: sample, dashed: posterior mean"
-                  + (", dotted: held-out" if store.mask is not None else "") + ")",
+        mae_plot = hv.Overlay(mae_curves).collate().opts(
+            title=f"MAE against the {reference}",
             responsive=True, height=300, legend_position="top_right", show_legend=True, ylabel="MAE")
-        joint_plot = hv.Overlay([trace_curve(store.runners[m].buffer, "log_joint", m) for m in METHODS]).opts(
+        joint_plot = hv.Overlay([trace_curve(store.runners[m].buffer, "log_joint", m)
+                                 for m in METHODS]).collate().opts(
             title="Log joint (each method's own model)", responsive=True, height=300,
             legend_position="bottom_right", ylabel="log joint")
-        return pn.Row(pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"),
-                      pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace"),
-                      sizing_mode="stretch_width")
+        key = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
+               + (". Dotted: the posterior mean on the held-out cells." if store.mask is not None else "."))
+        return pn.Column(pn.Row(pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"),
+                                pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace"),
+                                sizing_mode="stretch_width"),
+                         pn.pane.Markdown(key, margin=(0, 10)), sizing_mode="stretch_width")
 
     # ---- live rates -----------------------------------------------------------------
     @param.depends("store.Y_obs")
@@ -123,8 +126,8 @@ class FitsView(pn.viewable.Viewer):
         if result is None:
             return np.zeros(shape), "not started"
         if result["mu_hat"] is not None:
-            return result["mu_hat"], f"posterior mean ({result['samples_saved']} samples)"
-        return result["mu"], f"sample {result['iteration']} (burn-in)"
+            return result["mu_hat"], f"mean of {result['samples_saved']} samples"
+        return result["mu"], f"burn-in, sample {result['iteration']}"
 
     def _on_result(self, event):
         pipe = self._rate_pipes.get(event.obj.method)

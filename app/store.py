@@ -21,6 +21,7 @@ DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
 SOURCES = ("synthetic-topics", "synthetic-blocks", "enron-topics", "enron-network", "upload")
 HOLDOUTS = ("none", "random cells", "top actors")
 DRAIN_PERIOD_MS = 200
+SLOW_SOURCES = ("enron-topics", "enron-network")  # built in a thread when served; the rest take milliseconds
 
 # Switching source resets sizes to what suits it: Figure 3 and Figure 1 sizes
 # for the synthetic sets, a dashboard-sized slice of Enron (the paper's
@@ -152,7 +153,7 @@ class DataStore(pn.viewable.Viewer):
     message = param.String(default="")
 
     def __init__(self, *, background=None, buffer_length=10_000, **params):
-        """``background``: build data in a thread (default: only when served)."""
+        """``background``: build Enron data in a thread (default: only when served)."""
         self._background = _served() if background is None else background
         self._applying_defaults = False
         self._source_switched = True
@@ -181,7 +182,7 @@ class DataStore(pn.viewable.Viewer):
                       min_count=self.min_count, upload=self._upload)
         self._build_generation += 1
         generation = self._build_generation
-        if not self._background:
+        if not (self._background and self.source in SLOW_SOURCES):
             try:
                 self._set_data(build_data(self.source, **kwargs))
             except Exception as exc:  # shown beside the controls; the previous data stay

@@ -3,6 +3,7 @@
 import time
 
 import holoviews as hv
+from holoviews.core.spaces import get_nested_streams
 import numpy as np
 import pytest
 
@@ -163,25 +164,24 @@ def test_two_stores_do_not_share_runs():
 
 
 def _curves(pane):
-    return list(pane.object.traverse(lambda element: element, [hv.DynamicMap]))
+    """The curves of a collated overlay of live traces, one per (runner, column)."""
+    return list(pane.object[()].traverse(lambda element: element, [hv.Curve]))
 
 
 def test_fits_view_plots_the_buffers_and_pipes_the_rates(store):
     view = FitsView(store=store)
-    traces = view.traces()
-    mae_pane, joint_pane = traces.objects
-    assert len(mae_pane.object) == 2 * len(METHODS)  # sample and posterior-mean MAE per method
-    assert len(joint_pane.object) == len(METHODS)
-    assert {stream for dmap in mae_pane.object for stream in dmap.streams} == \
-        {store.runners[m].buffer for m in METHODS}
-    assert "true rates" in mae_pane.object.opts.get().kwargs["title"]
+    mae_pane, joint_pane = view.traces()[0].objects
+    assert len(_curves(mae_pane)) == 2 * len(METHODS)  # sample and posterior-mean MAE per method
+    assert len(_curves(joint_pane)) == len(METHODS)
+    assert set(get_nested_streams(mae_pane.object)) == {store.runners[m].buffer for m in METHODS}
+    assert "true rates" in mae_pane.object[()].opts.get().kwargs["title"]
     rates = view.rates()
     store.param.update(n_iter=30, burn_in=10, thin=5)
     store.runners["nonprivate"].start()
     drain_until(store, lambda: store.runners["nonprivate"].status == "done")
     values, title = view._rate_pipes["nonprivate"].data
     np.testing.assert_allclose(values, store.runners["nonprivate"].result["mu_hat"])
-    assert "posterior mean (4 samples)" in title
+    assert "mean of 4 samples" in title
     assert len(rates.object) == 4  # truth + three methods
     store.holdout = "random cells"
-    assert len(view.traces().objects[0].object) == 3 * len(METHODS)  # plus held-out MAE
+    assert len(_curves(view.traces()[0].objects[0])) == 3 * len(METHODS)  # plus held-out MAE

@@ -135,20 +135,20 @@ def test_empty_or_malformed_upload_says_what_is_wrong(store):
     assert store.source == "synthetic-topics"
 
 
-def test_background_build_is_picked_up_by_drain():
+def test_background_build_reports_through_drain_and_the_newest_request_wins(tmp_path):
     store = DataStore(background=True)
-    assert store.loading and store.data is None
+    assert store.Y_obs.shape == (90, 15)  # synthetic data take milliseconds: built at once
+    store.param.update(path=str(tmp_path / "first.tar.gz"))
+    store.source = "enron-network"  # Enron is built in a thread: the UI stays responsive
+    assert store.loading
+    store.path = str(tmp_path / "second.tar.gz")
     deadline = time.monotonic() + 30
-    while store.data is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        store.drain()
-    assert not store.loading and store.Y_obs.shape == (90, 15)
-    store.n_docs = 40  # a newer request wins over an older one still running
-    store.n_docs = 45
     while store.loading and time.monotonic() < deadline:
         time.sleep(0.05)
         store.drain()
-    assert store.Y_true.shape == (45, 15)
+    assert not store.loading
+    assert "second.tar.gz" in store.error and "first.tar.gz" not in store.error
+    assert store.Y_obs.shape == (90, 15)  # the last good data stay
 
 
 def _images(pane):
