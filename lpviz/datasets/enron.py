@@ -64,13 +64,14 @@ import binascii
 import codecs
 import csv
 import hashlib
+import itertools
 import os
 import re
 import sys
 import tarfile
 import warnings
 import zlib
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -571,15 +572,14 @@ def _keep(word: str) -> bool:
     return MIN_WORD_LENGTH <= len(word) <= MAX_WORD_LENGTH and word not in STOP_WORDS
 
 
-def _token_counts(text: str):
-    """(vocabulary-eligible token counts, number of words) of one message body."""
-    words = _WORD.findall(_drop_addresses_and_urls(clean_body(text)))
-    return {w: n for w, n in Counter(words).items() if _keep(w)}, len(words)
+def _words(text: str) -> list:
+    """Every word of a message body, in order, before the vocabulary filter."""
+    return _WORD.findall(_drop_addresses_and_urls(clean_body(text)))
 
 
 def tokenize(text: str) -> list:
     """The vocabulary-eligible tokens of a message body, in order (see the module docstring)."""
-    return [w for w in _WORD.findall(_drop_addresses_and_urls(clean_body(text))) if _keep(w)]
+    return [w for w in _words(text) if _keep(w)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -641,7 +641,9 @@ class EnronCorpus:
 
 def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
     emails, report = read_emails(source)
-    type_ids, address_ids = {}, {}
+    # defaultdict(count().__next__) numbers new keys in C: no Python call per token.
+    word_ids = defaultdict(itertools.count().__next__)
+    address_ids = defaultdict(itertools.count().__next__)
     name_votes = {}
     message_ids, paths, has_text, senders = [], [], [], []
     token_cols, token_vals, token_ptr = [], [], [0]
@@ -651,16 +653,14 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
         message_ids.append(message.message_id)
         paths.append(message.path)
         has_text.append(message.text is not None)
-        if message.text is not None:
-            counts, n_words = _token_counts(message.text)
-            token_cols.extend(type_ids.setdefault(w, len(type_ids)) for w in counts)
-            token_vals.extend(counts.values())
-            word_totals.append(n_words)
-        else:
-            word_totals.append(0)
+        words = _words(message.text) if message.text is not None else []
+        counts = Counter(words)
+        token_cols.extend(map(word_ids.__getitem__, counts))
+        token_vals.extend(counts.values())
         token_ptr.append(len(token_cols))
-        senders.append(address_ids.setdefault(message.sender, len(address_ids)) if message.sender else -1)
-        recipient_cols.extend(address_ids.setdefault(a, len(address_ids)) for a in message.recipients)
+        word_totals.append(len(words))
+        senders.append(address_ids[message.sender] if message.sender else -1)
+        recipient_cols.extend(map(address_ids.__getitem__, message.recipients))
         recipient_ptr.append(len(recipient_cols))
         for address, name in message.names.items():
             name_votes.setdefault(address, Counter())[name] += 1
@@ -669,22 +669,18 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
         raise ValueError(f"{source}: no readable email in this source ({report}); point at a maildir, "
                          "the CMU tarball or emails.csv")
     # Canonical order (messages by Message-ID, types and addresses alphabetical) so every
-    # shape of the same corpus gives the same arrays.
+    # shape of the same corpus gives the same arrays; words outside the vocabulary rules go.
     order = np.array(sorted(range(n), key=message_ids.__getitem__), dtype=np.int64)
-    types = sorted(type_ids)
-    type_rank = np.empty(len(types), dtype=np.int32)
-    type_rank[np.fromiter((type_ids[w] for w in types), dtype=np.int64, count=len(types))] = \
-        np.arange(len(types), dtype=np.int32)
+    types = sorted(w for w in word_ids if _keep(w))
+    all_tokens = sp.csr_matrix((np.asarray(token_vals, dtype=np.int32), np.asarray(token_cols, dtype=np.int32),
+                                np.asarray(token_ptr, dtype=np.int64)), shape=(n, len(word_ids)))
+    tokens = all_tokens[order][:, np.fromiter(map(word_ids.__getitem__, types), dtype=np.int64,
+                                              count=len(types))].tocsr()
+    tokens.sort_indices()
     addresses = sorted(address_ids)
     address_rank = np.empty(len(addresses), dtype=np.int32)
-    address_rank[np.fromiter((address_ids[a] for a in addresses), dtype=np.int64, count=len(addresses))] = \
+    address_rank[np.fromiter(map(address_ids.__getitem__, addresses), dtype=np.int64, count=len(addresses))] = \
         np.arange(len(addresses), dtype=np.int32)
-
-    tokens = sp.csr_matrix((np.asarray(token_vals, dtype=np.int32),
-                            type_rank[np.asarray(token_cols, dtype=np.int64)],
-                            np.asarray(token_ptr, dtype=np.int64)), shape=(n, len(types)))
-    tokens = tokens[order]
-    tokens.sort_indices()
     recipients = sp.csr_matrix((np.ones(len(recipient_cols), dtype=np.int8),
                                 address_rank[np.asarray(recipient_cols, dtype=np.int64)],
                                 np.asarray(recipient_ptr, dtype=np.int64)), shape=(n, len(addresses)))[order]
@@ -712,8 +708,7 @@ def read_corpus(source, cache_dir=None) -> EnronCorpus:
     if isinstance(source, EnronCorpus):
         return source
     path = Path(source).expanduser()
-    _source_shape(path)  # clear errors before fingerprinting
-    fingerprint = _cache.source_fingerprint(path)
+    fingerprint = _fingerprint(path)
     key = _cache.cache_key("enron-corpus", fingerprint=fingerprint, parser=PARSER_VERSION)
 
     def build():
@@ -737,19 +732,40 @@ def _check_int(name, value, minimum):
     return int(value)
 
 
-def _corpus_and_key(source, cache_dir):
-    corpus = read_corpus(source, cache_dir=cache_dir)
-    return corpus, corpus.fingerprint
+def _fingerprint(source) -> dict:
+    """The source's fingerprint without parsing it, so a cached matrix loads without its corpus."""
+    if isinstance(source, EnronCorpus):
+        return source.fingerprint  # empty for a corpus made by hand: not cached
+    path = Path(source).expanduser()
+    _source_shape(path)  # clear errors for missing or foreign files first
+    return _cache.source_fingerprint(path)
 
 
-def _count_data_from_cache(arrays, meta, model) -> CountData:
-    if model == "topics":
-        Y = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                          shape=tuple(int(s) for s in arrays["shape"]))
-    else:
+def _cached_count_data(kind, source, params, build, cache_dir) -> CountData:
+    """``build()`` through the cache, keyed by the source's fingerprint and ``params``."""
+    fingerprint = _fingerprint(source)
+    if not fingerprint or _cache.resolve_cache_dir(cache_dir) is None:
+        return build()
+
+    def build_arrays():
+        data = build()
+        if sp.issparse(data.Y):
+            arrays = {"data": data.Y.data, "indices": data.Y.indices, "indptr": data.Y.indptr,
+                      "shape": np.asarray(data.Y.shape, dtype=np.int64)}
+        else:
+            arrays = {"Y": data.Y}
+        arrays.update(row_labels=data.row_labels, col_labels=data.col_labels)
+        return arrays, {"source": data.source, "model": data.model, "info": data.info}
+
+    key = _cache.cache_key(kind, fingerprint=fingerprint, parser=PARSER_VERSION, **params)
+    arrays, meta, _ = _cache.cached(key, build_arrays, cache_dir=cache_dir)
+    if "Y" in arrays:
         Y = arrays["Y"]
+    else:
+        Y = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                          shape=tuple(int(n) for n in arrays["shape"]))
     return CountData(Y=Y, row_labels=list(arrays["row_labels"]), col_labels=list(arrays["col_labels"]),
-                     model=model, source=meta["source"], info=meta["info"])
+                     model=meta["model"], source=meta["source"], info=meta["info"])
 
 
 def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_df=0.3, random_state=0,
@@ -794,25 +810,20 @@ def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_d
             or not 0 < max_df <= 1:
         raise ValueError(f"max_df must be a fraction in (0, 1], got {max_df!r}")
     max_df = float(max_df)
-    cacheable = isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
-    corpus = read_corpus(source, cache_dir=cache_dir)
-    params = {"n_docs": n_docs, "n_words": n_words, "min_tokens": min_tokens, "max_df": max_df,
-              "random_state": int(random_state) if cacheable else None}
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        random_state = int(random_state)
+        cache_params = {"n_docs": n_docs, "n_words": n_words, "min_tokens": min_tokens, "max_df": max_df,
+                        "random_state": random_state}
+    else:  # a Generator or None cannot key a cache entry: the matrix is rebuilt, the corpus still cached
+        cache_params = None
 
     def build():
-        data = _build_topics(corpus, random_state=random_state, **{k: v for k, v in params.items()
-                                                                   if k != "random_state"})
-        arrays = {"data": data.Y.data, "indices": data.Y.indices, "indptr": data.Y.indptr,
-                  "shape": np.asarray(data.Y.shape, dtype=np.int64),
-                  "row_labels": data.row_labels, "col_labels": data.col_labels}
-        return arrays, {"source": data.source, "info": data.info}
+        return _build_topics(read_corpus(source, cache_dir=cache_dir), n_docs=n_docs, n_words=n_words,
+                             min_tokens=min_tokens, max_df=max_df, random_state=random_state)
 
-    if not cacheable:
-        return _build_topics(corpus, n_docs=n_docs, n_words=n_words, min_tokens=min_tokens, max_df=max_df,
-                             random_state=random_state)
-    key = _cache.cache_key("enron-topics", fingerprint=corpus.fingerprint, parser=PARSER_VERSION, **params)
-    arrays, meta, _ = _cache.cached(key, build, cache_dir=cache_dir)
-    return _count_data_from_cache(arrays, meta, "topics")
+    if cache_params is None:
+        return build()
+    return _cached_count_data("enron-topics", source, cache_params, build, cache_dir)
 
 
 def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) -> CountData:
@@ -888,17 +899,11 @@ def build_enron_network(source, min_count=100, cache_dir=None) -> CountData:
         their corpus-wide counts, the rule, the parameters and the reader report.
     """
     min_count = _check_int("min_count", min_count, 0)
-    corpus = read_corpus(source, cache_dir=cache_dir)
-    key = _cache.cache_key("enron-network", fingerprint=corpus.fingerprint, parser=PARSER_VERSION,
-                           min_count=min_count)
 
     def build():
-        data = _build_network(corpus, min_count)
-        return ({"Y": data.Y, "row_labels": data.row_labels, "col_labels": data.col_labels},
-                {"source": data.source, "info": data.info})
+        return _build_network(read_corpus(source, cache_dir=cache_dir), min_count)
 
-    arrays, meta, _ = _cache.cached(key, build, cache_dir=cache_dir)
-    return _count_data_from_cache(arrays, meta, "blocks")
+    return _cached_count_data("enron-network", source, {"min_count": min_count}, build, cache_dir)
 
 
 def _build_network(corpus, min_count) -> CountData:

@@ -1,0 +1,116 @@
+"""Speed and memory of building the paper's two Enron matrices, against the stdlib email parser.
+
+Builds the topic matrix (D = V = 10,000) and the network (min_count = 100)
+from the shared 58,168-email tarball into a fresh cache directory, then
+reloads both from the cache in a new process. Targets (issue 3): both builds
+under 60 s together on a 2-core machine, cached reload under 1 s.
+
+The plain reference reads the same tarball and parses every message with the
+stdlib ``email`` package (headers, addresses and text payload only, no
+tokenization): the parsing a straightforward implementation would do.
+
+    .venv/bin/python benchmarks/bench_enron.py [--source PATH] [--reference-limit N]
+"""
+
+import argparse
+import email
+import email.policy
+import email.utils
+import resource
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+
+RELOAD = """
+import sys, time
+from lpviz.datasets import build_enron_network, build_enron_topics
+source, store = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+topics = build_enron_topics(source, cache_dir=store)
+network = build_enron_network(source, cache_dir=store)
+print(time.perf_counter() - start, topics.Y.nnz, network.Y.shape[0])
+"""
+
+
+def peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def stdlib_reference(source, limit):
+    start = time.perf_counter()
+    n = 0
+    with tarfile.open(source, "r|gz") as archive:
+        for member in archive:
+            if not member.isfile():
+                continue
+            message = email.message_from_bytes(archive.extractfile(member).read(), policy=email.policy.compat32)
+            email.utils.getaddresses(message.get_all("To", []) + message.get_all("Cc", [])
+                                     + message.get_all("Bcc", []) + message.get_all("From", []))
+            for part in message.walk():
+                if part.get_content_maintype() == "text":
+                    part.get_payload(decode=True).decode(part.get_content_charset() or "cp1252", "replace")
+            n += 1
+            if limit and n >= limit:
+                break
+    return n, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", default=str(DEFAULT_SOURCE), help="tarball, maildir or emails.csv")
+    parser.add_argument("--reference-limit", type=int, default=20000,
+                        help="messages the stdlib reference parses (0: all); its rate is extrapolated")
+    args = parser.parse_args()
+    source = Path(args.source)
+    if not source.exists():
+        sys.exit(f"{source} is missing: pass --source or run `lpviz fetch-enron`")
+
+    from lpviz.datasets import build_enron_network, build_enron_topics, read_corpus
+
+    with tempfile.TemporaryDirectory(prefix="lpviz-bench-enron-") as store:
+        start = time.perf_counter()
+        corpus = read_corpus(source, cache_dir=store)
+        parse_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        topics = build_enron_topics(source, cache_dir=store)
+        topics_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        network = build_enron_network(source, cache_dir=store)
+        network_seconds = time.perf_counter() - start
+        build_peak = peak_mib()
+        reload = subprocess.run([sys.executable, "-c", RELOAD, str(source), store], capture_output=True,
+                                text=True, check=True)
+        reload_seconds = float(reload.stdout.split()[0])
+        cache_mib = sum(p.stat().st_size for p in Path(store).iterdir()) / 2**20
+
+    n_messages = corpus.report["n_read"]
+    total = parse_seconds + topics_seconds + network_seconds
+    print(f"source: {source} ({n_messages} messages, {len(corpus)} kept)")
+    print(f"read + parse + tokenize (once, cached): {parse_seconds:7.2f} s "
+          f"({n_messages / parse_seconds:,.0f} messages/s)")
+    print(f"topic matrix {topics.shape[0]}x{topics.shape[1]} ({topics.Y.nnz:,} nonzeros): "
+          f"{topics_seconds:7.2f} s from the parsed corpus")
+    print(f"network {network.Y.shape[0]}x{network.Y.shape[1]} ({int(network.Y.sum()):,} emails): "
+          f"{network_seconds:7.2f} s from the parsed corpus")
+    print(f"both matrices from the tarball: {total:7.2f} s (target < 60 s)")
+    print(f"cached reload of both, fresh process: {reload_seconds:7.3f} s (target < 1 s); "
+          f"cache size {cache_mib:.0f} MiB")
+    print(f"peak memory of the build: {build_peak:,.0f} MiB")
+
+    n_ref, ref_seconds = stdlib_reference(source, args.reference_limit)
+    rate = n_ref / ref_seconds
+    print(f"reference, stdlib email parser (headers, addresses, payload; no tokenization): "
+          f"{n_ref} messages in {ref_seconds:.2f} s = {rate:,.0f} messages/s, "
+          f"about {n_messages / rate:.1f} s for all {n_messages}")
+    print(f"lpviz reads, parses AND tokenizes {n_messages / parse_seconds / rate:.1f}x the rate the stdlib "
+          "parser only parses")
+
+
+if __name__ == "__main__":
+    main()
