@@ -34,9 +34,10 @@ from lpviz._random import chain_seed_from, seed_stream
 
 __all__ = ["logpmf", "pmf", "mean", "mode", "var", "log_iv", "sample", "sample_nb"]
 
-# Above this variance (measured near the mode) rejection beats inversion:
-# inversion walks ~20 standard deviations of pmf terms per draw.
-_INVERSION_MAX_VARIANCE = 16.0
+# Inversion walks ~20 standard deviations of pmf terms per draw, rejection
+# costs a few lgamma calls at any width; below this mode (variance < mode + 1)
+# inversion is the faster (benchmarks/bench_bessel.py).
+_INVERSION_MAX_MODE = 64.0
 # A side of the inversion sum stops once its terms fall below this
 # fraction of the mode's term: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
@@ -54,7 +55,7 @@ def mode_nb(nu, a):
     """Mode of Bessel(nu, a): the largest m with m (m + nu) <= a^2 / 4."""
     quarter_a2 = 0.25 * a * a
     # (sqrt(a^2+nu^2) - nu) / 2 written without cancellation when nu >> a.
-    m = math.floor(quarter_a2 * 2.0 / (math.hypot(a, nu) + nu)) if a > 0.0 else 0.0
+    m = math.floor(quarter_a2 * 2.0 / (math.sqrt(a * a + nu * nu) + nu)) if a > 0.0 else 0.0
     # Rounding can leave m one off; the defining inequality settles it.
     while (m + 1.0) * (m + 1.0 + nu) <= quarter_a2:
         m += 1.0
@@ -206,8 +207,7 @@ def sample_nb(nu, a):
     if a <= 0.0:
         return 0
     mode = mode_nb(nu, a)
-    variance = 1.0 / (1.0 / (mode + 1.0) + 1.0 / (mode + nu + 1.0))
-    if variance <= _INVERSION_MAX_VARIANCE:
+    if mode < _INVERSION_MAX_MODE:
         return _sample_inversion(nu, a, mode)
     return _sample_rejection(nu, a, mode)
 
@@ -257,19 +257,18 @@ def _debye_log_iv(nu, a):
     return (nu * eta - 0.5 * np.log(2.0 * np.pi * nu) + 0.5 * np.log(t) + np.log(series))
 
 
-def _series_log_iv(nu, a):
-    """log I_nu(a) = logsumexp_m [(2m+nu) log(a/2) - log m! - log Gamma(m+nu+1)].
+def _series_log_ive(nu, a):
+    """log I_nu(a) - a = logsumexp_m [(2m+nu) log(a/2) - log m! - log Gamma(m+nu+1) - a].
 
     Exact in floating point once the sum runs well past the largest term;
-    used only where ``ive`` underflows and a^2/4 is small next to nu.
+    used where ``ive`` underflows and the Debye expansion is not accurate.
     """
     out = np.empty(nu.shape)
     for i, (n, x) in enumerate(zip(nu.ravel(), a.ravel())):
-        center = float(mode_nb(n, x))
-        spread = math.sqrt(1.0 / (1.0 / (center + 1.0) + 1.0 / (center + n + 1.0)))
-        m = np.arange(0.0, center + 40.0 * spread + 60.0)
-        terms = (2.0 * m + n) * math.log(0.5 * x) - special.gammaln(m + 1.0) - special.gammaln(m + n + 1.0)
-        out.flat[i] = special.logsumexp(terms)
+        centre = float(mode_nb(n, x))
+        spread = math.sqrt(1.0 / (1.0 / (centre + 1.0) + 1.0 / (centre + n + 1.0)))
+        m = np.arange(0.0, centre + 40.0 * spread + 60.0)
+        out.flat[i] = special.logsumexp(_log_scaled_term(m, np.full(m.shape, n), np.full(m.shape, x)))
     return out
 
 
@@ -287,7 +286,7 @@ def _log_ive(nu, a):
     if np.any(debye):
         out[debye] = _debye_log_iv(nu[debye], a[debye]) - a[debye]
     if np.any(series):
-        out[series] = _series_log_iv(nu[series], a[series]) - a[series]
+        out[series] = _series_log_ive(nu[series], a[series])
     return out
 
 
@@ -323,17 +322,57 @@ def logpmf(m, nu, a):
     """
     m = np.asarray(m, dtype=float)
     nu, a = _as_parameters(nu, a)
-    m, nu, a = np.broadcast_arrays(m, nu, a)
+    # The normaliser once per (nu, a), not once per m.
+    log_norm = np.zeros(nu.shape)  # log I_nu(a) - a
+    positive = a > 0
+    if np.any(positive):
+        log_norm[positive] = _log_ive(nu[positive], a[positive])
+    m, nu, a, log_norm = np.broadcast_arrays(m, nu, a, log_norm)
     out = np.full(m.shape, -np.inf)
     on_support = (m >= 0) & (m == np.floor(m)) & np.isfinite(m)
-    zero = on_support & (a == 0)
-    out[zero & (m == 0)] = 0.0
+    out[on_support & (a == 0) & (m == 0)] = 0.0
     live = on_support & (a > 0)
     if np.any(live):
-        mm, nn, aa = m[live], nu[live], a[live]
-        out[live] = ((2.0 * mm + nn) * np.log(0.5 * aa) - special.gammaln(mm + 1.0)
-                     - special.gammaln(mm + nn + 1.0) - (_log_ive(nn, aa) + aa))
+        out[live] = _log_scaled_term(m[live], nu[live], a[live]) - log_norm[live]
     return out[()]
+
+
+def _stirling_correction(x):
+    """log Gamma(x) - [(x - 1/2) log x - x + log(2 pi)/2] for x >= 100 (error < 1e-17)."""
+    inv = 1.0 / x
+    inv2 = inv * inv
+    return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 / 1260.0))
+
+
+def _log_term_part(x, a, log_half_a):
+    """(x - 1) log(a/2) - log Gamma(x) - x, accurate when both halves are huge.
+
+    For x >= 100 Stirling's series is rearranged so that log(a/2) and log x
+    only meet as log(a / 2x), taken by log1p when a is near 2x: the
+    O(x log x) parts then never get computed, let alone cancel.
+    """
+    out = (x - 1.0) * log_half_a - special.gammaln(x) - x
+    large = x >= 100.0
+    if np.any(large):
+        xl, al = x[large], a[large]
+        ratio = al / (2.0 * xl)
+        near = (ratio > 0.5) & (ratio < 2.0)
+        log_ratio = np.where(near, np.log1p((al - 2.0 * xl) / (2.0 * xl)), np.log(ratio))
+        out[large] = ((xl - 0.5) * log_ratio - 0.5 * log_half_a[large]
+                      - 0.5 * np.log(2.0 * np.pi) - _stirling_correction(xl))
+    return out
+
+
+def _log_scaled_term(m, nu, a):
+    """(2m + nu) log(a/2) - log m! - log Gamma(m + nu + 1) - a, for a > 0.
+
+    Written as part(m+1) + part(m+nu+1) + (2m + 2 - a) + nu: near the mode
+    2m + 2 - a is exact, so the pmf keeps ~1e-14 relative accuracy even at
+    a = 1e8, where the direct formula loses 8 digits to cancellation.
+    """
+    log_half_a = np.log(0.5 * a)
+    return (_log_term_part(m + 1.0, a, log_half_a) + _log_term_part(m + nu + 1.0, a, log_half_a)
+            + ((2.0 * m + 2.0) - a) + nu)
 
 
 def pmf(m, nu, a):
