@@ -4,6 +4,7 @@ import csv
 import email
 import email.policy
 import email.utils
+import gzip
 import io
 import tarfile
 import warnings
@@ -49,7 +50,7 @@ EMAIL_C = message(  # quoted-printable, Latin-1, the sender among its own recipi
     "Caf=E9 turbine capa=\ncity.\n")
 EMAIL_D = message(  # multipart: a text part and a base64 attachment
     ["Message-ID: <D@thyme>", "From: dave@enron.com", "To: alice.smith@enron.com, bob@enron.com,",
-     " frank@other.org", "Subject: forecast", "Mime-Version: 1.0",
+     " frank@other.org", "Subject: forecast", "Bcc: erin@enron.com", "Mime-Version: 1.0",
      'Content-Type: multipart/mixed; boundary="XYZ"'],
     "This is a multi-part message.\n--XYZ\nContent-Type: text/plain; charset=us-ascii\n\n"
     "Turbine pipeline budget forecast.\n--XYZ\nContent-Type: application/octet-stream; name=a.bin\n"
@@ -84,7 +85,7 @@ NETWORK = np.array([  # sender rows, recipient columns, in ACTORS order
     [0, 2, 1, 1, 0],   # alice: A -> bob, carol, dave (Bcc repeats Cc); F -> bob
     [1, 0, 1, 1, 0],   # bob: B -> alice, carol; I -> dave
     [1, 0, 0, 0, 0],   # carol: C -> alice once (repeated address, self left out)
-    [1, 1, 0, 0, 0],   # dave: D -> alice, bob
+    [1, 1, 0, 0, 1],   # dave: D -> alice, bob, and erin in Bcc only
     [1, 0, 0, 0, 0],   # erin: E -> alice (no text part, still an email)
 ])
 
@@ -156,7 +157,7 @@ def test_parse_display_names_quoted_printable_and_charsets():
 def test_parse_multipart_keeps_text_parts_and_non_text_has_no_text():
     d = parse_email(EMAIL_D)
     assert d.text.strip() == "Turbine pipeline budget forecast."
-    assert d.recipients == ("alice.smith@enron.com", "bob@enron.com", "frank@other.org")
+    assert d.recipients == ("alice.smith@enron.com", "bob@enron.com", "frank@other.org", "erin@enron.com")
     e = parse_email(EMAIL_E)
     assert e.text is None and "non_text" in e.notes and e.recipients == ("alice.smith@enron.com",)
 
@@ -172,6 +173,8 @@ def test_parse_rejects_what_is_not_an_email():
         parse_email(b"Hello: there\n\nno known header at all\n")
     with pytest.raises(TypeError, match="bytes or str"):
         parse_email(12)
+    mbox = parse_email(b"\nFrom alice@x.com Mon Jan  1 00:00:00 2001\nFrom: alice@x.com\nTo: b@x.com\n\nhi\n")
+    assert (mbox.sender, mbox.recipients, mbox.text) == ("alice@x.com", ("b@x.com",), "hi\n")
     missing_id = parse_email(EMAIL_I)
     assert missing_id.message_id.startswith("<sha1:") and "no_message_id" in missing_id.notes
 
@@ -232,7 +235,7 @@ def test_network_exact_matrix(source):
     np.testing.assert_array_equal(data.Y, NETWORK)
     assert data.info["names"][:2] == ["Alice Smith", "Bob Jones"]  # a tie between names: alphabetical
     assert data.info["sent"] == [2, 2, 1, 1, 1]
-    assert data.info["received"] == [4, 3, 2, 2, 0]
+    assert data.info["received"] == [4, 3, 2, 2, 1]
     assert data.info["report"]["skipped"]["duplicate_message_id"] == 1
 
 
@@ -285,6 +288,10 @@ def test_bad_sources_get_clear_errors(tmp_path):
     fake.write_text("not gzip at all")
     with pytest.raises(ValueError, match="not gzip data"):
         read_emails(fake)
+    gzipped_text = tmp_path / "emails.tar.gz"
+    gzipped_text.write_bytes(gzip.compress(b"file,message\n" * 100))
+    with pytest.raises(ValueError, match="not a readable tar archive"):
+        list(read_emails(gzipped_text)[0])
     other = tmp_path / "notes.txt"
     other.write_text("hello")
     with pytest.raises(ValueError, match="emails.csv"):

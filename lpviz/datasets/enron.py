@@ -30,10 +30,10 @@ body only (not the subject):
    date/time line of its own), ``From:``/``Sent:``/``Date:`` lines,
    ``To:``/``cc:``/``bcc:`` lines with their wrapped continuation lines, and
    the ``Subject:`` label. The quoted *text* is kept: sent-folder emails are
-   mostly short replies and the paper's counts include it: of the shared
-   58,168 sent emails 34,160 have >= 50 words this way (38,410 if the header
-   lines were kept too, as the design notes' "about 38,000" counts), while
-   dropping quoted text would leave 5,193, too few for D = 10,000;
+   mostly short replies and the paper's counts include it. Of the shared
+   58,168 sent emails 34,153 have >= 50 words this way (38,410 when header
+   lines and addresses are counted too, the design notes' "about 38,000");
+   dropping quoted text altogether would leave about 13,700;
 3. e-mail addresses and URLs are dropped whole (the whitespace-separated
    chunk that holds them);
 4. a word is a maximal run of ASCII letters ``a-z`` (digits, punctuation and
@@ -343,6 +343,9 @@ def parse_email(raw, path: str = "") -> Email:
         raise TypeError(f"parse_email takes bytes or str, got {type(raw).__name__}")
     if not raw.strip():
         raise MalformedEmail("empty", path)
+    raw = raw.lstrip(b"\r\n")
+    if raw.startswith(b"From "):  # an mbox "From " envelope line is not a header
+        raw = raw.partition(b"\n")[2]
     head, body = _split_header_block(raw)
     head_text = head.decode("latin-1")
     first_name, sep, _ = head_text.lstrip("\r\n").partition(":")
@@ -442,9 +445,11 @@ def _iter_maildir(root: Path, report: ReadReport):
 
 
 def _iter_tar(path: Path, mode: str, report: ReadReport):
+    members_seen = 0
     try:
         with tarfile.open(path, mode) as archive:
             for member in archive:
+                members_seen += 1
                 if not member.isfile() or os.path.basename(member.name).startswith("."):
                     continue
                 try:
@@ -455,6 +460,10 @@ def _iter_tar(path: Path, mode: str, report: ReadReport):
                     raise
                 yield member.name, data
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        if members_seen == 0:
+            raise ValueError(f"{path}: not a readable tar archive ({exc.__class__.__name__}: {exc}); pass the "
+                             "CMU tarball (re-download it if it was cut short), a maildir directory or "
+                             "emails.csv") from exc
         # A truncated or corrupt archive: keep what was read, say so loudly.
         report.skip("archive_truncated", f"{path}: {exc}")
         warnings.warn(f"{path}: archive is truncated or corrupt after {report.n_read} messages "
