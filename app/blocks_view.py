@@ -203,10 +203,8 @@ class BlocksView(pn.viewable.Viewer):
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
     def __panel__(self):
-        scores = pn.widgets.Tabulator(self.param.scores, show_index=False, disabled=True,
-                                      layout="fit_data_stretch",
-                                      formatters={"MAE": {"type": "money", "precision": 4},
-                                                  "held-out MAE": {"type": "money", "precision": 4}})
+        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4f}".format,
+                                   sizing_mode="stretch_width")
         return pn.Column(self.status, scores,
                          pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
                          pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),

@@ -192,12 +192,9 @@ class TopicsView(pn.viewable.Viewer):
         return {"topics_heatmaps": self.heatmaps()}
 
     def __panel__(self):
-        table = pn.widgets.Tabulator(self.param.table, show_index=False, disabled=True,
-                                     pagination="local", page_size=20, layout="fit_data_stretch",
-                                     formatters={"NPMI": {"type": "money", "precision": 3},
-                                                 "coherence": {"type": "money", "precision": 2},
-                                                 "L1 to truth": {"type": "money", "precision": 3}},
-                                     sizing_mode="stretch_width")
+        # A plain HTML table: needs no extra Panel extension in the template or the notebook.
+        table = pn.pane.DataFrame(self.param.table, index=False, float_format="{:.3f}".format,
+                                  sizing_mode="stretch_width")
         means = pn.bind(lambda _: pn.pane.DataFrame(self.mean_scores(), index=False, float_format="{:.3f}".format),
                         self.param.table)
         return pn.Column(
