@@ -71,6 +71,7 @@ import sys
 import tarfile
 import warnings
 import zlib
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ from . import cache as _cache
 from ._types import CountData
 
 __all__ = [
-    "Email", "EnronCorpus", "ReadReport", "STOP_WORDS", "TOKENIZATION",
+    "Email", "EnronCorpus", "MalformedEmail", "ReadReport", "STOP_WORDS", "TOKENIZATION",
     "build_enron_network", "build_enron_topics", "parse_email", "read_corpus", "read_emails",
     "clean_body", "tokenize",
 ]
@@ -414,9 +415,7 @@ def _source_shape(path: Path) -> str:
         magic = fh.read(512)
     if name.endswith(".csv"):
         return "csv"
-    if magic[:2] == b"\x1f\x8b":
-        if not name.endswith((".tar.gz", ".tgz", ".gz")):
-            pass  # gzip data under another name: still read as a tarball
+    if magic[:2] == b"\x1f\x8b":  # gzip data is read as a tarball whatever its name
         return "tar.gz"
     if len(magic) >= 262 and magic[257:262] == b"ustar":
         return "tar"
@@ -654,10 +653,10 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
     word_ids = defaultdict(itertools.count().__next__)
     address_ids = defaultdict(itertools.count().__next__)
     name_votes = {}
-    message_ids, paths, has_text, senders = [], [], [], []
-    token_cols, token_vals, token_ptr = [], [], [0]
-    recipient_cols, recipient_ptr = [], [0]
-    word_totals = []
+    message_ids, paths, has_text = [], [], []
+    # Typed arrays, not lists: the full CMU corpus has tens of millions of entries.
+    token_cols, token_vals, token_ptr = array("i"), array("i"), array("q", [0])
+    recipient_cols, recipient_ptr, senders, word_totals = array("i"), array("q", [0]), array("i"), array("q")
     for message in emails:
         message_ids.append(message.message_id)
         paths.append(message.path)
@@ -681,8 +680,8 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
     # shape of the same corpus gives the same arrays; words outside the vocabulary rules go.
     order = np.array(sorted(range(n), key=message_ids.__getitem__), dtype=np.int64)
     types = sorted(w for w in word_ids if _keep(w))
-    all_tokens = sp.csr_matrix((np.asarray(token_vals, dtype=np.int32), np.asarray(token_cols, dtype=np.int32),
-                                np.asarray(token_ptr, dtype=np.int64)), shape=(n, len(word_ids)))
+    all_tokens = sp.csr_matrix((np.frombuffer(token_vals, dtype=np.int32), np.frombuffer(token_cols, dtype=np.int32),
+                                np.frombuffer(token_ptr, dtype=np.int64)), shape=(n, len(word_ids)))
     tokens = all_tokens[order][:, np.fromiter(map(word_ids.__getitem__, types), dtype=np.int64,
                                               count=len(types))].tocsr()
     tokens.sort_indices()
@@ -691,9 +690,9 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
     address_rank[np.fromiter(map(address_ids.__getitem__, addresses), dtype=np.int64, count=len(addresses))] = \
         np.arange(len(addresses), dtype=np.int32)
     recipients = sp.csr_matrix((np.ones(len(recipient_cols), dtype=np.int8),
-                                address_rank[np.asarray(recipient_cols, dtype=np.int64)],
-                                np.asarray(recipient_ptr, dtype=np.int64)), shape=(n, len(addresses)))[order]
-    sender_array = np.asarray(senders, dtype=np.int64)
+                                address_rank[np.frombuffer(recipient_cols, dtype=np.int32)],
+                                np.frombuffer(recipient_ptr, dtype=np.int64)), shape=(n, len(addresses)))[order]
+    sender_array = np.frombuffer(senders, dtype=np.int32).astype(np.int64)
     sender_array = np.where(sender_array >= 0, address_rank[np.maximum(sender_array, 0)], -1)[order]
     names = []
     for address in addresses:
@@ -701,7 +700,7 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
         names.append(min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0] if votes else "")
     return EnronCorpus(
         message_ids=[message_ids[i] for i in order], paths=[paths[i] for i in order],
-        tokens=tokens, n_tokens=np.asarray(word_totals, dtype=np.int64)[order],
+        tokens=tokens, n_tokens=np.frombuffer(word_totals, dtype=np.int64)[order],
         has_text=np.asarray(has_text, dtype=bool)[order], types=types,
         senders=sender_array.astype(np.int32), recipient_indptr=recipients.indptr.astype(np.int64),
         recipient_indices=recipients.indices.astype(np.int32), addresses=addresses, names=names,
