@@ -261,7 +261,8 @@ def _series_log_ive(nu, a):
     """log I_nu(a) - a = logsumexp_m [(2m+nu) log(a/2) - log m! - log Gamma(m+nu+1) - a].
 
     Exact in floating point once the sum runs well past the largest term;
-    used where ``ive`` underflows and the Debye expansion is not accurate.
+    the fallback where ``ive`` underflows and neither the short series nor
+    the Debye expansion applies. One element at a time.
     """
     out = np.empty(nu.shape)
     for i, (n, x) in enumerate(zip(nu.ravel(), a.ravel())):
@@ -270,6 +271,24 @@ def _series_log_ive(nu, a):
         m = np.arange(0.0, centre + 40.0 * spread + 60.0)
         out.flat[i] = special.logsumexp(_log_scaled_term(m, np.full(m.shape, n), np.full(m.shape, x)))
     return out
+
+
+def _short_series_log_ive(nu, a):
+    """log I_nu(a) - a by the series when a^2/4 <= nu + 1, vectorised.
+
+    The term ratio (a^2/4) / ((m+1)(m+nu+1)) is then at most 1/(m+1), so the
+    sum of terms relative to the first is a short, overflow-free product
+    series: many cells (a Skellam log pmf over a noised matrix) at once.
+    """
+    quarter_a2 = 0.25 * a * a
+    total = np.ones(nu.shape)
+    term = np.ones(nu.shape)
+    for m in range(60):  # 1/60! ~ 1e-82: the loop always ends by the break
+        term *= quarter_a2 / ((m + 1.0) * (m + nu + 1.0))
+        total += term
+        if np.all(term < 1e-17 * total):
+            break
+    return _log_scaled_term(np.zeros(nu.shape), nu, a) + np.log(total)
 
 
 def _log_ive(nu, a):
@@ -281,8 +300,11 @@ def _log_ive(nu, a):
     trusted = np.isfinite(scaled) & (scaled > 1e-280)
     out[trusted] = np.log(scaled[trusted])
     rest = ~trusted
-    debye = rest & (nu >= 300.0) & (0.25 * a * a > nu + 1.0)
-    series = rest & ~debye
+    short = rest & (0.25 * a * a <= nu + 1.0)
+    debye = rest & ~short & (nu >= 300.0)
+    series = rest & ~short & ~debye  # not met in practice: ive holds there
+    if np.any(short):
+        out[short] = _short_series_log_ive(nu[short], a[short])
     if np.any(debye):
         out[debye] = _debye_log_iv(nu[debye], a[debye]) - a[debye]
     if np.any(series):
