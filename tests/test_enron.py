@@ -145,6 +145,7 @@ def test_parse_display_names_quoted_printable_and_charsets():
     assert b.recipients == ("alice.smith@enron.com", "frank@other.org", "carol@enron.com")
     c = parse_email(EMAIL_C)
     assert c.text == "Caf\u00e9 turbine capacity.\n"  # soft line break joined, Latin-1 decoded
+    assert parse_email(EMAIL_C.decode("ascii")).text == c.text  # the same message as emails.csv holds it
     assert c.recipients == ("alice.smith@enron.com",)  # self and repeated address dropped
     f = parse_email(EMAIL_F)
     assert f.text == EMAIL_F_TEXT

@@ -267,8 +267,12 @@ def _decode_transfer(data: bytes, encoding: str, notes: list) -> bytes:
 _TAG = re.compile(r"<[^>]*>")
 
 
-def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0) -> str | None:
-    """The text of a (possibly multipart) body, or None if it holds no text part."""
+def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0, already_decoded: bool = False):
+    """The text of a (possibly multipart) body, or None if it holds no text part.
+
+    ``already_decoded``: the message came as text (emails.csv), re-encoded as UTF-8 here;
+    only quoted-printable or base64 bodies are still in their declared charset.
+    """
     ctype, params = _content_type(headers)
     if ctype.startswith("multipart/") and params.get("boundary") and depth < 5:
         delimiter = b"--" + params["boundary"].encode("latin-1", "replace")
@@ -282,7 +286,7 @@ def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0) -> str |
             if "attachment" in sub_headers.get("content-disposition", "").lower():
                 continue
             sub_type, _ = _content_type(sub_headers)
-            text = _body_text(sub_headers, sub_body, notes, depth + 1)
+            text = _body_text(sub_headers, sub_body, notes, depth + 1, already_decoded)
             if text is not None:
                 (htmls if sub_type == "text/html" else texts).append(text)
         if texts or htmls:
@@ -290,8 +294,11 @@ def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0) -> str |
         return None
     if not ctype.startswith("text/"):
         return None
-    data = _decode_transfer(body, headers.get("content-transfer-encoding", ""), notes)
-    text = _decode_bytes(data, params.get("charset"), notes)
+    transfer = headers.get("content-transfer-encoding", "").strip().lower()
+    data = _decode_transfer(body, transfer, notes)
+    charset = "utf-8" if already_decoded and transfer not in ("quoted-printable", "base64") \
+        else params.get("charset")
+    text = _decode_bytes(data, charset, notes)
     if ctype == "text/html":
         text = _TAG.sub(" ", text)
     return text
@@ -336,10 +343,10 @@ def parse_email(raw, path: str = "") -> Email:
     """
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogateescape")
-        forced_charset = "utf-8"
+        already_decoded = True
     elif isinstance(raw, (bytes, bytearray, memoryview)):
         raw = bytes(raw)
-        forced_charset = None
+        already_decoded = False
     else:
         raise TypeError(f"parse_email takes bytes or str, got {type(raw).__name__}")
     if not raw.strip():
@@ -356,11 +363,7 @@ def parse_email(raw, path: str = "") -> Email:
     if not _KNOWN_HEADERS.intersection(headers):
         raise MalformedEmail("unparseable", f"{path}: no From, To, Date or Message-ID header")
     notes = []
-    if forced_charset is not None:
-        ctype_value = headers.get("content-type", "text/plain")
-        headers["content-type"] = re.sub(r";\s*charset\s*=\s*(\"[^\"]*\"|[^;\s]*)", "", ctype_value,
-                                         flags=re.I) + f"; charset={forced_charset}"
-    text = _body_text(headers, body, notes)
+    text = _body_text(headers, body, notes, already_decoded=already_decoded)
     if text is None:
         notes.append("non_text")
     else:
