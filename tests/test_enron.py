@@ -163,6 +163,15 @@ def test_parse_multipart_keeps_text_parts_and_non_text_has_no_text():
     assert e.text is None and "non_text" in e.notes and e.recipients == ("alice.smith@enron.com",)
 
 
+def test_parse_html_only_and_encoded_header_words():
+    html = parse_email(message(
+        ["From: =?iso-8859-1?Q?Ren=E9_Roy?= <rene@x.com>", "To: b@x.com",
+         'Content-Type: multipart/alternative; boundary="b1"'],
+        "--b1\nContent-Type: text/html; charset=us-ascii\n\n<p>Gas <b>prices</b></p>\n--b1--\n"))
+    assert html.names["rene@x.com"] == "Ren\u00e9 Roy"
+    assert tokenize(html.text) == ["gas", "prices"]
+
+
 def test_parse_rejects_what_is_not_an_email():
     with pytest.raises(MalformedEmail) as info:
         parse_email(UNPARSEABLE, "bad")
@@ -212,6 +221,7 @@ def test_read_emails_reports_skips_and_deduplicates(source):
 
 
 def test_three_shapes_give_the_same_corpus(tmp_path):
+    assert repr(read_corpus(write_maildir(tmp_path / "r"), cache_dir=False)).startswith("EnronCorpus(7 emails")
     corpora = [read_corpus(write_maildir(tmp_path / "m"), cache_dir=False),
                read_corpus(write_tarball(tmp_path / "e.tgz"), cache_dir=False),
                read_corpus(write_csv(tmp_path / "emails.csv"), cache_dir=False)]

@@ -629,6 +629,10 @@ class EnronCorpus:
     def __len__(self):
         return len(self.message_ids)
 
+    def __repr__(self):
+        return (f"EnronCorpus({len(self)} emails, {len(self.types)} word types, {len(self.addresses)} "
+                f"addresses, source={self.source!r})")
+
     def _arrays(self) -> dict:
         return {"message_ids": self.message_ids, "paths": self.paths, "types": self.types,
                 "addresses": self.addresses, "names": self.names,
