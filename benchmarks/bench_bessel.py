@@ -7,7 +7,7 @@ nu < 20) and far beyond, next to plain references timed in the same run:
   standard discrete draw;
 - ``naive``: inversion from 0 by the pmf ratio, normaliser summed from 0;
 - ``inversion`` / ``rejection``: each branch of ``sample_nb`` forced, to show
-  where the switch (``_INVERSION_MAX_VARIANCE``) belongs.
+  where the switch (``_INVERSION_MAX_MODE``) belongs.
 
 Run: ``.venv/bin/python benchmarks/bench_bessel.py``
 """

@@ -37,12 +37,12 @@ __all__ = ["logpmf", "pmf", "mean", "mode", "var", "log_iv", "sample", "sample_n
 # Inversion walks ~20 standard deviations of pmf terms per draw, rejection
 # costs a few lgamma calls at any width; below this mode (variance < mode + 1)
 # inversion is the faster (benchmarks/bench_bessel.py).
-_INVERSION_MAX_MODE = 64.0
+_INVERSION_MAX_MODE = 100.0
 # A side of the inversion sum stops once its terms fall below this
 # fraction of the mode's term: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
-# Largest ``a`` accepted: beyond it the mode does not fit comfortably in int64
-# and float64 spacing exceeds 1 around it.
+# Largest ``a`` accepted (mode ~ a/2): float64 must still count the support
+# near the mode one by one (its spacing reaches 1 at 9e15).
 A_MAX = 1e15
 
 
@@ -54,8 +54,10 @@ A_MAX = 1e15
 def mode_nb(nu, a):
     """Mode of Bessel(nu, a): the largest m with m (m + nu) <= a^2 / 4."""
     quarter_a2 = 0.25 * a * a
+    if quarter_a2 < nu + 1.0:  # P(1) < P(0): the common case in the chains
+        return 0.0
     # (sqrt(a^2+nu^2) - nu) / 2 written without cancellation when nu >> a.
-    m = math.floor(quarter_a2 * 2.0 / (math.sqrt(a * a + nu * nu) + nu)) if a > 0.0 else 0.0
+    m = math.floor(quarter_a2 * 2.0 / (math.sqrt(a * a + nu * nu) + nu))
     # Rounding can leave m one off; the defining inequality settles it.
     while (m + 1.0) * (m + 1.0 + nu) <= quarter_a2:
         m += 1.0

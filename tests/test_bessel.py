@@ -80,8 +80,9 @@ SAMPLER_CASES = [
     (0.5, 4.0, 0.5, 4.1, 200_000),             # non-integer nu
     (20.0, 10.0, 20.0, 10.3, 200_000),         # where the chains live
     (2.7, 7.3, 3.2, 7.3, 200_000),             # non-integer nu and a, wrong nu
-    (0.0, 127.0, 0.0, 125.0, 200_000),         # mode 63: widest inversion
-    (0.0, 129.0, 0.0, 131.0, 200_000),         # mode 64: narrowest rejection
+    # nu = 0: mode = floor(a/2); the widest inversion and narrowest rejection
+    (0.0, 2 * _INVERSION_MAX_MODE - 1, 0.0, 2 * _INVERSION_MAX_MODE - 3, 200_000),
+    (0.0, 2 * _INVERSION_MAX_MODE + 1, 0.0, 2 * _INVERSION_MAX_MODE + 3, 200_000),
     (0.5, 1000.0, 0.5, 990.0, 200_000),
     (0.0, 1e4, 0.0, 1e4 * 0.998, 200_000),
     (1e4, 1e4, 1.01e4, 1e4, 200_000),          # large nu and a, wrong nu
@@ -116,8 +117,8 @@ def _forced_draws(branch, nu, a, n, seed):
 
 
 # Each branch on its own, outside the range where sample_nb picks it:
-# rejection at mode 0 and 1 (its envelope loses the left tail) and inversion
-# at mode 500 (a long walk, both directions).
+# rejection at mode 0, 1 and 30 (its envelope loses the left tail at the
+# first two) and inversion at mode 30 and 500 (a long walk, both directions).
 @pytest.mark.parametrize("branch, nu, a, wrong_a", [
     (1, 3.0, 2.5, 2.6),
     (1, 0.5, 4.0, 4.15),
