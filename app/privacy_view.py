@@ -138,8 +138,7 @@ class PrivacyView(pn.viewable.Viewer):
                          label="Skellam mixed over Exp rates").opts(
             color="#ff7f0e", size=6, tools=["hover"])
         return (bars * mix).opts(
-            title=(f"Two-sided geometric noise: alpha = exp(-{self.epsilon:g}/{self.N:g}) = "
-                   f"{self.alpha:.3f}; max |mixture - 2Geo| = {np.abs(mixture - geometric).max():.1e}"),
+            title=f"2Geo(alpha = {self.alpha:.3f}) = the Skellam mixture (gap {np.abs(mixture - geometric).max():.0e})",
             legend_position="top_right", responsive=True, min_height=300)
 
     @param.depends("store.epsilon", "store.N", "y")
@@ -153,7 +152,7 @@ class PrivacyView(pn.viewable.Viewer):
                         label=f"true count y + N = {y + N}").opts(
             color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
         return (p_y * p_yN).opts(
-            title="What an adversary sees: the noised count under y and under y + N",
+            title="What an adversary sees, under y and under y + N",
             legend_position="top_right", responsive=True, min_height=280)
 
     @param.depends("store.epsilon", "store.N", "y")
@@ -166,7 +165,7 @@ class PrivacyView(pn.viewable.Viewer):
         bounds = (hv.HLine(bound).opts(color="#d62728", line_dash="dashed", line_width=2)
                   * hv.HLine(-bound).opts(color="#d62728", line_dash="dashed", line_width=2))
         if self.distance == self.N:
-            title = f"The log-ratio stays within +/- epsilon = {bound:g}: odds change by at most e^{bound:g}"
+            title = f"Log-ratio within +/- epsilon = {bound:g} (odds x e^{bound:g} at most)"
         else:
             title = (f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N "
                      f"= {bound:.3g}")
