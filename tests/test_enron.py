@@ -170,6 +170,11 @@ def test_parse_html_only_and_encoded_header_words():
         "--b1\nContent-Type: text/html; charset=us-ascii\n\n<p>Gas <b>prices</b></p>\n--b1--\n"))
     assert html.names["rene@x.com"] == "Ren\u00e9 Roy"
     assert tokenize(html.text) == ["gas", "prices"]
+    bare_part = parse_email(("From: J\u00fcrgen <j@x.com>\r\nTo: b@x.com\r\n"
+                             "Content-Type: multipart/mixed; boundary=b2\r\n\r\n"
+                             "preamble\n--b2\n\nNo part headers: plain text.\n--b2--\n").encode("utf-8"))
+    assert bare_part.text.strip() == "No part headers: plain text."
+    assert bare_part.names["j@x.com"] == "J\u00fcrgen"
 
 
 def test_parse_rejects_what_is_not_an_email():

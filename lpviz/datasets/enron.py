@@ -88,7 +88,7 @@ __all__ = [
     "clean_body", "tokenize",
 ]
 
-PARSER_VERSION = 1  # bump when parsing or tokenization changes: invalidates cached corpora
+PARSER_VERSION = 2  # bump when parsing or tokenization changes: invalidates cached corpora
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are aren arent as at be because been before being
@@ -200,6 +200,8 @@ _KNOWN_HEADERS = frozenset({"from", "to", "cc", "bcc", "message-id", "date", "su
 
 
 def _split_header_block(raw: bytes):
+    if raw[:1] == b"\n" or raw[:2] == b"\r\n":  # no headers at all (allowed in MIME parts)
+        return b"", raw.partition(b"\n")[2]
     match = _HEADER_END.search(raw)
     if match is None:
         return raw, b""
@@ -215,6 +217,14 @@ def _parse_headers(block: str) -> dict:
             continue
         headers.setdefault(name.lower(), value.strip())
     return headers
+
+
+def _decode_header_block(head: bytes) -> str:
+    # Headers should be ASCII; 8-bit names are UTF-8 in emails.csv and newer mail, else Latin-1.
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError:
+        return head.decode("latin-1")
 
 
 def _content_type(headers: dict):
@@ -280,9 +290,8 @@ def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0, already_
         for part in body.split(delimiter)[1:]:
             if part.startswith(b"--"):
                 break  # closing delimiter
-            part = part.lstrip(b"\r\n") if part[:1] in (b"\r", b"\n") else part
-            head, sub_body = _split_header_block(part)
-            sub_headers = _parse_headers(head.decode("latin-1"))
+            head, sub_body = _split_header_block(part.partition(b"\n")[2])  # after the delimiter line
+            sub_headers = _parse_headers(_decode_header_block(head))
             if "attachment" in sub_headers.get("content-disposition", "").lower():
                 continue
             sub_type, _ = _content_type(sub_headers)
@@ -355,7 +364,7 @@ def parse_email(raw, path: str = "") -> Email:
     if raw.startswith(b"From "):  # an mbox "From " envelope line is not a header
         raw = raw.partition(b"\n")[2]
     head, body = _split_header_block(raw)
-    head_text = head.decode("latin-1")
+    head_text = _decode_header_block(head)
     first_name, sep, _ = head_text.lstrip("\r\n").partition(":")
     if not sep or not _HEADER_NAME.fullmatch(first_name):
         raise MalformedEmail("unparseable", f"{path}: does not start with a header line")
