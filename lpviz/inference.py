@@ -296,7 +296,6 @@ class Chain:
             self._Y = Y
             # Exponential prior on lambda with rate (1-alpha)/alpha; its
             # posterior given g is Gamma(1 + g, rate 1/alpha): scale alpha.
-            self._lambda_prior_rate = (1.0 - self._alpha) / self._alpha
             self._lambda_posterior_scale = self._alpha.copy()
             prior_mean = (self._alpha / (1.0 - self._alpha))[:, None]
             self._lambda_plus = init_rng.exponential(1.0, Y.shape) * prior_mean
@@ -363,10 +362,11 @@ class Chain:
         ``log p(y, factors)`` for the counts ``y`` the chain conditions on
         (true, truncated or, for ``"private"``, the current latent counts):
         Poisson terms over observed cells plus the gamma priors of the
-        factors. For ``"private"`` it adds, over observed cells,
-        ``log Pois(g+; lambda+) + log Pois(g-; lambda-)`` and the exponential
-        priors of ``lambda+``, ``lambda-``. Allocations to components are
-        summed out. This is the value :func:`fit` uses to pick its best sample.
+        factors; allocations to components are summed out. For ``"private"``
+        it is ``log p(ytil, y, factors)``: it adds, over observed cells, the
+        noise ``log Geom2(ytil - y; alpha)`` with the auxiliary ``g`` and
+        ``lambda`` integrated out (exactly), so it tracks what the chain's
+        (y, factors) marginal targets. :func:`fit` picks its best sample by it.
         """
         return self._log_joint
 
@@ -440,7 +440,7 @@ class Chain:
             n_dk, n_vk, noise_log_joint = k.topics_sweep_private(
                 self._Y, self._observed, self._has_mask, self._theta, self._phiT,
                 self._lambda_plus, self._lambda_minus, self._y_latent, self._bessel,
-                self._lambda_posterior_scale, self._lambda_prior_rate, seed, iteration, chunks)
+                self._alpha, self._lambda_posterior_scale, seed, iteration, chunks)
         else:
             n_dk, n_vk = k.topics_sweep_fixed(*self._counts, self._theta, self._phiT, seed, iteration, chunks)
         k.topics_update_theta(self._theta, self._phiT, n_dk, *self._row_missing, a0, b0, seed, iteration)
@@ -456,7 +456,7 @@ class Chain:
             n_send, n_recv, n_cd, noise_log_joint = k.blocks_sweep_private(
                 self._Y, self._observed, self._has_mask, self._theta, self._pi,
                 self._lambda_plus, self._lambda_minus, self._y_latent, self._bessel,
-                self._lambda_posterior_scale, self._lambda_prior_rate, seed, iteration, chunks)
+                self._alpha, self._lambda_posterior_scale, seed, iteration, chunks)
         else:
             n_send, n_recv, n_cd = k.blocks_sweep_fixed(*self._counts, self._theta, self._pi,
                                                              seed, iteration, chunks)

@@ -39,7 +39,7 @@ from lpviz.bessel import sample_nb
 
 __all__ = [
     "ROWS_PER_STREAM",
-    "sample_true_count",
+    "sample_true_count", "draw_noise_rates",
     "topics_sweep_fixed", "topics_sweep_private", "topics_update_theta", "topics_update_phi",
     "topics_count_loglik", "topics_missing_rate_sum",
     "blocks_sweep_fixed", "blocks_sweep_private", "blocks_update_theta", "blocks_update_pi",
@@ -57,6 +57,9 @@ UNIT_SWEEP = 0
 UNIT_THETA = 1 << 40
 UNIT_PHI = 2 << 40
 UNIT_PI = 3 << 40
+
+# Up to this many tokens a cell's allocation walks the weights per token.
+_FEW_TOKENS = 4
 
 # Below these sizes the cheap exact constructions beat numba's generic samplers.
 _SMALL_BINOMIAL = 16
@@ -158,20 +161,20 @@ def sample_true_count(ytil, mu, lambda_plus, lambda_minus):
 
 
 @njit(nogil=True, cache=True)
-def _noise_rates_step(g_plus, g_minus, posterior_scale, log_prior_rate, prior_rate):
-    """Step 4: draw lambda+ and lambda- given g+, g-; also their log joint terms.
+def draw_noise_rates(g_plus, g_minus, posterior_scale):
+    """Step 4: ``lambda* ~ Gamma(1 + g*, scale posterior_scale)`` (scale alpha:
+    rate 1/alpha), the posterior of the Exp(rate (1-alpha)/alpha) prior."""
+    return (_gamma_integer_shape(1 + g_plus, posterior_scale),
+            _gamma_integer_shape(1 + g_minus, posterior_scale))
 
-    Returns ``(lambda+, lambda-, log p(g+, g-, lambda+, lambda-))`` with
-    ``lambda* ~ Exp(prior_rate)`` and ``g* ~ Pois(lambda*)``.
-    """
-    lam_p = _gamma_integer_shape(1 + g_plus, posterior_scale)
-    lam_m = _gamma_integer_shape(1 + g_minus, posterior_scale)
-    log_terms = 2.0 * log_prior_rate - (prior_rate + 1.0) * (lam_p + lam_m)
-    if g_plus > 0:
-        log_terms += g_plus * math.log(lam_p) - math.lgamma(g_plus + 1.0)
-    if g_minus > 0:
-        log_terms += g_minus * math.log(lam_m) - math.lgamma(g_minus + 1.0)
-    return lam_p, lam_m, log_terms
+
+@njit(nogil=True, cache=True)
+def _geometric_log_lik(n_cells, total_size, alpha):
+    """Sum of ``log Geom2(tau; alpha)`` over ``n_cells`` noise values whose
+    absolute values sum to ``total_size``."""
+    if n_cells == 0:
+        return 0.0
+    return n_cells * math.log((1.0 - alpha) / (1.0 + alpha)) + total_size * math.log(alpha)
 
 
 @njit(nogil=True, cache=True)
@@ -179,6 +182,16 @@ def _chunk_blocks(chunk, n_chunks, n_rows):
     """The stream blocks [first, last) that chunk ``chunk`` of ``n_chunks`` sweeps."""
     n_blocks = (n_rows + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
     return chunk * n_blocks // n_chunks, (chunk + 1) * n_blocks // n_chunks
+
+
+@njit(nogil=True, cache=True)
+def _ordered_sum(values):
+    """Left-to-right sum. Inside a parallel kernel ``values.sum()`` becomes a
+    parallel reduction whose rounding depends on the thread count."""
+    total = 0.0
+    for i in range(values.shape[0]):
+        total += values[i]
+    return total
 
 
 @njit(nogil=True, cache=True)
@@ -203,18 +216,58 @@ def gamma_log_prior(x, a0, b0):
     return total
 
 
+@njit(nogil=True, cache=True)
+def _draw_product(x, y, total):
+    """An index k drawn with probability ∝ x[k] y[k], where ``total`` = sum x y.
+
+    A walk along the running sum that stops early: cheaper than building the
+    cumulative sums when only a token or two is drawn.
+    """
+    u = np.random.random() * total
+    running = 0.0
+    n = x.shape[0]
+    for k in range(n):
+        # A zero weight is never chosen: u >= running already held at k - 1.
+        running += x[k] * y[k]
+        if u < running:
+            return k
+    # ``total`` summed in another order can exceed the walk's sum by ~1e-16:
+    # take the last component with weight.
+    for k in range(n - 1, -1, -1):
+        if x[k] * y[k] > 0.0:
+            return k
+    # All weights underflowed: the model gives such a cell rate 0, so any
+    # component is as (im)plausible as another.
+    return int(np.random.random() * n)
+
+
+@njit(nogil=True, cache=True)
+def _cumulative_product(x, y, cumulative):
+    running = 0.0
+    for k in range(x.shape[0]):
+        running += x[k] * y[k]
+        cumulative[k] = running
+
+
 # ---------------------------------------------------------------------------
 # Topic model: mu_dv = theta_d . phiT_v
 # ---------------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _topics_allocate(theta_d, phi_v, y, cumulative, n_d, n_v):
-    """Split ``y`` tokens of one cell over topics (prob ∝ theta_dk phi_vk)."""
+def _topics_allocate(theta_d, phi_v, y, mu, cumulative, n_d, n_v):
+    """Split ``y`` tokens of one cell over topics (prob ∝ theta_dk phi_vk).
+
+    ``mu`` is the cell's rate (the sum of the weights). O(K) per token by
+    walking for a few tokens; O(K + y log K) with cumulative sums beyond.
+    """
     n_topics = theta_d.shape[0]
-    running = 0.0
-    for k in range(n_topics):
-        running += theta_d[k] * phi_v[k]
-        cumulative[k] = running
+    if y <= _FEW_TOKENS:
+        for _ in range(y):
+            k = _draw_product(theta_d, phi_v, mu)
+            n_d[k] += 1
+            n_v[k] += 1
+        return
+    _cumulative_product(theta_d, phi_v, cumulative)
     for _ in range(y):
         k = _draw_index(cumulative, n_topics)
         n_d[k] += 1
@@ -239,22 +292,24 @@ def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iterati
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 for idx in range(indptr[d], indptr[d + 1]):
                     v = indices[idx]
-                    _topics_allocate(theta[d], phiT[v], counts[idx], cumulative,
+                    _topics_allocate(theta[d], phiT[v], counts[idx], _dot(theta[d], phiT[v]), cumulative,
                                      n_dk[d], n_vk_parts[chunk, v])
     return n_dk, _sum_parts(n_vk_parts)
 
 
 @njit(nogil=True, cache=True, parallel=True)
 def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, lambda_minus,
-                         y_latent, bessel_m, posterior_scale, prior_rate,
+                         y_latent, bessel_m, alpha, posterior_scale,
                          chain_seed, iteration, n_chunks):
     """One private sweep (steps 1-5) over every observed cell of the topic model.
 
     Updates ``lambda_plus``, ``lambda_minus``, ``y_latent`` and ``bessel_m``
     in place (cells with ``observed == False`` are skipped when ``has_mask``).
-    ``posterior_scale`` and ``prior_rate`` are per row: ``alpha_d`` and
-    ``(1 - alpha_d) / alpha_d``. Returns ``(n_dk, n_vk, noise_log_joint)``,
-    the last being ``sum log p(g+, g-, lambda+, lambda-)`` over observed cells.
+    ``alpha`` is per row; ``posterior_scale`` is the scale of the lambda
+    posterior per row (``alpha`` itself: rate 1/alpha). Returns
+    ``(n_dk, n_vk, noise_log_lik)`` with ``noise_log_lik`` the sum over
+    observed cells of ``log Geom2(ytil - y; alpha)``: the noise given the new
+    latent counts, with g and lambda integrated out.
     """
     n_docs, n_topics = theta.shape
     n_words = phiT.shape[0]
@@ -268,26 +323,24 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[d]
-                rate = prior_rate[d]
-                log_rate = math.log(rate)
                 theta_d = theta[d]
-                log_sum = 0.0
+                n_cells = 0
+                noise_size = 0
                 for v in range(n_words):
                     if has_mask and not observed[d, v]:
                         continue
                     mu = _dot(theta_d, phiT[v])
                     y, g_plus, g_minus, m = sample_true_count(
                         Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v])
-                    lam_p, lam_m, log_terms = _noise_rates_step(g_plus, g_minus, scale, log_rate, rate)
-                    lambda_plus[d, v] = lam_p
-                    lambda_minus[d, v] = lam_m
+                    lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale)
                     y_latent[d, v] = y
                     bessel_m[d, v] = m
-                    log_sum += log_terms
+                    n_cells += 1
+                    noise_size += abs(Y_obs[d, v] - y)
                     if y > 0:
-                        _topics_allocate(theta_d, phiT[v], y, cumulative, n_dk[d], n_vk_parts[chunk, v])
-                row_log[d] = log_sum
-    return n_dk, _sum_parts(n_vk_parts), row_log.sum()
+                        _topics_allocate(theta_d, phiT[v], y, mu, cumulative, n_dk[d], n_vk_parts[chunk, v])
+                row_log[d] = _geometric_log_lik(n_cells, noise_size, alpha[d])
+    return n_dk, _sum_parts(n_vk_parts), _ordered_sum(row_log)
 
 
 @njit(nogil=True, cache=True, parallel=True)
@@ -364,7 +417,7 @@ def topics_count_loglik(indptr, indices, counts, theta, phiT, missing_indptr, mi
     for v in range(phiT.shape[0]):
         phi_sum += phiT[v]
     rate_sum = _dot(theta_sum, phi_sum) - topics_missing_rate_sum(theta, phiT, missing_indptr, missing_indices)
-    return row_log.sum() - rate_sum
+    return _ordered_sum(row_log) - rate_sum
 
 
 @njit(nogil=True, cache=True, parallel=True)
@@ -409,16 +462,13 @@ def _blocks_sender_tables(theta_i, pi, sender_pi, given_receiver):
 
 
 @njit(nogil=True, cache=True)
-def _blocks_allocate(sender_pi, given_receiver, theta_j, y, cumulative, n_send_i, n_recv_j, n_cd):
-    """Split ``y`` tokens of cell (i, j) over community pairs (c, d), exactly
-    in two stages: d ∝ (theta_i^T pi)_d theta_jd, then c | d ∝ theta_ic pi_cd."""
+def _blocks_allocate(sender_pi, given_receiver, theta_j, y, mu, n_send_i, n_recv_j, n_cd):
+    """Split ``y`` tokens of cell (i, j) with rate ``mu`` over community pairs
+    (c, d), exactly in two stages: d ∝ (theta_i^T pi)_d theta_jd, then
+    c | d ∝ theta_ic pi_cd."""
     n_comm = theta_j.shape[0]
-    running = 0.0
-    for d in range(n_comm):
-        running += sender_pi[d] * theta_j[d]
-        cumulative[d] = running
     for _ in range(y):
-        d = _draw_index(cumulative, n_comm)
+        d = _draw_product(sender_pi, theta_j, mu)
         c = _draw_index(given_receiver[d], n_comm)
         n_send_i[c] += 1
         n_recv_j[d] += 1
@@ -436,7 +486,6 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
     n_recv_parts = np.zeros((n_chunks, n_actors, n_comm), dtype=np.int64)
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     for chunk in prange(n_chunks):
-        cumulative = np.empty(n_comm)
         sender_pi = np.empty(n_comm)
         given_receiver = np.empty((n_comm, n_comm))
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
@@ -448,19 +497,19 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
                 _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
                 for idx in range(indptr[i], indptr[i + 1]):
                     j = indices[idx]
-                    _blocks_allocate(sender_pi, given_receiver, theta[j], counts[idx], cumulative,
+                    _blocks_allocate(sender_pi, given_receiver, theta[j], counts[idx], _dot(sender_pi, theta[j]),
                                      n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts)
 
 
 @njit(nogil=True, cache=True, parallel=True)
 def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lambda_minus,
-                         y_latent, bessel_m, posterior_scale, prior_rate,
+                         y_latent, bessel_m, alpha, posterior_scale,
                          chain_seed, iteration, n_chunks):
     """One private sweep over every observed off-diagonal cell of the block model.
 
     Same contract as :func:`topics_sweep_private`; returns
-    ``(n_send, n_recv, n_cd, noise_log_joint)``.
+    ``(n_send, n_recv, n_cd, noise_log_lik)``.
     """
     n_actors, n_comm = theta.shape
     n_send = np.zeros((n_actors, n_comm), dtype=np.int64)
@@ -468,7 +517,6 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     row_log = np.zeros(n_actors)
     for chunk in prange(n_chunks):
-        cumulative = np.empty(n_comm)
         sender_pi = np.empty(n_comm)
         given_receiver = np.empty((n_comm, n_comm))
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
@@ -476,27 +524,25 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[i]
-                rate = prior_rate[i]
-                log_rate = math.log(rate)
                 _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
-                log_sum = 0.0
+                n_cells = 0
+                noise_size = 0
                 for j in range(n_actors):
                     if j == i or (has_mask and not observed[i, j]):
                         continue
                     mu = _dot(sender_pi, theta[j])
                     y, g_plus, g_minus, m = sample_true_count(
                         Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j])
-                    lam_p, lam_m, log_terms = _noise_rates_step(g_plus, g_minus, scale, log_rate, rate)
-                    lambda_plus[i, j] = lam_p
-                    lambda_minus[i, j] = lam_m
+                    lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale)
                     y_latent[i, j] = y
                     bessel_m[i, j] = m
-                    log_sum += log_terms
+                    n_cells += 1
+                    noise_size += abs(Y_obs[i, j] - y)
                     if y > 0:
-                        _blocks_allocate(sender_pi, given_receiver, theta[j], y, cumulative,
+                        _blocks_allocate(sender_pi, given_receiver, theta[j], y, mu,
                                          n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
-                row_log[i] = log_sum
-    return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), row_log.sum()
+                row_log[i] = _geometric_log_lik(n_cells, noise_size, alpha[i])
+    return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), _ordered_sum(row_log)
 
 
 @njit(nogil=True, cache=True)
@@ -584,7 +630,7 @@ def blocks_count_loglik(indptr, indices, counts, theta, pi, row_missing_indptr, 
                 total += y * math.log(_dot(sender_pi, theta[indices[idx]])) - math.lgamma(y + 1.0)
         row_log[i] = total
     weights = blocks_pair_weights(theta, row_missing_indptr, row_missing_indices)
-    return row_log.sum() - np.sum(weights * pi)
+    return _ordered_sum(row_log) - _ordered_sum((weights * pi).ravel())
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from scipy import stats
 import lpviz
 from lpviz import inference, models
 from lpviz.inference import Chain, ChainState, FitResult, fit
-from lpviz.privacy import privatize
+from lpviz.privacy import geometric_logpmf, privatize
 
 MODELS = ["topics", "blocks"]
 METHODS = ["private", "naive", "nonprivate"]
@@ -200,14 +200,8 @@ def _brute_force_log_joint(chain, Y_obs, mask, counts):
     value = stats.poisson.logpmf(counts, chain.mu)[observed].sum()
     value += sum(stats.gamma.logpdf(f, chain.a0, scale=1 / chain.b0).sum() for f in factors.values())
     if chain.method == "private":
-        m, y = chain.bessel_draws, chain.y_latent
-        y_plus = np.where(Y_obs <= 0, m, m + Y_obs)
-        g_minus = np.where(Y_obs <= 0, m - Y_obs, m)
-        g_plus = y_plus - y
-        alpha = chain.alpha[:, None]
-        for g, lam in ((g_plus, chain._lambda_plus), (g_minus, chain._lambda_minus)):
-            terms = stats.poisson.logpmf(g, lam) + stats.expon.logpdf(lam, scale=alpha / (1 - alpha))
-            value += terms[observed].sum()
+        tau = Y_obs - chain.y_latent
+        value += geometric_logpmf(tau, chain.alpha[:, None] * np.ones(tau.shape))[observed].sum()
     return value
 
 

@@ -1,6 +1,5 @@
 """The model kernels against brute force: exact conditionals, allocations, rate sums."""
 
-import math
 
 import numpy as np
 import pytest
@@ -88,24 +87,16 @@ def test_true_count_is_zero_when_the_rate_is_zero():
 @pytest.mark.parametrize("g", [0, 3, 40])
 def test_noise_rate_draw_is_gamma_with_scale_alpha(g):
     alpha = 0.3
-    prior_rate = (1 - alpha) / alpha
     seed_stream(5, g, 0)
-    draws = np.array([models._noise_rates_step(g, g, alpha, math.log(prior_rate), prior_rate)
-                      for _ in range(5_000)])
-    lam_plus = draws[:, 0]
-    assert stats.kstest(lam_plus, stats.gamma(1 + g, scale=alpha).cdf).pvalue > P_ACCEPT
-    assert stats.kstest(lam_plus, stats.gamma(1 + g, scale=1.1 * alpha).cdf).pvalue < P_ACCEPT
-    # the log joint terms: log Pois(g; lambda) + log Exp(lambda; rate) for both signs
-    lam_p, lam_m, log_terms = draws[0]
-    expected = sum(stats.poisson.logpmf(g, lam) + stats.expon.logpdf(lam, scale=1 / prior_rate)
-                   for lam in (lam_p, lam_m))
-    assert log_terms == pytest.approx(expected, rel=1e-10)
+    draws = np.array([models.draw_noise_rates(g, 2 * g, alpha) for _ in range(5_000)])
+    for column, shape in ((0, 1 + g), (1, 1 + 2 * g)):
+        assert stats.kstest(draws[:, column], stats.gamma(shape, scale=alpha).cdf).pvalue > P_ACCEPT
+        assert stats.kstest(draws[:, column], stats.gamma(shape, scale=1.1 * alpha).cdf).pvalue < P_ACCEPT
 
 
 @njit(cache=True)
 def _cell_chains(ytil, mu, alpha, posterior_scale, y_start, g_plus, g_minus, n_steps, seed):
     """Independent per-cell Gibbs chains (steps 1-4); the y of the last step."""
-    prior_rate = (1 - alpha) / alpha
     out = np.empty(y_start.shape[0], dtype=np.int64)
     for c in range(y_start.shape[0]):
         seed_stream(seed, 0, c)
@@ -114,7 +105,7 @@ def _cell_chains(ytil, mu, alpha, posterior_scale, y_start, g_plus, g_minus, n_s
         y = y_start[c]
         for _ in range(n_steps):
             y, gp, gm, m = models.sample_true_count(ytil, mu, lam_p, lam_m)
-            lam_p, lam_m, _ = models._noise_rates_step(gp, gm, posterior_scale, math.log(prior_rate), prior_rate)
+            lam_p, lam_m = models.draw_noise_rates(gp, gm, posterior_scale)
         out[c] = y
     return out
 
@@ -159,13 +150,19 @@ def _one_cell_csr(n_rows, n_cols, row, col, count):
     return csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data.astype(np.int64)
 
 
-def test_topic_allocation_is_multinomial():
+@pytest.mark.parametrize("tokens,repeats", [(20_000, 1), (3, 7_000)])
+def test_topic_allocation_is_multinomial(tokens, repeats):
+    """Many tokens go through cumulative sums, a few through the per-token walk."""
     rng = np.random.default_rng(0)
     theta = rng.gamma(1.0, 1.0, (3, 5))
     phiT = rng.gamma(1.0, 1.0, (4, 5))
-    n_dk, n_vk = models.topics_sweep_fixed(*_one_cell_csr(3, 4, 1, 2, 20_000), theta, phiT, 3, 1, 2)
-    assert n_dk.sum() == 20_000 and np.array_equal(n_dk[1], n_vk[2])
-    assert n_dk[[0, 2]].sum() == 0 and n_vk[[0, 1, 3]].sum() == 0
+    cell = _one_cell_csr(3, 4, 1, 2, tokens)
+    n_dk = np.zeros((3, 5), dtype=np.int64)
+    for iteration in range(repeats):
+        counts, n_vk = models.topics_sweep_fixed(*cell, theta, phiT, 3, iteration, 2)
+        assert np.array_equal(counts[1], n_vk[2]) and n_vk[[0, 1, 3]].sum() == 0
+        n_dk += counts
+    assert n_dk.sum() == tokens * repeats and n_dk[[0, 2]].sum() == 0
     p = theta[1] * phiT[2]
     assert chi_square_pvalue(n_dk[1], p) > P_ACCEPT
     assert chi_square_pvalue(n_dk[1], p * np.array([1, 1, 1.1, 1, 1])) < P_ACCEPT
