@@ -65,6 +65,9 @@ _FEW_TOKENS = 4
 _SMALL_BINOMIAL = 16
 _SMALL_GAMMA_SHAPE = 12
 
+# log(y!) for the small counts that dominate the Poisson log likelihood.
+_LOG_FACTORIAL = np.array([math.lgamma(y + 1.0) for y in range(256)])
+
 # Reassociation lets LLVM vectorise the K-long dot products; results stay
 # deterministic (the same code runs for a cell whatever thread runs it).
 _FAST_DOT = {"reassoc", "contract", "nsz", "arcp"}
@@ -74,11 +77,24 @@ _FAST_DOT = {"reassoc", "contract", "nsz", "arcp"}
 # Small exact samplers and helpers
 # ---------------------------------------------------------------------------
 
+# Per-cell helpers take (matrix, row) pairs rather than row views and are
+# inlined into the sweeps: a call that passes arrays reference-counts them,
+# which costs as much as the arithmetic.
+
 @njit(nogil=True, cache=True, fastmath=_FAST_DOT)
 def _dot(x, y):
     total = 0.0
     for k in range(x.shape[0]):
         total += x[k] * y[k]
+    return total
+
+
+@njit(nogil=True, cache=True, fastmath=_FAST_DOT)
+def _dot_rows(A, i, B, j):
+    """``A[i] . B[j]``."""
+    total = 0.0
+    for k in range(A.shape[1]):
+        total += A[i, k] * B[j, k]
     return total
 
 
@@ -113,29 +129,25 @@ def _gamma_integer_shape(shape, scale):
     return np.random.gamma(shape, scale)
 
 
-@njit(nogil=True, cache=True)
-def _search(cumulative, n, u):
-    """Smallest index k < n with u < cumulative[k] (binary search)."""
-    lo = 0
-    hi = n - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if u < cumulative[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(nogil=True, cache=True)
-def _draw_index(cumulative, n):
-    """An index drawn with probability proportional to the increments of ``cumulative``."""
-    total = cumulative[n - 1]
+@njit(nogil=True, cache=True, inline="always")
+def _draw_index(cumulative, row, n):
+    """An index k < n drawn with probability proportional to the increments of
+    ``cumulative[row]`` (binary search)."""
+    total = cumulative[row, n - 1]
     if not total > 0.0:
         # All weights underflowed: the model gives such a cell rate 0, so any
         # component is as (im)plausible as another.
         return int(np.random.random() * n)
-    return _search(cumulative, n, np.random.random() * total)
+    u = np.random.random() * total
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if u < cumulative[row, mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @njit(nogil=True, cache=True)
@@ -185,6 +197,11 @@ def _chunk_blocks(chunk, n_chunks, n_rows):
 
 
 @njit(nogil=True, cache=True)
+def _log_factorial(y):
+    return _LOG_FACTORIAL[y] if y < 256 else math.lgamma(y + 1.0)
+
+
+@njit(nogil=True, cache=True)
 def _ordered_sum(values):
     """Left-to-right sum. Inside a parallel kernel ``values.sum()`` becomes a
     parallel reduction whose rounding depends on the thread count."""
@@ -216,62 +233,64 @@ def gamma_log_prior(x, a0, b0):
     return total
 
 
-@njit(nogil=True, cache=True)
-def _draw_product(x, y, total):
-    """An index k drawn with probability ∝ x[k] y[k], where ``total`` = sum x y.
+@njit(nogil=True, cache=True, fastmath=_FAST_DOT, inline="always")
+def _draw_product(A, i, B, j, total):
+    """An index k drawn with probability ∝ A[i, k] B[j, k]; ``total`` = A[i] . B[j].
 
     A walk along the running sum that stops early: cheaper than building the
     cumulative sums when only a token or two is drawn.
     """
     u = np.random.random() * total
     running = 0.0
-    n = x.shape[0]
+    n = A.shape[1]
     for k in range(n):
         # A zero weight is never chosen: u >= running already held at k - 1.
-        running += x[k] * y[k]
+        running += A[i, k] * B[j, k]
         if u < running:
             return k
     # ``total`` summed in another order can exceed the walk's sum by ~1e-16:
     # take the last component with weight.
     for k in range(n - 1, -1, -1):
-        if x[k] * y[k] > 0.0:
+        if A[i, k] * B[j, k] > 0.0:
             return k
     # All weights underflowed: the model gives such a cell rate 0, so any
     # component is as (im)plausible as another.
     return int(np.random.random() * n)
 
 
-@njit(nogil=True, cache=True)
-def _cumulative_product(x, y, cumulative):
+@njit(nogil=True, cache=True, inline="always")
+def _cumulative_product(A, i, B, j, cumulative):
+    """``cumulative[0, k] = sum_{l <= k} A[i, l] B[j, l]``."""
     running = 0.0
-    for k in range(x.shape[0]):
-        running += x[k] * y[k]
-        cumulative[k] = running
+    for k in range(A.shape[1]):
+        running += A[i, k] * B[j, k]
+        cumulative[0, k] = running
 
 
 # ---------------------------------------------------------------------------
 # Topic model: mu_dv = theta_d . phiT_v
 # ---------------------------------------------------------------------------
 
-@njit(nogil=True, cache=True)
-def _topics_allocate(theta_d, phi_v, y, mu, cumulative, n_d, n_v):
-    """Split ``y`` tokens of one cell over topics (prob ∝ theta_dk phi_vk).
+@njit(nogil=True, cache=True, inline="always")
+def _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk):
+    """Split ``y`` tokens of cell (d, v) over topics (prob ∝ theta_dk phi_vk).
 
-    ``mu`` is the cell's rate (the sum of the weights). O(K) per token by
-    walking for a few tokens; O(K + y log K) with cumulative sums beyond.
+    ``mu`` is the cell's rate (the sum of the weights); ``cumulative`` a
+    (1, K) buffer. O(K) per token by walking for a few tokens;
+    O(K + y log K) with cumulative sums beyond.
     """
-    n_topics = theta_d.shape[0]
     if y <= _FEW_TOKENS:
         for _ in range(y):
-            k = _draw_product(theta_d, phi_v, mu)
-            n_d[k] += 1
-            n_v[k] += 1
+            k = _draw_product(theta, d, phiT, v, mu)
+            n_dk[d, k] += 1
+            n_vk[v, k] += 1
         return
-    _cumulative_product(theta_d, phi_v, cumulative)
+    _cumulative_product(theta, d, phiT, v, cumulative)
+    n_topics = theta.shape[1]
     for _ in range(y):
-        k = _draw_index(cumulative, n_topics)
-        n_d[k] += 1
-        n_v[k] += 1
+        k = _draw_index(cumulative, 0, n_topics)
+        n_dk[d, k] += 1
+        n_vk[v, k] += 1
 
 
 @njit(nogil=True, cache=True, parallel=True)
@@ -285,15 +304,16 @@ def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iterati
     n_dk = np.zeros((n_docs, n_topics), dtype=np.int64)
     n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
     for chunk in prange(n_chunks):
-        cumulative = np.empty(n_topics)
+        cumulative = np.empty((1, n_topics))
+        n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 for idx in range(indptr[d], indptr[d + 1]):
                     v = indices[idx]
-                    _topics_allocate(theta[d], phiT[v], counts[idx], _dot(theta[d], phiT[v]), cumulative,
-                                     n_dk[d], n_vk_parts[chunk, v])
+                    _topics_allocate(theta, d, phiT, v, counts[idx], _dot_rows(theta, d, phiT, v),
+                                     cumulative, n_dk, n_vk)
     return n_dk, _sum_parts(n_vk_parts)
 
 
@@ -317,19 +337,19 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
     n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
     row_log = np.zeros(n_docs)
     for chunk in prange(n_chunks):
-        cumulative = np.empty(n_topics)
+        cumulative = np.empty((1, n_topics))
+        n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[d]
-                theta_d = theta[d]
                 n_cells = 0
                 noise_size = 0
                 for v in range(n_words):
                     if has_mask and not observed[d, v]:
                         continue
-                    mu = _dot(theta_d, phiT[v])
+                    mu = _dot_rows(theta, d, phiT, v)
                     y, g_plus, g_minus, m = sample_true_count(
                         Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v])
                     lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale)
@@ -338,7 +358,7 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
                     n_cells += 1
                     noise_size += abs(Y_obs[d, v] - y)
                     if y > 0:
-                        _topics_allocate(theta_d, phiT[v], y, mu, cumulative, n_dk[d], n_vk_parts[chunk, v])
+                        _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk)
                 row_log[d] = _geometric_log_lik(n_cells, noise_size, alpha[d])
     return n_dk, _sum_parts(n_vk_parts), _ordered_sum(row_log)
 
@@ -390,7 +410,7 @@ def topics_missing_rate_sum(theta, phiT, missing_indptr, missing_indices):
     total = 0.0
     for d in range(theta.shape[0]):
         for idx in range(missing_indptr[d], missing_indptr[d + 1]):
-            total += _dot(theta[d], phiT[missing_indices[idx]])
+            total += _dot_rows(theta, d, phiT, missing_indices[idx])
     return total
 
 
@@ -408,7 +428,7 @@ def topics_count_loglik(indptr, indices, counts, theta, phiT, missing_indptr, mi
         for idx in range(indptr[d], indptr[d + 1]):
             y = counts[idx]
             if y > 0:
-                total += y * math.log(_dot(theta[d], phiT[indices[idx]])) - math.lgamma(y + 1.0)
+                total += y * math.log(_dot_rows(theta, d, phiT, indices[idx])) - _log_factorial(y)
         row_log[d] = total
     theta_sum = np.zeros(n_topics)
     for d in range(n_docs):
@@ -449,29 +469,29 @@ def dense_to_csr(Y, n_chunks):
 # ---------------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _blocks_sender_tables(theta_i, pi, sender_pi, given_receiver):
-    """Per-sender tables: ``sender_pi = theta_i^T pi`` and, for each receiver
+def _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver):
+    """Per-sender tables: ``sender_pi[0] = theta_i^T pi`` and, for each receiver
     community d, the cumulative weights of sender communities c ∝ theta_ic pi_cd."""
-    n_comm = theta_i.shape[0]
+    n_comm = theta.shape[1]
     for d in range(n_comm):
         running = 0.0
         for c in range(n_comm):
-            running += theta_i[c] * pi[c, d]
+            running += theta[i, c] * pi[c, d]
             given_receiver[d, c] = running
-        sender_pi[d] = running
+        sender_pi[0, d] = running
 
 
-@njit(nogil=True, cache=True)
-def _blocks_allocate(sender_pi, given_receiver, theta_j, y, mu, n_send_i, n_recv_j, n_cd):
+@njit(nogil=True, cache=True, inline="always")
+def _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd):
     """Split ``y`` tokens of cell (i, j) with rate ``mu`` over community pairs
     (c, d), exactly in two stages: d ∝ (theta_i^T pi)_d theta_jd, then
-    c | d ∝ theta_ic pi_cd."""
-    n_comm = theta_j.shape[0]
+    c | d ∝ theta_ic pi_cd (tables from :func:`_blocks_sender_tables`)."""
+    n_comm = theta.shape[1]
     for _ in range(y):
-        d = _draw_product(sender_pi, theta_j, mu)
-        c = _draw_index(given_receiver[d], n_comm)
-        n_send_i[c] += 1
-        n_recv_j[d] += 1
+        d = _draw_product(sender_pi, 0, theta, j, mu)
+        c = _draw_index(given_receiver, d, n_comm)
+        n_send[i, c] += 1
+        n_recv[j, d] += 1
         n_cd[c, d] += 1
 
 
@@ -486,19 +506,21 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
     n_recv_parts = np.zeros((n_chunks, n_actors, n_comm), dtype=np.int64)
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     for chunk in prange(n_chunks):
-        sender_pi = np.empty(n_comm)
+        sender_pi = np.empty((1, n_comm))
         given_receiver = np.empty((n_comm, n_comm))
+        n_recv = n_recv_parts[chunk]
+        n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
                 if indptr[i + 1] == indptr[i]:
                     continue
-                _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
+                _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
                 for idx in range(indptr[i], indptr[i + 1]):
                     j = indices[idx]
-                    _blocks_allocate(sender_pi, given_receiver, theta[j], counts[idx], _dot(sender_pi, theta[j]),
-                                     n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
+                    _blocks_allocate(sender_pi, given_receiver, theta, i, j, counts[idx],
+                                     _dot_rows(sender_pi, 0, theta, j), n_send, n_recv, n_cd)
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts)
 
 
@@ -517,20 +539,22 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     row_log = np.zeros(n_actors)
     for chunk in prange(n_chunks):
-        sender_pi = np.empty(n_comm)
+        sender_pi = np.empty((1, n_comm))
         given_receiver = np.empty((n_comm, n_comm))
+        n_recv = n_recv_parts[chunk]
+        n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
             for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[i]
-                _blocks_sender_tables(theta[i], pi, sender_pi, given_receiver)
+                _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
                 n_cells = 0
                 noise_size = 0
                 for j in range(n_actors):
                     if j == i or (has_mask and not observed[i, j]):
                         continue
-                    mu = _dot(sender_pi, theta[j])
+                    mu = _dot_rows(sender_pi, 0, theta, j)
                     y, g_plus, g_minus, m = sample_true_count(
                         Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j])
                     lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale)
@@ -539,8 +563,7 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
                     n_cells += 1
                     noise_size += abs(Y_obs[i, j] - y)
                     if y > 0:
-                        _blocks_allocate(sender_pi, given_receiver, theta[j], y, mu,
-                                         n_send[i], n_recv_parts[chunk, j], n_cd_parts[chunk])
+                        _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd)
                 row_log[i] = _geometric_log_lik(n_cells, noise_size, alpha[i])
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), _ordered_sum(row_log)
 
@@ -619,15 +642,15 @@ def blocks_count_loglik(indptr, indices, counts, theta, pi, row_missing_indptr, 
     n_actors, n_comm = theta.shape
     row_log = np.zeros(n_actors)
     for i in prange(n_actors):
-        sender_pi = np.zeros(n_comm)
+        sender_pi = np.zeros((1, n_comm))
         for c in range(n_comm):
             for d in range(n_comm):
-                sender_pi[d] += theta[i, c] * pi[c, d]
+                sender_pi[0, d] += theta[i, c] * pi[c, d]
         total = 0.0
         for idx in range(indptr[i], indptr[i + 1]):
             y = counts[idx]
             if y > 0:
-                total += y * math.log(_dot(sender_pi, theta[indices[idx]])) - math.lgamma(y + 1.0)
+                total += y * math.log(_dot_rows(sender_pi, 0, theta, indices[idx])) - _log_factorial(y)
         row_log[i] = total
     weights = blocks_pair_weights(theta, row_missing_indptr, row_missing_indices)
     return _ordered_sum(row_log) - _ordered_sum((weights * pi).ravel())
