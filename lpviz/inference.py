@@ -394,8 +394,15 @@ class Chain:
         return self._state(seconds)
 
     def iterate(self, n_iter):
-        """Run ``n_iter`` iterations, yielding a :class:`ChainState` after each."""
+        """Run ``n_iter`` iterations, yielding a :class:`ChainState` after each.
+
+        A generator: iterations run as it is consumed, so a caller can stop
+        early (the chain keeps the state it reached).
+        """
         n_iter = _check_count("n_iter", n_iter, 0)
+        return self._iterate(n_iter)
+
+    def _iterate(self, n_iter):
         for _ in range(n_iter):
             seconds = self._advance()
             yield self._state(seconds)

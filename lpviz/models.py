@@ -44,7 +44,7 @@ __all__ = [
     "topics_count_loglik", "topics_missing_rate_sum",
     "blocks_sweep_fixed", "blocks_sweep_private", "blocks_update_theta", "blocks_update_pi",
     "blocks_pair_weights", "blocks_count_loglik",
-    "gamma_log_prior", "rates", "kernels",
+    "gamma_log_prior", "dense_to_csr", "rates", "kernels",
 ]
 
 # Rows that share one random stream. Fixed (not tied to the thread count) so

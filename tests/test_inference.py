@@ -310,10 +310,15 @@ def test_float_integer_counts_and_negative_noised_counts_are_accepted():
     assert np.isfinite(chain.step().log_joint)
 
 
-def test_step_needs_a_positive_count():
+def test_step_and_iterate_check_their_counts():
     chain = Chain(GOOD, model="topics", method="naive", n_components=2)
     with pytest.raises(ValueError, match="n must be >= 1"):
         chain.step(0)
+    with pytest.raises(ValueError, match="n_iter must be >= 0"):
+        chain.iterate(-1)
+    with pytest.raises(TypeError, match="n_iter must be an integer"):
+        chain.iterate(2.5)
+    assert list(chain.iterate(0)) == [] and chain.iteration == 0
 
 
 def test_input_arrays_are_not_modified():
