@@ -10,7 +10,7 @@ import argparse
 import sys
 from importlib import import_module
 
-# module name -> the subcommands it registers (imported only when needed)
+# modules under lpviz.cli, each registering its subcommands
 _COMMAND_MODULES = ("privatize", "fit", "demo", "data")
 
 
@@ -25,13 +25,7 @@ def build_parser():
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = import_module(f"lpviz.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"lpviz.cli.{name}":
-                raise
-            continue
-        module.register(subparsers)
+        import_module(f"lpviz.cli.{name}").register(subparsers)
     return parser
 
 
