@@ -7,7 +7,10 @@ nu < 20) and far beyond, next to plain references timed in the same run:
   standard discrete draw;
 - ``naive``: inversion from 0 by the pmf ratio, normaliser summed from 0;
 - ``inversion`` / ``rejection``: each branch of ``sample_nb`` forced, to show
-  where the switch (``_INVERSION_MAX_MODE``) belongs.
+  where the switch (``_INVERSION_MAX_MODE``) belongs (at mode 0 ``sample_nb``
+  takes neither: it inverts upward from 0 against bounds on the normaliser);
+- ``stream``: ``sample_stream``, the same sampler on the xoshiro256** stream
+  the chains use, where ``sample_nb`` draws from Numba's Mersenne Twister.
 
 Run: ``.venv/bin/python benchmarks/bench_bessel.py``
 """
@@ -18,7 +21,8 @@ import numpy as np
 from numba import njit
 
 from lpviz import bessel
-from lpviz.bessel import _sample_inversion, _sample_rejection, mode_nb, sample_nb
+from lpviz._random import new_state
+from lpviz.bessel import _sample_inversion, _sample_rejection, mode_nb, sample_nb, sample_stream
 
 N_DRAWS = 200_000
 
@@ -48,6 +52,7 @@ def _naive(nu, a):
 @njit(nogil=True)
 def _loop(which, nu, a, n, mean):
     np.random.seed(0)
+    state = new_state(0, 0, 0)
     total = 0
     mode = mode_nb(nu, a)
     for _ in range(n):
@@ -58,9 +63,11 @@ def _loop(which, nu, a, n, mean):
         elif which == 2:
             total += _naive(nu, a)
         elif which == 3:
-            total += _sample_inversion(nu, a, mode)
+            total += _sample_inversion(nu, a, mode, None)
+        elif which == 4:
+            total += _sample_rejection(nu, a, mode, None)
         else:
-            total += _sample_rejection(nu, a, mode)
+            total += sample_stream(nu, 0.25 * a * a, state)
     return total
 
 
@@ -75,7 +82,7 @@ def ns_per_draw(which, nu, a, n):
 def main():
     cases = [(0.0, 0.5), (1.0, 1.0), (3.0, 2.5), (0.5, 4.0), (5.0, 8.0), (20.0, 10.0),
              (0.0, 16.0), (0.0, 32.0), (0.0, 64.0), (2.0, 128.0), (0.0, 256.0), (0.0, 512.0), (0.0, 1e4), (1e4, 1e4), (0.5, 1e6)]
-    names = ["sample_nb", "poisson", "naive", "inversion", "rejection"]
+    names = ["sample_nb", "poisson", "naive", "inversion", "rejection", "stream"]
     print(f"{'nu':>8} {'a':>8} {'var':>9} " + " ".join(f"{name:>10}" for name in names) + "   (ns/draw)")
     for nu, a in cases:
         row = []

@@ -29,7 +29,8 @@ import numpy as np
 from numba import njit
 
 from lpviz import models
-from lpviz.bessel import sample_nb
+from lpviz._random import seed_state
+from lpviz.bessel import sample_nb, sample_stream
 from lpviz.inference import Chain
 from lpviz.privacy import privatize
 
@@ -91,13 +92,16 @@ def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, al
 
 @njit(nogil=True, cache=True)
 def bessel_draws_only(Y_obs, mu, lambda_plus, lambda_minus, seed):
-    """Just the per-cell Bessel draws of a private sweep (one thread): the floor."""
-    np.random.seed(seed)
+    """Just the per-cell Bessel draws of a private sweep (one thread): the floor.
+
+    The chain's call: :func:`sample_stream` on a xoshiro256** stream."""
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, seed, 0, 0)
     total = 0
     for d in range(Y_obs.shape[0]):
         for v in range(Y_obs.shape[1]):
-            total += sample_nb(float(abs(Y_obs[d, v])),
-                               2.0 * math.sqrt((lambda_plus[d, v] + mu[d, v]) * lambda_minus[d, v]))
+            total += sample_stream(float(abs(Y_obs[d, v])),
+                                   (lambda_plus[d, v] + mu[d, v]) * lambda_minus[d, v], state)
     return total
 
 

@@ -9,9 +9,13 @@ The private chains draw one Bessel variable per noised cell and sweep
 function: the pmf ratio ``P(m+1)/P(m) = (a^2/4) / ((m+1)(m+nu+1))`` is
 decreasing in ``m`` (the pmf is log-concave), which gives
 
-- inversion outward from the mode for narrow distributions (small ``a``,
-  where the chains spend their time): the normaliser is the sum of the
-  pmf terms relative to the mode, summed until they are negligible;
+- at mode 0 (about 93% of a private chain's cells), inversion upward from
+  0 against bounds on the normaliser: the ratios shrink, so the terms not
+  yet summed are at most a geometric tail. Most draws are settled by the
+  first bound (``P(0) >= 1 - r_0``), with no division and no sum;
+- inversion outward from the mode for other narrow distributions (small
+  ``a``): the normaliser is the sum of the pmf terms relative to the mode,
+  summed until they are negligible;
 - rejection from a three-piece log-concave envelope (flat around the mode,
   geometric tails, in the spirit of Devroye 2002) for wide ones (large
   ``a``), which costs O(1) per draw at any ``a`` and ``nu``.
@@ -30,9 +34,9 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from lpviz._random import chain_seed_from, seed_stream
+from lpviz._random import chain_seed_from, seed_state, uniform
 
-__all__ = ["logpmf", "pmf", "mean", "mode", "var", "log_iv", "sample", "sample_nb"]
+__all__ = ["logpmf", "pmf", "mean", "mode", "var", "log_iv", "sample", "sample_nb", "sample_stream"]
 
 # Inversion walks ~20 standard deviations of pmf terms per draw, rejection
 # costs a few lgamma calls at any width; below this mode (variance < mode + 1)
@@ -90,7 +94,7 @@ def _log_relative_pmf(m, mode, nu, log_half_a):
 
 
 @njit(nogil=True, cache=True)
-def _sample_inversion(nu, a, mode):
+def _sample_inversion(nu, a, mode, state):
     """Inversion by sequential search outward from the mode.
 
     Terms are pmf values divided by P(mode), built from the pmf ratio; the
@@ -116,7 +120,7 @@ def _sample_inversion(nu, a, mode):
         if term < _NEGLIGIBLE:
             break
 
-    u = np.random.random() * total
+    u = uniform(state) * total
     cumulative = 1.0
     if u < cumulative:
         return int(mode)
@@ -143,7 +147,7 @@ def _sample_inversion(nu, a, mode):
 
 
 @njit(nogil=True, cache=True)
-def _sample_rejection(nu, a, mode):
+def _sample_rejection(nu, a, mode, state):
     """Rejection from an envelope that is flat on [left, right] around the
     mode and geometric beyond, using the pmf ratio at the break points.
 
@@ -178,24 +182,85 @@ def _sample_rejection(nu, a, mode):
     mass_middle = right - left + 1.0
     total = mass_middle + mass_right + mass_left
     while True:
-        u = np.random.random() * total
+        u = uniform(state) * total
         if u < mass_middle:
-            m = left + math.floor(np.random.random() * mass_middle)
+            m = left + math.floor(uniform(state) * mass_middle)
             log_envelope = 0.0
         elif u < mass_middle + mass_right:
             # j >= 1 with P(j) proportional to r^j
-            j = 1.0 + math.floor(math.log(1.0 - np.random.random()) / log_r)
+            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_r)
             m = right + j
             log_envelope = log_p_right + j * log_r
         else:
-            j = 1.0 + math.floor(math.log(1.0 - np.random.random()) / log_s)
+            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_s)
             m = left - j
             if m < 0.0:
                 continue
             log_envelope = log_p_left + j * log_s
-        log_u = math.log(1.0 - np.random.random())
+        log_u = math.log(1.0 - uniform(state))
         if log_u <= _log_relative_pmf(m, mode, nu, log_half_a) - log_envelope:
             return int(m)
+
+
+@njit(nogil=True, cache=True)
+def _sample_mode_zero(nu, quarter_a2, state):
+    """Inversion upward from 0 when the mode is 0 (``a^2/4 < nu + 1``).
+
+    With terms ``t_m = P(m)/P(0)`` (``t_0 = 1``) and ratios
+    ``r_m = t_{m+1}/t_m = (a^2/4) / ((m+1)(m+nu+1))``, decreasing and below 1,
+    the normaliser ``T = sum t_m`` lies in ``[L_n, L_n + t_n r_n / (1 - r_n)]``
+    once ``L_n = t_0 + ... + t_n`` is known. The draw is the first ``j`` with
+    ``t_0 + ... + t_j > u T``; a candidate ``j`` is accepted or passed over as
+    soon as the bounds decide it, and more terms are summed only while they
+    do not. ``T <= 1 / (1 - r_0)`` settles ``m = 0`` for ``u < 1 - r_0``.
+    """
+    u = uniform(state)
+    first_ratio_denominator = nu + 1.0
+    # u < 1 - r_0, multiplied out.
+    if u * first_ratio_denominator < first_ratio_denominator - quarter_a2:
+        return 0
+    j = 0.0  # the candidate draw, its term and the sum of terms up to it
+    term_j = 1.0
+    sum_j = 1.0
+    n = 0.0  # terms known up to n: the last one, their sum and the next ratio
+    term_n = 1.0
+    sum_n = 1.0
+    ratio_n = quarter_a2 / first_ratio_denominator
+    while True:
+        tail = term_n * ratio_n / (1.0 - ratio_n)
+        if sum_j > u * (sum_n + tail):  # sum_j / T > u for every T allowed
+            return int(j)
+        if sum_j <= u * sum_n:  # sum_j / T <= u: the draw is above j
+            term_j *= quarter_a2 / ((j + 1.0) * (j + nu + 1.0))
+            j += 1.0
+            sum_j += term_j
+            if j > n:  # the same products and sums as below: equal values
+                n = j
+                term_n = term_j
+                sum_n = sum_j
+                ratio_n = quarter_a2 / ((n + 1.0) * (n + nu + 1.0))
+            continue
+        # Undecided: one more term narrows the bounds (the tail vanishes
+        # once it is below the rounding of sum_n, which settles any u).
+        term_n *= ratio_n
+        n += 1.0
+        sum_n += term_n
+        ratio_n = quarter_a2 / ((n + 1.0) * (n + nu + 1.0))
+
+
+@njit(nogil=True, cache=True)
+def _sample(nu, quarter_a2, state):
+    """Bessel(nu, a) for ``quarter_a2 = a^2 / 4``; ``state`` as for
+    :func:`lpviz._random.uniform`."""
+    if quarter_a2 <= 0.0:
+        return 0
+    if quarter_a2 < nu + 1.0:  # mode 0: the common case in the chains
+        return _sample_mode_zero(nu, quarter_a2, state)
+    a = 2.0 * math.sqrt(quarter_a2)
+    mode = mode_nb(nu, a)
+    if mode < _INVERSION_MAX_MODE:
+        return _sample_inversion(nu, a, mode, state)
+    return _sample_rejection(nu, a, mode, state)
 
 
 @njit(nogil=True, cache=True)
@@ -206,19 +271,23 @@ def sample_nb(nu, a):
     :func:`lpviz._random.seed_stream` called by the caller fixes the result.
     ``a == 0`` returns 0. Arguments are not checked: callers guarantee them.
     """
-    if a <= 0.0:
-        return 0
-    mode = mode_nb(nu, a)
-    if mode < _INVERSION_MAX_MODE:
-        return _sample_inversion(nu, a, mode)
-    return _sample_rejection(nu, a, mode)
+    return _sample(nu, 0.25 * a * a, None)
+
+
+@njit(nogil=True, cache=True)
+def sample_stream(nu, quarter_a2, state):
+    """One Bessel(nu, a) draw from the xoshiro256** ``state`` (see
+    :func:`lpviz._random.seed_state`), given ``quarter_a2 = a^2 / 4``: the
+    chains have it as a product of rates, with no square root to take."""
+    return _sample(nu, quarter_a2, state)
 
 
 @njit(nogil=True, cache=True)
 def _sample_many(nu, a, out, chain_seed):
-    seed_stream(chain_seed, 0, 0)
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, chain_seed, 0, 0)
     for i in range(out.size):
-        out[i] = sample_nb(nu[i], a[i])
+        out[i] = _sample(nu[i], 0.25 * a[i] * a[i], state)
 
 
 # --------------------------------------------------------------------------

@@ -9,9 +9,12 @@ Models (gamma priors with shape ``a0`` and rate ``b0`` on every factor):
   (mixed-membership stochastic block model); the diagonal is never observed.
 
 Every kernel is a small function over arrays. Parallel kernels split rows into
-fixed blocks of :data:`ROWS_PER_STREAM` rows, and reseed the thread's random
-generator at the start of each block from (chain seed, iteration, unit), so a
-chain does not depend on the number of threads. Latent counts are integers, so
+fixed blocks of :data:`ROWS_PER_STREAM` rows, and seed the random streams of
+each block from (chain seed, iteration, unit), so a chain does not depend on
+the number of threads. The per-cell draws of the sweeps come from a
+xoshiro256** ``state`` (uint64[4], :mod:`lpviz._random`) held by the block;
+the generic samplers (``np.random.gamma`` for the factors, large binomials and
+gammas) from Numba's thread-local generator, reseeded per block. Latent counts are integers, so
 per-chunk count accumulators sum to the same result in any order.
 
 The private step (DESIGN.md section 1) for one observed cell with noised count
@@ -34,8 +37,8 @@ import types
 import numpy as np
 from numba import njit, prange
 
-from lpviz._random import seed_stream
-from lpviz.bessel import sample_nb
+from lpviz._random import seed_state, seed_stream, uniform
+from lpviz.bessel import sample_stream
 
 __all__ = [
     "ROWS_PER_STREAM",
@@ -99,7 +102,7 @@ def _dot_rows(A, i, B, j):
 
 
 @njit(nogil=True, cache=True)
-def _binomial(n, p):
+def _binomial(n, p, state):
     """Binomial(n, p); n Bernoulli trials when n is small (exact and cheap)."""
     if n <= 0 or p <= 0.0:
         return 0
@@ -108,14 +111,14 @@ def _binomial(n, p):
     if n <= _SMALL_BINOMIAL:
         successes = 0
         for _ in range(n):
-            if np.random.random() < p:
+            if uniform(state) < p:
                 successes += 1
         return successes
     return np.random.binomial(n, p)
 
 
 @njit(nogil=True, cache=True)
-def _gamma_integer_shape(shape, scale):
+def _gamma_integer_shape(shape, scale, state):
     """Gamma(shape, scale) for integer shape >= 1.
 
     A sum of ``shape`` unit exponentials: ``-log`` of a product of uniforms,
@@ -124,21 +127,21 @@ def _gamma_integer_shape(shape, scale):
     if shape <= _SMALL_GAMMA_SHAPE:
         product = 1.0
         for _ in range(shape):
-            product *= 1.0 - np.random.random()  # in (0, 1]: log stays finite
+            product *= 1.0 - uniform(state)  # in (0, 1]: log stays finite
         return -scale * math.log(product)
     return np.random.gamma(shape, scale)
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _draw_index(cumulative, row, n):
+def _draw_index(cumulative, row, n, state):
     """An index k < n drawn with probability proportional to the increments of
     ``cumulative[row]`` (binary search)."""
     total = cumulative[row, n - 1]
     if not total > 0.0:
         # All weights underflowed: the model gives such a cell rate 0, so any
         # component is as (im)plausible as another.
-        return int(np.random.random() * n)
-    u = np.random.random() * total
+        return int(uniform(state) * n)
+    u = uniform(state) * total
     lo = 0
     hi = n - 1
     while lo < hi:
@@ -151,33 +154,32 @@ def _draw_index(cumulative, row, n):
 
 
 @njit(nogil=True, cache=True)
-def sample_true_count(ytil, mu, lambda_plus, lambda_minus):
+def sample_true_count(ytil, mu, lambda_plus, lambda_minus, state):
     """Steps 1-3 of the private sweep for one cell: ``(y, g_plus, g_minus, m)``.
 
     An exact draw of the true count ``y`` and the noise parts ``g+``, ``g-``
     from ``p(y, g+, g- | ytil, mu, lambda+, lambda-)`` where
     ``ytil = y + g+ - g-``, ``y ~ Pois(mu)``, ``g* ~ Pois(lambda*)``; ``m`` is
-    the Bessel draw ``min(y + g+, g-)``.
+    the Bessel draw ``min(y + g+, g-)``. ``state``: see :func:`lpviz._random.uniform`.
     """
-    nu = float(abs(ytil))
-    a = 2.0 * math.sqrt((lambda_plus + mu) * lambda_minus)
-    m = sample_nb(nu, a)
+    # Bessel(|ytil|, a) with a^2/4 = (lambda+ + mu) lambda-.
+    m = sample_stream(float(abs(ytil)), (lambda_plus + mu) * lambda_minus, state)
     if ytil <= 0:
         y_plus = m
         g_minus = m - ytil
     else:
         g_minus = m
         y_plus = m + ytil
-    y = _binomial(y_plus, mu / (mu + lambda_plus)) if mu > 0.0 else 0
+    y = _binomial(y_plus, mu / (mu + lambda_plus), state) if mu > 0.0 else 0
     return y, y_plus - y, g_minus, m
 
 
 @njit(nogil=True, cache=True)
-def draw_noise_rates(g_plus, g_minus, posterior_scale):
+def draw_noise_rates(g_plus, g_minus, posterior_scale, state):
     """Step 4: ``lambda* ~ Gamma(1 + g*, scale posterior_scale)`` (scale alpha:
     rate 1/alpha), the posterior of the Exp(rate (1-alpha)/alpha) prior."""
-    return (_gamma_integer_shape(1 + g_plus, posterior_scale),
-            _gamma_integer_shape(1 + g_minus, posterior_scale))
+    return (_gamma_integer_shape(1 + g_plus, posterior_scale, state),
+            _gamma_integer_shape(1 + g_minus, posterior_scale, state))
 
 
 @njit(nogil=True, cache=True)
@@ -234,13 +236,13 @@ def gamma_log_prior(x, a0, b0):
 
 
 @njit(nogil=True, cache=True, fastmath=_FAST_DOT, inline="always")
-def _draw_product(A, i, B, j, total):
+def _draw_product(A, i, B, j, total, state):
     """An index k drawn with probability ∝ A[i, k] B[j, k]; ``total`` = A[i] . B[j].
 
     A walk along the running sum that stops early: cheaper than building the
     cumulative sums when only a token or two is drawn.
     """
-    u = np.random.random() * total
+    u = uniform(state) * total
     running = 0.0
     n = A.shape[1]
     for k in range(n):
@@ -255,7 +257,7 @@ def _draw_product(A, i, B, j, total):
             return k
     # All weights underflowed: the model gives such a cell rate 0, so any
     # component is as (im)plausible as another.
-    return int(np.random.random() * n)
+    return int(uniform(state) * n)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -272,7 +274,7 @@ def _cumulative_product(A, i, B, j, cumulative):
 # ---------------------------------------------------------------------------
 
 @njit(nogil=True, cache=True, inline="always")
-def _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk):
+def _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk, state):
     """Split ``y`` tokens of cell (d, v) over topics (prob ∝ theta_dk phi_vk).
 
     ``mu`` is the cell's rate (the sum of the weights); ``cumulative`` a
@@ -281,14 +283,14 @@ def _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk):
     """
     if y <= _FEW_TOKENS:
         for _ in range(y):
-            k = _draw_product(theta, d, phiT, v, mu)
+            k = _draw_product(theta, d, phiT, v, mu, state)
             n_dk[d, k] += 1
             n_vk[v, k] += 1
         return
     _cumulative_product(theta, d, phiT, v, cumulative)
     n_topics = theta.shape[1]
     for _ in range(y):
-        k = _draw_index(cumulative, 0, n_topics)
+        k = _draw_index(cumulative, 0, n_topics, state)
         n_dk[d, k] += 1
         n_vk[v, k] += 1
 
@@ -305,15 +307,17 @@ def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iterati
     n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
     for chunk in prange(n_chunks):
         cumulative = np.empty((1, n_topics))
+        state = np.empty(4, dtype=np.uint64)
         n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 for idx in range(indptr[d], indptr[d + 1]):
                     v = indices[idx]
                     _topics_allocate(theta, d, phiT, v, counts[idx], _dot_rows(theta, d, phiT, v),
-                                     cumulative, n_dk, n_vk)
+                                     cumulative, n_dk, n_vk, state)
     return n_dk, _sum_parts(n_vk_parts)
 
 
@@ -338,10 +342,12 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
     row_log = np.zeros(n_docs)
     for chunk in prange(n_chunks):
         cumulative = np.empty((1, n_topics))
+        state = np.empty(4, dtype=np.uint64)
         n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
             for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[d]
                 n_cells = 0
@@ -351,14 +357,14 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
                         continue
                     mu = _dot_rows(theta, d, phiT, v)
                     y, g_plus, g_minus, m = sample_true_count(
-                        Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v])
-                    lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale)
+                        Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v], state)
+                    lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale, state)
                     y_latent[d, v] = y
                     bessel_m[d, v] = m
                     n_cells += 1
                     noise_size += abs(Y_obs[d, v] - y)
                     if y > 0:
-                        _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk)
+                        _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk, state)
                 row_log[d] = _geometric_log_lik(n_cells, noise_size, alpha[d])
     return n_dk, _sum_parts(n_vk_parts), _ordered_sum(row_log)
 
@@ -482,14 +488,14 @@ def _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd):
+def _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd, state):
     """Split ``y`` tokens of cell (i, j) with rate ``mu`` over community pairs
     (c, d), exactly in two stages: d ∝ (theta_i^T pi)_d theta_jd, then
     c | d ∝ theta_ic pi_cd (tables from :func:`_blocks_sender_tables`)."""
     n_comm = theta.shape[1]
     for _ in range(y):
-        d = _draw_product(sender_pi, 0, theta, j, mu)
-        c = _draw_index(given_receiver, d, n_comm)
+        d = _draw_product(sender_pi, 0, theta, j, mu, state)
+        c = _draw_index(given_receiver, d, n_comm, state)
         n_send[i, c] += 1
         n_recv[j, d] += 1
         n_cd[c, d] += 1
@@ -508,11 +514,13 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
     for chunk in prange(n_chunks):
         sender_pi = np.empty((1, n_comm))
         given_receiver = np.empty((n_comm, n_comm))
+        state = np.empty(4, dtype=np.uint64)
         n_recv = n_recv_parts[chunk]
         n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
             for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
                 if indptr[i + 1] == indptr[i]:
                     continue
@@ -520,7 +528,7 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
                 for idx in range(indptr[i], indptr[i + 1]):
                     j = indices[idx]
                     _blocks_allocate(sender_pi, given_receiver, theta, i, j, counts[idx],
-                                     _dot_rows(sender_pi, 0, theta, j), n_send, n_recv, n_cd)
+                                     _dot_rows(sender_pi, 0, theta, j), n_send, n_recv, n_cd, state)
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts)
 
 
@@ -541,11 +549,13 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
     for chunk in prange(n_chunks):
         sender_pi = np.empty((1, n_comm))
         given_receiver = np.empty((n_comm, n_comm))
+        state = np.empty(4, dtype=np.uint64)
         n_recv = n_recv_parts[chunk]
         n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
         for block in range(first, last):
             seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
             for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
                 scale = posterior_scale[i]
                 _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
@@ -556,14 +566,15 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
                         continue
                     mu = _dot_rows(sender_pi, 0, theta, j)
                     y, g_plus, g_minus, m = sample_true_count(
-                        Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j])
-                    lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale)
+                        Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j], state)
+                    lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale, state)
                     y_latent[i, j] = y
                     bessel_m[i, j] = m
                     n_cells += 1
                     noise_size += abs(Y_obs[i, j] - y)
                     if y > 0:
-                        _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd)
+                        _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd,
+                                         state)
                 row_log[i] = _geometric_log_lik(n_cells, noise_size, alpha[i])
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), _ordered_sum(row_log)
 

@@ -76,6 +76,10 @@ SAMPLER_CASES = [
     (0.0, 0.1, 0.0, 0.11, 1_000_000),          # inversion, mode 0, rare 1s
     (1e4, 10.0, 1e4, 11.0, 1_000_000),         # huge nu, small a: ive underflows
     (0.0, 1.0, 0.0, 1.04, 200_000),
+    # mode 0 with r_0 = (a^2/4) / (nu + 1) near 1: the upward inversion
+    # must sum many terms before its bounds on the normaliser decide a draw
+    (0.0, 1.99, 0.0, 1.94, 200_000),
+    (5.0, 4.89, 5.0, 4.8, 200_000),
     (3.0, 2.5, 3.5, 2.5, 200_000),             # wrong nu
     (0.5, 4.0, 0.5, 4.1, 200_000),             # non-integer nu
     (20.0, 10.0, 20.0, 10.3, 200_000),         # where the chains live
@@ -112,7 +116,8 @@ def _forced_draws(branch, nu, a, n, seed):
     mode = mode_nb(nu, a)
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
-        out[i] = _sample_inversion(nu, a, mode) if branch == 0 else _sample_rejection(nu, a, mode)
+        out[i] = (_sample_inversion(nu, a, mode, None) if branch == 0
+                  else _sample_rejection(nu, a, mode, None))
     return out
 
 

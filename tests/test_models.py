@@ -8,7 +8,7 @@ from numba import njit
 from scipy import stats
 
 from lpviz import models
-from lpviz._random import seed_stream
+from lpviz._random import new_state, seed_state, seed_stream
 from lpviz.privacy import geometric_logpmf
 
 P_ACCEPT = 1e-3  # a correct sampler fails a test at this rate (fixed seeds: never, in practice)
@@ -45,8 +45,9 @@ def exact_true_count_joint(ytil, mu, lam_plus, lam_minus, size=80):
 
 
 def draw_true_counts(ytil, mu, lam_plus, lam_minus, n, seed):
-    seed_stream(seed, 0, 0)  # seeds this thread's Numba generator
-    return np.array([models.sample_true_count(ytil, mu, lam_plus, lam_minus) for _ in range(n)])
+    seed_stream(seed, 0, 0)  # Numba's generator: large binomials and gammas
+    state = new_state(seed, 0, 0)  # the per-cell draws; advanced in place
+    return np.array([models.sample_true_count(ytil, mu, lam_plus, lam_minus, state) for _ in range(n)])
 
 
 CELLS = [  # ytil, mu, lambda+, lambda-
@@ -87,8 +88,9 @@ def test_true_count_is_zero_when_the_rate_is_zero():
 @pytest.mark.parametrize("g", [0, 3, 40])
 def test_noise_rate_draw_is_gamma_with_scale_alpha(g):
     alpha = 0.3
-    seed_stream(5, g, 0)
-    draws = np.array([models.draw_noise_rates(g, 2 * g, alpha) for _ in range(5_000)])
+    seed_stream(5, g, 0)  # shapes above _SMALL_GAMMA_SHAPE use np.random.gamma
+    state = new_state(5, g, 0)
+    draws = np.array([models.draw_noise_rates(g, 2 * g, alpha, state) for _ in range(5_000)])
     for column, shape in ((0, 1 + g), (1, 1 + 2 * g)):
         assert stats.kstest(draws[:, column], stats.gamma(shape, scale=alpha).cdf).pvalue > P_ACCEPT
         assert stats.kstest(draws[:, column], stats.gamma(shape, scale=1.1 * alpha).cdf).pvalue < P_ACCEPT
@@ -98,14 +100,16 @@ def test_noise_rate_draw_is_gamma_with_scale_alpha(g):
 def _cell_chains(ytil, mu, alpha, posterior_scale, y_start, g_plus, g_minus, n_steps, seed):
     """Independent per-cell Gibbs chains (steps 1-4); the y of the last step."""
     out = np.empty(y_start.shape[0], dtype=np.int64)
+    state = np.empty(4, dtype=np.uint64)
     for c in range(y_start.shape[0]):
         seed_stream(seed, 0, c)
-        lam_p = models._gamma_integer_shape(1 + g_plus[c], alpha)
-        lam_m = models._gamma_integer_shape(1 + g_minus[c], alpha)
+        seed_state(state, seed, 0, c)
+        lam_p = models._gamma_integer_shape(1 + g_plus[c], alpha, state)
+        lam_m = models._gamma_integer_shape(1 + g_minus[c], alpha, state)
         y = y_start[c]
         for _ in range(n_steps):
-            y, gp, gm, m = models.sample_true_count(ytil, mu, lam_p, lam_m)
-            lam_p, lam_m = models.draw_noise_rates(gp, gm, posterior_scale)
+            y, gp, gm, m = models.sample_true_count(ytil, mu, lam_p, lam_m, state)
+            lam_p, lam_m = models.draw_noise_rates(gp, gm, posterior_scale, state)
         out[c] = y
     return out
 
