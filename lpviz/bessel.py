@@ -9,13 +9,15 @@ The private chains draw one Bessel variable per noised cell and sweep
 function: the pmf ratio ``P(m+1)/P(m) = (a^2/4) / ((m+1)(m+nu+1))`` is
 decreasing in ``m`` (the pmf is log-concave), which gives
 
-- at mode 0 (about 93% of a private chain's cells), inversion upward from
-  0 against bounds on the normaliser: the ratios shrink, so the terms not
-  yet summed are at most a geometric tail. Most draws are settled by the
-  first bound (``P(0) >= 1 - r_0``), with no division and no sum;
-- inversion outward from the mode for other narrow distributions (small
-  ``a``): the normaliser is the sum of the pmf terms relative to the mode,
-  summed until they are negligible;
+- at small modes (mode 0 for about 93% of a private chain's cells, and
+  up to :data:`_UPWARD_MAX_MODE`), inversion upward from 0 against bounds
+  on the normaliser: past the mode the ratios are below 1 and shrink, so
+  the terms not yet summed are at most a geometric tail. Most draws are
+  settled by the first bound (``P(0) >= 1 - r_0`` at mode 0), with no
+  division and no sum;
+- inversion outward from the mode for other narrow distributions: the
+  normaliser is the sum of the pmf terms relative to the mode, summed until
+  they are negligible;
 - rejection from a three-piece log-concave envelope (flat around the mode,
   geometric tails, in the spirit of Devroye 2002) for wide ones (large
   ``a``), which costs O(1) per draw at any ``a`` and ``nu``.
@@ -42,6 +44,10 @@ __all__ = ["logpmf", "pmf", "mean", "mode", "var", "log_iv", "sample", "sample_n
 # costs a few lgamma calls at any width; below this mode (variance < mode + 1)
 # inversion is the faster (benchmarks/bench_bessel.py).
 _INVERSION_MAX_MODE = 100.0
+# Up to this mode the upward inversion from 0 (few terms before the mode,
+# no normaliser summed to the end) beats the outward one; its terms relative
+# to P(0) stay far from overflow.
+_UPWARD_MAX_MODE = 8.0
 # A side of the inversion sum stops once its terms fall below this
 # fraction of the mode's term: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
@@ -203,20 +209,22 @@ def _sample_rejection(nu, a, mode, state):
 
 
 @njit(nogil=True, cache=True)
-def _sample_mode_zero(nu, quarter_a2, state):
-    """Inversion upward from 0 when the mode is 0 (``a^2/4 < nu + 1``).
+def _sample_upward(nu, quarter_a2, state):
+    """Inversion upward from 0, for small modes.
 
     With terms ``t_m = P(m)/P(0)`` (``t_0 = 1``) and ratios
-    ``r_m = t_{m+1}/t_m = (a^2/4) / ((m+1)(m+nu+1))``, decreasing and below 1,
-    the normaliser ``T = sum t_m`` lies in ``[L_n, L_n + t_n r_n / (1 - r_n)]``
-    once ``L_n = t_0 + ... + t_n`` is known. The draw is the first ``j`` with
-    ``t_0 + ... + t_j > u T``; a candidate ``j`` is accepted or passed over as
-    soon as the bounds decide it, and more terms are summed only while they
-    do not. ``T <= 1 / (1 - r_0)`` settles ``m = 0`` for ``u < 1 - r_0``.
+    ``r_m = t_{m+1}/t_m = (a^2/4) / ((m+1)(m+nu+1))``, decreasing, and below 1
+    from the mode on, the normaliser ``T = sum t_m`` lies in
+    ``[L_n, L_n + t_n r_n / (1 - r_n)]`` once ``L_n = t_0 + ... + t_n`` is
+    known and ``r_n < 1`` (before that, in ``[L_n, inf)``). The draw is the
+    first ``j`` with ``t_0 + ... + t_j > u T``; a candidate ``j`` is accepted
+    or passed over as soon as the bounds decide it, and more terms are summed
+    only while they do not. At mode 0, ``T <= 1 / (1 - r_0)`` settles
+    ``m = 0`` for ``u < 1 - r_0``.
     """
     u = uniform(state)
     first_ratio_denominator = nu + 1.0
-    # u < 1 - r_0, multiplied out.
+    # u < 1 - r_0, multiplied out (never true when r_0 >= 1).
     if u * first_ratio_denominator < first_ratio_denominator - quarter_a2:
         return 0
     j = 0.0  # the candidate draw, its term and the sum of terms up to it
@@ -227,7 +235,7 @@ def _sample_mode_zero(nu, quarter_a2, state):
     sum_n = 1.0
     ratio_n = quarter_a2 / first_ratio_denominator
     while True:
-        tail = term_n * ratio_n / (1.0 - ratio_n)
+        tail = term_n * ratio_n / (1.0 - ratio_n) if ratio_n < 1.0 else math.inf
         if sum_j > u * (sum_n + tail):  # sum_j / T > u for every T allowed
             return int(j)
         if sum_j <= u * sum_n:  # sum_j / T <= u: the draw is above j
@@ -254,8 +262,10 @@ def _sample(nu, quarter_a2, state):
     :func:`lpviz._random.uniform`."""
     if quarter_a2 <= 0.0:
         return 0
-    if quarter_a2 < nu + 1.0:  # mode 0: the common case in the chains
-        return _sample_mode_zero(nu, quarter_a2, state)
+    # mode <= M exactly when (M + 1)(M + 1 + nu) > a^2/4; mode 0 is the
+    # common case in the chains
+    if quarter_a2 < (_UPWARD_MAX_MODE + 1.0) * (_UPWARD_MAX_MODE + 1.0 + nu):
+        return _sample_upward(nu, quarter_a2, state)
     a = 2.0 * math.sqrt(quarter_a2)
     mode = mode_nb(nu, a)
     if mode < _INVERSION_MAX_MODE:

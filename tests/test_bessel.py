@@ -16,8 +16,8 @@ from scipy import special, stats
 
 from lpviz import bessel
 from lpviz._random import seed_stream
-from lpviz.bessel import (_INVERSION_MAX_MODE, _log_gamma_ratio, _sample_inversion,
-                          _sample_rejection, mode_nb, sample_nb)
+from lpviz.bessel import (_INVERSION_MAX_MODE, _UPWARD_MAX_MODE, _log_gamma_ratio, _sample_inversion,
+                          _sample_rejection, _sample_upward, mode_nb, sample_nb)
 
 ALPHA_FIT = 1e-3      # a correct sampler passes at this level (fixed seeds)
 ALPHA_POWER = 1e-6    # the same test must reject a slightly wrong pmf this hard
@@ -80,6 +80,9 @@ SAMPLER_CASES = [
     # must sum many terms before its bounds on the normaliser decide a draw
     (0.0, 1.99, 0.0, 1.94, 200_000),
     (5.0, 4.89, 5.0, 4.8, 200_000),
+    # the largest mode inverted upward from 0, and the next (outward)
+    (0.0, 2 * math.sqrt(_UPWARD_MAX_MODE * (_UPWARD_MAX_MODE + 1) + 8), 0.0, 17.5, 200_000),
+    (0.0, 2 * (_UPWARD_MAX_MODE + 1) + 0.1, 0.0, 18.5, 200_000),
     (3.0, 2.5, 3.5, 2.5, 200_000),             # wrong nu
     (0.5, 4.0, 0.5, 4.1, 200_000),             # non-integer nu
     (20.0, 10.0, 20.0, 10.3, 200_000),         # where the chains live
@@ -104,9 +107,12 @@ def test_sample_matches_exact_pmf_and_rejects_wrong_one(nu, a, wrong_nu, wrong_a
     assert chi_square_pvalue(draws, wrong_nu, wrong_a) < ALPHA_POWER
 
 
-def test_sampler_grid_covers_both_branches():
+def test_sampler_grid_covers_every_branch():
     modes = [mode_nb(nu, a) for nu, a, *_ in SAMPLER_CASES]
-    assert sum(m < _INVERSION_MAX_MODE for m in modes) >= 5
+    assert sum(m == 0 for m in modes) >= 5
+    assert sum(0 < m <= _UPWARD_MAX_MODE for m in modes) >= 4
+    assert any(m == _UPWARD_MAX_MODE for m in modes)
+    assert sum(_UPWARD_MAX_MODE < m < _INVERSION_MAX_MODE for m in modes) >= 2
     assert sum(m >= _INVERSION_MAX_MODE for m in modes) >= 5
 
 
@@ -116,20 +122,28 @@ def _forced_draws(branch, nu, a, n, seed):
     mode = mode_nb(nu, a)
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
-        out[i] = (_sample_inversion(nu, a, mode, None) if branch == 0
-                  else _sample_rejection(nu, a, mode, None))
+        if branch == 0:
+            out[i] = _sample_inversion(nu, a, mode, None)
+        elif branch == 1:
+            out[i] = _sample_rejection(nu, a, mode, None)
+        else:
+            out[i] = _sample_upward(nu, 0.25 * a * a, None)
     return out
 
 
 # Each branch on its own, outside the range where sample_nb picks it:
 # rejection at mode 0, 1 and 30 (its envelope loses the left tail at the
-# first two) and inversion at mode 30 and 500 (a long walk, both directions).
+# first two), outward inversion at mode 0, 30 and 500 (a long walk, both
+# directions) and upward inversion at mode 4 and 30.
 @pytest.mark.parametrize("branch, nu, a, wrong_a", [
     (1, 3.0, 2.5, 2.6),
     (1, 0.5, 4.0, 4.15),
     (1, 0.0, 60.0, 61.0),
     (0, 0.0, 60.0, 61.0),
     (0, 0.5, 1000.0, 990.0),
+    (0, 0.0, 1.0, 1.04),   # outward inversion at mode 0, where upward is used
+    (2, 3.0, 12.0, 12.3),  # upward inversion at mode 4 and mode 30
+    (2, 0.0, 60.0, 61.0),
 ])
 def test_each_sampler_branch_alone(branch, nu, a, wrong_a):
     draws = _forced_draws(branch, nu, a, 200_000, 7)
