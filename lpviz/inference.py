@@ -450,8 +450,10 @@ class Chain:
                 self._alpha, self._lambda_posterior_scale, seed, iteration, chunks)
         else:
             n_dk, n_vk = k.topics_sweep_fixed(*self._counts, self._theta, self._phiT, seed, iteration, chunks)
-        k.topics_update_theta(self._theta, self._phiT, n_dk, *self._row_missing, a0, b0, seed, iteration)
-        k.topics_update_phi(self._phiT, self._theta, n_vk, *self._col_missing, a0, b0, seed, iteration)
+        k.topics_update_factor(self._theta, self._phiT, n_dk, *self._row_missing, a0, b0, seed, iteration,
+                               models.UNIT_THETA)
+        k.topics_update_factor(self._phiT, self._theta, n_vk, *self._col_missing, a0, b0, seed, iteration,
+                               models.UNIT_PHI)
         return (k.topics_count_loglik(*self._latent_counts(), self._theta, self._phiT, *self._row_missing)
                 + k.gamma_log_prior(self._theta, a0, b0) + k.gamma_log_prior(self._phiT, a0, b0)
                 + noise_log_joint)

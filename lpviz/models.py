@@ -43,7 +43,7 @@ from lpviz.bessel import sample_stream
 __all__ = [
     "ROWS_PER_STREAM",
     "sample_true_count", "draw_noise_rates",
-    "topics_sweep_fixed", "topics_sweep_private", "topics_update_theta", "topics_update_phi",
+    "topics_sweep_fixed", "topics_sweep_private", "topics_update_factor",
     "topics_count_loglik", "topics_missing_rate_sum",
     "blocks_sweep_fixed", "blocks_sweep_private", "blocks_update_theta", "blocks_update_pi",
     "blocks_pair_weights", "blocks_count_loglik",
@@ -370,44 +370,30 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
 
 
 @njit(nogil=True, cache=True, parallel=True)
-def topics_update_theta(theta, phiT, n_dk, missing_indptr, missing_indices, a0, b0, chain_seed, iteration):
-    """theta_dk ~ Gamma(a0 + n_dk, b0 + sum over observed v of phi_kv), in place."""
-    n_docs, n_topics = theta.shape
-    phi_sum = np.zeros(n_topics)
-    for v in range(phiT.shape[0]):
-        phi_sum += phiT[v]
-    n_blocks = (n_docs + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
-    for block in prange(n_blocks):
-        seed_stream(chain_seed, iteration, UNIT_THETA + block)
-        rate = np.empty(n_topics)
-        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
-            rate[:] = phi_sum
-            for idx in range(missing_indptr[d], missing_indptr[d + 1]):
-                rate -= phiT[missing_indices[idx]]
-            for k in range(n_topics):
-                theta[d, k] = np.random.gamma(a0 + n_dk[d, k], 1.0 / (b0 + max(rate[k], 0.0)))
+def topics_update_factor(factor, other, counts, missing_indptr, missing_indices, a0, b0,
+                         chain_seed, iteration, unit):
+    """One side of the topic model's factor update, in place.
 
-
-@njit(nogil=True, cache=True, parallel=True)
-def topics_update_phi(phiT, theta, n_vk, missing_indptr, missing_indices, a0, b0, chain_seed, iteration):
-    """phi_kv ~ Gamma(a0 + n_vk, b0 + sum over observed d of theta_dk), in place.
-
-    ``missing_indptr``/``missing_indices`` list the missing rows of each column.
+    ``factor[r, k] ~ Gamma(a0 + counts[r, k], b0 + sum over the observed
+    partners s of other[s, k])``. For theta: ``factor = theta``,
+    ``other = phiT``, ``counts = n_dk``, missing cells listed by row; for phi:
+    ``factor = phiT``, ``other = theta``, ``counts = n_vk``, missing cells
+    listed by column. ``unit`` keeps the two sides on separate streams.
     """
-    n_words, n_topics = phiT.shape
-    theta_sum = np.zeros(n_topics)
-    for d in range(theta.shape[0]):
-        theta_sum += theta[d]
-    n_blocks = (n_words + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    n_rows, n_topics = factor.shape
+    other_sum = np.zeros(n_topics)
+    for s in range(other.shape[0]):
+        other_sum += other[s]
+    n_blocks = (n_rows + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
     for block in prange(n_blocks):
-        seed_stream(chain_seed, iteration, UNIT_PHI + block)
+        seed_stream(chain_seed, iteration, unit + block)
         rate = np.empty(n_topics)
-        for v in range(block * ROWS_PER_STREAM, min(n_words, (block + 1) * ROWS_PER_STREAM)):
-            rate[:] = theta_sum
-            for idx in range(missing_indptr[v], missing_indptr[v + 1]):
-                rate -= theta[missing_indices[idx]]
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            rate[:] = other_sum
+            for idx in range(missing_indptr[r], missing_indptr[r + 1]):
+                rate -= other[missing_indices[idx]]
             for k in range(n_topics):
-                phiT[v, k] = np.random.gamma(a0 + n_vk[v, k], 1.0 / (b0 + max(rate[k], 0.0)))
+                factor[r, k] = np.random.gamma(a0 + counts[r, k], 1.0 / (b0 + max(rate[k], 0.0)))
 
 
 @njit(nogil=True, cache=True)
@@ -696,7 +682,7 @@ def rates(model, factors):
 # parallel kernel therefore has a serial twin compiled from the same source;
 # both draw the same numbers (per-block streams), so they give the same chain.
 _PARALLEL_KERNELS = (
-    "topics_sweep_fixed", "topics_sweep_private", "topics_update_theta", "topics_update_phi",
+    "topics_sweep_fixed", "topics_sweep_private", "topics_update_factor",
     "topics_count_loglik", "blocks_sweep_fixed", "blocks_sweep_private", "blocks_count_loglik",
     "dense_to_csr",
 )

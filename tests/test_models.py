@@ -205,7 +205,7 @@ def test_topic_theta_update_uses_observed_cells_only():
     draws = []
     for it in range(4_000):
         theta = np.ones((D, K))
-        models.topics_update_theta(theta, phiT, n_dk, *_missing(mask), 0.5, 1.5, 4, it)
+        models.topics_update_factor(theta, phiT, n_dk, *_missing(mask), 0.5, 1.5, 4, it, models.UNIT_THETA)
         draws.append(theta[0])
     draws = np.array(draws)
     for k in range(K):
@@ -226,7 +226,8 @@ def test_topic_phi_update_uses_observed_cells_only():
     draws = []
     for it in range(4_000):
         phiT = np.ones((V, K))
-        models.topics_update_phi(phiT, theta, n_vk, *_missing(mask, by="col"), 0.5, 1.0, 4, it)
+        models.topics_update_factor(phiT, theta, n_vk, *_missing(mask, by="col"), 0.5, 1.0, 4, it,
+                                    models.UNIT_PHI)
         draws.append(phiT[1])
     draws = np.array(draws)
     for k in range(K):
