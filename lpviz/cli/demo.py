@@ -14,7 +14,7 @@ import numpy as np
 from . import CLIError
 from .fit import (METHODS, check_run_lengths, format_table, method_scores, progress_bar, refuse_overwrite,
                   run_method, save_json)
-from .privatize import atomic_write
+from lpviz._files import atomic_write
 
 DEFAULT_ITERATIONS = 6000  # the paper: 6,000 iterations, every 25th saved after 1,000
 FIGURE_NAME = "figure3.png"

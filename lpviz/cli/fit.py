@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from . import CLIError
-from .privatize import add_privacy_arguments, atomic_write, privacy_level, read_release, refuse_overwrite
+from lpviz._files import atomic_write
+
+from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
 
 METHODS = ("private", "naive", "nonprivate")
 

@@ -7,12 +7,12 @@ The result is a *release*: an ``.npz`` holding the noised counts ``Y_obs``
 """
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from lpviz._files import atomic_write
 
 from . import CLIError
 
@@ -74,19 +74,6 @@ def privacy_level(args, required=True):
 def refuse_overwrite(path, force):
     if path.exists() and not force:
         raise CLIError(f"{path} already exists; choose another name or pass --force to replace it")
-
-
-def atomic_write(path, write):
-    """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            write(handle)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def write_release(path, Y_obs, alpha, *, epsilon, N, row_labels, col_labels, model, source):

@@ -26,11 +26,12 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from lpviz._files import atomic_write
 
 CACHE_FORMAT = 1
 _STRINGS_SUFFIX = ".__strings__"
@@ -105,23 +106,6 @@ def _entry_paths(directory: Path, key: str):
     return directory / f"{key}.npz", directory / f"{key}.json"
 
 
-def _atomic_write(target: Path, write) -> None:
-    """Write through ``write(fh)`` into a temp file beside ``target``, then rename over it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _encode_arrays(arrays: dict) -> dict:
     out = {}
     for name, value in arrays.items():
@@ -173,8 +157,8 @@ def save_arrays(key: str, arrays: dict, *, cache_dir=None, meta: dict | None = N
                 "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta or {}}
     manifest_bytes = json.dumps(manifest, sort_keys=True, default=str).encode()
     # The manifest goes last: an entry without a matching manifest is never trusted.
-    _atomic_write(data_path, lambda fh: fh.write(payload))
-    _atomic_write(manifest_path, lambda fh: fh.write(manifest_bytes))
+    atomic_write(data_path, lambda fh: fh.write(payload))
+    atomic_write(manifest_path, lambda fh: fh.write(manifest_bytes))
     return data_path
 
 

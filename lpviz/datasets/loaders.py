@@ -42,7 +42,6 @@ import inspect
 import json
 import os
 import re
-import uuid
 import zipfile
 from importlib import import_module
 from pathlib import Path
@@ -50,6 +49,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+
+from lpviz._files import atomic_write
 
 from ._types import CountData
 
@@ -154,19 +155,7 @@ def save_counts(data, path, *, overwrite=False):
                       Y_indptr=csr.indptr, Y_shape=np.asarray(csr.shape, dtype=np.int64))
     else:
         arrays["Y"] = np.asarray(data.Y, dtype=np.int64)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a plain open() so the file gets the user's usual permissions (umask), unlike mkstemp's 0600
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(temporary, "xb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda handle: np.savez(handle, **arrays))
 
 
 # spec name -> (module, function, whether the spec carries a path)
