@@ -9,9 +9,13 @@ import importlib
 import sys
 from pathlib import Path
 
+# `panel serve app/app.py` runs this file as a script with app/ on sys.path,
+# where `import app` would find this very file: put the repository first.
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `panel serve app/app.py` runs this file as a script
+if sys.path[:1] != [str(REPO)]:
     sys.path.insert(0, str(REPO))
+if not hasattr(sys.modules.get("app"), "__path__"):
+    sys.modules.pop("app", None)
 
 import panel as pn  # noqa: E402
 

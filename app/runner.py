@@ -286,6 +286,32 @@ class ChainRunner(param.Parameterized):
                     samples_saved=n_saved)
 
 
+_KERNELS_LOADED = threading.Event()  # process-wide: numba loads each kernel once per process
+_KERNELS_LOCK = threading.Lock()
+
+
+def warm_up_kernels():
+    """Load (or compile) every chain kernel once per process.
+
+    The first chain of a fresh server process otherwise spends seconds loading
+    Numba's cached kernels after Start is pressed; sessions call this in a
+    background thread when they open, so the first point streams at once.
+    """
+    with _KERNELS_LOCK:
+        if _KERNELS_LOADED.is_set():
+            return
+        from lpviz.inference import Chain
+
+        Y = np.array([[0, 3, 1, 0], [2, 0, 5, 1], [1, 1, 0, 4], [0, 2, 3, 0]])
+        mask = ~np.eye(4, dtype=bool)
+        for model in ("topics", "blocks"):
+            for method in METHODS:
+                Chain(Y - (method == "private"), model=model, method=method, n_components=2,
+                      alpha=0.5 if method == "private" else None,
+                      mask=mask if model == "blocks" else None, random_state=0).step(2)
+        _KERNELS_LOADED.set()
+
+
 def make_runners(buffer_length=10_000):
     """One runner per method, keyed by method name."""
     return {method: ChainRunner(method, buffer_length=buffer_length) for method in METHODS}

@@ -14,7 +14,7 @@ import numpy as np
 import panel as pn
 import param
 
-from app.runner import METHODS, FitProblem, make_runners
+from app.runner import METHODS, FitProblem, make_runners, warm_up_kernels
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
@@ -170,6 +170,7 @@ class DataStore(pn.viewable.Viewer):
         self.param.watch(lambda *events: self._sync_fit_settings(), list(FIT_PARAMS))
         self.param.watch(lambda *events: self._configure_runners(), ["chain_seed"])
         if _served():
+            threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
             self.start_draining()
             pn.state.on_session_destroyed(self._on_session_destroyed)
         self.load()
@@ -245,40 +246,49 @@ class DataStore(pn.viewable.Viewer):
             n_components = factors["phi"].shape[0]
         elif "pi" in factors:
             n_components = factors["pi"].shape[0]
-        updates = {}
+        N = self.N
         if self._source_switched and "N" in data.info:  # Figure 1: N = the mean count
-            updates["N"] = float(data.info["N"])
+            N = float(data.info["N"])
         self._source_switched = False
+        noised = self._noised(data, N)
+        self.reset()  # results of the old data must not meet the new data in a view
         self._applying_defaults = True
         try:
-            self.param.update(data=data, model=data.model, n_components=n_components, **updates,
+            # one update, so every view reacting to any of these sees them all consistent
+            self.param.update(data=data, model=data.model, n_components=n_components, N=N, **noised,
                               error="", loading=False,
                               message=f"{data.source or self.source}: {data.shape[0]} x {data.shape[1]}")
         finally:
             self._applying_defaults = False
-        self._noise()
+        self._configure_runners()
 
-    def _noise(self):
-        """Noise the true counts with the current privacy settings."""
+    def _noised(self, data, N):
+        """The noised release of ``data`` with the current privacy settings."""
         from lpviz.privacy import alpha_from, heterogeneous_alpha, privatize
 
-        if self.data is None:
-            return
-        Y_true = self.data.dense()
+        Y_true = data.dense()
         if self.heterogeneous:
             alpha = heterogeneous_alpha(Y_true.shape[0], self.alpha0, concentration=self.concentration,
                                         random_state=self.noise_seed)
         else:
-            alpha = alpha_from(self.epsilon, self.N)
+            alpha = alpha_from(self.epsilon, N)
         Y_obs = privatize(Y_true, alpha=alpha, random_state=self.noise_seed)
-        mask = holdout_mask(Y_true, self.data.model, self.holdout, fraction=self.holdout_fraction,
+        mask = holdout_mask(Y_true, data.model, self.holdout, fraction=self.holdout_fraction,
                             n_actors=self.holdout_actors, random_state=self.noise_seed)
-        structural = self.data.info.get("mask")  # cells that do not exist (a network's self loops)
+        structural = data.info.get("mask")  # cells that do not exist (a network's self loops)
         if structural is not None:
             structural = np.asarray(structural, dtype=bool)
             Y_obs[~structural] = Y_true[~structural]  # nothing there to release
             mask = structural if mask is None else mask & structural
-        self.param.update(Y_true=Y_true, Y_obs=Y_obs, alpha=alpha, mask=mask)
+        return dict(Y_true=Y_true, Y_obs=Y_obs, alpha=alpha, mask=mask)
+
+    def _noise(self):
+        """Noise the current data again (privacy settings or noise seed changed)."""
+        if self.data is None:
+            return
+        noised = self._noised(self.data, self.N)
+        self.reset()
+        self.param.update(**noised)
         self._configure_runners()
 
     def redraw_noise(self, *_):
@@ -401,7 +411,8 @@ class DataStore(pn.viewable.Viewer):
         self.load()
 
     def _on_noise_param(self, *events):
-        self._noise()
+        if not self._applying_defaults:  # _set_data noises new data itself
+            self._noise()
 
     # ---- controls ---------------------------------------------------------------------
     def __panel__(self):
