@@ -168,14 +168,12 @@ def test_changing_epsilon_over_N_redraws_the_noised_heatmap(page, artifacts_dir)
     field.fill("4")
     field.press("Enter")
     page.page.get_by_text("eps/N = 0.25").first.wait_for()
-    page.wait_until("""([script, before]) => {
-        const now = eval(script)();
-        return now.length === 3 && now.filter(sum => !before.includes(sum)).length >= 1;
-    }""", [IMAGE_CHECKSUMS, before])
-    after = page.evaluate(IMAGE_CHECKSUMS)
-    changed = [sum for sum in after if sum not in before]
-    # the noised and truncated heatmaps change; the true counts stay
-    assert 1 <= len(changed) <= 2
+    # (replaced models may linger in the document for a while: look for new images, not a count)
+    page.wait_until("""([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 2""",
+                    [IMAGE_CHECKSUMS, before])
+    changed = [sum for sum in page.evaluate(IMAGE_CHECKSUMS) if sum not in before]
+    # the noised and truncated heatmaps change; the true counts stay what they were
+    assert len(changed) == 2
     page.shot(artifacts_dir, "noise-eps-over-N-0.25")
     assert page.errors == []
 
@@ -238,10 +236,8 @@ def test_enron_network_from_the_shared_file(page, enron_tarball, artifacts_dir):
     before = page.evaluate(IMAGE_CHECKSUMS)
     page.page.locator("select").first.select_option("enron-network")
     page.page.get_by_text("(blocks)").first.wait_for()
-    page.wait_until("""([script, before]) => {
-        const now = eval(script)();
-        return now.length === 3 && now.every(sum => !before.includes(sum));
-    }""", [IMAGE_CHECKSUMS, before])
+    page.wait_until("""([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 3""",
+                    [IMAGE_CHECKSUMS, before])
     page.page.get_by_text(re.compile(r"enron.*: \d+ x \d+", re.IGNORECASE)).first.wait_for()
     page.shot(artifacts_dir, "enron-network")
     assert page.errors == []
