@@ -13,7 +13,7 @@ import numpy as np
 import panel as pn
 import param
 
-from app.noise_view import count_image, display_slice
+from app.noise_view import colour_limit, count_image, display_slice
 from app.runner import METHODS
 from app.store import DataStore
 
@@ -102,7 +102,7 @@ class FitsView(pn.viewable.Viewer):
         if store.Y_true is None:
             return pn.pane.Markdown("")
         reference = store.truth if store.truth is not None else store.Y_true
-        clim = (0.0, float(max(np.max(reference), 1e-9)))
+        clim = (0.0, colour_limit(reference)[0])
         strides = display_slice(reference.shape)
         panels = [count_image(reference, store.model, "Truth" if store.truth is not None else "True counts",
                               clim, strides=strides, cmap=RATE_CMAP, label="rate")]

@@ -7,6 +7,8 @@ cell); matrices larger than :data:`MAX_DISPLAY` a side are shown with every
 k-th row/column and a note saying so.
 """
 
+from pathlib import Path
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
 import numpy as np
@@ -41,6 +43,20 @@ def count_image(Y, model, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, lab
                       toolbar="above")
 
 
+def colour_limit(*matrices, quantile=99.5):
+    """A symmetric colour limit shared by ``matrices``.
+
+    Heavy-tailed counts (an e-mail network's busiest pair sends hundreds)
+    would wash every other cell out to white, so the scale stops at a high
+    quantile of the absolute values; hover still shows the exact value.
+    Returns ``(limit, clipped)``.
+    """
+    values = np.concatenate([np.abs(np.asarray(m, dtype=np.float64)).ravel() for m in matrices])
+    top = float(values.max()) if values.size else 0.0
+    limit = max(float(np.percentile(values, quantile)), 1.0)
+    return (limit, True) if limit < top else (max(top, 1.0), False)
+
+
 def subsample_note(shape, strides):
     if strides == (1, 1):
         return ""
@@ -64,8 +80,9 @@ class NoiseView(pn.viewable.Viewer):
         Y_true, Y_obs = store.Y_true, store.Y_obs
         negative = float((Y_obs < 0).mean())
         changed = float((Y_obs != Y_true).mean())
+        name = store.source if store.source != "upload" else Path(store.data.source or "upload").name
         lines = [
-            f"**{store.data.source or store.source}**: {Y_true.shape[0]:,} x {Y_true.shape[1]:,} "
+            f"**{name}**: {Y_true.shape[0]:,} x {Y_true.shape[1]:,} "
             f"({store.model}), {int(Y_true.sum()):,} counts, mean {Y_true.mean():.2f} per cell.",
             f"{store.alpha_summary}. Noise changed {changed:.0%} of cells; {negative:.0%} are now negative "
             f"and become 0 for the naive method.",
@@ -73,6 +90,10 @@ class NoiseView(pn.viewable.Viewer):
         note = subsample_note(Y_true.shape, display_slice(Y_true.shape))
         if note:
             lines.append(note)
+        limit, clipped = colour_limit(Y_true, Y_obs)
+        if clipped:
+            lines.append(f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
+                         f"count is {int(Y_true.max()):,}); hover shows exact values.")
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
 
     @param.depends("store.Y_obs")
@@ -83,7 +104,7 @@ class NoiseView(pn.viewable.Viewer):
         from lpviz.privacy import truncate
 
         Y_true, Y_obs = store.Y_true, store.Y_obs
-        limit = float(max(np.abs(Y_obs).max(), Y_true.max(), 1))
+        limit, _ = colour_limit(Y_true, Y_obs)
         clim = (-limit, limit)  # symmetric, so white is exactly zero
         strides = display_slice(Y_true.shape)
         images = [count_image(Y_true, store.model, "True counts (private to the owner)", clim, strides=strides),

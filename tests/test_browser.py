@@ -222,8 +222,11 @@ COUNT_PLOTS = """
 """
 
 
-@pytest.mark.parametrize("tab", ["Topics", "Blocks", "Bessel"])
-def test_result_and_explanation_tabs_render(page, artifacts_dir, tab):
+@pytest.mark.parametrize("tab, source", [("Topics", None), ("Blocks", "synthetic-blocks"), ("Bessel", None)])
+def test_result_and_explanation_tabs_render(page, artifacts_dir, tab, source):
+    if source is not None:
+        page.page.locator("select").first.select_option(source)
+        page.page.get_by_text("(blocks)").first.wait_for()
     plots_before = page.evaluate(COUNT_PLOTS)
     page.tab(tab)  # tabs render when first shown: new plots arrive in the document
     page.wait_until(f"() => ({COUNT_PLOTS})() > {plots_before}")
