@@ -29,6 +29,9 @@ TRACE_COLUMNS = ("iteration", "mae", "mae_mean", "heldout_mae", "log_joint")
 # and factors, redrawn as heatmaps) rarely enough not to flood the browser.
 ROWS_EVERY_SECONDS = 0.05
 RESULT_EVERY_SECONDS = 0.5
+# Rows kept per trace: more than a plot a few hundred pixels wide can show;
+# long runs stream every k-th iteration so the buffer spans the whole run.
+BUFFER_LENGTH = 2_000
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ class ChainRunner(param.Parameterized):
     chain = param.Parameter(default=None, doc="the running lpviz.inference.Chain (bessel_draws, y_latent)")
     error = param.String(default="")
 
-    def __init__(self, method, *, buffer_length=10_000, **params):
+    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, **params):
         super().__init__(method=method, **params)
         self.buffer = hv.streams.Buffer(empty_trace(), length=buffer_length, index=False)
         self.problem = None
@@ -126,7 +129,7 @@ class ChainRunner(param.Parameterized):
         self._run_event = threading.Event()
         self._run_event.set()
         settings = dict(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin,
-                        trace_every=self.trace_every)
+                        trace_every=self.stride)
         self._thread = threading.Thread(
             target=self._work, name=f"lpviz-{self.method}-chain",
             args=(self._generation, self.problem, settings, self._stop_event, self._run_event),
@@ -159,9 +162,20 @@ class ChainRunner(param.Parameterized):
         """Stop and forget the run: empty traces, no result, iteration 0."""
         self.stop()
         self._generation += 1  # whatever the old worker still sends is ignored
-        self.buffer.clear()
-        self.param.update(status="idle", iteration=0, iterations_per_second=0.0,
-                          result=None, chain=None, error="")
+        if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
+            self.buffer.clear()
+        fresh = dict(status="idle", iteration=0, iterations_per_second=0.0, result=None, chain=None, error="")
+        changed = {name: value for name, value in fresh.items() if getattr(self, name) is not value
+                   and getattr(self, name) != value}
+        if changed:
+            self.param.update(**changed)
+
+    @property
+    def stride(self):
+        """Iterations per streamed trace row: ``trace_every``, or coarser so the
+        bounded buffer spans the whole run (a plot cannot show more rows anyway,
+        and a long run then costs the browser no more than a short one)."""
+        return max(self.trace_every, -(-self.n_iter // self.buffer.length))
 
     def join(self, timeout=None):
         """Wait for the worker thread to finish (tests, session teardown)."""
@@ -312,6 +326,6 @@ def warm_up_kernels():
         _KERNELS_LOADED.set()
 
 
-def make_runners(buffer_length=10_000):
+def make_runners(buffer_length=BUFFER_LENGTH):
     """One runner per method, keyed by method name."""
     return {method: ChainRunner(method, buffer_length=buffer_length) for method in METHODS}

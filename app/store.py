@@ -14,7 +14,7 @@ import numpy as np
 import panel as pn
 import param
 
-from app.runner import METHODS, FitProblem, make_runners, warm_up_kernels
+from app.runner import BUFFER_LENGTH, METHODS, FitProblem, make_runners, warm_up_kernels
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
@@ -152,7 +152,7 @@ class DataStore(pn.viewable.Viewer):
     error = param.String(default="")
     message = param.String(default="")
 
-    def __init__(self, *, background=None, buffer_length=10_000, **params):
+    def __init__(self, *, background=None, buffer_length=BUFFER_LENGTH, **params):
         """``background``: build Enron data in a thread (default: only when served)."""
         self._background = _served() if background is None else background
         self._applying_defaults = False

@@ -114,14 +114,15 @@ def test_changing_the_noise_resets_running_chains(store):
     assert store.runners["private"].problem.alpha == pytest.approx(np.exp(-3.0))
 
 
-def test_buffers_are_bounded(store):
-    store.runners["naive"].buffer.length = 25  # keep this test short
+def test_buffers_are_bounded_and_span_the_whole_run(store):
+    runner = store.runners["naive"]
+    runner.buffer.length = 25  # keep this test short
     store.param.update(n_iter=80)
-    store.runners["naive"].start()
-    drain_until(store, lambda: store.runners["naive"].status == "done")
-    trace = store.runners["naive"].trace()
-    assert len(trace) == 25
-    np.testing.assert_array_equal(trace["iteration"], np.arange(56, 81))
+    assert runner.stride == 4  # 80 iterations into 25 rows
+    runner.start()
+    drain_until(store, lambda: runner.status == "done")
+    np.testing.assert_array_equal(runner.trace()["iteration"], [1, *range(4, 81, 4)])
+    assert runner.result["iteration"] == 80
 
 
 def test_trace_every_thins_the_stream(store):
