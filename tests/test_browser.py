@@ -181,17 +181,18 @@ def test_changing_epsilon_over_N_redraws_the_noised_heatmap(page, artifacts_dir)
 def test_start_streams_points_into_the_traces_and_pause_stops_them(browser, page, server, artifacts_dir):
     page.page.get_by_text("Fit settings").first.click()  # long runs, so pausing always meets running chains
     iterations = page.page.get_by_label("N iter", exact=True)
-    iterations.fill("1000000")
+    iterations.fill("100000")
     iterations.press("Enter")
     page.tab("Fits")
-    page.page.get_by_text("/ 1,000,000").first.wait_for()
+    page.page.get_by_text("/ 100,000").first.wait_for()
     assert page.evaluate(COUNT_TRACE_POINTS) == 0
     other = Page(browser, server)  # a second session, left alone
     try:
         other.tab("Fits")
         other.page.get_by_text("Solid: the current sample").first.wait_for()
         page.page.get_by_role("button", name="Start").click()
-        page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= 3 * 200")
+        # 100,000 iterations into 2,000-row buffers: a row every 50 iterations
+        page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= 3 * 10")
         first = page.evaluate(COUNT_TRACE_POINTS)
         page.wait_until(f"() => ({COUNT_TRACE_POINTS})() > {first}")  # still streaming
         page.page.get_by_role("button", name="Pause").click()
