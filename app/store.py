@@ -257,7 +257,8 @@ class DataStore(pn.viewable.Viewer):
             # one update, so every view reacting to any of these sees them all consistent
             self.param.update(data=data, model=data.model, n_components=n_components, N=N, **noised,
                               error="", loading=False,
-                              message=f"{data.source or self.source}: {data.shape[0]} x {data.shape[1]}")
+                              message=f"{self.source if self.source != 'upload' else Path(data.source).name}: "
+                                      f"{data.shape[0]:,} x {data.shape[1]:,}")
         finally:
             self._applying_defaults = False
         self._configure_runners()
