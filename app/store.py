@@ -213,7 +213,7 @@ class DataStore(pn.viewable.Viewer):
             tmp_path = Path(tmp) / f"upload{suffix}"
             tmp_path.write_bytes(contents)
             data = load_counts(tmp_path)
-        data.source = data.source or filename
+        data.source = filename  # not the temporary copy it was read from
         self._upload = data
         if self.source == "upload":
             self.load()
