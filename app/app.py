@@ -5,7 +5,6 @@ Only assembles the template: every session gets its own
 and one view per tab.
 """
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -19,35 +18,25 @@ if not hasattr(sys.modules.get("app"), "__path__"):
 
 import panel as pn  # noqa: E402
 
+from app.bessel_view import BesselView  # noqa: E402
+from app.blocks_view import BlocksView  # noqa: E402
+from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
+from app.privacy_view import PrivacyView  # noqa: E402
 from app.store import DataStore  # noqa: E402
+from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
-
-# The result and explanation views (tab title, module, class); a tab whose
-# module is not there is left out rather than breaking the app.
-OPTIONAL_TABS = (("Topics", "app.topics_view", "TopicsView"),
-                 ("Blocks", "app.blocks_view", "BlocksView"),
-                 ("Bessel", "app.bessel_view", "BesselView"),
-                 ("Privacy", "app.privacy_view", "PrivacyView"))
-
-
-def optional_tabs(store):
-    tabs = []
-    for title, module_name, class_name in OPTIONAL_TABS:
-        try:
-            view_class = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
-        tabs.append((title, view_class(store=store)))
-    return tabs
 
 
 def create_app():
     store = DataStore()
-    tabs = pn.Tabs(("Data & noise", NoiseView(store=store)), ("Fits", FitsView(store=store)),
-                   *optional_tabs(store), dynamic=True, sizing_mode="stretch_width")
+    views = {"Data & noise": NoiseView(store=store), "Fits": FitsView(store=store),
+             "Topics": TopicsView(store=store), "Blocks": BlocksView(store=store),
+             "Bessel": BesselView(store=store), "Privacy": PrivacyView(store=store)}
+    export = ExportView(store=store, views=list(views.values()))
+    tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(

@@ -48,7 +48,10 @@ def _matplotlib_styled(figure):
             options["fig_inches"] = 5
         return obj.opts(backend="matplotlib", clone=True, **options)
 
-    return figure.map(carry, lambda obj: isinstance(obj, (hv.Element, hv.Overlay)))
+    styled = figure.map(carry, lambda obj: isinstance(obj, (hv.Element, hv.Overlay)))
+    if isinstance(styled, hv.Layout):  # panels carry their own titles: no "A, B, C" sublabels
+        styled = styled.opts(backend="matplotlib", sublabel_format="")
+    return styled
 
 
 def _check_target(path, formats, overwrite):

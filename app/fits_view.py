@@ -134,6 +134,28 @@ class FitsView(pn.viewable.Viewer):
         if pipe is not None and self.store.Y_true is not None:
             pipe.send(self._rate_frame(event.new, self.store.Y_true.shape))
 
+    def figures(self):
+        """The traces and rates as they are now, as static HoloViews objects, for export."""
+        store = self.store
+        if store.Y_true is None:
+            return {}
+        traces = {method: store.runners[method].trace() for method in METHODS}
+        mae = hv.Overlay([hv.Curve(traces[m], "iteration", "mae", label=METHOD_LABELS[m]).opts(
+            color=METHOD_COLORS[m]) for m in METHODS]).opts(title="MAE of the current sample", ylabel="MAE")
+        joint = hv.Overlay([hv.Curve(traces[m], "iteration", "log_joint", label=METHOD_LABELS[m]).opts(
+            color=METHOD_COLORS[m]) for m in METHODS]).opts(title="Log joint", ylabel="log joint")
+        reference = store.truth if store.truth is not None else store.Y_true
+        clim = (0.0, colour_limit(reference)[0])
+        strides = display_slice(reference.shape)
+        rates = [count_image(reference, store.model, "Truth" if store.truth is not None else "True counts",
+                             clim, strides=strides, cmap=RATE_CMAP, label="rate")]
+        for method in METHODS:
+            values, title = self._rate_frame(store.runners[method].result, reference.shape)
+            rates.append(count_image(values, store.model, f"{method}: {title}", clim, strides=strides,
+                                     cmap=RATE_CMAP, label="rate"))
+        return {"fits_mae_trace": mae, "fits_log_joint_trace": joint,
+                "fits_rates": hv.Layout(rates).cols(4)}
+
     def __panel__(self):
         return pn.Column(
             self.controls(),

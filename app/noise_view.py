@@ -96,11 +96,11 @@ class NoiseView(pn.viewable.Viewer):
                          f"count is {int(Y_true.max()):,}); hover shows exact values.")
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
 
-    @param.depends("store.Y_obs")
-    def heatmaps(self):
+    def heatmap_layout(self):
+        """The three heatmaps as one HoloViews layout (None without data)."""
         store = self.store
         if store.Y_obs is None:
-            return pn.pane.Markdown("")
+            return None
         from lpviz.privacy import truncate
 
         Y_true, Y_obs = store.Y_true, store.Y_obs
@@ -111,22 +111,40 @@ class NoiseView(pn.viewable.Viewer):
                   count_image(Y_obs, store.model, "Noised counts (released)", clim, strides=strides),
                   count_image(truncate(Y_obs), store.model, "Truncated at 0 (naive method)", clim,
                               strides=strides)]
-        layout = hv.Layout(images).cols(3).opts(shared_axes=True)
-        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps")
+        return hv.Layout(images).cols(3).opts(shared_axes=True)
 
-    @param.depends("store.Y_obs")
-    def noise_histogram(self):
+    def noise_histogram_plot(self):
+        """The histogram of the noise drawn (None without data)."""
         store = self.store
         if store.Y_obs is None:
-            return pn.pane.Markdown("")
+            return None
         tau = (store.Y_obs - store.Y_true).ravel()
         low = int(tau.min())
         counts = np.bincount(tau - low)
         edges = np.arange(low, low + len(counts) + 1) - 0.5
         histogram = hv.Histogram((edges, counts), kdims=["noise tau = noised - true"], vdims=["cells"])
-        return pn.pane.HoloViews(histogram.opts(title="Noise drawn (two-sided geometric)", tools=["hover"],
-                                                responsive=True, height=220, color="#888888"),
-                                 sizing_mode="stretch_width")
+        return histogram.opts(title="Noise drawn (two-sided geometric)", tools=["hover"],
+                              responsive=True, height=220, color="#888888")
+
+    @param.depends("store.Y_obs")
+    def heatmaps(self):
+        layout = self.heatmap_layout()
+        if layout is None:
+            return pn.pane.Markdown("")
+        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps")
+
+    @param.depends("store.Y_obs")
+    def noise_histogram(self):
+        histogram = self.noise_histogram_plot()
+        if histogram is None:
+            return pn.pane.Markdown("")
+        return pn.pane.HoloViews(histogram, sizing_mode="stretch_width")
+
+    def figures(self):
+        """Current figures as static HoloViews objects, for export."""
+        if self.store.Y_obs is None:
+            return {}
+        return {"noise_heatmaps": self.heatmap_layout(), "noise_histogram": self.noise_histogram_plot()}
 
     def __panel__(self):
         return pn.Column(self.summary, self.heatmaps, self.noise_histogram, sizing_mode="stretch_width")

@@ -327,3 +327,23 @@ def test_export_writes_readable_figures_and_results(fitted_topics_store, tmp_pat
     assert [d.filename for d in downloads[:2]] == ["lpviz_topics_heatmaps.png", "lpviz_topics_heatmaps.html"]
     assert downloads[0].callback().getvalue()[:4] == b"\x89PNG"
     assert downloads[2].callback().getvalue() == results_bytes(store, ".npz")
+
+
+def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics_store, tmp_path):
+    from app.export import save_figure
+    from app.fits_view import FitsView
+    from app.noise_view import NoiseView
+
+    store = fitted_topics_store
+    noise, fits = NoiseView(store=store).figures(), FitsView(store=store).figures()
+    assert set(noise) == {"noise_heatmaps", "noise_histogram"}
+    assert set(fits) == {"fits_mae_trace", "fits_log_joint_trace", "fits_rates"}
+    # the exported rates are each method's current posterior mean, not a placeholder
+    for method, panel in zip(("private", "naive", "nonprivate"), list(fits["fits_rates"])[1:]):
+        np.testing.assert_allclose(panel.dimension_values(2, flat=False),
+                                   store.runners[method].result["mu_hat"], rtol=1e-12)
+    # the exported noised panel is the released matrix
+    np.testing.assert_array_equal(list(noise["noise_heatmaps"])[1].dimension_values(2, flat=False), store.Y_obs)
+    for name, figure in {**noise, **fits}.items():
+        png = save_figure(figure, tmp_path / f"{name}.png")
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5_000

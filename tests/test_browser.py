@@ -133,7 +133,8 @@ class Page:
         self.page.wait_for_function(f"() => ({IMAGE_CHECKSUMS})().length === 3")
 
     def tab(self, name):
-        self.page.get_by_text(name, exact=True).first.click()
+        # the tab header itself: the same word may also stand in the sidebar (e.g. "Privacy")
+        self.page.locator(".bk-tab").get_by_text(name, exact=True).click()
 
     def evaluate(self, script):
         return self.page.evaluate(script)
@@ -223,7 +224,8 @@ COUNT_PLOTS = """
 """
 
 
-@pytest.mark.parametrize("tab, source", [("Topics", None), ("Blocks", "synthetic-blocks"), ("Bessel", None)])
+@pytest.mark.parametrize("tab, source", [("Topics", None), ("Blocks", "synthetic-blocks"), ("Bessel", None),
+                                         ("Privacy", None)])
 def test_result_and_explanation_tabs_render(page, artifacts_dir, tab, source):
     if source is not None:
         page.page.locator("select").first.select_option(source)
@@ -233,6 +235,20 @@ def test_result_and_explanation_tabs_render(page, artifacts_dir, tab, source):
     page.wait_until(f"() => ({COUNT_PLOTS})() > {plots_before}")
     page.page.wait_for_timeout(1000)
     page.shot(artifacts_dir, f"tab-{tab.lower()}")
+    assert page.errors == []
+
+
+def test_export_downloads_the_noised_heatmaps_as_png(page, artifacts_dir, tmp_path):
+    page.tab("Export")
+    page.page.get_by_text("Figure as PNG").first.wait_for()
+    with page.page.expect_download() as download_info:
+        page.page.get_by_text("Figure as PNG").first.click()
+    download = download_info.value
+    assert download.suggested_filename == "lpviz_noise_heatmaps.png"
+    saved = tmp_path / download.suggested_filename
+    download.save_as(saved)
+    assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and saved.stat().st_size > 5_000
+    page.shot(artifacts_dir, "tab-export")
     assert page.errors == []
 
 
