@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 5006
 PYTEST_ARGS ?=
 
-.PHONY: venv browser demo serve test test-slow bench clean
+.PHONY: venv browser demo serve notebook test test-slow bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# `make demo` is asked for again and again: it replaces its own earlier output.
 demo: venv
-	$(VENV)/bin/lpviz demo
+	$(VENV)/bin/lpviz demo --force
+
+notebook: venv
+	$(PY) -m pip install --quiet 'jupyterlab>=4,<5'
+	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 serve: venv
 	@echo "lpviz dashboard: http://localhost:$(PORT)/app"
@@ -35,7 +40,7 @@ test-slow: venv browser
 	$(PY) -m pytest -n 2 --dist loadfile --runslow $(PYTEST_ARGS)
 
 bench: venv
-	$(PY) benchmarks/bench_private_iteration.py
+	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts
