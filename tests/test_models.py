@@ -233,6 +233,10 @@ def test_topic_phi_update_uses_observed_cells_only():
     for k in range(K):
         rate = 1.0 + theta[mask[:, 1], k].sum()
         assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_vk[1, k], scale=1 / rate).cdf).pvalue > P_ACCEPT
+        # power: the same test rejects a rate that sums over the held-out documents too
+        rate_ignoring_mask = 1.0 + theta[:, k].sum()
+        assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_vk[1, k],
+                                                     scale=1 / rate_ignoring_mask).cdf).pvalue < P_ACCEPT
 
 
 def _block_rates_brute_force(theta, pi, observed, i):
