@@ -77,6 +77,7 @@ def test_privatize_never_overwrites_without_force(tmp_path, counts_file, capsys)
     (["--N", "3"], "--N goes with --epsilon"),
     (["--epsilon", "1", "--N", "0.5"], "--N must be >= 1"),
     (["--epsilon", "1", "--exact", "--seed", "1"], "cannot be seeded"),
+    (["--epsilon", "1", "--seed", "-1"], "--seed must be >= 0"),
 ])
 def test_privatize_rejects_bad_privacy_arguments(tmp_path, counts_file, capsys, extra, message):
     output = tmp_path / "out.npz"

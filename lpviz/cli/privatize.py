@@ -149,6 +149,8 @@ def run(args):
     epsilon, N, alpha = privacy_level(args)
     if args.exact and args.seed is not None:
         raise CLIError("--exact draws from a secure generator that cannot be seeded; drop --seed")
+    if args.seed is not None and args.seed < 0:
+        raise CLIError(f"--seed must be >= 0, got {args.seed}")
     data = load_data(args.input)
     Y_obs = privatize(data.Y, alpha=alpha, random_state=args.seed, exact=args.exact)
     if data.model == "blocks":
