@@ -265,6 +265,9 @@ def test_network_threshold_counts_sent_plus_received_and_needs_a_sent_email(sour
     np.testing.assert_array_equal(four.Y, [[0, 2], [1, 0]])
     with pytest.raises(ValueError, match="lower min_count"):
         build_enron_network(source, min_count=7, cache_dir=False)
+    # only alice passes min_count=6: a 1 x 1 matrix with no counts is an error, not an empty network
+    with pytest.raises(ValueError, match=r"1 actor\(s\) passing min_count=6 sent no email.*lower min_count"):
+        build_enron_network(source, min_count=6, cache_dir=False)
 
 
 def test_topics_exact_matrix(source):

@@ -953,6 +953,10 @@ def _build_network(corpus, min_count) -> CountData:
     kept = (edge_sender >= 0) & (edge_recipient >= 0)
     Y = np.zeros((keep.size, keep.size), dtype=np.int64)
     np.add.at(Y, (edge_sender[kept], edge_recipient[kept]), 1)
+    if keep.size < 2 or not Y.any():
+        # a network with no email between its actors has nothing for the block model to fit
+        raise ValueError(f"{corpus.source}: the {keep.size} actor(s) passing min_count={min_count} sent no email "
+                         "to one another (0 counts among them); lower min_count or use a larger corpus")
     labels = [corpus.addresses[a] for a in keep]
     message_of_edge = np.repeat(np.arange(len(corpus)), n_recipients)
     info = {
