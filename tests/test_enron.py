@@ -332,6 +332,8 @@ def test_bad_sources_get_clear_errors(tmp_path):
     ({"max_df": 1.5}, ValueError, "max_df"),
     ({"min_tokens": 1000}, ValueError, "lower min_tokens"),
     ({"max_df": 0.01, "min_tokens": 1}, ValueError, "raise max_df"),
+    # one email: every word is in all of them, and max_df cannot go above 1
+    ({"max_df": 1.0, "min_tokens": 1, "n_docs": 1}, ValueError, r"draw more emails \(n_docs\)"),
 ])
 def test_topics_bad_parameters(tmp_path, kwargs, error, match):
     corpus = read_corpus(write_maildir(tmp_path), cache_dir=False)

@@ -865,8 +865,10 @@ def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) 
     word_freq = np.bincount(X.indices, weights=X.data, minlength=X.shape[1]).astype(np.int64)
     allowed = np.flatnonzero((doc_freq < max_df * len(chosen)) & (word_freq > 0))
     if allowed.size == 0:
+        # max_df is at most 1: beyond that only more emails can leave words below it
+        fix = "raise max_df" if max_df < 1 else "draw more emails (n_docs) or use a larger corpus"
         raise ValueError(f"{corpus.source}: every word is in at least max_df={max_df} of the "
-                         f"{len(chosen)} drawn emails; raise max_df")
+                         f"{len(chosen)} drawn emails; {fix}")
     # Most frequent first; ties by the alphabetical type index (types are sorted).
     ranked = allowed[np.lexsort((allowed, -word_freq[allowed]))][:n_words]
     Y = X[:, ranked].astype(np.int64).tocsr()
