@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from lpviz import models
 from lpviz._random import chain_seed_from
+from lpviz.privacy import _check_alpha as _check_alpha_range
 from lpviz.privacy import truncate
 
 __all__ = ["Chain", "ChainState", "FitResult", "fit", "MODELS", "METHODS"]
@@ -177,16 +178,13 @@ def _check_alpha(alpha, n_rows):
     if alpha is None:
         raise ValueError("method='private' needs the noise level: pass alpha (a scalar in (0, 1) "
                          "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N)")
-    values = np.asarray(alpha, dtype=np.float64)
+    values = _check_alpha_range(alpha)  # the mechanism's own check: numbers strictly in (0, 1)
     if values.ndim == 0:
         values = np.full(n_rows, float(values))
     elif values.shape != (n_rows,):
         raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), "
                          f"got shape {values.shape}")
-    if not np.all((values > 0) & (values < 1)):
-        raise ValueError("alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N)); "
-                         f"got values in [{values.min()}, {values.max()}]")
-    return np.ascontiguousarray(values)
+    return np.ascontiguousarray(values, dtype=np.float64)
 
 
 def _check_mask(mask, shape):

@@ -291,6 +291,7 @@ GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
     (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),
     (GOOD, dict(method="private", alpha=None), ValueError, "needs the noise level: pass alpha"),
     (GOOD, dict(method="private", alpha=1.0), ValueError, "strictly between 0 and 1"),
+    (GOOD, dict(method="private", alpha="0.5x"), TypeError, "alpha must be a number in \\(0, 1\\)"),
     (GOOD, dict(method="private", alpha=[0.5, 0.5]), ValueError, "one value per row \\(3\\)"),
     (GOOD, dict(mask=np.ones((3, 3))), TypeError, "mask must be a boolean array"),
     (GOOD, dict(mask=np.ones((2, 3), dtype=bool)), ValueError, "mask has shape"),
