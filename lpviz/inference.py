@@ -141,7 +141,8 @@ def _integer_values(values, what):
                         "pass an integer array (e.g. Y.astype(np.int64))")
     if values.dtype.kind == "f":
         if not np.all(np.isfinite(values)):
-            raise ValueError(f"{what} has NaN or infinite entries; counts must be finite integers")
+            raise ValueError(f"{what} has NaN or infinite entries; counts must be finite integers. "
+                             "For held-out cells put any integer there (e.g. 0) and set them False in mask")
         if np.any(values != np.floor(values)):
             raise ValueError(f"{what} has non-integer entries; counts must be integers")
     return values.astype(np.int64)

@@ -283,6 +283,7 @@ GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
     (GOOD, dict(a0=0), ValueError, "a0 must be a positive"),
     (GOOD, dict(b0=float("nan")), ValueError, "b0 must be a positive"),
     (GOOD.astype(float) + 0.5, {}, ValueError, "non-integer"),
+    (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
     (GOOD.astype(bool), {}, TypeError, "integer counts"),
     (np.array(["a", "b"]), {}, TypeError, "integer counts"),
     (np.arange(4), {}, ValueError, "2-D"),
