@@ -142,6 +142,11 @@ def test_fit_reads_an_already_noised_release(tmp_path, counts_file, capsys):
                         "--epsilon", "1"], "drop --epsilon/--N/--alpha")
     fails_with(capsys, ["fit", "--data", str(counts_file), "--already-noised", "--components", "2"],
                "no noised counts 'Y_obs'")
+    table = tmp_path / "noised.csv"
+    assert main(["privatize", str(counts_file), str(table), "--alpha", "0.4", "--seed", "2"]) == 0
+    capsys.readouterr()
+    fails_with(capsys, ["fit", "--data", str(table), "--already-noised", "--components", "2", "--alpha", "0.4"],
+               "noised.csv: not an .npz release (a .csv from `lpviz privatize` is a plain table")
 
 
 def test_fit_blocks_scores_off_diagonal_cells(capsys):

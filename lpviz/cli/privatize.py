@@ -8,6 +8,7 @@ The result is a *release*: an ``.npz`` holding the noised counts ``Y_obs``
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,9 @@ def read_release(path):
     path = Path(path)
     if not path.is_file():
         raise CLIError(f"{path}: no such file; --already-noised reads a release written by `lpviz privatize`")
+    if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so
+        raise CLIError(f"{path}: not an .npz release (a .csv from `lpviz privatize` is a plain table without "
+                       "its noise level); write one with `lpviz privatize IN OUT.npz`")
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
