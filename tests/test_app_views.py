@@ -6,16 +6,13 @@ against lpviz.bessel, the noise laws against lpviz.privacy, topic tables
 against lpviz.metrics, exported files read back.
 """
 
+import holoviews as hv
 import numpy as np
+import panel as pn
 import pytest
 
-pytest.importorskip("panel")
-
-import holoviews as hv  # noqa: E402
-import panel as pn  # noqa: E402
-
-from app.store import DataStore  # noqa: E402
-from lpviz import bessel, privacy  # noqa: E402
+from app.store import DataStore
+from lpviz import bessel, privacy
 
 
 @pytest.fixture

@@ -51,7 +51,6 @@ def test_fetch_enron_errors_are_one_clear_line(server, tmp_path, capsys):  # noq
 
 @pytest.fixture
 def maildir(tmp_path):
-    pytest.importorskip("lpviz.datasets.enron", reason="the Enron builders are another engineer's module")
     return _maildir(tmp_path / "mail")
 
 

@@ -334,7 +334,6 @@ def _maildir(root):
 
 
 def test_load_data_dispatches_to_the_enron_builders(tmp_path):
-    pytest.importorskip("lpviz.datasets.enron", reason="the Enron builders are another engineer's module")
     source = _maildir(tmp_path)
     network = load_data(f"enron-network:{source}", min_count=1, cache_dir=False)
     assert network.model == "blocks"

@@ -4,10 +4,9 @@ import json
 import sys
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "tour.ipynb"
 
