@@ -55,13 +55,14 @@ def _observed(model, mask):
     return observed
 
 
+def _sizes(model):
+    """(data shape, per-row alpha) of the tiny test problem."""
+    shape = TOPICS_SHAPE if model == "topics" else (N_ACTORS, N_ACTORS)
+    return shape, ALPHA[:shape[0]]
+
+
 def _marginal_conditional(model, n_draws, rng, b0=B0):
-    if model == "topics":
-        shape = TOPICS_SHAPE
-        alpha = ALPHA[:shape[0]]
-    else:
-        shape = (N_ACTORS, N_ACTORS)
-        alpha = ALPHA
+    shape, alpha = _sizes(model)
     observed = _observed(model, _mask(shape))
     prior_mean = (alpha / (1 - alpha))[:, None]
     out = []
@@ -82,12 +83,7 @@ def _marginal_conditional(model, n_draws, rng, b0=B0):
 
 
 def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, burn=200):
-    if model == "topics":
-        shape = TOPICS_SHAPE
-        alpha = ALPHA[:shape[0]]
-    else:
-        shape = (N_ACTORS, N_ACTORS)
-        alpha = ALPHA
+    shape, alpha = _sizes(model)
     mask = _mask(shape)
     observed = _observed(model, mask)
     chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", n_components=K,
