@@ -25,13 +25,16 @@ browser:
 demo: venv
 	$(VENV)/bin/lpviz demo --force
 
-notebook: venv
+$(VENV)/.jupyterlab: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'jupyterlab>=4,<5'
+	touch $@
+
+notebook: $(VENV)/.jupyterlab
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 serve: venv
 	@echo "lpviz dashboard: http://localhost:$(PORT)/app"
-	$(VENV)/bin/panel serve app/app.py --port $(PORT) --allow-websocket-origin=localhost:$(PORT)
+	$(VENV)/bin/panel serve app/app.py --port $(PORT) --allow-websocket-origin=localhost:$(PORT) --allow-websocket-origin=127.0.0.1:$(PORT)
 
 test: venv browser
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)

@@ -91,7 +91,7 @@ def test_build_enron_topics_text_summary(maildir, tmp_path, capsys):
     (["topics", "{maildir}", "--min-count", "5"], "--min-count only applies to the network matrix"),
     (["topics", "{tmp}/nowhere"], "nowhere: no such file or folder; .*lpviz fetch-enron"),
     (["topics", "{maildir}", "--output", "{tmp}/out.csv"], "give a file name ending in .npz"),
-    (["topics", "{maildir}", "--output", "{tmp}/taken.npz"], "already exists; .*--overwrite"),
+    (["topics", "{maildir}", "--output", "{tmp}/taken.npz"], "already exists; .*--force"),
     (["topics", "{maildir}", "--no-cache", "--cache-dir", "{tmp}"], "--no-cache and --cache-dir"),
     (["topics", "{maildir}", "--no-cache", "--max-df", "0"], "max_df must be a fraction in \\(0, 1\\]"),
     (["network", "{maildir}", "--no-cache", "--min-count", "1000"], "lower min_count"),

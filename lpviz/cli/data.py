@@ -52,7 +52,7 @@ def register(subparsers):
     build.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
     build.add_argument("--output", type=Path, default=None, metavar="FILE.npz",
                        help="also save the matrix (reload with lpviz.datasets.load_counts or --data FILE.npz)")
-    build.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    build.add_argument("--force", action="store_true", help="replace an existing --output file")
     build.add_argument("--json", action="store_true", help="print the summary as JSON")
     build.set_defaults(func=_build_enron)
 
@@ -88,8 +88,8 @@ def _build_enron(args):
     if args.output is not None:
         if args.output.suffix != ".npz":
             raise CLIError(f"--output {args.output}: give a file name ending in .npz")
-        if args.output.exists() and not args.overwrite:
-            raise CLIError(f"--output {args.output} already exists; choose another name or add --overwrite")
+        if args.output.exists() and not args.force:
+            raise CLIError(f"--output {args.output} already exists; choose another name or pass --force to replace it")
     if args.no_cache and args.cache_dir is not None:
         raise CLIError("--no-cache and --cache-dir contradict each other; give one")
     cache_dir = False if args.no_cache else args.cache_dir
@@ -111,7 +111,7 @@ def _build_enron(args):
 
     if args.output is not None:
         from lpviz.datasets.loaders import save_counts
-        save_counts(data, args.output, overwrite=args.overwrite)
+        save_counts(data, args.output, overwrite=args.force)
     summary = _summary(args, data, options, seconds, cache, cache_folder)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
