@@ -156,7 +156,29 @@ def test_fit_blocks_scores_off_diagonal_cells(capsys):
     assert summary["N"] > 0 and summary["alpha"] == pytest.approx(np.exp(-1.0 / summary["N"]))
 
 
+def test_fit_holds_out_top_actors_and_scores_them_apart(tmp_path, capsys):
+    summary = run_json(capsys, ["fit", "--data", "synthetic-blocks", "--method", "all", "--holdout",
+                                "top-actors", "--holdout-actors", "2", "--iterations", "60", "--thin", "5",
+                                "--seed", "1", "--output", str(tmp_path / "run")])
+    assert summary["holdout"] == "top-actors"
+    for method in ("private", "naive", "nonprivate"):
+        scores = summary["methods"][method]
+        assert scores["heldout_mae"] > 0 and scores["mae"] > 0
+    # the held-out cells are exactly those of the library's mask (the diagonal is never scored)
+    from lpviz.datasets import holdout_mask, make_blocks
+    from lpviz.metrics import heldout_mae
+
+    data = make_blocks(random_state=1)
+    held = holdout_mask(data.Y, "blocks", "top actors", n_actors=2)
+    with np.load(tmp_path / "run" / "nonprivate.npz") as saved:
+        observed = held | np.eye(20, dtype=bool)  # scored held-out cells: off the diagonal only
+        assert summary["methods"]["nonprivate"]["heldout_mae"] == pytest.approx(
+            heldout_mae(saved["mu_hat"], data.Y, observed))
+
+
 @pytest.mark.parametrize("extra, message", [
+    (["--holdout", "top-actors", "--holdout-actors", "40"], "--holdout top-actors: holding out the top 40"),
+    (["--holdout", "random", "--holdout-fraction", "2"], "--holdout random: fraction"),
     (["--iterations", "0"], "--iterations must be >= 1"),
     (["--iterations", "10", "--burn-in", "10"], "no sample would be saved"),
     (["--thin", "0"], "--thin must be >= 1"),

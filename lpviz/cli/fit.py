@@ -43,6 +43,14 @@ def register(subparsers):
                         help="SPEC is a release from `lpviz privatize` (noised counts + alpha)")
     parser.add_argument("--components", type=int, default=None,
                         help="topics K or communities C (default: the truth's for synthetic data)")
+    parser.add_argument("--holdout", choices=("none", "random", "top-actors"), default="none",
+                        help="cells left out of the fit and scored apart (held-out MAE): 'top-actors' is "
+                             "Figure 5's design, every cell involving the top --holdout-actors senders or "
+                             "recipients; 'random' a random --holdout-fraction of cells")
+    parser.add_argument("--holdout-actors", type=int, default=50, metavar="N",
+                        help="with --holdout top-actors: how many top rows/columns (default 50, the paper's)")
+    parser.add_argument("--holdout-fraction", type=float, default=0.1, metavar="F",
+                        help="with --holdout random: the share of cells held out (default 0.1)")
     parser.add_argument("--iterations", type=int, default=1000, help="Gibbs iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
@@ -185,6 +193,21 @@ def _load(args, seed):
     return loaded
 
 
+def _with_holdout(args, mask, Y, model, seed):
+    """The data's own mask (e.g. no self loops) with the --holdout cells taken out too."""
+    from ..datasets import holdout_mask
+
+    how = {"none": "none", "random": "random cells", "top-actors": "top actors"}[args.holdout]
+    try:
+        held = holdout_mask(Y, model, how, fraction=args.holdout_fraction, n_actors=args.holdout_actors,
+                            random_state=np.random.default_rng(seed))
+    except ValueError as error:
+        raise CLIError(f"--holdout {args.holdout}: {error}") from None
+    if held is None:
+        return mask
+    return held if mask is None else np.asarray(mask, dtype=bool) & held
+
+
 def run(args):
     from ..privacy import privatize
 
@@ -209,7 +232,8 @@ def run(args):
     n_components = args.components or loaded["components"]
     if n_components is None:
         raise CLIError("give the number of topics/communities with --components K")
-    noise_seed, chain_seed = np.random.SeedSequence(seed).spawn(2)
+    noise_seed, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
+    mask = _with_holdout(args, mask, Y_true if Y_true is not None else Y_obs, model, holdout_seed)
     if Y_obs is None and any(m != "nonprivate" for m in methods):
         if alpha is None:
             raise CLIError("the private and naive fits need noised counts: give --epsilon E [--N N] or "
@@ -232,7 +256,7 @@ def run(args):
     summary = {
         "data": args.data, "source": loaded["source"], "shape": list(shape), "model": model,
         "n_components": n_components, "epsilon": loaded["epsilon"], "N": loaded["N"], "alpha": alpha_summary,
-        "already_noised": bool(args.already_noised), "iterations": args.iterations,
+        "already_noised": bool(args.already_noised), "holdout": args.holdout, "iterations": args.iterations,
         "burn_in": args.iterations // 6 if args.burn_in is None else args.burn_in, "thin": args.thin,
         "seed": seed, "methods": scores,
     }

@@ -11,3 +11,5 @@ from .enron import EnronCorpus, ReadReport, build_enron_network, build_enron_top
 __all__ += ["EnronCorpus", "ReadReport", "build_enron_network", "build_enron_topics", "read_corpus", "read_emails"]
 from .download import fetch_enron
 __all__ += ["fetch_enron"]
+from .holdout import HOLDOUTS, holdout_mask
+__all__ += ["HOLDOUTS", "holdout_mask"]
