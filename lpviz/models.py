@@ -102,6 +102,11 @@ def _dot_rows(A, i, B, j):
 
 
 @njit(nogil=True, cache=True)
+def _binomial_large(n, p):
+    return np.random.binomial(n, p)
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _binomial(n, p, state):
     """Binomial(n, p); n Bernoulli trials when n is small (exact and cheap)."""
     if n <= 0 or p <= 0.0:
@@ -114,10 +119,15 @@ def _binomial(n, p, state):
             if uniform(state) < p:
                 successes += 1
         return successes
-    return np.random.binomial(n, p)
+    return _binomial_large(n, p)
 
 
 @njit(nogil=True, cache=True)
+def _gamma_large(shape, scale):
+    return np.random.gamma(shape, scale)
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _gamma_integer_shape(shape, scale, state):
     """Gamma(shape, scale) for integer shape >= 1.
 
@@ -129,7 +139,7 @@ def _gamma_integer_shape(shape, scale, state):
         for _ in range(shape):
             product *= 1.0 - uniform(state)  # in (0, 1]: log stays finite
         return -scale * math.log(product)
-    return np.random.gamma(shape, scale)
+    return _gamma_large(shape, scale)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -153,7 +163,7 @@ def _draw_index(cumulative, row, n, state):
     return lo
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def sample_true_count(ytil, mu, lambda_plus, lambda_minus, state):
     """Steps 1-3 of the private sweep for one cell: ``(y, g_plus, g_minus, m)``.
 
@@ -174,7 +184,7 @@ def sample_true_count(ytil, mu, lambda_plus, lambda_minus, state):
     return y, y_plus - y, g_minus, m
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def draw_noise_rates(g_plus, g_minus, posterior_scale, state):
     """Step 4: ``lambda* ~ Gamma(1 + g*, scale posterior_scale)`` (scale alpha:
     rate 1/alpha), the posterior of the Exp(rate (1-alpha)/alpha) prior."""
