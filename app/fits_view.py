@@ -4,8 +4,12 @@ The traces are ``hv.DynamicMap`` curves over each runner's bounded
 ``hv.streams.Buffer``, so new rows are streamed to the browser (Bokeh
 ``ColumnDataSource.stream``) rather than the plot being redrawn. The
 posterior-mean heatmaps are fed through ``hv.streams.Pipe`` when a runner's
-result snapshot changes (about twice a second).
+result snapshot changes, at most every ``RATE_REDRAW_SECONDS`` while it runs
+(each redraw re-sends whole images) and at once when it pauses, stops or ends.
 """
+
+import time
+
 
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
@@ -21,13 +25,19 @@ METHOD_COLORS = {"private": "#d62728", "naive": "#1f77b4", "nonprivate": "#2ca02
 METHOD_LABELS = {"private": "private (models the noise)", "naive": "naive (truncated data)",
                  "nonprivate": "non-private (true data)"}
 RATE_CMAP = "Reds"
+RATE_REDRAW_SECONDS = 2.0
+FIRST_RATES_SECONDS = 1.0
 
 
 def trace_curve(buffer, column, method, *, line_dash="solid"):
     """A live curve of one trace column of one runner."""
+    # Styled once; each redraw clones it around the buffer's data (keeping its
+    # options), which costs half of building and styling a new curve per drain.
+    styled = hv.Curve(buffer.data, "iteration", column, label=METHOD_LABELS[method]).opts(
+        color=METHOD_COLORS[method], line_width=1.5, line_dash=line_dash, tools=["hover"])
+
     def curve(data):
-        return hv.Curve(data, "iteration", column, label=METHOD_LABELS[method]).opts(
-            color=METHOD_COLORS[method], line_width=1.5, line_dash=line_dash, tools=["hover"])
+        return styled.clone(data)
 
     return hv.DynamicMap(curve, streams=[buffer])
 
@@ -40,8 +50,9 @@ class FitsView(pn.viewable.Viewer):
     def __init__(self, store=None, **params):
         super().__init__(store=store, **params)
         self._rate_pipes = {}
+        self._rates_sent = {}  # method -> (time, result) of the last heatmap redraw
         for runner in self.store.runners.values():
-            runner.param.watch(self._on_result, "result")
+            runner.param.watch(self._on_result, ["result", "status"])
 
     # ---- controls -----------------------------------------------------------------
     def controls(self):
@@ -106,11 +117,12 @@ class FitsView(pn.viewable.Viewer):
         strides = display_slice(reference.shape)
         panels = [count_image(reference, store.model, "Truth" if store.truth is not None else "True counts",
                               clim, strides=strides, cmap=RATE_CMAP, label="rate")]
-        self._rate_pipes = {}
+        self._rate_pipes, self._rates_sent = {}, {}
         for method in METHODS:
             runner = store.runners[method]
             pipe = hv.streams.Pipe(data=self._rate_frame(runner.result, reference.shape))
             self._rate_pipes[method] = pipe
+            self._rates_sent[method] = (-np.inf, runner.result)
 
             def image(data, method=method):
                 values, title = data
@@ -129,10 +141,25 @@ class FitsView(pn.viewable.Viewer):
             return result["mu_hat"], f"mean of {result['samples_saved']} samples"
         return result["mu"], f"burn-in, sample {result['iteration']}"
 
-    def _on_result(self, event):
-        pipe = self._rate_pipes.get(event.obj.method)
-        if pipe is not None and self.store.Y_true is not None:
-            pipe.send(self._rate_frame(event.new, self.store.Y_true.shape))
+    def _on_result(self, *events):
+        runner = events[0].obj
+        pipe = self._rate_pipes.get(runner.method)
+        if pipe is None or self.store.Y_true is None:
+            return
+        now = time.monotonic()
+        last_time, last_result = self._rates_sent.get(runner.method, (-np.inf, None))
+        if any(event.name == "status" and event.new == "running" for event in events):
+            # A run starts or resumes: its first trace points go out first,
+            # the heatmaps' first redraw comes FIRST_RATES_SECONDS later.
+            self._rates_sent[runner.method] = (max(last_time, now - RATE_REDRAW_SECONDS + FIRST_RATES_SECONDS),
+                                               last_result)
+            return
+        if runner.result is last_result:
+            return
+        if runner.status == "running" and now - last_time < RATE_REDRAW_SECONDS:
+            return  # the next snapshot (or the end of the run) redraws it
+        self._rates_sent[runner.method] = (now, runner.result)
+        pipe.send(self._rate_frame(runner.result, self.store.Y_true.shape))
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""

@@ -185,14 +185,22 @@ class ChainRunner(param.Parameterized):
         return True
 
     @property
+    def has_output(self):
+        """True when the worker has queued something for :meth:`drain`."""
+        return not self._queue.empty()
+
+    @property
     def is_alive(self):
         return self._thread is not None and self._thread.is_alive()
 
     # ---- event loop side --------------------------------------------------------
-    def drain(self):
+    def drain(self, trigger=True):
         """Move what the worker produced into the buffer and the parameters.
 
         Returns the number of trace rows streamed. Call on the event loop.
+        ``trigger=False`` appends the rows to the buffer without redrawing its
+        plots: the caller triggers several buffers at once with
+        :func:`trigger_buffers`.
         """
         rows, result, updates = [], None, {}
         while True:
@@ -215,7 +223,11 @@ class ChainRunner(param.Parameterized):
             elif kind == "error":
                 updates.update(status="error", error=payload, iterations_per_second=0.0)
         if rows:
-            self.buffer.send(pd.DataFrame(rows, columns=list(TRACE_COLUMNS)))
+            frame = pd.DataFrame(rows, columns=list(TRACE_COLUMNS))
+            if trigger:
+                self.buffer.send(frame)
+            else:
+                self.buffer.update(data=frame)
             iteration = int(rows[-1][0])
             updates["iteration"] = max(iteration, self.iteration)
         if result is not None:
@@ -298,6 +310,36 @@ class ChainRunner(param.Parameterized):
                     mu_hat=None if mu_sum is None else mu_sum / n_saved,
                     best=best, best_log_joint=best_log_joint if best is not None else None,
                     samples_saved=n_saved)
+
+
+def trigger_buffers(buffers):
+    """Redraw the plots of several updated ``Buffer`` streams at once.
+
+    What ``hv.streams.Stream.trigger(buffers)`` does, so that a plot of
+    several buffers (an overlay of every method's trace) re-renders once,
+    each curve streaming only its new rows; without its check for clashing
+    parameter names, which every ``Buffer`` (all named ``data``) fails.
+    """
+    from holoviews.streams import triggering_streams
+
+    if not buffers:
+        return
+    if len(buffers) == 1:
+        buffers[0].trigger(buffers)
+        return
+    by_precedence = {}
+    for stream in buffers:
+        stream._on_trigger()
+        for precedence, subscriber in stream._subscribers:
+            by_precedence.setdefault(precedence, []).append(subscriber)
+    subscribers = []
+    for precedence in sorted(by_precedence):
+        for subscriber in by_precedence[precedence]:
+            if subscriber not in subscribers:
+                subscribers.append(subscriber)
+    with triggering_streams(buffers):
+        for subscriber in subscribers:
+            subscriber()
 
 
 _KERNELS_LOADED = threading.Event()  # process-wide: numba loads each kernel once per process

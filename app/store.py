@@ -8,19 +8,21 @@ so two browser sessions never share state.
 
 import tempfile
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import panel as pn
 import param
 
-from app.runner import BUFFER_LENGTH, METHODS, FitProblem, make_runners, warm_up_kernels
+from app.runner import BUFFER_LENGTH, METHODS, FitProblem, make_runners, trigger_buffers, warm_up_kernels
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
 SOURCES = ("synthetic-topics", "synthetic-blocks", "enron-topics", "enron-network", "upload")
 HOLDOUTS = ("none", "random cells", "top actors")
 DRAIN_PERIOD_MS = 200
+FIRST_ROWS_POLL_MS, FIRST_ROWS_POLLS = 20, 50  # right after Start
 SLOW_SOURCES = ("enron-topics", "enron-network")  # built in a thread when served; the rest take milliseconds
 
 # Switching source resets sizes to what suits it: Figure 3 and Figure 1 sizes
@@ -333,8 +335,10 @@ class DataStore(pn.viewable.Viewer):
     def start(self, *_):
         """Start (or resume) all three chains."""
         self.start_draining()
-        for runner in self.runners.values():
-            runner.start()
+        with self._batched():
+            for runner in self.runners.values():
+                runner.start()
+        self._drain_first_rows_soon()
 
     def pause(self, *_):
         for runner in self.runners.values():
@@ -360,8 +364,39 @@ class DataStore(pn.viewable.Viewer):
     def drain(self):
         """Deliver finished data builds and chain output; returns rows streamed."""
         self._apply_pending()
-        with pn.io.hold():
-            return sum(runner.drain() for runner in self.runners.values())
+        if not any(runner.has_output for runner in self.runners.values()):
+            return 0
+        # One trigger for the three buffers, so each trace plot re-renders
+        # once per drain, not once per method.
+        with self._batched():
+            streamed = [runner.drain(trigger=False) for runner in self.runners.values()]
+            trigger_buffers([runner.buffer for runner, rows in zip(self.runners.values(), streamed) if rows])
+        return sum(streamed)
+
+    @staticmethod
+    def _batched():
+        """Hold the document's events and freeze its model graph: the browser
+        gets one message and Bokeh recomputes the graph once (not once per
+        HoloViews plot update, each of which walks the whole document)."""
+        doc = pn.state.curdoc
+        stack = ExitStack()
+        if doc is not None:
+            stack.enter_context(pn.io.hold())
+            stack.enter_context(doc.models.freeze())
+        return stack
+
+    def _drain_first_rows_soon(self):
+        """Right after Start, drain every 20 ms until the first rows are out
+        (for up to a second), instead of waiting for the next periodic drain."""
+        if self._drain_callback is None or pn.state.curdoc is None:
+            return
+
+        def drain_first():
+            if self.drain() or not self.running or callback.counter >= FIRST_ROWS_POLLS:
+                callback.stop()
+
+        callback = pn.state.add_periodic_callback(drain_first, period=FIRST_ROWS_POLL_MS,
+                                                  count=FIRST_ROWS_POLLS)
 
     def start_draining(self):
         """Drain every 200 ms on this session's event loop (served or Jupyter)."""

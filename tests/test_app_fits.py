@@ -186,3 +186,35 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(store):
     assert len(rates.object) == 4  # truth + three methods
     store.holdout = "random cells"
     assert len(_curves(view.traces()[0].objects[0])) == 3 * len(METHODS)  # plus held-out MAE
+
+
+def test_rate_heatmaps_are_throttled_while_running_and_exact_when_paused(store, monkeypatch):
+    import app.fits_view
+
+    monkeypatch.setattr(app.fits_view, "RATE_REDRAW_SECONDS", 1000.0)  # no redraw while running here
+    view = FitsView(store=store)
+    view.rates()
+    runner = store.runners["naive"]
+    pipe = view._rate_pipes["naive"]
+    store.param.update(n_iter=1_000_000, burn_in=10, thin=5)
+    runner.start()
+    drain_until(store, lambda: runner.result is not None)
+    assert pipe.data[1] == "not started"  # Start streams trace rows first; the heatmap follows later
+    runner.pause()
+    time.sleep(0.3)
+    store.drain()
+    values, _ = pipe.data
+    np.testing.assert_allclose(values, FitsView._rate_frame(runner.result, store.Y_true.shape)[0])
+    store.stop()
+
+
+def test_a_drain_triggers_each_buffer_once_and_streams_every_method(store):
+    triggers = []
+    for runner in store.runners.values():
+        runner.buffer.add_subscriber(lambda runner=runner, **kwargs: triggers.append(runner.method))
+    store.param.update(n_iter=40)
+    store.start()
+    drain_until(store, lambda: all(r.status == "done" for r in store.runners.values()))
+    assert all(len(r.buffer.data) == 40 for r in store.runners.values())
+    assert set(triggers) == set(METHODS)
+    assert store.drain() == 0  # nothing queued: nothing redrawn
