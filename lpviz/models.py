@@ -35,7 +35,9 @@ import math
 import types
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types as nbtypes
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import sample_stream
@@ -83,6 +85,38 @@ _FAST_DOT = {"reassoc", "contract", "nsz", "arcp"}
 # Per-cell helpers take (matrix, row) pairs rather than row views and are
 # inlined into the sweeps: a call that passes arrays reference-counts them,
 # which costs as much as the arithmetic.
+
+
+@intrinsic
+def _borrow(typingctx, arr):
+    """A view of ``arr`` that Numba does not reference-count (NULL meminfo).
+
+    Numba counts references to arrays with atomic operations, and inlining a
+    helper that takes an array aliases it, so the per-cell loops paid several
+    atomic increments and decrements per cell (~15% of a sweep on one thread;
+    with more threads the shared counters of theta and phi bounce between
+    cores). The hot loops therefore work on borrowed views. A borrowed view
+    must not outlive its array: the kernels borrow their arguments (alive for
+    the whole call) and keep their own buffers alive with :func:`_keep_alive`.
+    """
+    if not isinstance(arr, nbtypes.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        view = cgutils.create_struct_proxy(signature.return_type)(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        view.parent = cgutils.get_null_value(view.parent.type)
+        return view._getvalue()
+
+    return arr(arr), codegen
+
+
+@njit(nogil=True, cache=True)
+def _keep_alive(buffer):
+    """A use of ``buffer`` after its borrowed views' last use: Numba frees an
+    array after the last use of its own variable."""
+    return buffer.shape[0]
+
 
 @njit(nogil=True, cache=True, fastmath=_FAST_DOT)
 def _dot(x, y):
@@ -305,6 +339,34 @@ def _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk, state):
         n_vk[v, k] += 1
 
 
+@njit(nogil=True, cache=True)
+def _topics_fixed_blocks(indptr, indices, counts, theta, phiT, chain_seed, iteration, first, last,
+                         n_dk, n_vk):
+    """Stream blocks [first, last) of :func:`topics_sweep_fixed` (one chunk)."""
+    indptr = _borrow(indptr)
+    indices = _borrow(indices)
+    counts = _borrow(counts)
+    theta = _borrow(theta)
+    phiT = _borrow(phiT)
+    n_dk = _borrow(n_dk)
+    n_vk = _borrow(n_vk)
+    n_docs, n_topics = theta.shape
+    cumulative_buffer = np.empty((1, n_topics))
+    cumulative = _borrow(cumulative_buffer)
+    state_buffer = np.empty(4, dtype=np.uint64)
+    state = _borrow(state_buffer)
+    for block in range(first, last):
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+            for idx in range(indptr[d], indptr[d + 1]):
+                v = indices[idx]
+                _topics_allocate(theta, d, phiT, v, counts[idx], _dot_rows(theta, d, phiT, v),
+                                 cumulative, n_dk, n_vk, state)
+    _keep_alive(cumulative_buffer)
+    _keep_alive(state_buffer)
+
+
 @njit(nogil=True, cache=True, parallel=True)
 def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iteration, n_chunks):
     """Allocate fixed counts (CSR of observed nonzero cells) to topics.
@@ -316,19 +378,56 @@ def topics_sweep_fixed(indptr, indices, counts, theta, phiT, chain_seed, iterati
     n_dk = np.zeros((n_docs, n_topics), dtype=np.int64)
     n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
     for chunk in prange(n_chunks):
-        cumulative = np.empty((1, n_topics))
-        state = np.empty(4, dtype=np.uint64)
-        n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
-        for block in range(first, last):
-            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
-            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
-            for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
-                for idx in range(indptr[d], indptr[d + 1]):
-                    v = indices[idx]
-                    _topics_allocate(theta, d, phiT, v, counts[idx], _dot_rows(theta, d, phiT, v),
-                                     cumulative, n_dk, n_vk, state)
+        _topics_fixed_blocks(indptr, indices, counts, theta, phiT, chain_seed, iteration, first, last,
+                             n_dk, n_vk_parts[chunk])
     return n_dk, _sum_parts(n_vk_parts)
+
+
+@njit(nogil=True, cache=True)
+def _topics_private_blocks(Y_obs, observed, has_mask, theta, phiT, lambda_plus, lambda_minus,
+                           y_latent, bessel_m, alpha, posterior_scale, chain_seed, iteration,
+                           first, last, n_dk, n_vk, row_log):
+    """Stream blocks [first, last) of :func:`topics_sweep_private` (one chunk)."""
+    Y_obs = _borrow(Y_obs)
+    observed = _borrow(observed)
+    theta = _borrow(theta)
+    phiT = _borrow(phiT)
+    lambda_plus = _borrow(lambda_plus)
+    lambda_minus = _borrow(lambda_minus)
+    y_latent = _borrow(y_latent)
+    bessel_m = _borrow(bessel_m)
+    n_dk = _borrow(n_dk)
+    n_vk = _borrow(n_vk)
+    n_docs, n_topics = theta.shape
+    n_words = phiT.shape[0]
+    cumulative_buffer = np.empty((1, n_topics))
+    cumulative = _borrow(cumulative_buffer)
+    state_buffer = np.empty(4, dtype=np.uint64)
+    state = _borrow(state_buffer)
+    for block in range(first, last):
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+            scale = posterior_scale[d]
+            n_cells = 0
+            noise_size = 0
+            for v in range(n_words):
+                if has_mask and not observed[d, v]:
+                    continue
+                mu = _dot_rows(theta, d, phiT, v)
+                y, g_plus, g_minus, m = sample_true_count(
+                    Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v], state)
+                lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale, state)
+                y_latent[d, v] = y
+                bessel_m[d, v] = m
+                n_cells += 1
+                noise_size += abs(Y_obs[d, v] - y)
+                if y > 0:
+                    _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk, state)
+            row_log[d] = _geometric_log_lik(n_cells, noise_size, alpha[d])
+    _keep_alive(cumulative_buffer)
+    _keep_alive(state_buffer)
 
 
 @njit(nogil=True, cache=True, parallel=True)
@@ -351,31 +450,10 @@ def topics_sweep_private(Y_obs, observed, has_mask, theta, phiT, lambda_plus, la
     n_vk_parts = np.zeros((n_chunks, n_words, n_topics), dtype=np.int64)
     row_log = np.zeros(n_docs)
     for chunk in prange(n_chunks):
-        cumulative = np.empty((1, n_topics))
-        state = np.empty(4, dtype=np.uint64)
-        n_vk = n_vk_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_docs)
-        for block in range(first, last):
-            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
-            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
-            for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
-                scale = posterior_scale[d]
-                n_cells = 0
-                noise_size = 0
-                for v in range(n_words):
-                    if has_mask and not observed[d, v]:
-                        continue
-                    mu = _dot_rows(theta, d, phiT, v)
-                    y, g_plus, g_minus, m = sample_true_count(
-                        Y_obs[d, v], mu, lambda_plus[d, v], lambda_minus[d, v], state)
-                    lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale, state)
-                    y_latent[d, v] = y
-                    bessel_m[d, v] = m
-                    n_cells += 1
-                    noise_size += abs(Y_obs[d, v] - y)
-                    if y > 0:
-                        _topics_allocate(theta, d, phiT, v, y, mu, cumulative, n_dk, n_vk, state)
-                row_log[d] = _geometric_log_lik(n_cells, noise_size, alpha[d])
+        _topics_private_blocks(Y_obs, observed, has_mask, theta, phiT, lambda_plus, lambda_minus,
+                               y_latent, bessel_m, alpha, posterior_scale, chain_seed, iteration,
+                               first, last, n_dk, n_vk_parts[chunk], row_log)
     return n_dk, _sum_parts(n_vk_parts), _ordered_sum(row_log)
 
 
@@ -416,6 +494,21 @@ def topics_missing_rate_sum(theta, phiT, missing_indptr, missing_indices):
     return total
 
 
+@njit(nogil=True, cache=True)
+def _topics_row_loglik(indptr, indices, counts, theta, phiT, d):
+    """``sum of y log mu_dv - log y!`` over row ``d``'s cells in the CSR."""
+    indices = _borrow(indices)
+    counts = _borrow(counts)
+    theta = _borrow(theta)
+    phiT = _borrow(phiT)
+    total = 0.0
+    for idx in range(indptr[d], indptr[d + 1]):
+        y = counts[idx]
+        if y > 0:
+            total += y * math.log(_dot_rows(theta, d, phiT, indices[idx])) - _log_factorial(y)
+    return total
+
+
 @njit(nogil=True, cache=True, parallel=True)
 def topics_count_loglik(indptr, indices, counts, theta, phiT, missing_indptr, missing_indices):
     """``sum over observed cells of log Pois(y_dv; mu_dv)`` for counts in CSR form.
@@ -426,12 +519,7 @@ def topics_count_loglik(indptr, indices, counts, theta, phiT, missing_indptr, mi
     n_docs, n_topics = theta.shape
     row_log = np.zeros(n_docs)
     for d in prange(n_docs):
-        total = 0.0
-        for idx in range(indptr[d], indptr[d + 1]):
-            y = counts[idx]
-            if y > 0:
-                total += y * math.log(_dot_rows(theta, d, phiT, indices[idx])) - _log_factorial(y)
-        row_log[d] = total
+        row_log[d] = _topics_row_loglik(indptr, indices, counts, theta, phiT, d)
     theta_sum = np.zeros(n_topics)
     for d in range(n_docs):
         theta_sum += theta[d]
@@ -497,6 +585,40 @@ def _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_re
         n_cd[c, d] += 1
 
 
+@njit(nogil=True, cache=True)
+def _blocks_fixed_blocks(indptr, indices, counts, theta, pi, chain_seed, iteration, first, last,
+                         n_send, n_recv, n_cd):
+    """Stream blocks [first, last) of :func:`blocks_sweep_fixed` (one chunk)."""
+    indptr = _borrow(indptr)
+    indices = _borrow(indices)
+    counts = _borrow(counts)
+    theta = _borrow(theta)
+    n_send = _borrow(n_send)
+    n_recv = _borrow(n_recv)
+    n_cd = _borrow(n_cd)
+    n_actors, n_comm = theta.shape
+    sender_pi_buffer = np.empty((1, n_comm))
+    sender_pi = _borrow(sender_pi_buffer)
+    given_receiver_buffer = np.empty((n_comm, n_comm))
+    given_receiver = _borrow(given_receiver_buffer)
+    state_buffer = np.empty(4, dtype=np.uint64)
+    state = _borrow(state_buffer)
+    for block in range(first, last):
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
+            if indptr[i + 1] == indptr[i]:
+                continue
+            _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
+            for idx in range(indptr[i], indptr[i + 1]):
+                j = indices[idx]
+                _blocks_allocate(sender_pi, given_receiver, theta, i, j, counts[idx],
+                                 _dot_rows(sender_pi, 0, theta, j), n_send, n_recv, n_cd, state)
+    _keep_alive(sender_pi_buffer)
+    _keep_alive(given_receiver_buffer)
+    _keep_alive(state_buffer)
+
+
 @njit(nogil=True, cache=True, parallel=True)
 def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration, n_chunks):
     """Allocate fixed counts (CSR of observed off-diagonal nonzero cells).
@@ -508,24 +630,60 @@ def blocks_sweep_fixed(indptr, indices, counts, theta, pi, chain_seed, iteration
     n_recv_parts = np.zeros((n_chunks, n_actors, n_comm), dtype=np.int64)
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     for chunk in prange(n_chunks):
-        sender_pi = np.empty((1, n_comm))
-        given_receiver = np.empty((n_comm, n_comm))
-        state = np.empty(4, dtype=np.uint64)
-        n_recv = n_recv_parts[chunk]
-        n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
-        for block in range(first, last):
-            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
-            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
-            for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
-                if indptr[i + 1] == indptr[i]:
-                    continue
-                _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
-                for idx in range(indptr[i], indptr[i + 1]):
-                    j = indices[idx]
-                    _blocks_allocate(sender_pi, given_receiver, theta, i, j, counts[idx],
-                                     _dot_rows(sender_pi, 0, theta, j), n_send, n_recv, n_cd, state)
+        _blocks_fixed_blocks(indptr, indices, counts, theta, pi, chain_seed, iteration, first, last,
+                             n_send, n_recv_parts[chunk], n_cd_parts[chunk])
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts)
+
+
+@njit(nogil=True, cache=True)
+def _blocks_private_blocks(Y_obs, observed, has_mask, theta, pi, lambda_plus, lambda_minus,
+                           y_latent, bessel_m, alpha, posterior_scale, chain_seed, iteration,
+                           first, last, n_send, n_recv, n_cd, row_log):
+    """Stream blocks [first, last) of :func:`blocks_sweep_private` (one chunk)."""
+    Y_obs = _borrow(Y_obs)
+    observed = _borrow(observed)
+    theta = _borrow(theta)
+    lambda_plus = _borrow(lambda_plus)
+    lambda_minus = _borrow(lambda_minus)
+    y_latent = _borrow(y_latent)
+    bessel_m = _borrow(bessel_m)
+    n_send = _borrow(n_send)
+    n_recv = _borrow(n_recv)
+    n_cd = _borrow(n_cd)
+    n_actors, n_comm = theta.shape
+    sender_pi_buffer = np.empty((1, n_comm))
+    sender_pi = _borrow(sender_pi_buffer)
+    given_receiver_buffer = np.empty((n_comm, n_comm))
+    given_receiver = _borrow(given_receiver_buffer)
+    state_buffer = np.empty(4, dtype=np.uint64)
+    state = _borrow(state_buffer)
+    for block in range(first, last):
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
+            scale = posterior_scale[i]
+            _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
+            n_cells = 0
+            noise_size = 0
+            for j in range(n_actors):
+                if j == i or (has_mask and not observed[i, j]):
+                    continue
+                mu = _dot_rows(sender_pi, 0, theta, j)
+                y, g_plus, g_minus, m = sample_true_count(
+                    Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j], state)
+                lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale, state)
+                y_latent[i, j] = y
+                bessel_m[i, j] = m
+                n_cells += 1
+                noise_size += abs(Y_obs[i, j] - y)
+                if y > 0:
+                    _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd,
+                                     state)
+            row_log[i] = _geometric_log_lik(n_cells, noise_size, alpha[i])
+    _keep_alive(sender_pi_buffer)
+    _keep_alive(given_receiver_buffer)
+    _keep_alive(state_buffer)
 
 
 @njit(nogil=True, cache=True, parallel=True)
@@ -543,35 +701,10 @@ def blocks_sweep_private(Y_obs, observed, has_mask, theta, pi, lambda_plus, lamb
     n_cd_parts = np.zeros((n_chunks, n_comm, n_comm), dtype=np.int64)
     row_log = np.zeros(n_actors)
     for chunk in prange(n_chunks):
-        sender_pi = np.empty((1, n_comm))
-        given_receiver = np.empty((n_comm, n_comm))
-        state = np.empty(4, dtype=np.uint64)
-        n_recv = n_recv_parts[chunk]
-        n_cd = n_cd_parts[chunk]
         first, last = _chunk_blocks(chunk, n_chunks, n_actors)
-        for block in range(first, last):
-            seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
-            seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
-            for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
-                scale = posterior_scale[i]
-                _blocks_sender_tables(theta, i, pi, sender_pi, given_receiver)
-                n_cells = 0
-                noise_size = 0
-                for j in range(n_actors):
-                    if j == i or (has_mask and not observed[i, j]):
-                        continue
-                    mu = _dot_rows(sender_pi, 0, theta, j)
-                    y, g_plus, g_minus, m = sample_true_count(
-                        Y_obs[i, j], mu, lambda_plus[i, j], lambda_minus[i, j], state)
-                    lambda_plus[i, j], lambda_minus[i, j] = draw_noise_rates(g_plus, g_minus, scale, state)
-                    y_latent[i, j] = y
-                    bessel_m[i, j] = m
-                    n_cells += 1
-                    noise_size += abs(Y_obs[i, j] - y)
-                    if y > 0:
-                        _blocks_allocate(sender_pi, given_receiver, theta, i, j, y, mu, n_send, n_recv, n_cd,
-                                         state)
-                row_log[i] = _geometric_log_lik(n_cells, noise_size, alpha[i])
+        _blocks_private_blocks(Y_obs, observed, has_mask, theta, pi, lambda_plus, lambda_minus,
+                               y_latent, bessel_m, alpha, posterior_scale, chain_seed, iteration,
+                               first, last, n_send, n_recv_parts[chunk], n_cd_parts[chunk], row_log)
     return n_send, _sum_parts(n_recv_parts), _sum_parts(n_cd_parts), _ordered_sum(row_log)
 
 
@@ -643,22 +776,34 @@ def blocks_update_pi(pi, theta, n_cd, row_missing_indptr, row_missing_indices, a
             pi[c, d] = np.random.gamma(a0 + n_cd[c, d], 1.0 / (b0 + weights[c, d]))
 
 
+@njit(nogil=True, cache=True)
+def _blocks_row_loglik(indptr, indices, counts, theta, pi, i):
+    """``sum of y log mu_ij - log y!`` over row ``i``'s cells in the CSR."""
+    indices = _borrow(indices)
+    counts = _borrow(counts)
+    theta = _borrow(theta)
+    n_comm = theta.shape[1]
+    sender_pi_buffer = np.zeros((1, n_comm))
+    sender_pi = _borrow(sender_pi_buffer)
+    for c in range(n_comm):
+        for d in range(n_comm):
+            sender_pi[0, d] += theta[i, c] * pi[c, d]
+    total = 0.0
+    for idx in range(indptr[i], indptr[i + 1]):
+        y = counts[idx]
+        if y > 0:
+            total += y * math.log(_dot_rows(sender_pi, 0, theta, indices[idx])) - _log_factorial(y)
+    _keep_alive(sender_pi_buffer)
+    return total
+
+
 @njit(nogil=True, cache=True, parallel=True)
 def blocks_count_loglik(indptr, indices, counts, theta, pi, row_missing_indptr, row_missing_indices):
     """``sum over observed off-diagonal cells of log Pois(y_ij; mu_ij)`` (CSR counts)."""
     n_actors, n_comm = theta.shape
     row_log = np.zeros(n_actors)
     for i in prange(n_actors):
-        sender_pi = np.zeros((1, n_comm))
-        for c in range(n_comm):
-            for d in range(n_comm):
-                sender_pi[0, d] += theta[i, c] * pi[c, d]
-        total = 0.0
-        for idx in range(indptr[i], indptr[i + 1]):
-            y = counts[idx]
-            if y > 0:
-                total += y * math.log(_dot_rows(sender_pi, 0, theta, indices[idx])) - _log_factorial(y)
-        row_log[i] = total
+        row_log[i] = _blocks_row_loglik(indptr, indices, counts, theta, pi, i)
     weights = blocks_pair_weights(theta, row_missing_indptr, row_missing_indices)
     return _ordered_sum(row_log) - _ordered_sum((weights * pi).ravel())
 
