@@ -210,7 +210,13 @@ def _sample_rejection(nu, a, mode, state):
 
 @njit(nogil=True, cache=True)
 def _sample_upward(nu, quarter_a2, state):
-    """Inversion upward from 0, for small modes.
+    """Inversion upward from 0, for small modes (see :func:`_upward_from`)."""
+    return _upward_from(uniform(state), nu, quarter_a2)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _upward_from(u, nu, quarter_a2):
+    """Inversion upward from 0, for small modes, with the uniform ``u``.
 
     With terms ``t_m = P(m)/P(0)`` (``t_0 = 1``) and ratios
     ``r_m = t_{m+1}/t_m = (a^2/4) / ((m+1)(m+nu+1))``, decreasing, and below 1
@@ -222,11 +228,20 @@ def _sample_upward(nu, quarter_a2, state):
     only while they do not. At mode 0, ``T <= 1 / (1 - r_0)`` settles
     ``m = 0`` for ``u < 1 - r_0``.
     """
-    u = uniform(state)
     first_ratio_denominator = nu + 1.0
     # u < 1 - r_0, multiplied out (never true when r_0 >= 1).
     if u * first_ratio_denominator < first_ratio_denominator - quarter_a2:
         return 0
+    return _upward_search(u, nu, quarter_a2)
+
+
+@njit(nogil=True, cache=True)
+def _upward_search(u, nu, quarter_a2):
+    """The search of :func:`_upward_from` once ``m = 0`` is not settled at once.
+
+    A separate (not inlined) function of scalars only: the chains' sweeps
+    inline the first test and call this for the few cells it leaves."""
+    first_ratio_denominator = nu + 1.0
     j = 0.0  # the candidate draw, its term and the sum of terms up to it
     term_j = 1.0
     sum_j = 1.0
@@ -256,16 +271,27 @@ def _sample_upward(nu, quarter_a2, state):
         ratio_n = quarter_a2 / ((n + 1.0) * (n + nu + 1.0))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _sample(nu, quarter_a2, state):
     """Bessel(nu, a) for ``quarter_a2 = a^2 / 4``; ``state`` as for
-    :func:`lpviz._random.uniform`."""
+    :func:`lpviz._random.uniform`.
+
+    Inlined into its callers with the upward inversion's first test: most
+    draws of a sweep end there, and a call that passes the ``state`` array
+    costs reference counting (atomic operations) on every cell.
+    """
     if quarter_a2 <= 0.0:
         return 0
     # mode <= M exactly when (M + 1)(M + 1 + nu) > a^2/4; mode 0 is the
     # common case in the chains
     if quarter_a2 < (_UPWARD_MAX_MODE + 1.0) * (_UPWARD_MAX_MODE + 1.0 + nu):
-        return _sample_upward(nu, quarter_a2, state)
+        return _upward_from(uniform(state), nu, quarter_a2)
+    return _sample_wide(nu, quarter_a2, state)
+
+
+@njit(nogil=True, cache=True)
+def _sample_wide(nu, quarter_a2, state):
+    """Bessel(nu, a) when the mode exceeds :data:`_UPWARD_MAX_MODE`."""
     a = 2.0 * math.sqrt(quarter_a2)
     mode = mode_nb(nu, a)
     if mode < _INVERSION_MAX_MODE:
@@ -284,7 +310,7 @@ def sample_nb(nu, a):
     return _sample(nu, 0.25 * a * a, None)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def sample_stream(nu, quarter_a2, state):
     """One Bessel(nu, a) draw from the xoshiro256** ``state`` (see
     :func:`lpviz._random.seed_state`), given ``quarter_a2 = a^2 / 4``: the
