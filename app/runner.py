@@ -28,10 +28,15 @@ TRACE_COLUMNS = ("iteration", "mae", "mae_mean", "heldout_mae", "log_joint")
 # enough that the first point arrives at once, snapshots (copies of the rates
 # and factors, redrawn as heatmaps) rarely enough not to flood the browser.
 ROWS_EVERY_SECONDS = 0.05
+RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long at least
 RESULT_EVERY_SECONDS = 0.5
 # Rows kept per trace: more than a plot a few hundred pixels wide can show;
 # long runs stream every k-th iteration so the buffer spans the whole run.
 BUFFER_LENGTH = 2_000
+# Running chains of one session stay within this many iterations of each
+# other (see Lockstep): the slowest one gets the CPU the others would spend
+# running ahead.
+LOCKSTEP_SLACK = 20
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,10 @@ class ChainRunner(param.Parameterized):
     chain = param.Parameter(default=None, doc="the running lpviz.inference.Chain (bessel_draws, y_latent)")
     error = param.String(default="")
 
-    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, **params):
+    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, pace=None, **params):
+        """``pace``: a :class:`Lockstep` shared with the other runners, or None."""
         super().__init__(method=method, **params)
+        self.pace = pace
         self.buffer = hv.streams.Buffer(empty_trace(), length=buffer_length, index=False)
         self.problem = None
         self._queue = queue.SimpleQueue()
@@ -202,7 +209,7 @@ class ChainRunner(param.Parameterized):
         plots: the caller triggers several buffers at once with
         :func:`trigger_buffers`.
         """
-        rows, result, updates = [], None, {}
+        rows, result, updates, reached, reached_at = [], None, {}, None, None
         while True:
             try:
                 generation, kind, payload = self._queue.get_nowait()
@@ -211,7 +218,8 @@ class ChainRunner(param.Parameterized):
             if generation != self._generation:
                 continue
             if kind == "rows":
-                rows.extend(payload)
+                rows.extend(payload[0])
+                reached, reached_at = payload[1], payload[2]
             elif kind == "result":
                 result = payload
             elif kind == "chain":
@@ -228,17 +236,18 @@ class ChainRunner(param.Parameterized):
                 self.buffer.send(frame)
             else:
                 self.buffer.update(data=frame)
-            iteration = int(rows[-1][0])
-            updates["iteration"] = max(iteration, self.iteration)
+        if reached is not None:
+            updates["iteration"] = max(reached, self.iteration)
         if result is not None:
             updates["result"] = result
             updates["iteration"] = max(result["iteration"], updates.get("iteration", self.iteration))
-        if self.status == "running" and "iteration" in updates and "iterations_per_second" not in updates:
-            now = time.perf_counter()
+        if self.status == "running" and reached_at is not None and "iterations_per_second" not in updates:
+            # timed by the worker (when it reached the iteration, not when the
+            # drain ran), over at least a second: a steady figure
             then, start_iteration = self._rate_mark
-            if now - then >= 0.5:  # a steadier figure than one drain interval gives
-                updates["iterations_per_second"] = (updates["iteration"] - start_iteration) / (now - then)
-                self._rate_mark = (now, updates["iteration"])
+            if reached_at - then >= RATE_WINDOW_SECONDS:
+                updates["iterations_per_second"] = (reached - start_iteration) / (reached_at - then)
+                self._rate_mark = (reached_at, reached)
         if updates:
             self.param.update(**updates)
         return len(rows)
@@ -250,6 +259,7 @@ class ChainRunner(param.Parameterized):
     # ---- worker thread ------------------------------------------------------------
     def _work(self, generation, problem, settings, stop_event, run_event):
         post = self._queue.put
+        pace, token = self.pace or Lockstep(), object()  # a private Lockstep never waits
         try:
             from lpviz.inference import Chain
             from lpviz.metrics import heldout_mae, mae
@@ -266,12 +276,18 @@ class ChainRunner(param.Parameterized):
             mae_mean = heldout_mean = np.nan
             rows, last_rows = [], time.perf_counter()
             last_result, state, completed = last_rows, None, 0
+            pace.join(token)
             for iteration in range(1, settings["n_iter"] + 1):
-                while not run_event.is_set():
-                    run_event.wait(0.1)
+                if not run_event.is_set():
+                    pace.leave(token)  # a paused chain holds nobody back
+                    while not run_event.is_set():
+                        run_event.wait(0.1)
+                    pace.join(token)
                 if stop_event.is_set():
                     break
+                pace.wait(token, stop_event, run_event)
                 state = chain.step()
+                pace.advance(token)
                 completed = iteration
                 saved = iteration > burn_in and (iteration - burn_in) % thin == 0
                 if saved:
@@ -287,15 +303,17 @@ class ChainRunner(param.Parameterized):
                     rows.append((iteration, mae(state.mu, reference, mask), mae_mean,
                                  heldout_mean, state.log_joint))
                 now = time.perf_counter()
-                if rows and (now - last_rows >= ROWS_EVERY_SECONDS or iteration == 1):
-                    post((generation, "rows", rows))
+                if now - last_rows >= ROWS_EVERY_SECONDS or iteration == 1:
+                    # with the iteration reached, so the progress and rate are
+                    # exact even when rows are sparse (long runs stream every k-th)
+                    post((generation, "rows", (rows, iteration, now)))
                     rows, last_rows = [], now
                 if now - last_result >= RESULT_EVERY_SECONDS or iteration == 1:
                     post((generation, "result", self._snapshot(state, iteration, mu_sum, n_saved,
                                                                best, best_log_joint)))
                     last_result = now
             if rows:
-                post((generation, "rows", rows))
+                post((generation, "rows", (rows, completed, time.perf_counter())))
             if state is not None:
                 post((generation, "result", self._snapshot(state, completed, mu_sum, n_saved,
                                                            best, best_log_joint)))
@@ -303,6 +321,8 @@ class ChainRunner(param.Parameterized):
                 post((generation, "done", None))
         except Exception as exc:  # shown in the UI instead of dying silently in a thread
             post((generation, "error", f"{type(exc).__name__}: {exc}"))
+        finally:
+            pace.leave(token)
 
     @staticmethod
     def _snapshot(state, iteration, mu_sum, n_saved, best, best_log_joint):
@@ -310,6 +330,51 @@ class ChainRunner(param.Parameterized):
                     mu_hat=None if mu_sum is None else mu_sum / n_saved,
                     best=best, best_log_joint=best_log_joint if best is not None else None,
                     samples_saved=n_saved)
+
+
+class Lockstep:
+    """Keeps the running chains of one session within ``slack`` iterations of each other.
+
+    Three chains share two or so cores; left alone, each gets the same CPU
+    time, so the cheapest (non-private) runs twice as many iterations as the
+    costliest (private) one. In lockstep a chain that is ahead sleeps, and
+    its CPU time goes to the slowest: the three traces stay comparable
+    iteration by iteration and the slowest chain runs faster.
+
+    Each worker :meth:`join` s (starting level with the slowest chain
+    running, so a chain resumed or restarted later holds nobody back),
+    :meth:`wait` s before and :meth:`advance` s after each iteration, and
+    :meth:`leave` s when it pauses or ends.
+    """
+
+    POLL_SECONDS = 0.001
+
+    def __init__(self, slack=LOCKSTEP_SLACK):
+        self.slack = slack
+        self._counts = {}  # worker token -> iterations since it joined, offset to the slowest at joining
+        self._lock = threading.Lock()
+
+    def join(self, token):
+        with self._lock:
+            counts = list(self._counts.values())
+            self._counts[token] = min(counts) if counts else 0
+
+    def leave(self, token):
+        with self._lock:
+            self._counts.pop(token, None)
+
+    def advance(self, token):
+        self._counts[token] += 1  # only this worker writes its entry
+
+    def wait(self, token, stop_event, run_event):
+        """Sleep while this worker is more than ``slack`` iterations ahead of another."""
+        while True:
+            own = self._counts.get(token)
+            others = [count for key, count in list(self._counts.items()) if key is not token]
+            if (own is None or not others or own - min(others) <= self.slack
+                    or stop_event.is_set() or not run_event.is_set()):
+                return
+            time.sleep(self.POLL_SECONDS)
 
 
 def trigger_buffers(buffers):
@@ -368,6 +433,7 @@ def warm_up_kernels():
         _KERNELS_LOADED.set()
 
 
-def make_runners(buffer_length=BUFFER_LENGTH):
-    """One runner per method, keyed by method name."""
-    return {method: ChainRunner(method, buffer_length=buffer_length) for method in METHODS}
+def make_runners(buffer_length=BUFFER_LENGTH, lockstep=True):
+    """One runner per method, keyed by method name, in :class:`Lockstep` unless ``lockstep=False``."""
+    pace = Lockstep() if lockstep else None
+    return {method: ChainRunner(method, buffer_length=buffer_length, pace=pace) for method in METHODS}

@@ -154,8 +154,9 @@ class DataStore(pn.viewable.Viewer):
     error = param.String(default="")
     message = param.String(default="")
 
-    def __init__(self, *, background=None, buffer_length=BUFFER_LENGTH, **params):
-        """``background``: build Enron data in a thread (default: only when served)."""
+    def __init__(self, *, background=None, buffer_length=BUFFER_LENGTH, lockstep=True, **params):
+        """``background``: build Enron data in a thread (default: only when served);
+        ``lockstep``: keep the three running chains level (see :class:`~app.runner.Lockstep`)."""
         self._background = _served() if background is None else background
         self._applying_defaults = False
         self._source_switched = True
@@ -164,7 +165,7 @@ class DataStore(pn.viewable.Viewer):
         self._pending = []  # finished background builds, picked up by drain()
         self._pending_lock = threading.Lock()
         self._drain_callback = None
-        self.runners = make_runners(buffer_length=buffer_length)
+        self.runners = make_runners(buffer_length=buffer_length, lockstep=lockstep)
         super().__init__(**params)
         self._sync_fit_settings()
         self.param.watch(self._on_data_param, ["source", *sorted({p for ps in DATA_PARAMS.values() for p in ps})])

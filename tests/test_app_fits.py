@@ -218,3 +218,50 @@ def test_a_drain_triggers_each_buffer_once_and_streams_every_method(store):
     assert all(len(r.buffer.data) == 40 for r in store.runners.values())
     assert set(triggers) == set(METHODS)
     assert store.drain() == 0  # nothing queued: nothing redrawn
+
+
+def test_lockstep_keeps_a_fast_chain_within_slack_of_a_slow_one():
+    import threading
+
+    from app.runner import Lockstep
+
+    pace, stop, run = Lockstep(slack=5), threading.Event(), threading.Event()
+    run.set()
+    counts, gaps = {"fast": 0, "slow": 0}, []
+
+    def work(name, seconds_per_step):
+        token = object()
+        pace.join(token)
+        for _ in range(40):
+            pace.wait(token, stop, run)
+            time.sleep(seconds_per_step)
+            pace.advance(token)
+            counts[name] += 1
+            gaps.append(counts["fast"] - counts["slow"])
+        pace.leave(token)
+
+    threads = [threading.Thread(target=work, args=("fast", 0.0)), threading.Thread(target=work, args=("slow", 0.003))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert counts == {"fast": 40, "slow": 40}
+    assert max(gaps) <= 5 + 1  # never more than the slack ahead (+1: read between advance and count)
+
+    # a chain joining later starts level with the slowest one running, so it holds nobody back
+    ahead, late = object(), object()
+    pace.join(ahead)
+    for _ in range(100):
+        pace.advance(ahead)
+    pace.join(late)
+    stop.clear()
+    started = time.monotonic()
+    pace.wait(ahead, stop, run)
+    assert time.monotonic() - started < 0.5
+    pace.leave(ahead), pace.leave(late)
+
+
+def test_a_stores_runners_share_one_lockstep(store):
+    paces = {id(runner.pace) for runner in store.runners.values()}
+    assert len(paces) == 1 and store.runners["private"].pace is not None
+    assert DataStore().runners["private"].pace is not store.runners["private"].pace
