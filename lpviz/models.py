@@ -221,7 +221,26 @@ def sample_true_count(ytil, mu, lambda_plus, lambda_minus, state):
 @njit(nogil=True, cache=True, inline="always")
 def draw_noise_rates(g_plus, g_minus, posterior_scale, state):
     """Step 4: ``lambda* ~ Gamma(1 + g*, scale posterior_scale)`` (scale alpha:
-    rate 1/alpha), the posterior of the Exp(rate (1-alpha)/alpha) prior."""
+    rate 1/alpha), the posterior of the Exp(rate (1-alpha)/alpha) prior.
+
+    When ``g+ + g- <= 1`` (about two cells in three) both come from one log:
+    for independent ``X ~ Gamma(a)``, ``Z ~ Gamma(b)`` (one scale),
+    ``S = X + Z ~ Gamma(a + b)`` and ``B = X / S ~ Beta(a, b)`` are
+    independent, so ``(S B, S (1 - B))`` has exactly the law of ``(X, Z)``.
+    ``S`` is ``-log`` of a product of ``a + b`` uniforms and ``B`` a uniform
+    (Beta(1, 1)) or the larger or smaller of two (Beta(2, 1), Beta(1, 2)).
+    """
+    n_extra = g_plus + g_minus
+    if n_extra <= 1:
+        product = (1.0 - uniform(state)) * (1.0 - uniform(state))  # in (0, 1]
+        if n_extra == 1:
+            product *= 1.0 - uniform(state)
+        total = -posterior_scale * math.log(product)
+        share = uniform(state)
+        if n_extra == 1:
+            other = uniform(state)
+            share = max(share, other) if g_plus == 1 else min(share, other)
+        return total * share, total * (1.0 - share)
     return (_gamma_integer_shape(1 + g_plus, posterior_scale, state),
             _gamma_integer_shape(1 + g_minus, posterior_scale, state))
 

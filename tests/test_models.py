@@ -96,6 +96,24 @@ def test_noise_rate_draw_is_gamma_with_scale_alpha(g):
         assert stats.kstest(draws[:, column], stats.gamma(shape, scale=1.1 * alpha).cdf).pvalue < P_ACCEPT
 
 
+
+@pytest.mark.parametrize("g_plus, g_minus", [(0, 0), (1, 0), (0, 1), (2, 1)])
+def test_noise_rate_pair_is_two_independent_gammas(g_plus, g_minus):
+    # Small g draw both rates from one log (a Gamma total split by a Beta):
+    # each must be Gamma(1 + g*) and the two independent, so their sum is
+    # Gamma(2 + g+ + g-) and their ranks uncorrelated.
+    alpha = 0.3
+    state = new_state(7, g_plus, g_minus)
+    draws = np.array([models.draw_noise_rates(g_plus, g_minus, alpha, state) for _ in range(5_000)])
+    for column, shape in ((0, 1 + g_plus), (1, 1 + g_minus)):
+        assert stats.kstest(draws[:, column], stats.gamma(shape, scale=alpha).cdf).pvalue > P_ACCEPT
+    total = stats.gamma(2 + g_plus + g_minus, scale=alpha).cdf
+    assert stats.kstest(draws.sum(axis=1), total).pvalue > P_ACCEPT
+    assert stats.spearmanr(draws[:, 0], draws[:, 1]).pvalue > P_ACCEPT
+    # Power: a dependent pair with these marginals (lambda- a copy of lambda+
+    # when the shapes match, or any fixed function) fails the sum test.
+    assert stats.kstest(2 * draws[:, 0], total).pvalue < P_ACCEPT
+
 @njit(cache=True)
 def _cell_chains(ytil, mu, alpha, posterior_scale, y_start, g_plus, g_minus, n_steps, seed):
     """Independent per-cell Gibbs chains (steps 1-4); the y of the last step."""
