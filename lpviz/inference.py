@@ -433,12 +433,6 @@ class Chain:
         self._log_joint = float(log_joint)
         return time.perf_counter() - start
 
-    def _latent_counts(self):
-        """CSR arrays of the counts the factors condition on this iteration."""
-        if self.method == "private":
-            return self._kernels.dense_to_csr(self._y_latent, self._n_chunks())
-        return self._counts
-
     def _advance_topics(self, iteration):
         k, seed, chunks, a0, b0 = self._kernels, self._chain_seed, self._n_chunks(), self.a0, self.b0
         noise_log_joint = 0.0
@@ -453,7 +447,11 @@ class Chain:
                                models.UNIT_THETA)
         k.topics_update_factor(self._phiT, self._theta, n_vk, *self._col_missing, a0, b0, seed, iteration,
                                models.UNIT_PHI)
-        return (k.topics_count_loglik(*self._latent_counts(), self._theta, self._phiT, *self._row_missing)
+        if self.method == "private":  # latent counts: dense, 0 at missing cells
+            count_loglik = k.topics_dense_loglik(self._y_latent, self._theta, self._phiT, *self._row_missing)
+        else:
+            count_loglik = k.topics_count_loglik(*self._counts, self._theta, self._phiT, *self._row_missing)
+        return (count_loglik
                 + k.gamma_log_prior(self._theta, a0, b0) + k.gamma_log_prior(self._phiT, a0, b0)
                 + noise_log_joint)
 
@@ -471,7 +469,11 @@ class Chain:
         k.blocks_update_theta(self._theta, self._pi, n_send, n_recv, *self._row_missing,
                                    *self._col_missing, a0, b0, seed, iteration)
         k.blocks_update_pi(self._pi, self._theta, n_cd, *self._row_missing, a0, b0, seed, iteration)
-        return (k.blocks_count_loglik(*self._latent_counts(), self._theta, self._pi, *self._row_missing)
+        if self.method == "private":  # latent counts: dense, 0 on the diagonal and at missing cells
+            count_loglik = k.blocks_dense_loglik(self._y_latent, self._theta, self._pi, *self._row_missing)
+        else:
+            count_loglik = k.blocks_count_loglik(*self._counts, self._theta, self._pi, *self._row_missing)
+        return (count_loglik
                 + k.gamma_log_prior(self._theta, a0, b0) + k.gamma_log_prior(self._pi, a0, b0)
                 + noise_log_joint)
 

@@ -335,6 +335,29 @@ def test_block_count_loglik_matches_scipy_over_observed_off_diagonal_cells():
     assert value == pytest.approx(expected, rel=1e-12)
 
 
+
+@pytest.mark.parametrize("model", ["topics", "blocks"])
+def test_dense_count_loglik_equals_the_csr_one(model):
+    # The private chain scores its latent counts (dense, 0 at missing cells
+    # and on the block model's diagonal) without building their CSR.
+    rng = np.random.default_rng(10)
+    n, K = 40, 3
+    theta = rng.gamma(0.3, 1.0, (n, K))
+    other = rng.gamma(0.3, 1.0, (n, K) if model == "topics" else (K, K))
+    observed = rng.random((n, n)) > 0.2
+    missing = ~observed
+    if model == "blocks":
+        observed &= ~np.eye(n, dtype=bool)
+        np.fill_diagonal(missing, False)
+    Y = np.where(observed, rng.poisson(1.0, (n, n)), 0).astype(np.int64)
+    csr = sp.csr_matrix(Y)
+    csr_args = (csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data.astype(np.int64))
+    for parallel in (False, True):
+        k = models.kernels(parallel)
+        count, dense = ((k.topics_count_loglik, k.topics_dense_loglik) if model == "topics"
+                        else (k.blocks_count_loglik, k.blocks_dense_loglik))
+        assert dense(Y, theta, other, *_missing(~missing)) == count(*csr_args, theta, other, *_missing(~missing))
+
 def test_gamma_log_prior_matches_scipy():
     x = np.random.default_rng(8).gamma(0.1, 1.0, (7, 3)) + 1e-12
     assert models.gamma_log_prior(x, 0.1, 2.0) == pytest.approx(
