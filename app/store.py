@@ -368,22 +368,28 @@ class DataStore(pn.viewable.Viewer):
         if not any(runner.has_output for runner in self.runners.values()):
             return 0
         # One trigger for the three buffers, so each trace plot re-renders
-        # once per drain, not once per method.
-        with self._batched():
+        # once per drain, not once per method; the model graph is frozen only
+        # then (leaving a freeze walks the whole document: a drain that only
+        # moves progress counters would pay for it for nothing).
+        with self._batched(freeze=False):
             streamed = [runner.drain(trigger=False) for runner in self.runners.values()]
-            trigger_buffers([runner.buffer for runner, rows in zip(self.runners.values(), streamed) if rows])
+            if any(streamed):
+                with self._batched(hold=False):
+                    trigger_buffers([runner.buffer for runner, rows in zip(self.runners.values(), streamed) if rows])
         return sum(streamed)
 
     @staticmethod
-    def _batched():
+    def _batched(hold=True, freeze=True):
         """Hold the document's events and freeze its model graph: the browser
         gets one message and Bokeh recomputes the graph once (not once per
         HoloViews plot update, each of which walks the whole document)."""
         doc = pn.state.curdoc
         stack = ExitStack()
         if doc is not None:
-            stack.enter_context(pn.io.hold())
-            stack.enter_context(doc.models.freeze())
+            if hold:
+                stack.enter_context(pn.io.hold())
+            if freeze:
+                stack.enter_context(doc.models.freeze())
         return stack
 
     def _drain_first_rows_soon(self):
