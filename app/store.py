@@ -15,12 +15,13 @@ import numpy as np
 import panel as pn
 import param
 
+from lpviz.datasets import HOLDOUTS, holdout_mask
+
 from app.runner import BUFFER_LENGTH, METHODS, FitProblem, make_runners, trigger_buffers, warm_up_kernels
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
 SOURCES = ("synthetic-topics", "synthetic-blocks", "enron-topics", "enron-network", "upload")
-HOLDOUTS = ("none", "random cells", "top actors")
 DRAIN_PERIOD_MS = 200
 FIRST_ROWS_POLL_MS, FIRST_ROWS_POLLS = 20, 50  # right after Start
 SLOW_SOURCES = ("enron-topics", "enron-network")  # built in a thread when served; the rest take milliseconds
@@ -81,29 +82,6 @@ def build_data(source, *, n_docs=90, n_words=15, size=20, n_components=3, seed=0
     raise ValueError(f"unknown source {source!r}: choose one of {', '.join(SOURCES)}")
 
 
-def holdout_mask(Y, model, holdout, *, fraction=0.1, n_actors=5, random_state=0):
-    """True for observed cells; None when nothing is held out.
-
-    ``"random cells"`` holds out a random ``fraction`` of cells;
-    ``"top actors"`` (Figure 5) holds out every cell in the rows and columns
-    of the ``n_actors`` rows/columns with the largest totals.
-    """
-    if holdout == "none":
-        return None
-    if holdout == "random cells":
-        rng = np.random.default_rng(random_state)
-        return rng.random(Y.shape) >= fraction
-    if holdout == "top actors":
-        top_rows = np.argsort(-Y.sum(axis=1), kind="stable")[:n_actors]
-        top_cols = np.argsort(-Y.sum(axis=0), kind="stable")[:n_actors]
-        mask = np.ones(Y.shape, dtype=bool)
-        mask[top_rows, :] = False
-        mask[:, top_cols] = False
-        if model == "blocks":  # the same actors as senders and recipients
-            mask[:, top_rows[top_rows < Y.shape[1]]] = False
-            mask[top_cols[top_cols < Y.shape[0]], :] = False
-        return mask
-    raise ValueError(f"unknown holdout {holdout!r}: choose one of {', '.join(HOLDOUTS)}")
 
 
 class DataStore(pn.viewable.Viewer):
@@ -533,4 +511,4 @@ class DataStore(pn.viewable.Viewer):
                        title="Fit settings", collapsed=True, sizing_mode="stretch_width")
 
 
-__all__ = ["DataStore", "METHODS", "build_data", "holdout_mask"]
+__all__ = ["DataStore", "METHODS", "build_data"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from app.noise_view import NoiseView, colour_limit, display_slice
-from app.store import DataStore, holdout_mask
+from app.store import DataStore
 from lpviz.privacy import alpha_from, heterogeneous_alpha, privatize, truncate
 
 
@@ -86,16 +86,6 @@ def test_sizes_and_seed_rebuild_the_data_and_reset_the_runners(store):
     assert store.Y_true.shape == (30, 12) and (store.Y_true != before).any()
 
 
-def test_holdout_top_actors_hides_their_rows_and_columns():
-    Y = np.arange(36).reshape(6, 6)  # the last row and column have the largest totals
-    mask = holdout_mask(Y, "blocks", "top actors", n_actors=1)
-    assert not mask[5].any() and not mask[:, 5].any()
-    assert mask[:5, :5].all()
-    assert holdout_mask(Y, "topics", "none") is None
-    random = holdout_mask(np.ones((100, 100)), "topics", "random cells", fraction=0.2, random_state=1)
-    assert 0.15 < (~random).mean() < 0.25
-    with pytest.raises(ValueError, match="unknown holdout"):
-        holdout_mask(Y, "topics", "everything")
 
 
 def test_store_holdout_reaches_the_chains(store):
