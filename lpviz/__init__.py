@@ -1,12 +1,15 @@
 """lpviz: locally private Bayesian inference for count data.
 
 Noise counts on the owner's side with the geometric mechanism
-(:func:`privatize`), then fit Poisson factorization models with a Gibbs
-sampler that treats the true counts as latent (:class:`Chain`, :func:`fit`),
-beside the naive fit that ignores the noise and the non-private fit.
+(:func:`privatize` gives a :class:`Release`), then fit Poisson factorization
+models with a sampler that treats the true counts as latent (:func:`run`,
+:func:`fit`, :class:`Chain` give a :class:`Posterior`), beside the naive fit
+that ignores the noise and the non-private fit on the :class:`Truth`; every
+number comes from :func:`score`.
 
-Submodules: :mod:`lpviz.privacy`, :mod:`lpviz.bessel`, :mod:`lpviz.models`,
-:mod:`lpviz.inference`, :mod:`lpviz.metrics`, :mod:`lpviz.datasets`.
+Submodules: :mod:`lpviz.privacy`, :mod:`lpviz.release`, :mod:`lpviz.bessel`,
+:mod:`lpviz.models`, :mod:`lpviz.methods`, :mod:`lpviz.engine`,
+:mod:`lpviz.metrics`, :mod:`lpviz.datasets`.
 Attributes are imported lazily so ``import lpviz`` stays cheap (no Numba
 compilation until a sampler is used).
 """
@@ -21,10 +24,15 @@ _ATTRIBUTES = {
     "privatize": "lpviz.privacy",
     "heterogeneous_alpha": "lpviz.privacy",
     "truncate": "lpviz.privacy",
-    "Chain": "lpviz.inference",
-    "fit": "lpviz.inference",
+    "Release": "lpviz.release",
+    "Truth": "lpviz.release",
+    "Chain": "lpviz.engine",
+    "Posterior": "lpviz.engine",
+    "run": "lpviz.engine",
+    "fit": "lpviz.engine",
+    "score": "lpviz.metrics",
 }
-_SUBMODULES = {"privacy", "bessel", "models", "inference", "metrics", "datasets"}
+_SUBMODULES = {"privacy", "release", "bessel", "models", "methods", "engine", "inference", "metrics", "datasets"}
 
 __all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
 

@@ -10,6 +10,9 @@
   ``D(w, w')`` the number in which both occur.
 - :func:`top_words`, :func:`align_topics` (Hungarian matching of estimated
   to true topics, Newman et al. 2009) and :func:`aligned_topic_distance`.
+- :func:`score`: every number a user sees about one fit, from its posterior,
+  its release and (when known) the truth. The CLI, the dashboard, the
+  notebook, the benchmarks and the reproductions call it and nothing else.
 """
 
 import numpy as np
@@ -24,6 +27,8 @@ __all__ = [
     "top_words",
     "align_topics",
     "aligned_topic_distance",
+    "score",
+    "SCORE_LABELS",
 ]
 
 
@@ -307,3 +312,151 @@ def aligned_topic_distance(phi_est, phi_true):
     distances = _topic_distances(phi_est, phi_true)
     true_index, est_index = linear_sum_assignment(distances)
     return float(distances[true_index, est_index].mean() / 2)
+
+
+# ---------------------------------------------------------------------------
+# One scoring function
+# ---------------------------------------------------------------------------
+
+# What each number of :func:`score` means, for tables and legends.
+SCORE_LABELS = {
+    "mae": "MAE",
+    "heldout_mae": "held-out MAE",
+    "rate_mae": "MAE vs true rates",
+    "heldout_rate_mae": "held-out MAE vs true rates",
+    "npmi": "NPMI",
+    "umass": "UMass",
+    "topic_distance": "topic error (TV)",
+    "log_joint": "log joint",
+    "best_log_joint": "best log joint",
+    "log_marginal": "log marginal likelihood",
+    "iterations": "iterations",
+    "samples": "samples",
+    "seconds": "seconds",
+    "iterations_per_second": "it/s",
+}
+_SCORE_BLOCK_CELLS = 1 << 22
+
+
+def _rates_by_rows(fit):
+    """A function (start, stop) -> rates of those rows, for a Posterior or a ChainState."""
+    if hasattr(fit, "rate_rows"):
+        return fit.rate_rows
+    mu = fit.mu
+    return lambda start, stop: mu[start:stop]
+
+
+def _error_sums(rate_rows, reference, cells_list, shape):
+    """Sums of |rate - reference| over each boolean cell set, by row blocks (no dense copy of the rates)."""
+    sums = [0.0] * len(cells_list)
+    rows = max(1, _SCORE_BLOCK_CELLS // max(shape[1], 1))
+    for start in range(0, shape[0], rows):
+        stop = min(shape[0], start + rows)
+        mu = np.asarray(rate_rows(start, stop), dtype=np.float64)
+        if not np.all(np.isfinite(mu)):
+            raise ValueError("the fitted rates contain NaN or infinite values; check the fit that produced them")
+        error = np.abs(mu - np.asarray(reference[start:stop], dtype=np.float64))
+        for i, cells in enumerate(cells_list):
+            sums[i] += float(error[cells[start:stop]].sum())
+    return sums
+
+
+def score(fit, release=None, truth=None, *, top_n=10):
+    """Every number a user sees about one fit.
+
+    Parameters
+    ----------
+    fit : lpviz.engine.Posterior or lpviz.engine.ChainState
+        A posterior (its mean rates over the saved samples, its best sample's
+        topics) or one state of a chain (its current rates and topics).
+    release : lpviz.release.Release, optional
+        What the fit saw: which cells were observed, held out, or do not
+        exist. Default: what the posterior recorded (required for a ChainState).
+    truth : lpviz.release.Truth, optional
+        The true counts (and rates, for simulated data). Without it only the
+        fit's own numbers are reported.
+    top_n : int
+        Top words per topic for NPMI and UMass.
+
+    Returns
+    -------
+    dict
+        ``mae``: mean |rate - true count| over the observed cells;
+        ``heldout_mae``: the same over the held-out cells (None when nothing
+        is held out); ``rate_mae``/``heldout_rate_mae``: against the true
+        rates (simulations; the VI paper's Table 1 measure); ``npmi``,
+        ``umass``: mean topic quality of the (best sample's) topics with the
+        true counts as reference corpus, models with topics only;
+        ``topic_distance``: mean total-variation distance of those topics to
+        the true ones after Hungarian alignment (simulations);
+        ``log_joint`` (last iteration), ``best_log_joint``, ``log_marginal``,
+        ``iterations``, ``samples``, ``seconds``, ``iterations_per_second``.
+        Structural zeros (a network's self loops) are never scored. Numbers
+        that do not apply are None.
+    """
+    shape = release.shape if release is not None else fit.shape
+    result = dict.fromkeys(SCORE_LABELS)
+    is_posterior = hasattr(fit, "rate_rows")
+    if is_posterior:
+        result.update(iterations=fit.iterations, samples=fit.n_saved, seconds=round(fit.seconds, 3))
+        if fit.iterations:
+            result["log_joint"] = float(fit.log_joint[-1])
+            marginal = fit.log_marginal[-1]
+            result["log_marginal"] = None if np.isnan(marginal) else float(marginal)
+            result["iterations_per_second"] = fit.iterations / fit.seconds if fit.seconds > 0 else None
+        if fit.best is not None:
+            result["best_log_joint"] = float(fit.best_log_joint)
+        factors = fit.best
+        model = fit.model_instance
+        ready = fit.n_saved > 0
+    else:
+        result.update(iterations=fit.iteration, log_joint=float(fit.log_joint))
+        if not np.isnan(fit.log_marginal):
+            result["log_marginal"] = float(fit.log_marginal)
+        factors, model, ready = fit.factors, fit.model_instance, True
+    if truth is None or not ready:
+        return result
+    if tuple(truth.Y.shape) != tuple(shape):
+        raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {shape}")
+
+    if release is not None:
+        observed, heldout = release.observed_cells, release.heldout_cells
+    elif is_posterior:
+        heldout = fit.heldout
+        observed = np.ones(shape, dtype=bool)
+        for cells in (fit.heldout, fit.structural_zeros):
+            if cells is not None:
+                observed &= ~cells
+    else:
+        raise ValueError("scoring a single chain state needs the release it was fitted on")
+    zeros = model.structural_zeros(shape)
+    if zeros is not None:
+        observed &= ~zeros
+        if heldout is not None:
+            heldout = heldout & ~zeros
+    cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
+    rate_rows = _rates_by_rows(fit)
+    references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
+    for prefix, reference in references:
+        sums = _error_sums(rate_rows, reference, cells, shape)
+        result[f"{prefix}mae"] = sums[0] / int(observed.sum())
+        if len(cells) > 1:
+            result[f"heldout_{prefix}mae"] = sums[1] / int(cells[1].sum())
+
+    topics = model.topics(factors) if factors is not None else None
+    if topics is not None:
+        n_top = min(top_n, topics.shape[1])
+        if n_top >= 2:
+            top = top_words(topics, n=n_top)
+            result["npmi"] = float(np.mean(npmi(top, truth.Y, top_n=n_top)))
+            coherence = []
+            for k in range(len(top)):  # a topic whose word is absent from the corpus has no UMass score
+                try:
+                    coherence.append(umass_coherence(top[k:k + 1], truth.Y, top_n=n_top)[0])
+                except ValueError:
+                    pass
+            result["umass"] = float(np.mean(coherence)) if coherence else None
+        true_topics = model.topics(truth.factors) if truth.factors else None
+        if true_topics is not None and true_topics.shape == topics.shape:
+            result["topic_distance"] = aligned_topic_distance(topics, true_topics)
+    return result

@@ -30,16 +30,17 @@ Augmentation (Theorem 2)
 ------------------------
 ``tau ~ Skellam(lambda+, lambda-)`` with ``lambda+, lambda- ~ Exp`` of MEAN
 ``alpha / (1 - alpha)`` has the same two-sided geometric law; the private
-sampler in :mod:`lpviz.inference` relies on it.
+sampler (:mod:`lpviz.methods.private`) relies on it.
 
 Two samplers
 ------------
-``privatize(..., exact=False)`` draws the noise with numpy as the difference
-of two geometric variables (fast, seedable: for simulations).
-``privatize(..., exact=True)`` draws it with OpenDP's exact discrete Laplace
-sampler (integer arithmetic and a cryptographically secure generator, so no
-floating-point attack can tell which count was noised): use it to release
-real data.
+:func:`privatize` draws the noise with OpenDP's exact discrete Laplace
+sampler by default (integer arithmetic and a cryptographically secure
+generator, so no floating-point attack can tell which count was noised, and
+no seed can replay it): that is a release of real data. Given a
+``random_state`` it simulates instead: numpy's fast sampler, the difference
+of two geometric variables, reproducible from the seed; the
+:class:`~lpviz.release.Release` then says ``simulated=True``.
 """
 
 import numbers
@@ -136,7 +137,16 @@ def alpha_from(epsilon, N=1):
         ``alpha`` in (0, 1), a float for a scalar ``epsilon``.
     """
     eps = _check_epsilon(epsilon)
-    return _as_scalar_or_array(np.exp(-eps / _check_N(N)))
+    ratio = eps / _check_N(N)
+    alpha = np.exp(-ratio)
+    if np.any(alpha == 0.0):
+        raise ValueError(f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
+                         "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
+                         "(below about 28 any noise is already rare)")
+    if np.any(alpha == 1.0):
+        raise ValueError(f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
+                         "infinite noise, nothing could be released; use epsilon/N of at least 1e-12")
+    return _as_scalar_or_array(alpha)
 
 
 def epsilon_from(alpha, N=1):
@@ -318,13 +328,26 @@ def _geometric_noise_exact(out, alpha):
             flat[batch] = np.asarray(noised, dtype=np.int64).reshape(batch.size, -1)
 
 
-def privatize(Y, epsilon=None, N=1, *, alpha=None, random_state=None, exact=False):
-    """Release counts through the geometric mechanism.
+# Below this alpha (epsilon/N > 27.6) a cell is noised with probability < 2e-12:
+# such a release is the true counts in all but name.
+NEGLIGIBLE_ALPHA = 1e-12
+
+
+def privatize(Y, epsilon=None, N=1, *, alpha=None, kind="documents", heldout=None, structural_zeros=None,
+              row_labels=None, col_labels=None, name="", random_state=None, exact=None, allow_no_noise=False):
+    """Release counts through the geometric mechanism: a :class:`~lpviz.release.Release`.
 
     Each cell gets independent two-sided geometric noise
     ``P(tau) = (1-alpha)/(1+alpha) alpha^|tau|`` with ``alpha = exp(-epsilon/N)``:
     the release is (N, epsilon)-limited-precision locally private (Theorem 1
     of Schein et al. 2019). Give either ``epsilon`` (with ``N``) or ``alpha``.
+
+    By default the noise comes from OpenDP's exact discrete Laplace sampler
+    with a cryptographically secure generator: the only kind of noise that
+    protects real data (a floating-point sampler has holes, and seeded noise
+    is undone by whoever knows the seed). Passing ``random_state`` asks for a
+    *simulation* instead: numpy's fast sampler, reproducible from the seed,
+    and the release says so (``simulated=True``, ``noise_seed``).
 
     Parameters
     ----------
@@ -332,39 +355,90 @@ def privatize(Y, epsilon=None, N=1, *, alpha=None, random_state=None, exact=Fals
         Integer dtype, or floats holding whole numbers. Not modified. Noise
         hits every cell, zeros included, so the result is always dense.
     epsilon : float or array_like of shape (n_rows,), optional
-        Privacy budget > 0; one value per row (first axis) for heterogeneous noise.
+        Privacy budget > 0; one value per row for heterogeneous noise.
     N : float, default 1
         l1 distance between counts made indistinguishable, >= 1.
     alpha : float or array_like of shape (n_rows,), optional
-        Noise parameter in (0, 1), instead of ``epsilon``; one per row for
-        heterogeneous noise (see :func:`heterogeneous_alpha`).
+        Noise parameter in (0, 1), instead of ``epsilon``.
+    kind : {"documents", "network"}
+        A network is square; its diagonal (no self loops) is a structural
+        zero: not noised, released as 0.
+    heldout, structural_zeros : bool arrays, optional
+        Cells held out of every fit; cells that do not exist (not noised).
+    row_labels, col_labels : sequences of str, optional
+        Labels to publish with the counts (only labels that are public anyway:
+        labels chosen from the true data reveal it).
+    name : str
+        The data set's name.
     random_state : None, int or numpy.random.Generator
-        Seeds the fast sampler. Must be None with ``exact=True``.
-    exact : bool, default False
-        False: vectorised numpy draws (fast, reproducible; for simulations).
-        True: OpenDP's exact discrete Laplace sampler with a secure generator
-        (for releasing real data; about 10-20 microseconds per cell).
+        None (default): exact noise. Given: a seeded simulation.
+    exact : bool, optional
+        Ask for one or the other explicitly: ``exact=True`` refuses a
+        ``random_state``; ``exact=False`` without one simulates with a fresh
+        seed (recorded in the release).
+    allow_no_noise : bool
+        Allow a noise level so low (alpha < 1e-12, epsilon/N > 27.6) that
+        practically no cell is noised; refused by default.
 
     Returns
     -------
-    ndarray of int64, same shape as Y
-        The privatized counts; they can be negative.
+    Release
+        ``Y_obs`` int64 (can be negative), the noise level and the flags.
     """
+    from lpviz.release import Release
+
     counts = _check_counts(Y)
+    if counts.ndim != 2:
+        raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
     a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
-    if not isinstance(exact, (bool, np.bool_)):
-        raise TypeError(f"exact must be True or False, got {exact!r}")
-    if exact:
-        if random_state is not None:
-            raise ValueError(
-                "exact=True draws from OpenDP's cryptographically secure generator, which "
-                "cannot be seeded (seeded noise could be replayed to undo the privacy); "
-                "drop random_state, or use exact=False for reproducible simulations"
-            )
-        _geometric_noise_exact(counts, a)
+    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
+        raise ValueError(f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
+                         f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
+                         "epsilon (or larger N), or pass allow_no_noise=True if that is really meant")
+    if exact is not None and not isinstance(exact, (bool, np.bool_)):
+        raise TypeError(f"exact must be True, False or None, got {exact!r}")
+    if exact and random_state is not None:
+        raise ValueError(
+            "exact noise is drawn from OpenDP's cryptographically secure generator, which cannot be "
+            "seeded (seeded noise could be replayed to undo the privacy); drop random_state, or leave "
+            "exact unset for a reproducible simulation")
+    if kind == "network" and structural_zeros is None and counts.shape[0] == counts.shape[1]:
+        structural_zeros = np.eye(*counts.shape, dtype=bool)
+    release_fields = dict(alpha=a, epsilon=None if epsilon is None else epsilon, N=None if epsilon is None else N,
+                          kind=kind, heldout=heldout, structural_zeros=structural_zeros,
+                          row_labels=row_labels, col_labels=col_labels, name=name)
+    if np.ndim(epsilon):  # per-row epsilon: the release records alpha per row
+        release_fields.update(epsilon=None, N=None)
+    # the release's other fields are checked before any time goes into noise
+    _check_release_fields(counts.shape, release_fields)
+    simulate = random_state is not None or exact is False
+    if simulate:
+        seed = random_state
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % (2**63))
+        noise_seed = int(seed) if isinstance(seed, (numbers.Integral, np.integer)) else None
+        noised = counts.copy()
+        _geometric_noise_fast(noised, a, np.random.default_rng(seed))
     else:
-        _geometric_noise_fast(counts, a, np.random.default_rng(random_state))
-    return counts
+        noise_seed = None
+        noised = counts.copy()
+        _geometric_noise_exact(noised, a)
+    if structural_zeros is not None:
+        noised[np.asarray(structural_zeros, dtype=bool)] = 0  # nothing there to release
+    return Release(Y_obs=noised, simulated=simulate, noise_seed=noise_seed, **release_fields)
+
+
+def _check_release_fields(shape, fields):
+    from lpviz.release import KINDS, _check_cells, _check_labels
+
+    if fields["kind"] not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {fields['kind']!r}")
+    if fields["kind"] == "network" and shape[0] != shape[1]:
+        raise ValueError(f"a network must be square (senders x recipients), got shape {shape}")
+    _check_cells("heldout", fields["heldout"], shape)
+    _check_cells("structural_zeros", fields["structural_zeros"], shape)
+    _check_labels("row_labels", fields["row_labels"], shape[0])
+    _check_labels("col_labels", fields["col_labels"], shape[1])
 
 
 def truncate(Y_obs):

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import CLIError
-from .fit import (METHODS, check_run_lengths, format_table, method_scores, progress_bar, refuse_overwrite,
-                  run_method, save_json)
+from .fit import check_run_lengths, format_table, progress_bar, refuse_overwrite, run_method, save_json
 from lpviz._files import atomic_write
 
 DEFAULT_ITERATIONS = 6000  # the paper: 6,000 iterations, every 25th saved after 1,000
@@ -43,7 +42,8 @@ def register(subparsers):
 
 def run(args):
     from ..datasets import make_topics
-    from ..metrics import align_topics, aligned_topic_distance
+    from ..methods import METHODS
+    from ..metrics import align_topics
 
     # short runs (tests, a first look) save every iteration so the posterior mean has samples
     thin = 25 if args.iterations >= 150 else 1
@@ -59,15 +59,13 @@ def run(args):
         refuse_overwrite(path, args.force)
 
     data = make_topics(alpha0=args.alpha0, random_state=args.seed)
+    release, truth = data.release(), data.truth()
     progress = True if args.json or args.no_progress else None
     results, scores = {}, {}
     for method in METHODS:
-        result = run_method(data.Y_obs, data.Y, model="topics", method=method, n_components=3,
-                            alpha=data.alpha, mask=None, iterations=args.iterations, burn_in=None,
-                            thin=thin, seed=args.seed, progress=progress)
-        results[method] = result
-        scores[method] = method_scores(result, data.Y, "topics", None)
-        scores[method]["topic_distance"] = aligned_topic_distance(result.best["phi"], data.factors["phi"])
+        results[method], scores[method] = run_method(
+            release, truth, model="topics", method=method, n_components=3, iterations=args.iterations,
+            burn_in=None, thin=thin, seed=args.seed, progress=progress)
     recovered = {m: r.best["phi"][align_topics(r.best["phi"], data.factors["phi"])] for m, r in results.items()}
 
     args.output.mkdir(parents=True, exist_ok=True)
@@ -88,7 +86,7 @@ def run(args):
         return 0
     print(f"Figure 3: {data.Y.shape[0]} documents x {data.Y.shape[1]} words, K=3, per-document noise "
           f"alpha_d ~ Beta (mean {np.mean(data.alpha):.2f}), {args.iterations} iterations per method")
-    rows = [{"method": m, **scores[m]} for m in METHODS]
+    rows = [{"method": m, **scores[m]} for m in results]
     print(format_table(rows, [("method", "method", "{}"), ("mae", "MAE", "{:.3f}"),
                               ("topic_distance", "topic error (TV)", "{:.3f}"),
                               ("seconds", "seconds", "{:.1f}")]))
@@ -115,9 +113,9 @@ def _draw(path, data, results, recovered, scores):
 
     figure = Figure(figsize=(15, 8.5), layout="constrained")
     FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(2, 5, height_ratios=[4, 1])
+    grid = figure.add_gridspec(2, 2 + len(results), height_ratios=[4, 1])
     panels = [("true counts Y", data.Y), ("noised counts Y_obs", data.Y_obs)]
-    panels += [(f"{m}: mu_hat (MAE {scores[m]['mae']:.2f})", results[m].mu_hat) for m in METHODS]
+    panels += [(f"{m}: mu_hat (MAE {scores[m]['mae']:.2f})", results[m].mu_hat) for m in results]
     image = None
     for column, (title, matrix) in enumerate(panels):
         axes = figure.add_subplot(grid[0, column])
@@ -129,8 +127,8 @@ def _draw(path, data, results, recovered, scores):
     figure.colorbar(image, ax=figure.axes, location="right", shrink=0.6, label="count / rate")
 
     topic_panels = [("true topics", topics["truth"])]
-    topic_panels += [(f"{m} topics (error {scores[m]['topic_distance']:.2f})", topics[m]) for m in METHODS]
-    for column, (title, matrix) in zip((0, 2, 3, 4), topic_panels):
+    topic_panels += [(f"{m} topics (error {scores[m]['topic_distance']:.2f})", topics[m]) for m in results]
+    for column, (title, matrix) in zip([0] + list(range(2, 2 + len(results))), topic_panels):
         axes = figure.add_subplot(grid[1, column])
         axes.imshow(matrix, cmap="Reds", vmin=0, vmax=topic_top, aspect="auto", interpolation="nearest")
         axes.set_title(title, fontsize=10)

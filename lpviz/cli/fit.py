@@ -1,11 +1,16 @@
-"""``lpviz fit``: fit a topic or block model to (noised) counts.
+"""``lpviz fit``: fit a model to (noised) counts with every method the registry has.
 
 Data come from ``--data SPEC`` (see :func:`lpviz.datasets.load_data`): true
-counts are noised here with ``--epsilon/--N`` or ``--alpha`` and ``--seed``;
-with ``--already-noised`` SPEC is a release written by ``lpviz privatize``.
-The synthetic specs carry their own noised copy, used when no privacy level
-is given. With the true counts at hand (everything but an already-noised
-release) the summary reports the MAE against them.
+counts are noised here with ``--epsilon/--N`` or ``--alpha`` (a seeded
+simulation: whoever runs this holds the truth); with ``--already-noised``
+SPEC is a release written by ``lpviz privatize``. The synthetic specs carry
+their own noised copy, used when no privacy level is given. With the true
+counts at hand (everything but an already-noised release) the summary reports
+the numbers of :func:`lpviz.metrics.score` against them.
+
+``--output DIR`` writes ``release.npz`` (what the methods saw), ``truth.npz``
+(the true counts, when known: named so), one ``METHOD.npz`` per method in the
+fit schema (:meth:`lpviz.engine.Posterior.save`) and ``summary.json``.
 """
 
 import json
@@ -14,30 +19,51 @@ from pathlib import Path
 
 import numpy as np
 
-from . import CLIError
 from lpviz._files import atomic_write
 
+from . import CLIError
 from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
 
-METHODS = ("private", "naive", "nonprivate")
+# Columns of the printed table: (score key, header, format).
+TABLE_COLUMNS = [("mae", "MAE", "{:.4g}"), ("heldout_mae", "held-out MAE", "{:.4g}"),
+                 ("rate_mae", "MAE vs rates", "{:.4g}"), ("npmi", "NPMI", "{:.3f}"),
+                 ("best_log_joint", "best log joint", "{:.6g}"), ("log_marginal", "log marginal", "{:.6g}"),
+                 ("seconds", "seconds", "{:.1f}")]
+
+
+def method_options():
+    """{option: choices} over every registered method (e.g. the private method's sampler)."""
+    from ..methods import METHODS
+
+    options = {}
+    for method_class in METHODS.values():
+        for option, choices in method_class.options.items():
+            options.setdefault(option, [])
+            options[option] += [c for c in choices if c not in options[option]]
+    return options
 
 
 def register(subparsers):
+    from ..methods import METHODS
+    from ..models import MODELS
+
     parser = subparsers.add_parser(
         "fit",
-        help="fit a topic or block model (private, naive, non-private)",
-        description="Fit Poisson factorization to counts noised with the geometric mechanism: the "
-                    "private chain (noise-aware), the naive chain (negative counts truncated to 0) "
-                    "and the non-private chain on the true counts.",
+        help="fit a topic or block model (" + ", ".join(METHODS) + ")",
+        description="Fit Poisson factorization to counts noised with the geometric mechanism, with each "
+                    "method: " + "; ".join(f"{name}: {m.description}" for name, m in METHODS.items()),
     )
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
                              "enron-network:PATH, synthetic-topics or synthetic-blocks")
-    parser.add_argument("--model", choices=("topics", "blocks"), default=None,
-                        help="topic model (documents x words) or block model (square network); "
-                             "default: what the data are")
-    parser.add_argument("--method", choices=METHODS + ("all",), default="private",
-                        help="how the noise is treated; 'all' runs the three side by side (default private)")
+    parser.add_argument("--model", choices=list(MODELS), default=None,
+                        help="; ".join(f"{name}: {m.label}" for name, m in MODELS.items())
+                             + " (default: what the data are)")
+    parser.add_argument("--method", choices=list(METHODS) + ["all"], default="private",
+                        help="how the noise is treated; 'all' runs every method side by side (default private)")
+    for option, choices in method_options().items():
+        parser.add_argument(f"--{option}", choices=choices, default=None,
+                            help=f"{option} of the methods that have one (default {choices[0]})")
     add_privacy_arguments(parser)
     parser.add_argument("--already-noised", action="store_true",
                         help="SPEC is a release from `lpviz privatize` (noised counts + alpha)")
@@ -51,12 +77,12 @@ def register(subparsers):
                         help="with --holdout top-actors: how many top rows/columns (default 50, the paper's)")
     parser.add_argument("--holdout-fraction", type=float, default=0.1, metavar="F",
                         help="with --holdout random: the share of cells held out (default 0.1)")
-    parser.add_argument("--iterations", type=int, default=1000, help="Gibbs iterations (default 1000)")
+    parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the noise and the chains")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the simulated noise and the chains")
     parser.add_argument("--output", type=Path, default=None, metavar="DIR",
-                        help="write METHOD.npz (mu_hat, best factors, log-joint trace) and summary.json here")
+                        help="write release.npz, truth.npz (if known), METHOD.npz per method and summary.json")
     parser.add_argument("--force", action="store_true", help="replace result files that exist in DIR")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -88,54 +114,29 @@ def progress_bar(total, description, disable):
                 leave=False, dynamic_ncols=True)
 
 
-def run_method(Y_obs, Y_true, *, model, method, n_components, alpha, mask, iterations, burn_in, thin,
-               seed, progress):
-    """One :func:`lpviz.inference.fit` with a progress bar; the true counts for ``nonprivate``."""
-    from ..inference import fit
+def run_method(release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress,
+               **options):
+    """One run of :func:`lpviz.run` with a progress bar (log joint and log marginal in its postfix);
+    returns the posterior and its :func:`lpviz.metrics.score`.
 
-    counts = Y_true if method == "nonprivate" else Y_obs
-    with progress_bar(iterations, method, progress) as bar:
-        return fit(counts, model=model, method=method, n_components=n_components, n_iter=iterations,
-                   burn_in=burn_in, thin=thin, alpha=alpha if method == "private" else None, mask=mask,
-                   random_state=seed, callback=lambda state: bar.update(1))
+    Without a release (a run of the non-private method alone) the chain fits
+    the true counts as a matrix, with ``mask`` among ``options``.
+    """
+    from ..engine import run
+    from ..metrics import score
 
-
-def scoring_mask(model, shape, mask):
-    """Cells to score: the observed ones, never a network's diagonal (no self loops)."""
-    cells = np.ones(shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool).copy()
-    if model == "blocks":
-        np.fill_diagonal(cells, False)
-    return cells
-
-
-def method_scores(result, Y_true, model, mask):
-    """MAE (and held-out MAE if ``mask`` holds cells out) against the true counts."""
-    from ..metrics import heldout_mae, mae
-
-    scores = {"seconds": round(result.seconds, 3), "best_log_joint": result.best_log_joint,
-              "final_log_joint": float(result.log_joint[-1]), "saved_samples": len(result.samples)}
-    if Y_true is not None:
-        cells = scoring_mask(model, result.mu_hat.shape, mask)
-        scores["mae"] = mae(result.mu_hat, Y_true, mask=cells)
-        held_out = scoring_mask(model, result.mu_hat.shape, None) & ~cells
-        if held_out.any():
-            scores["heldout_mae"] = heldout_mae(result.mu_hat, Y_true, ~held_out)
-    return scores
-
-
-def save_method(directory, method, result, force):
-    arrays = {"mu_hat": result.mu_hat, "log_joint": result.log_joint,
-              "saved_iterations": np.asarray(result.saved_iterations), "best_log_joint": result.best_log_joint}
-    arrays.update({f"best_{name}": value for name, value in result.best.items()})
-    path = directory / f"{method}.npz"
-    refuse_overwrite(path, force)
-    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
-    return path
-
-
-def save_json(path, summary, force):
-    refuse_overwrite(path, force)
-    atomic_write(path, lambda handle: handle.write(json.dumps(summary, indent=2).encode("utf-8")))
+    data, with_truth = (release, truth) if release is not None else (truth.Y, None)
+    chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=iterations,
+                    burn_in=burn_in, thin=thin, truth=with_truth, random_state=seed, **options)
+    with progress_bar(iterations, chain_run.posterior.method, progress) as bar:
+        for state in chain_run:
+            bar.update(1)
+            if state.iteration % 25 == 0 or state.iteration == iterations:
+                postfix = {"log joint": f"{state.log_joint:.6g}"}
+                if not np.isnan(state.log_marginal):
+                    postfix["log marginal"] = f"{state.log_marginal:.6g}"
+                bar.set_postfix(postfix, refresh=False)
+    return chain_run.posterior, score(chain_run.posterior, release, truth)
 
 
 def format_table(rows, columns):
@@ -146,6 +147,27 @@ def format_table(rows, columns):
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join("  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
                      for line in cells)
+
+
+def score_table(rows):
+    """The table of the columns that have a value in some row."""
+    columns = [("method", "method", "{}")] + [c for c in TABLE_COLUMNS
+                                              if any(row.get(c[0]) is not None for row in rows)]
+    return format_table(rows, columns)
+
+
+def save_json(path, summary, force):
+    refuse_overwrite(path, force)
+    atomic_write(path, lambda handle: handle.write(json.dumps(summary, indent=2).encode("utf-8")))
+
+
+def save_truth(path, truth, force):
+    """The true counts (and rates, for simulations), in a file whose name says so."""
+    refuse_overwrite(path, force)
+    arrays = {"Y": truth.Y}
+    if truth.mu is not None:
+        arrays["mu"] = truth.mu
+    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
 
 
 def resolve_seed(seed):
@@ -161,139 +183,146 @@ def resolve_seed(seed):
 # lpviz fit
 # ---------------------------------------------------------------------------
 
-def _load(args, seed):
-    """The counts to fit as a dict: Y_true (None for a release), Y_obs (None if still to be
-    noised), alpha, epsilon, N, mask, model, source, components (the truth's K, if known)."""
+def _load(args, seed, noise_seed):
+    """``(release or None, truth or None, data kind, K of the truth or None)``."""
     from ..datasets import SyntheticData, load_data
 
     if args.already_noised:
         release = read_release(args.data)
-        level = privacy_level(args, required=False)
-        if release["alpha"] is not None and level is not None:
+        if privacy_level(args, required=False) is not None:
             raise CLIError(f"{args.data} records the noise it was released with (alpha); "
                            "drop --epsilon/--N/--alpha")
-        if release["alpha"] is None and level is None:
-            raise CLIError(f"{args.data} does not record its noise level: give --epsilon [--N] or --alpha")
-        epsilon, N, alpha = (release["epsilon"], release["N"], release["alpha"]) if level is None else level
-        return {"Y_true": None, "Y_obs": release["Y_obs"], "alpha": alpha, "epsilon": epsilon, "N": N,
-                "mask": None, "model": release["model"], "source": release["source"], "components": None}
+        return release, None, release.kind, None
 
     # the synthetic generators take the seed; files do not
     options = {"random_state": seed} if args.data.startswith("synthetic-") else {}
     data = load_data(args.data, **options)
-    loaded = {"Y_true": data.Y, "Y_obs": None, "alpha": None, "epsilon": None, "N": None,
-              "mask": data.info.get("mask"), "model": data.model, "source": data.source, "components": None}
-    if isinstance(data, SyntheticData):
-        loaded["components"] = int(data.factors["theta"].shape[1])
+    components = int(data.factors["theta"].shape[1]) if isinstance(data, SyntheticData) else None
     level = privacy_level(args, required=False)
     if level is not None:
-        loaded["epsilon"], loaded["N"], loaded["alpha"] = level
+        epsilon, N, alpha = level
+        noise = dict(alpha=alpha) if epsilon is None else dict(epsilon=epsilon, N=N)
+        # noised here, by whoever holds the truth: a simulation, labels kept
+        release = data.privatize(**noise, random_state=noise_seed, public_labels=True)
     elif isinstance(data, SyntheticData):  # the generator's own noised copy
-        loaded.update(Y_obs=data.Y_obs, alpha=data.alpha, epsilon=data.info.get("epsilon"), N=data.info.get("N"))
-    return loaded
+        release = data.release()
+    else:
+        release = None
+    return release, data.truth(), data.kind, components
 
 
-def _with_holdout(args, mask, Y, model, seed):
-    """The data's own mask (e.g. no self loops) with the --holdout cells taken out too."""
+def _holdout(args, release, truth, model, holdout_seed):
+    """The held-out cells of ``--holdout`` (True = held out), or None."""
     from ..datasets import holdout_mask
 
     how = {"none": "none", "random": "random cells", "top-actors": "top actors"}[args.holdout]
+    reference = truth.Y if truth is not None else release.Y_obs
     try:
-        held = holdout_mask(Y, model, how, fraction=args.holdout_fraction, n_actors=args.holdout_actors,
-                            random_state=np.random.default_rng(seed))
+        mask = holdout_mask(reference, model, how, fraction=args.holdout_fraction, n_actors=args.holdout_actors,
+                            random_state=np.random.default_rng(holdout_seed))
     except ValueError as error:
         raise CLIError(f"--holdout {args.holdout}: {error}") from None
-    if held is None:
-        return mask
-    return held if mask is None else np.asarray(mask, dtype=bool) & held
+    return None if mask is None else ~mask
 
 
 def run(args):
-    from ..privacy import privatize
+    from .. import methods as method_registry
+    from .. import models as model_registry
 
     check_run_lengths(args.iterations, args.burn_in, args.thin)
     if args.components is not None and args.components < 1:
         raise CLIError(f"--components must be >= 1, got {args.components}")
     seed = resolve_seed(args.seed)
-    methods = list(METHODS) if args.method == "all" else [args.method]
-    if args.already_noised and "nonprivate" in methods:
-        if args.method == "nonprivate":
-            raise CLIError("--method nonprivate needs the true counts; an already-noised release has none")
-        methods.remove("nonprivate")
+    names = list(method_registry.METHODS) if args.method == "all" else [args.method]
+    if args.already_noised:
+        needs_truth = [n for n in names if method_registry.get(n).uses_truth]
+        if needs_truth and args.method != "all":
+            raise CLIError(f"--method {args.method} needs the true counts; an already-noised release has none")
+        names = [n for n in names if n not in needs_truth]
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         raise CLIError(f"--output {args.output} is a file; give a directory")
     if args.output is not None:
-        for name in [f"{m}.npz" for m in methods] + ["summary.json"]:
+        if not args.output.parent.is_dir():
+            raise CLIError(f"folder {args.output.parent} does not exist; create it first (or fix --output)")
+        for name in [f"{m}.npz" for m in names] + ["release.npz", "truth.npz", "summary.json"]:
             refuse_overwrite(args.output / name, args.force)
+    options = {option: getattr(args, option) for option in method_options() if getattr(args, option) is not None}
 
-    loaded = _load(args, seed)
-    Y_true, Y_obs, alpha, mask = loaded["Y_true"], loaded["Y_obs"], loaded["alpha"], loaded["mask"]
-    model = args.model or loaded["model"]
-    n_components = args.components or loaded["components"]
+    noise_seed, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
+    release, truth, kind, components = _load(args, seed, np.random.default_rng(noise_seed))
+    model = args.model or model_registry.default_for(kind)
+    n_components = args.components or components
     if n_components is None:
         raise CLIError("give the number of topics/communities with --components K")
-    noise_seed, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
-    mask = _with_holdout(args, mask, Y_true if Y_true is not None else Y_obs, model, holdout_seed)
-    if Y_obs is None and any(m != "nonprivate" for m in methods):
-        if alpha is None:
-            raise CLIError("the private and naive fits need noised counts: give --epsilon E [--N N] or "
-                           "--alpha A to noise the data here, or --method nonprivate")
-        Y_obs = privatize(Y_true, alpha=alpha, random_state=np.random.default_rng(noise_seed))
+    if release is None and any(not method_registry.get(n).uses_truth for n in names):
+        raise CLIError("the " + ", ".join(n for n in names if not method_registry.get(n).uses_truth)
+                       + " fit(s) need noised counts: give --epsilon E [--N N] or --alpha A to noise the data "
+                         "here, or --method nonprivate")
+    heldout = _holdout(args, release, truth, model, holdout_seed)
+    if release is not None and heldout is not None:
+        try:
+            release = release.with_heldout(heldout)
+        except ValueError as error:
+            raise CLIError(f"--holdout {args.holdout}: {error}") from None
 
-    results, scores = {}, {}
-    for method in methods:
-        result = run_method(Y_obs, Y_true, model=model, method=method, n_components=n_components,
-                            alpha=alpha, mask=mask, iterations=args.iterations, burn_in=args.burn_in,
-                            thin=args.thin, seed=np.random.default_rng(chain_seed),
-                            progress=True if args.json or args.no_progress else None)
-        results[method] = result
-        scores[method] = method_scores(result, Y_true, model, mask)
+    posteriors, scores = {}, {}
+    for name in names:
+        method_options_here = {k: v for k, v in options.items() if k in method_registry.get(name).options}
+        if release is None:
+            method_options_here["mask"] = None if heldout is None else ~heldout
+        try:
+            posterior, result = run_method(
+                release, truth, model=model, method=name, n_components=n_components, iterations=args.iterations,
+                burn_in=args.burn_in, thin=args.thin, seed=np.random.default_rng(chain_seed),
+                progress=True if args.json or args.no_progress else None, **method_options_here)
+        except ValueError as error:
+            raise CLIError(str(error)) from None
+        posteriors[name], scores[name] = posterior, result
 
+    alpha = None if release is None else release.alpha
     alpha_summary = None if alpha is None else (
         float(alpha) if np.ndim(alpha) == 0 else {"per_row": True, "mean": float(np.mean(alpha)),
                                                   "min": float(np.min(alpha)), "max": float(np.max(alpha))})
-    shape = (Y_obs if Y_obs is not None else Y_true).shape
+    shape = release.shape if release is not None else truth.Y.shape
     summary = {
-        "data": args.data, "source": loaded["source"], "shape": list(shape), "model": model,
-        "n_components": n_components, "epsilon": loaded["epsilon"], "N": loaded["N"], "alpha": alpha_summary,
-        "already_noised": bool(args.already_noised), "holdout": args.holdout, "iterations": args.iterations,
+        "data": args.data, "shape": list(shape), "kind": kind, "model": model, "n_components": n_components,
+        "epsilon": None if release is None else release.epsilon, "N": None if release is None else release.N,
+        "alpha": alpha_summary, "simulated": None if release is None else release.simulated,
+        "already_noised": bool(args.already_noised), "holdout": args.holdout,
+        "heldout_cells": 0 if heldout is None else int(heldout.sum()),
+        "iterations": args.iterations,
         "burn_in": args.iterations // 6 if args.burn_in is None else args.burn_in, "thin": args.thin,
-        "seed": seed, "methods": scores,
+        "seed": seed, "options": options,
+        "labels": {name: posteriors[name].method_label for name in names},
+        "methods": scores,
     }
     if args.output is not None:
-        args.output.mkdir(parents=True, exist_ok=True)
-        files = [str(save_method(args.output, m, results[m], args.force)) for m in methods]
-        summary["files"] = files + [str(args.output / "summary.json")]
+        args.output.mkdir(exist_ok=True)
+        files = []
+        if release is not None:
+            files.append(release.save(args.output / "release.npz", overwrite=args.force))
+        if truth is not None:
+            save_truth(args.output / "truth.npz", truth, args.force)
+            files.append(args.output / "truth.npz")
+        for name in names:
+            files.append(posteriors[name].save(args.output / f"{name}.npz", release, overwrite=args.force))
+        summary["files"] = [str(path) for path in files] + [str(args.output / "summary.json")]
         save_json(args.output / "summary.json", summary, args.force)
 
     if args.json:
         print(json.dumps(summary))
     else:
-        _print_summary(summary, methods)
+        _print_summary(summary, names, release)
     return 0
 
 
-def _print_summary(summary, methods):
-    alpha = summary["alpha"]
-    if isinstance(alpha, dict):
-        noise = f"per-row alpha, mean {alpha['mean']:.3g} (from {alpha['min']:.3g} to {alpha['max']:.3g})"
-    elif alpha is None:
-        noise = "no noise (non-private only)"
-    else:
-        level = f"epsilon={summary['epsilon']:g}, N={summary['N']:g}, " if summary["epsilon"] is not None \
-            and summary["N"] is not None else ""
-        noise = f"{level}alpha={alpha:.4g}"
+def _print_summary(summary, names, release):
     rows, k = summary["shape"], summary["n_components"]
+    noise = release.describe() if release is not None else "no noise (the non-private fit only)"
     print(f"data: {summary['data']} ({rows[0]} x {rows[1]}, {summary['model']}, K={k}); noise: {noise}")
+    held = f", {summary['heldout_cells']:,} cells held out ({summary['holdout']})" if summary["heldout_cells"] else ""
     print(f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}, "
-          f"seed {summary['seed']}")
-    table = [{"method": m, **summary["methods"][m]} for m in methods]
-    columns = [("method", "method", "{}"), ("mae", "MAE", "{:.4g}"), ("heldout_mae", "held-out MAE", "{:.4g}"),
-               ("best_log_joint", "best log joint", "{:.6g}"), ("seconds", "seconds", "{:.1f}")]
-    if all(row.get("heldout_mae") is None for row in table):
-        columns = [c for c in columns if c[0] != "heldout_mae"]
-    if all(row.get("mae") is None for row in table):
-        columns = [c for c in columns if c[0] != "mae"]
-    print(format_table(table, columns))
+          f"seed {summary['seed']}{held}")
+    print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
     for path in summary.get("files", []):
         print(f"wrote {path}")

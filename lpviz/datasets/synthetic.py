@@ -118,7 +118,7 @@ def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
     mu = theta @ phi
     Y = rng.poisson(mu).astype(np.int64)
     alpha = heterogeneous_alpha(n_docs, alpha0, concentration, random_state=rng)
-    Y_obs = privatize(Y, alpha=alpha, random_state=rng)
+    Y_obs = privatize(Y, alpha=alpha, random_state=rng).Y_obs
 
     return SyntheticData(
         Y=Y,
@@ -152,9 +152,8 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
     ``Y_obs = Y + tau``, ``tau ~ 2Geo(alpha)``. The paper's levels are
     ``epsilon`` in {2.5, 1, 0.75}.
 
-    Self loops do not exist: the diagonal of ``Y``, ``Y_obs`` and ``mu`` is 0
-    and ``info["mask"]`` (True = observed, False on the diagonal) is the
-    mask to give the chain and the metrics.
+    Self loops do not exist: the diagonal of ``Y``, ``Y_obs`` and ``mu`` is 0,
+    a structural zero of the network (its release never fits or scores it).
 
     About the prior. The paper writes Gamma(a0, b0) with ``a0 = 0.01``,
     ``b0 = 0.5`` and, in the same section, calls ``b0`` a *rate* (its
@@ -183,7 +182,7 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
     SyntheticData
         ``model="blocks"``, ``Y``/``Y_obs`` int64 (V, V), scalar ``alpha``,
         ``mu``, ``factors={"theta": (V, C), "pi": (C, C)}``,
-        ``info["mask"]``, ``info["N"]``, ``info["epsilon"]``.
+        ``info["N"]``, ``info["epsilon"]``.
     """
     n_actors = _check_count("n_actors", n_actors, 2)
     n_communities = _check_count("n_communities", n_communities, 1)
@@ -207,8 +206,7 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
             "sparse: use larger a0/b0 ratio (the defaults a0=0.1, b0=0.1) or another random_state")
     # only the ratio epsilon/N matters; N here is a real number that can be < 1
     alpha = alpha_from(epsilon / N)
-    Y_obs = privatize(Y, alpha=alpha, random_state=rng)
-    np.fill_diagonal(Y_obs, 0)
+    Y_obs = privatize(Y, alpha=alpha, kind="network", random_state=rng).Y_obs  # diagonal: not noised, 0
 
     return SyntheticData(
         Y=Y,
@@ -217,7 +215,6 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
         model="blocks",
         source="synthetic-blocks",
         info={
-            "mask": mask,
             "N": N,
             "epsilon": epsilon,
             "a0": a0,

@@ -1,0 +1,104 @@
+"""Row chunks of nogil Numba kernels on one shared thread pool.
+
+Every sweep of a chain splits the rows of the data into fixed *stream blocks*
+of :data:`ROWS_PER_STREAM` rows; each block seeds its own random streams from
+(chain seed, iteration, unit + block), so a chain does not depend on how
+blocks are grouped into chunks or on the number of threads. Chunks (runs of
+consecutive blocks) go to one process-wide :class:`~concurrent.futures.ThreadPoolExecutor`:
+the kernels release the GIL, so the chunks run on all cores, and several
+chains (the dashboard runs three) share the same workers fairly instead of
+each launching its own parallel region. One mechanism serves every kernel,
+serial runs included (one chunk, called inline), so no kernel needs a
+``parallel=True`` twin.
+
+A chunk kernel is called as ``kernel(chunk, first_block, last_block, *args)``
+and checks the chain's stop flag (a one-element array) between rows, so a
+stop request ends a sweep within milliseconds whatever the data.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import numba
+import numpy as np
+
+__all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag"]
+
+# Rows that share one random stream: fixed (not tied to the thread count) so
+# the chain is the same for any number of threads; large enough that seeding
+# a stream is negligible next to the rows' work.
+ROWS_PER_STREAM = 8
+# Below this many cells one chunk runs inline: handing work to a thread costs
+# more than the work.
+PARALLEL_MIN_CELLS = 40_000
+# Chunks per thread: enough to even out rows of unequal cost.
+_CHUNKS_PER_THREAD = 4
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def n_threads():
+    """Worker threads for the kernels: ``LPVIZ_NUM_THREADS``, else Numba's thread count."""
+    value = os.environ.get("LPVIZ_NUM_THREADS")
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            raise ValueError(f"LPVIZ_NUM_THREADS must be a whole number >= 1, got {value!r}") from None
+        if count < 1:
+            raise ValueError(f"LPVIZ_NUM_THREADS must be >= 1, got {count}")
+        return count
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def _executor():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=n_threads(), thread_name_prefix="lpviz-kernel")
+        return _pool
+
+
+def n_stream_blocks(n_rows):
+    return -(-n_rows // ROWS_PER_STREAM)
+
+
+def chunk_bounds(n_rows, n_cells, parallel=None):
+    """``[(first_block, last_block), ...]``: the chunks a sweep over ``n_rows`` rows runs as.
+
+    One chunk when the data are small (``n_cells < PARALLEL_MIN_CELLS``) or
+    ``parallel`` is False, else about four per thread.
+    """
+    n_blocks = n_stream_blocks(n_rows)
+    if parallel is None:
+        parallel = n_cells >= PARALLEL_MIN_CELLS
+    n_chunks = 1 if not parallel else max(1, min(n_blocks, _CHUNKS_PER_THREAD * n_threads()))
+    bounds = [(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks) for c in range(n_chunks)]
+    return [(first, last) for first, last in bounds if last > first] or [(0, 0)]
+
+
+def new_stop_flag():
+    """The flag a chain's kernels poll between rows: set ``flag[0] = 1`` to stop them."""
+    return np.zeros(1, dtype=np.uint8)
+
+
+def run_chunks(kernel, bounds, stop, *args):
+    """Call ``kernel(chunk, first, last, *args)`` for every chunk; return the results in order.
+
+    Several chunks run on the shared pool. If the caller is interrupted
+    (Ctrl-C) while waiting, ``stop`` is raised so the running chunks leave at
+    their next row, and the interrupt propagates once they have.
+    """
+    if len(bounds) == 1:
+        first, last = bounds[0]
+        return [kernel(0, first, last, *args)]
+    pool = _executor()
+    futures = [pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)]
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        stop[0] = 1
+        wait(futures)
+        raise

@@ -1,0 +1,653 @@
+"""The one driver: data set -> Release -> run(model, method) -> Posterior -> score.
+
+- :class:`Chain` runs one Markov chain of a model (:mod:`lpviz.models`) under
+  a method (:mod:`lpviz.methods`) step by step; its kernels release the GIL,
+  so chains run in worker threads and share the kernel pool
+  (:mod:`lpviz._parallel`).
+- :func:`run` drives a chain for ``n_iter`` iterations as an iterator of
+  :class:`ChainState` and feeds a :class:`Posterior` (running mean of the
+  rates over the saved samples, the samples, the best one, traces, timings).
+- :func:`fit` runs to the end and returns the :class:`Posterior`.
+
+Each iteration: the method produces the counts the model conditions on
+(fixed counts; or, for ``private``, latent true counts drawn given the noised
+ones) and the model allocates them to its components; then the model draws
+its factors from their gamma conditionals over the observed cells. Every
+number a user sees is then computed from the posterior by
+:func:`lpviz.metrics.score`.
+
+Data come as a :class:`~lpviz.release.Release` (with a
+:class:`~lpviz.release.Truth` beside it for the non-private method), or, as
+in lpviz 0.1, as a count matrix with ``alpha`` and ``mask``.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from lpviz import methods as method_registry
+from lpviz import models as model_registry
+from lpviz._parallel import chunk_bounds, new_stop_flag
+from lpviz._random import chain_seed_from
+from lpviz.methods.base import Exclusions, excluded_rows
+from lpviz.models.base import Work, check_count
+from lpviz.release import Release, Truth
+
+__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit"]
+
+# Up to this many cells the posterior keeps a running sum of the rates; larger
+# matrices keep only the saved factors and compute rates by row blocks.
+DENSE_MEAN_MAX_CELLS = 16_000_000
+FIT_FORMAT = "lpviz-fit-1"
+_EMPTY_ROWS = None
+
+
+class ChainStopped(RuntimeError):
+    """A chain was stopped in the middle of an iteration; its state is incomplete."""
+
+
+class _LazyRates:
+    """``state.mu`` is computed from the factors on first access, so streaming
+    states costs nothing when nobody reads mu."""
+
+    def __get__(self, state, owner=None):
+        if state is None:
+            return None
+        if state._mu is None:
+            state._mu = state.model_instance.rates(state.factors)
+        return state._mu
+
+    def __set__(self, state, value):
+        state._mu = value
+
+
+@dataclass(eq=False)
+class ChainState:
+    """The state of a chain after one iteration.
+
+    ``iteration`` counts completed iterations (1 after the first sweep);
+    ``log_joint`` the complete-data log joint (:attr:`Chain.log_joint`);
+    ``log_marginal`` the marginal log likelihood of the noised counts
+    (private chains; NaN otherwise: see :attr:`Chain.log_marginal`);
+    ``seconds`` the wall-clock time of this iteration; ``factors`` copies of
+    the factors; ``mu`` the rates of every cell (computed on first access).
+    """
+
+    iteration: int
+    mu: np.ndarray = _LazyRates()
+    log_joint: float = math.nan
+    log_marginal: float = math.nan
+    seconds: float = 0.0
+    factors: dict = field(default_factory=dict)
+    model: str = "topics"
+    model_instance: object = field(default=None, repr=False)
+    _mu: np.ndarray = field(default=None, init=False, repr=False)
+
+
+# ---------------------------------------------------------------------------
+# Input checks (the array face)
+# ---------------------------------------------------------------------------
+
+def _integer_values(values, what):
+    """int64 copy of ``values`` after checking they are finite integers."""
+    values = np.asarray(values)
+    if values.dtype == bool or values.dtype.kind not in "iuf":
+        raise TypeError(f"{what} must hold integer counts, got dtype {values.dtype}; "
+                        "pass an integer array (e.g. Y.astype(np.int64))")
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{what} has NaN or infinite entries; counts must be finite integers. "
+                             "For held-out cells put any integer there (e.g. 0) and set them False in mask")
+        if np.any(values != np.floor(values)):
+            raise ValueError(f"{what} has non-integer entries; counts must be integers")
+    return values.astype(np.int64)
+
+
+def _check_counts(Y_obs):
+    """Dense int64 array, or a CSR matrix with int64 data."""
+    if sp.issparse(Y_obs):
+        if Y_obs.ndim != 2:
+            raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y_obs.shape}")
+        Y = Y_obs.tocsr(copy=True)
+        Y.data = _integer_values(Y.data, "Y_obs")
+    else:
+        Y = _integer_values(Y_obs, "Y_obs")
+        if Y.ndim != 2:
+            raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y.shape}")
+        Y = np.ascontiguousarray(Y)
+    if 0 in Y.shape:
+        raise ValueError(f"Y_obs is empty (shape {Y.shape}); it needs at least one row and one column")
+    return Y
+
+
+def _check_alpha(alpha, n_rows, method_name):
+    from lpviz.privacy import _check_alpha as check_range
+
+    if alpha is None:
+        raise ValueError(f"method={method_name!r} needs the noise level: pass alpha (a scalar in (0, 1) "
+                         "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N), or a Release")
+    values = check_range(alpha)  # the mechanism's own check: numbers strictly in (0, 1)
+    if values.ndim == 0:
+        values = np.full(n_rows, float(values))
+    elif values.shape != (n_rows,):
+        raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), "
+                         f"got shape {values.shape}")
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+def _check_mask(mask, shape):
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(f"mask must be a boolean array (True = observed), got dtype {mask.dtype}")
+    if mask.shape != tuple(shape):
+        raise ValueError(f"mask has shape {mask.shape} but Y_obs has shape {tuple(shape)}; "
+                         "they must match")
+    return mask
+
+
+def _either(*masks):
+    """Elementwise OR of the masks that are not None (None if all are)."""
+    present = [np.asarray(m, dtype=bool) for m in masks if m is not None]
+    if not present:
+        return None
+    out = present[0].copy()
+    for mask in present[1:]:
+        out |= mask
+    return out
+
+
+def _lists(mask, n_rows):
+    if mask is None or not mask.any():
+        return (np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    return excluded_rows(mask)
+
+
+# ---------------------------------------------------------------------------
+# The chain
+# ---------------------------------------------------------------------------
+
+class Chain:
+    """A Gibbs sampler for Poisson factorization of (possibly noised) counts.
+
+    Parameters
+    ----------
+    data : Release, or array-like / scipy.sparse matrix of int (n_rows, n_cols)
+        A :class:`~lpviz.release.Release` (it carries alpha, held-out cells
+        and structural zeros), or counts as in lpviz 0.1: noised (may be
+        negative) for ``"private"`` and ``"naive"``, the true counts for
+        ``"nonprivate"``.
+    model : str or Model, optional
+        A name in :data:`lpviz.models.MODELS` (``"topics"``, ``"blocks"``).
+        Default for a Release: the model for its kind.
+    method : str or Method
+        A name in :data:`lpviz.methods.MODELS` (``"private"``, ``"naive"``,
+        ``"nonprivate"``): how the noise is treated.
+    n_components : int
+        Topics K or communities C.
+    alpha : float or array of shape (n_rows,), optional
+        With array data: the noise level, one per row for heterogeneous noise
+        (required for ``"private"``).
+    mask : bool array, optional
+        With array data: True where a cell is observed; held-out cells are
+        left out of the likelihood and of every rate sum.
+    truth : Truth, optional
+        With a Release: the true counts, for a method that fits them
+        (``"nonprivate"``).
+    sampler : str, optional
+        The private method's sampler (see :mod:`lpviz.methods.private`).
+    a0, b0 : float
+        Shape and rate of the gamma priors on every factor.
+    random_state : None, int or numpy Generator
+        Seed. The same seed gives the same chain for any number of threads.
+    parallel : bool, optional
+        Split sweeps over the kernel threads (default: when the data have at
+        least :data:`lpviz._parallel.PARALLEL_MIN_CELLS` cells). The chain is
+        the same either way.
+    """
+
+    def __init__(self, data, *, model=None, method="private", n_components, alpha=None, mask=None,
+                 truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None):
+        self.method_instance = method_registry.create(method, sampler=sampler)
+        self.method = self.method_instance.name
+        if isinstance(data, Release):
+            if alpha is not None or mask is not None:
+                raise ValueError("a Release carries its own alpha and held-out cells: drop alpha= and mask= "
+                                 "(make a new release with release.with_heldout(...) to change them)")
+            model = model_registry.default_for(data.kind) if model is None else model
+            counts, alpha_rows, user_excluded = self._from_release(data, truth)
+            self.release = data
+        else:
+            if model is None:
+                raise ValueError("model= is required with a count matrix (or pass a Release, whose kind "
+                                 "picks the model)")
+            if truth is not None:
+                raise ValueError("truth= goes with a Release; with a count matrix, the matrix is what is fitted")
+            counts = _check_counts(data)
+            mask = _check_mask(mask, counts.shape)
+            alpha_rows = (_check_alpha(alpha, counts.shape[0], self.method)
+                          if self.method_instance.needs_alpha else None)
+            user_excluded = None if mask is None else ~mask
+            self.release = None
+        self.model_instance = model_registry.create(model, n_components, a0=a0, b0=b0)
+        self.model = self.model_instance.name
+        self.n_components = self.model_instance.n_components
+        self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
+        self.shape = tuple(counts.shape)
+        self.model_instance.check_shape(self.shape)
+        if self.method_instance.needs_alpha and sp.issparse(counts):
+            counts = counts.toarray()  # the private sweep visits every cell anyway
+
+        n_rows, n_cols = self.shape
+        model_zeros = self.model_instance.structural_zeros(self.shape)
+        excluded = _either(user_excluded, model_zeros)
+        # what the chain left out, for scoring: held-out cells, and cells that do not exist
+        release_zeros = self.release.structural_zeros if self.release is not None else None
+        self.structural_zeros = _either(release_zeros, model_zeros)
+        self.heldout = _either(self.release.heldout if self.release is not None else user_excluded)
+        if self.heldout is not None and self.structural_zeros is not None:
+            self.heldout &= ~self.structural_zeros
+        if self.heldout is not None and not self.heldout.any():
+            self.heldout = None
+        n_observed = n_rows * n_cols - (0 if excluded is None else int(excluded.sum()))
+        if n_observed == 0:
+            raise ValueError("mask leaves no observed cell to fit; True marks observed cells")
+        exclusions = Exclusions(mask=excluded, rows=_lists(excluded, n_rows), n_observed=n_observed)
+        missing = user_excluded if model_zeros is None or user_excluded is None else user_excluded & ~model_zeros
+        self._chain_seed = chain_seed_from(random_state)
+        n_cells = n_rows * n_cols
+        self._work = Work(
+            bounds=chunk_bounds(n_rows, n_cells, parallel), column_bounds=chunk_bounds(n_cols, n_cells, parallel),
+            parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
+            stop=new_stop_flag(), chain_seed=self._chain_seed,
+            missing_by_row=_lists(missing, n_rows),
+            missing_by_column=_lists(None if missing is None else missing.T, n_cols))
+        self._prepared = self.method_instance.prepare(counts, alpha_rows, exclusions)
+        rng = np.random.default_rng(self._chain_seed)
+        self._state = self.model_instance.init_state(self.shape, self._prepared.mean_count, rng)
+        self._latent = self.method_instance.start(self._prepared, self.model_instance, self._state, self._work, rng)
+        self._iteration = 0
+        self._log_joint = math.nan
+        self._log_marginal = math.nan
+        self._broken = False
+
+    def _from_release(self, release, truth):
+        if self.method_instance.uses_truth:
+            if truth is None:
+                raise ValueError(f"method={self.method!r} fits the true counts: pass truth=Truth(Y) beside "
+                                 "the release (an analyst who holds only the release cannot run it)")
+            if not isinstance(truth, Truth):
+                truth = Truth(truth)
+            if truth.Y.shape != release.shape:
+                raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {release.shape}")
+            counts = np.array(truth.Y)
+        else:
+            counts = np.array(release.Y_obs, dtype=np.int64)
+        alpha = release.alpha_per_row if self.method_instance.needs_alpha else None
+        return counts, alpha, _either(release.heldout, release.structural_zeros)
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def iteration(self):
+        """Number of completed iterations."""
+        return self._iteration
+
+    @property
+    def factors(self):
+        """Copies of the current factors (``theta``/``phi`` for topics, ``theta``/``pi`` for blocks)."""
+        return self.model_instance.factors(self._state)
+
+    @property
+    def mu(self):
+        """Current Poisson rates of every cell (held-out cells included)."""
+        return self.model_instance.rates(self.factors)
+
+    @property
+    def log_joint(self):
+        """Complete-data log joint of the current state (NaN before the first step).
+
+        ``log p(y, factors)`` for the counts ``y`` the chain conditions on
+        (true, truncated or, for ``"private"``, the current latent counts):
+        Poisson terms over observed cells plus the gamma priors of the
+        factors; allocations to components are summed out. For ``"private"``
+        it adds, over observed cells, the noise ``log Geom2(ytil - y; alpha)``
+        with the auxiliary ``g`` and ``lambda`` integrated out.
+        """
+        return self._log_joint
+
+    @property
+    def log_marginal(self):
+        """Marginal log likelihood of the noised counts, ``log p(Y_obs | factors)``
+        summed over observed cells, for methods that model the noise (NaN otherwise).
+
+        Evaluated during the sweep, so after iteration t it is that of the
+        factors the sweep started from (iteration t - 1's). It does not depend
+        on the latent counts, and mixes far faster than the log joint.
+        """
+        return self._log_marginal
+
+    @property
+    def y_latent(self):
+        """Copy of the current latent true counts (private chains only, else None).
+        Held-out cells are 0 (they are not sampled)."""
+        latent = self._latent or {}
+        return latent["y"].copy() if "y" in latent else None
+
+    @property
+    def bessel_draws(self):
+        """Copy of the last sweep's Bessel draws ``m`` (the Bessel sampler only, else None)."""
+        latent = self._latent or {}
+        return latent["bessel"].copy() if "bessel" in latent else None
+
+    @property
+    def alpha(self):
+        """Per-row noise levels (methods that model the noise, else None)."""
+        return None if self._prepared.alpha is None else self._prepared.alpha.copy()
+
+    def step(self, n=1):
+        """Run ``n`` iterations; return the :class:`ChainState` of the last one."""
+        n = check_count("n", n, 1)
+        for _ in range(n):
+            seconds = self._advance()
+        return self._snapshot(seconds)
+
+    def iterate(self, n_iter):
+        """Run ``n_iter`` iterations, yielding a :class:`ChainState` after each.
+
+        A generator: iterations run as it is consumed, so a caller can stop
+        early (the chain keeps the state it reached).
+        """
+        n_iter = check_count("n_iter", n_iter, 0)
+        return self._iterate(n_iter)
+
+    def stop(self):
+        """Ask a running iteration to stop (thread-safe): its kernels leave at the
+        next row and :meth:`step` raises :class:`ChainStopped`; the chain cannot go on."""
+        self._work.stop[0] = 1
+
+    def __repr__(self):
+        return (f"Chain(model={self.model!r}, method={self.method!r}, n_components={self.n_components}, "
+                f"shape={self.shape}, iteration={self._iteration})")
+
+    # -- internals ------------------------------------------------------------
+
+    def _iterate(self, n_iter):
+        for _ in range(n_iter):
+            seconds = self._advance()
+            yield self._snapshot(seconds)
+
+    def _snapshot(self, seconds):
+        return ChainState(iteration=self._iteration, log_joint=self._log_joint, log_marginal=self._log_marginal,
+                          seconds=seconds, factors=self.factors, model=self.model, model_instance=self.model_instance)
+
+    def _advance(self):
+        """One iteration; returns its wall-clock seconds."""
+        if self._broken or self._work.stop[0]:
+            self._broken = True
+            raise ChainStopped("this chain was stopped in the middle of an iteration; start a new chain")
+        start = time.perf_counter()
+        iteration = self._iteration + 1
+        model, work = self.model_instance, self._work
+        try:
+            stats = model.new_stats(self._state, work)
+            counts, terms = self.method_instance.sweep(self._prepared, self._latent, model, self._state, stats,
+                                                       work, iteration)
+            if work.stop[0]:
+                raise ChainStopped("stopped during the sweep")
+            model.update(self._state, stats, work, iteration)
+            if work.stop[0]:
+                raise ChainStopped("stopped during the factor update")
+            log_joint = model.count_loglik(self._state, counts, work) + model.log_prior(self._state)
+        except BaseException:
+            self._broken = True
+            raise
+        self._iteration = iteration
+        self._log_joint = float(log_joint + terms.get("noise", 0.0))
+        self._log_marginal = float(terms.get("log_marginal", math.nan))
+        return time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------
+# The posterior
+# ---------------------------------------------------------------------------
+
+class Posterior:
+    """What a run leaves: thinned samples after burn-in and their summaries.
+
+    ``mu_hat``: posterior mean of the rates over the saved samples (every
+    cell, held-out ones included; 0 at the model's structural zeros);
+    ``samples``: the saved factor dicts; ``saved_iterations``; ``best`` /
+    ``best_log_joint`` / ``best_iteration``: the saved sample with the highest
+    log joint (show topics from it: labels switch between samples);
+    ``log_joint``, ``log_marginal``, ``iteration_seconds``: traces, one value
+    per iteration; ``seconds``: total sampling time; ``iterations``;
+    ``heldout``/``structural_zeros``: the cells the chain held out / that do
+    not exist (boolean matrices or None), for scoring.
+    """
+
+    def __init__(self, model, method, shape, *, burn_in, thin, heldout=None, structural_zeros=None):
+        self.model_instance = model
+        self.heldout = heldout
+        self.structural_zeros = structural_zeros
+        self.model = model.name
+        self.method = method if isinstance(method, str) else method.name
+        self.method_label = method if isinstance(method, str) else method.display_name
+        self.n_components = model.n_components
+        self.shape = tuple(shape)
+        self.burn_in = burn_in
+        self.thin = thin
+        self.samples, self.saved_iterations = [], []
+        self.best, self.best_log_joint, self.best_iteration = None, -math.inf, None
+        self._log_joint, self._log_marginal, self._seconds = [], [], []
+        n_cells = self.shape[0] * self.shape[1]
+        self._rate_sum = np.zeros(self.shape) if n_cells <= DENSE_MEAN_MAX_CELLS else None
+        self._mu_hat = None
+
+    def add(self, state):
+        """Record one iteration's state; returns True when it is saved as a sample."""
+        self._log_joint.append(state.log_joint)
+        self._log_marginal.append(state.log_marginal)
+        self._seconds.append(state.seconds)
+        iteration = state.iteration
+        if iteration <= self.burn_in or (iteration - self.burn_in) % self.thin:
+            return False
+        self.add_sample(state.factors, iteration, state.log_joint)
+        return True
+
+    def add_sample(self, factors, iteration, log_joint):
+        """Save one sample of the factors (VI: the variational mean) with its log joint."""
+        self.samples.append(factors)
+        self.saved_iterations.append(iteration)
+        if self._rate_sum is not None:
+            self._rate_sum += self.model_instance.rates(factors)
+        self._mu_hat = None
+        if self.best is None or log_joint > self.best_log_joint:
+            self.best, self.best_log_joint, self.best_iteration = factors, float(log_joint), iteration
+
+    # -- traces ----------------------------------------------------------------
+    @property
+    def log_joint(self):
+        return np.asarray(self._log_joint, dtype=float)
+
+    @property
+    def log_marginal(self):
+        return np.asarray(self._log_marginal, dtype=float)
+
+    @property
+    def iteration_seconds(self):
+        return np.asarray(self._seconds, dtype=float)
+
+    @property
+    def seconds(self):
+        return float(np.sum(self._seconds))
+
+    @property
+    def iterations(self):
+        return len(self._log_joint)
+
+    @property
+    def n_saved(self):
+        return len(self.samples)
+
+    # -- rates -------------------------------------------------------------------
+    def rate_rows(self, start, stop):
+        """Posterior mean rates of rows [start, stop) (None before the first saved sample)."""
+        if not self.samples:
+            return None
+        if self._rate_sum is not None:
+            return self._rate_sum[start:stop] / len(self.samples)
+        left = np.hstack([self.model_instance.low_rank(f)[0][start:stop] for f in self.samples])
+        right = np.hstack([self.model_instance.low_rank(f)[1] for f in self.samples])
+        mu = left @ right.T / len(self.samples)
+        zeros = self.model_instance.structural_zeros(self.shape)
+        if zeros is not None:
+            mu[zeros[start:stop]] = 0.0
+        return mu
+
+    @property
+    def mu_hat(self):
+        """Posterior mean rates of every cell (None before the first saved sample)."""
+        if not self.samples:
+            return None
+        if self._mu_hat is None:
+            self._mu_hat = self.rate_rows(0, self.shape[0])
+        return self._mu_hat
+
+    def save(self, path, release=None, *, overwrite=False):
+        """Write the fit as ``.npz`` in the fit schema (:data:`FIT_FORMAT`, README "File formats")::
+
+            format              "lpviz-fit-1"
+            model, method       str: registry names; method_label: its label with options
+            n_components        int
+            mu_hat              float (D, V): posterior mean rates (0 at structural zeros)
+            heldout             bool (D, V), optional: cells held out of the fit
+            structural_zeros    bool (D, V), optional: cells that do not exist (never scored)
+            row_labels, col_labels  str, optional: the release's public labels
+            log_joint, log_marginal, iteration_seconds  float (T,): traces, one value per iteration
+            saved_iterations    int (S,)
+            best_iteration, best_log_joint, best_<factor>: the saved sample with the highest log joint
+
+        With the true counts at hand anyone recomputes every number
+        :func:`lpviz.metrics.score` prints from these arrays.
+        """
+        from pathlib import Path
+
+        from lpviz._files import atomic_write
+
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
+        if self.mu_hat is None:
+            raise ValueError("the fit has no saved sample yet; run past burn_in + thin iterations first")
+        zeros = self.structural_zeros
+        arrays = {"format": np.asarray(FIT_FORMAT), "model": np.asarray(self.model),
+                  "method": np.asarray(self.method), "method_label": np.asarray(self.method_label),
+                  "n_components": np.asarray(self.n_components), "mu_hat": self.mu_hat,
+                  "log_joint": self.log_joint, "log_marginal": self.log_marginal,
+                  "iteration_seconds": self.iteration_seconds,
+                  "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
+                  "best_iteration": np.asarray(self.best_iteration), "best_log_joint": np.asarray(self.best_log_joint)}
+        arrays.update({f"best_{name}": value for name, value in self.best.items()})
+        if self.heldout is not None:
+            arrays["heldout"] = self.heldout
+        if zeros is not None:
+            arrays["structural_zeros"] = zeros
+        for key in ("row_labels", "col_labels"):
+            if release is not None and getattr(release, key) is not None:
+                arrays[key] = np.asarray(getattr(release, key), dtype=str)
+        atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+        return path
+
+    def __repr__(self):
+        return (f"Posterior(model={self.model!r}, method={self.method!r}, shape={self.shape}, "
+                f"iterations={self.iterations}, saved={self.n_saved})")
+
+
+FitResult = Posterior  # the name lpviz 0.1 gave what fit() returns
+
+
+# ---------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------
+
+def _schedule(n_iter, burn_in, thin):
+    n_iter = check_count("n_iter", n_iter, 1)
+    burn_in = n_iter // 6 if burn_in is None else check_count("burn_in", burn_in, 0)
+    thin = check_count("thin", thin, 1)
+    if burn_in + thin > n_iter:
+        raise ValueError(f"no sample would be saved: burn_in + thin = {burn_in + thin} exceeds "
+                         f"n_iter = {n_iter}; raise n_iter or lower burn_in/thin")
+    return n_iter, burn_in, thin
+
+
+class Run:
+    """An iterator over the :class:`ChainState` of each iteration of one chain,
+    feeding :attr:`posterior` as it goes (see :func:`run`)."""
+
+    def __init__(self, chain, n_iter, burn_in, thin):
+        self.chain = chain
+        self.n_iter = n_iter
+        self.posterior = Posterior(chain.model_instance, chain.method_instance, chain.shape,
+                                   burn_in=burn_in, thin=thin, heldout=chain.heldout,
+                                   structural_zeros=chain.structural_zeros)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.chain.iteration >= self.n_iter:
+            raise StopIteration
+        state = self.chain.step()
+        self.posterior.add(state)
+        return state
+
+    def stop(self):
+        """Stop the chain, even in the middle of an iteration (thread-safe)."""
+        self.chain.stop()
+
+    def __repr__(self):
+        return f"Run({self.chain!r}, n_iter={self.n_iter})"
+
+
+def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25,
+        truth=None, alpha=None, mask=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None):
+    """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
+
+    Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
+    (default ``n_iter // 6``, the paper's 1,000 of 6,000) and ``thin`` (save
+    iterations ``burn_in + thin``, ``burn_in + 2 thin``, ...).
+
+    Returns
+    -------
+    Run
+        Iterate it to advance the chain; ``run.posterior`` holds the result so
+        far, ``run.chain`` the chain, ``run.stop()`` stops it from another thread.
+    """
+    n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    chain = Chain(data, model=model, method=method, n_components=n_components, alpha=alpha, mask=mask,
+                  truth=truth, sampler=sampler, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
+    return Run(chain, n_iter, burn_in, thin)
+
+
+def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
+        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, callback=None):
+    """Run a chain to the end and return its :class:`Posterior`.
+
+    Parameters are those of :func:`run`, plus ``callback``: called as
+    ``callback(state)`` with the :class:`ChainState` after every iteration
+    (e.g. to drive a progress bar).
+    """
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {callback!r}")
+    chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
+                    thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
+                    random_state=random_state)
+    for state in chain_run:
+        if callback is not None:
+            callback(state)
+    return chain_run.posterior

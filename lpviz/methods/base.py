@@ -1,0 +1,117 @@
+"""What every inference method provides.
+
+A method decides what it sees of a :class:`~lpviz.release.Release`
+(:meth:`Method.prepare`), keeps whatever latent state it needs
+(:meth:`Method.start`) and, each iteration, produces the counts the model
+allocates to its components (:meth:`Method.sweep`). The model's factor update
+is the same for every method: that is the point of the augmentation.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from lpviz.models._kernels import row_csr_pattern
+
+
+@dataclass
+class Exclusions:
+    """The cells left out of the likelihood: held out, structural zeros of the data,
+    and the model's own structural zeros (a network's diagonal).
+
+    ``mask``: dense boolean matrix of them (None when there are none);
+    ``rows``: their (indptr, indices) by row; ``n_observed``: cells left in.
+    """
+
+    mask: object
+    rows: tuple
+    n_observed: int
+
+
+@dataclass
+class Prepared:
+    """What a method fits: ``counts`` (dense array or CSR matrix, int), per-row
+    ``alpha`` (None unless the method models the noise), and the cells left out
+    of the likelihood as row lists ``excluded`` (indptr, indices), every kind of
+    exclusion included."""
+
+    counts: object
+    alpha: object
+    excluded: tuple
+    mean_count: float
+
+
+class Method:
+    """An inference method: how the noise is treated.
+
+    Subclasses set ``name`` (registry key), ``label``, ``color``,
+    ``description``, ``uses_truth`` (True when the method fits the true
+    counts), ``needs_alpha`` and ``options`` ({option: allowed values, first
+    is the default}), and implement :meth:`prepare`, :meth:`start`,
+    :meth:`sweep`.
+    """
+
+    name = None
+    label = None
+    color = "#7f7f7f"
+    description = ""
+    uses_truth = False
+    needs_alpha = False
+    options = {}
+
+    def __init__(self, **options):
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"method={self.name!r} has no option {unknown[0]!r}"
+                             + (f"; its options: {', '.join(self.options)}" if self.options else ""))
+        self.settings = {}
+        for option, choices in self.options.items():
+            value = options.get(option)
+            if value is None:
+                value = choices[0]
+            if value not in choices:
+                raise ValueError(f"{option} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+            self.settings[option] = value
+
+    def __repr__(self):
+        settings = "".join(f", {key}={value!r}" for key, value in self.settings.items())
+        return f"{type(self).__name__}({settings.lstrip(', ')})"
+
+    @property
+    def display_name(self):
+        """The label with non-default options, e.g. 'private (models the noise), bessel sampler'."""
+        extra = [f"{value} {key}" for key, value in self.settings.items()
+                 if value != next(iter(self.options[key]))]
+        return self.label + (", " + ", ".join(extra) if extra else "")
+
+    def prepare(self, counts, alpha, excluded):
+        raise NotImplementedError
+
+    def start(self, prepared, model, state, work, rng):
+        """The method's own latent state at the start of a chain (None if it has none)."""
+        return None
+
+    def sweep(self, prepared, latent, model, state, stats, work, iteration):
+        """Allocate this iteration's counts into ``stats``; return ``(counts_csr, terms)``:
+        the counts the model conditioned on and a dict of extra log terms."""
+        raise NotImplementedError
+
+    def state_bytes(self, shape, model):
+        """Bytes of the method's own state for data of ``shape`` (a memory estimate)."""
+        return 0
+
+
+def excluded_rows(excluded_mask):
+    """(indptr, indices) by row of a boolean matrix of excluded cells (None: none)."""
+    return row_csr_pattern(np.ascontiguousarray(excluded_mask, dtype=np.bool_))
+
+
+def fixed_counts_csr(counts, excluded_mask):
+    """CSR (indptr, indices, values) int64 of the non-zero counts outside the excluded cells."""
+    matrix = sp.csr_matrix(counts)
+    if excluded_mask is not None:
+        matrix = matrix.multiply(sp.csr_matrix(~excluded_mask)).tocsr()
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    return (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.int64))

@@ -1,0 +1,59 @@
+"""The models lpviz fits, one file each, in one registry.
+
+A model is a :class:`~lpviz.models.base.Model` subclass: its factors,
+priors, initial state, rates and the Numba kernels that allocate counts to
+its components and update its factors over the observed cells. Adding a
+model is one new file and one :func:`register` line below; the CLI choices,
+the dashboard's selectors and the engine read :data:`MODELS`.
+"""
+
+from lpviz.models.base import Model, Work
+
+__all__ = ["MODELS", "Model", "Work", "register", "get", "create", "default_for", "rates"]
+
+MODELS = {}
+
+
+def register(model_class):
+    """Add a :class:`Model` subclass to the registry under its ``name``."""
+    if not (isinstance(model_class, type) and issubclass(model_class, Model)) or not model_class.name:
+        raise TypeError(f"register() takes a Model subclass with a name, got {model_class!r}")
+    MODELS[model_class.name] = model_class
+    return model_class
+
+
+def get(name):
+    """The model class registered as ``name``."""
+    try:
+        return MODELS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"model must be one of {', '.join(map(repr, MODELS))}; got {name!r}") from None
+
+
+def create(name, n_components, a0=0.1, b0=1.0):
+    """An instance of the model ``name`` (or ``name`` itself when it is already a Model)."""
+    if isinstance(name, Model):
+        return name
+    return get(name)(n_components, a0=a0, b0=b0)
+
+
+def default_for(kind):
+    """The name of the model that fits data of ``kind`` by default."""
+    for name, model_class in MODELS.items():
+        if kind in model_class.default_for:
+            return name
+    raise ValueError(f"no model fits data of kind {kind!r} by default; pass model= explicitly")
+
+
+def rates(model, factors):
+    """The Poisson rates of every cell for a factor dict of the model named ``model``."""
+    model_class = get(model)
+    n_components = next(iter(factors.values())).shape[-1]
+    return model_class(n_components).rates(factors)
+
+
+from lpviz.models.topics import TopicModel  # noqa: E402
+from lpviz.models.blocks import BlockModel  # noqa: E402
+
+register(TopicModel)
+register(BlockModel)

@@ -1,0 +1,99 @@
+"""What every model provides, and the work plan a chain hands to its kernels."""
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def check_count(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+@dataclass
+class Work:
+    """How a chain's kernels split and seed their work (built by :class:`lpviz.engine.Chain`).
+
+    ``bounds``/``column_bounds``: chunks of row / column stream blocks
+    (:func:`lpviz._parallel.chunk_bounds`); ``parallel``: whether the data are
+    large enough to split (False: one chunk, run inline); ``stop``: the stop flag the
+    kernels poll; ``chain_seed``; ``missing_by_row``/``missing_by_column``:
+    (indptr, indices) of the cells left out of the likelihood (held out, or
+    structural zeros of the data), except the model's own structural zeros,
+    which its kernels skip by construction.
+    """
+
+    bounds: list
+    column_bounds: list
+    parallel: bool
+    stop: np.ndarray
+    chain_seed: int
+    missing_by_row: tuple
+    missing_by_column: tuple
+
+
+class Model:
+    """A Poisson factorization model with gamma priors (shape ``a0``, rate ``b0``).
+
+    A subclass sets ``name`` (its registry key), ``label``,
+    ``component_name``, ``factor_names`` and ``default_for`` (the data kinds
+    it is the default model of), and implements the state, the kernels and
+    :meth:`low_rank`. The chain's state is a tuple of arrays the kernels
+    update in place; factor dicts (``factors``) are copies in the public
+    orientation.
+    """
+
+    name = None
+    label = None
+    component_name = "component"
+    factor_names = ()
+    default_for = ()
+
+    def __init__(self, n_components, a0=0.1, b0=1.0):
+        self.n_components = check_count("n_components", n_components, 1)
+        self.a0 = check_positive("a0", a0)
+        self.b0 = check_positive("b0", b0)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(n_components={self.n_components}, a0={self.a0}, b0={self.b0})"
+
+    # -- data ----------------------------------------------------------------------------
+    def check_shape(self, shape):
+        """Raise a ValueError if the model cannot fit a matrix of ``shape``."""
+
+    def structural_zeros(self, shape):
+        """Boolean matrix of the cells the model has no rate for (None: every cell has one)."""
+        return None
+
+    # -- rates -----------------------------------------------------------------------------
+    def low_rank(self, factors):
+        """``(left, right)`` with ``mu = left @ right.T`` (before structural zeros)."""
+        raise NotImplementedError
+
+    def rates(self, factors):
+        """The Poisson rates ``mu`` of every cell, 0 at the model's structural zeros."""
+        left, right = self.low_rank(factors)
+        mu = left @ right.T
+        zeros = self.structural_zeros(mu.shape)
+        if zeros is not None:
+            mu[zeros] = 0.0
+        return mu
+
+    def topics(self, factors):
+        """The topic-word matrix (K, V) when the model has topics, else None."""
+        return None
+
+    def memberships(self, factors):
+        """Row memberships (n_rows, K) when the model has them, else None."""
+        return None

@@ -1,0 +1,299 @@
+"""The block model: ``mu_ij = sum_cd theta_ic pi_cd theta_jd`` for ``i != j``.
+
+A mixed-membership stochastic block model of a square sender x recipient
+matrix with gamma priors (shape ``a0``, rate ``b0``) on ``theta`` and ``pi``.
+Self loops do not exist: the diagonal is the model's structural zero, never
+observed and skipped by every kernel; other excluded cells (held out) are
+listed by row and by column.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lpviz._parallel import ROWS_PER_STREAM, run_chunks
+from lpviz._random import seed_state, seed_stream
+from lpviz.models._kernels import column_sums, dot_rows, gamma_log_prior, log_factorial, multinomial, ordered_sum
+from lpviz.models.base import Model
+
+UNIT_SWEEP = 0
+UNIT_THETA = 1 << 40
+UNIT_PI = 3 << 40
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _sender_tables(theta, i, pi, sender_pi, given_receiver):
+    """``sender_pi[0, d] = (theta_i^T pi)_d`` and ``given_receiver[d, c] = theta_ic pi_cd``."""
+    n_comm = theta.shape[1]
+    for d in range(n_comm):
+        running = 0.0
+        for c in range(n_comm):
+            w = theta[i, c] * pi[c, d]
+            given_receiver[d, c] = w
+            running += w
+        sender_pi[0, d] = running
+
+
+@njit(nogil=True, cache=True)
+def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
+    """Split the counts of senders in blocks [first, last) over community pairs (c, d).
+
+    Exactly in two stages: ``d ~ (theta_i^T pi)_d theta_jd``, then
+    ``c | d ~ theta_ic pi_cd``, each a multinomial over all tokens of the cell.
+    ``stats``: (n_send, n_recv parts, n_cd parts).
+    """
+    indptr, indices, values = counts
+    theta, pi = factors
+    chain_seed, iteration, stop = seeds
+    n_send, n_recv_parts, n_cd_parts = stats
+    n_recv = n_recv_parts[chunk]
+    n_cd = n_cd_parts[chunk]
+    n_actors, n_comm = theta.shape
+    sender_pi = np.empty((1, n_comm))
+    given_receiver = np.empty((n_comm, n_comm))
+    weights = np.empty(n_comm)
+    by_receiver = np.zeros(n_comm, dtype=np.int64)
+    by_sender = np.zeros(n_comm, dtype=np.int64)
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
+            if indptr[i + 1] == indptr[i]:
+                continue
+            _sender_tables(theta, i, pi, sender_pi, given_receiver)
+            for idx in range(indptr[i], indptr[i + 1]):
+                y = values[idx]
+                j = indices[idx]
+                if y <= 0 or j == i:
+                    continue
+                total = 0.0
+                for d in range(n_comm):
+                    weights[d] = sender_pi[0, d] * theta[j, d]
+                    total += weights[d]
+                multinomial(y, weights, total, state, by_receiver)
+                for d in range(n_comm):
+                    if by_receiver[d] == 0:
+                        continue
+                    n_recv[j, d] += by_receiver[d]
+                    weights[:] = given_receiver[d]
+                    multinomial(by_receiver[d], weights, sender_pi[0, d], state, by_sender)
+                    for c in range(n_comm):
+                        if by_sender[c]:
+                            n_send[i, c] += by_sender[c]
+                            n_cd[c, d] += by_sender[c]
+
+
+@njit(nogil=True, cache=True)
+def _partner_sum(theta, total, i, missing_indptr, missing_indices, out):
+    """``out = sum over j != i with (i, j) observed of theta_j`` (lists by row)."""
+    out[:] = total - theta[i]
+    for idx in range(missing_indptr[i], missing_indptr[i + 1]):
+        out -= theta[missing_indices[idx]]
+    for c in range(out.shape[0]):
+        if out[c] < 0.0:  # rounding when almost every partner is missing
+            out[c] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def _update_theta(theta, pi, counts, missing, prior, seeds):
+    """theta_ic ~ Gamma(a0 + n_send_ic + n_recv_ic, b0 + sum_{j: (i,j) obs} (pi theta_j)_c
+    + sum_{j: (j,i) obs} (pi^T theta_j)_c), in place.
+
+    Rows are coupled (theta_i's rate depends on every other theta_j), so they
+    are updated one after another: each draw is from its exact conditional.
+    ``counts``: (n_send, n_recv); ``missing``: (row indptr, row indices, column
+    indptr, column indices); ``seeds``: (chain seed, iteration).
+    """
+    n_send, n_recv = counts
+    row_indptr, row_indices, col_indptr, col_indices = missing
+    a0, b0 = prior
+    chain_seed, iteration = seeds
+    n_actors, n_comm = theta.shape
+    seed_stream(chain_seed, iteration, UNIT_THETA)
+    total = column_sums(theta)
+    receivers = np.empty(n_comm)
+    senders = np.empty(n_comm)
+    for i in range(n_actors):
+        _partner_sum(theta, total, i, row_indptr, row_indices, receivers)
+        _partner_sum(theta, total, i, col_indptr, col_indices, senders)
+        for c in range(n_comm):
+            rate = b0
+            for d in range(n_comm):
+                rate += pi[c, d] * receivers[d] + pi[d, c] * senders[d]
+            new = np.random.gamma(a0 + n_send[i, c] + n_recv[i, c], 1.0 / rate)
+            total[c] += new - theta[i, c]
+            theta[i, c] = new
+
+
+@njit(nogil=True, cache=True)
+def pair_weights(theta, missing_indptr, missing_indices):
+    """W_cd = sum over observed pairs i != j of theta_ic theta_jd (C, C)."""
+    n_actors, n_comm = theta.shape
+    total = column_sums(theta)
+    receivers = np.empty(n_comm)
+    weights = np.zeros((n_comm, n_comm))
+    for i in range(n_actors):
+        _partner_sum(theta, total, i, missing_indptr, missing_indices, receivers)
+        for c in range(n_comm):
+            for d in range(n_comm):
+                weights[c, d] += theta[i, c] * receivers[d]
+    return weights
+
+
+@njit(nogil=True, cache=True)
+def _update_pi(pi, theta, n_cd, missing, prior, seeds):
+    """pi_cd ~ Gamma(a0 + n_cd, b0 + sum over observed i != j of theta_ic theta_jd), in place."""
+    a0, b0 = prior
+    chain_seed, iteration = seeds
+    seed_stream(chain_seed, iteration, UNIT_PI)
+    weights = pair_weights(theta, missing[0], missing[1])
+    n_comm = pi.shape[0]
+    for c in range(n_comm):
+        for d in range(n_comm):
+            pi[c, d] = np.random.gamma(a0 + n_cd[c, d], 1.0 / (b0 + weights[c, d]))
+
+
+@njit(nogil=True, cache=True)
+def _loglik_chunk(chunk, first, last, counts, factors, row_log):
+    """``row_log[i] = sum of y log mu_ij - log y!`` over sender i's off-diagonal cells."""
+    indptr, indices, values = counts
+    theta, pi = factors
+    n_actors, n_comm = theta.shape
+    sender_pi = np.zeros((1, n_comm))
+    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+        for d in range(n_comm):
+            running = 0.0
+            for c in range(n_comm):
+                running += theta[i, c] * pi[c, d]
+            sender_pi[0, d] = running
+        total = 0.0
+        for idx in range(indptr[i], indptr[i + 1]):
+            y = values[idx]
+            j = indices[idx]
+            if y > 0 and j != i:
+                total += y * math.log(dot_rows(sender_pi, 0, theta, j)) - log_factorial(y)
+        row_log[i] = total
+
+
+@njit(nogil=True, cache=True)
+def _cell_rates_chunk(chunk, first, last, cells, factors, out):
+    """``out[idx] = mu`` of every cell of the CSR pattern ``cells`` (0 on the diagonal)."""
+    indptr, indices = cells
+    theta, pi = factors
+    n_actors, n_comm = theta.shape
+    sender_pi = np.zeros((1, n_comm))
+    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+        for d in range(n_comm):
+            running = 0.0
+            for c in range(n_comm):
+                running += theta[i, c] * pi[c, d]
+            sender_pi[0, d] = running
+        for idx in range(indptr[i], indptr[i + 1]):
+            j = indices[idx]
+            out[idx] = 0.0 if j == i else dot_rows(sender_pi, 0, theta, j)
+
+
+# ---------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------
+
+class BlockModel(Model):
+    """Mixed-membership stochastic block model of a square network, no self loops.
+
+    ``mu_ij = (theta_i^T pi) . theta_j`` for ``i != j``; ``theta`` (V, C)
+    memberships, ``pi`` (C, C) community-to-community rates.
+    """
+
+    name = "blocks"
+    label = "block model (mixed-membership SBM)"
+    component_name = "community"
+    factor_names = ("theta", "pi")
+    default_for = ("network",)
+
+    def check_shape(self, shape):
+        if shape[0] != shape[1]:
+            raise ValueError(f"model='blocks' needs a square sender x recipient matrix, got shape {tuple(shape)}; "
+                             "use model='topics' for a documents x words matrix")
+
+    def structural_zeros(self, shape):
+        return np.eye(shape[0], shape[1], dtype=bool)
+
+    def state_bytes(self, shape):
+        n = shape[0]
+        C = self.n_components
+        return 8 * (n * C * (2 + 4 * 2) + 4 * 2 * C * C)
+
+    # -- state ----------------------------------------------------------------------------
+    def init_state(self, shape, mean_count, rng):
+        C = self.n_components
+        level = (max(mean_count, 1e-2) / (C * C)) ** (1.0 / 3.0)
+        theta = rng.gamma(1.0, level, (shape[0], C))
+        pi = rng.gamma(1.0, level, (C, C))
+        return (theta, pi)
+
+    def factors(self, state):
+        theta, pi = state
+        return {"theta": theta.copy(), "pi": pi.copy()}
+
+    def set_factors(self, state, factors):
+        theta, pi = state
+        theta[...] = factors["theta"]
+        pi[...] = factors["pi"]
+
+    def low_rank(self, factors):
+        theta = factors["theta"]
+        return theta @ factors["pi"], theta
+
+    def memberships(self, factors):
+        return factors["theta"]
+
+    # -- kernels ----------------------------------------------------------------------------
+    def rate_rows(self, state, start, stop):
+        theta, pi = state
+        mu = (theta[start:stop] @ pi) @ theta.T
+        rows = np.arange(start, stop)
+        mu[rows - start, rows] = 0.0
+        return mu
+
+    def cell_rates(self, state, cells, work):
+        out = np.empty(cells[1].shape[0])
+        run_chunks(_cell_rates_chunk, work.bounds, work.stop, cells, state, out)
+        return out
+
+    def new_stats(self, state, work):
+        theta, pi = state
+        n, C = theta.shape
+        n_chunks = len(work.bounds)
+        return (np.zeros((n, C), dtype=np.int64), np.zeros((n_chunks, n, C), dtype=np.int64),
+                np.zeros((n_chunks, C, C), dtype=np.int64))
+
+    def allocate(self, state, counts, stats, work, iteration):
+        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state,
+                   (work.chain_seed, iteration, work.stop), stats)
+
+    def update(self, state, stats, work, iteration):
+        theta, pi = state
+        n_send, n_recv_parts, n_cd_parts = stats
+        prior = (self.a0, self.b0)
+        _update_theta(theta, pi, (n_send, n_recv_parts.sum(axis=0)),
+                      (*work.missing_by_row, *work.missing_by_column), prior, (work.chain_seed, iteration))
+        _update_pi(pi, theta, n_cd_parts.sum(axis=0), work.missing_by_row, prior, (work.chain_seed, iteration))
+
+    def log_prior(self, state):
+        theta, pi = state
+        return gamma_log_prior(theta, self.a0, self.b0) + gamma_log_prior(pi, self.a0, self.b0)
+
+    def count_loglik(self, state, counts, work):
+        theta, pi = state
+        row_log = np.zeros(theta.shape[0])
+        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
+        weights = pair_weights(theta, *work.missing_by_row)
+        return ordered_sum(row_log) - ordered_sum((weights * pi).ravel())

@@ -1,0 +1,233 @@
+"""The topic model: Poisson matrix factorization ``mu_dv = sum_k theta_dk phi_kv``.
+
+Gamma priors with shape ``a0`` and rate ``b0`` on every factor. Inside the
+kernels ``phi`` is stored transposed as ``phiT`` (V, K), so every cell reads
+two contiguous K-vectors. Excluded cells (held out, or structural zeros of the
+data) are left out of the likelihood: rate sums are the full factor sums minus
+the excluded cells, listed by row and by column.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
+from lpviz._random import seed_state, seed_stream
+from lpviz.models._kernels import (
+    column_sums, dot_rows, draw_weighted, gamma_log_prior, log_factorial, multinomial, ordered_sum, products,
+)
+from lpviz.models.base import Model
+
+# Units: each phase of an iteration draws from its own streams.
+UNIT_SWEEP = 0
+UNIT_THETA = 1 << 40
+UNIT_PHI = 2 << 40
+
+
+# ---------------------------------------------------------------------------
+# Kernels: one chunk of stream blocks each
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
+    """Split the counts of rows in blocks [first, last) over topics.
+
+    ``counts``: CSR (indptr, indices, values) of the cells to allocate;
+    ``factors``: (theta, phiT); ``seeds``: (chain seed, iteration, stop flag);
+    ``stats``: (n_dk, n_vk parts): rows of n_dk belong to the chunk, n_vk is
+    summed over chunks later.
+    """
+    indptr, indices, values = counts
+    theta, phiT = factors
+    chain_seed, iteration, stop = seeds
+    n_dk, n_vk_parts = stats
+    n_vk = n_vk_parts[chunk]
+    n_docs, n_topics = theta.shape
+    weights = np.empty(n_topics)
+    drawn = np.zeros(n_topics, dtype=np.int64)
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+            for idx in range(indptr[d], indptr[d + 1]):
+                y = values[idx]
+                if y <= 0:
+                    continue
+                v = indices[idx]
+                total = products(theta, d, phiT, v, weights)
+                if y == 1:  # most cells: one walk, no multinomial
+                    k = draw_weighted(weights, total, state)
+                    n_dk[d, k] += 1
+                    n_vk[v, k] += 1
+                    continue
+                multinomial(y, weights, total, state, drawn)
+                for k in range(n_topics):
+                    if drawn[k]:
+                        n_dk[d, k] += drawn[k]
+                        n_vk[v, k] += drawn[k]
+
+
+@njit(nogil=True, cache=True)
+def _update_chunk(chunk, first, last, sides, prior, seeds):
+    """Draw rows in blocks [first, last) of one factor from their gamma conditional.
+
+    ``sides``: (factor, other, counts, other_sum, missing indptr, missing
+    indices): ``factor[r, k] ~ Gamma(a0 + counts[r, k], b0 + sum over the
+    observed partners s of other[s, k])``. ``prior``: (a0, b0); ``seeds``:
+    (chain seed, iteration, unit, stop flag).
+    """
+    factor, other, counts, other_sum, missing_indptr, missing_indices = sides
+    a0, b0 = prior
+    chain_seed, iteration, unit, stop = seeds
+    n_rows, n_topics = factor.shape
+    rate = np.empty(n_topics)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_stream(chain_seed, iteration, unit + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            rate[:] = other_sum
+            for idx in range(missing_indptr[r], missing_indptr[r + 1]):
+                s = missing_indices[idx]
+                for k in range(n_topics):
+                    rate[k] -= other[s, k]
+            for k in range(n_topics):
+                factor[r, k] = np.random.gamma(a0 + counts[r, k], 1.0 / (b0 + max(rate[k], 0.0)))
+
+
+@njit(nogil=True, cache=True)
+def _loglik_chunk(chunk, first, last, counts, factors, row_log):
+    """``row_log[d] = sum over row d's cells of y log mu_dv - log y!`` for rows in [first, last)."""
+    indptr, indices, values = counts
+    theta, phiT = factors
+    n_docs = theta.shape[0]
+    for d in range(first * ROWS_PER_STREAM, min(n_docs, last * ROWS_PER_STREAM)):
+        total = 0.0
+        for idx in range(indptr[d], indptr[d + 1]):
+            y = values[idx]
+            if y > 0:
+                total += y * math.log(dot_rows(theta, d, phiT, indices[idx])) - log_factorial(y)
+        row_log[d] = total
+
+
+@njit(nogil=True, cache=True)
+def _excluded_rate_sum(theta, phiT, missing_indptr, missing_indices):
+    """Sum of mu over the excluded cells (listed by row)."""
+    total = 0.0
+    for d in range(theta.shape[0]):
+        for idx in range(missing_indptr[d], missing_indptr[d + 1]):
+            total += dot_rows(theta, d, phiT, missing_indices[idx])
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _cell_rates_chunk(chunk, first, last, cells, factors, out):
+    """``out[idx] = mu`` of every cell of the CSR pattern ``cells`` in rows of blocks [first, last)."""
+    indptr, indices = cells
+    theta, phiT = factors
+    for d in range(first * ROWS_PER_STREAM, min(theta.shape[0], last * ROWS_PER_STREAM)):
+        for idx in range(indptr[d], indptr[d + 1]):
+            out[idx] = dot_rows(theta, d, phiT, indices[idx])
+
+
+# ---------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------
+
+class TopicModel(Model):
+    """Poisson factorization of a documents x words matrix (a topic model).
+
+    ``mu = theta @ phi`` with ``theta`` (D, K) and ``phi`` (K, V). Works on any
+    matrix (a network too, with its diagonal excluded as a structural zero).
+    """
+
+    name = "topics"
+    label = "topic model (Poisson factorization)"
+    component_name = "topic"
+    factor_names = ("theta", "phi")
+    default_for = ("documents",)
+
+    # -- shapes and memory --------------------------------------------------------
+    def check_shape(self, shape):
+        pass
+
+    def state_bytes(self, shape):
+        n_rows, n_cols = shape
+        # factors, their statistics (n_dk, n_vk, and one n_vk part per chunk)
+        return 8 * self.n_components * (2 * (n_rows + n_cols) + 4 * 2 * n_cols)
+
+    # -- state ----------------------------------------------------------------------
+    def init_state(self, shape, mean_count, rng):
+        n_rows, n_cols = shape
+        K = self.n_components
+        level = math.sqrt(max(mean_count, 1e-2) / K)
+        # gamma(1) draws whose products match the mean count: early sweeps allocate sensibly
+        theta = rng.gamma(1.0, level, (n_rows, K))
+        phiT = rng.gamma(1.0, level, (n_cols, K))
+        return (theta, phiT)
+
+    def factors(self, state):
+        theta, phiT = state
+        return {"theta": theta.copy(), "phi": phiT.T.copy()}
+
+    def set_factors(self, state, factors):
+        theta, phiT = state
+        theta[...] = factors["theta"]
+        phiT[...] = np.asarray(factors["phi"]).T
+
+    def low_rank(self, factors):
+        return factors["theta"], np.asarray(factors["phi"]).T
+
+    def topics(self, factors):
+        return factors["phi"]
+
+    def memberships(self, factors):
+        return factors["theta"]
+
+    # -- kernels ------------------------------------------------------------------------
+    def rate_rows(self, state, start, stop):
+        theta, phiT = state
+        return theta[start:stop] @ phiT.T
+
+    def cell_rates(self, state, cells, work):
+        out = np.empty(cells[1].shape[0])
+        run_chunks(_cell_rates_chunk, work.bounds, work.stop, cells, state, out)
+        return out
+
+    def new_stats(self, state, work):
+        theta, phiT = state
+        K = self.n_components
+        return (np.zeros((theta.shape[0], K), dtype=np.int64),
+                np.zeros((len(work.bounds), phiT.shape[0], K), dtype=np.int64))
+
+    def allocate(self, state, counts, stats, work, iteration):
+        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state,
+                   (work.chain_seed, iteration, work.stop), stats)
+
+    def update(self, state, stats, work, iteration):
+        theta, phiT = state
+        n_dk, n_vk_parts = stats
+        n_vk = n_vk_parts.sum(axis=0)
+        prior = (self.a0, self.b0)
+        run_chunks(_update_chunk, work.bounds, work.stop,
+                   (theta, phiT, n_dk, column_sums(phiT), *work.missing_by_row),
+                   prior, (work.chain_seed, iteration, UNIT_THETA, work.stop))
+        run_chunks(_update_chunk, work.column_bounds, work.stop,
+                   (phiT, theta, n_vk, column_sums(theta), *work.missing_by_column),
+                   prior, (work.chain_seed, iteration, UNIT_PHI, work.stop))
+
+    def log_prior(self, state):
+        theta, phiT = state
+        return gamma_log_prior(theta, self.a0, self.b0) + gamma_log_prior(phiT, self.a0, self.b0)
+
+    def count_loglik(self, state, counts, work):
+        theta, phiT = state
+        row_log = np.zeros(theta.shape[0])
+        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
+        observed_rate = (float(column_sums(theta) @ column_sums(phiT))
+                         - _excluded_rate_sum(theta, phiT, *work.missing_by_row))
+        return ordered_sum(row_log) - observed_rate

@@ -1,0 +1,291 @@
+"""What the analyst holds (:class:`Release`) and, beside it, what only a simulation knows (:class:`Truth`).
+
+A :class:`Release` is the noised counts and everything public about them:
+the noise level (``alpha``, from ``epsilon`` and ``N``), which cells are held
+out of the fit, which cells do not exist (a network's self loops), labels the
+owner declared public, and whether the noise came from a seeded simulation.
+Methods receive a release and nothing else; the truth (true counts, and true
+rates when the data are simulated) travels beside it in a :class:`Truth`
+and reaches only the non-private method and the scoring.
+
+Release file schema (``.npz``, no pickles; :meth:`Release.save`,
+:meth:`Release.load`, ``lpviz privatize``)::
+
+    format          "lpviz-release-1"
+    Y_obs           int (D, V) noised counts (0 at structural zeros)
+    alpha           float () or (D,): the noise level, per row if heterogeneous
+    epsilon, N      float (): NaN when the release was made from alpha alone
+    kind            str: "documents" (documents x words) or "network" (sender x recipient)
+    heldout         bool (D, V), optional: cells held out of every fit
+    structural_zeros bool (D, V), optional: cells that do not exist (a network's diagonal)
+    row_labels, col_labels  str (D,), (V,), optional: labels declared public
+    simulated       bool: True when the noise came from a seeded (reproducible) sampler
+    noise_seed      int, optional: that seed (a simulation is invertible by whoever holds it)
+    name            str: the data set's name (never a file path)
+"""
+
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+KINDS = ("documents", "network")
+RELEASE_FORMAT = "lpviz-release-1"
+
+
+def _read_only(array):
+    array = np.array(array, copy=True)
+    array.setflags(write=False)
+    return array
+
+
+def _check_cells(name, mask, shape):
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(f"{name} must be a boolean array (True = {name.replace('_', ' ')}), got dtype {mask.dtype}")
+    if mask.shape != tuple(shape):
+        raise ValueError(f"{name} has shape {mask.shape} but Y_obs has shape {tuple(shape)}; they must match")
+    return _read_only(mask) if mask.any() else None
+
+
+def _check_labels(name, labels, n):
+    if labels is None:
+        return None
+    labels = tuple(str(label) for label in labels)
+    if len(labels) != n:
+        raise ValueError(f"{name} has {len(labels)} labels but the matrix has {n}; give one per {name[:3]}")
+    return labels
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """Noised counts and what is public about them.
+
+    Parameters
+    ----------
+    Y_obs : int array (n_rows, n_cols)
+        The noised counts (may be negative).
+    alpha : float or array (n_rows,)
+        Noise level ``exp(-epsilon/N)`` of the two-sided geometric mechanism,
+        one per row when owners chose their own.
+    epsilon, N : float, optional
+        The privacy level the release was made at (None when only alpha is known).
+    kind : {"documents", "network"}
+        Documents x words, or a square sender x recipient network.
+    heldout : bool array, optional
+        True for cells held out of every fit (scored apart as held-out MAE).
+    structural_zeros : bool array, optional
+        True for cells that do not exist (never noised, fitted or scored);
+        a network's diagonal when not given.
+    row_labels, col_labels : sequences of str, optional
+        Labels the owner declared public. Labels chosen or ordered by the
+        true data (the most frequent words, the busiest senders) reveal it.
+    simulated : bool
+        True when the noise came from a seeded sampler: a simulation, not a
+        release (whoever knows the seed can subtract the noise).
+    noise_seed : int, optional
+        That seed.
+    name : str
+        The data set's name.
+    """
+
+    Y_obs: np.ndarray
+    alpha: object
+    epsilon: float = None
+    N: float = None
+    kind: str = "documents"
+    heldout: np.ndarray = None
+    structural_zeros: np.ndarray = None
+    row_labels: tuple = None
+    col_labels: tuple = None
+    simulated: bool = False
+    noise_seed: int = None
+    name: str = ""
+
+    def __post_init__(self):
+        from lpviz.privacy import _check_alpha
+
+        Y = np.asarray(self.Y_obs)
+        if Y.ndim != 2:
+            raise ValueError(f"Y_obs must be a 2-D matrix of noised counts, got shape {Y.shape}")
+        if Y.dtype == bool or Y.dtype.kind not in "iu":
+            raise TypeError(f"Y_obs must hold integer counts, got dtype {Y.dtype}")
+        if 0 in Y.shape:
+            raise ValueError(f"Y_obs is empty (shape {Y.shape}); a release needs at least one row and one column")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {self.kind!r}")
+        if self.kind == "network" and Y.shape[0] != Y.shape[1]:
+            raise ValueError(f"a network release must be square (senders x recipients), got shape {Y.shape}")
+        alpha = _check_alpha(self.alpha)
+        if alpha.ndim == 0:
+            alpha = float(alpha)
+        elif alpha.shape != (Y.shape[0],):
+            raise ValueError(f"alpha must be a scalar or have one value per row ({Y.shape[0]}), "
+                             f"got shape {alpha.shape}")
+        else:
+            alpha = _read_only(alpha.astype(np.float64))
+        structural = self.structural_zeros
+        if structural is None and self.kind == "network":
+            structural = np.eye(*Y.shape, dtype=bool)
+        set_ = object.__setattr__
+        set_(self, "Y_obs", _read_only(Y))
+        set_(self, "alpha", alpha)
+        set_(self, "epsilon", None if self.epsilon is None else float(self.epsilon))
+        set_(self, "N", None if self.N is None else float(self.N))
+        set_(self, "heldout", _check_cells("heldout", self.heldout, Y.shape))
+        set_(self, "structural_zeros", _check_cells("structural_zeros", structural, Y.shape))
+        set_(self, "row_labels", _check_labels("row_labels", self.row_labels, Y.shape[0]))
+        set_(self, "col_labels", _check_labels("col_labels", self.col_labels, Y.shape[1]))
+        set_(self, "simulated", bool(self.simulated))
+        set_(self, "noise_seed", None if self.noise_seed is None else int(self.noise_seed))
+        if self.heldout is not None and not self.observed_cells.any():
+            raise ValueError("the held-out cells leave no cell to fit; hold out fewer cells")
+
+    # -- cells -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.Y_obs.shape
+
+    @property
+    def alpha_per_row(self):
+        """alpha as one float per row."""
+        return np.broadcast_to(np.asarray(self.alpha, dtype=np.float64), (self.shape[0],)).copy()
+
+    @property
+    def observed_cells(self):
+        """Cells a fit sees: not held out, not structural zeros."""
+        cells = np.ones(self.shape, dtype=bool)
+        for mask in (self.heldout, self.structural_zeros):
+            if mask is not None:
+                cells &= ~mask
+        return cells
+
+    @property
+    def heldout_cells(self):
+        """Held-out cells that exist (the ones held-out MAE scores), or None."""
+        if self.heldout is None:
+            return None
+        cells = self.heldout.copy()
+        if self.structural_zeros is not None:
+            cells &= ~self.structural_zeros
+        return cells if cells.any() else None
+
+    def with_heldout(self, heldout):
+        """The same release with other held-out cells (None: none)."""
+        return replace(self, heldout=heldout)
+
+    def describe(self):
+        """One line: shape, kind and the noise level in words."""
+        level = (f"epsilon={self.epsilon:g}, N={self.N:g}, " if self.epsilon is not None and self.N is not None
+                 else "")
+        if np.ndim(self.alpha):
+            noise = f"per-row alpha, mean {np.mean(self.alpha):.3g} (from {np.min(self.alpha):.3g} to {np.max(self.alpha):.3g})"
+        else:
+            noise = f"{level}alpha={format_alpha(self.alpha)}"
+        seed = f" (noise seed {self.noise_seed})" if self.noise_seed is not None else ""
+        origin = f"simulation{seed}" if self.simulated else "release (exact noise)"
+        return f"{self.shape[0]:,} x {self.shape[1]:,} {self.kind}, {noise}; {origin}"
+
+    # -- files ----------------------------------------------------------------------------
+    def save(self, path, *, overwrite=False):
+        """Write the release as ``.npz`` (the schema in this module's docstring)."""
+        from lpviz._files import atomic_write
+
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"folder {path.parent} does not exist; create it first")
+        arrays = {
+            "format": np.asarray(RELEASE_FORMAT),
+            "Y_obs": self.Y_obs,
+            "alpha": np.asarray(self.alpha, dtype=np.float64),
+            "epsilon": np.asarray(np.nan if self.epsilon is None else self.epsilon),
+            "N": np.asarray(np.nan if self.N is None else self.N),
+            "kind": np.asarray(self.kind),
+            "simulated": np.asarray(self.simulated),
+            "name": np.asarray(self.name),
+        }
+        if self.noise_seed is not None:
+            arrays["noise_seed"] = np.asarray(self.noise_seed, dtype=np.int64)
+        for key in ("heldout", "structural_zeros"):
+            if getattr(self, key) is not None:
+                arrays[key] = getattr(self, key)
+        for key in ("row_labels", "col_labels"):
+            if getattr(self, key) is not None:
+                arrays[key] = np.asarray(getattr(self, key), dtype=str)
+        atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """Read a release written by :meth:`save` (or ``lpviz privatize``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file; a release is written by `lpviz privatize`")
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"{path}: not an .npz release (a .csv from `lpviz privatize` is a plain table "
+                             "without its noise level); write one with `lpviz privatize IN OUT.npz`")
+        try:
+            archive = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path}: not an .npz release ({error})") from None
+        with archive:
+            if "Y_obs" not in archive.files:
+                raise ValueError(f"{path}: no noised counts 'Y_obs' in it (it holds "
+                                 f"{', '.join(sorted(archive.files)) or 'nothing'}); a release is written by "
+                                 "`lpviz privatize`")
+
+            def get(key, default=None):
+                return archive[key] if key in archive.files else default
+
+            alpha = get("alpha")
+            if alpha is None:
+                raise ValueError(f"{path}: the release does not record its noise level 'alpha'")
+            epsilon, N = get("epsilon"), get("N")
+            try:
+                return cls(
+                    Y_obs=archive["Y_obs"], alpha=float(alpha) if alpha.ndim == 0 else alpha,
+                    epsilon=None if epsilon is None or np.isnan(epsilon) else float(epsilon),
+                    N=None if N is None or np.isnan(N) else float(N),
+                    kind=str(get("kind", "documents")), heldout=get("heldout"),
+                    structural_zeros=get("structural_zeros"),
+                    row_labels=None if get("row_labels") is None else get("row_labels").tolist(),
+                    col_labels=None if get("col_labels") is None else get("col_labels").tolist(),
+                    simulated=bool(get("simulated", False)),
+                    noise_seed=None if get("noise_seed") is None else int(get("noise_seed")),
+                    name=str(get("name", "")))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{path}: not a valid release: {error}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class Truth:
+    """What only the data owner (or a simulation) knows: the true counts ``Y``
+    and, for simulated data, the true rates ``mu`` and factors."""
+
+    Y: np.ndarray
+    mu: np.ndarray = None
+    factors: dict = field(default=None)
+
+    def __post_init__(self):
+        Y = np.asarray(self.Y.toarray() if hasattr(self.Y, "toarray") else self.Y)
+        if Y.ndim != 2:
+            raise ValueError(f"the true counts must be a 2-D matrix, got shape {Y.shape}")
+        if Y.dtype == bool or Y.dtype.kind not in "iuf":
+            raise TypeError(f"the true counts must be integers, got dtype {Y.dtype}")
+        object.__setattr__(self, "Y", _read_only(Y.astype(np.int64)))
+        if self.mu is not None:
+            mu = np.asarray(self.mu, dtype=np.float64)
+            if mu.shape != Y.shape:
+                raise ValueError(f"the true rates have shape {mu.shape} but the counts {Y.shape}")
+            object.__setattr__(self, "mu", _read_only(mu))
+
+
+def format_alpha(alpha):
+    """alpha with significant digits (scientific notation when small): never '0.0000'."""
+    alpha = float(alpha)
+    return f"{alpha:.4g}" if alpha >= 1e-3 else f"{alpha:.3e}"
