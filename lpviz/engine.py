@@ -336,7 +336,12 @@ class Chain:
         """Copy of the current latent true counts (private chains only, else None).
         Held-out cells are 0 (they are not sampled)."""
         latent = self._latent or {}
-        return latent["y"].copy() if "y" in latent else None
+        if "y" in latent:
+            return latent["y"].copy()
+        if latent.get("y_counts") is not None:
+            indptr, indices, values = latent["y_counts"]
+            return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+        return None
 
     @property
     def bessel_draws(self):

@@ -9,8 +9,20 @@ section 1). For one observed cell with noised count ``ytil``, current rate
 prior with rate ``(1-alpha)/alpha`` (the ICML paper's ``alpha/(1-alpha) + 1``
 is a typo). ``alpha`` is per row (heterogeneous noise).
 
-Each sweep also records, per row, the noise term ``log Geom2(ytil - y; alpha)``
-of the log joint (``g`` and ``lambda`` integrated out exactly).
+``sampler="collapsed"`` draws the true count from its exact conditional with
+``lambda``, the Bessel variable and the split integrated out (DESIGN.md 1b,
+:mod:`lpviz.collapsed`): ``p(y | ytil, mu, alpha) ∝ Pois(y; mu) alpha^|ytil - y|``.
+No noise rates or Bessel draws are kept. Its *sparse step* (``sparse_step="auto"``)
+handles the cells of a row with ``ytil <= 0`` (where ``y ~ Poisson(alpha mu)``)
+without visiting them: the model draws their Poisson counts by thinning per
+component (:meth:`~lpviz.models.base.Model` ``poisson_allocate``). A row takes
+the sparse step when at most :data:`SPARSE_MAX_SKIP_SHARE` of its cells have
+``ytil > 0`` or are excluded; other rows, and every row with
+``sparse_step="off"``, run the dense loop over their cells.
+
+Each sweep records, per row, the noise term ``log Geom2(ytil - y; alpha)`` of
+the log joint (``g`` and ``lambda`` integrated out exactly) and the marginal
+log likelihood ``log p(ytil | mu, alpha)`` of the rates the sweep started from.
 """
 
 import math
@@ -21,10 +33,17 @@ from numba import njit
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import sample_stream
+from lpviz.collapsed import log_marginal_nb
+from lpviz.collapsed import sample_true_count as sample_collapsed
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum
 
 UNIT_LATENT = 5 << 40
+UNIT_CELLS = 6 << 40
+# A row takes the sparse step when at most this share of its cells has a
+# positive noised count or is excluded: the step costs O(K) per such cell and
+# per topic, the dense loop O(K) per cell of the row (DESIGN.md 1b).
+SPARSE_MAX_SKIP_SHARE = 0.5
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
 # Below these sizes the cheap exact construction beats numba's generic sampler.
@@ -149,6 +168,235 @@ def _bessel_chunk(chunk, first, last, data, rates, latent, seeds, row_terms):
 
 
 @njit(nogil=True, cache=True)
+def _bessel_marginal_chunk(chunk, first, last, data, rates, seeds, row_terms):
+    """The marginal log likelihood of the rows of stream blocks [first, last) (Bessel sampler)."""
+    Y, alpha, excluded_indptr, excluded_indices = data
+    mu, origin = rates
+    stop = seeds[2]
+    for d in range(first * ROWS_PER_STREAM, min(Y.shape[0], last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        next_excluded = excluded_indptr[d]
+        total = 0.0
+        for v in range(Y.shape[1]):
+            if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                next_excluded += 1
+                continue
+            total += log_marginal_nb(np.int64(Y[d, v]), mu[d - origin, v], alpha[d])
+        row_terms[d] = total
+
+
+@njit(nogil=True, cache=True)
+def _collapsed_rows_chunk(chunk, first, last, data, rates, y_block, seeds, row_terms):
+    """The collapsed draw at every cell of the dense rows of stream blocks [first, last).
+
+    ``rates``: (dense rates of some rows, ``position[d]``: row d's row in them or
+    -1); ``y_block`` gets the draws at the same positions (0 where excluded);
+    ``row_terms``: (noise log term, marginal log likelihood) per row, added to.
+    """
+    Y, alpha, excluded_indptr, excluded_indices = data
+    mu, position = rates
+    chain_seed, iteration, stop = seeds
+    noise_log, marginal_log = row_terms
+    n_cols = Y.shape[1]
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_state(state, chain_seed, iteration, UNIT_LATENT + block)
+        for d in range(block * ROWS_PER_STREAM, min(Y.shape[0], (block + 1) * ROWS_PER_STREAM)):
+            r = position[d]
+            if r < 0:
+                continue
+            a = alpha[d]
+            next_excluded = excluded_indptr[d]
+            n_cells = 0
+            noise_size = 0
+            zero_abs = 0
+            zero_cells = 0
+            zero_rate = 0.0
+            marginal = 0.0
+            for v in range(n_cols):
+                if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                    next_excluded += 1
+                    y_block[r, v] = 0
+                    continue
+                ytil = np.int64(Y[d, v])
+                m = mu[r, v]
+                y = sample_collapsed(ytil, m, a, state)
+                y_block[r, v] = y
+                n_cells += 1
+                noise_size += abs(ytil - y)
+                if ytil <= 0:
+                    zero_cells += 1
+                    zero_abs -= ytil
+                    zero_rate += m
+                else:
+                    marginal += log_marginal_nb(ytil, m, a)
+            log_norm = math.log1p(-a) - math.log1p(a)
+            marginal += zero_cells * log_norm + zero_abs * math.log(a) - (1.0 - a) * zero_rate
+            noise_log[d] += geometric_log_lik(n_cells, noise_size, a)
+            marginal_log[d] += marginal
+
+
+@njit(nogil=True, cache=True)
+def _collapsed_cells_chunk(chunk, first, last, data, cells, y_cells, seeds, row_terms):
+    """The collapsed draw at the listed cells (a sparse row's cells with ytil > 0).
+
+    ``cells``: (indptr, indices, rates at them); ``y_cells`` gets the draws.
+    """
+    Y, alpha = data
+    indptr, indices, mu = cells
+    chain_seed, iteration, stop = seeds
+    noise_log, marginal_log = row_terms
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_state(state, chain_seed, iteration, UNIT_CELLS + block)
+        for d in range(block * ROWS_PER_STREAM, min(Y.shape[0], (block + 1) * ROWS_PER_STREAM)):
+            if indptr[d + 1] == indptr[d]:
+                continue
+            a = alpha[d]
+            noise_size = 0
+            marginal = 0.0
+            for idx in range(indptr[d], indptr[d + 1]):
+                ytil = np.int64(Y[d, indices[idx]])
+                y = sample_collapsed(ytil, mu[idx], a, state)
+                y_cells[idx] = y
+                noise_size += abs(ytil - y)
+                marginal += log_marginal_nb(ytil, mu[idx], a)
+            noise_log[d] += geometric_log_lik(indptr[d + 1] - indptr[d], noise_size, a)
+            marginal_log[d] += marginal
+
+
+@njit(nogil=True, cache=True)
+def _block_counts(first_row, last_row, position, y_block, cells):
+    """CSR (rows [first_row, last_row)) of the positive draws: dense rows from
+    ``y_block``, the other rows from the listed ``cells`` (indptr, indices, draws)."""
+    indptr_cells, indices_cells, y_cells = cells
+    n_rows = last_row - first_row
+    n_cols = y_block.shape[1]
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for i in range(n_rows):
+        d = first_row + i
+        count = 0
+        if position[d] >= 0:
+            for v in range(n_cols):
+                if y_block[position[d], v] > 0:
+                    count += 1
+        else:
+            for idx in range(indptr_cells[d], indptr_cells[d + 1]):
+                if y_cells[idx] > 0:
+                    count += 1
+        indptr[i + 1] = indptr[i] + count
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    values = np.empty(indptr[-1], dtype=np.int64)
+    for i in range(n_rows):
+        d = first_row + i
+        pos = indptr[i]
+        if position[d] >= 0:
+            for v in range(n_cols):
+                y = y_block[position[d], v]
+                if y > 0:
+                    indices[pos] = v
+                    values[pos] = y
+                    pos += 1
+        else:
+            for idx in range(indptr_cells[d], indptr_cells[d + 1]):
+                if y_cells[idx] > 0:
+                    indices[pos] = indices_cells[idx]
+                    values[pos] = y_cells[idx]
+                    pos += 1
+    return indptr, indices, values
+
+
+@njit(nogil=True, cache=True)
+def _add_tokens(counts, token_rows, token_cols):
+    """The CSR ``counts`` plus one at each token's cell (tokens land on cells absent from it)."""
+    indptr, indices, values = counts
+    n_rows = indptr.shape[0] - 1
+    order = np.argsort(token_rows * (np.int64(1) << 32) + token_cols)
+    extra = np.zeros(n_rows + 1, dtype=np.int64)
+    previous = -1
+    for t in range(order.shape[0]):
+        key = token_rows[order[t]] * (np.int64(1) << 32) + token_cols[order[t]]
+        if key != previous:
+            extra[token_rows[order[t]] + 1] += 1
+            previous = key
+    new_indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for d in range(n_rows):
+        new_indptr[d + 1] = new_indptr[d] + (indptr[d + 1] - indptr[d]) + extra[d + 1]
+    new_indices = np.empty(new_indptr[-1], dtype=np.int64)
+    new_values = np.empty(new_indptr[-1], dtype=np.int64)
+    t = 0
+    for d in range(n_rows):
+        pos = new_indptr[d]
+        idx = indptr[d]
+        while idx < indptr[d + 1] or (t < order.shape[0] and token_rows[order[t]] == d):
+            take_token = t < order.shape[0] and token_rows[order[t]] == d and (
+                idx >= indptr[d + 1] or token_cols[order[t]] < indices[idx])
+            if take_token:
+                column = token_cols[order[t]]
+                count = 0
+                while t < order.shape[0] and token_rows[order[t]] == d and token_cols[order[t]] == column:
+                    count += 1
+                    t += 1
+                new_indices[pos] = column
+                new_values[pos] = count
+            else:
+                new_indices[pos] = indices[idx]
+                new_values[pos] = values[idx]
+                idx += 1
+            pos += 1
+    return new_indptr, new_indices, new_values
+
+
+@njit(nogil=True, cache=True)
+def _skip_lists(Y, excluded_indptr, excluded_indices):
+    """Per row, the sorted cells a sparse step skips (ytil > 0 or excluded), the ytil > 0
+    ones among them, and the count and |ytil| sum of the others (ytil <= 0, observed)."""
+    n_rows, n_cols = Y.shape
+    skip_indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    positive_indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for d in range(n_rows):
+        next_excluded = excluded_indptr[d]
+        n_skip = 0
+        n_positive = 0
+        for v in range(n_cols):
+            if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                next_excluded += 1
+                n_skip += 1
+            elif Y[d, v] > 0:
+                n_skip += 1
+                n_positive += 1
+        skip_indptr[d + 1] = skip_indptr[d] + n_skip
+        positive_indptr[d + 1] = positive_indptr[d] + n_positive
+    skip_indices = np.empty(skip_indptr[-1], dtype=np.int64)
+    positive_indices = np.empty(positive_indptr[-1], dtype=np.int64)
+    zero_cells = np.zeros(n_rows, dtype=np.int64)
+    zero_abs = np.zeros(n_rows, dtype=np.int64)
+    for d in range(n_rows):
+        next_excluded = excluded_indptr[d]
+        s = skip_indptr[d]
+        p = positive_indptr[d]
+        for v in range(n_cols):
+            if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                next_excluded += 1
+                skip_indices[s] = v
+                s += 1
+            elif Y[d, v] > 0:
+                skip_indices[s] = v
+                s += 1
+                positive_indices[p] = v
+                p += 1
+            else:
+                zero_cells[d] += 1
+                zero_abs[d] -= Y[d, v]
+    return (skip_indptr, skip_indices), (positive_indptr, positive_indices), zero_cells, zero_abs
+
+
+@njit(nogil=True, cache=True)
 def positive_csr(Y, first_row, last_row):
     """CSR (indptr, indices, values) int64 of the positive entries of rows [first_row, last_row)."""
     n_cols = Y.shape[1]
@@ -200,7 +448,7 @@ class Private(Method):
     description = ("Treats the true counts as latent and draws them given the noised counts and the "
                    "noise level each sweep (Schein et al. 2019): the noise is part of the model.")
     needs_alpha = True
-    options = {"sampler": ("bessel",)}
+    options = {"sampler": ("bessel", "collapsed"), "sparse_step": ("auto", "off")}
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -213,10 +461,26 @@ class Private(Method):
 
     def state_bytes(self, shape, model):
         n_cells = int(shape[0]) * int(shape[1])
-        return n_cells * (8 + 8 + 8 + 8) + 8 * min(n_cells, BLOCK_CELLS)
+        block = 8 * 2 * min(n_cells, BLOCK_CELLS)  # rates and draws of one row block
+        if self.settings["sampler"] == "bessel":  # lambda+, lambda-, y, m: dense
+            return n_cells * 32 + block
+        # skip lists and positive draws: about a third of the cells at eps/N = 1, at 8 bytes each
+        return n_cells * 8 // 3 * 2 + block
 
     def start(self, prepared, model, state, work, rng):
         shape = prepared.counts.shape
+        if self.settings["sampler"] == "collapsed":
+            skip, positive, zero_cells, zero_abs = _skip_lists(prepared.counts, *prepared.excluded)
+            n_cols = shape[1]
+            use_row = np.zeros(shape[0], dtype=np.bool_)
+            if self.settings["sparse_step"] == "auto":
+                use_row = np.diff(skip[0]) <= SPARSE_MAX_SKIP_SHARE * n_cols
+            # the listed (ytil > 0) cells of sparse rows; dense rows draw every cell themselves
+            keep = np.repeat(use_row, np.diff(positive[0]))
+            counts_per_row = np.where(use_row, np.diff(positive[0]), 0)
+            cells = (np.concatenate([[0], np.cumsum(counts_per_row)]).astype(np.int64), positive[1][keep])
+            return {"use_row": use_row, "skip": skip, "cells": cells, "zero_cells": zero_cells,
+                    "zero_abs": zero_abs, "dense_rows": np.flatnonzero(~use_row), "y_counts": None}
         # Exponential prior on lambda with mean alpha/(1-alpha).
         prior_mean = (prepared.alpha / (1.0 - prepared.alpha))[:, None]
         return {"lambda_plus": rng.exponential(1.0, shape) * prior_mean,
@@ -225,20 +489,85 @@ class Private(Method):
                 "posterior_scale": prepared.alpha.copy()}
 
     def sweep(self, prepared, latent, model, state, stats, work, iteration):
+        if self.settings["sampler"] == "collapsed":
+            return self._collapsed_sweep(prepared, latent, model, state, stats, work, iteration)
+        return self._bessel_sweep(prepared, latent, model, state, stats, work, iteration)
+
+    def _bessel_sweep(self, prepared, latent, model, state, stats, work, iteration):
         Y = prepared.counts
         n_rows, n_cols = Y.shape
         data = (Y, prepared.alpha, *prepared.excluded)
         arrays = (latent["lambda_plus"], latent["lambda_minus"], latent["y"], latent["bessel"],
                   latent["posterior_scale"])
         row_terms = np.zeros(n_rows)
+        marginal = np.zeros(n_rows)
         seeds = (work.chain_seed, iteration, work.stop)
         for start, stop in row_blocks(n_rows, n_cols):
-            mu = model.rate_rows(state, start, stop)
+            mu = model.rate_rows(state, np.arange(start, stop))
             bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
+            run_chunks(_bessel_marginal_chunk, bounds, work.stop, data, (mu, start), seeds, marginal)
             run_chunks(_bessel_chunk, bounds, work.stop, data, (mu, start), arrays, seeds, row_terms)
         counts = positive_csr(latent["y"], 0, n_rows)
         model.allocate(state, counts, stats, work, iteration)
-        return counts, {"noise": ordered_sum(row_terms)}
+        return counts, {"noise": ordered_sum(row_terms), "log_marginal": ordered_sum(marginal)}
+
+    def _collapsed_sweep(self, prepared, latent, model, state, stats, work, iteration):
+        Y, alpha = prepared.counts, prepared.alpha
+        n_rows, n_cols = Y.shape
+        seeds = (work.chain_seed, iteration, work.stop)
+        noise_log, marginal_log = np.zeros(n_rows), np.zeros(n_rows)
+        use_row = latent["use_row"]
+
+        # sparse rows: the ytil <= 0 cells by thinning, the listed ytil > 0 cells one by one
+        tokens = None
+        if use_row.any():
+            token_rows, token_cols, zero_rate = model.poisson_allocate(
+                state, (use_row, *latent["skip"], alpha), stats, work, iteration)
+            tokens = (token_rows, token_cols)
+            per_row = np.bincount(token_rows, minlength=n_rows)
+            log_norm = np.log1p(-alpha) - np.log1p(alpha)
+            zero_cells, zero_abs = latent["zero_cells"], latent["zero_abs"]
+            noise_log += np.where(use_row, zero_cells * log_norm + (zero_abs + per_row) * np.log(alpha), 0.0)
+            marginal_log += np.where(use_row, zero_cells * log_norm + zero_abs * np.log(alpha)
+                                     - (1.0 - alpha) * zero_rate, 0.0)
+        cells = latent["cells"]
+        y_cells = np.zeros(cells[1].shape[0], dtype=np.int64)
+        if cells[1].shape[0]:
+            mu_cells = model.cell_rates(state, cells, work)
+            run_chunks(_collapsed_cells_chunk, work.bounds, work.stop, (Y, alpha), (*cells, mu_cells), y_cells,
+                       seeds, (noise_log, marginal_log))
+
+        # dense rows, a block of rows at a time
+        dense_rows = latent["dense_rows"]
+        data = (Y, alpha, *prepared.excluded)
+        pieces = []
+        position = np.full(n_rows, -1, dtype=np.int64)
+        for start, stop in row_blocks(n_rows, n_cols):
+            rows = dense_rows[(dense_rows >= start) & (dense_rows < stop)]
+            y_block = np.empty((rows.size, n_cols), dtype=np.int64)  # the kernel writes every cell
+            if rows.size:
+                position[rows] = np.arange(rows.size)
+                mu = model.rate_rows(state, rows)
+                bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
+                run_chunks(_collapsed_rows_chunk, bounds, work.stop, data, (mu, position), y_block, seeds,
+                           (noise_log, marginal_log))
+            pieces.append(_block_counts(start, stop, position, y_block, (*cells, y_cells)))
+            position[rows] = -1
+        counts = _concatenate_csr(pieces)
+        model.allocate(state, counts, stats, work, iteration)
+        if tokens is not None and tokens[0].size:
+            counts = _add_tokens(counts, *tokens)
+        latent["y_counts"] = counts
+        return counts, {"noise": ordered_sum(noise_log), "log_marginal": ordered_sum(marginal_log)}
+
+
+def _concatenate_csr(pieces):
+    """One CSR of consecutive row blocks."""
+    if len(pieces) == 1:
+        return pieces[0]
+    offsets = np.cumsum([0] + [piece[0][-1] for piece in pieces[:-1]])
+    indptr = np.concatenate([[0]] + [piece[0][1:] + offset for piece, offset in zip(pieces, offsets)])
+    return (indptr.astype(np.int64), np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces]))
 
 
 def _shift(bounds, offset):

@@ -205,3 +205,80 @@ def row_csr_pattern(dense_mask):
                 indices[pos] = j
                 pos += 1
     return indptr, indices
+
+
+# ---------------------------------------------------------------------------
+# Alias tables and sorted lists (the sparse step)
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def build_alias(weights, probability, alias):
+    """Vose's alias table of ``weights`` (non-negative, positive sum) into
+    ``probability``/``alias``: one uniform and one comparison per draw."""
+    n = weights.shape[0]
+    total = 0.0
+    for i in range(n):
+        total += weights[i]
+    small = np.empty(n, dtype=np.int64)
+    large = np.empty(n, dtype=np.int64)
+    n_small = 0
+    n_large = 0
+    for i in range(n):
+        probability[i] = weights[i] * n / total if total > 0.0 else 1.0
+        alias[i] = i
+        if probability[i] < 1.0:
+            small[n_small] = i
+            n_small += 1
+        else:
+            large[n_large] = i
+            n_large += 1
+    while n_small > 0 and n_large > 0:
+        n_small -= 1
+        s = small[n_small]
+        n_large -= 1
+        g = large[n_large]
+        alias[s] = g
+        probability[g] = probability[g] + probability[s] - 1.0
+        if probability[g] < 1.0:
+            small[n_small] = g
+            n_small += 1
+        else:
+            large[n_large] = g
+            n_large += 1
+    for i in range(n_large):
+        probability[large[i]] = 1.0
+    for i in range(n_small):  # rounding leftovers
+        probability[small[i]] = 1.0
+
+
+@njit(nogil=True, cache=True, inline="always")
+def draw_alias(probability, alias, row, state):
+    """An index drawn from row ``row`` of alias tables (``probability``/``alias`` 2-D)."""
+    n = probability.shape[1]
+    u = uniform(state) * n
+    i = min(int(u), n - 1)
+    return i if u - i < probability[row, i] else alias[row, i]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def in_sorted(values, start, stop, x):
+    """True when ``x`` is among ``values[start:stop]`` (sorted ascending)."""
+    lo = start
+    hi = stop
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < stop and values[lo] == x
+
+
+@njit(nogil=True, cache=True)
+def grow(array, size):
+    """``array`` with room for at least ``size`` entries (doubling)."""
+    if size <= array.shape[0]:
+        return array
+    bigger = np.empty(max(size, 2 * array.shape[0]), dtype=array.dtype)
+    bigger[:array.shape[0]] = array
+    return bigger

@@ -90,6 +90,16 @@ class Model:
             mu[zeros] = 0.0
         return mu
 
+    # Kernel hooks every model implements (see topics.py, blocks.py):
+    #   init_state(shape, mean_count, rng) -> state tuple; factors(state) -> dict copies;
+    #   set_factors(state, factors); rate_rows(state, rows) -> dense rates of those rows;
+    #   cell_rates(state, (indptr, indices), work) -> rates at listed cells;
+    #   new_stats(state, work); allocate(state, counts_csr, stats, work, iteration);
+    #   poisson_allocate(state, (use_row, skip_indptr, skip_indices, scale), stats, work, iteration)
+    #       -> (token rows, token columns, rate sum per row over the cells drawn over);
+    #   update(state, stats, work, iteration); log_prior(state); count_loglik(state, counts_csr, work);
+    #   state_bytes(shape).
+
     def topics(self, factors):
         """The topic-word matrix (K, V) when the model has topics, else None."""
         return None

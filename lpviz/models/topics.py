@@ -13,9 +13,11 @@ import numpy as np
 from numba import njit
 
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
-from lpviz._random import seed_state, seed_stream
+from lpviz._random import seed_state, seed_stream, uniform
+from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    column_sums, dot_rows, draw_weighted, gamma_log_prior, log_factorial, multinomial, ordered_sum, products,
+    build_alias, column_sums, dot_rows, draw_alias, draw_weighted, gamma_log_prior, grow, in_sorted, log_factorial,
+    multinomial, ordered_sum, products,
 )
 from lpviz.models.base import Model
 
@@ -23,6 +25,10 @@ from lpviz.models.base import Model
 UNIT_SWEEP = 0
 UNIT_THETA = 1 << 40
 UNIT_PHI = 2 << 40
+UNIT_POISSON = 4 << 40
+# Below this share of a topic's mass inside a row's zero cells, the row's
+# tokens of that topic are placed by a scan of the row instead of rejection.
+MIN_ACCEPTANCE = 0.05
 
 
 # ---------------------------------------------------------------------------
@@ -134,6 +140,96 @@ def _cell_rates_chunk(chunk, first, last, cells, factors, out):
             out[idx] = dot_rows(theta, d, phiT, indices[idx])
 
 
+@njit(nogil=True, cache=True)
+def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
+    """Draw ``y_dv ~ Poisson(scale_d mu_dv)`` over the cells of the used rows outside their
+    skip lists, without visiting them: per topic ``T_dk ~ Poisson(scale_d theta_dk S_dk)``
+    with ``S_dk`` the topic's mass over those cells, each token placed at a word ``v``
+    with probability ``phi_kv / S_dk`` (alias table of the whole row, rejecting skipped
+    words; a scan of the row when rejection would be slow).
+
+    ``rows``: (use_row, skip indptr, skip indices (sorted per row), scale);
+    ``tables``: (phi column sums, alias probability, alias index), (K, V) each;
+    ``stats``: (n_dk, n_vk parts, z_rate): allocations are added, ``z_rate[d]`` gets
+    the rate sum over the row's drawn-over cells. Returns the tokens' (rows, columns).
+    """
+    use_row, skip_indptr, skip_indices, scale = rows
+    theta, phiT = factors
+    phi_sum, probability, alias = tables
+    chain_seed, iteration, stop = seeds
+    n_dk, n_vk_parts, z_rate = stats
+    n_vk = n_vk_parts[chunk]
+    n_docs, n_topics = theta.shape
+    n_words = phiT.shape[0]
+    state = np.empty(4, dtype=np.uint64)
+    mass = np.empty(n_topics)
+    token_rows = np.empty(64, dtype=np.int64)
+    token_cols = np.empty(64, dtype=np.int64)
+    n_tokens = 0
+    for block in range(first, last):
+        if stop[0]:
+            break
+        seed_state(state, chain_seed, iteration, UNIT_POISSON + block)
+        for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
+            if not use_row[d]:
+                continue
+            start, end = skip_indptr[d], skip_indptr[d + 1]
+            mass[:] = phi_sum
+            for idx in range(start, end):
+                v = skip_indices[idx]
+                for k in range(n_topics):
+                    mass[k] -= phiT[v, k]
+            rate = 0.0
+            for k in range(n_topics):
+                inside = max(mass[k], 0.0)
+                rate += theta[d, k] * inside
+                tokens = sample_poisson(scale[d] * theta[d, k] * inside, state)
+                if tokens == 0:
+                    continue
+                n_dk[d, k] += tokens
+                token_rows = grow(token_rows, n_tokens + tokens)
+                token_cols = grow(token_cols, n_tokens + tokens)
+                fast = phi_sum[k] > 0.0 and inside >= MIN_ACCEPTANCE * phi_sum[k]
+                for _ in range(tokens):
+                    if fast:
+                        v = draw_alias(probability, alias, k, state)
+                        while in_sorted(skip_indices, start, end, v):
+                            v = draw_alias(probability, alias, k, state)
+                    else:
+                        u = uniform(state) * inside
+                        running = 0.0
+                        pointer = start
+                        v = -1
+                        for w in range(n_words):
+                            if pointer < end and skip_indices[pointer] == w:
+                                pointer += 1
+                                continue
+                            v = w  # the last word in the row's zero cells, if rounding leaves u above the sum
+                            running += phiT[w, k]
+                            if u < running:
+                                break
+                    n_vk[v, k] += 1
+                    token_rows[n_tokens] = d
+                    token_cols[n_tokens] = v
+                    n_tokens += 1
+            z_rate[d] = rate
+    return token_rows[:n_tokens], token_cols[:n_tokens]
+
+
+@njit(nogil=True, cache=True)
+def _alias_tables(phiT):
+    """Per topic k, the alias table of phi_k over the words, and phi's column sums."""
+    n_words, n_topics = phiT.shape
+    probability = np.empty((n_topics, n_words))
+    alias = np.empty((n_topics, n_words), dtype=np.int64)
+    weights = np.empty(n_words)
+    for k in range(n_topics):
+        for v in range(n_words):
+            weights[v] = phiT[v, k]
+        build_alias(weights, probability[k], alias[k])
+    return column_sums(phiT), probability, alias
+
+
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
@@ -189,9 +285,9 @@ class TopicModel(Model):
         return factors["theta"]
 
     # -- kernels ------------------------------------------------------------------------
-    def rate_rows(self, state, start, stop):
+    def rate_rows(self, state, rows):
         theta, phiT = state
-        return theta[start:stop] @ phiT.T
+        return theta[rows] @ phiT.T
 
     def cell_rates(self, state, cells, work):
         out = np.empty(cells[1].shape[0])
@@ -207,6 +303,13 @@ class TopicModel(Model):
     def allocate(self, state, counts, stats, work, iteration):
         run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state,
                    (work.chain_seed, iteration, work.stop), stats)
+
+    def poisson_allocate(self, state, rows, stats, work, iteration):
+        tables = _alias_tables(state[1])
+        z_rate = np.zeros(state[0].shape[0])
+        tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
+                            (work.chain_seed, iteration, work.stop), (*stats, z_rate))
+        return (np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens]), z_rate)
 
     def update(self, state, stats, work, iteration):
         theta, phiT = state
