@@ -57,7 +57,10 @@ class _LazyRates:
         if state is None:
             return None
         if state._mu is None:
-            state._mu = state.model_instance.rates(state.factors)
+            if state.model_instance is not None:
+                state._mu = state.model_instance.rates(state.factors)
+            else:  # a state built by hand names its model
+                state._mu = model_registry.rates(state.model, state.factors)
         return state._mu
 
     def __set__(self, state, value):
@@ -79,10 +82,11 @@ class ChainState:
     iteration: int
     mu: np.ndarray = _LazyRates()
     log_joint: float = math.nan
-    log_marginal: float = math.nan
     seconds: float = 0.0
     factors: dict = field(default_factory=dict)
     model: str = "topics"
+    # after lpviz 0.1's fields, so positional construction keeps working
+    log_marginal: float = math.nan
     model_instance: object = field(default=None, repr=False)
     _mu: np.ndarray = field(default=None, init=False, repr=False)
 
