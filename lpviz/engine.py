@@ -639,7 +639,7 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
 
 
 def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
-        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, callback=None):
+        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None, callback=None):
     """Run a chain to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
@@ -650,7 +650,7 @@ def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         raise TypeError(f"callback must be callable, got {callback!r}")
     chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
                     thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
-                    random_state=random_state)
+                    random_state=random_state, parallel=parallel)
     for state in chain_run:
         if callback is not None:
             callback(state)
