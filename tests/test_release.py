@@ -202,7 +202,7 @@ def test_privatize_uses_the_exact_sampler_unless_seeded(monkeypatch):
     first, second = privatize(counts, epsilon=1.0), privatize(counts, epsilon=1.0)
     assert calls == ["exact", "exact"]
     assert not first.simulated and first.noise_seed is None
-    # a secure generator: two releases of the same counts differ (600 cells; equal with prob ~ 0.46^600)
+    # a secure generator: two releases of the same counts differ (600 cells, each equal with probability 0.28)
     assert not np.array_equal(first.Y_obs, second.Y_obs)
     assert (first.epsilon, first.N, first.alpha) == (1.0, 1.0, pytest.approx(np.exp(-1.0)))
     assert "release (exact noise)" in first.describe()
