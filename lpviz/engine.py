@@ -57,7 +57,10 @@ class _LazyRates:
         if state is None:
             return None
         if state._mu is None:
-            state._mu = state.model_instance.rates(state.factors)
+            if state.model_instance is not None:
+                state._mu = state.model_instance.rates(state.factors)
+            else:  # a state built by hand names its model
+                state._mu = model_registry.rates(state.model, state.factors)
         return state._mu
 
     def __set__(self, state, value):
@@ -79,10 +82,11 @@ class ChainState:
     iteration: int
     mu: np.ndarray = _LazyRates()
     log_joint: float = math.nan
-    log_marginal: float = math.nan
     seconds: float = 0.0
     factors: dict = field(default_factory=dict)
     model: str = "topics"
+    # after lpviz 0.1's fields, so positional construction keeps working
+    log_marginal: float = math.nan
     model_instance: object = field(default=None, repr=False)
     _mu: np.ndarray = field(default=None, init=False, repr=False)
 
@@ -640,7 +644,7 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
 
 
 def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
-        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, callback=None):
+        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None, callback=None):
     """Run a chain to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
@@ -651,7 +655,7 @@ def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         raise TypeError(f"callback must be callable, got {callback!r}")
     chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
                     thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
-                    random_state=random_state)
+                    random_state=random_state, parallel=parallel)
     for state in chain_run:
         if callback is not None:
             callback(state)

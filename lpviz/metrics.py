@@ -394,9 +394,11 @@ def score(fit, release=None, truth=None, *, top_n=10):
         Structural zeros (a network's self loops) are never scored. Numbers
         that do not apply are None.
     """
-    shape = release.shape if release is not None else fit.shape
-    result = dict.fromkeys(SCORE_LABELS)
     is_posterior = hasattr(fit, "rate_rows")
+    if release is None and not is_posterior and truth is not None:
+        raise ValueError("scoring a single chain state needs the release it was fitted on")
+    shape = release.shape if release is not None else getattr(fit, "shape", None)
+    result = dict.fromkeys(SCORE_LABELS)
     if is_posterior:
         result.update(iterations=fit.iterations, samples=fit.n_saved, seconds=round(fit.seconds, 3))
         if fit.iterations:
@@ -421,14 +423,12 @@ def score(fit, release=None, truth=None, *, top_n=10):
 
     if release is not None:
         observed, heldout = release.observed_cells, release.heldout_cells
-    elif is_posterior:
+    else:  # a posterior (a chain state without its release was refused above)
         heldout = fit.heldout
         observed = np.ones(shape, dtype=bool)
         for cells in (fit.heldout, fit.structural_zeros):
             if cells is not None:
                 observed &= ~cells
-    else:
-        raise ValueError("scoring a single chain state needs the release it was fitted on")
     zeros = model.structural_zeros(shape)
     if zeros is not None:
         observed &= ~zeros

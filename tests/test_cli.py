@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lpviz.cli import main
+from lpviz.cli import build_parser, main
 from lpviz.cli.privatize import read_release
 from lpviz.privacy import alpha_from, privatize
+from lpviz.release import Release
 
 COUNTS = np.random.default_rng(0).poisson(3.0, size=(12, 8))
 
@@ -39,23 +40,25 @@ def fails_with(capsys, argv, message):
 def test_privatize_writes_a_release_that_matches_the_library(tmp_path, counts_file, capsys):
     output = tmp_path / "noised.npz"
     summary = run_json(capsys, ["privatize", str(counts_file), str(output), "--epsilon", "2", "--N", "4",
-                                "--seed", "7"])
+                                "--simulate", "--seed", "7"])
     assert summary["alpha"] == pytest.approx(np.exp(-0.5))
-    assert summary["shape"] == [12, 8]
+    assert summary["shape"] == [12, 8] and summary["simulated"] and summary["seed"] == 7
     release = read_release(output)
-    expected = privatize(COUNTS, alpha=alpha_from(2.0, 4.0), random_state=7)
-    np.testing.assert_array_equal(release["Y_obs"], expected)
-    assert release["alpha"] == pytest.approx(np.exp(-0.5))
-    assert (release["epsilon"], release["N"]) == (2.0, 4.0)
+    expected = privatize(COUNTS, alpha=alpha_from(2.0, 4.0), random_state=7).Y_obs
+    np.testing.assert_array_equal(release.Y_obs, expected)
+    assert release.alpha == pytest.approx(np.exp(-0.5))
+    assert (release.epsilon, release.N) == (2.0, 4.0)
+    assert release.simulated and release.noise_seed == 7 and release.kind == "documents"
     assert summary["negative_fraction"] == pytest.approx(np.mean(expected < 0))
 
 
 def test_privatize_csv_output_and_human_summary(tmp_path, counts_file, capsys):
     output = tmp_path / "noised.csv"
-    assert main(["privatize", str(counts_file), str(output), "--alpha", "0.5", "--seed", "1"]) == 0
-    assert f"wrote {output}: 12 x 8 noised counts (alpha=0.5)" in capsys.readouterr().out
+    assert main(["privatize", str(counts_file), str(output), "--alpha", "0.5", "--simulate", "--seed", "1"]) == 0
+    assert (f"wrote {output}: 12 x 8 noised counts (alpha=0.5), a SIMULATION with seed 1 (replayable: not private)"
+            in capsys.readouterr().out)
     table = np.loadtxt(output, delimiter=",", skiprows=1, dtype=str)[:, 1:].astype(int)
-    np.testing.assert_array_equal(table, privatize(COUNTS, alpha=0.5, random_state=1))
+    np.testing.assert_array_equal(table, privatize(COUNTS, alpha=0.5, random_state=1).Y_obs)
 
 
 def test_privatize_never_overwrites_without_force(tmp_path, counts_file, capsys):
@@ -65,7 +68,62 @@ def test_privatize_never_overwrites_without_force(tmp_path, counts_file, capsys)
                "already exists; choose another name or pass --force")
     assert output.read_bytes() == b"precious"
     assert main(["privatize", str(counts_file), str(output), "--epsilon", "1", "--force"]) == 0
-    assert read_release(output)["Y_obs"].shape == (12, 8)
+    assert read_release(output).Y_obs.shape == (12, 8)
+
+
+def test_privatize_is_exact_unless_simulated(tmp_path, counts_file, capsys):
+    first, second = tmp_path / "a.npz", tmp_path / "b.npz"
+    for output in (first, second):
+        summary = run_json(capsys, ["privatize", str(counts_file), str(output), "--epsilon", "1"])
+        assert summary["simulated"] is False and summary["seed"] is None
+    a, b = read_release(first), read_release(second)
+    assert not a.simulated and a.noise_seed is None and a.epsilon == 1.0
+    # OpenDP's secure generator: two releases of the same counts differ (96 cells, alpha = 0.37)
+    assert not np.array_equal(a.Y_obs, b.Y_obs)
+    assert main(["privatize", str(counts_file), str(tmp_path / "c.npz"), "--epsilon", "1"]) == 0
+    assert "exact noise (OpenDP, secure generator)" in capsys.readouterr().out
+    # --simulate without --seed: a fresh seed, reported and recorded, so the simulation can be replayed
+    simulated = run_json(capsys, ["privatize", str(counts_file), str(tmp_path / "d.npz"), "--epsilon", "1",
+                                  "--simulate"])
+    replay = read_release(tmp_path / "d.npz")
+    assert simulated["simulated"] and replay.simulated and replay.noise_seed == simulated["seed"]
+    np.testing.assert_array_equal(replay.Y_obs, privatize(COUNTS, epsilon=1.0, random_state=simulated["seed"]).Y_obs)
+
+
+def test_privatize_writes_labels_only_when_public(tmp_path, capsys):
+    table = tmp_path / "counts.csv"
+    table.write_text("doc,apple,pear\nalice,1,0\nbob,2,5\ncarol,0,3\n")
+    default = tmp_path / "default.npz"
+    assert main(["privatize", str(table), str(default), "--alpha", "0.5"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    release = read_release(default)
+    assert release.row_labels is None and release.col_labels is None
+    public = tmp_path / "public.npz"
+    assert main(["privatize", str(table), str(public), "--alpha", "0.5", "--labels", "public"]) == 0
+    assert "warning: writing row/column labels into the release" in capsys.readouterr().err
+    release = read_release(public)
+    assert release.row_labels == ("alice", "bob", "carol") and release.col_labels == ("apple", "pear")
+    # the .csv output follows the same rule
+    assert main(["privatize", str(table), str(tmp_path / "plain.csv"), "--alpha", "0.5"]) == 0
+    assert "alice" not in (tmp_path / "plain.csv").read_text()
+    assert main(["privatize", str(table), str(tmp_path / "named.csv"), "--alpha", "0.5", "--labels", "public"]) == 0
+    assert "alice" in (tmp_path / "named.csv").read_text()
+
+
+def test_a_release_never_contains_the_input_path(tmp_path, capsys):
+    folder = tmp_path / "secret-owner-folder"
+    folder.mkdir()
+    counts = folder / "mailbox-counts.npz"
+    np.savez(counts, Y=COUNTS)
+    for labels in ("none", "public"):
+        output = tmp_path / f"release-{labels}.npz"
+        assert main(["privatize", str(counts), str(output), "--alpha", "0.5", "--labels", labels]) == 0
+        with np.load(output, allow_pickle=False) as archive:
+            for key in archive.files:
+                value = archive[key]
+                if value.dtype.kind in "US":
+                    assert not any("secret-owner-folder" in str(text) for text in np.ravel(value)), key
+        assert read_release(output).name == "mailbox-counts.npz"  # the file's name at most, never its folder
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -76,8 +134,10 @@ def test_privatize_never_overwrites_without_force(tmp_path, counts_file, capsys)
     (["--alpha", "1.5"], "--alpha must lie strictly between 0 and 1"),
     (["--N", "3"], "--N goes with --epsilon"),
     (["--epsilon", "1", "--N", "0.5"], "--N must be >= 1"),
-    (["--epsilon", "1", "--exact", "--seed", "1"], "cannot be seeded"),
-    (["--epsilon", "1", "--seed", "-1"], "--seed must be >= 0"),
+    (["--epsilon", "1", "--seed", "1"], "only for simulations; add --simulate"),
+    (["--epsilon", "1", "--simulate", "--seed", "-1"], "--seed must be >= 0"),
+    (["--epsilon", "40"], "allow_no_noise=True"),
+    (["--epsilon", "1e6"], "underflows to 0"),
 ])
 def test_privatize_rejects_bad_privacy_arguments(tmp_path, counts_file, capsys, extra, message):
     output = tmp_path / "out.npz"
@@ -106,7 +166,7 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
     assert summary["alpha"]["per_row"] and 0 < summary["alpha"]["mean"] < 1
     assert set(summary["methods"]) == {"private", "naive", "nonprivate"}
     for scores in summary["methods"].values():
-        assert scores["mae"] > 0 and scores["saved_samples"] == 6  # burn-in 40 // 6 = 6: saved 11, 16, ..., 36
+        assert scores["mae"] > 0 and scores["samples"] == 6  # burn-in 40 // 6 = 6: saved 11, 16, ..., 36
     saved = np.load(out / "private.npz")
     assert saved["mu_hat"].shape == (90, 15) and saved["log_joint"].shape == (40,)
     assert saved["best_phi"].shape == (3, 15) and saved["best_theta"].shape == (90, 3)
@@ -121,21 +181,23 @@ def test_fit_noises_true_counts_here_and_prints_a_table(counts_file, capsys):
     assert main(["fit", "--data", str(counts_file), "--components", "2", "--method", "all", "--epsilon", "1",
                  "--iterations", "30", "--thin", "5", "--seed", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "noise: epsilon=1, N=1, alpha=0.3679" in out
+    assert "noise: 12 x 8 documents, epsilon=1, N=1, alpha=0.3679; simulation" in out
     lines = out.splitlines()
-    assert lines[2].split() == ["method", "MAE", "best", "log", "joint", "seconds"]
+    # the columns that apply: no held-out cells, no true rates for a counts file
+    assert lines[2].split() == ["method", "MAE", "NPMI", "best", "log", "joint", "seconds"]
     assert [line.split()[0] for line in lines[3:6]] == ["private", "naive", "nonprivate"]
 
 
 def test_fit_reads_an_already_noised_release(tmp_path, counts_file, capsys):
     release = tmp_path / "noised.npz"
-    assert main(["privatize", str(counts_file), str(release), "--alpha", "0.4", "--seed", "2"]) == 0
+    assert main(["privatize", str(counts_file), str(release), "--alpha", "0.4"]) == 0
     capsys.readouterr()
     summary = run_json(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
                                 "--method", "all", "--iterations", "20", "--thin", "5", "--seed", "0"])
-    assert summary["alpha"] == pytest.approx(0.4)
+    assert summary["alpha"] == pytest.approx(0.4) and summary["simulated"] is False
     assert set(summary["methods"]) == {"private", "naive"}  # no truth, so no non-private fit and no MAE
-    assert "mae" not in summary["methods"]["private"]
+    assert all(summary["methods"]["private"][key] is None for key in ("mae", "heldout_mae", "npmi"))
+    assert summary["methods"]["private"]["iterations"] == 20
     fails_with(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
                         "--method", "nonprivate"], "needs the true counts")
     fails_with(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
@@ -143,7 +205,7 @@ def test_fit_reads_an_already_noised_release(tmp_path, counts_file, capsys):
     fails_with(capsys, ["fit", "--data", str(counts_file), "--already-noised", "--components", "2"],
                "no noised counts 'Y_obs'")
     table = tmp_path / "noised.csv"
-    assert main(["privatize", str(counts_file), str(table), "--alpha", "0.4", "--seed", "2"]) == 0
+    assert main(["privatize", str(counts_file), str(table), "--alpha", "0.4"]) == 0
     capsys.readouterr()
     fails_with(capsys, ["fit", "--data", str(table), "--already-noised", "--components", "2", "--alpha", "0.4"],
                "noised.csv: not an .npz release (a .csv from `lpviz privatize` is a plain table")
@@ -156,24 +218,65 @@ def test_fit_blocks_scores_off_diagonal_cells(capsys):
     assert summary["N"] > 0 and summary["alpha"] == pytest.approx(np.exp(-1.0 / summary["N"]))
 
 
-def test_fit_holds_out_top_actors_and_scores_them_apart(tmp_path, capsys):
-    summary = run_json(capsys, ["fit", "--data", "synthetic-blocks", "--method", "all", "--holdout",
-                                "top-actors", "--holdout-actors", "2", "--iterations", "60", "--thin", "5",
-                                "--seed", "1", "--output", str(tmp_path / "run")])
+def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp_path, capsys):
+    """On a synthetic network with held-out top actors, the summary's numbers equal
+    lpviz.metrics.score on the same fit, and a brute-force recomputation from the
+    files `lpviz fit --output DIR` writes (release.npz, truth.npz, METHOD.npz)."""
+    from lpviz.datasets import holdout_mask, load_data
+    from lpviz.engine import fit
+    from lpviz.metrics import heldout_mae, score
+
+    out = tmp_path / "run"
+    argv = ["fit", "--data", "synthetic-blocks", "--method", "all", "--holdout", "top-actors",
+            "--holdout-actors", "2", "--iterations", "60", "--thin", "5", "--seed", "1", "--output", str(out)]
+    summary = run_json(capsys, argv)
     assert summary["holdout"] == "top-actors"
     for method in ("private", "naive", "nonprivate"):
         scores = summary["methods"][method]
         assert scores["heldout_mae"] > 0 and scores["mae"] > 0
-    # the held-out cells are exactly those of the library's mask (the diagonal is never scored)
-    from lpviz.datasets import holdout_mask, make_blocks
-    from lpviz.metrics import heldout_mae
 
-    data = make_blocks(random_state=1)
-    held = holdout_mask(data.Y, "blocks", "top actors", n_actors=2)
-    with np.load(tmp_path / "run" / "nonprivate.npz") as saved:
-        observed = held | np.eye(20, dtype=bool)  # scored held-out cells: off the diagonal only
+    # 1. brute force from the files alone
+    release = Release.load(out / "release.npz")
+    with np.load(out / "truth.npz") as saved:
+        Y, mu = saved["Y"], saved["mu"]
+    exists = ~release.structural_zeros
+    np.testing.assert_array_equal(release.structural_zeros, np.eye(20, dtype=bool))
+    held = release.heldout & exists
+    observed = ~release.heldout & exists
+    assert summary["heldout_cells"] == held.sum()
+    for method in ("private", "naive", "nonprivate"):
+        with np.load(out / f"{method}.npz") as saved:
+            mu_hat = saved["mu_hat"]
+            # the fit file carries the same masks: it is enough on its own
+            np.testing.assert_array_equal(saved["heldout"], held)
+            np.testing.assert_array_equal(saved["structural_zeros"], release.structural_zeros)
+            assert saved["row_labels"].tolist() == list(release.row_labels)
+        scores = summary["methods"][method]
+        assert scores["heldout_mae"] == pytest.approx(np.abs(mu_hat - Y)[held].mean(), rel=1e-12)
+        assert scores["mae"] == pytest.approx(np.abs(mu_hat - Y)[observed].mean(), rel=1e-12)
+        assert scores["heldout_rate_mae"] == pytest.approx(np.abs(mu_hat - mu)[held].mean(), rel=1e-12)
+        assert scores["rate_mae"] == pytest.approx(np.abs(mu_hat - mu)[observed].mean(), rel=1e-12)
+
+    # 2. the held-out cells are exactly those of the library's mask, off the diagonal
+    data = load_data("synthetic-blocks", random_state=1)
+    np.testing.assert_array_equal(Y, data.Y)
+    library_mask = holdout_mask(data.Y, "blocks", "top actors", n_actors=2)
+    np.testing.assert_array_equal(release.heldout, ~library_mask)
+    with np.load(out / "nonprivate.npz") as saved:
         assert summary["methods"]["nonprivate"]["heldout_mae"] == pytest.approx(
-            heldout_mae(saved["mu_hat"], data.Y, observed))
+            heldout_mae(saved["mu_hat"], data.Y, library_mask | np.eye(20, dtype=bool)), rel=1e-12)
+
+    # 3. the library's score of the same fit (the CLI seeds every chain from --seed's chain stream)
+    chain_seed = np.random.SeedSequence(1).spawn(3)[1]
+    truth = data.truth()
+    for method in ("private", "nonprivate"):
+        posterior = fit(release, method=method, truth=truth, n_components=5, n_iter=60, thin=5,
+                        random_state=np.random.default_rng(chain_seed))
+        with np.load(out / f"{method}.npz") as saved:
+            np.testing.assert_array_equal(posterior.mu_hat, saved["mu_hat"])
+        library = score(posterior, release, truth)
+        for key in ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "best_log_joint"):
+            assert summary["methods"][method][key] == library[key], key
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -227,7 +330,7 @@ def test_installed_entry_point(tmp_path, counts_file):
     assert lpviz.exists(), "the `lpviz` console script is not installed next to this Python"
     output = tmp_path / "noised.npz"
     done = subprocess.run([str(lpviz), "privatize", str(counts_file), str(output), "--epsilon", "1",
-                           "--seed", "0", "--json"], capture_output=True, text=True, timeout=120)
+                           "--simulate", "--seed", "0", "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == str(output)
     refused = subprocess.run([str(lpviz), "privatize", str(counts_file), str(output), "--epsilon", "1"],

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lpviz import models
-from lpviz.inference import Chain
+from lpviz.engine import Chain
 
 A0, B0 = 1.0, 1.0
 TOPICS_SHAPE, K = (3, 4), 2
@@ -88,22 +88,25 @@ def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, 
     observed = _observed(model, mask)
     chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", n_components=K,
                   alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
+    # the noised counts the sweep reads; int64 so any simulated ytil fits
+    chain._prepared.counts = np.zeros(shape, dtype=np.int64)
+    latent = chain._latent  # lambda_plus, lambda_minus, y, bessel, posterior_scale: updated in place
     if wrong_lambda_rate:
         # The ICML text's eq. 16 rate alpha/(1-alpha) + 1 instead of 1/alpha.
-        chain._lambda_posterior_scale[:] = 1.0 / (alpha / (1 - alpha) + 1.0)
+        latent["posterior_scale"][:] = 1.0 / (alpha / (1 - alpha) + 1.0)
     out = []
     for step in range(burn + n_steps):
         factors = chain.factors
         mu = models.rates(model, factors)
         y = rng.poisson(mu)
-        ytil = y + rng.poisson(chain._lambda_plus) - rng.poisson(chain._lambda_minus)
+        ytil = y + rng.poisson(latent["lambda_plus"]) - rng.poisson(latent["lambda_minus"])
         ytil[~observed] = 999  # never read: held-out and diagonal cells
-        chain._Y[...] = ytil
+        chain._prepared.counts[...] = ytil
         chain.step()
         if step >= burn:
             factors = chain.factors
             other = factors["phi"] if model == "topics" else factors["pi"]
-            out.append(_test_functions(factors["theta"], other, chain._lambda_plus, chain._lambda_minus,
+            out.append(_test_functions(factors["theta"], other, latent["lambda_plus"], latent["lambda_minus"],
                                        chain.y_latent, models.rates(model, factors), observed))
     return np.array(out)
 

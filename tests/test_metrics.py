@@ -8,11 +8,13 @@ import pytest
 import scipy.sparse as sp
 
 from lpviz.metrics import (
+    SCORE_LABELS,
     aligned_topic_distance,
     align_topics,
     heldout_mae,
     mae,
     npmi,
+    score,
     top_words,
     umass_coherence,
 )
@@ -164,3 +166,106 @@ def test_align_topics_rejects_incompatible_topics():
         align_topics(np.ones((2, 4)), np.ones((3, 4)))
     with pytest.raises(ValueError, match="all-zero"):
         align_topics(np.zeros((3, 4)), np.ones((3, 4)))
+
+
+# ---------------------------------------------------------------------------
+# score: every number a user sees, from one function
+# ---------------------------------------------------------------------------
+
+def _block_posterior(heldout=None):
+    """A block-model posterior of 3 actors with one saved sample: mu_ij = theta_i theta_j, i != j."""
+    from lpviz import models
+    from lpviz.engine import Posterior
+
+    model = models.create("blocks", 1)
+    zeros = np.eye(3, dtype=bool)
+    posterior = Posterior(model, "private", (3, 3), burn_in=0, thin=1,
+                          heldout=None if heldout is None else heldout & ~zeros, structural_zeros=zeros)
+    posterior.add_sample({"theta": np.array([[1.0], [2.0], [3.0]]), "pi": np.array([[1.0]])}, 1, -5.0)
+    return posterior
+
+
+def test_score_is_hand_computed_and_never_scores_the_diagonal():
+    from lpviz.release import Release, Truth
+
+    heldout = np.zeros((3, 3), dtype=bool)
+    heldout[1, 2] = heldout[2, 2] = True  # (2, 2) does not exist: never scored
+    posterior = _block_posterior(heldout)
+    np.testing.assert_array_equal(posterior.mu_hat, [[0, 2, 3], [2, 0, 6], [3, 6, 0]])
+    # the diagonal of the truth holds nonsense: it must not count anywhere
+    Y = np.array([[100, 1, 3], [4, 100, 9], [0, 5, 100]])
+    mu_true = np.array([[1e3, 2.5, 3.5], [2.5, 1e3, 5.0], [3.5, 6.5, 1e3]])
+    release = Release(Y_obs=np.zeros((3, 3), dtype=int), alpha=0.5, kind="network", heldout=heldout)
+    result = score(posterior, release, Truth(Y, mu=mu_true))
+    # observed: |2-1| + |3-3| + |2-4| + |3-0| + |6-5| = 7 over 5 cells; held out: |6-9| over 1 cell
+    assert result["mae"] == pytest.approx(7 / 5)
+    assert result["heldout_mae"] == pytest.approx(3.0)
+    assert result["rate_mae"] == pytest.approx(0.5) and result["heldout_rate_mae"] == pytest.approx(1.0)
+    # the posterior remembers what its chain left out: the same numbers without the release
+    assert score(posterior, truth=Truth(Y, mu=mu_true)) == result
+    # a different diagonal changes nothing
+    other = Y.copy()
+    np.fill_diagonal(other, 0)
+    assert score(posterior, release, Truth(other, mu=mu_true))["mae"] == result["mae"]
+    # and a release that does not mark the diagonal still does not get it scored (the model has no such cells)
+    documents_like = Release(Y_obs=np.zeros((3, 3), dtype=int), alpha=0.5, heldout=heldout)
+    assert score(posterior, documents_like, Truth(Y, mu=mu_true))["mae"] == pytest.approx(7 / 5)
+    # blocks have no topics
+    assert result["npmi"] is None and result["umass"] is None and result["topic_distance"] is None
+    assert result["samples"] == 1 and result["best_log_joint"] == -5.0
+
+
+def test_score_of_a_fit_reports_its_traces_and_topics():
+    from lpviz.datasets import make_topics
+    from lpviz.engine import fit
+
+    data = make_topics(random_state=1)
+    release, truth = data.release(), data.truth()
+    posterior = fit(release, n_components=3, n_iter=30, thin=5, random_state=2)
+    result = score(posterior, release, truth)
+    assert set(result) == set(SCORE_LABELS)
+    assert result["iterations"] == 30 and result["samples"] == 5
+    assert result["log_joint"] == posterior.log_joint[-1] and result["best_log_joint"] == posterior.best_log_joint
+    assert result["seconds"] == round(posterior.seconds, 3)
+    assert result["iterations_per_second"] == pytest.approx(30 / posterior.seconds)
+    assert result["mae"] == pytest.approx(np.abs(posterior.mu_hat - data.Y).mean(), rel=1e-12)
+    assert result["rate_mae"] == pytest.approx(np.abs(posterior.mu_hat - data.mu).mean(), rel=1e-12)
+    assert result["heldout_mae"] is None  # nothing held out
+    top = top_words(posterior.best["phi"], n=10)
+    assert result["npmi"] == pytest.approx(npmi(top, data.Y).mean())
+    assert result["umass"] == pytest.approx(umass_coherence(top, data.Y).mean())
+    assert result["topic_distance"] == aligned_topic_distance(posterior.best["phi"], data.factors["phi"])
+    # without the truth: only the fit's own numbers
+    alone = score(posterior, release)
+    assert alone["mae"] is None and alone["npmi"] is None and alone["iterations"] == 30
+
+
+def test_score_by_row_blocks_equals_the_whole_matrix(monkeypatch):
+    from lpviz import metrics
+    from lpviz.release import Release, Truth
+
+    heldout = np.zeros((3, 3), dtype=bool)
+    heldout[1, 2] = True
+    posterior = _block_posterior(heldout)
+    release = Release(Y_obs=np.zeros((3, 3), dtype=int), alpha=0.5, kind="network", heldout=heldout)
+    truth = Truth(np.array([[0, 1, 3], [4, 0, 9], [0, 5, 0]]))
+    whole = score(posterior, release, truth)
+    monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 1)  # one row at a time
+    assert score(posterior, release, truth) == whole
+
+
+def test_score_of_a_chain_state_and_its_errors():
+    from lpviz.engine import Chain
+    from lpviz.release import Release, Truth
+
+    Y = np.random.default_rng(0).poisson(2.0, (6, 5))
+    release = Release(Y_obs=Y, alpha=0.5)
+    chain = Chain(release, method="naive", n_components=2, random_state=0)
+    state = chain.step(3)
+    result = score(state, release, Truth(Y))
+    assert result["mae"] == pytest.approx(np.abs(state.mu - Y).mean(), rel=1e-12)
+    assert result["iterations"] == 3 and result["log_joint"] == state.log_joint and result["samples"] is None
+    with pytest.raises(ValueError, match="scoring a single chain state needs the release"):
+        score(state, truth=Truth(Y))
+    with pytest.raises(ValueError, match=r"true counts have shape \(2, 2\) but the release \(6, 5\)"):
+        score(state, release, Truth(np.ones((2, 2), dtype=int)))

@@ -148,20 +148,20 @@ def test_N_must_be_a_number():
 def test_fast_noise_is_two_sided_geometric(alpha):
     rng = np.random.default_rng(1)
     Y = rng.poisson(3.0, size=(200, 1000))
-    noise = privatize(Y, alpha=alpha, random_state=2) - Y
+    noise = privatize(Y, alpha=alpha, random_state=2).Y_obs - Y
     assert_law_and_power(noise, alpha)
 
 
 def test_epsilon_and_N_set_the_noise_law():
     Y = np.zeros((100, 2000), dtype=np.int64)
-    noise = privatize(Y, epsilon=3.0, N=2, random_state=3)
+    noise = privatize(Y, epsilon=3.0, N=2, random_state=3).Y_obs
     assert_law_and_power(noise, np.exp(-1.5))
 
 
 def test_empirical_log_ratio_slope_is_minus_epsilon_over_N():
     epsilon, N = 1.0, 2
     Y = np.full((400, 1000), 7)
-    noise = (privatize(Y, epsilon=epsilon, N=N, random_state=4) - Y).ravel()
+    noise = (privatize(Y, epsilon=epsilon, N=N, random_state=4).Y_obs - Y).ravel()
     for side in (noise, -noise):  # both tails
         C = np.bincount(side[side >= 0])
         k = np.arange(np.argmax(C < 100))  # 0, 1, ... while every count is >= 100
@@ -180,9 +180,8 @@ def test_empirical_log_ratio_slope_is_minus_epsilon_over_N():
 def test_neighbouring_inputs_are_epsilon_indistinguishable():
     """Outputs for y and y + N: the histograms' log ratio stays within epsilon."""
     epsilon, N, y, n = 1.0, 3, 5, 400_000
-    out_y = privatize(np.full(n, y), epsilon=epsilon, N=N, random_state=5)
-    out_yN = privatize(np.full(n, y + N), epsilon=epsilon, N=N, random_state=6)
-    out_y2N = privatize(np.full(n, y + 2 * N), epsilon=epsilon, N=N, random_state=7)
+    out_y, out_yN, out_y2N = (privatize(np.full((1, n), count), epsilon=epsilon, N=N, random_state=seed).Y_obs[0]
+                              for count, seed in ((y, 5), (y + N, 6), (y + 2 * N, 7)))
     lo = min(out_y.min(), out_yN.min(), out_y2N.min())
     H_y, H_yN, H_y2N = (np.bincount(o - lo) for o in (out_y, out_yN, out_y2N))
     size = max(H_y.size, H_yN.size, H_y2N.size)
@@ -246,7 +245,7 @@ def test_per_row_alpha_gives_each_row_its_own_law(monkeypatch):
     monkeypatch.setattr(privacy, "_CELLS_PER_BLOCK", 3 * 50_000)
     alpha = np.array([0.2, 0.9, 0.5, 0.7, 0.2, 0.9, 0.5])
     Y = np.random.default_rng(9).poisson(2.0, size=(alpha.size, 50_000))
-    noise = privatize(Y, alpha=alpha, random_state=10) - Y
+    noise = privatize(Y, alpha=alpha, random_state=10).Y_obs - Y
     for a in np.unique(alpha):
         assert_law_and_power(noise[alpha == a], a, delta=0.05)
 
@@ -256,7 +255,10 @@ def test_per_row_epsilon_equals_per_row_alpha():
     eps = np.array([0.5, 1.0, 2.0, 4.0])
     a = privatize(Y, epsilon=eps, N=2, random_state=11)
     b = privatize(Y, alpha=np.exp(-eps / 2), random_state=11)
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a.Y_obs, b.Y_obs)
+    # a per-row epsilon is recorded as the per-row alpha it gives
+    np.testing.assert_allclose(a.alpha, np.exp(-eps / 2), rtol=1e-15)
+    assert a.epsilon is None and a.N is None
 
 
 def test_heterogeneous_alpha_is_beta_around_alpha0():
@@ -270,10 +272,14 @@ def test_heterogeneous_alpha_is_beta_around_alpha0():
     assert stats.kstest(draws, beta.cdf).pvalue > ACCEPT
     assert stats.kstest(draws, stats.beta(c * 0.32, c * 0.68).cdf).pvalue < REJECT
     np.testing.assert_array_equal(draws, heterogeneous_alpha(n, alpha0, c, random_state=12))
-    # a tiny alpha0 with a small concentration still gives usable alphas in (0, 1)
+    # a tiny alpha0 with a small concentration still gives alphas in (0, 1) the mechanism accepts ...
     tiny = heterogeneous_alpha(1000, 1e-3, concentration=1, random_state=13)
     assert np.all((tiny > 0) & (tiny < 1))
-    privatize(np.ones((1000, 2), dtype=int), alpha=tiny, random_state=0)
+    privatize(np.ones((1000, 2), dtype=int), alpha=tiny, random_state=0, allow_no_noise=True)
+    # ... but most are below 1e-12 (no noise at all), which privatize refuses unless asked
+    assert np.mean(tiny < privacy.NEGLIGIBLE_ALPHA) > 0.5
+    with pytest.raises(ValueError, match="allow_no_noise=True"):
+        privatize(np.ones((1000, 2), dtype=int), alpha=tiny, random_state=0)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -299,13 +305,15 @@ def test_exact_sampler_has_the_two_sided_geometric_law(monkeypatch):
     epsilon, N = 1.5, 2
     alpha = alpha_from(epsilon, N)
     Y = np.zeros((100, 1000), dtype=np.int64)
-    exact = privatize(Y, epsilon=epsilon, N=N, exact=True)
+    release = privatize(Y, epsilon=epsilon, N=N, exact=True)
+    assert not release.simulated and release.noise_seed is None
+    exact = release.Y_obs
     assert exact.dtype == np.int64 and exact.shape == Y.shape
     assert chisquare_pvalue(exact, geo(alpha)) > REJECT
     assert chisquare_pvalue(exact, geo(alpha * 0.97)) < REJECT
     assert chisquare_pvalue(exact, geo(alpha * 1.03)) < REJECT
     # and the same law as the fast path: two-sample chi-square on pooled bins
-    fast = privatize(Y, epsilon=epsilon, N=N, random_state=14)
+    fast = privatize(Y, epsilon=epsilon, N=N, random_state=14).Y_obs
     edges = np.arange(-8, 10) - 0.5
     bins = np.digitize(np.concatenate([exact.ravel(), fast.ravel()]), edges)
     table = np.stack([np.bincount(b, minlength=edges.size + 1) for b in np.split(bins, 2)])
@@ -316,7 +324,7 @@ def test_exact_sampler_per_row_alpha(monkeypatch):
     monkeypatch.setattr(privacy, "_EXACT_CELLS_PER_CALL", 30_000)  # one row per batch
     alpha = np.array([0.3, 0.8, 0.3, 0.8])
     Y = np.full((4, 25_000), 3)
-    noise = privatize(Y, alpha=alpha, exact=True) - Y
+    noise = privatize(Y, alpha=alpha, exact=True).Y_obs - Y
     for a in (0.3, 0.8):
         assert chisquare_pvalue(noise[alpha == a], geo(a)) > REJECT
         assert chisquare_pvalue(noise[alpha == a], geo(a * 1.05)) < REJECT
@@ -324,7 +332,7 @@ def test_exact_sampler_per_row_alpha(monkeypatch):
 
 def test_exact_sampler_refuses_a_seed():
     with pytest.raises(ValueError, match="cannot be seeded"):
-        privatize(np.ones(3, dtype=int), epsilon=1.0, exact=True, random_state=0)
+        privatize(np.ones((1, 3), dtype=int), epsilon=1.0, exact=True, random_state=0)
 
 
 # ---------------------------------------------------------------------------
@@ -332,23 +340,20 @@ def test_exact_sampler_refuses_a_seed():
 # ---------------------------------------------------------------------------
 
 def test_privatize_is_reproducible_and_leaves_input_alone():
-    Y = np.random.default_rng(15).poisson(4.0, size=(6, 3, 5))
+    Y = np.random.default_rng(15).poisson(4.0, size=(6, 15))
     before = Y.copy()
-    a = privatize(Y, epsilon=1.0, random_state=16)
+    a = privatize(Y, epsilon=1.0, random_state=16).Y_obs
     assert a.shape == Y.shape and a.dtype == np.int64
     np.testing.assert_array_equal(Y, before)
-    np.testing.assert_array_equal(a, privatize(Y, epsilon=1.0, random_state=16))
-    assert not np.array_equal(a, privatize(Y, epsilon=1.0, random_state=17))
+    np.testing.assert_array_equal(a, privatize(Y, epsilon=1.0, random_state=16).Y_obs)
+    assert not np.array_equal(a, privatize(Y, epsilon=1.0, random_state=17).Y_obs)
     # a Generator is accepted and advanced
     rng = np.random.default_rng(18)
-    assert not np.array_equal(privatize(Y, epsilon=1.0, random_state=rng),
-                              privatize(Y, epsilon=1.0, random_state=rng))
+    assert not np.array_equal(privatize(Y, epsilon=1.0, random_state=rng).Y_obs,
+                              privatize(Y, epsilon=1.0, random_state=rng).Y_obs)
     # integral floats, lists, unsigned ints and sparse matrices are counts too
-    for same in (Y.astype(float), Y.astype(np.uint16), Y.tolist()):
-        np.testing.assert_array_equal(a, privatize(same, epsilon=1.0, random_state=16))
-    M = Y[:, :, 0]
-    np.testing.assert_array_equal(privatize(sp.csr_matrix(M), epsilon=1.0, random_state=19),
-                                  privatize(M, epsilon=1.0, random_state=19))
+    for same in (Y.astype(float), Y.astype(np.uint16), Y.tolist(), sp.csr_matrix(Y)):
+        np.testing.assert_array_equal(a, privatize(same, epsilon=1.0, random_state=16).Y_obs)
     floats = Y.astype(float)
     privatize(floats, epsilon=1.0, random_state=0)
     np.testing.assert_array_equal(floats, before)
@@ -371,15 +376,17 @@ def test_top_level_names_are_the_privacy_functions():
     (["1", "2"], dict(epsilon=1.0), TypeError, "must hold integer counts"),
     (np.zeros((0, 3), dtype=int), dict(epsilon=1.0), ValueError, "Y is empty"),
     (5, dict(epsilon=1.0), ValueError, "Y is a scalar"),
-    ([1, 2], dict(), ValueError, "give the privacy level"),
-    ([1, 2], dict(epsilon=1.0, alpha=0.5), ValueError, "not both"),
-    ([1, 2], dict(alpha=0.5, N=2), ValueError, "leave N at 1"),
-    ([1, 2], dict(epsilon=0.0), ValueError, "epsilon must be finite and > 0"),
-    ([1, 2], dict(epsilon=1.0, N=0), ValueError, "N must be >= 1"),
-    ([1, 2], dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
+    ([1, 2], dict(epsilon=1.0), ValueError, "2-D count matrix"),
+    (np.ones((2, 3, 4), dtype=int), dict(epsilon=1.0), ValueError, "2-D count matrix"),
+    ([[1, 2]], dict(), ValueError, "give the privacy level"),
+    ([[1, 2]], dict(epsilon=1.0, alpha=0.5), ValueError, "not both"),
+    ([[1, 2]], dict(alpha=0.5, N=2), ValueError, "leave N at 1"),
+    ([[1, 2]], dict(epsilon=0.0), ValueError, "epsilon must be finite and > 0"),
+    ([[1, 2]], dict(epsilon=1.0, N=0), ValueError, "N must be >= 1"),
+    ([[1, 2]], dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
     ([[1, 2], [3, 4]], dict(alpha=[0.5, 0.5, 0.5]), ValueError, "Y has 2 rows"),
     ([[1, 2], [3, 4]], dict(epsilon=[1.0, 2.0, 3.0]), ValueError, "Y has 2 rows"),
-    ([1, 2], dict(epsilon=1.0, exact="yes"), TypeError, "exact must be True or False"),
+    ([[1, 2]], dict(epsilon=1.0, exact="yes"), TypeError, "exact must be True, False or None"),
 ])
 def test_privatize_rejects_bad_input_with_a_clear_message(Y, kwargs, error, match):
     with pytest.raises(error, match=match):

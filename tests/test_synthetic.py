@@ -86,9 +86,14 @@ def test_make_blocks_figure1_network():
     assert data.Y.shape == data.Y_obs.shape == (20, 20)
     assert data.factors["theta"].shape == (20, 5) and data.factors["pi"].shape == (5, 5)
     assert data.row_labels == data.col_labels == [f"actor {i}" for i in range(20)]
-    # no self loops
-    mask = data.info["mask"]
+    # no self loops: the release marks the diagonal as cells that do not exist
+    release = data.release()
+    assert release.kind == "network" and release.simulated
+    np.testing.assert_array_equal(release.structural_zeros, np.eye(20, dtype=bool))
+    mask = release.observed_cells
     assert mask.dtype == bool and not mask.diagonal().any() and mask.sum() == 380
+    np.testing.assert_array_equal(release.Y_obs, data.Y_obs)
+    assert release.alpha == data.alpha and release.epsilon == 1.0 and release.N == pytest.approx(data.info["N"])
     assert not data.Y.diagonal().any() and not data.Y_obs.diagonal().any() and not data.mu.diagonal().any()
     theta, pi = data.factors["theta"], data.factors["pi"]
     np.testing.assert_allclose(data.mu[mask], (theta @ pi @ theta.T)[mask])
@@ -100,12 +105,34 @@ def test_make_blocks_figure1_network():
     assert np.mean(data.mu[mask] < 0.01 * data.mu.max()) > 0.5
 
 
+def test_synthetic_data_give_their_release_and_truth_apart():
+    data = make_topics(random_state=8)
+    release, truth = data.release(), data.truth()
+    # the release: the generator's noised copy, flagged as a simulation; no truth in it
+    np.testing.assert_array_equal(release.Y_obs, data.Y_obs)
+    np.testing.assert_array_equal(release.alpha, data.alpha)
+    assert release.kind == "documents" and release.simulated and release.structural_zeros is None
+    assert not hasattr(release, "Y") and not hasattr(release, "mu")
+    # the truth: counts, rates and factors
+    np.testing.assert_array_equal(truth.Y, data.Y)
+    np.testing.assert_array_equal(truth.mu, data.mu)
+    assert set(truth.factors) == {"theta", "phi"}
+    # noising the counts anew: labels only when declared public
+    again = data.privatize(alpha=0.5, random_state=1)
+    assert again.row_labels is None and again.col_labels is None and again.name == "synthetic-topics"
+    labelled = data.privatize(alpha=0.5, random_state=1, public_labels=True)
+    assert labelled.row_labels == tuple(data.row_labels) and labelled.col_labels == tuple(data.col_labels)
+    np.testing.assert_array_equal(again.Y_obs, labelled.Y_obs)
+    network = make_blocks(random_state=8).privatize(alpha=0.5, random_state=1)
+    assert network.kind == "network" and not np.diag(network.Y_obs).any()
+
+
 def test_make_blocks_noise_level_follows_epsilon():
     low, high = make_blocks(epsilon=2.5, random_state=4), make_blocks(epsilon=0.75, random_state=4)
     np.testing.assert_array_equal(low.Y, high.Y)  # same truth, more noise
     assert low.alpha < high.alpha
     big = make_blocks(n_actors=120, epsilon=2.0, random_state=7)
-    tau = (big.Y_obs - big.Y)[big.info["mask"]]
+    tau = (big.Y_obs - big.Y)[big.release().observed_cells]
     # 14,280 cells: the mean of tau^2 / Var(tau) is 1 +- ~0.02
     assert np.mean(tau ** 2) / _geometric_variance(big.alpha) == pytest.approx(1.0, abs=0.1)
     assert abs(tau.mean()) < 5 * np.sqrt(_geometric_variance(big.alpha) / tau.size)

@@ -279,6 +279,7 @@ def run(args):
             raise CLIError(str(error)) from None
         posteriors[name], scores[name] = posterior, result
 
+    held_cells = posteriors[names[0]].heldout  # every method's chain held out the same cells
     alpha = None if release is None else release.alpha
     alpha_summary = None if alpha is None else (
         float(alpha) if np.ndim(alpha) == 0 else {"per_row": True, "mean": float(np.mean(alpha)),
@@ -289,7 +290,8 @@ def run(args):
         "epsilon": None if release is None else release.epsilon, "N": None if release is None else release.N,
         "alpha": alpha_summary, "simulated": None if release is None else release.simulated,
         "already_noised": bool(args.already_noised), "holdout": args.holdout,
-        "heldout_cells": 0 if heldout is None else int(heldout.sum()),
+        # the held-out cells that exist, which held-out MAE averages over (a network's diagonal is not one)
+        "heldout_cells": 0 if held_cells is None else int(held_cells.sum()),
         "iterations": args.iterations,
         "burn_in": args.iterations // 6 if args.burn_in is None else args.burn_in, "thin": args.thin,
         "seed": seed, "options": options,

@@ -1,0 +1,650 @@
+"""The driver (lpviz.engine): Chain, run, fit, Posterior.
+
+The public API (arrays as in lpviz 0.1, or a Release with its Truth beside
+it), reproducibility (seed, thread count, chunking, worker threads),
+held-out cells and structural zeros, input checks, the log joint against
+brute force, stopping a chain from another thread, and the posterior's
+summaries and file.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+import lpviz
+from lpviz import _parallel, engine, models
+from lpviz.engine import Chain, ChainState, ChainStopped, FitResult, Posterior, Run, fit, run
+from lpviz.privacy import geometric_logpmf, privatize
+from lpviz.release import Release, Truth
+
+MODELS = ["topics", "blocks"]
+METHODS = ["private", "naive", "nonprivate"]
+
+
+def synthetic(model, n_rows=12, n_cols=9, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    if model == "blocks":
+        n_cols = n_rows
+    if model == "topics":
+        factors = {"theta": rng.gamma(0.5, 2.0, (n_rows, k)), "phi": rng.gamma(0.5, 2.0, (k, n_cols))}
+    else:
+        factors = {"theta": rng.gamma(0.5, 2.0, (n_rows, k)), "pi": rng.gamma(0.5, 2.0, (k, k))}
+    mu = models.rates(model, factors)
+    Y = rng.poisson(mu)
+    kind = "documents" if model == "topics" else "network"
+    return Y, privatize(Y, alpha=0.5, kind=kind, random_state=seed + 1).Y_obs, mu
+
+
+def data_for(model, method, **kwargs):
+    Y, Y_obs, _ = synthetic(model, **kwargs)
+    return Y if method == "nonprivate" else Y_obs
+
+
+def release_for(model, heldout=None, seed=0):
+    """(release, truth) of the small synthetic data."""
+    Y, Y_obs, mu = synthetic(model, seed=seed)
+    kind = "documents" if model == "topics" else "network"
+    return Release(Y_obs=Y_obs, alpha=0.5, kind=kind, heldout=heldout, simulated=True), Truth(Y, mu=mu)
+
+
+def run_chain(Y, model, method, n_iter=5, **kwargs):
+    chain = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, **kwargs)
+    chain.step(n_iter)
+    return chain
+
+
+def assert_same_chain(a, b):
+    assert a.iteration == b.iteration
+    assert a.log_joint == b.log_joint
+    for name, value in a.factors.items():
+        np.testing.assert_array_equal(value, b.factors[name])
+    if a.method == "private":
+        np.testing.assert_array_equal(a.y_latent, b.y_latent)
+        np.testing.assert_array_equal(a.bessel_draws, b.bessel_draws)
+        for name in ("lambda_plus", "lambda_minus"):
+            np.testing.assert_array_equal(a._latent[name], b._latent[name])
+
+
+# ---------------------------------------------------------------------------
+# API
+# ---------------------------------------------------------------------------
+
+def test_top_level_names():
+    assert lpviz.Chain is Chain and lpviz.fit is fit and lpviz.run is run and lpviz.Posterior is Posterior
+    assert FitResult is Posterior  # lpviz 0.1's name of what fit returns
+    from lpviz import inference  # lpviz 0.1's module still gives the same objects
+
+    assert inference.Chain is Chain and inference.fit is fit and inference.ChainState is ChainState
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_step_and_iterate_report_the_state(model, method):
+    Y = data_for(model, method)
+    chain = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, random_state=0)
+    assert chain.iteration == 0 and np.isnan(chain.log_joint)
+    states = list(chain.iterate(4))
+    assert [s.iteration for s in states] == [1, 2, 3, 4] and chain.iteration == 4
+    last = states[-1]
+    assert isinstance(last, ChainState) and np.isfinite(last.log_joint) and last.seconds > 0
+    assert last.log_joint == chain.log_joint
+    assert np.isnan(last.log_marginal) == np.isnan(chain.log_marginal)
+    np.testing.assert_allclose(last.mu, chain.mu)
+    np.testing.assert_allclose(last.mu, models.rates(model, last.factors))
+    assert last.mu.shape == Y.shape
+    names = {"theta", "phi"} if model == "topics" else {"theta", "pi"}
+    assert set(last.factors) == names
+    assert last.factors["theta"].shape == (Y.shape[0], 3)
+    # factors are copies: editing them leaves the chain alone
+    last.factors["theta"][:] = -1
+    assert np.all(chain.factors["theta"] > 0)
+    state = chain.step(3)
+    assert state.iteration == 7
+    if method == "private":
+        assert chain.y_latent.shape == Y.shape and chain.y_latent.min() >= 0
+        assert chain.bessel_draws.shape == Y.shape and chain.bessel_draws.min() >= 0
+        np.testing.assert_array_equal(chain.alpha, np.full(Y.shape[0], 0.5))
+    else:
+        assert chain.y_latent is None and chain.bessel_draws is None and chain.alpha is None
+    assert repr(chain) == (f"Chain(model={model!r}, method={method!r}, n_components=3, "
+                           f"shape={Y.shape}, iteration=7)")
+
+
+def test_chain_state_mu_is_computed_from_the_factors_when_read():
+    factors = {"theta": np.ones((2, 1)), "phi": np.full((1, 3), 2.0)}
+    state = ChainState(iteration=1, log_joint=0.0, seconds=0.1, factors=factors, model="topics")
+    np.testing.assert_array_equal(state.mu, np.full((2, 3), 2.0))
+    # lpviz 0.1's positional order: iteration, mu, log_joint, seconds, factors
+    given = ChainState(1, np.zeros((2, 3)), 0.0, 0.1, factors)
+    np.testing.assert_array_equal(given.mu, np.zeros((2, 3)))
+    assert given.seconds == 0.1 and np.isnan(given.log_marginal)
+
+
+# ---------------------------------------------------------------------------
+# The Release face
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_release_runs_the_same_chain_as_its_arrays(model, method):
+    heldout = np.random.default_rng(4).random((12, 12 if model == "blocks" else 9)) < 0.2
+    release, truth = release_for(model, heldout=heldout)
+    chain = Chain(release, method=method, n_components=3, truth=truth, random_state=7)
+    assert chain.model == model  # the release's kind picks the model
+    chain.step(4)
+    counts = truth.Y if method == "nonprivate" else release.Y_obs
+    from_arrays = run_chain(counts, model, method, n_iter=4, mask=~heldout, random_state=7)
+    assert_same_chain(chain, from_arrays)
+    # what the chain held out, for scoring: held-out cells that exist; the cells that do not
+    np.testing.assert_array_equal(chain.heldout, release.heldout_cells)
+    if model == "blocks":
+        np.testing.assert_array_equal(chain.structural_zeros, np.eye(12, dtype=bool))
+    else:
+        assert chain.structural_zeros is None
+
+
+@pytest.mark.parametrize("method", ["private", "naive"])
+def test_the_truth_never_reaches_a_method_that_does_not_fit_it(method):
+    release, truth = release_for("topics")
+    other_truth = Truth(np.full(release.shape, 7))
+    a = Chain(release, method=method, n_components=3, truth=truth, random_state=2)
+    b = Chain(release, method=method, n_components=3, truth=other_truth, random_state=2)
+    c = Chain(release, method=method, n_components=3, random_state=2)
+    for chain in (a, b, c):
+        chain.step(3)
+    assert_same_chain(a, b)
+    assert_same_chain(a, c)
+
+
+def test_release_structural_zeros_are_left_out_like_held_out_cells():
+    release, _ = release_for("topics")
+    zeros = np.zeros(release.shape, dtype=bool)
+    zeros[[0, 3, 5], [1, 1, 8]] = True
+    with_zeros = Release(Y_obs=release.Y_obs, alpha=0.5, structural_zeros=zeros)
+    chain = Chain(with_zeros, method="private", n_components=3, random_state=1)
+    chain.step(3)
+    assert_same_chain(chain, run_chain(release.Y_obs, "topics", "private", n_iter=3, mask=~zeros, random_state=1))
+    assert chain.heldout is None  # they do not exist: never scored as held out
+    np.testing.assert_array_equal(chain.structural_zeros, zeros)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(alpha=0.5), ValueError, "a Release carries its own alpha and held-out cells: drop alpha="),
+    (dict(mask=np.ones((12, 9), dtype=bool)), ValueError, "drop alpha= and mask="),
+    (dict(method="nonprivate"), ValueError, "method='nonprivate' fits the true counts: pass truth=Truth"),
+    (dict(method="nonprivate", truth=Truth(np.ones((3, 3), dtype=int))), ValueError,
+     r"true counts have shape \(3, 3\) but the release \(12, 9\)"),
+    (dict(model="blocks"), ValueError, "model='blocks' needs a square"),
+    (dict(sampler="collapsed"), ValueError, "sampler must be one of 'bessel'; got 'collapsed'"),
+    (dict(method="naive", sampler="bessel"), ValueError,
+     "sampler='bessel' applies to methods with that option \\(private\\), not to method='naive'"),
+])
+def test_release_misuse_is_refused_with_a_helpful_message(kwargs, error, match):
+    release, _ = release_for("topics")
+    arguments = dict(method="private", n_components=2)
+    arguments.update(kwargs)
+    with pytest.raises(error, match=match):
+        Chain(release, **arguments)
+
+
+def test_array_face_needs_a_model_and_takes_no_truth():
+    Y = data_for("topics", "naive")
+    with pytest.raises(ValueError, match="model= is required with a count matrix"):
+        Chain(Y, method="naive", n_components=2)
+    with pytest.raises(ValueError, match="truth= goes with a Release"):
+        Chain(Y, model="topics", method="naive", n_components=2, truth=Truth(np.abs(Y)))
+
+
+# ---------------------------------------------------------------------------
+# Reproducibility
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_same_seed_same_chain(model, method):
+    Y = data_for(model, method)
+    assert_same_chain(run_chain(Y, model, method, random_state=3), run_chain(Y, model, method, random_state=3))
+    other = run_chain(Y, model, method, random_state=4)
+    assert not np.array_equal(other.factors["theta"], run_chain(Y, model, method, random_state=3).factors["theta"])
+
+
+@pytest.mark.parametrize("model,method", [("topics", "private"), ("blocks", "private"), ("topics", "naive"),
+                                          ("blocks", "nonprivate")])
+def test_thread_count_and_chunking_do_not_change_the_chain(model, method, monkeypatch):
+    # 210 x 200 cells: above PARALLEL_MIN_CELLS, so sweeps are split into chunks on the pool.
+    Y = data_for(model, method, n_rows=210, n_cols=200, k=4, seed=5)
+    chains = []
+    for threads in (1, 3):
+        monkeypatch.setenv("LPVIZ_NUM_THREADS", str(threads))
+        monkeypatch.setattr(_parallel, "_pool", None)  # a pool with that many workers
+        chain = Chain(Y, model=model, method=method, n_components=4, alpha=0.5, random_state=8)
+        assert len(chain._work.bounds) == 4 * threads  # the default chunks: four per thread
+        chain.step(3)
+        _parallel._pool.shutdown()
+        chains.append(chain)
+    serial = Chain(Y, model=model, method=method, n_components=4, alpha=0.5, random_state=8, parallel=False)
+    assert serial._work.bounds == [(0, 27)]  # one chunk of all 27 stream blocks, run inline
+    serial.step(3)
+    assert_same_chain(chains[0], chains[1])
+    assert_same_chain(chains[0], serial)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_parallel_small_data_gives_the_serial_chain(model, method):
+    # below PARALLEL_MIN_CELLS the default is one chunk; parallel=True splits anyway
+    Y = data_for(model, method, n_rows=40)
+    split = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, random_state=6, parallel=True)
+    default = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, random_state=6)
+    assert len(split._work.bounds) > 1 and len(default._work.bounds) == 1
+    split.step(4)
+    default.step(4)
+    assert_same_chain(split, default)
+    result = fit(Y, model=model, method=method, n_components=3, n_iter=4, thin=1, alpha=0.5, random_state=6,
+                 parallel=True)
+    np.testing.assert_array_equal(result.samples[-1]["theta"], default.factors["theta"])
+
+
+def test_chains_in_worker_threads_match_sequential_runs():
+    runs = [(model, method) for model in MODELS for method in METHODS]
+    data = {run_: data_for(*run_) for run_ in runs}
+    sequential = {run_: run_chain(data[run_], *run_, n_iter=30, random_state=1) for run_ in runs}
+    threaded = {}
+
+    def work(run_):
+        threaded[run_] = run_chain(data[run_], *run_, n_iter=30, random_state=1)
+
+    threads = [threading.Thread(target=work, args=(run_,)) for run_ in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for run_ in runs:
+        assert_same_chain(sequential[run_], threaded[run_])
+
+
+# ---------------------------------------------------------------------------
+# Held-out cells, structural zeros, sparse input
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_held_out_cells_do_not_influence_the_chain(model, method):
+    Y = data_for(model, method)
+    rng = np.random.default_rng(2)
+    mask = rng.random(Y.shape) > 0.25
+    changed = Y.copy()
+    changed[~mask] = rng.integers(0, 50, (~mask).sum())
+    a = run_chain(Y, model, method, n_iter=10, mask=mask, random_state=6)
+    b = run_chain(changed, model, method, n_iter=10, mask=mask, random_state=6)
+    assert_same_chain(a, b)
+    # ... while the same change without the mask does change it
+    c = run_chain(changed, model, method, n_iter=10, random_state=6)
+    assert not np.array_equal(a.factors["theta"], c.factors["theta"])
+    if method == "private":
+        assert np.all(a.y_latent[~mask] == 0)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_held_out_cells_of_a_release_do_not_influence_the_chain(model, method):
+    heldout = np.random.default_rng(3).random((12, 12 if model == "blocks" else 9)) < 0.25
+    release, truth = release_for(model, heldout=heldout)
+    changed_obs = np.where(heldout, 40, release.Y_obs)
+    changed = Release(Y_obs=changed_obs, alpha=release.alpha, kind=release.kind, heldout=heldout)
+    changed_truth = Truth(np.where(heldout, 40, truth.Y))
+    a = Chain(release, method=method, n_components=3, truth=truth, random_state=5)
+    b = Chain(changed, method=method, n_components=3, truth=changed_truth, random_state=5)
+    a.step(8)
+    b.step(8)
+    assert_same_chain(a, b)
+    c = Chain(changed.with_heldout(None), method=method, n_components=3, truth=changed_truth, random_state=5)
+    c.step(8)
+    assert not np.array_equal(a.factors["theta"], c.factors["theta"])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_block_model_ignores_self_loops(method):
+    Y = data_for("blocks", method)
+    looped = Y.copy()
+    np.fill_diagonal(looped, 40)
+    a = run_chain(Y, "blocks", method, random_state=2)
+    assert_same_chain(a, run_chain(looped, "blocks", method, random_state=2))
+    assert np.all(np.diag(a.mu) == 0)
+    if method == "private":
+        assert np.all(np.diag(a.y_latent) == 0)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_sparse_input_gives_the_dense_chain(model, method):
+    Y = data_for(model, method)
+    assert_same_chain(run_chain(Y, model, method, random_state=9),
+                      run_chain(sp.csr_matrix(Y), model, method, random_state=9))
+
+
+# ---------------------------------------------------------------------------
+# The log joint
+# ---------------------------------------------------------------------------
+
+def _brute_force_log_joint(chain, Y_obs, mask, counts):
+    factors = chain.factors
+    observed = mask.copy()
+    if chain.model == "blocks":
+        np.fill_diagonal(observed, False)
+    value = stats.poisson.logpmf(counts, chain.mu)[observed].sum()
+    value += sum(stats.gamma.logpdf(f, chain.a0, scale=1 / chain.b0).sum() for f in factors.values())
+    if chain.method == "private":
+        tau = Y_obs - chain.y_latent
+        value += geometric_logpmf(tau, chain.alpha[:, None] * np.ones(tau.shape))[observed].sum()
+    return value
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_log_joint_matches_brute_force(model, method):
+    Y = data_for(model, method)
+    mask = np.random.default_rng(3).random(Y.shape) > 0.2
+    chain = run_chain(Y, model, method, n_iter=7, mask=mask, random_state=5)
+    counts = {"private": chain.y_latent, "naive": np.maximum(Y, 0), "nonprivate": Y}[method]
+    assert chain.log_joint == pytest.approx(_brute_force_log_joint(chain, Y, mask, counts), rel=1e-9)
+
+
+def test_per_row_alpha_enters_the_log_joint_row_by_row():
+    Y = data_for("topics", "private")
+    alpha = np.linspace(0.1, 0.8, Y.shape[0])
+    chain = Chain(Y, model="topics", method="private", n_components=3, alpha=alpha, random_state=1)
+    chain.step(5)
+    np.testing.assert_array_equal(chain.alpha, alpha)
+    mask = np.ones(Y.shape, dtype=bool)
+    assert chain.log_joint == pytest.approx(_brute_force_log_joint(chain, Y, mask, chain.y_latent), rel=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# Stopping
+# ---------------------------------------------------------------------------
+
+def test_stop_from_another_thread_ends_the_running_step():
+    # a biggish problem: each iteration takes a while, and step() is asked for a million of them
+    Y = data_for("topics", "private", n_rows=600, n_cols=500, k=10, seed=3)
+    chain = Chain(Y, model="topics", method="private", n_components=10, alpha=0.5, random_state=0)
+    outcome = []
+
+    def work():
+        try:
+            chain.step(10**6)
+            outcome.append("finished")
+        except ChainStopped as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while chain.iteration < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert chain.iteration >= 2, "the chain did not start"
+    chain.stop()
+    worker.join(timeout=60)  # a bound so a broken stop fails instead of hanging the suite
+    assert not worker.is_alive(), "stop() did not end the running step"
+    assert len(outcome) == 1 and isinstance(outcome[0], ChainStopped)
+    stopped_at = chain.iteration
+    with pytest.raises(ChainStopped, match="start a new chain"):
+        chain.step()
+    with pytest.raises(ChainStopped):
+        next(chain.iterate(3))
+    assert chain.iteration == stopped_at
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_a_stop_during_the_sweep_leaves_the_kernels_at_once(model, method):
+    # the stop request arrives from another thread once the iteration is under way
+    Y = data_for(model, method, n_rows=240, n_cols=200, seed=1)
+    chain = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, random_state=0, parallel=True)
+    chain.step()
+    factors = chain.factors
+    latent = {name: array.copy() for name, array in (chain._latent or {}).items()}
+    sweep = chain.method_instance.sweep
+
+    def sweep_stopped_by_another_thread(*args):
+        stopper = threading.Thread(target=chain.stop)
+        stopper.start()
+        stopper.join()
+        return sweep(*args)
+
+    chain.method_instance.sweep = sweep_stopped_by_another_thread
+    with pytest.raises(ChainStopped, match="stopped during the sweep"):
+        chain.step()
+    assert chain.iteration == 1
+    # no kernel visited a row (every visited cell would have new noise rates), no factor was drawn
+    for name, array in latent.items():
+        if name != "posterior_scale":
+            np.testing.assert_array_equal(chain._latent[name], array)
+    for name, value in factors.items():
+        np.testing.assert_array_equal(chain.factors[name], value)
+    with pytest.raises(ChainStopped):
+        chain.step()
+
+
+def test_run_stop_stops_its_chain():
+    release, _ = release_for("topics")
+    chain_run = run(release, n_components=3, n_iter=50, thin=1, burn_in=0, random_state=0)
+    next(chain_run)
+    chain_run.stop()
+    with pytest.raises(ChainStopped):
+        next(chain_run)
+    assert chain_run.posterior.iterations == 1
+
+
+# ---------------------------------------------------------------------------
+# Huge counts: the allocation is O(K) per cell whatever the count
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("method", METHODS)
+def test_counts_of_a_trillion_run(model, method):
+    # 10^12 tokens per cell: a token-by-token allocation would never finish.
+    # (Its speed is measured in benchmarks; its law is tested in test_models.)
+    Y = np.full((5, 5), 10**12, dtype=np.int64)
+    observed = np.ones((5, 5), dtype=bool)
+    if model == "blocks":
+        np.fill_diagonal(Y, 0)
+        np.fill_diagonal(observed, False)
+    chain = Chain(Y, model=model, method=method, n_components=3, alpha=0.5, random_state=0)
+    state = chain.step(2)
+    assert np.isfinite(state.log_joint)
+    if method == "private":
+        # noise at alpha = 0.5 is a few units: the latent true counts are the counts, give or take
+        assert np.all(np.abs(chain.y_latent[observed] - 10**12) < 1000)
+    # the factor update conserves the allocated total: the rates add up to the counts
+    assert state.mu[observed].sum() == pytest.approx(Y.sum(), rel=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# run, fit and the Posterior
+# ---------------------------------------------------------------------------
+
+def test_fit_saves_thinned_samples_after_burn_in():
+    Y = data_for("topics", "private")
+    calls = []
+    result = fit(Y, model="topics", method="private", n_components=3, n_iter=60, thin=10,
+                 alpha=0.5, random_state=0, callback=calls.append)
+    assert isinstance(result, FitResult)
+    assert result.saved_iterations == [20, 30, 40, 50, 60]  # burn_in defaults to 60 // 6 = 10
+    assert len(result.samples) == 5 and result.log_joint.shape == (60,) and result.iterations == 60
+    assert [s.iteration for s in calls] == list(range(1, 61))
+    np.testing.assert_allclose(result.log_joint, [s.log_joint for s in calls])
+    np.testing.assert_allclose(result.mu_hat, np.mean([models.rates("topics", s) for s in result.samples], axis=0))
+    saved_log_joint = result.log_joint[np.array(result.saved_iterations) - 1]
+    assert result.best_log_joint == saved_log_joint.max()
+    best = int(np.argmax(saved_log_joint))
+    np.testing.assert_array_equal(result.best["phi"], result.samples[best]["phi"])
+    assert result.best_iteration == result.saved_iterations[best]
+    assert (result.model, result.method, result.n_components) == ("topics", "private", 3)
+    assert result.seconds == pytest.approx(sum(s.seconds for s in calls)) and result.seconds > 0
+    np.testing.assert_allclose(result.iteration_seconds, [s.seconds for s in calls])
+    # fit runs the same chain as Chain with the same seed
+    chain = Chain(Y, model="topics", method="private", n_components=3, alpha=0.5, random_state=0)
+    chain.step(60)
+    np.testing.assert_array_equal(chain.factors["theta"], result.samples[-1]["theta"])
+
+
+def test_run_yields_each_state_and_feeds_the_posterior_fit_returns():
+    release, truth = release_for("blocks")
+    chain_run = run(release, n_components=3, n_iter=12, thin=4, random_state=3)
+    assert isinstance(chain_run, Run) and chain_run.posterior.mu_hat is None  # nothing saved yet
+    states = list(chain_run)
+    assert [s.iteration for s in states] == list(range(1, 13))
+    assert list(chain_run) == []  # done after n_iter
+    posterior = chain_run.posterior
+    assert posterior.saved_iterations == [6, 10] and posterior.burn_in == 2
+    fitted = fit(release, n_components=3, n_iter=12, thin=4, random_state=3)
+    np.testing.assert_array_equal(posterior.mu_hat, fitted.mu_hat)
+    np.testing.assert_array_equal(posterior.log_joint, [s.log_joint for s in states])
+    assert np.all(np.diag(posterior.mu_hat) == 0)  # the model's structural zeros
+    assert repr(posterior) == "Posterior(model='blocks', method='private', shape=(12, 12), iterations=12, saved=2)"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_posterior_mean_by_row_blocks_equals_the_running_sum(model, monkeypatch):
+    # matrices above DENSE_MEAN_MAX_CELLS keep only the samples and compute rates by rows
+    release, _ = release_for(model)
+    dense = fit(release, n_components=3, n_iter=20, thin=3, random_state=4)
+    monkeypatch.setattr(engine, "DENSE_MEAN_MAX_CELLS", 0)
+    by_rows = fit(release, n_components=3, n_iter=20, thin=3, random_state=4)
+    assert by_rows._rate_sum is None and dense._rate_sum is not None
+    np.testing.assert_allclose(by_rows.mu_hat, dense.mu_hat, rtol=1e-12)
+    np.testing.assert_allclose(by_rows.rate_rows(3, 7), dense.mu_hat[3:7], rtol=1e-12)
+
+
+def test_posterior_save_writes_the_fit_schema(tmp_path):
+    heldout = np.zeros((12, 12), dtype=bool)
+    heldout[2, :] = heldout[:, 2] = True
+    Y, Y_obs, _ = synthetic("blocks")
+    labels = [f"actor {i}" for i in range(12)]
+    release = Release(Y_obs=Y_obs, alpha=0.5, kind="network", heldout=heldout, row_labels=labels,
+                      col_labels=labels)
+    posterior = fit(release, n_components=3, n_iter=15, thin=5, random_state=0)
+    path = posterior.save(tmp_path / "private.npz", release)
+    with np.load(path, allow_pickle=False) as saved:
+        assert str(saved["format"]) == engine.FIT_FORMAT
+        assert (str(saved["model"]), str(saved["method"]), int(saved["n_components"])) == ("blocks", "private", 3)
+        assert str(saved["method_label"]) == "private (models the noise)"
+        np.testing.assert_array_equal(saved["mu_hat"], posterior.mu_hat)
+        np.testing.assert_array_equal(saved["heldout"], heldout & ~np.eye(12, dtype=bool))
+        np.testing.assert_array_equal(saved["structural_zeros"], np.eye(12, dtype=bool))
+        assert saved["row_labels"].tolist() == labels and saved["col_labels"].tolist() == labels
+        for trace in ("log_joint", "log_marginal", "iteration_seconds"):
+            np.testing.assert_array_equal(saved[trace], getattr(posterior, trace))
+        assert saved["saved_iterations"].tolist() == [7, 12]
+        assert int(saved["best_iteration"]) == posterior.best_iteration
+        assert float(saved["best_log_joint"]) == posterior.best_log_joint
+        np.testing.assert_array_equal(saved["best_theta"], posterior.best["theta"])
+        np.testing.assert_array_equal(saved["best_pi"], posterior.best["pi"])
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        posterior.save(path, release)
+    empty = run(release, n_components=3, n_iter=15, thin=5, random_state=0).posterior
+    with pytest.raises(ValueError, match="no saved sample yet"):
+        empty.save(tmp_path / "empty.npz")
+
+
+def test_private_fit_beats_naive_under_strong_noise():
+    """The paper's point: the naive fit treats truncated noise as signal."""
+    rng = np.random.default_rng(3)
+    mu = models.rates("topics", {"theta": rng.gamma(0.3, 2.0, (60, 3)), "phi": rng.gamma(0.3, 2.0, (3, 15))})
+    alpha = np.exp(-0.5)
+    Y_obs = privatize(rng.poisson(mu), alpha=alpha, random_state=4).Y_obs
+    errors = {}
+    for method in ("private", "naive"):
+        result = fit(Y_obs, model="topics", method=method, n_components=3, n_iter=600, thin=10,
+                     alpha=alpha, random_state=2)
+        errors[method] = np.abs(result.mu_hat - mu).mean()
+    assert errors["private"] < 0.75 * errors["naive"], errors
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(n_iter=0), ValueError, "n_iter must be >= 1"),
+    (dict(n_iter=10, burn_in=5, thin=10), ValueError, "no sample would be saved"),
+    (dict(thin=0), ValueError, "thin must be >= 1"),
+    (dict(burn_in=-1), ValueError, "burn_in must be >= 0"),
+    (dict(n_iter=2.5), TypeError, "n_iter must be an integer"),
+    (dict(callback=3), TypeError, "callback must be callable"),
+])
+def test_fit_rejects_bad_schedules(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fit(np.ones((3, 3), dtype=int), model="topics", method="nonprivate", n_components=2, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Input checks
+# ---------------------------------------------------------------------------
+
+GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
+
+
+@pytest.mark.parametrize("Y,kwargs,error,match", [
+    (GOOD, dict(model="lda"), ValueError, "model must be one of 'topics', 'blocks'"),
+    (GOOD, dict(method="fancy"), ValueError, "method must be one of 'private', 'naive', 'nonprivate'"),
+    (GOOD, dict(n_components=0), ValueError, "n_components must be >= 1"),
+    (GOOD, dict(n_components=2.5), TypeError, "n_components must be an integer"),
+    (GOOD, dict(a0=0), ValueError, "a0 must be a positive"),
+    (GOOD, dict(b0=float("nan")), ValueError, "b0 must be a positive"),
+    (GOOD.astype(float) + 0.5, {}, ValueError, "non-integer"),
+    (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
+    (GOOD.astype(bool), {}, TypeError, "integer counts"),
+    (np.array(["a", "b"]), {}, TypeError, "integer counts"),
+    (np.arange(4), {}, ValueError, "2-D"),
+    (np.zeros((0, 3), dtype=int), {}, ValueError, "empty"),
+    (-GOOD, dict(method="nonprivate"), ValueError, "negative entries.*method='private'"),
+    (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),
+    (GOOD, dict(method="private", alpha=None), ValueError, "needs the noise level: pass alpha"),
+    (GOOD, dict(method="private", alpha=1.0), ValueError, "strictly between 0 and 1"),
+    (GOOD, dict(method="private", alpha="0.5x"), TypeError, "alpha must be a number in \\(0, 1\\)"),
+    (GOOD, dict(method="private", alpha=[0.5, 0.5]), ValueError, "one value per row \\(3\\)"),
+    (GOOD, dict(mask=np.ones((3, 3))), TypeError, "mask must be a boolean array"),
+    (GOOD, dict(mask=np.ones((2, 3), dtype=bool)), ValueError, "mask has shape"),
+    (GOOD, dict(mask=np.zeros((3, 3), dtype=bool)), ValueError, "no observed cell"),
+    (GOOD, dict(model="blocks", mask=np.eye(3, dtype=bool)), ValueError, "no observed cell"),
+])
+def test_bad_input_is_rejected_with_a_helpful_message(Y, kwargs, error, match):
+    arguments = dict(model="topics", method="naive", n_components=2, alpha=0.5)
+    arguments.update(kwargs)
+    with pytest.raises(error, match=match):
+        Chain(Y, **arguments)
+
+
+def test_float_integer_counts_and_negative_noised_counts_are_accepted():
+    chain = Chain(GOOD.astype(float) - 1, model="topics", method="private", n_components=2, alpha=0.4)
+    assert np.isfinite(chain.step().log_joint)
+    chain = Chain(GOOD - 1, model="topics", method="naive", n_components=2)
+    assert np.isfinite(chain.step().log_joint)
+
+
+def test_step_and_iterate_check_their_counts():
+    chain = Chain(GOOD, model="topics", method="naive", n_components=2)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        chain.step(0)
+    with pytest.raises(ValueError, match="n_iter must be >= 0"):
+        chain.iterate(-1)
+    with pytest.raises(TypeError, match="n_iter must be an integer"):
+        chain.iterate(2.5)
+    assert list(chain.iterate(0)) == [] and chain.iteration == 0
+
+
+def test_input_arrays_are_not_modified():
+    Y = GOOD - 1
+    before = Y.copy()
+    mask = np.ones(Y.shape, dtype=bool)
+    alpha = np.full(3, 0.5)
+    run_chain(Y, "blocks", "private", mask=mask)
+    run_chain(Y, "topics", "naive", mask=mask)
+    Chain(Y, model="topics", method="private", n_components=2, alpha=alpha, mask=mask).step(3)
+    sparse = sp.csr_matrix(Y)
+    run_chain(sparse, "topics", "private")
+    np.testing.assert_array_equal(Y, before)
+    np.testing.assert_array_equal(sparse.toarray(), before)
+    assert mask.all() and np.all(alpha == 0.5)
