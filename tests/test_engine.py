@@ -179,7 +179,7 @@ def test_release_structural_zeros_are_left_out_like_held_out_cells():
     (dict(method="nonprivate", truth=Truth(np.ones((3, 3), dtype=int))), ValueError,
      r"true counts have shape \(3, 3\) but the release \(12, 9\)"),
     (dict(model="blocks"), ValueError, "model='blocks' needs a square"),
-    (dict(sampler="collapsed"), ValueError, "sampler must be one of 'bessel'; got 'collapsed'"),
+    (dict(sampler="gibbs"), ValueError, "sampler must be one of 'bessel', 'collapsed'; got 'gibbs'"),
     (dict(method="naive", sampler="bessel"), ValueError,
      "sampler='bessel' applies to methods with that option \\(private\\), not to method='naive'"),
 ])

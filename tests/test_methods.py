@@ -50,12 +50,12 @@ def test_registry_names_classes_labels_and_colours():
 
 def test_create_checks_options_against_the_registry():
     method = methods.create("private")
-    assert isinstance(method, Private) and method.settings == {"sampler": "bessel"}
-    assert methods.create("private", sampler=None).settings == {"sampler": "bessel"}  # None: the default
+    assert isinstance(method, Private) and method.settings == {"sampler": "bessel", "sparse_step": "auto"}
+    assert methods.create("private", sampler=None).settings["sampler"] == "bessel"  # None: the default
     assert methods.create(method) is method and methods.create(method, sampler=None) is method
-    assert repr(method) == "Private(sampler='bessel')" and repr(Naive()) == "Naive()"
+    assert repr(method) == "Private(sampler='bessel', sparse_step='auto')" and repr(Naive()) == "Naive()"
     assert method.display_name == "private (models the noise)"  # default options are not repeated
-    with pytest.raises(ValueError, match="sampler must be one of 'bessel'; got 'gibbs'"):
+    with pytest.raises(ValueError, match="sampler must be one of 'bessel', 'collapsed'; got 'gibbs'"):
         methods.create("private", sampler="gibbs")
     with pytest.raises(ValueError, match="sampler='bessel' applies to methods with that option \\(private\\), "
                                          "not to method='naive'"):

@@ -96,12 +96,12 @@ def test_model_factors_round_trip_and_public_orientation():
     new = {"theta": rng.gamma(1.0, 1.0, (5, 3)), "phi": rng.gamma(1.0, 1.0, (3, 7))}
     model.set_factors(state, new)
     np.testing.assert_array_equal(model.factors(state)["phi"], new["phi"])
-    np.testing.assert_allclose(model.rate_rows(state, 1, 4), (new["theta"] @ new["phi"])[1:4])
+    np.testing.assert_allclose(model.rate_rows(state, np.arange(1, 4)), (new["theta"] @ new["phi"])[1:4])
     assert model.topics(new) is new["phi"] and model.memberships(new) is new["theta"]
     block_model = blocks.BlockModel(2)
     state = block_model.init_state((6, 6), 3.0, rng)
     mu = block_model.rates(block_model.factors(state))
-    np.testing.assert_allclose(block_model.rate_rows(state, 2, 5), mu[2:5])
+    np.testing.assert_allclose(block_model.rate_rows(state, np.arange(2, 5)), mu[2:5])
     assert block_model.topics(block_model.factors(state)) is None
     with pytest.raises(ValueError, match="model='blocks' needs a square"):
         block_model.check_shape((6, 5))

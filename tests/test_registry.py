@@ -76,8 +76,8 @@ class CellRates(Model):
     def rates(self, factors):
         return np.array(factors["rate"], dtype=float)
 
-    def rate_rows(self, state, start, stop):
-        return state[0][start:stop].copy()
+    def rate_rows(self, state, rows):
+        return state[0][rows].copy()
 
     def cell_rates(self, state, cells, work):
         return state[0][_cells(cells, state[0].shape)]
