@@ -46,7 +46,7 @@ import numpy as np
 from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.pld import privacy_loss_distribution
-from dp_accounting.rdp import RdpAccountant
+from dp_accounting.rdp import RdpAccountant, rdp_privacy_accountant
 from scipy.optimize import brentq
 
 __all__ = ["epsilon", "noise_multiplier", "ACCOUNTANTS"]
@@ -166,15 +166,17 @@ def _epsilon_curve(sampling_rate, noise_multiplier, steps, delta, accountant):
     """Epsilon after each count in the increasing array ``steps``, composing incrementally."""
     if noise_multiplier == 0:
         return np.full(len(steps), np.inf)
-    gaps = np.diff(steps, prepend=0)
-    out = np.empty(len(steps))
     if accountant == "rdp":
+        # RDP composes by addition: t steps have t times the one-step RDP.
+        # Convert t * (the accountant's one-step RDP) with its own
+        # compute_epsilon, as its get_epsilon does, rather than recomputing the
+        # one-step RDP (0.1-0.5 s) for every step. (Private attributes of
+        # dp-accounting 0.6; tests check the result against get_epsilon.)
         ledger = RdpAccountant()
         with _quiet_rdp_orders():
-            for i, gap in enumerate(gaps):
-                ledger.compose(_step_event(sampling_rate, noise_multiplier), int(gap))
-                out[i] = ledger.get_epsilon(delta)
-        return out
+            ledger.compose(_step_event(sampling_rate, noise_multiplier))
+            return np.array([rdp_privacy_accountant.compute_epsilon(ledger._orders, count * ledger._rdp, delta)[0]
+                             for count in steps])
     # The PLD accountant rebuilds the one-step distribution on every compose
     # (~1 s); build it once with the same call the accountant makes and
     # compose the distributions directly.
@@ -182,8 +184,9 @@ def _epsilon_curve(sampling_rate, noise_multiplier, steps, delta, accountant):
         standard_deviation=noise_multiplier,
         value_discretization_interval=_pld_interval(noise_multiplier),
         sampling_prob=sampling_rate)
+    out = np.empty(len(steps))
     composed = None
-    for i, gap in enumerate(gaps):
+    for i, gap in enumerate(np.diff(steps, prepend=0)):
         block = one_step if gap == 1 else one_step.self_compose(int(gap))
         composed = block if composed is None else composed.compose(block)
         out[i] = composed.get_epsilon_for_delta(delta)
