@@ -115,6 +115,28 @@ def test_sparse_and_dense_input_fit_the_same():
     np.testing.assert_array_equal(dense.components_, sparse.components_)
 
 
+def test_e_step_is_the_same_on_one_thread_and_on_many():
+    import numba
+
+    from lpviz import central
+
+    X, _ = lda_corpus(12, n_topics=5, n_words=200, n_docs=300, doc_length=80)
+    csr = sp.csr_matrix(X, dtype=np.float64)
+    indptr, indices, counts = csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data
+    weights = central._word_scaled_topic_weights(np.random.default_rng(0).gamma(100.0, 0.01, (5, 200)))
+    serial = np.ones((300, 5))
+    central._fit_documents_serial(indptr, indices, counts, weights, 0.2, 100, 1e-3, serial)
+    threads = numba.get_num_threads()
+    try:
+        for n_threads in sorted({1, threads}):
+            numba.set_num_threads(n_threads)
+            parallel = np.ones((300, 5))
+            central._fit_documents_parallel(indptr, indices, counts, weights, 0.2, 100, 1e-3, parallel)
+            np.testing.assert_array_equal(parallel, serial)
+    finally:
+        numba.set_num_threads(threads)
+
+
 # -- the noise is N(0, (sigma Delta)^2) on every entry, negatives set to 0 ------
 
 def _first_step_noise(noise_multiplier, clip=0.1, doc_length=100.0, seed=3):
