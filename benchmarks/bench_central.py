@@ -36,7 +36,7 @@ Prints three things:
    scikit-learn's sequential pass sees each once: so after one epoch the
    non-private PrivateLDA trails scikit-learn's distance somewhat.
 
-    python benchmarks/bench_central.py            # everything (~4 min idle, ~10 on a loaded 2-core box)
+    python benchmarks/bench_central.py            # everything: minutes (20 PLD calibrations, scikit-learn fits)
     python benchmarks/bench_central.py --quick    # RDP only in (2), a smaller corpus in (3)
     python benchmarks/bench_central.py --enron ../shared/data/enron_sent_subset.tar.gz
 """
