@@ -31,8 +31,10 @@ _ATTRIBUTES = {
     "run": "lpviz.engine",
     "fit": "lpviz.engine",
     "score": "lpviz.metrics",
+    "PrivateLDA": "lpviz.central",
 }
-_SUBMODULES = {"privacy", "release", "bessel", "models", "methods", "engine", "inference", "metrics", "datasets"}
+_SUBMODULES = {"privacy", "release", "bessel", "collapsed", "models", "methods", "engine", "inference", "metrics",
+               "datasets", "accounting", "central"}
 
 __all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
 
