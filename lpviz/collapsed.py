@@ -556,20 +556,6 @@ def log_marginal_nb(ytil, mu, alpha):
 
 
 @njit(nogil=True, cache=True)
-def _logpmf_nb(y, ytil, mu, alpha):
-    """log p(y | ytil, mu, alpha) for integer y >= 0 (float)."""
-    if ytil <= 0:
-        return log_poisson_pmf(y, mu * alpha)
-    if not mu > 0.0:
-        return 0.0 if y == 0.0 else -math.inf
-    n = float(ytil)
-    a = mu / alpha
-    b = mu * alpha
-    mode = _mode(n, a, b)
-    return _log_relative_weight(y, mode, n, a, b) - _log_relative_normaliser(n, a, b, mode)
-
-
-@njit(nogil=True, cache=True)
 def _log_normaliser_at_mode(t, mu, alpha):
     """(mode, log(Z(t) / w_t(mode))) for t >= 0 and mu > 0, where
     w_t(y) = Pois(y; mu) alpha^|t - y| and Z(t) = sum_y w_t(y)."""
@@ -600,9 +586,29 @@ def _mean_nb(ytil, mu, alpha):
 # --------------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _logpmf_many(y, ytil, mu, alpha, out):
+def _normalisers_many(ytil, mu, alpha, modes, log_norms):
+    """Per parameter triple with ytil > 0 and mu > 0: the mode and
+    log(Z / w(mode)) (:func:`_log_normaliser_at_mode`); 0 elsewhere."""
+    for i in range(ytil.size):
+        if ytil[i] > 0 and mu[i] > 0.0:
+            modes[i], log_norms[i] = _log_normaliser_at_mode(float(ytil[i]), mu[i], alpha[i])
+        else:
+            modes[i] = 0.0
+            log_norms[i] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def _logpmf_many(y, ytil, mu, alpha, modes, log_norms, out):
+    """log p(y | ytil, mu, alpha) for integer y >= 0 (float), given the
+    normalisers of :func:`_normalisers_many`."""
     for i in range(out.size):
-        out[i] = _logpmf_nb(y[i], ytil[i], mu[i], alpha[i])
+        if ytil[i] <= 0:
+            out[i] = log_poisson_pmf(y[i], mu[i] * alpha[i])
+        elif not mu[i] > 0.0:
+            out[i] = 0.0 if y[i] == 0.0 else -math.inf
+        else:
+            out[i] = (_log_relative_weight(y[i], modes[i], float(ytil[i]), mu[i] / alpha[i], mu[i] * alpha[i])
+                      - log_norms[i])
 
 
 @njit(nogil=True, cache=True)
@@ -679,13 +685,17 @@ def logpmf(y, ytil, mu, alpha):
     float or ndarray
     """
     ytil, mu, alpha = _as_parameters(ytil, mu, alpha)
+    # the normaliser once per parameter triple, not once per y
+    modes = np.empty(ytil.shape)
+    log_norms = np.empty(ytil.shape)
+    _normalisers_many(*_flat(ytil, mu, alpha), modes.reshape(-1), log_norms.reshape(-1))
     y = np.asarray(y, dtype=float)
-    y, ytil, mu, alpha = np.broadcast_arrays(y, ytil, mu, alpha)
+    y, ytil, mu, alpha, modes, log_norms = np.broadcast_arrays(y, ytil, mu, alpha, modes, log_norms)
     out = np.full(y.shape, -np.inf)
     on_support = np.isfinite(y) & (y >= 0) & (y == np.floor(y))
     if np.any(on_support):
         values = np.empty(int(on_support.sum()))
-        _logpmf_many(*_flat(y[on_support], ytil[on_support], mu[on_support], alpha[on_support]), values)
+        _logpmf_many(*_flat(*(x[on_support] for x in (y, ytil, mu, alpha, modes, log_norms))), values)
         out[on_support] = values
     return out[()]
 
