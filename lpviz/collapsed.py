@@ -42,7 +42,9 @@ incomplete gamma function is evaluated per draw:
   ``alpha``. The acceptance test compares log weights relative to the
   mode, computed piecewise with the local rate (``a`` or ``b``) and
   Stirling's series differenced term by term (:func:`_log_rate_ratio`), so
-  nothing of size ``mu log mu`` cancels.
+  nothing of size ``mu log mu`` cancels. On the flat part a squeeze accepts
+  most proposals without that evaluation: ``log w`` is concave, so it lies
+  above its chords from the mode to the break points.
 
 Poisson draws (:func:`sample_poisson`; the ``n <= 0`` branch and the sparse
 step): inversion from 0 for ``lam < 10`` (the running remainder ``u - F(k)``;
@@ -77,8 +79,9 @@ is a ratio of a Poisson CDF (or survival function) to a Poisson pmf:
 These are the series of the regularised incomplete gamma functions (NR 6.2.5
 and its finite counterpart), summed directly with a geometric bound on what
 is left (:func:`_up_sum`, :func:`_down_sum`): they stop when the bound falls
-below ``1e-17`` of the sum, after about ``6 sqrt(n)`` terms at worst (``x``
-near ``n``), a few when ``x`` is far from ``n``. The peak weights come from
+below ``1e-17`` of the sum, after about ``9 sqrt(n)`` terms at worst (``x``
+near ``n``: the terms fall like ``exp(-j^2 / 2n)``), a few when ``x`` is far
+from ``n``. The peak weights come from
 Loader's ``stirlerr`` and ``bd0`` and the peaks relative to the mode from
 :func:`_log_relative_weight`, so the two masses are compared in log space
 however many orders of magnitude apart they are, and nothing cancels: the
@@ -349,8 +352,9 @@ def _upward_search(u, n, a, b):
     sum_m = 1.0
     ratio_m = _ratio(0.0, n, a, b)
     while True:
-        tail = term_m * ratio_m / (1.0 - ratio_m) if ratio_m < 1.0 else math.inf
-        if sum_j > u * (sum_m + tail):  # sum_j / T > u for every T allowed
+        # sum_j / T > u for every T allowed: sum_j > u (sum_m + tail), with
+        # tail = term_m r / (1 - r) multiplied out
+        if ratio_m < 1.0 and sum_j * (1.0 - ratio_m) > u * (sum_m * (1.0 - ratio_m) + term_m * ratio_m):
             return j
         if sum_j <= u * sum_m:  # sum_j / T <= u: the draw is above j
             term_j *= _ratio(j, n, a, b)
@@ -404,11 +408,16 @@ def _sample_rejection(n, a, b, mode, state):
         # r(mode - 1) >= 1; at a tie (== 1) the width is >= 1, and below
         # mode - 1 the ratios exceed 1 strictly, so s < 1.
         left = mode - min(mode, _flat_width(1.0 / _ratio(mode - 1.0, n, a, b), spread))
+        log_w_left = _log_relative_weight(left, mode, n, a, b)
         if left > 0.0:
             s = 1.0 / _ratio(left - 1.0, n, a, b)
             log_s = math.log(s)
-            log_w_left = _log_relative_weight(left, mode, n, a, b)
             mass_left = math.exp(log_w_left) * s / (1.0 - s)
+    # Squeeze: log w is concave, so on [left, right] it lies above the chords
+    # from the mode to the break points; most proposals there are accepted
+    # without evaluating log w.
+    slope_right = log_w_right / (right - mode) if right > mode else 0.0
+    slope_left = log_w_left / (mode - left) if left < mode else 0.0
 
     mass_middle = right - left + 1.0
     total = mass_middle + mass_right + mass_left
@@ -417,19 +426,25 @@ def _sample_rejection(n, a, b, mode, state):
         if u < mass_middle:
             # u is uniform on [0, mass_middle) here: its integer part picks the point
             y = left + math.floor(u)
+            log_accept = math.log(1.0 - uniform(state))
+            chord = (y - mode) * slope_right if y >= mode else (mode - y) * slope_left
+            if log_accept <= chord:
+                return y
             log_envelope = 0.0
-        elif u < mass_middle + mass_right:
-            # j >= 1 with P(j) proportional to r^j
-            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_r)
-            y = right + j
-            log_envelope = log_w_right + j * log_r
         else:
-            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_s)
-            y = left - j
-            if y < 0.0:
-                continue
-            log_envelope = log_w_left + j * log_s
-        if math.log(1.0 - uniform(state)) <= _log_relative_weight(y, mode, n, a, b) - log_envelope:
+            if u < mass_middle + mass_right:
+                # j >= 1 with P(j) proportional to r^j
+                j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_r)
+                y = right + j
+                log_envelope = log_w_right + j * log_r
+            else:
+                j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_s)
+                y = left - j
+                if y < 0.0:
+                    continue
+                log_envelope = log_w_left + j * log_s
+            log_accept = math.log(1.0 - uniform(state))
+        if log_accept <= _log_relative_weight(y, mode, n, a, b) - log_envelope:
             return y
 
 
