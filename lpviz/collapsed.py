@@ -61,9 +61,13 @@ likelihood)::
     p(n | mu, alpha) = (1 - alpha) / (1 + alpha) sum_y w(y)
 
 is ``alpha^|n| exp(-mu (1 - alpha))`` times the constant for ``n <= 0``. For
-``n > 0`` the sum splits into the pieces ``y <= n`` and ``y > n``; each is
-its largest term times a sum of terms relative to it, and that relative sum
-is a ratio of a Poisson CDF (or survival function) to a Poisson pmf:
+``n > 0`` and modes the sampler inverts upward from 0, the terms ``w(y) /
+w(0)`` are few: they are summed until the geometric bound on the rest is
+below ``1e-17`` of the sum (:func:`sample_true_count_and_log_marginal`
+finishes the sum its search started). Otherwise the sum splits into the
+pieces ``y <= n`` and ``y > n``; each is its largest term times a sum of
+terms relative to it, and that relative sum is a ratio of a Poisson CDF (or
+survival function) to a Poisson pmf:
 
 - lower piece, ``a < n + 1``: peak ``floor(a)``, relative sum
   ``(1 - P(Y_a > n)) / Pois(floor(a); a)``; ``P(Y_a > n) = Pois(n+1; a)
@@ -81,11 +85,11 @@ and its finite counterpart), summed directly with a geometric bound on what
 is left (:func:`_up_sum`, :func:`_down_sum`): they stop when the bound falls
 below ``1e-17`` of the sum, after about ``9 sqrt(n)`` terms at worst (``x``
 near ``n``: the terms fall like ``exp(-j^2 / 2n)``), a few when ``x`` is far
-from ``n``. The peak weights come from
-Loader's ``stirlerr`` and ``bd0`` and the peaks relative to the mode from
-:func:`_log_relative_weight`, so the two masses are compared in log space
-however many orders of magnitude apart they are, and nothing cancels: the
-result is accurate to about ``1e-15 * |log p|``.
+from ``n``. The peak weights come from Loader's ``stirlerr`` and ``bd0`` and
+the peaks relative to the mode from :func:`_log_relative_weight`, so the two
+masses are compared in log space however many orders of magnitude apart
+they are, and nothing cancels: the result is accurate to about
+``1e-15 * |log p|``.
 
 Edge cases: ``mu == 0`` gives ``y = 0`` surely; ``b`` may underflow (``mu``
 near ``1e-300``, ``alpha`` tiny), which only removes an upper piece smaller
@@ -102,7 +106,8 @@ from numba import njit
 from lpviz._random import chain_seed_from, seed_state, uniform
 
 __all__ = [
-    "sample_poisson", "sample_true_count", "log_marginal_nb", "log_poisson_pmf",
+    "sample_poisson", "sample_true_count", "sample_true_count_and_log_marginal", "log_marginal_nb",
+    "log_poisson_pmf",
     "logpmf", "pmf", "sample", "log_marginal", "mean",
     "MAX_COUNT", "MAX_MU",
 ]
@@ -339,11 +344,30 @@ def _log_relative_weight(y, mode, n, a, b):
 # The conditional of y given ytil: sampler
 # --------------------------------------------------------------------------
 
+@njit(nogil=True, cache=True, inline="always")
+def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
+    """The normaliser relative to w(0), given the terms up to ``m`` (the
+    last ``term_m``, their sum ``sum_m`` and the next ratio ``ratio_m``):
+    terms are added until the geometric bound on the rest is below
+    :data:`_NEGLIGIBLE` of the sum."""
+    while not (ratio_m < 1.0 and term_m * ratio_m <= _NEGLIGIBLE * sum_m * (1.0 - ratio_m)):
+        term_m *= ratio_m
+        m += 1.0
+        sum_m += term_m
+        ratio_m = _ratio(m, n, a, b)
+    return sum_m
+
+
 @njit(nogil=True, cache=True)
-def _upward_search(u, n, a, b):
-    """The draw of inversion upward from 0 for the uniform ``u`` (see the
-    module docstring): the first j with t_0 + ... + t_j > u T, decided
-    against bounds [sum_m, sum_m + tail] on the normaliser T."""
+def _upward_search(u, n, a, b, complete):
+    """Inversion upward from 0 for the uniform ``u`` (module docstring): the
+    first j with t_0 + ... + t_j > u T, decided against bounds
+    [sum_m, sum_m + tail] on the normaliser T = sum_y w(y) / w(0).
+
+    Returns ``(j, T)`` when ``complete``, else ``(j, 0.0)``: the search has
+    summed the terms up to the draw already, so finishing the normaliser
+    for the marginal costs only the terms past it.
+    """
     j = 0.0  # the candidate draw, its term and the sum of terms up to it
     term_j = 1.0
     sum_j = 1.0
@@ -355,7 +379,9 @@ def _upward_search(u, n, a, b):
         # sum_j / T > u for every T allowed: sum_j > u (sum_m + tail), with
         # tail = term_m r / (1 - r) multiplied out
         if ratio_m < 1.0 and sum_j * (1.0 - ratio_m) > u * (sum_m * (1.0 - ratio_m) + term_m * ratio_m):
-            return j
+            if complete:
+                return j, _complete_sum(m, term_m, sum_m, ratio_m, n, a, b)
+            return j, 0.0
         if sum_j <= u * sum_m:  # sum_j / T <= u: the draw is above j
             term_j *= _ratio(j, n, a, b)
             j += 1.0
@@ -449,6 +475,12 @@ def _sample_rejection(n, a, b, mode, state):
 
 
 @njit(nogil=True, cache=True, inline="always")
+def _uses_upward(mode, a):
+    """Whether the draw inverts upward from 0 (else: rejection)."""
+    return mode <= _UPWARD_MAX_MODE and a <= _UPWARD_MAX_A
+
+
+@njit(nogil=True, cache=True, inline="always")
 def sample_true_count(ytil, mu, alpha, state):
     """One exact draw (int) of the true count from
     ``p(y | ytil, mu, alpha) ∝ Pois(y; mu) alpha^|ytil - y|``.
@@ -468,13 +500,41 @@ def sample_true_count(ytil, mu, alpha, state):
     a = mu / alpha
     b = mu * alpha
     mode = _mode(n, a, b)
-    if mode <= _UPWARD_MAX_MODE and a <= _UPWARD_MAX_A:
+    if _uses_upward(mode, a):
         u = uniform(state)
         # Every ratio is <= r(0): the normaliser is <= 1 / (1 - r(0)).
         if u < 1.0 - _ratio(0.0, n, a, b):
             return 0
-        return int(_upward_search(u, n, a, b))
+        return int(_upward_search(u, n, a, b, False)[0])
     return int(_sample_rejection(n, a, b, mode, state))
+
+
+@njit(nogil=True, cache=True, inline="always")
+def sample_true_count_and_log_marginal(ytil, mu, alpha, state):
+    """``(y, log p(ytil | mu, alpha))``: the draw of :func:`sample_true_count`
+    (the same value from the same ``state``) and :func:`log_marginal_nb`.
+
+    Where the draw inverts upward from 0 the search has summed most of the
+    normaliser already; finishing it costs a few terms and a log instead of
+    the closed form.
+    """
+    log_alpha = math.log(alpha)
+    log_geometric_norm = math.log1p(-alpha) - math.log1p(alpha)
+    if ytil <= 0:
+        return sample_poisson(mu * alpha, state), log_geometric_norm - ytil * log_alpha - mu * (1.0 - alpha)
+    n = float(ytil)
+    if not mu > 0.0:
+        return 0, log_geometric_norm + n * log_alpha
+    a = mu / alpha
+    b = mu * alpha
+    mode = _mode(n, a, b)
+    if _uses_upward(mode, a):
+        y, total = _upward_search(uniform(state), n, a, b, True)
+        # log w(0) = log Pois(0; mu) + n log alpha
+        return int(y), log_geometric_norm - mu + n * log_alpha + math.log(total)
+    y = _sample_rejection(n, a, b, mode, state)
+    return int(y), (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
+                    + _log_relative_normaliser(n, a, b, mode))
 
 
 # --------------------------------------------------------------------------
@@ -566,6 +626,10 @@ def log_marginal_nb(ytil, mu, alpha):
     a = mu / alpha
     b = mu * alpha
     mode = _mode(n, a, b)
+    if _uses_upward(mode, a):
+        # few terms: sum them relative to w(0) = Pois(0; mu) alpha^n
+        total = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
+        return log_geometric_norm - mu + n * log_alpha + math.log(total)
     return (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
             + _log_relative_normaliser(n, a, b, mode))
 

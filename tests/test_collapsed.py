@@ -19,8 +19,9 @@ from scipy import integrate, special, stats
 
 from lpviz import collapsed, models
 from lpviz._random import new_state, seed_state, seed_stream, uniform
-from lpviz.collapsed import (_UPWARD_MAX_MODE, _mode, _sample_rejection, _stirlerr, _upward_search,
-                             log_marginal_nb, log_poisson_pmf, sample_poisson, sample_true_count)
+from lpviz.collapsed import (_UPWARD_MAX_A, _UPWARD_MAX_MODE, _mode, _sample_rejection, _stirlerr,
+                             _upward_search, log_marginal_nb, log_poisson_pmf, sample_poisson, sample_true_count,
+                             sample_true_count_and_log_marginal)
 from lpviz.privacy import geometric_logpmf, skellam_logpmf
 
 P_FIT = 1e-3     # a correct sampler passes at this level (fixed seeds)
@@ -167,7 +168,7 @@ def forced_branch_draws(branch, ytil, mu, alpha, n, seed):
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         if branch == 0:
-            out[i] = int(_upward_search(uniform(state), nn, a, b))
+            out[i] = int(_upward_search(uniform(state), nn, a, b, False)[0])
         else:
             out[i] = int(_sample_rejection(nn, a, b, mode, state))
     return out
@@ -213,6 +214,52 @@ def test_logpmf_log_marginal_and_mean_match_brute_force_on_a_grid(mu):
             weighty = ref_log_p > -740.0  # all that float64 can weigh
             exact_mean = np.sum(y[weighty] * np.exp(ref_log_p[weighty]))
             assert collapsed.mean(ytil, mu, alpha) == pytest.approx(exact_mean, rel=1e-10, abs=1e-300)
+
+
+def test_grid_covers_both_ways_to_the_marginal():
+    # summed from y = 0 where the sampler inverts upward, the closed form elsewhere
+    upward = closed_form = 0
+    for mu in GRID_MU:
+        for alpha in GRID_ALPHA:
+            for ytil in GRID_YTIL:
+                if ytil > 0:
+                    a = mu / alpha
+                    if _mode(float(ytil), a, mu * alpha) <= _UPWARD_MAX_MODE and a <= _UPWARD_MAX_A:
+                        upward += 1
+                    else:
+                        closed_form += 1
+    assert upward >= 50 and closed_form >= 100
+
+
+@njit(nogil=True)
+def fused_and_separate(ytil, mu, alpha, seed):
+    separate_state = new_state(seed, 0, 0)
+    fused_state = new_state(seed, 0, 0)
+    separate = np.empty(ytil.size, dtype=np.int64)
+    fused = np.empty(ytil.size, dtype=np.int64)
+    log_marginals = np.empty(ytil.size)
+    for i in range(ytil.size):
+        separate[i] = sample_true_count(ytil[i], mu[i], alpha[i], separate_state)
+        fused[i], log_marginals[i] = sample_true_count_and_log_marginal(ytil[i], mu[i], alpha[i], fused_state)
+    return separate, fused, log_marginals
+
+
+def test_fused_kernel_draws_the_same_counts_and_the_log_marginal():
+    rng = np.random.default_rng(3)
+    n = 30_000
+    mu = np.exp(rng.uniform(math.log(1e-3), math.log(1e4), n))
+    mu[:100] = 0.0
+    alpha = rng.choice([1e-6, 0.1, E1, 0.8, 0.99], n)
+    ytil = rng.poisson(mu) + rng.integers(-30, 30, n)
+    separate, fused, log_marginals = fused_and_separate(ytil, mu, alpha, 17)
+    np.testing.assert_array_equal(fused, separate)
+    expected = np.array([log_marginal_nb(t, m, a) for t, m, a in zip(ytil, mu, alpha)])
+    np.testing.assert_allclose(log_marginals, expected, rtol=1e-13, atol=1e-13)
+    # both branches and both signs of ytil were met
+    modes = np.array([_mode(float(t), m / a, m * a) for t, m, a in zip(ytil, mu, alpha)])
+    assert np.sum((ytil > 0) & (modes <= _UPWARD_MAX_MODE)) > 1000
+    assert np.sum((ytil > 0) & (modes > _UPWARD_MAX_MODE)) > 1000
+    assert np.sum(ytil <= 0) > 1000
 
 
 def test_zero_rate_is_a_point_mass_at_zero():
