@@ -197,7 +197,7 @@ def main():
 
     n = 200_000
     print("\nPoisson draws, ns per draw: sample_poisson (xoshiro) vs numba np.random.poisson")
-    for lam in [0.05, 0.5, 5.0, 9.9, 10.0, 50.0, 1e4, 1e6]:
+    for lam in [0.05, 0.5, 5.0, 10.0, 15.9, 16.0, 50.0, 1e4, 1e6]:
         ours = seconds(poisson_draws, 0, lam, n) / n * 1e9
         numba_ref = seconds(poisson_draws, 1, lam, n) / n * 1e9
         print(f"  lam={lam:<9g}{ours:8.1f}{numba_ref:10.1f}")

@@ -47,13 +47,13 @@ incomplete gamma function is evaluated per draw:
   above its chords from the mode to the break points.
 
 Poisson draws (:func:`sample_poisson`; the ``n <= 0`` branch and the sparse
-step): inversion from 0 for ``lam < 10`` (the running remainder ``u - F(k)``;
-a ``u`` that falls in the rounding gap past the last representable term is
-redrawn), PTRS (Hormann 1993, the transformed rejection with squeeze that
-NumPy uses) for ``lam >= 10``, with the acceptance test on the log pmf
-written as Loader's saddle-point form (:func:`log_poisson_pmf`), exact to
-rounding at any ``lam`` (``-lam + k log lam - lgamma(k + 1)`` loses ~1e-9 at
-``lam = 1e6``).
+step): inversion from 0 below :data:`_PTRS_MIN_LAM` (the running remainder
+``u - F(k)``; a ``u`` that falls in the rounding gap past the last
+representable term is redrawn), above it PTRS (Hormann 1993, the transformed
+rejection with squeeze that NumPy uses; valid from ``lam = 10``), with the
+acceptance test on the log pmf written as Loader's saddle-point form
+(:func:`log_poisson_pmf`), exact to rounding at any ``lam``
+(``-lam + k log lam - lgamma(k + 1)`` loses ~1e-9 at ``lam = 1e6``).
 
 The marginal (:func:`log_marginal_nb`, the per-cell term of the marginal log
 likelihood)::
@@ -125,8 +125,9 @@ _UPWARD_MAX_MODE = 16.0
 _UPWARD_MAX_A = math.exp((math.log(1e300) + math.lgamma(_UPWARD_MAX_MODE + 1.0)) / _UPWARD_MAX_MODE)
 # Break points of the rejection envelope, in local standard deviations.
 _FLAT_WIDTH = 1.1
-# PTRS (Hormann 1993) is valid from lam = 10 on; below, inversion from 0.
-_PTRS_MIN_LAM = 10.0
+# PTRS (Hormann 1993) is valid from lam = 10 on; below this rate inversion
+# from 0 (~lam divisions) is the faster (benchmarks/bench_collapsed.py).
+_PTRS_MIN_LAM = 16.0
 # A sum stops once the geometric bound on its remaining terms is below this
 # fraction of it: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
@@ -220,7 +221,7 @@ def log_poisson_pmf(k, lam):
 
 @njit(nogil=True, cache=True, inline="always")
 def _poisson_inversion(lam, state):
-    """Poisson(lam), 0 < lam < 10, by inversion from 0."""
+    """Poisson(lam), 0 < lam < _PTRS_MIN_LAM, by inversion from 0."""
     p0 = math.exp(-lam)
     while True:
         u = uniform(state)
@@ -240,7 +241,7 @@ def _poisson_inversion(lam, state):
 
 @njit(nogil=True, cache=True)
 def _poisson_ptrs(lam, state):
-    """Poisson(lam), lam >= 10: PTRS, Hormann (1993), Table 2.
+    """Poisson(lam), lam >= 10 (used from _PTRS_MIN_LAM): PTRS, Hormann (1993), Table 2.
 
     Transformed rejection from a hat of the form (2a/us + b) u + lam + 0.43
     with a squeeze (us >= 0.07 and v <= v_r) proven inside the acceptance
