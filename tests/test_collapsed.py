@@ -19,8 +19,8 @@ from scipy import special, stats
 
 from lpviz import collapsed, models
 from lpviz._random import new_state, seed_state, seed_stream, uniform
-from lpviz.collapsed import (_PTRS_MIN_LAM, _UPWARD_MAX_A, _UPWARD_MAX_MODE, _mode, _sample_rejection,
-                             _stirlerr, _upward_search, log_marginal_nb, log_poisson_pmf, sample_poisson,
+from lpviz.collapsed import (_PTRS_MIN_LAM, _UPWARD_MAX_A, _UPWARD_MAX_MODE, _log_rate_ratio, _mode,
+                             _sample_rejection, _stirlerr, _upward_search, log_marginal_nb, log_poisson_pmf, sample_poisson,
                              sample_true_count, sample_true_count_and_log_marginal)
 from lpviz.privacy import geometric_logpmf, skellam_logpmf
 
@@ -321,6 +321,21 @@ def test_stirling_remainder_table_matches_exact_sums():
                                                                   + 0.5 * math.log(2 * math.pi))
         # the reference subtracts numbers of size k log k
         assert _stirlerr(float(k)) == pytest.approx(exact, abs=1e-15 * max(1.0, k * math.log(k)))
+
+
+def test_log_rate_ratio_matches_sums_of_logs():
+    # log(c^d k! / (k + d)!): the sampler's log weights relative to the mode,
+    # by lgamma below 20 and Stirling's series differenced above
+    for k in [0, 5, 18, 19, 20, 25, 99, 100, 1000, 1e6]:
+        for d in [-37, -1, 1, 5, 120]:
+            if k + d < 0:
+                continue
+            for c in [k + 0.5, 2.0 * k + 1.0, 0.3 * (k + 1.0)]:
+                if d > 0:
+                    exact = math.fsum(math.log(c / (k + i)) for i in range(1, d + 1))
+                else:
+                    exact = math.fsum(math.log((k + i) / c) for i in range(d + 1, 1))
+                assert _log_rate_ratio(float(k), float(d), c) == pytest.approx(exact, rel=1e-12, abs=1e-12)
 
 
 # ---------------------------------------------------------------------------
