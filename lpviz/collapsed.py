@@ -42,16 +42,18 @@ incomplete gamma function is evaluated per draw:
   ``alpha``. The acceptance test compares log weights relative to the
   mode, computed piecewise with the local rate (``a`` or ``b``) and
   Stirling's series differenced term by term (:func:`_log_rate_ratio`), so
-  nothing of size ``mu log mu`` cancels.
+  nothing of size ``mu log mu`` cancels. On the flat part a squeeze accepts
+  most proposals without that evaluation: ``log w`` is concave, so it lies
+  above its chords from the mode to the break points.
 
 Poisson draws (:func:`sample_poisson`; the ``n <= 0`` branch and the sparse
-step): inversion from 0 for ``lam < 10`` (the running remainder ``u - F(k)``;
-a ``u`` that falls in the rounding gap past the last representable term is
-redrawn), PTRS (Hormann 1993, the transformed rejection with squeeze that
-NumPy uses) for ``lam >= 10``, with the acceptance test on the log pmf
-written as Loader's saddle-point form (:func:`log_poisson_pmf`), exact to
-rounding at any ``lam`` (``-lam + k log lam - lgamma(k + 1)`` loses ~1e-9 at
-``lam = 1e6``).
+step): inversion from 0 below :data:`_PTRS_MIN_LAM` (the running remainder
+``u - F(k)``; a ``u`` that falls in the rounding gap past the last
+representable term is redrawn), above it PTRS (Hormann 1993, the transformed
+rejection with squeeze that NumPy uses; valid from ``lam = 10``), with the
+acceptance test on the log pmf written as Loader's saddle-point form
+(:func:`log_poisson_pmf`), exact to rounding at any ``lam``
+(``-lam + k log lam - lgamma(k + 1)`` loses ~1e-9 at ``lam = 1e6``).
 
 The marginal (:func:`log_marginal_nb`, the per-cell term of the marginal log
 likelihood)::
@@ -59,9 +61,13 @@ likelihood)::
     p(n | mu, alpha) = (1 - alpha) / (1 + alpha) sum_y w(y)
 
 is ``alpha^|n| exp(-mu (1 - alpha))`` times the constant for ``n <= 0``. For
-``n > 0`` the sum splits into the pieces ``y <= n`` and ``y > n``; each is
-its largest term times a sum of terms relative to it, and that relative sum
-is a ratio of a Poisson CDF (or survival function) to a Poisson pmf:
+``n > 0`` and modes the sampler inverts upward from 0, the terms ``w(y) /
+w(0)`` are few: they are summed until the geometric bound on the rest is
+below ``1e-17`` of the sum (:func:`sample_true_count_and_log_marginal`
+finishes the sum its search started). Otherwise the sum splits into the
+pieces ``y <= n`` and ``y > n``; each is its largest term times a sum of
+terms relative to it, and that relative sum is a ratio of a Poisson CDF (or
+survival function) to a Poisson pmf:
 
 - lower piece, ``a < n + 1``: peak ``floor(a)``, relative sum
   ``(1 - P(Y_a > n)) / Pois(floor(a); a)``; ``P(Y_a > n) = Pois(n+1; a)
@@ -77,12 +83,13 @@ is a ratio of a Poisson CDF (or survival function) to a Poisson pmf:
 These are the series of the regularised incomplete gamma functions (NR 6.2.5
 and its finite counterpart), summed directly with a geometric bound on what
 is left (:func:`_up_sum`, :func:`_down_sum`): they stop when the bound falls
-below ``1e-17`` of the sum, after about ``6 sqrt(n)`` terms at worst (``x``
-near ``n``), a few when ``x`` is far from ``n``. The peak weights come from
-Loader's ``stirlerr`` and ``bd0`` and the peaks relative to the mode from
-:func:`_log_relative_weight`, so the two masses are compared in log space
-however many orders of magnitude apart they are, and nothing cancels: the
-result is accurate to about ``1e-15 * |log p|``.
+below ``1e-17`` of the sum, after about ``9 sqrt(n)`` terms at worst (``x``
+near ``n``: the terms fall like ``exp(-j^2 / 2n)``), a few when ``x`` is far
+from ``n``. The peak weights come from Loader's ``stirlerr`` and ``bd0`` and
+the peaks relative to the mode from :func:`_log_relative_weight`, so the two
+masses are compared in log space however many orders of magnitude apart
+they are, and nothing cancels: the result is accurate to about
+``1e-15 * |log p|``.
 
 Edge cases: ``mu == 0`` gives ``y = 0`` surely; ``b`` may underflow (``mu``
 near ``1e-300``, ``alpha`` tiny), which only removes an upper piece smaller
@@ -99,7 +106,8 @@ from numba import njit
 from lpviz._random import chain_seed_from, seed_state, uniform
 
 __all__ = [
-    "sample_poisson", "sample_true_count", "log_marginal_nb", "log_poisson_pmf",
+    "sample_poisson", "sample_true_count", "sample_true_count_and_log_marginal", "log_marginal_nb",
+    "log_poisson_pmf",
     "logpmf", "pmf", "sample", "log_marginal", "mean",
     "MAX_COUNT", "MAX_MU",
 ]
@@ -117,8 +125,9 @@ _UPWARD_MAX_MODE = 16.0
 _UPWARD_MAX_A = math.exp((math.log(1e300) + math.lgamma(_UPWARD_MAX_MODE + 1.0)) / _UPWARD_MAX_MODE)
 # Break points of the rejection envelope, in local standard deviations.
 _FLAT_WIDTH = 1.1
-# PTRS (Hormann 1993) is valid from lam = 10 on; below, inversion from 0.
-_PTRS_MIN_LAM = 10.0
+# PTRS (Hormann 1993) is valid from lam = 10 on; below this rate inversion
+# from 0 (~lam divisions) is the faster (benchmarks/bench_collapsed.py).
+_PTRS_MIN_LAM = 16.0
 # A sum stops once the geometric bound on its remaining terms is below this
 # fraction of it: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
@@ -212,7 +221,7 @@ def log_poisson_pmf(k, lam):
 
 @njit(nogil=True, cache=True, inline="always")
 def _poisson_inversion(lam, state):
-    """Poisson(lam), 0 < lam < 10, by inversion from 0."""
+    """Poisson(lam), 0 < lam < _PTRS_MIN_LAM, by inversion from 0."""
     p0 = math.exp(-lam)
     while True:
         u = uniform(state)
@@ -232,7 +241,7 @@ def _poisson_inversion(lam, state):
 
 @njit(nogil=True, cache=True)
 def _poisson_ptrs(lam, state):
-    """Poisson(lam), lam >= 10: PTRS, Hormann (1993), Table 2.
+    """Poisson(lam), lam >= 10 (used from _PTRS_MIN_LAM): PTRS, Hormann (1993), Table 2.
 
     Transformed rejection from a hat of the form (2a/us + b) u + lam + 0.43
     with a squeeze (us >= 0.07 and v <= v_r) proven inside the acceptance
@@ -293,12 +302,18 @@ def _mode(n, a, b):
     return n
 
 
+# From here on Stirling's series (five terms) replaces lgamma: cheaper, and
+# its truncation error 691 / (360360 x^11) is below 1e-17.
+_STIRLING_MIN = 20.0
+
+
 @njit(nogil=True, cache=True)
 def _lgamma_correction(x):
-    """lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2] for x >= 100 (error < 1e-17)."""
+    """lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2] for x >= _STIRLING_MIN."""
     inv = 1.0 / x
     inv2 = inv * inv
-    return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 / 1260.0))
+    return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0
+                                                                                  - inv2 / 1188.0))))
 
 
 @njit(nogil=True, cache=True)
@@ -314,7 +329,7 @@ def _log_rate_ratio(k, d, c):
         return 0.0
     x = k + 1.0
     z = x + d
-    if x < 100.0 or z < 100.0:
+    if x < _STIRLING_MIN or z < _STIRLING_MIN:
         return d * math.log(c) - (math.lgamma(z) - math.lgamma(x))
     return (d * (math.log(c / z) + 1.0) - (x - 0.5) * math.log1p(d / x)
             - (_lgamma_correction(z) - _lgamma_correction(x)))
@@ -336,11 +351,30 @@ def _log_relative_weight(y, mode, n, a, b):
 # The conditional of y given ytil: sampler
 # --------------------------------------------------------------------------
 
+@njit(nogil=True, cache=True, inline="always")
+def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
+    """The normaliser relative to w(0), given the terms up to ``m`` (the
+    last ``term_m``, their sum ``sum_m`` and the next ratio ``ratio_m``):
+    terms are added until the geometric bound on the rest is below
+    :data:`_NEGLIGIBLE` of the sum."""
+    while not (ratio_m < 1.0 and term_m * ratio_m <= _NEGLIGIBLE * sum_m * (1.0 - ratio_m)):
+        term_m *= ratio_m
+        m += 1.0
+        sum_m += term_m
+        ratio_m = _ratio(m, n, a, b)
+    return sum_m
+
+
 @njit(nogil=True, cache=True)
-def _upward_search(u, n, a, b):
-    """The draw of inversion upward from 0 for the uniform ``u`` (see the
-    module docstring): the first j with t_0 + ... + t_j > u T, decided
-    against bounds [sum_m, sum_m + tail] on the normaliser T."""
+def _upward_search(u, n, a, b, complete):
+    """Inversion upward from 0 for the uniform ``u`` (module docstring): the
+    first j with t_0 + ... + t_j > u T, decided against bounds
+    [sum_m, sum_m + tail] on the normaliser T = sum_y w(y) / w(0).
+
+    Returns ``(j, T)`` when ``complete``, else ``(j, 0.0)``: the search has
+    summed the terms up to the draw already, so finishing the normaliser
+    for the marginal costs only the terms past it.
+    """
     j = 0.0  # the candidate draw, its term and the sum of terms up to it
     term_j = 1.0
     sum_j = 1.0
@@ -349,9 +383,12 @@ def _upward_search(u, n, a, b):
     sum_m = 1.0
     ratio_m = _ratio(0.0, n, a, b)
     while True:
-        tail = term_m * ratio_m / (1.0 - ratio_m) if ratio_m < 1.0 else math.inf
-        if sum_j > u * (sum_m + tail):  # sum_j / T > u for every T allowed
-            return j
+        # sum_j / T > u for every T allowed: sum_j > u (sum_m + tail), with
+        # tail = term_m r / (1 - r) multiplied out
+        if ratio_m < 1.0 and sum_j * (1.0 - ratio_m) > u * (sum_m * (1.0 - ratio_m) + term_m * ratio_m):
+            if complete:
+                return j, _complete_sum(m, term_m, sum_m, ratio_m, n, a, b)
+            return j, 0.0
         if sum_j <= u * sum_m:  # sum_j / T <= u: the draw is above j
             term_j *= _ratio(j, n, a, b)
             j += 1.0
@@ -404,11 +441,16 @@ def _sample_rejection(n, a, b, mode, state):
         # r(mode - 1) >= 1; at a tie (== 1) the width is >= 1, and below
         # mode - 1 the ratios exceed 1 strictly, so s < 1.
         left = mode - min(mode, _flat_width(1.0 / _ratio(mode - 1.0, n, a, b), spread))
+        log_w_left = _log_relative_weight(left, mode, n, a, b)
         if left > 0.0:
             s = 1.0 / _ratio(left - 1.0, n, a, b)
             log_s = math.log(s)
-            log_w_left = _log_relative_weight(left, mode, n, a, b)
             mass_left = math.exp(log_w_left) * s / (1.0 - s)
+    # Squeeze: log w is concave, so on [left, right] it lies above the chords
+    # from the mode to the break points; most proposals there are accepted
+    # without evaluating log w.
+    slope_right = log_w_right / (right - mode) if right > mode else 0.0
+    slope_left = log_w_left / (mode - left) if left < mode else 0.0
 
     mass_middle = right - left + 1.0
     total = mass_middle + mass_right + mass_left
@@ -417,20 +459,32 @@ def _sample_rejection(n, a, b, mode, state):
         if u < mass_middle:
             # u is uniform on [0, mass_middle) here: its integer part picks the point
             y = left + math.floor(u)
+            log_accept = math.log(1.0 - uniform(state))
+            chord = (y - mode) * slope_right if y >= mode else (mode - y) * slope_left
+            if log_accept <= chord:
+                return y
             log_envelope = 0.0
-        elif u < mass_middle + mass_right:
-            # j >= 1 with P(j) proportional to r^j
-            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_r)
-            y = right + j
-            log_envelope = log_w_right + j * log_r
         else:
-            j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_s)
-            y = left - j
-            if y < 0.0:
-                continue
-            log_envelope = log_w_left + j * log_s
-        if math.log(1.0 - uniform(state)) <= _log_relative_weight(y, mode, n, a, b) - log_envelope:
+            if u < mass_middle + mass_right:
+                # j >= 1 with P(j) proportional to r^j
+                j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_r)
+                y = right + j
+                log_envelope = log_w_right + j * log_r
+            else:
+                j = 1.0 + math.floor(math.log(1.0 - uniform(state)) / log_s)
+                y = left - j
+                if y < 0.0:
+                    continue
+                log_envelope = log_w_left + j * log_s
+            log_accept = math.log(1.0 - uniform(state))
+        if log_accept <= _log_relative_weight(y, mode, n, a, b) - log_envelope:
             return y
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _uses_upward(mode, a):
+    """Whether the draw inverts upward from 0 (else: rejection)."""
+    return mode <= _UPWARD_MAX_MODE and a <= _UPWARD_MAX_A
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -453,13 +507,41 @@ def sample_true_count(ytil, mu, alpha, state):
     a = mu / alpha
     b = mu * alpha
     mode = _mode(n, a, b)
-    if mode <= _UPWARD_MAX_MODE and a <= _UPWARD_MAX_A:
+    if _uses_upward(mode, a):
         u = uniform(state)
         # Every ratio is <= r(0): the normaliser is <= 1 / (1 - r(0)).
         if u < 1.0 - _ratio(0.0, n, a, b):
             return 0
-        return int(_upward_search(u, n, a, b))
+        return int(_upward_search(u, n, a, b, False)[0])
     return int(_sample_rejection(n, a, b, mode, state))
+
+
+@njit(nogil=True, cache=True, inline="always")
+def sample_true_count_and_log_marginal(ytil, mu, alpha, state):
+    """``(y, log p(ytil | mu, alpha))``: the draw of :func:`sample_true_count`
+    (the same value from the same ``state``) and :func:`log_marginal_nb`.
+
+    Where the draw inverts upward from 0 the search has summed most of the
+    normaliser already; finishing it costs a few terms and a log instead of
+    the closed form.
+    """
+    log_alpha = math.log(alpha)
+    log_geometric_norm = math.log1p(-alpha) - math.log1p(alpha)
+    if ytil <= 0:
+        return sample_poisson(mu * alpha, state), log_geometric_norm - ytil * log_alpha - mu * (1.0 - alpha)
+    n = float(ytil)
+    if not mu > 0.0:
+        return 0, log_geometric_norm + n * log_alpha
+    a = mu / alpha
+    b = mu * alpha
+    mode = _mode(n, a, b)
+    if _uses_upward(mode, a):
+        y, total = _upward_search(uniform(state), n, a, b, True)
+        # log w(0) = log Pois(0; mu) + n log alpha
+        return int(y), log_geometric_norm - mu + n * log_alpha + math.log(total)
+    y = _sample_rejection(n, a, b, mode, state)
+    return int(y), (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
+                    + _log_relative_normaliser(n, a, b, mode))
 
 
 # --------------------------------------------------------------------------
@@ -551,22 +633,12 @@ def log_marginal_nb(ytil, mu, alpha):
     a = mu / alpha
     b = mu * alpha
     mode = _mode(n, a, b)
+    if _uses_upward(mode, a):
+        # few terms: sum them relative to w(0) = Pois(0; mu) alpha^n
+        total = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
+        return log_geometric_norm - mu + n * log_alpha + math.log(total)
     return (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
             + _log_relative_normaliser(n, a, b, mode))
-
-
-@njit(nogil=True, cache=True)
-def _logpmf_nb(y, ytil, mu, alpha):
-    """log p(y | ytil, mu, alpha) for integer y >= 0 (float)."""
-    if ytil <= 0:
-        return log_poisson_pmf(y, mu * alpha)
-    if not mu > 0.0:
-        return 0.0 if y == 0.0 else -math.inf
-    n = float(ytil)
-    a = mu / alpha
-    b = mu * alpha
-    mode = _mode(n, a, b)
-    return _log_relative_weight(y, mode, n, a, b) - _log_relative_normaliser(n, a, b, mode)
 
 
 @njit(nogil=True, cache=True)
@@ -600,9 +672,29 @@ def _mean_nb(ytil, mu, alpha):
 # --------------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _logpmf_many(y, ytil, mu, alpha, out):
+def _normalisers_many(ytil, mu, alpha, modes, log_norms):
+    """Per parameter triple with ytil > 0 and mu > 0: the mode and
+    log(Z / w(mode)) (:func:`_log_normaliser_at_mode`); 0 elsewhere."""
+    for i in range(ytil.size):
+        if ytil[i] > 0 and mu[i] > 0.0:
+            modes[i], log_norms[i] = _log_normaliser_at_mode(float(ytil[i]), mu[i], alpha[i])
+        else:
+            modes[i] = 0.0
+            log_norms[i] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def _logpmf_many(y, ytil, mu, alpha, modes, log_norms, out):
+    """log p(y | ytil, mu, alpha) for integer y >= 0 (float), given the
+    normalisers of :func:`_normalisers_many`."""
     for i in range(out.size):
-        out[i] = _logpmf_nb(y[i], ytil[i], mu[i], alpha[i])
+        if ytil[i] <= 0:
+            out[i] = log_poisson_pmf(y[i], mu[i] * alpha[i])
+        elif not mu[i] > 0.0:
+            out[i] = 0.0 if y[i] == 0.0 else -math.inf
+        else:
+            out[i] = (_log_relative_weight(y[i], modes[i], float(ytil[i]), mu[i] / alpha[i], mu[i] * alpha[i])
+                      - log_norms[i])
 
 
 @njit(nogil=True, cache=True)
@@ -679,13 +771,17 @@ def logpmf(y, ytil, mu, alpha):
     float or ndarray
     """
     ytil, mu, alpha = _as_parameters(ytil, mu, alpha)
+    # the normaliser once per parameter triple, not once per y
+    modes = np.empty(ytil.shape)
+    log_norms = np.empty(ytil.shape)
+    _normalisers_many(*_flat(ytil, mu, alpha), modes.reshape(-1), log_norms.reshape(-1))
     y = np.asarray(y, dtype=float)
-    y, ytil, mu, alpha = np.broadcast_arrays(y, ytil, mu, alpha)
+    y, ytil, mu, alpha, modes, log_norms = np.broadcast_arrays(y, ytil, mu, alpha, modes, log_norms)
     out = np.full(y.shape, -np.inf)
     on_support = np.isfinite(y) & (y >= 0) & (y == np.floor(y))
     if np.any(on_support):
         values = np.empty(int(on_support.sum()))
-        _logpmf_many(*_flat(y[on_support], ytil[on_support], mu[on_support], alpha[on_support]), values)
+        _logpmf_many(*_flat(*(x[on_support] for x in (y, ytil, mu, alpha, modes, log_norms))), values)
         out[on_support] = values
     return out[()]
 
