@@ -33,7 +33,7 @@ import time
 import numpy as np
 from numba import njit
 
-from lpviz import models
+from lpviz.methods import private as models  # the Bessel route's per-cell steps
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import (_UPWARD_MAX_MODE, _mode, _sample_rejection, _upward_search, log_marginal_nb,
                              sample_poisson, sample_true_count, sample_true_count_and_log_marginal)

@@ -17,7 +17,8 @@ import pytest
 from numba import njit
 from scipy import special, stats
 
-from lpviz import collapsed, models
+from lpviz import collapsed
+from lpviz.methods import private as models  # the Bessel route's per-cell steps
 from lpviz._random import new_state, seed_state, seed_stream, uniform
 from lpviz.collapsed import (_PTRS_MIN_LAM, _UPWARD_MAX_A, _UPWARD_MAX_MODE, _log_rate_ratio, _mode,
                              _sample_rejection, _stirlerr, _upward_search, log_marginal_nb, log_poisson_pmf, sample_poisson,

@@ -86,8 +86,8 @@ def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, 
     shape, alpha = _sizes(model)
     mask = _mask(shape)
     observed = _observed(model, mask)
-    chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", n_components=K,
-                  alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
+    chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", sampler="bessel",
+                  n_components=K, alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
     # the noised counts the sweep reads; int64 so any simulated ytil fits
     chain._prepared.counts = np.zeros(shape, dtype=np.int64)
     latent = chain._latent  # lambda_plus, lambda_minus, y, bessel, posterior_scale: updated in place

@@ -50,12 +50,13 @@ def test_registry_names_classes_labels_and_colours():
 
 def test_create_checks_options_against_the_registry():
     method = methods.create("private")
-    assert isinstance(method, Private) and method.settings == {"sampler": "bessel", "sparse_step": "auto"}
-    assert methods.create("private", sampler=None).settings["sampler"] == "bessel"  # None: the default
+    assert isinstance(method, Private) and method.settings == {"sampler": "collapsed", "sparse_step": "auto"}
+    assert methods.create("private", sampler=None).settings["sampler"] == "collapsed"  # None: the default
     assert methods.create(method) is method and methods.create(method, sampler=None) is method
-    assert repr(method) == "Private(sampler='bessel', sparse_step='auto')" and repr(Naive()) == "Naive()"
+    assert repr(method) == "Private(sampler='collapsed', sparse_step='auto')" and repr(Naive()) == "Naive()"
     assert method.display_name == "private (models the noise)"  # default options are not repeated
-    with pytest.raises(ValueError, match="sampler must be one of 'bessel', 'collapsed'; got 'gibbs'"):
+    assert methods.create("private", sampler="bessel").display_name == "private (models the noise), bessel sampler"
+    with pytest.raises(ValueError, match="sampler must be one of 'collapsed', 'bessel'; got 'gibbs'"):
         methods.create("private", sampler="gibbs")
     with pytest.raises(ValueError, match="sampler='bessel' applies to methods with that option \\(private\\), "
                                          "not to method='naive'"):
@@ -163,7 +164,7 @@ def test_private_start_draws_noise_rates_from_their_exponential_prior():
     alpha = np.repeat([0.2, 0.7], 20_000)
     prepared = Private().prepare(np.zeros((alpha.size, 2), dtype=np.int64), alpha,
                                  exclusions(np.zeros((alpha.size, 2), dtype=bool)))
-    latent = Private().start(prepared, None, None, None, np.random.default_rng(4))
+    latent = Private(sampler="bessel").start(prepared, None, None, None, np.random.default_rng(4))
     np.testing.assert_array_equal(latent["posterior_scale"], alpha)  # lambda's posterior scale is alpha
     for value in (0.2, 0.7):
         rows = alpha == value
