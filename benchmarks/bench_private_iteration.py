@@ -1,38 +1,48 @@
-"""Speed and memory of one Gibbs iteration, against a plain Numba reference.
+"""Speed, memory and mixing of the private samplers, against plain references in the same run.
 
-Times one private iteration of the topic model at D = V = 1000, K = 50,
-eps/N = 1 (alpha = exp(-1)) -- lpviz's :class:`lpviz.Chain` against a
-single-threaded Numba kernel written the obvious way in this file (per cell:
-a dot product for mu, ``np.random.binomial``, ``np.random.gamma``, the Bessel
-draw from :func:`lpviz.bessel.sample_nb`, a multinomial allocation by
-sequential binomials; phi stored (K, V)). Both run on the same data in the
-same process, after a warm-up that compiles them. Also times the naive and
-non-private iterations and how the private iteration grows with D*V and K.
+Sections (issue 10's targets are printed beside the figures):
 
-Figures: wall-clock ms per iteration (best of the repeats: the machine may be
-shared), CPU ms per iteration (all threads), ns per cell-iteration, and peak
-resident memory. Target: <= 50 ms wall per private iteration at the headline
-size on a 2-core machine.
+1. One private iteration of the topic model at D = V = 1000, K = 50, eps/N = 1
+   on dense synthetic counts: lpviz's default sampler against a single-thread
+   Numba reference written the obvious way in this file (per cell: a dot
+   product, the Bessel route's draws, a multinomial by sequential binomials);
+   the naive and non-private iterations beside it.
+2. The three private samplers -- ``bessel`` (the paper's route), ``collapsed``
+   with the dense loop (``sparse_step="off"``) and ``collapsed`` with the
+   sparse step -- at 1000 x 1000, K = 50, eps/N in {0.5, 1, 3}, on dense
+   synthetic counts and on an Enron-like sparse matrix (1-2% non-zero cells,
+   heavy-tailed): milliseconds per iteration and the peak resident memory of
+   a process that holds just that chain.
+3. (``--big``) 10,000 x 10,000 Enron-like, K = 50, eps/N = 1: chain start
+   time (building the chain from the release), seconds per iteration, peak
+   memory; collapsed sparse against Bessel.
+4. A heavy-tailed network (150 actors, counts in the hundreds, C = 5): the
+   private iteration against the non-private one.
+5. (``--ess``) Effective sample size per second (ArviZ's ``ess``, bulk) of
+   the marginal log likelihood and of rates at held-out cells, on the
+   Figure 3 topics and the Figure 1 network: collapsed against Bessel.
 
-    python benchmarks/bench_private_iteration.py            # full table
-    python benchmarks/bench_private_iteration.py --quick    # smaller sizes, fewer repeats
+Every chain configuration runs in its own process so its peak RSS is its own.
+Wall-clock figures are the best of the repeats (the machine may be shared).
+
+    python benchmarks/bench_private_iteration.py            # sections 1, 2, 4, 5
+    python benchmarks/bench_private_iteration.py --big      # and the 10,000 x 10,000 section
+    python benchmarks/bench_private_iteration.py --quick    # 1 and 2 at eps/N = 1 only
 """
 
 import argparse
+import json
 import math
 import os
 import resource
+import subprocess
+import sys
 import time
 
-import numba
 import numpy as np
 from numba import njit
 
-from lpviz import models
-from lpviz._random import seed_state
-from lpviz.bessel import sample_nb, sample_stream
-from lpviz.inference import Chain
-from lpviz.privacy import privatize
+from lpviz.bessel import sample_nb
 
 EPSILON_OVER_N = 1.0
 
@@ -43,7 +53,7 @@ EPSILON_OVER_N = 1.0
 
 @njit(nogil=True, cache=True)
 def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, alpha, a0, b0, seed):
-    """One private Gibbs iteration of the topic model; phi is (K, V)."""
+    """One private Gibbs iteration of the topic model (Bessel route); phi is (K, V)."""
     np.random.seed(seed)
     n_docs, n_topics = theta.shape
     n_words = phi.shape[1]
@@ -90,144 +100,257 @@ def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, al
             phi[k, v] = np.random.gamma(a0 + n_kv[k, v], 1.0 / (b0 + theta_sum[k]))
 
 
-@njit(nogil=True, cache=True)
-def bessel_draws_only(Y_obs, mu, lambda_plus, lambda_minus, seed):
-    """Just the per-cell Bessel draws of a private sweep (one thread): the floor.
-
-    The chain's call: :func:`sample_stream` on a xoshiro256** stream."""
-    state = np.empty(4, dtype=np.uint64)
-    seed_state(state, seed, 0, 0)
-    total = 0
-    for d in range(Y_obs.shape[0]):
-        for v in range(Y_obs.shape[1]):
-            total += sample_stream(float(abs(Y_obs[d, v])),
-                                   (lambda_plus[d, v] + mu[d, v]) * lambda_minus[d, v], state)
-    return total
-
-
 # ---------------------------------------------------------------------------
-# Timing helpers
+# Data
 # ---------------------------------------------------------------------------
 
-def make_data(n_docs, n_words, n_topics, seed=0):
-    """Counts from the topic model with gamma(0.1) factors scaled so the mean
-    rate is 0.5 per cell for any K (about a third of the cells nonzero)."""
+def dense_counts(n_docs, n_words, n_topics, seed=0):
+    """Topic-model counts with gamma(0.1) factors scaled to a mean rate of 0.5
+    per cell (about a third of the cells non-zero)."""
     rng = np.random.default_rng(seed)
     scale = math.sqrt(50.0 / n_topics)
     mu = rng.gamma(0.1, scale, (n_docs, n_topics)) @ rng.gamma(0.1, scale, (n_topics, n_words))
-    Y = rng.poisson(mu)
-    alpha = math.exp(-EPSILON_OVER_N)
-    return Y, privatize(Y, alpha=alpha, random_state=seed + 1), alpha
+    return rng.poisson(mu)
 
 
-def time_calls(run, repeats):
-    """(best wall seconds, CPU seconds of that call) over ``repeats`` calls."""
-    best = (math.inf, math.inf)
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        result = (time.perf_counter() - wall, time.process_time() - cpu)
-        best = min(best, result)
-    return best
+def enron_like_counts(n_docs, n_words, n_topics, seed=0, nonzero=0.015):
+    """Sparse heavy-tailed counts like the Enron topic matrix: each document uses
+    a few topics, each topic a few hundred words, Zipf-like word popularity;
+    scaled so that about ``nonzero`` of the cells are non-zero."""
+    rng = np.random.default_rng(seed)
+    theta = rng.gamma(0.05, 1.0, (n_docs, n_topics)) * rng.lognormal(3.0, 0.8, (n_docs, 1))
+    popularity = 1.0 / np.arange(1, n_words + 1) ** 0.8
+    phi = rng.gamma(0.05, 1.0, (n_topics, n_words)) * popularity[rng.permutation(n_words)]
+    phi /= phi.sum(axis=1, keepdims=True)
+    rows = []
+    for start in range(0, n_docs, 1000):  # by blocks: never a dense float matrix of the whole size
+        rows.append(rng.poisson(theta[start:start + 1000] @ phi).astype(np.int32))
+    Y = np.vstack(rows)
+    share = np.mean(Y > 0)
+    if share > nonzero * 1.5:  # thin the counts down to the asked share of non-zero cells
+        Y = rng.binomial(Y, nonzero / share).astype(np.int32)
+    return Y
 
 
-def time_chain(Y, method, n_topics, alpha, repeats, keep=None):
-    chain = Chain(Y, model="topics", method=method, n_components=n_topics, alpha=alpha, random_state=0)
-    chain.step(2)  # compile and warm up
-    if keep is not None:
-        keep.append(chain)
-    return time_calls(lambda: chain.step(), repeats)
+def noised(Y, seed):
+    import lpviz
+
+    return lpviz.privatize(Y, epsilon=EPSILON_OVER_N if seed is None else None, N=1,
+                           alpha=None if seed is None else None, random_state=seed)
 
 
-def time_reference(Y_obs, n_topics, alpha, repeats):
-    rng = np.random.default_rng(0)
-    theta = rng.gamma(1.0, 0.1, (Y_obs.shape[0], n_topics))
-    phi = rng.gamma(1.0, 0.1, (n_topics, Y_obs.shape[1]))
-    lambda_plus = rng.exponential(alpha / (1 - alpha), Y_obs.shape)
-    lambda_minus = rng.exponential(alpha / (1 - alpha), Y_obs.shape)
-    state = [0]
-
-    def run():
-        state[0] += 1
-        reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, alpha, 0.1, 1.0, state[0])
-
-    run()  # compile
-    return time_calls(run, repeats)
-
+# ---------------------------------------------------------------------------
+# One configuration, in its own process
+# ---------------------------------------------------------------------------
 
 def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def row(label, cells, wall, cpu, extra=""):
-    print(f"{label:<38} {wall * 1e3:9.1f} {cpu * 1e3:9.1f} {wall * 1e9 / cells:9.1f}  {extra}")
+def run_one(config):
+    """Time one chain configuration; returns a dict of figures (runs in a child process)."""
+    import lpviz
+    from lpviz.engine import Chain
+
+    data = {"dense": dense_counts, "enron": enron_like_counts}[config["data"]]
+    Y = data(config["size"], config["size"], config["K"], seed=config.get("seed", 0))
+    rss_data = peak_rss_mb()
+    release = lpviz.privatize(Y, epsilon=config["eps"], N=1, random_state=1)
+    del Y
+    method = config["method"]
+    options = {k: config[k] for k in ("sampler",) if k in config}
+    start = time.perf_counter()
+    chain = Chain(release, model="topics", method=method, n_components=config["K"],
+                  truth=None, random_state=0, **options)
+    if "sparse_step" in config:
+        chain.method_instance.settings["sparse_step"] = config["sparse_step"]
+        chain._latent = chain.method_instance.start(chain._prepared, chain.model_instance, chain._state,
+                                                    chain._work, None)
+    start_seconds = time.perf_counter() - start
+    chain.step()  # compiled kernels load; the first sweep settles
+    best_wall, best_cpu = math.inf, math.inf
+    for _ in range(config["repeats"]):
+        wall, cpu = time.perf_counter(), time.process_time()
+        chain.step()
+        best_wall = min(best_wall, time.perf_counter() - wall)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    latent = chain._latent or {}
+    sparse_rows = float(np.mean(latent["use_row"])) if "use_row" in latent else 0.0
+    visited = (latent["cells"][1].size + sum(1 for _ in ()) if "cells" in latent else None)
+    return {"wall": best_wall, "cpu": best_cpu, "start": start_seconds, "rss": peak_rss_mb(),
+            "rss_data": rss_data, "sparse_rows": sparse_rows,
+            "visited_share": None if visited is None else visited / (config["size"] ** 2)}
 
 
-def header(title):
-    print(f"\n{title}")
-    print(f"{'':<38} {'wall ms':>9} {'cpu ms':>9} {'ns/cell':>9}")
+def in_child(config):
+    """``run_one(config)`` in a fresh Python process (its own peak memory)."""
+    done = subprocess.run([sys.executable, __file__, "--one", json.dumps(config)], capture_output=True,
+                          text=True, timeout=config.get("timeout", 3600))
+    if done.returncode != 0:
+        raise RuntimeError(f"configuration {config} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------
+
+def section_headline(repeats):
+    import lpviz
+    from lpviz.engine import Chain
+
+    print("\n1. One iteration at D = V = 1000, K = 50, eps/N = 1 (dense synthetic, mean count 0.5)")
+    Y = dense_counts(1000, 1000, 50)
+    release = lpviz.privatize(Y, epsilon=EPSILON_OVER_N, N=1, random_state=1)
+    truth = lpviz.Truth(Y)
+    rows = []
+    for label, method, options in (("private (collapsed, default)", "private", {}),
+                                   ("private (bessel)", "private", {"sampler": "bessel"}),
+                                   ("naive", "naive", {}), ("nonprivate", "nonprivate", {})):
+        chain = Chain(release, method=method, n_components=50, truth=truth, random_state=0, **options)
+        chain.step(2)
+        best = min(_timed(chain.step) for _ in range(repeats))
+        rows.append((label, best))
+    rng = np.random.default_rng(0)
+    theta, phi = rng.gamma(1.0, 0.1, (1000, 50)), rng.gamma(1.0, 0.1, (50, 1000))
+    alpha = math.exp(-EPSILON_OVER_N)
+    lp, lm = rng.exponential(alpha / (1 - alpha), Y.shape), rng.exponential(alpha / (1 - alpha), Y.shape)
+    Y_obs = np.asarray(release.Y_obs, dtype=np.int64)
+    reference_private_iteration(Y_obs, theta, phi, lp, lm, alpha, 0.1, 1.0, 0)
+    reference = min(_timed(lambda: reference_private_iteration(Y_obs, theta, phi, lp, lm, alpha, 0.1, 1.0, 1))
+                    for _ in range(max(2, repeats // 2)))
+    print(f"   {'':<34} {'ms/it':>8}")
+    for label, seconds in rows:
+        print(f"   {label:<34} {seconds * 1e3:8.1f}   {reference / seconds:5.1f}x the plain reference")
+    print(f"   {'plain Numba reference (1 thread)':<34} {reference * 1e3:8.1f}")
+    collapsed = rows[0][1]
+    print(f"   target <= 35 ms per private iteration: {collapsed * 1e3:.1f} ms "
+          f"({'met' if collapsed <= 0.035 else 'missed'})")
+
+
+def _timed(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def section_samplers(repeats, epsilons):
+    print("\n2. The private samplers at 1000 x 1000, K = 50 (each chain in its own process)")
+    print(f"   {'data':<7} {'eps/N':>5}  {'sampler':<18} {'ms/it':>8} {'cpu ms':>8} {'peak MB':>8} "
+          f"{'sparse rows':>11} {'cells visited':>13}")
+    variants = [("bessel", {"sampler": "bessel"}), ("collapsed dense", {"sampler": "collapsed", "sparse_step": "off"}),
+                ("collapsed sparse", {"sampler": "collapsed", "sparse_step": "auto"})]
+    for data in ("dense", "enron"):
+        for eps in epsilons:
+            for label, options in variants:
+                figures = in_child({"data": data, "size": 1000, "K": 50, "eps": eps, "method": "private",
+                                    "repeats": repeats, **options})
+                visited = "-" if figures["visited_share"] is None else f"{figures['visited_share']:.0%}"
+                print(f"   {data:<7} {eps:>5g}  {label:<18} {figures['wall'] * 1e3:8.1f} "
+                      f"{figures['cpu'] * 1e3:8.1f} {figures['rss']:8.0f} {figures['sparse_rows']:11.0%} "
+                      f"{visited:>13}", flush=True)
+
+
+def section_big(repeats):
+    print("\n3. 10,000 x 10,000 Enron-like (1.5% non-zero), K = 50, eps/N = 1")
+    for label, options, reps in (("collapsed sparse", {"sampler": "collapsed"}, repeats),
+                                 ("bessel", {"sampler": "bessel"}, 2)):
+        figures = in_child({"data": "enron", "size": 10_000, "K": 50, "eps": 1.0, "method": "private",
+                            "repeats": reps, "timeout": 7200, **options})
+        print(f"   {label:<18} start {figures['start']:6.1f} s   {figures['wall']:6.2f} s/it   "
+              f"peak {figures['rss'] / 1024:5.2f} GB (data alone {figures['rss_data'] / 1024:4.2f} GB)", flush=True)
+    print("   targets: <= 1.0 s per iteration, chain memory <= 1.5 GB, chain start <= 5 s")
+
+
+def section_network(repeats):
+    import lpviz
+    from lpviz.engine import Chain
+
+    print("\n4. A heavy-tailed network: 150 actors, counts in the hundreds, C = 5")
+    rng = np.random.default_rng(3)
+    theta = rng.gamma(0.3, 3.0, (150, 5))
+    pi = rng.gamma(0.5, 4.0, (5, 5))
+    mu = theta @ pi @ theta.T
+    np.fill_diagonal(mu, 0)
+    Y = rng.poisson(mu)
+    release = lpviz.privatize(Y, epsilon=1.0, N=1, kind="network", random_state=4)
+    truth = lpviz.Truth(Y)
+    print(f"   counts: mean {Y.mean():.1f}, 99th percentile {np.percentile(Y, 99):.0f}, max {Y.max()}")
+    times = {}
+    for label, method, options in (("nonprivate", "nonprivate", {}), ("private (collapsed)", "private", {}),
+                                   ("private (bessel)", "private", {"sampler": "bessel"})):
+        chain = Chain(release, method=method, n_components=5, truth=truth, random_state=0, **options)
+        chain.step(3)
+        times[label] = min(_timed(chain.step) for _ in range(repeats * 3))
+        print(f"   {label:<22} {times[label] * 1e3:8.2f} ms/it   {times[label] / times['nonprivate']:5.1f}x non-private")
+    print(f"   target: private within 3x of non-private: "
+          f"{'met' if times['private (collapsed)'] <= 3 * times['nonprivate'] else 'missed'}")
+
+
+def section_ess(n_iter):
+    import arviz as az
+
+    import lpviz
+    from lpviz.datasets import holdout_mask, make_blocks, make_topics
+
+    print(f"\n5. Effective samples per second ({n_iter:,} iterations, burn-in {n_iter // 5:,}; ArviZ bulk ESS)")
+    cases = []
+    topics = make_topics(random_state=0)
+    cases.append(("Figure 3 topics", topics, "topics", 3))
+    blocks = make_blocks(random_state=0)
+    cases.append(("Figure 1 network", blocks, "blocks", 5))
+    for name, data, model, K in cases:
+        mask = holdout_mask(data.Y, model, "random cells", fraction=0.1, random_state=1)
+        release = data.release(heldout=~mask)
+        heldout = release.heldout_cells
+        rows = {}
+        for sampler in ("bessel", "collapsed"):
+            chain_run = lpviz.run(release, method="private", sampler=sampler, n_components=K, n_iter=n_iter,
+                                  burn_in=n_iter // 5, thin=1, random_state=0)
+            marginal, rates, seconds = [], [], 0.0
+            for state in chain_run:
+                seconds += state.seconds
+                if state.iteration > n_iter // 5:
+                    marginal.append(state.log_marginal)
+                    rates.append(state.mu[heldout])
+            kept = n_iter - n_iter // 5
+            ess_marginal = float(az.ess(np.asarray(marginal)[None, :]))
+            ess_rates = np.array([float(az.ess(series[None, :])) for series in np.asarray(rates).T])
+            rows[sampler] = (ess_marginal / seconds, float(np.median(ess_rates)) / seconds, seconds / n_iter, kept)
+        for sampler, (marginal_rate, rates_rate, per_iteration, kept) in rows.items():
+            print(f"   {name:<17} {sampler:<10} {per_iteration * 1e3:7.2f} ms/it   ESS/s log marginal "
+                  f"{marginal_rate:8.1f}   median ESS/s held-out rates {rates_rate:8.1f}")
+        gain = rows["collapsed"][0] / rows["bessel"][0], rows["collapsed"][1] / rows["bessel"][1]
+        print(f"   {name:<17} collapsed / bessel: {gain[0]:.1f}x (log marginal), {gain[1]:.1f}x (held-out rates)"
+              + ("   target >= 3x on Figure 3" if model == "topics" else ""))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="headline size only, fewer repeats")
+    parser.add_argument("--quick", action="store_true", help="sections 1 and 2 at eps/N = 1 only")
+    parser.add_argument("--big", action="store_true", help="also the 10,000 x 10,000 section (minutes, ~5 GB)")
+    parser.add_argument("--ess-iterations", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    repeats = args.repeats or (3 if args.quick else 7)
+    if args.one is not None:
+        print(json.dumps(run_one(json.loads(args.one))))
+        return
+    repeats = args.repeats or (3 if args.quick else 5)
+    import numba
 
-    print(f"threads: {numba.get_num_threads()}  cpus: {os.cpu_count()}  "
+    from lpviz._parallel import n_threads
+
+    print(f"kernel threads: {n_threads()}  numba threads: {numba.get_num_threads()}  cpus: {os.cpu_count()}  "
           f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    D = V = 1000
-    K = 50
-    Y, Y_obs, alpha = make_data(D, V, K)
-    cells = D * V
-    print(f"data: D = V = {D}, K = {K}, eps/N = {EPSILON_OVER_N} (alpha = {alpha:.3f}), "
-          f"mean count {Y.mean():.2f}, {np.mean(Y > 0):.0%} nonzero")
-
-    header("one iteration at D = V = 1000, K = 50")
-    rss_before = peak_rss_mb()
-    chains = []
-    wall, cpu = time_chain(Y_obs, "private", K, alpha, repeats, keep=chains)
-    row(f"lpviz private ({numba.get_num_threads()} threads)", cells, wall, cpu)
-    private_wall = wall
-    rss_private = peak_rss_mb()
-    chain = chains.pop()
-    bessel_args = (chain._Y, chain.mu, chain._lambda_plus, chain._lambda_minus)
-    bessel_draws_only(*bessel_args, 0)  # compile
-    bessel_wall, bessel_cpu = time_calls(lambda: bessel_draws_only(*bessel_args, 1), repeats)
-    del chain, bessel_args
-    ref_wall, ref_cpu = time_reference(Y_obs, K, alpha, repeats)
-    row("plain Numba reference (1 thread)", cells, ref_wall, ref_cpu, f"lpviz is {ref_wall / private_wall:.1f}x faster")
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    wall1, cpu1 = time_chain(Y_obs, "private", K, alpha, repeats)
-    numba.set_num_threads(previous)
-    row("lpviz private (1 thread)", cells, wall1, cpu1, f"{ref_wall / wall1:.1f}x the reference")
-    for method, data in (("naive", Y_obs), ("nonprivate", Y)):
-        wall, cpu = time_chain(data, method, K, alpha, repeats)
-        row(f"lpviz {method}", cells, wall, cpu)
-    row("  of which: the Bessel draws alone (1 thread)", cells, bessel_wall, bessel_cpu,
-        f"{bessel_cpu / cpu1:.0%} of a 1-thread private iteration")
-    verdict = "meets" if private_wall <= 0.050 else "misses"
-    print(f"target <= 50 ms per private iteration: {private_wall * 1e3:.1f} ms ({verdict} it)")
-
-    state_bytes = cells * (8 + 8 + 8 + 8 + 8)  # Y_obs, lambda+, lambda-, latent y, Bessel draws
-    print(f"\nmemory: private chain state {state_bytes / 2**20:.0f} MiB (5 arrays of D x V x 8 bytes); "
-          f"peak RSS {rss_before:.0f} MiB before the private chain, {rss_private:.0f} MiB after, "
-          f"{peak_rss_mb():.0f} MiB at the end")
-
+    section_headline(repeats)
+    section_samplers(repeats, (1.0,) if args.quick else (0.5, 1.0, 3.0))
     if args.quick:
         return
-    header("private iteration vs D*V (K = 50)")
-    for n in (250, 500, 1000):
-        _, Y_obs_n, _ = make_data(n, n, K, seed=n)
-        wall, cpu = time_chain(Y_obs_n, "private", K, alpha, repeats)
-        row(f"D = V = {n} ({n * n:,} cells)", n * n, wall, cpu)
-    header("private iteration vs K (D = V = 1000)")
-    for k in (10, 25, 50, 100):
-        _, Y_obs_k, _ = make_data(D, V, k, seed=k)
-        wall, cpu = time_chain(Y_obs_k, "private", k, alpha, repeats)
-        row(f"K = {k}", cells, wall, cpu)
+    section_network(repeats)
+    section_ess(args.ess_iterations)
+    if args.big:
+        section_big(max(2, repeats // 2))
 
 
 if __name__ == "__main__":
