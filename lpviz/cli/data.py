@@ -20,12 +20,15 @@ def register(subparsers):
         "fetch-enron", help="download the CMU Enron email tarball (resumable)",
         description="Download the CMU Enron release over HTTP with a progress bar. An interrupted "
                     "download resumes from DEST.part; the file is moved into place only when its "
-                    "size checks out. An existing file is returned untouched.")
+                    "size (and --known-hash) checks out. An existing file is returned untouched.")
     fetch.add_argument("--dest", type=Path, default=None,
                        help="file or existing folder (default: the data cache folder, LPVIZ_DATA_DIR)")
     fetch.add_argument("--url", default=DEFAULT_URL, help="where to download from (default: %(default)s)")
     fetch.add_argument("--expected-size", type=int, default=None, metavar="BYTES",
                        help="refuse a file of any other size")
+    fetch.add_argument("--known-hash", default=None, metavar="sha256:HEX",
+                       help="refuse (and delete) a download with any other checksum; without it the "
+                            "SHA-256 of the file is printed on stderr, to pin it next time")
     fetch.add_argument("--retries", type=int, default=3, help="automatic resumes (default: %(default)s)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     fetch.set_defaults(func=_fetch_enron)
@@ -61,16 +64,18 @@ def register(subparsers):
 
 
 def _fetch_enron(args):
-    from lpviz.datasets.download import fetch_enron
+    from lpviz.datasets.download import fetch_enron, file_hash
 
     if args.retries < 0:
         raise CLIError(f"--retries must be >= 0, got {args.retries}")
     try:
-        path = fetch_enron(args.dest, url=args.url, expected_size=args.expected_size,
+        path = fetch_enron(args.dest, url=args.url, expected_size=args.expected_size, known_hash=args.known_hash,
                            progress=not args.no_progress, retries=args.retries)
     except OSError as error:  # unreachable server, HTTP error, interrupted, existing file
         raise CLIError(str(error)) from None
     print(path)
+    if args.known_hash is None:
+        print(f"sha256:{file_hash(path)} (check it next time with --known-hash)", file=sys.stderr)
     return 0
 
 
