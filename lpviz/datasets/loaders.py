@@ -377,21 +377,33 @@ def _text_bytes_cached(name, size, mtime_ns, limit):
     with open(path, "rb") as raw:
         if raw.read(2) != _GZIP_MAGIC:
             return size  # not gzip: _check_text_file names the problem
-    cap = limit // min(_TEXT_COST.values())
+    cost = _least_text_cost(path.name.lower())
+    cap = limit // cost
     total = 0
     try:
         with gzip.open(path, "rb") as stream:
             while chunk := stream.read(1 << 20):
                 total += len(chunk)
                 if total > cap:
-                    check_memory(total * min(_TEXT_COST.values()),
-                                 f"{path}: parsing its decompressed text (more than {format_bytes(total)} "
-                                 f"from {format_bytes(size)} of gzip)",
-                                 fix="Is it a decompression bomb? Otherwise split the file.")
+                    # stopped early: what parsing would need is only known to be above the limit
+                    raise MemoryBudgetError(
+                        f"{path}: its text decompresses to more than {format_bytes(total)} (from "
+                        f"{format_bytes(size)} of gzip); parsing that much text needs more than the memory "
+                        f"limit of {format_bytes(limit)} (set LPVIZ_MEMORY_LIMIT to change it). Is it a "
+                        "decompression bomb? Otherwise split the file.")
     except (EOFError, OSError, zlib.error) as error:
         raise ValueError(f"{path}: the gzip data is truncated or damaged: it stops after {total:,} decompressed "
                          f"bytes ({error}); download or compress the file again") from None
     return total
+
+
+def _least_text_cost(name):
+    """The cheapest format a file of this name could be read as (before its kind is known)."""
+    if name.endswith(".mtx.gz"):
+        return _TEXT_COST["mtx"]
+    if name.startswith("docword."):
+        return _TEXT_COST["uci"]
+    return min(_TEXT_COST["edges"], _TEXT_COST["dense-csv"])
 
 
 def _check_text_budget(path, kind, what):
