@@ -17,21 +17,67 @@ import numpy as np
 BLOCK = 1 << 23  # 8 MiB of repeated content per deflate block
 
 
+def _gf2_times(matrix, vector):
+    total, row = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[row]
+        vector >>= 1
+        row += 1
+    return total
+
+
+def _gf2_square(matrix):
+    return [_gf2_times(matrix, matrix[n]) for n in range(32)]
+
+
+def crc32_combine(crc1, crc2, length2):
+    """CRC-32 of A + B from crc(A), crc(B) and len(B) (zlib's crc32_combine, which Python lacks)."""
+    if length2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << (n - 1) for n in range(1, 32)]  # the operator for one zero bit
+    even = _gf2_square(odd)
+    odd = _gf2_square(even)
+    while True:
+        even = _gf2_square(odd)
+        if length2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+        odd = _gf2_square(even)
+        if length2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+    return crc1 ^ crc2
+
+
+def crc32_repeated(block, count):
+    """CRC-32 of ``block * count`` in O(log count) combinations, without the bytes."""
+    result, power, power_length = 0, zlib.crc32(block), len(block)
+    while count:
+        if count & 1:
+            result = crc32_combine(result, power, power_length)
+        power = crc32_combine(power, power, power_length)
+        power_length *= 2
+        count >>= 1
+    return result
+
+
 def _repeated_deflate(prefix, block, count, suffix=b"", level=6):
     """Raw deflate bytes of ``prefix + block * count + suffix``, their CRC-32 and length."""
     compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
     parts = [compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)]
-    crc = zlib.crc32(prefix)
     if count:
         first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
         again = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
         assert again == first, "a full flush must reset the compressor"
         parts.append(first * count)
-        view = memoryview(block)
-        for _ in range(count):
-            crc = zlib.crc32(view, crc)
     parts.append(compressor.compress(suffix) + compressor.flush(zlib.Z_FINISH))
-    crc = zlib.crc32(suffix, crc)
+    crc = crc32_combine(zlib.crc32(prefix), crc32_repeated(block, count), count * len(block))
+    crc = crc32_combine(crc, zlib.crc32(suffix), len(suffix))
     return b"".join(parts), crc, len(prefix) + count * len(block) + len(suffix)
 
 

@@ -541,7 +541,7 @@ def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_pa
 
 def _iter_csv(path: Path, report: ReadReport, limits):
     # the field limit is per process: set it for this read, as large as a message may be
-    csv.field_size_limit(max(limits.message, 1 << 17))
+    csv.field_size_limit(limits.message)
     with open(path, newline="", encoding="utf-8", errors="surrogateescape") as fh:
         reader = csv.reader(fh)
         try:

@@ -276,7 +276,8 @@ def _sniff_table_kind(path):
         return "edges"
     header = _looks_like_header(first, rest)
     data_rows = rest if header else rows
-    names_in_front = all(not _is_number(r[0]) and not _is_number(r[1]) for r in data_rows)
+    # (a ragged short row counts as names: the edge-list reader then names the ragged line)
+    names_in_front = all(len(r) < 2 or (not _is_number(r[0]) and not _is_number(r[1])) for r in data_rows)
     numeric = all(all(_is_number(x) for x in r) for r in data_rows)
     # a header of words over numbers names columns of a narrow dense table
     if names_in_front or (numeric and not header):
@@ -329,7 +330,7 @@ def _iter_lines(path):
                 except UnicodeEncodeError as error:
                     byte = line[error.start].encode("utf-8", "surrogateescape")
                     raise ValueError(f"{path}, line {number}: not UTF-8 text (byte {byte!r} at character "
-                                     f"{error.start + 1}); save the file as UTF-8") from None
+                                     f"{error.start + 1}); save it as UTF-8") from None
             yield number, line
 
 
@@ -354,7 +355,9 @@ def _check_text_file(path):
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # may end inside a character
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+        line = head[: error.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {head[error.start:error.start + 1]!r} at byte "
+                         f"{error.start + 1} of the file); save it as UTF-8") from None
 
 
 def _text_bytes(path):
@@ -891,11 +894,20 @@ def _check_npz_budget(path, layout, headers, shape):
                      "with a scipy.sparse matrix) or use a machine with more memory.")
 
 
+def _member(archive, key, path):
+    """``archive[key]``, read only after the budget check; a damaged or short member names itself."""
+    try:
+        return archive[key]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as error:
+        raise ValueError(f"{path}: member {key!r} is damaged or shorter than its header says "
+                         f"({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}") from None
+
+
 def _sparse_shape(path, archive, key, headers):
     shape, dtype = headers[key]
     if shape != (2,) or dtype.kind not in "iu":
         raise ValueError(f"{path}: {key!r} must hold the two integers (rows, columns); {_NPZ_SAVE_HINT}")
-    values = archive[key]
+    values = _member(archive, key, path)
     if (values < 0).any():
         raise ValueError(f"{path}: {key!r} holds a negative size {values.tolist()}; {_NPZ_SAVE_HINT}")
     return tuple(int(n) for n in values)
@@ -972,7 +984,7 @@ def _read_npz_arrays(path, archive, layout, headers):
         raise ValueError(f"{path}: 'Y' holds {dtype} values, not numbers; save numeric counts")
     _check_npz_budget(path, layout, headers, shape)
     if layout == "dense":
-        Y = archive["Y"]
+        Y = _member(archive, "Y", path)
     else:
         prefix = "Y_" if layout == "lpviz csr" else ""
         for key in ("indices", "indptr"):
@@ -980,19 +992,19 @@ def _read_npz_arrays(path, archive, layout, headers):
                 raise ValueError(f"{path}: {prefix + key!r} must be a 1-d array of integers; {_NPZ_SAVE_HINT}")
         sparse_format = sp.csr_matrix
         if layout == "scipy":
-            name = _npz_text(archive["format"])
+            name = _npz_text(_member(archive, "format", path))
             if name not in ("csr", "csc"):
                 raise ValueError(f"{path}: a scipy.sparse {name[:10]!r} matrix; lpviz reads CSR or CSC: save it "
                                  "with scipy.sparse.save_npz(path, matrix.tocsr())")
             sparse_format = sp.csc_matrix if name == "csc" else sp.csr_matrix
-        arrays = (archive[prefix + "data"], archive[prefix + "indices"], archive[prefix + "indptr"])
+        arrays = tuple(_member(archive, prefix + key, path) for key in ("data", "indices", "indptr"))
         try:
             Y = sparse_format(arrays, shape=shape)
             Y.check_format(full_check=True)
         except (ValueError, TypeError, IndexError, OverflowError) as error:
             raise ValueError(f"{path}: the sparse arrays do not form a {shape[0]} x {shape[1]} matrix ({error}); "
                              f"{_NPZ_SAVE_HINT}") from None
-    texts = {key: archive[key] for key in _NPZ_TEXT_KEYS if key in headers}
+    texts = {key: _member(archive, key, path) for key in _NPZ_TEXT_KEYS if key in headers}
     return Y, texts
 
 
