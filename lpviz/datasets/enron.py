@@ -490,6 +490,14 @@ def _iter_maildir(root: Path, report: ReadReport, limits):
             yield relative, data
 
 
+class _Eager:
+    """A stream whose ``read`` returns what is ready (``read1``): at a truncation it hands over
+    every byte decompressed before it, so no complete message before the break is lost."""
+
+    def __init__(self, stream):
+        self.read = getattr(stream, "read1", stream.read)
+
+
 def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_partial):
     members_seen = complete = 0
     last = "none"
@@ -498,7 +506,7 @@ def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_pa
     # every 10 KB read, which makes skipping a 1.5 GB member take a minute instead of seconds.
     with open(path, "rb") as raw, (gzip.GzipFile(fileobj=raw) if compressed else raw) as stream:
         try:
-            with tarfile.open(fileobj=stream, mode="r|", bufsize=1 << 16) as archive:
+            with tarfile.open(fileobj=_Eager(stream), mode="r|", bufsize=1 << 16) as archive:
                 for member in archive:
                     members_seen += 1
                     if not member.isfile() or os.path.basename(member.name).startswith("."):
