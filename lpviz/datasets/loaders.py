@@ -91,10 +91,11 @@ _ENCODING = "utf-8-sig"  # tolerate a byte-order mark from spreadsheet exports
 # Counts are read as float64 from text: above 2**53 whole numbers are no longer exact.
 MAX_COUNT = 2**53
 
-# Memory a byte of text costs once parsed, per format (peak RSS over file size measured by
-# benchmarks/bench_loaders.py, rounded up): pandas' tables of float64 and Python strings, the
-# checks, the CSR or dense result and the labels.
-_TEXT_COST = {"edges": 24, "dense-csv": 16, "uci": 12, "mtx": 4}
+# Memory a byte of text costs once parsed, per format: peak RSS growth over file size on the
+# least favourable files (shortest fields), rounded up: edges "12,34" 14x, dense "0,1,0" 23x,
+# UCI "1 2 3" 10x. pandas' tables of float64 and Python strings, the checks, the CSR or dense
+# result and the labels. Matrix Market is bounded by its header (scipy.io.mmread parses in C).
+_TEXT_COST = {"edges": 24, "dense-csv": 32, "uci": 16, "mtx": 4}
 _LABEL_BYTES = 64  # one row/column name as a Python str in a list ("123456": 55 + 8 bytes)
 _CHECK_CHUNK = 1 << 20  # cells checked at a time, so checking never copies a whole matrix
 
@@ -480,7 +481,7 @@ def _read_table(path, sep, skiprows, columns, what, numeric_from=0):
     ``columns`` are the column names (their number is the expected field
     count), columns from ``numeric_from`` on are parsed as numbers.
     """
-    dtype = {c: (np.float64 if i >= numeric_from else str) for i, c in enumerate(columns)}
+    dtype = {c: (np.float64 if i >= numeric_from else object) for i, c in enumerate(columns)}
     try:
         return pd.read_csv(
             path, sep=r"\s+" if sep is None else sep, header=None, names=list(range(len(columns))),
@@ -574,24 +575,24 @@ def _load_edges(path, header):
         number = _row_line(path, sep, skiprows, row)
         return f"line {number}"
 
-    names = {}
-    for column, name in ((0, "source"), (1, "target")):
-        stripped = table[column].str.strip()
-        missing = stripped.isna() | (stripped == "")
-        if missing.any():
-            row = int(np.flatnonzero(missing.to_numpy())[0])
-            raise ValueError(f"{path}, {position(row)}: empty {name}; every line needs source and target "
-                             "(a ragged line?)")
-        names[name] = stripped.to_numpy(dtype=object)
-        del table[column]
+    n_lines = len(table)
+    # Names are hashed once (factorize) and only the distinct ones stripped and sorted: the
+    # work per line stays in C, a fixed-width numpy string array is never made.
+    codes, names = pd.factorize(np.concatenate([table[0].to_numpy(dtype=object), table[1].to_numpy(dtype=object)]))
+    stripped = np.asarray([str(name).strip() for name in names], dtype=object)
+    empty = np.append(stripped == "", True)  # code -1 (a missing cell) indexes the last entry
+    missing = empty[codes]
+    if missing.any():
+        line, column = _first_missing(np.flatnonzero(missing), n_lines)
+        raise ValueError(f"{path}, {position(line)}: empty {('source', 'target')[column]}; every line needs "
+                         "source and target (a ragged line?)")
     if n_fields == 3:
         counts = _check_count_values(table[2].to_numpy(), path, lambda index: position(index[0]))
     else:
-        counts = np.ones(len(table), dtype=np.int64)
-    n_lines = len(table)
+        counts = np.ones(n_lines, dtype=np.int64)
     del table
-    labels, codes = _actor_codes(np.concatenate([names["source"], names["target"]]))
-    del names
+    labels, rank = _actor_codes(stripped)
+    codes = rank[codes]
     n = len(labels)
     rows, cols = codes[:n_lines], codes[n_lines:]
     Y = sp.coo_matrix((counts, (rows, cols)), shape=(n, n)).tocsr()  # repeated pairs add up
@@ -611,14 +612,20 @@ def _skip_through_first_row(path, sep, skiprows):
     return skiprows
 
 
-def _actor_codes(names):
-    """Sorted actor names (numerically if all are integers) and each name's index.
+def _first_missing(flat, n_lines):
+    """(line, column) of the first empty name: sources are checked before targets."""
+    sources = flat[flat < n_lines]
+    return (int(sources[0]), 0) if sources.size else (int(flat[0]) - n_lines, 1)
 
-    Names stay Python strings (hashed by :func:`pandas.factorize`): a
-    fixed-width numpy string array would cost the longest name times the
-    number of lines.
+
+def _actor_codes(names):
+    """Sorted actor names (numerically if all are integers) and the rank of each given name.
+
+    Names that are equal once stripped become one actor. They stay Python
+    strings: a fixed-width numpy string array would cost the longest name
+    times the number of names.
     """
-    codes, unique = pd.factorize(names, sort=False)
+    codes, unique = pd.factorize(names)
     unique = np.asarray(unique, dtype=object)
     order = np.argsort(unique, kind="stable")  # lexicographic, as str comparison orders
     if all(_INT_RE.match(name) for name in unique):
