@@ -519,7 +519,8 @@ def write_for(path, payload):
 
 
 @PROPERTY
-@given(name=st.sampled_from(NAMES), payload=st.binary(max_size=3000), kind=st.sampled_from([None, None, *loaders.KINDS]))
+@given(name=st.sampled_from(NAMES), payload=st.binary(max_size=3000),
+       kind=st.sampled_from([None, None, *loaders.KINDS]))
 def test_random_bytes_never_escape_as_another_error(tmp_path_factory, small_budget, name, payload, kind):
     path = write_for(tmp_path_factory.mktemp("bytes") / name, payload)
     clear_error_or_valid(path, kind=kind)
@@ -615,7 +616,7 @@ DTYPES = ["<f8", "<i8", "|b1", "<u2", ">i4", "<f2", "<c16", "|O", "<U5", "|S3", 
 
 
 @PROPERTY
-@given(shape=st.lists(st.one_of(st.integers(0, 4), st.integers(10**6, 10**13)), max_size=3),
+@given(shape=st.lists(st.one_of(st.integers(0, 4), st.integers(10**6, 10**13), st.just(-1)), max_size=3),
        dtype=st.sampled_from(DTYPES), key=st.sampled_from(["Y", "Y_data", "data", "X"]), data=st.binary(max_size=64),
        extra=st.sampled_from([{}, {"model": "blocks"}, {"model": "nonsense"}, {"vocab": ["a"]}]))
 def test_random_npz_headers(tmp_path_factory, small_budget, shape, dtype, key, data, extra):

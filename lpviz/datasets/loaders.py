@@ -50,7 +50,6 @@ import codecs
 import functools
 import gzip
 import inspect
-import io
 import json
 import os
 import re
@@ -520,15 +519,13 @@ def _check_count_values(values, path, describe_position):
     values = np.asarray(values)
     if values.dtype.kind not in "biuf":
         raise ValueError(f"{path}: counts of type {values.dtype} cannot be read; save whole numbers")
-    flat = values.reshape(-1)
+    flat = values.reshape(-1) if values.dtype.kind != "b" else values[:0]  # booleans need no check
     for start in range(0, flat.size, _CHECK_CHUNK):
         chunk = flat[start: start + _CHECK_CHUNK]
         if values.dtype.kind == "f":
             bad = ~np.isfinite(chunk) | (chunk < 0) | (chunk != np.floor(chunk)) | (chunk >= MAX_COUNT)
-        elif values.dtype.kind in "iu":
-            bad = (chunk < 0) | (chunk >= MAX_COUNT)
         else:
-            continue
+            bad = (chunk < 0) | (chunk >= MAX_COUNT)
         if bad.any():
             offset = int(np.flatnonzero(bad)[0])
             index = np.unravel_index(start + offset, values.shape)
@@ -864,6 +861,8 @@ def _npy_header(archive, name, path):
     if dtype.hasobject:
         raise ValueError(f"{path}: holds Python objects (pickled), which lpviz does not load for "
                          "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"{path}: member {name!r} declares the shape {tuple(shape)}; {_NPZ_SAVE_HINT}")
     return tuple(int(n) for n in shape), dtype
 
 
