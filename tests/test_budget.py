@@ -95,3 +95,15 @@ def test_largest_square_that_fits(monkeypatch):
     assert largest_square_that_fits(1) == 1024
     with pytest.raises(ValueError, match="positive"):
         largest_square_that_fits(0)
+
+
+def test_a_container_limit_below_the_ram_is_what_counts(tmp_path, monkeypatch):
+    limit_file = tmp_path / "memory.max"
+    monkeypatch.setattr(budget, "_CGROUP_LIMITS", (str(tmp_path / "absent"), str(limit_file)))
+    limit_file.write_text("1073741824\n")
+    assert budget.physical_memory() == 2**30
+    monkeypatch.delenv("LPVIZ_MEMORY_LIMIT", raising=False)
+    assert budget.memory_limit() == int(2**30 * 0.6)
+    for unlimited in ("max\n", "9223372036854771712\n", "0\n"):  # no limit, v1's "no limit", nonsense
+        limit_file.write_text(unlimited)
+        assert budget.physical_memory() > 2**30
