@@ -15,10 +15,19 @@ the first empty line (CRLF or LF), folded lines are unfolded, header names
 are case-insensitive, ``quoted-printable`` and ``base64`` bodies are decoded,
 the declared charset is used (unknown charsets fall back to cp1252, never an
 error), ``multipart`` messages keep their text parts. Messages that cannot be
-used are skipped and counted by reason in a :class:`ReadReport`; one bad file
-never stops a build. The same message sits in several folders of the CMU
-release: messages are de-duplicated by Message-ID (first one read wins;
-messages without a Message-ID are keyed by a hash of their bytes).
+used are skipped and counted by reason in a :class:`ReadReport`; one bad
+message never stops a build. A truncated or corrupt archive does: it is an
+error naming where it stops, unless ``allow_partial=True`` (then the messages
+before the break are used, reported as partial and never cached). The same
+message sits in several folders of the CMU release: messages are
+de-duplicated by Message-ID (first one read wins; messages without a
+Message-ID are keyed by a hash of their bytes).
+
+Hostile sources are bounded: a message above ``max_message_bytes`` (10 MiB)
+is skipped without being read into memory, the messages read add up to at
+most the memory limit, the parsed corpus and the dense network are checked
+against the memory budget (:mod:`lpviz.budget`) as they grow, and maildir
+symlinks that lead out of the maildir are not followed.
 
 Tokenization (kept in ``CountData.info["tokenization"]``), applied to the
 body only (not the subject):
