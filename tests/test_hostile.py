@@ -641,3 +641,15 @@ def test_random_edge_lists_and_tables(tmp_path_factory, small_budget, lines, sep
     path.write_text("".join(sep.join(line) + "\n" for line in lines))
     clear_error_or_valid(path, header=header)
     clear_error_or_valid(path, kind="dense-csv", header=header)
+
+
+def test_a_long_running_process_tidies_the_cache_again(tmp_path):
+    cache.save_arrays("entry", {"x": np.arange(3)}, cache_dir=tmp_path)  # opened: tidied now
+    stale = tmp_path / ".entry.npz.4242.0123abcd.tmp"
+    stale.write_bytes(b"left by a process killed after the first tidy")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    assert cache.load_arrays("entry", cache_dir=tmp_path) is not None
+    assert stale.exists()  # tidied less than 10 minutes ago: no scan on every use
+    cache._tidied[tmp_path] -= 601  # ten minutes later
+    assert cache.load_arrays("entry", cache_dir=tmp_path) is not None
+    assert not stale.exists()

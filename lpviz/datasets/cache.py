@@ -26,7 +26,8 @@ Housekeeping, so the cache never needs a person:
   touches its entry); other files in the directory are never counted or
   removed;
 - temporary files older than an hour (left by a killed process) are removed
-  the first time a process uses the directory;
+  when a process opens the directory (again every 10 minutes in a process
+  that lives long, such as the dashboard's server);
 - a directory that cannot be written is reported once with a warning and the
   work goes on without caching;
 - results built from partial input (meta ``"partial": True``) are never
@@ -44,6 +45,7 @@ import hashlib
 import io
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -96,15 +98,17 @@ def cache_limit() -> int:
                          f"{format_bytes(DEFAULT_LIMIT)}") from None
 
 
-_opened = set()  # directories this process has tidied
+_tidied = {}  # directory -> when this process last removed stale temporaries from it
+_TIDY_EVERY = 600.0  # seconds: a long-running server tidies again, a scan per write is not needed
 _warned_unwritable = set()
 
 
 def _open(directory: Path) -> None:
-    """First use of ``directory`` in this process: remove temporaries a killed process left."""
-    if directory in _opened:
+    """Opening ``directory`` (at most every 10 min): remove temporaries a killed process left."""
+    now = time.monotonic()
+    if now - _tidied.get(directory, -_TIDY_EVERY) < _TIDY_EVERY:
         return
-    _opened.add(directory)
+    _tidied[directory] = now
     remove_stale_temporaries(directory, STALE_TEMPORARY_SECONDS)
 
 
