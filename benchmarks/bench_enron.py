@@ -9,7 +9,9 @@ The plain reference reads the same tarball and parses every message with the
 stdlib ``email`` package (headers, addresses and text payload only, no
 tokenization): the parsing a straightforward implementation would do.
 
-    .venv/bin/python benchmarks/bench_enron.py [--source PATH] [--reference-limit N]
+    .venv/bin/python benchmarks/bench_enron.py [--source PATH] [--reference-limit N] [--src TREE]
+
+``--src`` measures the ``lpviz`` package of another checkout (default: this one's).
 """
 
 import argparse
@@ -26,9 +28,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+# this checkout's lpviz (or, with --src, another one's), not whatever is installed
+SOURCE_TREE = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(REPO)
+sys.path.insert(0, SOURCE_TREE)
 
 RELOAD = """
 import sys, time
+sys.path.insert(0, sys.argv[3])
 from lpviz.datasets import build_enron_network, build_enron_topics
 source, store = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
@@ -66,6 +72,7 @@ def main():
     parser.add_argument("--source", default=str(DEFAULT_SOURCE), help="tarball, maildir or emails.csv")
     parser.add_argument("--reference-limit", type=int, default=20000,
                         help="messages the stdlib reference parses (0: all); its rate is extrapolated")
+    parser.add_argument("--src", default=None, help="folder holding the lpviz package to measure")
     args = parser.parse_args()
     source = Path(args.source)
     if not source.exists():
@@ -84,14 +91,14 @@ def main():
         network = build_enron_network(source, cache_dir=store)
         network_seconds = time.perf_counter() - start
         build_peak = peak_mib()
-        reload = subprocess.run([sys.executable, "-c", RELOAD, str(source), store], capture_output=True,
-                                text=True, check=True)
+        reload = subprocess.run([sys.executable, "-c", RELOAD, str(source), store, SOURCE_TREE],
+                                capture_output=True, text=True, check=True)
         reload_seconds = float(reload.stdout.split()[0])
         cache_mib = sum(p.stat().st_size for p in Path(store).iterdir()) / 2**20
 
     n_messages = corpus.report["n_read"]
     total = parse_seconds + topics_seconds + network_seconds
-    print(f"source: {source} ({n_messages} messages, {len(corpus)} kept)")
+    print(f"lpviz from {SOURCE_TREE}; source: {source} ({n_messages} messages, {len(corpus)} kept)")
     print(f"read + parse + tokenize (once, cached): {parse_seconds:7.2f} s "
           f"({n_messages / parse_seconds:,.0f} messages/s)")
     print(f"topic matrix {topics.shape[0]}x{topics.shape[1]} ({topics.Y.nnz:,} nonzeros): "

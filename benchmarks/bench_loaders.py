@@ -1,6 +1,14 @@
 """Speed and memory of the generic loaders against plain references, on files written here.
 
     .venv/bin/python benchmarks/bench_loaders.py [--nnz 3710420]
+    .venv/bin/python benchmarks/bench_loaders.py --hostile [--src TREE] [--address-limit 8G]
+
+``--hostile`` runs every hostile-input case of issue 9 (memory bombs,
+truncations, bad bytes), each in its own process with its address space
+capped (so a loader without bounds meets MemoryError, not the OOM killer),
+and prints what the user gets, the time, the peak traced memory and the peak
+RSS. ``--src`` points at another checkout's ``lpviz`` to measure it the same
+way (how the "before" column of the issue's table was made).
 
 The default size is the UCI Enron bag-of-words (39,861 emails, 28,102 words,
 3,710,420 nonzeros). Loads a UCI docword file and the same counts as Matrix
@@ -11,6 +19,11 @@ factor of the references.
 """
 
 import argparse
+import gzip
+import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -20,7 +33,13 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from lpviz.datasets import load_counts
+REPO = Path(__file__).resolve().parents[1]
+ENRON_SUBSET = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+# this checkout's lpviz (or, with --src, another one's), not whatever is installed
+sys.path.insert(0, sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(REPO))
+sys.path.insert(1, str(REPO / "tests"))
+
+from lpviz.datasets import load_counts  # noqa: E402
 
 
 def measure(function):
@@ -59,12 +78,208 @@ def reference_uci(path):
     return sp.csr_matrix((table[:, 2], (table[:, 0] - 1, table[:, 1] - 1)), shape=(n_docs, n_words))
 
 
+# ---------------------------------------------------------------- hostile input
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _build_hostile(folder):
+    """name -> (what it is, path). The builders write small files that declare or expand to a lot."""
+    import hostile_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    built = {}
+
+    def add(name, what, path):
+        built[name] = (what, path)
+
+    add("mtx-1e12", "85-byte .mtx declaring 1e12 x 1e12",
+        _write(folder / "huge.mtx", "%%MatrixMarket matrix coordinate integer general\n"
+                                    "1000000000000 1000000000000 1\n1 1 1\n"))
+    add("mtx-50k-array", ".mtx array header 50,000 x 50,000 (dense)",
+        _write(folder / "dense50k.mtx", "%%MatrixMarket matrix array integer general\n50000 50000\n1\n"))
+    add("mtx-50k-dense", ".mtx 50,000 x 50,000, 1 entry, then .dense()",
+        _write(folder / "coord50k.mtx", "%%MatrixMarket matrix coordinate integer general\n50000 50000 1\n1 1 1\n"))
+    (folder / "vocab.huge.txt").write_text("a\n")
+    add("uci-1e12", "UCI docword declaring 1e12 documents",
+        _write(folder / "docword.huge.txt", "1000000000000\n1\n1\n1 1 1\n"))
+    add("npz-ones", ".npz of ones 21,000 x 21,000 float64 (3.5 GB inside)",
+        hostile_files.npz_bomb(folder / "ones.npz"))
+    add("npz-liar", ".npz whose Y header declares 1e12 x 1e12",
+        hostile_files.npy_header_only_npz(folder / "liar.npz", (10**12, 10**12)))
+    add("edges-30k", "edge list with 30,000 actors, then .dense()",
+        _write(folder / "ring.csv", "".join(f"{i},{(i + 1) % 30000}\n" for i in range(30000))))
+    add("edges-longname", "edge list, 50,000 lines, one 200,000-character name",
+        _write(folder / "longname.csv", "".join(f"x{i},y{i}\n" for i in range(50000)) + "A" * 200000 + ",b\n"))
+    add("csv-gzip-bomb", ".csv.gz of 10 GB of 'a,b,1' lines",
+        hostile_files.gzip_bomb(folder / "bomb.csv.gz", total=10 * 10**9))
+    add("tar-1.5g", "tar.gz with a 1.5 GB message among 4 emails",
+        hostile_files.tar_bomb(folder / "bomb.tar.gz", member_bytes=1_500_000_000))
+    whole = gzip.compress("".join(f"a{i},b{i},1\n" for i in range(200000)).encode())
+    (folder / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
+    add("csv-gz-truncated", ".csv.gz cut in half", folder / "cut.csv.gz")
+    add("csv-latin1-deep", ".csv with a Latin-1 byte on line 5,000",
+        folder / "latin.csv")
+    (folder / "latin.csv").write_bytes("".join(f"a{i},b{i},1\n" for i in range(4999)).encode()
+                                       + "jos\xe9,ana,1\n".encode("latin-1"))
+    if ENRON_SUBSET.is_file():
+        data = ENRON_SUBSET.read_bytes()
+        (folder / "enron_half.tar.gz").write_bytes(data[: len(data) // 2])
+        add("tar-truncated", "the shared Enron subset cut in half, build-enron network",
+            folder / "enron_half.tar.gz")
+    return built
+
+
+def _hostile_action(name, path):
+    """What a user would do with the file (the same calls exist before and after issue 9)."""
+    if name.endswith("-dense"):
+        return lambda: load_counts(path).dense()
+    if name == "tar-1.5g":
+        from lpviz.datasets import read_emails
+
+        def read():
+            emails, report = read_emails(path)
+            n = sum(1 for _ in emails)
+            return f"{n} emails kept; {report}"
+        return read
+    if name == "tar-truncated":
+        from lpviz.datasets import build_enron_network
+
+        def build():
+            cache = path.parent / "cache"
+            data = build_enron_network(path, cache_dir=cache)
+            entries = sorted(p.name.split("-")[1] for p in cache.glob("*.npz"))
+            return (f"{data.shape[0]} actors from {data.info['report']['n_read']:,} messages; cached: "
+                    f"{', '.join(entries) or 'nothing'}")
+        return build
+    return lambda: load_counts(path)
+
+
+def _run_case(name, folder):
+    """In the child process: run one case, print outcome | seconds | traced peak | RSS peak.
+
+    Timed without tracemalloc (which slows allocation-heavy code several times), then run
+    again under tracemalloc for the peak when the first run took under a minute.
+    """
+    import warnings
+
+    built = _build_hostile_paths(folder)
+
+    def attempt():
+        action = _hostile_action(name, built[name])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = time.perf_counter()
+            try:
+                outcome = f"ok: {_describe(action())}"
+            except BaseException as error:  # noqa: BLE001  (the point is to see what escapes)
+                outcome = f"{type(error).__name__}: {error}"
+            seconds = time.perf_counter() - start
+        if caught:
+            outcome += f" [warning: {caught[0].message}]"
+        return outcome, seconds
+
+    outcome, seconds = attempt()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = -1
+    if seconds < 60:
+        _clear_cache(folder)
+        tracemalloc.start()
+        attempt()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    print(f"{outcome.replace(chr(10), ' ')}\t{seconds:.2f}\t{peak}\t{rss}")
+
+
+def _clear_cache(folder):
+    for path in (folder / "cache").glob("*") if (folder / "cache").is_dir() else ():
+        path.unlink()
+
+
+def _build_hostile_paths(folder):
+    names = {"mtx-1e12": "huge.mtx", "mtx-50k-array": "dense50k.mtx", "mtx-50k-dense": "coord50k.mtx",
+             "uci-1e12": "docword.huge.txt", "npz-ones": "ones.npz", "npz-liar": "liar.npz",
+             "edges-30k": "ring.csv", "edges-30k-dense": "ring.csv", "edges-longname": "longname.csv",
+             "csv-gzip-bomb": "bomb.csv.gz", "tar-1.5g": "bomb.tar.gz", "csv-gz-truncated": "cut.csv.gz",
+             "csv-latin1-deep": "latin.csv", "tar-truncated": "enron_half.tar.gz"}
+    return {name: folder / file for name, file in names.items()}
+
+
+def _describe(result):
+    if hasattr(result, "shape") and hasattr(result, "model"):
+        kind = "sparse" if hasattr(result.Y, "nnz") else "dense"
+        return f"CountData {result.shape[0]:,} x {result.shape[1]:,} ({kind})"
+    if hasattr(result, "shape"):
+        return f"array {result.shape}"
+    return str(result)
+
+
+def _parse_size(text):
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    text = text.strip().lower().rstrip("ib")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def hostile(args):
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lpviz-hostile-"))
+    start = time.perf_counter()
+    built = _build_hostile(folder)
+    cases = dict(built)
+    cases["edges-30k-dense"] = ("the same, then .dense()", built["edges-30k"][1])
+    del cases["edges-30k"]
+    if args.cases:
+        cases = {name: cases[name] for name in args.cases}
+    print(f"files written to {folder} in {time.perf_counter() - start:.1f} s; lpviz from "
+          f"{args.src or REPO}; address space capped at {args.address_limit}; "
+          f"LPVIZ_MEMORY_LIMIT={os.environ.get('LPVIZ_MEMORY_LIMIT', '(unset: 60% of RAM)')}")
+    limit = _parse_size(args.address_limit)
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    for name, (what, path) in cases.items():
+        _clear_cache(folder)
+        command = [sys.executable, __file__, "--run-case", name, "--dir", str(folder)]
+        if args.src:
+            command += ["--src", args.src]
+        try:
+            child = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, preexec_fn=cap)
+            fields = child.stdout.strip().rsplit("\t", 3)
+            if child.returncode != 0 or len(fields) != 4:
+                tail = (child.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  died with code "
+                      f"{child.returncode}: {tail}")
+                continue
+            outcome, seconds, peak, rss = fields
+            traced = f"traced peak {int(peak) / 2**20:.1f} MiB" if int(peak) >= 0 else "not traced (slow)"
+            print(f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  {outcome[:600]}\n"
+                  f"  {float(seconds):.2f} s, {traced}, max RSS {int(rss) / 2**20:.0f} MiB")
+        except subprocess.TimeoutExpired:
+            print(f"\n{name}: {what}\n  still running after {args.timeout} s: killed")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=39861)
     parser.add_argument("--words", type=int, default=28102)
     parser.add_argument("--nnz", type=int, default=3710420)
+    parser.add_argument("--hostile", action="store_true", help="run the hostile-input cases instead")
+    parser.add_argument("--cases", nargs="*", help="only these hostile cases")
+    parser.add_argument("--src", default=None, help="folder holding the lpviz package to measure")
+    parser.add_argument("--keep", default=None, help="write the hostile files here (and keep them)")
+    parser.add_argument("--address-limit", default="8G", help="address space of each case's process")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed")
+    parser.add_argument("--run-case", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run_case:
+        _run_case(args.run_case, Path(args.dir))
+        return
+    if args.hostile:
+        hostile(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         docword, mtx, truth = write_files(Path(tmp), args.docs, args.words, args.nnz)
         print(f"{truth.shape[0]:,} x {truth.shape[1]:,}, {truth.nnz:,} nonzeros "

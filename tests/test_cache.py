@@ -79,10 +79,15 @@ def test_damaged_entries_are_detected_removed_and_rebuilt(tmp_path, damage):
         calls.append(1)
         return sample_arrays(), {"rebuilt": True}
 
-    arrays, meta, hit = cache.cached("entry", build, cache_dir=tmp_path)
-    assert (hit, calls, meta) == (False, [1], {"rebuilt": True})
-    arrays, meta, hit = cache.cached("entry", build, cache_dir=tmp_path)
-    assert (hit, calls) == (True, [1]) and arrays["labels"] == sample_arrays()["labels"]
+    arrays, meta, status = cache.cached("entry", build, cache_dir=tmp_path)
+    assert (status, calls, meta) == ("built", [1], {"rebuilt": True})  # load_arrays removed it: a miss
+    arrays, meta, status = cache.cached("entry", build, cache_dir=tmp_path)
+    assert (status, calls) == ("hit", [1]) and arrays["labels"] == sample_arrays()["labels"]
+    damage(tmp_path / "entry.npz")
+    with pytest.warns(RuntimeWarning, match="rebuilding"):
+        arrays, meta, status = cache.cached("entry", build, cache_dir=tmp_path)
+    assert (status, calls) == ("rebuilt", [1, 1])  # found damaged by cached itself: said so
+    assert cache.cached("entry", build, cache_dir=tmp_path)[2] == "hit"
 
 
 def test_keys_follow_kind_and_parameters():

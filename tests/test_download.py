@@ -1,6 +1,7 @@
 """fetch_enron against a loopback HTTP server serving a small tarball: never the real network."""
 
 import gzip
+import hashlib
 import io
 import os
 import tarfile
@@ -9,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lpviz.datasets.download import fetch_enron
+from lpviz.datasets.download import fetch_enron, file_hash
 
 
 def _small_tarball():
@@ -197,3 +198,53 @@ def test_default_destination_is_the_data_cache_folder(server, tmp_path, monkeypa
     path = _fetch(server, None)
     assert path == tmp_path / "cache" / "enron.tar.gz"
     assert path.read_bytes() == server.payload
+
+
+# --- checksums ------------------------------------------------------------------------------
+
+def test_known_hash_accepts_the_right_file_even_after_a_resume(server, tmp_path):
+    digest = hashlib.sha256(server.payload).hexdigest()
+    server.cut_first = 1  # the hash covers the bytes of both transfers
+    path = _fetch(server, tmp_path / "enron.tar.gz", retries=1, known_hash=f"sha256:{digest}")
+    assert path.read_bytes() == server.payload and len(server.ranges) == 2
+    assert file_hash(path) == digest
+    md5 = hashlib.md5(server.payload).hexdigest()
+    assert _fetch(server, tmp_path / "md5.tar.gz", known_hash=f"md5:{md5.upper()}").exists()
+    assert _fetch(server, tmp_path / "bare.tar.gz", known_hash=digest).exists()  # bare hex is SHA-256
+
+
+def test_known_hash_mismatch_deletes_the_download_and_says_so(server, tmp_path):
+    wrong = hashlib.sha256(b"another release").hexdigest()
+    dest = tmp_path / "enron.tar.gz"
+    with pytest.raises(ValueError, match=rf"has sha256 {hashlib.sha256(server.payload).hexdigest()}, not the "
+                                         rf"known {wrong}: the file was deleted.*check the URL and the hash"):
+        _fetch(server, dest, known_hash=f"sha256:{wrong}")
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its .part is kept
+
+
+def test_known_hash_checks_an_existing_file_without_touching_it(server, tmp_path):
+    dest = tmp_path / "enron.tar.gz"
+    dest.write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match="its sha256 is .*not the known .*does not overwrite"):
+        _fetch(server, dest, known_hash="sha256:" + hashlib.sha256(server.payload).hexdigest())
+    assert dest.read_bytes() == b"mine" and server.ranges == []
+    assert _fetch(server, dest, known_hash="sha256:" + hashlib.sha256(b"mine").hexdigest()) == dest
+
+
+@pytest.mark.parametrize("known_hash, error, message", [
+    ("sha256:abc", ValueError, "a sha256 checksum is 64 hex digits"),
+    ("crc32:" + "0" * 8, ValueError, "unknown algorithm 'crc32'"),
+    ("sha256:" + "g" * 64, ValueError, "64 hex digits"),
+    (12, TypeError, "known_hash must be a string"),
+])
+def test_malformed_known_hash_is_refused_before_any_request(server, tmp_path, known_hash, error, message):
+    with pytest.raises(error, match=message):
+        _fetch(server, tmp_path / "enron.tar.gz", known_hash=known_hash)
+    assert server.ranges == [] and list(tmp_path.iterdir()) == []
+
+
+def test_destination_in_a_missing_folder_is_refused(server, tmp_path):
+    # deliberately changed: the folder tree used to be created silently
+    with pytest.raises(FileNotFoundError, match=r"the folder .*nowhere does not exist"):
+        _fetch(server, tmp_path / "nowhere" / "enron.tar.gz")
+    assert server.ranges == [] and not (tmp_path / "nowhere").exists()

@@ -6,6 +6,7 @@ import email.policy
 import email.utils
 import gzip
 import io
+import re
 import tarfile
 import warnings
 
@@ -349,17 +350,29 @@ def test_network_bad_parameters(tmp_path):
         build_enron_network(corpus, min_count="100", cache_dir=False)
 
 
-def test_truncated_tarball_keeps_what_was_read_and_warns(tmp_path):
+def test_truncated_tarball_is_an_error_unless_partial_input_is_allowed(tmp_path):
+    # Deliberately changed: a truncated archive used to give a warning and a corpus that looked
+    # complete (and was cached as such); it is now an error naming where it stops.
     many = [(f"user/sent/{i}.", message([f"Message-ID: <{i}@x>", "From: a@x.com", "To: b@x.com"],
                                         f"message number {i} " + "word " * 400), "")
             for i in range(200)]
     path = write_tarball(tmp_path / "full.tar.gz", many)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
+    emails, report = read_emails(path)
+    with pytest.raises(ValueError) as error:
+        list(emails)
+    complete = int(re.search(r"after (\d+) complete messages", str(error.value)).group(1))
+    assert 0 < complete < 200
+    assert re.search(rf"full.tar.gz: the archive is truncated or corrupt: it stops after {complete} complete "
+                     rf"messages \(the last one maildir/user/sent/{complete - 1}\.\), [\d,]+ bytes into the "
+                     rf"unpacked archive; the file has {len(data) // 2:,} bytes .*lpviz fetch-enron.*"
+                     r"allow_partial=True \(--allow-partial\)", str(error.value)), error.value
     with pytest.warns(RuntimeWarning, match="truncated or corrupt"):
-        emails, report = read_emails(path)
+        emails, report = read_emails(path, allow_partial=True)
         parsed = list(emails)
-    assert 0 < len(parsed) < 200 and report.skipped["archive_truncated"] == 1
+    assert len(parsed) == complete and report.skipped["archive_truncated"] == 1
+    assert report.partial and "stops after" in report.stopped and "PARTIAL" in str(report)
 
 
 # --- the shared real file ---------------------------------------------------------------------

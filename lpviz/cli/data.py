@@ -20,12 +20,15 @@ def register(subparsers):
         "fetch-enron", help="download the CMU Enron email tarball (resumable)",
         description="Download the CMU Enron release over HTTP with a progress bar. An interrupted "
                     "download resumes from DEST.part; the file is moved into place only when its "
-                    "size checks out. An existing file is returned untouched.")
+                    "size (and --known-hash) checks out. An existing file is returned untouched.")
     fetch.add_argument("--dest", type=Path, default=None,
                        help="file or existing folder (default: the data cache folder, LPVIZ_DATA_DIR)")
     fetch.add_argument("--url", default=DEFAULT_URL, help="where to download from (default: %(default)s)")
     fetch.add_argument("--expected-size", type=int, default=None, metavar="BYTES",
                        help="refuse a file of any other size")
+    fetch.add_argument("--known-hash", default=None, metavar="sha256:HEX",
+                       help="refuse (and delete) a download with any other checksum; without it the "
+                            "SHA-256 of the file is printed on stderr, to pin it next time")
     fetch.add_argument("--retries", type=int, default=3, help="automatic resumes (default: %(default)s)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     fetch.set_defaults(func=_fetch_enron)
@@ -53,21 +56,26 @@ def register(subparsers):
     build.add_argument("--output", type=Path, default=None, metavar="FILE.npz",
                        help="also save the matrix (reload with lpviz.datasets.load_counts or --data FILE.npz)")
     build.add_argument("--force", action="store_true", help="replace an existing --output file")
+    build.add_argument("--allow-partial", action="store_true",
+                       help="use a truncated archive's messages before the break (else an error); "
+                            "nothing partial is cached")
     build.add_argument("--json", action="store_true", help="print the summary as JSON")
     build.set_defaults(func=_build_enron)
 
 
 def _fetch_enron(args):
-    from lpviz.datasets.download import fetch_enron
+    from lpviz.datasets.download import fetch_enron, file_hash
 
     if args.retries < 0:
         raise CLIError(f"--retries must be >= 0, got {args.retries}")
     try:
-        path = fetch_enron(args.dest, url=args.url, expected_size=args.expected_size,
+        path = fetch_enron(args.dest, url=args.url, expected_size=args.expected_size, known_hash=args.known_hash,
                            progress=not args.no_progress, retries=args.retries)
     except OSError as error:  # unreachable server, HTTP error, interrupted, existing file
         raise CLIError(str(error)) from None
     print(path)
+    if args.known_hash is None:
+        print(f"sha256:{file_hash(path)} (check it next time with --known-hash)", file=sys.stderr)
     return 0
 
 
@@ -90,29 +98,36 @@ def _build_enron(args):
             raise CLIError(f"--output {args.output}: give a file name ending in .npz")
         if args.output.exists() and not args.force:
             raise CLIError(f"--output {args.output} already exists; choose another name or pass --force to replace it")
+        if not args.output.parent.is_dir():  # before the build, not after it
+            raise CLIError(f"--output {args.output}: the folder {args.output.parent} does not exist; "
+                           "create it first or choose a path in an existing folder")
     if args.no_cache and args.cache_dir is not None:
         raise CLIError("--no-cache and --cache-dir contradict each other; give one")
     cache_dir = False if args.no_cache else args.cache_dir
     cache_folder = resolve_cache_dir(cache_dir)
-    before = _cache_entries(cache_folder)
+    statuses = {}
+
+    def on_cache(entry, status):
+        statuses[entry] = status
 
     start = time.perf_counter()
+    common = {"cache_dir": cache_dir, "allow_partial": args.allow_partial, "on_cache": on_cache}
     if args.matrix == "topics":
         options = {**_TOPIC_DEFAULTS, **given}
         data = build_enron_topics(args.source, n_docs=options["n_docs"], n_words=options["n_words"],
                                   min_tokens=options["min_tokens"], max_df=options["max_df"],
-                                  random_state=options["seed"], cache_dir=cache_dir)
+                                  random_state=options["seed"], **common)
     else:
         options = {**_NETWORK_DEFAULTS, **given}
-        data = build_enron_network(args.source, min_count=options["min_count"], cache_dir=cache_dir)
+        data = build_enron_network(args.source, min_count=options["min_count"], **common)
     seconds = time.perf_counter() - start
-    # the cache writes entries only when it had to build: new entries mean a miss
-    cache = "off" if cache_folder is None else ("built" if _cache_entries(cache_folder) - before else "hit")
+    cache = statuses.get("matrix", "off")
+    corpus_cache = statuses.get("corpus")
 
     if args.output is not None:
         from lpviz.datasets.loaders import save_counts
         save_counts(data, args.output, overwrite=args.force)
-    summary = _summary(args, data, options, seconds, cache, cache_folder)
+    summary = _summary(args, data, options, seconds, cache, corpus_cache, cache_folder)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -120,13 +135,7 @@ def _build_enron(args):
     return 0
 
 
-def _cache_entries(folder):
-    if folder is None or not folder.is_dir():
-        return set()
-    return {path.name for path in folder.glob("*.json")}
-
-
-def _summary(args, data, options, seconds, cache, cache_folder):
+def _summary(args, data, options, seconds, cache, corpus_cache, cache_folder):
     Y = data.Y
     nnz = int(Y.nnz) if hasattr(Y, "nnz") else int((Y != 0).sum())
     report = data.info.get("report", {})
@@ -141,9 +150,21 @@ def _summary(args, data, options, seconds, cache, cache_folder):
         "note": data.info.get("note", ""),
         "seconds": round(seconds, 3),
         "cache": cache,
+        "corpus_cache": corpus_cache,
+        "partial": bool(report.get("partial")),
         "cache_dir": str(cache_folder) if cache_folder is not None else None,
         "output": str(args.output) if args.output is not None else None,
     }
+
+
+_CACHE_OUTCOMES = {  # lpviz.datasets.cache.STATUSES
+    "hit": "loaded from the cache",
+    "built": "built and cached",
+    "rebuilt": "rebuilt (the cached copy was damaged) and cached",
+    "uncached": "built, not cached (the cache folder cannot be written)",
+    "partial": "built from partial input, not cached",
+    "off": "built (no cache)",
+}
 
 
 def _print_summary(summary):
@@ -161,8 +182,13 @@ def _print_summary(summary):
             print(f"repaired: {notes}")
     if summary["note"]:
         print(f"note: {summary['note']}")
-    how = {"hit": "loaded from the cache", "built": "built and cached", "off": "built (no cache)"}[summary["cache"]]
-    where = f" in {summary['cache_dir']}" if summary["cache"] != "off" else ""
+    if summary["partial"]:
+        print(f"PARTIAL: {report.get('stopped', 'the input ended early')}; built from what came before "
+              "(--allow-partial), not cached")
+    how = _CACHE_OUTCOMES[summary["cache"]]
+    if summary["cache"] in ("built", "rebuilt") and summary["corpus_cache"] == "hit":
+        how += " (from the cached corpus)"
+    where = f" in {summary['cache_dir']}" if summary["cache"] not in ("off", "partial") else ""
     print(f"{how}{where}: {summary['seconds']:.2f} s")
     if summary["output"]:
         print(f"saved to {summary['output']}")

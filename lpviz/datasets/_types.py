@@ -29,8 +29,13 @@ class CountData:
         return self.Y.shape
 
     def dense(self):
-        """The counts as a dense int64 array."""
+        """The counts as a dense int64 array (checked against the memory budget first)."""
+        from lpviz.budget import check_memory, dense_bytes
+
         if sp.issparse(self.Y):
+            check_memory(dense_bytes(self.Y.shape, np.int64), f"{self.source or 'the counts'}: the dense "
+                         f"{self.Y.shape[0]:,} x {self.Y.shape[1]:,} matrix of {self.Y.nnz:,} nonzero counts",
+                         fix="Keep the counts sparse, or select fewer rows or columns.")
             return np.asarray(self.Y.toarray(), dtype=np.int64)
         return np.asarray(self.Y, dtype=np.int64)
 

@@ -18,6 +18,25 @@ reported with a warning, removed and treated as a miss, so the caller rebuilds.
 The default directory is ``$LPVIZ_DATA_DIR`` if set, else ``<repo>/data`` when
 that directory exists and is writable (a source checkout), else
 ``~/.cache/lpviz``. Pass ``cache_dir=False`` to any builder to skip caching.
+
+Housekeeping, so the cache never needs a person:
+
+- its size is capped (``$LPVIZ_CACHE_LIMIT``, default 4 GiB, e.g. ``500M``):
+  after each write the least recently used entries are removed (a load
+  touches its entry); other files in the directory are never counted or
+  removed;
+- temporary files older than an hour (left by a killed process) are removed
+  when a process opens the directory (again every 10 minutes in a process
+  that lives long, such as the dashboard's server);
+- a directory that cannot be written is reported once with a warning and the
+  work goes on without caching;
+- results built from partial input (meta ``"partial": True``) are never
+  stored, so they cannot answer for the complete input later.
+
+:func:`cached` says what happened: ``"hit"``, ``"built"`` (missing, built and
+stored), ``"rebuilt"`` (a damaged entry was replaced), ``"uncached"`` (built,
+could not be stored), ``"partial"`` (built from partial input, not stored) or
+``"off"`` (caching disabled).
 """
 
 from __future__ import annotations
@@ -26,14 +45,20 @@ import hashlib
 import io
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lpviz._files import atomic_write
+from lpviz._files import atomic_write, remove_stale_temporaries
+from lpviz.budget import format_bytes, parse_bytes
 
 CACHE_FORMAT = 1
+LIMIT_ENV_VAR = "LPVIZ_CACHE_LIMIT"
+DEFAULT_LIMIT = 4 * 2**30
+STALE_TEMPORARY_SECONDS = 3600.0
+STATUSES = ("hit", "built", "rebuilt", "uncached", "partial", "off")
 _STRINGS_SUFFIX = ".__strings__"
 _OFFSETS_SUFFIX = ".__offsets__"
 _REPO_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -61,6 +86,42 @@ def resolve_cache_dir(cache_dir) -> Path | None:
     return Path(cache_dir).expanduser()
 
 
+def cache_limit() -> int:
+    """The cache's size cap in bytes: ``LPVIZ_CACHE_LIMIT`` if set, else 4 GiB."""
+    text = os.environ.get(LIMIT_ENV_VAR, "").strip()
+    if not text:
+        return DEFAULT_LIMIT
+    try:
+        return parse_bytes(text)
+    except ValueError as error:
+        raise ValueError(f"{LIMIT_ENV_VAR}={text!r} is not a cache size: {error}; unset it for "
+                         f"{format_bytes(DEFAULT_LIMIT)}") from None
+
+
+_tidied = {}  # directory -> when this process last removed stale temporaries from it
+_TIDY_EVERY = 600.0  # seconds: a long-running server tidies again, a scan per write is not needed
+_warned_unwritable = set()
+
+
+def _open(directory: Path) -> None:
+    """Opening ``directory`` (at most every 10 min): remove temporaries a killed process left."""
+    now = time.monotonic()
+    if now - _tidied.get(directory, -_TIDY_EVERY) < _TIDY_EVERY:
+        return
+    _tidied[directory] = now
+    remove_stale_temporaries(directory, STALE_TEMPORARY_SECONDS)
+
+
+def _warn_unwritable(directory: Path, error: OSError) -> None:
+    if directory in _warned_unwritable:
+        return
+    _warned_unwritable.add(directory)
+    warnings.warn(f"lpviz cache directory {directory} cannot be written ({error.__class__.__name__}: "
+                  f"{error.strerror or error}); working without the cache. Set LPVIZ_DATA_DIR or pass "
+                  "cache_dir to a writable folder, or cache_dir=False to silence this", RuntimeWarning,
+                  stacklevel=4)
+
+
 def source_fingerprint(path) -> dict:
     """What identifies a source's content cheaply: path, size, mtime and a hash of its head.
 
@@ -79,7 +140,7 @@ def source_fingerprint(path) -> dict:
         for root, dirs, files in os.walk(path):
             dirs.sort()
             for name in sorted(files):
-                st = os.stat(os.path.join(root, name))
+                st = os.stat(os.path.join(root, name), follow_symlinks=False)
                 rel = os.path.relpath(os.path.join(root, name), path)
                 listing.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
                 n_files += 1
@@ -143,12 +204,16 @@ def save_arrays(key: str, arrays: dict, *, cache_dir=None, meta: dict | None = N
     """Store ``arrays`` (name -> ndarray or list of str) and JSON-able ``meta`` under ``key``.
 
     Returns the ``.npz`` path, or ``None`` when caching is off
-    (``cache_dir=False``). Only the entry's own two files are replaced.
+    (``cache_dir=False``) or the entry alone is larger than the cache limit
+    (with a warning). Only the entry's own two files are replaced, then the
+    least recently used entries are evicted down to the limit. Raises
+    :class:`OSError` when the directory cannot be written.
     """
     directory = resolve_cache_dir(cache_dir)
     if directory is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
+    _open(directory)
     data_path, manifest_path = _entry_paths(directory, key)
     buffer = io.BytesIO()
     np.savez(buffer, **_encode_arrays(arrays))
@@ -156,15 +221,74 @@ def save_arrays(key: str, arrays: dict, *, cache_dir=None, meta: dict | None = N
     manifest = {"format": CACHE_FORMAT, "key": key, "size": len(payload),
                 "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta or {}}
     manifest_bytes = json.dumps(manifest, sort_keys=True, default=str).encode()
+    limit = cache_limit()
+    if len(payload) + len(manifest_bytes) > limit:
+        warnings.warn(f"lpviz cache entry {key} ({format_bytes(len(payload))}) is larger than the cache limit "
+                      f"({format_bytes(limit)}, {LIMIT_ENV_VAR}); not cached", RuntimeWarning, stacklevel=3)
+        return None
     # The manifest goes last: an entry without a matching manifest is never trusted.
     atomic_write(data_path, lambda fh: fh.write(payload))
     atomic_write(manifest_path, lambda fh: fh.write(manifest_bytes))
+    evict(directory, limit, keep=key)
     return data_path
+
+
+def entries(directory) -> list:
+    """The cache entries in ``directory``, least recently used first: ``(last use, bytes, key)``.
+
+    Only pairs ``KEY.npz`` + ``KEY.json`` whose manifest names this cache
+    format and ``KEY`` count; anything else in the folder is not the cache's.
+    """
+    found = []
+    try:
+        manifests = list(Path(directory).glob("*.json"))
+    except OSError:
+        return found
+    for manifest_path in manifests:
+        key = manifest_path.stem
+        data_path = manifest_path.with_suffix(".npz")
+        try:
+            manifest = json.loads(manifest_path.read_bytes())
+            if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
+                continue
+            used = manifest_path.stat().st_mtime
+            size = manifest_path.stat().st_size + data_path.stat().st_size
+        except (OSError, ValueError):
+            continue
+        found.append((used, size, key))
+    return sorted(found)
+
+
+def evict(directory, limit=None, *, keep=None) -> list:
+    """Remove least recently used entries until the cache holds at most ``limit`` bytes.
+
+    ``limit`` defaults to :func:`cache_limit`; the entry ``keep`` (just
+    written) is never removed. Returns the removed keys.
+    """
+    limit = cache_limit() if limit is None else limit
+    found = entries(directory)
+    total = sum(size for _, size, _ in found)
+    removed = []
+    for _, size, key in found:
+        if total <= limit:
+            break
+        if key == keep:
+            continue
+        for path in _entry_paths(Path(directory), key)[::-1]:  # manifest first: never a trusted half
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                break
+        total -= size
+        removed.append(key)
+    return removed
 
 
 def _discard(directory: Path, key: str, reason: str) -> None:
     warnings.warn(f"lpviz cache entry {key} in {directory} is {reason}; rebuilding it", RuntimeWarning,
-                  stacklevel=3)
+                  stacklevel=4)
     for path in _entry_paths(directory, key):
         try:
             path.unlink()
@@ -172,51 +296,81 @@ def _discard(directory: Path, key: str, reason: str) -> None:
             pass
 
 
-def load_arrays(key: str, *, cache_dir=None):
-    """Return ``(arrays, meta)`` for a verified entry, or ``None`` if missing or bad.
-
-    A bad entry (unreadable manifest, other format, size or checksum mismatch,
-    unreadable arrays) is removed with a ``RuntimeWarning``.
-    """
-    directory = resolve_cache_dir(cache_dir)
-    if directory is None:
-        return None
+def _load(directory: Path, key: str):
+    """``((arrays, meta), "hit")``, ``(None, "missing")`` or ``(None, "damaged")`` (entry removed)."""
     data_path, manifest_path = _entry_paths(directory, key)
-    if not manifest_path.exists() and not data_path.exists():
-        return None
+    try:
+        if not manifest_path.exists() and not data_path.exists():
+            return None, "missing"
+    except OSError:  # a folder we may not look into: as if empty
+        return None, "missing"
+    _open(directory)
     try:
         manifest = json.loads(manifest_path.read_bytes())
     except (OSError, ValueError) as exc:
         _discard(directory, key, f"missing or unreadable manifest ({exc.__class__.__name__})")
-        return None
+        return None, "damaged"
     if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
         _discard(directory, key, "from another cache format or key")
-        return None
+        return None, "damaged"
     try:
         payload = data_path.read_bytes()
     except OSError:
         _discard(directory, key, "missing its data file")
-        return None
+        return None, "damaged"
     if len(payload) != manifest.get("size") or hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         _discard(directory, key, "corrupt (size or checksum mismatch)")
-        return None
+        return None, "damaged"
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
             arrays = _decode_arrays(npz)
     except Exception as exc:  # checksum passed but content unreadable: still never trusted
         _discard(directory, key, f"unreadable ({exc.__class__.__name__}: {exc})")
+        return None, "damaged"
+    try:
+        os.utime(manifest_path)  # last use, for the least-recently-used eviction
+    except OSError:
+        pass
+    return (arrays, manifest.get("meta", {})), "hit"
+
+
+def load_arrays(key: str, *, cache_dir=None):
+    """Return ``(arrays, meta)`` for a verified entry, or ``None`` if missing or bad.
+
+    A bad entry (unreadable manifest, other format, size or checksum mismatch,
+    unreadable arrays) is removed with a ``RuntimeWarning``. A hit marks the
+    entry as recently used.
+    """
+    directory = resolve_cache_dir(cache_dir)
+    if directory is None:
         return None
-    return arrays, manifest.get("meta", {})
+    return _load(directory, key)[0]
 
 
 def cached(key: str, build, *, cache_dir=None):
     """Load ``key`` or, on a miss, call ``build() -> (arrays, meta)`` and store it.
 
-    Returns ``(arrays, meta, hit)`` where ``hit`` says whether the cache answered.
+    Returns ``(arrays, meta, status)``, ``status`` one of :data:`STATUSES`:
+    ``"hit"``, ``"built"``, ``"rebuilt"`` (a damaged entry was replaced),
+    ``"uncached"`` (the directory cannot be written: warned once, the result
+    is still returned), ``"partial"`` (``meta["partial"]`` is true: never
+    stored) or ``"off"`` (``cache_dir=False``).
     """
-    found = load_arrays(key, cache_dir=cache_dir)
+    directory = resolve_cache_dir(cache_dir)
+    if directory is None:
+        arrays, meta = build()
+        return arrays, meta, "off"
+    found, state = _load(directory, key)
     if found is not None:
-        return found[0], found[1], True
+        return found[0], found[1], "hit"
     arrays, meta = build()
-    save_arrays(key, arrays, cache_dir=cache_dir, meta=meta)
-    return arrays, meta, False
+    if meta.get("partial"):
+        return arrays, meta, "partial"
+    try:
+        stored = save_arrays(key, arrays, cache_dir=directory, meta=meta)
+    except OSError as error:
+        _warn_unwritable(directory, error)
+        return arrays, meta, "uncached"
+    if stored is None:
+        return arrays, meta, "uncached"
+    return arrays, meta, "rebuilt" if state == "damaged" else "built"

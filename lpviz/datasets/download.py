@@ -1,13 +1,22 @@
-"""Download the CMU Enron release: resumable, size-checked, moved into place atomically.
+"""Download the CMU Enron release: resumable, size- and checksum-checked, moved into place atomically.
 
 Bytes go to ``DEST.part`` first. An interrupted transfer leaves that file
 behind and the next call (or the next retry) asks the server for the rest with
 an HTTP ``Range`` request; a server that ignores ``Range`` is downloaded again
 from the start. Only a file of the announced size (``Content-Length`` or the
-total in ``Content-Range``, and ``expected_size`` when given) is renamed to
-``DEST``, with :func:`os.replace`, so ``DEST`` is never a partial file.
+total in ``Content-Range``, and ``expected_size`` when given) and, when
+``known_hash`` is given, of that checksum is renamed to ``DEST``, with
+:func:`os.replace`, so ``DEST`` is never a partial or foreign file.
+
+Why not pooch (the ecosystem's downloader, a dependency of lpviz): pooch
+checks hashes in the same ``"sha256:HEX"`` form used here, but it retries a
+broken transfer from byte 0 (no ``Range`` requests). The CMU file is 423 MB
+from one university server; on a link that drops every few minutes pooch
+never finishes, this downloader does. The checksum is the part of pooch's
+design kept.
 """
 
+import hashlib
 import http.client
 import os
 import re
@@ -21,7 +30,7 @@ from tqdm.auto import tqdm
 
 from .cache import default_cache_dir
 
-__all__ = ["DEFAULT_URL", "fetch_enron"]
+__all__ = ["DEFAULT_URL", "fetch_enron", "file_hash"]
 
 DEFAULT_URL = "https://www.cs.cmu.edu/~enron/enron_mail_20150507.tar.gz"
 
@@ -33,7 +42,7 @@ class _Interrupted(Exception):
     """The transfer stopped early; what arrived is kept in the .part file."""
 
 
-def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, progress=True, timeout=60.0,
+def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, known_hash=None, progress=True, timeout=60.0,
                 retries=3, retry_wait=2.0, chunk_size=1 << 20):
     """Download the Enron tarball (about 423 MB for the CMU release) and return its path.
 
@@ -48,6 +57,12 @@ def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, progress=True
     expected_size : int, optional
         The size in bytes the file must have; checked against the server's
         announcement before downloading and against the result after.
+    known_hash : str, optional
+        The file's checksum as ``"ALGORITHM:HEX"`` (``"sha256:..."``; a bare
+        hex string is SHA-256), as pooch writes it. A download that does not
+        match is deleted and refused; so is checking an existing ``dest``.
+        Without it the SHA-256 of the result can be read with
+        :func:`file_hash`, to pin it next time.
     progress : bool
         Show a tqdm progress bar on stderr.
     timeout : float
@@ -73,21 +88,32 @@ def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, progress=True
         alone; move it away or choose another ``dest``.
     ValueError
         The server's size disagrees with ``expected_size``, or the server
-        sent more than it announced, or a ``.gz`` download is not gzip data.
+        sent more than it announced, or a ``.gz`` download is not gzip data,
+        or the download does not match ``known_hash`` (it is deleted), or
+        ``known_hash`` is not a checksum.
     ConnectionError
         The server cannot be reached, answers with an HTTP error, or the
         transfer kept breaking off after ``retries`` resumes.
     """
+    algorithm, digest = _parse_known_hash(known_hash)
     final = _destination(dest, url)
     if final.exists():
         if final.is_dir():
             raise IsADirectoryError(f"{final} is a folder; give a file name or an existing folder as dest")
         size = final.stat().st_size
-        if expected_size is None or size == expected_size:
-            return final
-        raise FileExistsError(f"{final} already exists with {size} bytes, not the expected {expected_size}; "
-                              "lpviz does not overwrite it: move it away or choose another dest")
-    final.parent.mkdir(parents=True, exist_ok=True)
+        if expected_size is not None and size != expected_size:
+            raise FileExistsError(f"{final} already exists with {size} bytes, not the expected {expected_size}; "
+                                  "lpviz does not overwrite it: move it away or choose another dest")
+        if digest is not None and file_hash(final, algorithm) != digest:
+            raise FileExistsError(f"{final} already exists but its {algorithm} is {file_hash(final, algorithm)}, "
+                                  f"not the known {digest}; lpviz does not overwrite it: move it away or "
+                                  "choose another dest")
+        return final
+    if dest is None:
+        final.parent.mkdir(parents=True, exist_ok=True)  # the cache folder: lpviz's own
+    elif not final.parent.is_dir():
+        raise FileNotFoundError(f"{final}: the folder {final.parent} does not exist; create it first or "
+                                "choose a path in an existing folder")
     part = final.with_name(final.name + ".part")
     failures = 0
     while True:
@@ -102,11 +128,44 @@ def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, progress=True
                                       f"{part}: run again to resume") from None
             time.sleep(retry_wait * 2 ** (failures - 1))
     _check_downloaded(part, url, total, expected_size)
+    if digest is not None:
+        got = file_hash(part, algorithm)
+        if got != digest:
+            part.unlink()
+            raise ValueError(f"download of {url} has {algorithm} {got}, not the known {digest}: the file was "
+                             "deleted. The server sent another file (a new release, an error page or "
+                             "tampering); check the URL and the hash")
     if final.exists():  # someone else finished first: keep theirs, never overwrite
         part.unlink()
         return final
     os.replace(part, final)
     return final
+
+
+def file_hash(path, algorithm="sha256"):
+    """The hex digest of a file, read a MiB at a time."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _parse_known_hash(known_hash):
+    """``"sha256:HEX"`` (or bare hex) -> (algorithm, lower-case hex); (None, None) when not given."""
+    if known_hash is None:
+        return "sha256", None
+    if not isinstance(known_hash, str):
+        raise TypeError(f"known_hash must be a string like 'sha256:HEX', got {type(known_hash).__name__}")
+    algorithm, _, digest = known_hash.strip().rpartition(":")
+    algorithm = algorithm.lower() or "sha256"
+    if algorithm not in hashlib.algorithms_guaranteed or algorithm.startswith("shake"):
+        raise ValueError(f"known_hash {known_hash!r}: unknown algorithm {algorithm!r}; write 'sha256:HEX'")
+    size = hashlib.new(algorithm).digest_size * 2
+    if not re.fullmatch(rf"[0-9a-fA-F]{{{size}}}", digest):
+        raise ValueError(f"known_hash {known_hash!r}: a {algorithm} checksum is {size} hex digits; "
+                         "write 'sha256:HEX'")
+    return algorithm, digest.lower()
 
 
 def _destination(dest, url):

@@ -15,10 +15,19 @@ the first empty line (CRLF or LF), folded lines are unfolded, header names
 are case-insensitive, ``quoted-printable`` and ``base64`` bodies are decoded,
 the declared charset is used (unknown charsets fall back to cp1252, never an
 error), ``multipart`` messages keep their text parts. Messages that cannot be
-used are skipped and counted by reason in a :class:`ReadReport`; one bad file
-never stops a build. The same message sits in several folders of the CMU
-release: messages are de-duplicated by Message-ID (first one read wins;
-messages without a Message-ID are keyed by a hash of their bytes).
+used are skipped and counted by reason in a :class:`ReadReport`; one bad
+message never stops a build. A truncated or corrupt archive does: it is an
+error naming where it stops, unless ``allow_partial=True`` (then the messages
+before the break are used, reported as partial and never cached). The same
+message sits in several folders of the CMU release: messages are
+de-duplicated by Message-ID (first one read wins; messages without a
+Message-ID are keyed by a hash of their bytes).
+
+Hostile sources are bounded: a message above ``max_message_bytes`` (10 MiB)
+is skipped without being read into memory, the messages read add up to at
+most the memory limit, the parsed corpus and the dense network are checked
+against the memory budget (:mod:`lpviz.budget`) as they grow, and maildir
+symlinks that lead out of the maildir are not followed.
 
 Tokenization (kept in ``CountData.info["tokenization"]``), applied to the
 body only (not the subject):
@@ -63,11 +72,12 @@ import base64
 import binascii
 import codecs
 import csv
+import gzip
 import hashlib
 import itertools
 import os
 import re
-import sys
+import stat
 import tarfile
 import warnings
 import zlib
@@ -78,6 +88,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, memory_limit
 
 from . import cache as _cache
 from ._types import CountData
@@ -128,10 +140,15 @@ class ReadReport:
 
     ``skipped`` reasons: ``"unparseable"`` (no RFC 822 header block),
     ``"unreadable"`` (I/O error or a broken archive member), ``"empty"``
-    (zero bytes), ``"duplicate_message_id"``, ``"archive_truncated"`` (the
-    archive ends early: what came before is kept, with a warning). ``notes`` count things that
-    were repaired, e.g. ``"unknown_charset"``, ``"no_message_id"``,
-    ``"non_text"`` (no text part: usable for the network, not for topics).
+    (zero bytes), ``"duplicate_message_id"``, ``"too_large"`` (a message
+    above ``max_message_bytes``: never read into memory), ``"outside_root"``
+    (a maildir symlink leading out of the maildir: not followed),
+    ``"archive_truncated"`` (the archive ends early; only with
+    ``allow_partial=True``, else that is an error). ``partial`` is True when
+    the read stopped early (``stopped`` says where); a partial corpus is never
+    cached. ``notes`` count things that were repaired, e.g.
+    ``"unknown_charset"``, ``"no_message_id"``, ``"non_text"`` (no text
+    part: usable for the network, not for topics).
     """
 
     source: str = ""
@@ -140,6 +157,8 @@ class ReadReport:
     skipped: Counter = field(default_factory=Counter)
     notes: Counter = field(default_factory=Counter)
     examples: dict = field(default_factory=dict)
+    partial: bool = False
+    stopped: str = ""
 
     def skip(self, reason: str, path: str = "") -> None:
         self.skipped[reason] += 1
@@ -148,11 +167,12 @@ class ReadReport:
     def as_dict(self) -> dict:
         return {"source": self.source, "n_read": self.n_read, "n_parsed": self.n_parsed,
                 "skipped": dict(self.skipped), "notes": dict(self.notes),
-                "examples": dict(self.examples)}
+                "examples": dict(self.examples), "partial": self.partial, "stopped": self.stopped}
 
     def __str__(self) -> str:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items())) or "none"
-        return f"{self.n_read} messages read from {self.source}, {self.n_parsed} kept; skipped: {skipped}"
+        partial = f" (PARTIAL: {self.stopped})" if self.partial else ""
+        return f"{self.n_read} messages read from {self.source}, {self.n_parsed} kept; skipped: {skipped}{partial}"
 
 
 class MalformedEmail(ValueError):
@@ -438,90 +458,193 @@ def _source_shape(path: Path) -> str:
                      "(columns file, message); pass one of those")
 
 
-def _iter_maildir(root: Path, report: ReadReport):
+def _iter_maildir(root: Path, report: ReadReport, limits):
+    # Symlinks are followed only when they stay inside the maildir: a link to ~/.ssh or
+    # /dev/zero must not become part of a corpus (os.walk already keeps off linked folders).
+    real_root = os.path.realpath(root)
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith("."):
                 continue
             full = os.path.join(directory, name)
+            relative = os.path.relpath(full, root)
+            if os.path.islink(full):
+                target = os.path.realpath(full)
+                if os.path.commonpath([real_root, target]) != real_root:
+                    report.n_read += 1
+                    report.skip("outside_root", f"{relative} -> {target}")
+                    continue
             try:
+                info = os.stat(full)
+                if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
+                    report.n_read += 1
+                    report.skip("unreadable", full)
+                    continue
+                if info.st_size > limits.message:
+                    report.n_read += 1
+                    report.skip("too_large", f"{relative} ({format_bytes(info.st_size)})")
+                    continue
                 with open(full, "rb") as fh:
-                    data = fh.read()
+                    data = fh.read(limits.message + 1)  # the file may have grown since stat
             except OSError:
                 report.n_read += 1
                 report.skip("unreadable", full)
                 continue
-            yield os.path.relpath(full, root), data
+            if len(data) > limits.message:
+                report.n_read += 1
+                report.skip("too_large", f"{relative} (more than {format_bytes(limits.message)})")
+                continue
+            limits.add(len(data), report)
+            yield relative, data
 
 
-def _iter_tar(path: Path, mode: str, report: ReadReport):
-    members_seen = 0
-    try:
-        with tarfile.open(path, mode) as archive:
-            for member in archive:
-                members_seen += 1
-                if not member.isfile() or os.path.basename(member.name).startswith("."):
-                    continue
-                try:
-                    data = archive.extractfile(member).read()
-                except (OSError, tarfile.TarError, EOFError, zlib.error):
-                    report.n_read += 1
-                    report.skip("unreadable", member.name)
-                    raise
-                yield member.name, data
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-        if members_seen == 0:
-            raise ValueError(f"{path}: not a readable tar archive ({exc.__class__.__name__}: {exc}); pass the "
-                             "CMU tarball (re-download it if it was cut short), a maildir directory or "
-                             "emails.csv") from exc
-        # A truncated or corrupt archive: keep what was read, say so loudly.
-        report.skip("archive_truncated", f"{path}: {exc}")
-        warnings.warn(f"{path}: archive is truncated or corrupt after {report.n_read} messages "
-                      f"({exc.__class__.__name__}: {exc}); using what was read. Re-download it "
-                      "(`lpviz fetch-enron`) for the full corpus.", RuntimeWarning, stacklevel=2)
+class _Eager:
+    """A stream whose ``read`` returns what is ready (``read1``): at a truncation it hands over
+    every byte decompressed before it, so no complete message before the break is lost."""
+
+    def __init__(self, stream):
+        self.read = getattr(stream, "read1", stream.read)
 
 
-def _iter_csv(path: Path, report: ReadReport):
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_partial):
+    members_seen = complete = 0
+    last = "none"
+    archive = None
+    # gzip is undone by GzipFile, not by tarfile's "r|gz": tarfile re-slices its whole buffer on
+    # every 10 KB read, which makes skipping a 1.5 GB member take a minute instead of seconds.
+    with open(path, "rb") as raw, (gzip.GzipFile(fileobj=raw) if compressed else raw) as stream:
+        try:
+            with tarfile.open(fileobj=_Eager(stream), mode="r|", bufsize=1 << 16) as archive:
+                for member in archive:
+                    members_seen += 1
+                    if not member.isfile() or os.path.basename(member.name).startswith("."):
+                        continue
+                    if member.size > limits.message:
+                        # never read into memory: the stream skips it in blocks (it still takes time)
+                        report.n_read += 1
+                        report.skip("too_large", f"{member.name} ({format_bytes(member.size)})")
+                        limits.add(member.size, report)
+                        continue
+                    try:
+                        data = archive.extractfile(member).read()
+                    except (OSError, tarfile.TarError, EOFError, zlib.error):
+                        report.n_read += 1
+                        report.skip("unreadable", member.name)
+                        raise
+                    limits.add(len(data), report)
+                    complete, last = complete + 1, member.name
+                    yield member.name, data
+        except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+            if members_seen == 0:
+                raise ValueError(f"{path}: not a readable tar archive ({exc.__class__.__name__}: {exc}); pass "
+                                 "the CMU tarball (re-download it if it was cut short), a maildir directory or "
+                                 "emails.csv") from exc
+            into = getattr(archive, "offset", 0)
+            where = (f"after {complete:,} complete messages (the last one {last}), {into:,} bytes into the "
+                     f"unpacked archive; the file has {path.stat().st_size:,} bytes")
+            if not allow_partial:
+                raise ValueError(
+                    f"{path}: the archive is truncated or corrupt: it stops {where} "
+                    f"({exc.__class__.__name__}: {exc}). Re-download it (`lpviz fetch-enron`), or pass "
+                    "allow_partial=True (--allow-partial) to use the messages before that point") from exc
+            report.skip("archive_truncated", f"{path}: {exc}")
+            report.partial, report.stopped = True, f"the archive stops {where}"
+            warnings.warn(f"{path}: archive is truncated or corrupt: it stops {where} "
+                          f"({exc.__class__.__name__}: {exc}); using what was read (allow_partial=True, "
+                          "not cached). Re-download it (`lpviz fetch-enron`) for the full corpus.",
+                          RuntimeWarning, stacklevel=2)
+
+
+def _iter_csv(path: Path, report: ReadReport, limits):
+    # the field limit is per process: set it for this read, as large as a message may be
+    csv.field_size_limit(limits.message)
     with open(path, newline="", encoding="utf-8", errors="surrogateescape") as fh:
         reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: empty CSV; emails.csv needs a header row with columns file, message")
-        columns = [h.strip().lower() for h in header]
-        if "message" not in columns:
-            raise ValueError(f"{path}: line 1: no 'message' column (found {header[:5]}); "
-                             "emails.csv needs columns file, message")
-        i_msg = columns.index("message")
-        i_file = columns.index("file") if "file" in columns else None
-        for row in reader:
-            line = reader.line_num
-            if len(row) <= i_msg:
-                report.n_read += 1
-                report.skip("unparseable", f"{path}:{line}")
-                continue
-            name = row[i_file] if i_file is not None and i_file < len(row) else f"{path.name}:{line}"
-            yield name, row[i_msg]
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise ValueError(f"{path}: empty CSV; emails.csv needs a header row with columns file, message")
+            columns = [h.strip().lower() for h in header]
+            if "message" not in columns:
+                raise ValueError(f"{path}: line 1: no 'message' column (found {header[:5]}); "
+                                 "emails.csv needs columns file, message")
+            i_msg = columns.index("message")
+            i_file = columns.index("file") if "file" in columns else None
+            for row in reader:
+                line = reader.line_num
+                if len(row) <= i_msg:
+                    report.n_read += 1
+                    report.skip("unparseable", f"{path}:{line}")
+                    continue
+                name = row[i_file] if i_file is not None and i_file < len(row) else f"{path.name}:{line}"
+                limits.add(len(row[i_msg]), report)
+                yield name, row[i_msg]
+        except csv.Error as exc:
+            # a field over the limit cannot be skipped: the reader has lost its place in the file
+            raise ValueError(f"{path}, line {reader.line_num}: {exc}: a message larger than "
+                             f"{format_bytes(limits.message)} or a quote that is never closed; fix the line or "
+                             "pass a larger max_message_bytes") from None
 
 
-def read_emails(source):
+MAX_MESSAGE_BYTES = 10 * 2**20  # the CMU corpus' largest message is under 2.5 MB
+
+
+class _ReadLimits:
+    """Bytes a read may take: per message (larger ones are skipped) and in total (else an error)."""
+
+    def __init__(self, source, message, total):
+        self.given = total is not None
+        self.source, self.message, self.read = source, int(message), 0
+        self.total = total if self.given else memory_limit()
+
+    def add(self, nbytes, report):
+        self.read += nbytes
+        if self.read > self.total:
+            how = ("max_total_bytes" if self.given else
+                   "max_total_bytes, by default the memory limit: set LPVIZ_MEMORY_LIMIT to change it")
+            raise MemoryBudgetError(
+                f"{self.source}: the messages add up to more than {format_bytes(self.total)} ({how}) after "
+                f"{report.n_read:,} messages. Read a smaller part of the corpus")
+
+
+def read_emails(source, *, allow_partial=False, max_message_bytes=MAX_MESSAGE_BYTES, max_total_bytes=None):
     """Read every message of ``source``; return ``(iterator of Email, ReadReport)``.
 
     ``source`` is a maildir directory, a ``.tar.gz``/``.tgz``/``.tar``
     archive (streamed, never extracted) or an ``emails.csv``. The report is
     filled in as the iterator is consumed. Duplicates (same Message-ID) are
     skipped and counted.
+
+    Parameters
+    ----------
+    allow_partial : bool
+        A truncated or corrupt archive is an error naming where it stops,
+        unless this is True: then the messages before that point are used,
+        with a warning, and the report says ``partial``.
+    max_message_bytes : int
+        Messages larger than this are skipped (``"too_large"`` in the
+        report) without being read into memory.
+    max_total_bytes : int, optional
+        Stop with a :class:`~lpviz.budget.MemoryBudgetError` once the
+        messages read (skipped ones included: they are decompressed too) add
+        up to more than this; default :func:`lpviz.budget.memory_limit`.
+        (The parsed corpus itself is held to the memory budget by
+        :func:`read_corpus`.)
     """
     path = Path(source).expanduser()
     shape = _source_shape(path)
+    max_message_bytes = _check_int("max_message_bytes", max_message_bytes, 1)
+    if max_total_bytes is not None:
+        max_total_bytes = _check_int("max_total_bytes", max_total_bytes, 1)
     report = ReadReport(source=str(path))
+    limits = _ReadLimits(path, max_message_bytes, max_total_bytes)
     if shape == "maildir":
-        raw_items = _iter_maildir(path, report)
+        raw_items = _iter_maildir(path, report, limits)
     elif shape == "csv":
-        raw_items = _iter_csv(path, report)
+        raw_items = _iter_csv(path, report, limits)
     else:
-        raw_items = _iter_tar(path, "r|gz" if shape == "tar.gz" else "r|", report)
+        raw_items = _iter_tar(path, shape == "tar.gz", report, limits, allow_partial)
 
     def emails():
         seen = set()
@@ -634,6 +757,8 @@ class EnronCorpus:
     report: dict
     source: str = ""
     fingerprint: dict = field(default_factory=dict)
+    # what read_corpus's cache did (lpviz.datasets.cache.STATUSES); not part of the corpus
+    cache_status: str = field(default="", compare=False, repr=False)
 
     def __len__(self):
         return len(self.message_ids)
@@ -663,8 +788,26 @@ class EnronCorpus:
                    fingerprint=meta["fingerprint"])
 
 
-def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
-    emails, report = read_emails(source)
+# Bytes the corpus holds while it is parsed and assembled, per item: a token entry (column and
+# count, then copies while the CSR is reordered), a word type (str key in a dict), an address
+# (key, name votes), a message (Message-ID, path, pointers), a recipient entry. On the shared
+# subset (58,168 messages, 4.6 M token entries) this gives 156 MiB; the parse grows RSS by 154.
+_CORPUS_BYTES = {"token": 28, "type": 130, "address": 500, "message": 300, "recipient": 12}
+_CORPUS_CHECK_EVERY = 1000  # messages between checks of the parsed corpus against the budget
+
+
+def _check_corpus_memory(source, n_messages, n_tokens, n_types, n_addresses, n_recipients):
+    """The parse so far, with what assembling it will add, against the memory budget."""
+    need = (n_tokens * _CORPUS_BYTES["token"] + n_types * _CORPUS_BYTES["type"]
+            + n_addresses * _CORPUS_BYTES["address"] + n_messages * _CORPUS_BYTES["message"]
+            + n_recipients * _CORPUS_BYTES["recipient"])
+    check_memory(need, f"{source}: the corpus parsed so far ({n_messages:,} messages, {n_types:,} word types, "
+                       f"{n_tokens:,} token entries)",
+                 fix="Read a smaller corpus (a part of the maildir) or give lpviz more memory.")
+
+
+def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) -> EnronCorpus:
+    emails, report = read_emails(source, allow_partial=allow_partial)
     # defaultdict(count().__next__) numbers new keys in C: no Python call per token.
     word_ids = defaultdict(itertools.count().__next__)
     address_ids = defaultdict(itertools.count().__next__)
@@ -688,6 +831,11 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
         recipient_ptr.append(len(recipient_cols))
         for address, name in message.names.items():
             name_votes.setdefault(address, Counter())[name] += 1
+        if len(message_ids) % _CORPUS_CHECK_EVERY == 0:
+            _check_corpus_memory(source, len(message_ids), len(token_cols), len(word_ids), len(address_ids),
+                                 len(recipient_cols))
+    _check_corpus_memory(source, len(message_ids), len(token_cols), len(word_ids), len(address_ids),
+                         len(recipient_cols))
     n = len(message_ids)
     if n == 0:
         raise ValueError(f"{source}: no readable email in this source ({report}); point at a maildir, "
@@ -723,25 +871,32 @@ def _parse_corpus(source: Path, fingerprint: dict) -> EnronCorpus:
         report=report.as_dict(), source=str(source), fingerprint=fingerprint)
 
 
-def read_corpus(source, cache_dir=None) -> EnronCorpus:
+def read_corpus(source, cache_dir=None, *, allow_partial=False) -> EnronCorpus:
     """Parse ``source`` once into an :class:`EnronCorpus`, cached by the source's fingerprint.
 
     ``cache_dir``: ``None`` for the default cache directory, a path, or
-    ``False`` to parse without caching.
+    ``False`` to parse without caching. ``allow_partial``: accept a truncated
+    archive (see :func:`read_emails`); the partial corpus is returned but
+    never cached. The parse is held to the memory budget
+    (:mod:`lpviz.budget`). ``cache_status`` on the result says what the
+    cache did (``"hit"``, ``"built"``, ...).
     """
     if isinstance(source, EnronCorpus):
         return source
     path = Path(source).expanduser()
     fingerprint = _fingerprint(path)
-    key = _cache.cache_key("enron-corpus", fingerprint=fingerprint, parser=PARSER_VERSION)
+    key = _cache.cache_key("enron-corpus", fingerprint=fingerprint, parser=PARSER_VERSION,
+                           max_message_bytes=MAX_MESSAGE_BYTES)
 
     def build():
-        corpus = _parse_corpus(path, fingerprint)
+        corpus = _parse_corpus(path, fingerprint, allow_partial)
         return corpus._arrays(), {"report": corpus.report, "source": corpus.source,
-                                  "fingerprint": fingerprint}
+                                  "fingerprint": fingerprint, "partial": corpus.report["partial"]}
 
-    arrays, meta, _ = _cache.cached(key, build, cache_dir=cache_dir)
-    return EnronCorpus._from_arrays(arrays, meta)
+    arrays, meta, status = _cache.cached(key, build, cache_dir=cache_dir)
+    corpus = EnronCorpus._from_arrays(arrays, meta)
+    corpus.cache_status = status
+    return corpus
 
 
 # ---------------------------------------------------------------------------------------------
@@ -765,11 +920,13 @@ def _fingerprint(source) -> dict:
     return _cache.source_fingerprint(path)
 
 
-def _cached_count_data(kind, source, params, build, cache_dir) -> CountData:
+def _cached_count_data(kind, source, params, build, cache_dir, on_cache) -> CountData:
     """``build()`` through the cache, keyed by the source's fingerprint and ``params``."""
     fingerprint = _fingerprint(source)
     if not fingerprint or _cache.resolve_cache_dir(cache_dir) is None:
-        return build()
+        data = build()
+        _report_cache(on_cache, "matrix", "off")
+        return data
 
     def build_arrays():
         data = build()
@@ -779,10 +936,13 @@ def _cached_count_data(kind, source, params, build, cache_dir) -> CountData:
         else:
             arrays = {"Y": data.Y}
         arrays.update(row_labels=data.row_labels, col_labels=data.col_labels)
-        return arrays, {"source": data.source, "model": data.model, "info": data.info}
+        return arrays, {"source": data.source, "model": data.model, "info": data.info,
+                        "partial": bool(data.info.get("report", {}).get("partial"))}
 
-    key = _cache.cache_key(kind, fingerprint=fingerprint, parser=PARSER_VERSION, **params)
-    arrays, meta, _ = _cache.cached(key, build_arrays, cache_dir=cache_dir)
+    key = _cache.cache_key(kind, fingerprint=fingerprint, parser=PARSER_VERSION,
+                           max_message_bytes=MAX_MESSAGE_BYTES, **params)
+    arrays, meta, status = _cache.cached(key, build_arrays, cache_dir=cache_dir)
+    _report_cache(on_cache, "matrix", status)
     if "Y" in arrays:
         Y = arrays["Y"]
     else:
@@ -792,8 +952,19 @@ def _cached_count_data(kind, source, params, build, cache_dir) -> CountData:
                      model=meta["model"], source=meta["source"], info=meta["info"])
 
 
+def _report_cache(on_cache, entry, status):
+    if on_cache is not None:
+        on_cache(entry, status)
+
+
+def _corpus_for(source, cache_dir, allow_partial, on_cache):
+    corpus = read_corpus(source, cache_dir=cache_dir, allow_partial=allow_partial)
+    _report_cache(on_cache, "corpus", corpus.cache_status or "given")
+    return corpus
+
+
 def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_df=0.3, random_state=0,
-                       cache_dir=None) -> CountData:
+                       cache_dir=None, *, allow_partial=False, on_cache=None) -> CountData:
     """The paper's document x word count matrix (Schein et al. 2019, section 5).
 
     Draws ``n_docs`` emails at random among those with at least
@@ -817,6 +988,14 @@ def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_d
     cache_dir : path, None or False
         Where the corpus and the matrix are cached (None: default directory,
         False: no cache).
+    allow_partial : bool
+        Accept a truncated archive: build from the messages before the break
+        (``info["report"]["partial"]`` says so; nothing partial is cached).
+        Otherwise a truncated archive is an error.
+    on_cache : callable, optional
+        Told what the cache did: ``on_cache(entry, status)`` with ``entry``
+        ``"matrix"`` or ``"corpus"`` (only when the matrix had to be built)
+        and ``status`` one of :data:`lpviz.datasets.cache.STATUSES`.
 
     Returns
     -------
@@ -842,12 +1021,14 @@ def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_d
         cache_params = None
 
     def build():
-        return _build_topics(read_corpus(source, cache_dir=cache_dir), n_docs=n_docs, n_words=n_words,
-                             min_tokens=min_tokens, max_df=max_df, random_state=random_state)
+        return _build_topics(_corpus_for(source, cache_dir, allow_partial, on_cache), n_docs=n_docs,
+                             n_words=n_words, min_tokens=min_tokens, max_df=max_df, random_state=random_state)
 
     if cache_params is None:
-        return build()
-    return _cached_count_data("enron-topics", source, cache_params, build, cache_dir)
+        data = build()
+        _report_cache(on_cache, "matrix", "off")
+        return data
+    return _cached_count_data("enron-topics", source, cache_params, build, cache_dir, on_cache)
 
 
 def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) -> CountData:
@@ -892,10 +1073,7 @@ def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) 
                      info=info)
 
 
-MAX_DENSE_ACTORS = 20000
-
-
-def build_enron_network(source, min_count=100, cache_dir=None) -> CountData:
+def build_enron_network(source, min_count=100, cache_dir=None, *, allow_partial=False, on_cache=None) -> CountData:
     """The paper's sender -> recipient count matrix (Schein et al. 2019, section 5).
 
     ``Y[i, j]`` is the number of emails actor ``i`` sent with actor ``j``
@@ -915,6 +1093,10 @@ def build_enron_network(source, min_count=100, cache_dir=None) -> CountData:
         The sent-or-received threshold (paper: 100).
     cache_dir : path, None or False
         Where the corpus and the matrix are cached (None: default, False: none).
+    allow_partial : bool
+        Accept a truncated archive (see :func:`build_enron_topics`).
+    on_cache : callable, optional
+        Told what the cache did (see :func:`build_enron_topics`).
 
     Returns
     -------
@@ -927,9 +1109,9 @@ def build_enron_network(source, min_count=100, cache_dir=None) -> CountData:
     min_count = _check_int("min_count", min_count, 0)
 
     def build():
-        return _build_network(read_corpus(source, cache_dir=cache_dir), min_count)
+        return _build_network(_corpus_for(source, cache_dir, allow_partial, on_cache), min_count)
 
-    return _cached_count_data("enron-network", source, {"min_count": min_count}, build, cache_dir)
+    return _cached_count_data("enron-network", source, {"min_count": min_count}, build, cache_dir, on_cache)
 
 
 def _build_network(corpus, min_count) -> CountData:
@@ -943,10 +1125,9 @@ def _build_network(corpus, min_count) -> CountData:
         raise ValueError(f"{corpus.source}: no actor sent an email and sent or received at least "
                          f"{min_count} (most active: {int((sent + received).max(initial=0))}); "
                          "lower min_count")
-    if keep.size > MAX_DENSE_ACTORS:
-        raise ValueError(f"{corpus.source}: {keep.size} actors pass min_count={min_count}; the dense "
-                         f"{keep.size}x{keep.size} matrix would need {keep.size ** 2 * 8 / 1e9:.1f} GB. "
-                         "Raise min_count")
+    check_memory(dense_bytes((keep.size, keep.size), np.int64),
+                 f"{corpus.source}: the {keep.size:,} x {keep.size:,} network of the actors passing "
+                 f"min_count={min_count}", fix="Raise min_count.")
     position = np.full(n_addresses, -1, dtype=np.int64)
     position[keep] = np.arange(keep.size)
     edge_sender = np.repeat(np.where(corpus.senders >= 0, position[np.maximum(corpus.senders, 0)], -1),

@@ -30,27 +30,41 @@ first lines):
 Text tables with two or three columns and no recognisable header are read as
 edge lists; pass ``kind="dense-csv"`` for a narrow dense matrix.
 
-Every count must be a non-negative whole number. Errors name the file, the
-line (or cell) and what to do about it. Text files are parsed by pandas' C
-reader; when it or a check fails, the file is scanned again line by line only
-to say exactly where.
+Every count must be a non-negative whole number below 2**53 (text is read as
+float64, which holds whole numbers exactly up to there). Errors name the file,
+the line (or cell) and what to do about it. Text files are parsed by pandas' C
+reader (Matrix Market files by :func:`scipy.io.mmread`); when it or a check
+fails, the file is scanned again line by line only to say exactly where.
+
+Hostile or mistaken files cannot exhaust memory: before anything large is
+allocated, what the file declares (a Matrix Market or UCI header, the .npy
+headers inside an .npz, the number of actors of an edge list) and what its
+text will cost to parse are checked against the memory budget
+(:mod:`lpviz.budget`, ``LPVIZ_MEMORY_LIMIT``); gzip files are decompressed
+once as a stream to learn their size (and to find a truncated one) before
+they are parsed. Refusals are :class:`~lpviz.budget.MemoryBudgetError`
+(a ``ValueError``) naming the file, the size asked and the size allowed.
 """
 
 import codecs
+import functools
 import gzip
 import inspect
 import json
 import os
 import re
 import zipfile
+import zlib
 from importlib import import_module
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.io
 import scipy.sparse as sp
 
 from lpviz._files import atomic_write
+from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, memory_limit
 
 from ._types import CountData
 
@@ -72,6 +86,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _ENCODING = "utf-8-sig"  # tolerate a byte-order mark from spreadsheet exports
+
+# Counts are read as float64 from text: above 2**53 whole numbers are no longer exact.
+MAX_COUNT = 2**53
+
+# Memory a byte of text costs once parsed, per format: peak RSS growth over file size on the
+# least favourable files (shortest fields), rounded up: edges "12,34" 14x, dense "0,1,0" 23x,
+# UCI "1 2 3" 10x. pandas' tables of float64 and Python strings, the checks, the CSR or dense
+# result and the labels. Matrix Market is bounded by its header (scipy.io.mmread parses in C).
+_TEXT_COST = {"edges": 24, "dense-csv": 32, "uci": 16, "mtx": 4}
+_LABEL_BYTES = 64  # one row/column name as a Python str in a list ("123456": 55 + 8 bytes)
+_CHECK_CHUNK = 1 << 20  # cells checked at a time, so checking never copies a whole matrix
 
 
 # ---------------------------------------------------------------- public API
@@ -105,6 +130,8 @@ def load_counts(path, kind=None, *, header=None, vocab=None):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder; check the path")
+    if path.is_file() and path.name.lower().endswith(".gz"):
+        _text_bytes(path)  # a gzip bomb or a truncated file is refused before a line is read
     if kind is None:
         kind = _detect_kind(path)
     elif kind not in KINDS:
@@ -249,7 +276,8 @@ def _sniff_table_kind(path):
         return "edges"
     header = _looks_like_header(first, rest)
     data_rows = rest if header else rows
-    names_in_front = all(not _is_number(r[0]) and not _is_number(r[1]) for r in data_rows)
+    # (a ragged short row counts as names: the edge-list reader then names the ragged line)
+    names_in_front = all(len(r) < 2 or (not _is_number(r[0]) and not _is_number(r[1])) for r in data_rows)
     numeric = all(all(_is_number(x) for x in r) for r in data_rows)
     # a header of words over numbers names columns of a narrow dense table
     if names_in_front or (numeric and not header):
@@ -281,24 +309,41 @@ def _strip_gz(name):
     return name[:-3] if name.endswith(".gz") else name
 
 
+def _is_gz(path):
+    return path.name.lower().endswith(".gz")
+
+
 def _open_text(path):
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding=_ENCODING, newline=None)
-    return open(path, encoding=_ENCODING, newline=None)
+    """The file as text; undecodable bytes are kept as surrogates for :func:`_iter_lines` to name."""
+    if _is_gz(path):
+        return gzip.open(path, "rt", encoding=_ENCODING, errors="surrogateescape", newline=None)
+    return open(path, encoding=_ENCODING, errors="surrogateescape", newline=None)
+
+
+def _iter_lines(path):
+    """(line number, text) of every line; a byte that is not UTF-8 is an error naming file and line."""
+    with _open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.isascii():
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    byte = line[error.start].encode("utf-8", "surrogateescape")
+                    raise ValueError(f"{path}, line {number}: not UTF-8 text (byte {byte!r} at character "
+                                     f"{error.start + 1}); save it as UTF-8") from None
+            yield number, line
 
 
 def _check_text_file(path):
     """Refuse binary or wrongly named compressed files before parsing them."""
     with open(path, "rb") as raw:
         head = raw.read(8192)
-    if path.name.lower().endswith(".gz"):
+    if _is_gz(path):
         if not head.startswith(_GZIP_MAGIC):
             raise ValueError(f"{path}: named .gz but not gzip-compressed; remove the .gz from its name")
-        try:
-            with gzip.open(path, "rb") as unzipped:
-                head = unzipped.read(8192)
-        except (OSError, EOFError) as error:
-            raise ValueError(f"{path}: damaged gzip file ({error}); download or compress it again") from None
+        _text_bytes(path)  # the whole stream is sound and not a bomb
+        with gzip.open(path, "rb") as unzipped:
+            head = unzipped.read(8192)
     elif head.startswith(_GZIP_MAGIC):
         raise ValueError(f"{path}: this file is gzip-compressed but its name does not end in .gz; "
                          f"rename it to {path.name}.gz or decompress it (gunzip)")
@@ -308,9 +353,67 @@ def _check_text_file(path):
     if b"\x00" in head:
         raise ValueError(f"{path}: binary content, not a text table; check that it is the right file")
     try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # may end inside a character
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+        line = head[: error.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {head[error.start:error.start + 1]!r} at byte "
+                         f"{error.start + 1} of the file); save it as UTF-8") from None
+
+
+def _text_bytes(path):
+    """Bytes of text in ``path``: its size, or for gzip its decompressed size.
+
+    A gzip stream is decompressed once, a MiB at a time, and given up as soon
+    as its text could not be parsed within the memory budget even by the
+    leanest format, so a bomb costs a bounded time and no memory. A truncated
+    or damaged stream is a ValueError saying where it stops.
+    """
+    stat = path.stat()
+    return _text_bytes_cached(str(path), stat.st_size, stat.st_mtime_ns, memory_limit())
+
+
+@functools.lru_cache(maxsize=16)
+def _text_bytes_cached(name, size, mtime_ns, limit):
+    path = Path(name)
+    if not _is_gz(path):
+        return size
+    with open(path, "rb") as raw:
+        if raw.read(2) != _GZIP_MAGIC:
+            return size  # not gzip: _check_text_file names the problem
+    cost = _least_text_cost(path.name.lower())
+    cap = limit // cost
+    total = 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                total += len(chunk)
+                if total > cap:
+                    # stopped early: what parsing would need is only known to be above the limit
+                    raise MemoryBudgetError(
+                        f"{path}: its text decompresses to more than {format_bytes(total)} (from "
+                        f"{format_bytes(size)} of gzip); parsing that much text needs more than the memory "
+                        f"limit of {format_bytes(limit)} (set LPVIZ_MEMORY_LIMIT to change it). Is it a "
+                        "decompression bomb? Otherwise split the file.")
+    except (EOFError, OSError, zlib.error) as error:
+        raise ValueError(f"{path}: the gzip data is truncated or damaged: it stops after {total:,} decompressed "
+                         f"bytes ({error}); download or compress the file again") from None
+    return total
+
+
+def _least_text_cost(name):
+    """The cheapest format a file of this name could be read as (before its kind is known)."""
+    if name.endswith(".mtx.gz"):
+        return _TEXT_COST["mtx"]
+    if name.startswith("docword."):
+        return _TEXT_COST["uci"]
+    return min(_TEXT_COST["edges"], _TEXT_COST["dense-csv"])
+
+
+def _check_text_budget(path, kind, what):
+    """The text of ``path``, parsed as ``kind``, against the memory budget."""
+    text = _text_bytes(path)
+    check_memory(text * _TEXT_COST[kind], f"{path}: parsing {format_bytes(text)} of text as {what}",
+                 fix="Split the file, or convert it to a compact format (.npz with sparse arrays).")
 
 
 def _table_layout(path):
@@ -319,15 +422,14 @@ def _table_layout(path):
     name = _strip_gz(path.name.lower())
     skiprows = 0
     first = ""
-    with _open_text(path) as handle:
-        for line in handle:
-            if line.startswith(("#", "%")):
-                skiprows += 1
-                continue
-            if line.strip():
-                first = line
-                break
-            skiprows += 1  # blank lines before the data are skipped the same way
+    for _, line in _iter_lines(path):
+        if line.startswith(("#", "%")):
+            skiprows += 1
+            continue
+        if line.strip():
+            first = line
+            break
+        skiprows += 1  # blank lines before the data are skipped the same way
     if name.endswith(".csv"):
         return ",", skiprows
     if name.endswith(".tsv"):
@@ -347,14 +449,13 @@ def _split(line, sep):
 def _iter_rows(path, sep, skiprows, limit=None):
     """(line number, fields) of the data lines, skipping blank lines like pandas."""
     count = 0
-    with _open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if number <= skiprows or not line.strip():
-                continue
-            yield number, _split(line, sep)
-            count += 1
-            if limit is not None and count >= limit:
-                return
+    for number, line in _iter_lines(path):
+        if number <= skiprows or not line.strip():
+            continue
+        yield number, _split(line, sep)
+        count += 1
+        if limit is not None and count >= limit:
+            return
 
 
 def _row_line(path, sep, skiprows, row):
@@ -379,7 +480,7 @@ def _read_table(path, sep, skiprows, columns, what, numeric_from=0):
     ``columns`` are the column names (their number is the expected field
     count), columns from ``numeric_from`` on are parsed as numbers.
     """
-    dtype = {c: (np.float64 if i >= numeric_from else str) for i, c in enumerate(columns)}
+    dtype = {c: (np.float64 if i >= numeric_from else object) for i, c in enumerate(columns)}
     try:
         return pd.read_csv(
             path, sep=r"\s+" if sep is None else sep, header=None, names=list(range(len(columns))),
@@ -410,29 +511,45 @@ def _sep_name(sep):
 
 
 def _check_count_values(values, path, describe_position):
-    """Counts must be finite, non-negative and whole: else name where and how to fix."""
-    values = np.asarray(values, dtype=np.float64)
-    checks = (
-        (~np.isfinite(values), "a missing or non-finite count",
-         "fill in every count (a ragged line?)"),
-        (values < 0, "a negative count {value:g}",
-         "counts must be >= 0; privatized data with negative values is what privatize() makes, "
-         "load the true counts here"),
-        (values != np.floor(values), "a fractional count {value:g}",
-         "counts must be whole numbers; round them or check the column"),
-    )
-    for bad, problem, fix in checks:
+    """Counts must be finite, non-negative, whole and below MAX_COUNT: else name where and how to fix.
+
+    Checked a chunk at a time, so the only large allocation is the int64
+    result (none when the values already are int64).
+    """
+    values = np.asarray(values)
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: counts of type {values.dtype} cannot be read; save whole numbers")
+    flat = values.reshape(-1) if values.dtype.kind != "b" else values[:0]  # booleans need no check
+    for start in range(0, flat.size, _CHECK_CHUNK):
+        chunk = flat[start: start + _CHECK_CHUNK]
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(chunk) | (chunk < 0) | (chunk != np.floor(chunk)) | (chunk >= MAX_COUNT)
+        else:
+            bad = (chunk < 0) | (chunk >= MAX_COUNT)
         if bad.any():
-            index = np.unravel_index(int(np.flatnonzero(bad.ravel())[0]), values.shape)
-            value = values[index]
-            raise ValueError(f"{path}, {describe_position(index)}: {problem.format(value=value)}; {fix}")
-    return values.astype(np.int64)
+            offset = int(np.flatnonzero(bad)[0])
+            index = np.unravel_index(start + offset, values.shape)
+            raise ValueError(f"{path}, {describe_position(index)}: {_count_problem(chunk[offset])}")
+    return values.astype(np.int64, copy=False)
+
+
+def _count_problem(value):
+    if not np.isfinite(value):
+        return "a missing or non-finite count; fill in every count (a ragged line?)"
+    if value < 0:
+        return (f"a negative count {value:g}; counts must be >= 0; privatized data with negative values is "
+                "what privatize() makes, load the true counts here")
+    if value >= MAX_COUNT:
+        return (f"a count {value:g} of 2**53 or more, which cannot be read exactly; counts this large are "
+                "not what the models are for, rescale them")
+    return f"a fractional count {value:g}; counts must be whole numbers; round them or check the column"
 
 
 # ---------------------------------------------------------------- edge lists
 
 def _load_edges(path, header):
     sep, skiprows = _table_layout(path)
+    _check_text_budget(path, "edges", "an edge list")
     preview = [fields for _, fields in _iter_rows(path, sep, skiprows, limit=20)]
     if not preview:
         raise ValueError(f"{path}: no edges (only blank or comment lines); expected lines source,target[,count]")
@@ -455,30 +572,34 @@ def _load_edges(path, header):
         number = _row_line(path, sep, skiprows, row)
         return f"line {number}"
 
-    sources = table[0].to_numpy(dtype=object)
-    targets = table[1].to_numpy(dtype=object)
-    for column, values in (("source", sources), ("target", targets)):
-        missing = pd.isna(values) | (pd.Series(values).astype(str).str.strip() == "").to_numpy()
-        if missing.any():
-            row = int(np.flatnonzero(missing)[0])
-            raise ValueError(f"{path}, {position(row)}: empty {column}; every line needs source and target "
-                             "(a ragged line?)")
+    n_lines = len(table)
+    # Names are hashed once (factorize) and only the distinct ones stripped and sorted: the
+    # work per line stays in C, a fixed-width numpy string array is never made.
+    codes, names = pd.factorize(np.concatenate([table[0].to_numpy(dtype=object), table[1].to_numpy(dtype=object)]))
+    stripped = np.asarray([str(name).strip() for name in names], dtype=object)
+    empty = np.append(stripped == "", True)  # code -1 (a missing cell) indexes the last entry
+    missing = empty[codes]
+    if missing.any():
+        line, column = _first_missing(np.flatnonzero(missing), n_lines)
+        raise ValueError(f"{path}, {position(line)}: empty {('source', 'target')[column]}; every line needs "
+                         "source and target (a ragged line?)")
     if n_fields == 3:
         counts = _check_count_values(table[2].to_numpy(), path, lambda index: position(index[0]))
     else:
-        counts = np.ones(len(table), dtype=np.int64)
-    sources = np.asarray([s.strip() for s in sources], dtype=str)
-    targets = np.asarray([t.strip() for t in targets], dtype=str)
-    labels, codes = _actor_codes(np.concatenate([sources, targets]))
+        counts = np.ones(n_lines, dtype=np.int64)
+    del table
+    labels, rank = _actor_codes(stripped)
+    codes = rank[codes]
     n = len(labels)
-    rows, cols = codes[: len(sources)], codes[len(sources):]
+    rows, cols = codes[:n_lines], codes[n_lines:]
     Y = sp.coo_matrix((counts, (rows, cols)), shape=(n, n)).tocsr()  # repeated pairs add up
     Y.sum_duplicates()
     if n <= DENSE_NETWORK_MAX_ACTORS:
+        check_memory(dense_bytes((n, n), np.int64), f"{path}: the dense {n:,} x {n:,} network",
+                     fix="Lower the memory it needs elsewhere, or keep fewer actors.")
         Y = Y.toarray()
-    labels = [str(label) for label in labels]
     return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks",
-                     source=str(path), info={"format": "edges", "n_edge_lines": int(len(table))})
+                     source=str(path), info={"format": "edges", "n_edge_lines": int(n_lines)})
 
 
 def _skip_through_first_row(path, sep, skiprows):
@@ -488,21 +609,35 @@ def _skip_through_first_row(path, sep, skiprows):
     return skiprows
 
 
+def _first_missing(flat, n_lines):
+    """(line, column) of the first empty name: sources are checked before targets."""
+    sources = flat[flat < n_lines]
+    return (int(sources[0]), 0) if sources.size else (int(flat[0]) - n_lines, 1)
+
+
 def _actor_codes(names):
-    """Sorted actor names (numerically if all are integers) and each name's index."""
-    unique, codes = np.unique(names, return_inverse=True)
+    """Sorted actor names (numerically if all are integers) and the rank of each given name.
+
+    Names that are equal once stripped become one actor. They stay Python
+    strings: a fixed-width numpy string array would cost the longest name
+    times the number of names.
+    """
+    codes, unique = pd.factorize(names)
+    unique = np.asarray(unique, dtype=object)
+    order = np.argsort(unique, kind="stable")  # lexicographic, as str comparison orders
     if all(_INT_RE.match(name) for name in unique):
-        order = np.argsort([int(name) for name in unique], kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        return unique[order], rank[codes]
-    return unique, codes
+        numbers = np.asarray([int(name) for name in unique[order]], dtype=object)
+        order = order[np.argsort(numbers, kind="stable")]
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return [str(name) for name in unique[order]], rank[codes]
 
 
 # ---------------------------------------------------------------- dense CSV
 
 def _load_dense_csv(path, header):
     sep, skiprows = _table_layout(path)
+    _check_text_budget(path, "dense-csv", "a dense document x word table")
     preview = [fields for _, fields in _iter_rows(path, sep, skiprows, limit=50)]
     if not preview:
         raise ValueError(f"{path}: no rows (only blank or comment lines); expected a document x word table")
@@ -539,16 +674,15 @@ def _load_dense_csv(path, header):
                      source=str(path), info={"format": "dense-csv"})
 
 
-# ---------------------------------------------------------------- coordinate files (UCI, mtx)
+# ---------------------------------------------------------------- coordinate files (UCI, Matrix Market)
 
-def _read_triples(path, skiprows, n_rows, n_cols, nnz, what, with_counts=True):
-    """1-based ``row col count`` lines -> CSR (n_rows, n_cols), with checks.
-
-    Without counts (a Matrix Market pattern) every listed cell counts once.
-    """
-    columns = ["row id", "column id", "count"][: 3 if with_counts else 2]
+def _read_triples(path, skiprows, n_rows, n_cols, nnz, what):
+    """1-based ``row col count`` lines -> CSR (n_rows, n_cols), with checks."""
+    columns = ["row id", "column id", "count"]
     table = _read_table(path, None, skiprows, columns, what)
     values = table.to_numpy(dtype=np.float64)
+    n_lines = len(table)
+    del table
 
     def position(index):
         number = _row_line(path, None, skiprows, int(index[0]))
@@ -559,21 +693,19 @@ def _read_triples(path, skiprows, n_rows, n_cols, nnz, what, with_counts=True):
         row, column = np.argwhere(unreadable)[0]
         raise ValueError(f"{path}, {position((row,))}: {columns[column]} is missing or not a whole number; "
                          "every line needs whole-number ids (a ragged line?)")
-    if with_counts:
-        counts = _check_count_values(values[:, 2], path, lambda index: position((index[0], 2)))
-    else:
-        counts = np.ones(len(values), dtype=np.int64)
-    ids = values[:, :2].astype(np.int64)
+    counts = _check_count_values(values[:, 2], path, lambda index: position((index[0], 2)))
     for column, limit, name in ((0, n_rows, "row (document) id"), (1, n_cols, "column (word) id")):
-        bad = (ids[:, column] < 1) | (ids[:, column] > limit)
+        bad = (values[:, column] < 1) | (values[:, column] > limit)  # on floats: no int64 overflow
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{path}, {position((row,))}: {name} {ids[row, column]} is out of range 1..{limit} "
-                             "declared in the header; ids are 1-based, fix the id or the header")
-    if nnz is not None and len(table) != nnz:
-        raise ValueError(f"{path}: the header declares {nnz} entries but the file has {len(table)}; "
+            raise ValueError(f"{path}, {position((row,))}: {name} {values[row, column]:.0f} is out of range "
+                             f"1..{limit} declared in the header; ids are 1-based, fix the id or the header")
+    if nnz is not None and n_lines != nnz:
+        raise ValueError(f"{path}: the header declares {nnz} entries but the file has {n_lines}; "
                          "the file is truncated or the header is wrong (download it again)")
-    Y = sp.csr_matrix((counts, (ids[:, 0] - 1, ids[:, 1] - 1)), shape=(n_rows, n_cols), dtype=np.int64)
+    ids = values[:, :2].astype(np.int64) - 1
+    del values
+    Y = sp.csr_matrix((counts, (ids[:, 0], ids[:, 1])), shape=(n_rows, n_cols), dtype=np.int64)
     Y.sum_duplicates()
     return Y
 
@@ -584,12 +716,27 @@ def _header_integers(path, lines, expected, what):
     for number, text in lines:
         fields = text.split()
         if not fields or not all(_INT_RE.match(f) and int(f) >= 0 for f in fields):
-            raise ValueError(f"{path}, line {number}: expected {what}, found {text.strip()!r}; "
+            raise ValueError(f"{path}, line {number}: expected {what}, found {text.strip()[:80]!r}; "
                              "is this the right kind of file?")
         values.extend(int(f) for f in fields)
     if len(values) != expected:
         raise ValueError(f"{path}: expected {what} in the header, found {values}")
     return values
+
+
+# Peak bytes per stored entry while a coordinate file becomes a checked CSR matrix:
+# UCI through pandas (float64 table, its copy, int64 ids and counts, COO -> CSR), Matrix
+# Market through scipy.io.mmread (COO arrays, CSR, int64 counts; a symmetric file doubles).
+_UCI_ENTRY_BYTES = 120
+_MTX_ENTRY_BYTES = 64
+_MTX_ARRAY_CELL_BYTES = 40  # dense values, int64 counts, the CSR they become
+
+
+def _check_declared_size(path, n_rows, n_cols, entry_bytes, n_entries, what):
+    """What a header declares, with the row pointer and the labels it implies, against the budget."""
+    need = n_entries * entry_bytes + (n_rows + 1) * 8 + (n_rows + n_cols) * _LABEL_BYTES
+    check_memory(need, f"{path}: {what} ({n_rows:,} x {n_cols:,}, {n_entries:,} entries, as the header declares)",
+                 fix="Check the header; if it is right the matrix is too large for this machine.")
 
 
 def _docword_in(folder):
@@ -607,9 +754,15 @@ def _load_uci(path, vocab):
     match = re.match(r"docword\.(.+)\.txt(\.gz)?$", path.name)
     if not match:
         raise ValueError(f"{path}: UCI bag-of-words files are named docword.NAME.txt[.gz]; rename it")
-    with _open_text(path) as handle:
-        head = [(n, handle.readline()) for n in (1, 2, 3)]
+    _check_text_budget(path, "uci", "a UCI docword file")
+    head = []
+    for number, line in _iter_lines(path):
+        head.append((number, line))
+        if number == 3:
+            break
+    head += [(number, "") for number in range(len(head) + 1, 4)]
     n_docs, n_words, nnz = _header_integers(path, head, 3, "the three header lines D, W, NNZ")
+    _check_declared_size(path, n_docs, n_words, _UCI_ENTRY_BYTES, nnz, "a UCI bag of words")
     Y = _read_triples(path, 3, n_docs, n_words, nnz, "a UCI docword file (docID wordID count)")
     if vocab is None:
         vocab = path.with_name(f"vocab.{match.group(1)}.txt")
@@ -621,55 +774,150 @@ def _load_uci(path, vocab):
                      source=str(path), info={"format": "uci"})
 
 
+_MM_BANNER = "'%%MatrixMarket matrix coordinate integer general'"
+_MM_LINE = re.compile(r"^Line (\d+): (.*)$", re.S)
+
+
 def _load_mtx(path):
     _check_text_file(path)
-    with _open_text(path) as handle:
-        banner = handle.readline()
-        tokens = banner.lower().split()
-        if len(tokens) != 5 or tokens[0] != "%%matrixmarket" or tokens[1] != "matrix":
-            raise ValueError(f"{path}, line 1: not a Matrix Market file (the first line should read "
-                             "'%%MatrixMarket matrix coordinate integer general'); check the file")
-        layout, field, symmetry = tokens[2:]
-        number, line = 1, handle.readline()
-        while line.startswith("%") or (line and not line.strip()):
-            number, line = number + 1, handle.readline()
-    number += 1
-    if layout not in ("coordinate", "array") or field not in ("integer", "real", "pattern"):
+    _check_text_budget(path, "mtx", "a Matrix Market file")
+    # scipy.io.mminfo reads only the header: its sizes are checked before mmread allocates them
+    try:
+        n_rows, n_cols, entries, layout, field, symmetry = scipy.io.mminfo(str(path))
+    except (ValueError, OverflowError, RuntimeError, IndexError) as error:
+        raise ValueError(_mm_error(path, error, "the header")) from None
+    if field not in ("integer", "real", "pattern") or layout not in ("coordinate", "array"):
         raise ValueError(f"{path}, line 1: a {layout} {field} matrix cannot hold counts; "
                          "save it as 'coordinate integer'")
     if symmetry not in ("general", "symmetric"):
         raise ValueError(f"{path}, line 1: {symmetry} matrices cannot hold counts; save it as 'general'")
     if layout == "coordinate":
-        n_rows, n_cols, nnz = _header_integers(path, [(number, line)], 3, "the size line 'rows cols entries'")
-        Y = _read_triples(path, number, n_rows, n_cols, nnz, f"a Matrix Market coordinate {field} file",
-                          with_counts=field != "pattern")
+        entry_bytes = _MTX_ENTRY_BYTES * (2 if symmetry == "symmetric" else 1)
+        _check_declared_size(path, n_rows, n_cols, entry_bytes, entries, "a Matrix Market coordinate matrix")
     else:
-        n_rows, n_cols = _header_integers(path, [(number, line)], 2, "the size line 'rows cols'")
-        table = _read_table(path, None, number, ["count"], "a Matrix Market array file")
-        if len(table) != n_rows * n_cols:
-            raise ValueError(f"{path}: the header declares {n_rows} x {n_cols} = {n_rows * n_cols} values but "
-                             f"the file has {len(table)}; it is truncated or the header is wrong")
+        _check_declared_size(path, n_rows, n_cols, _MTX_ARRAY_CELL_BYTES, n_rows * n_cols,
+                             "a dense Matrix Market array")
+    try:
+        matrix = scipy.io.mmread(str(path))
+    except (ValueError, OverflowError, RuntimeError, IndexError, EOFError, OSError) as error:
+        if "Truncated file" in str(error):
+            declared = (f"{n_rows} x {n_cols} = {n_rows * n_cols} values" if layout == "array"
+                        else f"{entries} entries")
+            raise ValueError(f"{path}: the header declares {declared} but the file ends early ({error}); "
+                             "it is truncated or the header is wrong (download it again)") from None
+        raise ValueError(_mm_error(path, error, "the entries")) from None
+    if sp.issparse(matrix):
+        coo = sp.coo_matrix(matrix)
 
         def position(index):
-            row = _row_line(path, None, number, int(index[0]))
-            return f"line {row}"
+            return f"the entry at row {int(coo.row[index[0]]) + 1}, column {int(coo.col[index[0]]) + 1}"
 
-        values = _check_count_values(table[0].to_numpy(), path, position)
-        Y = sp.csr_matrix(values.reshape(n_cols, n_rows).T)  # Matrix Market arrays are column-major
-    if symmetry == "symmetric":
-        Y = _mirror(Y)
+        counts = _check_count_values(coo.data, path, position)
+        Y = sp.csr_matrix((counts, (coo.row, coo.col)), shape=coo.shape, dtype=np.int64)
+    else:
+        values = _check_count_values(np.asarray(matrix), path,
+                                     lambda index: f"row {int(index[0]) + 1}, column {int(index[1]) + 1}")
+        Y = sp.csr_matrix(values)
+    Y.sum_duplicates()
     return CountData(Y=Y, row_labels=[str(i) for i in range(Y.shape[0])],
                      col_labels=[str(j) for j in range(Y.shape[1])], model="topics",
                      source=str(path), info={"format": "mtx"})
 
 
-def _mirror(Y):
-    """A symmetric Matrix Market file stores one triangle; restore the other."""
-    off_diagonal = sp.triu(Y, k=1) + sp.tril(Y, k=-1)
-    return sp.csr_matrix(Y + off_diagonal.T, dtype=np.int64)
+def _mm_error(path, error, part):
+    """scipy's 'Line 3: Invalid integer value.' as 'PATH, line 3: invalid integer value; ...'."""
+    text = str(error).strip().rstrip(".")
+    if "banner" in text.lower():
+        return (f"{path}, line 1: not a Matrix Market file (the first line should read {_MM_BANNER}); "
+                "check the file")
+    match = _MM_LINE.match(text)
+    where = f"{path}, line {match.group(1)}" if match else str(path)
+    problem = match.group(2) if match else text
+    problem = problem[:1].lower() + problem[1:]
+    return (f"{where}: {problem} (in {part}); a Matrix Market count file has a header "
+            f"{_MM_BANNER}, a size line 'rows cols entries' and lines 'row col count', 1-based")
 
 
 # ---------------------------------------------------------------- npz
+
+_NPZ_SAVE_HINT = "save counts with np.savez(path, Y=counts, vocab=words) or lpviz.datasets.save_counts"
+_NPZ_TEXT_KEYS = ("row_labels", "col_labels", "vocab", "model", "source", "info_json")
+_NPZ_LAYOUTS = (  # (members, how the counts are stored), first match wins
+    (("Y",), "dense"),
+    (("Y_data", "Y_indices", "Y_indptr", "Y_shape"), "lpviz csr"),
+    (("data", "indices", "indptr", "shape", "format"), "scipy"),
+)
+
+
+def _npy_header(archive, name, path):
+    """(shape, dtype) from the .npy header of a zip member, without reading its data."""
+    try:
+        with archive.open(name) as member:
+            version = np.lib.format.read_magic(member)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(member)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError, TypeError) as error:
+        raise ValueError(f"{path}: member {name!r} is not a readable NumPy array ({error}); {_NPZ_SAVE_HINT}") from None
+    if dtype.hasobject:
+        raise ValueError(f"{path}: holds Python objects (pickled), which lpviz does not load for "
+                         "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"{path}: member {name!r} declares the shape {tuple(shape)}; {_NPZ_SAVE_HINT}")
+    return tuple(int(n) for n in shape), dtype
+
+
+def _npz_plan(path, archive):
+    """What the archive holds: member names by key, the layout of the counts, each member's header."""
+    members = {}
+    for name in archive.namelist():
+        key = name[:-4] if name.endswith(".npy") else name
+        members.setdefault(key, name)
+    keys = set(members)
+    layout = next((kind for needed, kind in _NPZ_LAYOUTS if set(needed) <= keys), None)
+    if layout is None:
+        raise ValueError(f"{path}: no count matrix 'Y' in this .npz (it holds: "
+                         f"{', '.join(sorted(keys)) or 'nothing'}); save it with "
+                         "np.savez(path, Y=counts, vocab=words)")
+    needed = next(needed for needed, kind in _NPZ_LAYOUTS if kind == layout)
+    wanted = [key for key in (*needed, *_NPZ_TEXT_KEYS) if key in keys]
+    headers = {key: _npy_header(archive, members[key], path) for key in wanted}
+    return layout, headers
+
+
+def _check_npz_budget(path, layout, headers, shape):
+    """Every member that will be loaded, the int64 counts and the labels, against the budget."""
+    stored = sum(dense_bytes(member_shape, dtype) for member_shape, dtype in headers.values())
+    if layout == "dense":
+        converted = dense_bytes(shape, np.int64)
+    else:  # CSR with int64 counts, from at most as many values as stored
+        data_shape = headers["Y_data" if layout == "lpviz csr" else "data"][0]
+        converted = dense_bytes(data_shape, np.int64) * 3
+    labels = sum(shape[:2]) * _LABEL_BYTES
+    check_memory(stored + converted + labels,
+                 f"{path}: loading its arrays (the counts are {' x '.join(f'{n:,}' for n in shape)}, "
+                 f"{format_bytes(stored)} uncompressed)",
+                 fix="Check the file; if it is right, store the counts sparse (lpviz.datasets.save_counts "
+                     "with a scipy.sparse matrix) or use a machine with more memory.")
+
+
+def _member(archive, key, path):
+    """``archive[key]``, read only after the budget check; a damaged or short member names itself."""
+    try:
+        return archive[key]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as error:
+        raise ValueError(f"{path}: member {key!r} is damaged or shorter than its header says "
+                         f"({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}") from None
+
+
+def _sparse_shape(path, archive, key, headers):
+    shape, dtype = headers[key]
+    if shape != (2,) or dtype.kind not in "iu":
+        raise ValueError(f"{path}: {key!r} must hold the two integers (rows, columns); {_NPZ_SAVE_HINT}")
+    values = _member(archive, key, path)
+    if (values < 0).any():
+        raise ValueError(f"{path}: {key!r} holds a negative size {values.tolist()}; {_NPZ_SAVE_HINT}")
+    return tuple(int(n) for n in values)
+
 
 def _load_npz(path):
     with open(path, "rb") as raw:
@@ -678,48 +926,34 @@ def _load_npz(path):
         raise ValueError(f"{path}: a single .npy array, not an .npz archive; save it with np.savez(path, Y=counts)")
     if not magic.startswith(_ZIP_MAGIC):
         raise ValueError(f"{path}: not a NumPy .npz archive (an .npz is a zip file; this one is not); "
-                         "save counts with np.savez(path, Y=counts, vocab=words) or lpviz.datasets.save_counts")
+                         f"{_NPZ_SAVE_HINT}")
+    try:
+        zipped = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as error:
+        raise ValueError(f"{path}: not a NumPy .npz archive ({error}); {_NPZ_SAVE_HINT}") from None
+    with zipped:
+        layout, headers = _npz_plan(path, zipped)
     try:
         archive = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as error:
-        raise ValueError(f"{path}: not a NumPy .npz archive ({error}); save counts with "
-                         "np.savez(path, Y=counts, vocab=words) or lpviz.datasets.save_counts") from None
-    with archive:
-        keys = set(archive.files)
-        try:
-            if "Y" in keys:
-                Y = archive["Y"]
-            elif {"Y_data", "Y_indices", "Y_indptr", "Y_shape"} <= keys:
-                Y = sp.csr_matrix((archive["Y_data"], archive["Y_indices"], archive["Y_indptr"]),
-                                  shape=tuple(int(s) for s in archive["Y_shape"]))
-            elif {"data", "indices", "indptr", "shape", "format"} <= keys:
-                Y = sp.load_npz(path).tocsr()
-            else:
-                raise ValueError(f"{path}: no count matrix 'Y' in this .npz (it holds: "
-                                 f"{', '.join(sorted(keys)) or 'nothing'}); save it with "
-                                 "np.savez(path, Y=counts, vocab=words)")
-            texts = {key: archive[key] for key in ("row_labels", "col_labels", "vocab", "model", "source",
-                                                   "info_json") if key in keys}
-        except ValueError as error:
-            if "allow_pickle" in str(error):
-                raise ValueError(f"{path}: holds Python objects (pickled), which lpviz does not load for "
-                                 "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))") from None
-            raise
-    if Y.ndim != 2:
-        raise ValueError(f"{path}: 'Y' has shape {Y.shape}; counts must be a 2-d documents x words "
-                         "(or actors x actors) matrix")
-    if not (np.issubdtype(Y.dtype, np.number) or Y.dtype == bool):
-        raise ValueError(f"{path}: 'Y' holds {Y.dtype} values, not numbers; save numeric counts")
-    values = Y.data if sp.issparse(Y) else Y
+        raise ValueError(f"{path}: not a NumPy .npz archive ({error}); {_NPZ_SAVE_HINT}") from None
+    try:
+        with archive:
+            Y, texts = _read_npz_arrays(path, archive, layout, headers)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as error:
+        raise ValueError(f"{path}: a damaged .npz archive ({error.__class__.__name__}: {error}); "
+                         f"{_NPZ_SAVE_HINT}") from None
     if sp.issparse(Y):
-        coo = Y.tocoo()
+        csr = Y.tocsr()
 
         def position(index):
-            return f"cell ({coo.row[index[0]]}, {coo.col[index[0]]}) of Y"
-        counts = _check_count_values(coo.data, path, position)
-        Y = sp.csr_matrix((counts, (coo.row, coo.col)), shape=Y.shape, dtype=np.int64)
+            row = int(np.searchsorted(csr.indptr, index[0], side="right")) - 1
+            return f"cell ({row}, {int(csr.indices[index[0]])}) of Y"
+        counts = _check_count_values(csr.data, path, position)
+        Y = sp.csr_matrix((counts, csr.indices, csr.indptr), shape=csr.shape)
+        Y.sum_duplicates()
     else:
-        Y = _check_count_values(values, path, lambda index: f"cell {tuple(int(i) for i in index)} of Y")
+        Y = _check_count_values(Y, path, lambda index: f"cell {tuple(int(i) for i in index)} of Y")
     model = str(texts["model"]) if "model" in texts else "topics"
     if model not in ("topics", "blocks"):
         raise ValueError(f"{path}: model {model!r} must be 'topics' or 'blocks'")
@@ -728,10 +962,62 @@ def _load_npz(path):
     row_labels = _labels(texts.get("row_labels"), Y.shape[0], path, "row_labels")
     col_labels = _labels(texts.get("col_labels", texts.get("vocab")), Y.shape[1], path,
                          "col_labels" if "col_labels" in texts else "vocab")
-    info = json.loads(str(texts["info_json"])) if "info_json" in texts else {}
+    info = {}
+    if "info_json" in texts:
+        try:
+            info = json.loads(str(texts["info_json"]))
+        except ValueError as error:
+            raise ValueError(f"{path}: 'info_json' is not JSON ({error}); {_NPZ_SAVE_HINT}") from None
+        if not isinstance(info, dict):
+            raise ValueError(f"{path}: 'info_json' must hold a JSON object, not {type(info).__name__}; "
+                             f"{_NPZ_SAVE_HINT}")
     info["format"] = "npz"
     return CountData(Y=Y, row_labels=row_labels, col_labels=col_labels, model=model,
                      source=str(texts.get("source", path)), info=info)
+
+
+def _read_npz_arrays(path, archive, layout, headers):
+    """The counts (dense or CSR, not yet checked) and the text members, after the budget check."""
+    if layout == "dense":
+        shape, dtype = headers["Y"]
+        if len(shape) != 2:
+            raise ValueError(f"{path}: 'Y' has shape {shape}; counts must be a 2-d documents x words "
+                             "(or actors x actors) matrix")
+    else:
+        shape = _sparse_shape(path, archive, "Y_shape" if layout == "lpviz csr" else "shape", headers)
+        dtype = headers["Y_data" if layout == "lpviz csr" else "data"][1]
+    if dtype.kind not in "biuf":
+        raise ValueError(f"{path}: 'Y' holds {dtype} values, not numbers; save numeric counts")
+    _check_npz_budget(path, layout, headers, shape)
+    if layout == "dense":
+        Y = _member(archive, "Y", path)
+    else:
+        prefix = "Y_" if layout == "lpviz csr" else ""
+        for key in ("indices", "indptr"):
+            if headers[prefix + key][1].kind not in "iu" or len(headers[prefix + key][0]) != 1:
+                raise ValueError(f"{path}: {prefix + key!r} must be a 1-d array of integers; {_NPZ_SAVE_HINT}")
+        sparse_format = sp.csr_matrix
+        if layout == "scipy":
+            name = _npz_text(_member(archive, "format", path))
+            if name not in ("csr", "csc"):
+                raise ValueError(f"{path}: a scipy.sparse {name[:10]!r} matrix; lpviz reads CSR or CSC: save it "
+                                 "with scipy.sparse.save_npz(path, matrix.tocsr())")
+            sparse_format = sp.csc_matrix if name == "csc" else sp.csr_matrix
+        arrays = tuple(_member(archive, prefix + key, path) for key in ("data", "indices", "indptr"))
+        try:
+            Y = sparse_format(arrays, shape=shape)
+            Y.check_format(full_check=True)
+        except (ValueError, TypeError, IndexError, OverflowError) as error:
+            raise ValueError(f"{path}: the sparse arrays do not form a {shape[0]} x {shape[1]} matrix ({error}); "
+                             f"{_NPZ_SAVE_HINT}") from None
+    texts = {key: _member(archive, key, path) for key in _NPZ_TEXT_KEYS if key in headers}
+    return Y, texts
+
+
+def _npz_text(array):
+    value = np.asarray(array).reshape(-1)[:1].tolist()
+    value = value[0] if value else ""
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _labels(array, n, path, name):
@@ -752,8 +1038,8 @@ def _vocab_list(vocab, n_words, path):
         if not vocab_path.is_file():
             raise FileNotFoundError(f"{vocab_path}: vocabulary file not found; give a file with one word per line")
         _check_text_file(vocab_path)
-        with _open_text(vocab_path) as handle:
-            words = [line.rstrip("\r\n") for line in handle]
+        check_memory(_text_bytes(vocab_path) * _TEXT_COST["edges"], f"{vocab_path}: reading the vocabulary")
+        words = [line.rstrip("\r\n") for _, line in _iter_lines(vocab_path)]
         while words and not words[-1].strip():
             words.pop()
         source = vocab_path
@@ -767,9 +1053,10 @@ def _vocab_list(vocab, n_words, path):
 
 
 def _check_not_empty(data, path):
-    total = int(data.Y.sum())
-    if min(data.shape) == 0 or total == 0:
-        raise ValueError(f"{path}: no counts ({data.shape[0]} x {data.shape[1]} matrix, total {total}); "
+    # counts are >= 0, so no nonzero cell means a total of 0 (and an int64 sum could overflow)
+    nonzero = data.Y.count_nonzero() if sp.issparse(data.Y) else np.count_nonzero(data.Y)
+    if min(data.shape) == 0 or nonzero == 0:
+        raise ValueError(f"{path}: no counts ({data.shape[0]} x {data.shape[1]} matrix, total 0); "
                          "nothing to fit, check the file or the filter that produced it")
 
 
