@@ -34,7 +34,7 @@ _ATTRIBUTES = {
     "PrivateLDA": "lpviz.central",
 }
 _SUBMODULES = {"privacy", "release", "bessel", "collapsed", "models", "methods", "engine", "inference", "metrics",
-               "datasets", "accounting", "central"}
+               "datasets", "accounting", "central", "budget"}
 
 __all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
 

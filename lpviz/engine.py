@@ -23,6 +23,7 @@ in lpviz 0.1, as a count matrix with ``alpha`` and ``mask``.
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,11 +37,14 @@ from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
 
-__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit"]
+__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit", "chain_bytes"]
 
 # Up to this many cells the posterior keeps a running sum of the rates; larger
 # matrices keep only the saved factors and compute rates by row blocks.
 DENSE_MEAN_MAX_CELLS = 16_000_000
+# Counts beyond this are far from what count models of words or messages meet:
+# the kernels stay O(K) per cell, but such data are usually a unit mistake.
+LARGE_COUNT_WARNING = 10**9
 FIT_FORMAT = "lpviz-fit-1"
 _EMPTY_ROWS = None
 
@@ -219,16 +223,24 @@ class Chain:
         self.method_instance = method_registry.create(method, sampler=sampler)
         self.method = self.method_instance.name
         if isinstance(data, Release):
+            model = model_registry.default_for(data.kind) if model is None else model
+        elif model is None:
+            raise ValueError("model= is required with a count matrix (or pass a Release, whose kind "
+                             "picks the model)")
+        self.model_instance = model_registry.create(model, n_components, a0=a0, b0=b0)
+        self.model = self.model_instance.name
+        self.n_components = self.model_instance.n_components
+        self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
+        self.shape = tuple(data.shape if isinstance(data, Release) or sp.issparse(data) else np.shape(data))
+        if len(self.shape) == 2:  # what the chain will hold, before it allocates any of it
+            self._check_memory()
+        if isinstance(data, Release):
             if alpha is not None or mask is not None:
                 raise ValueError("a Release carries its own alpha and held-out cells: drop alpha= and mask= "
                                  "(make a new release with release.with_heldout(...) to change them)")
-            model = model_registry.default_for(data.kind) if model is None else model
             counts, alpha_rows, user_excluded = self._from_release(data, truth)
             self.release = data
         else:
-            if model is None:
-                raise ValueError("model= is required with a count matrix (or pass a Release, whose kind "
-                                 "picks the model)")
             if truth is not None:
                 raise ValueError("truth= goes with a Release; with a count matrix, the matrix is what is fitted")
             counts = _check_counts(data)
@@ -237,16 +249,13 @@ class Chain:
                           if self.method_instance.needs_alpha else None)
             user_excluded = None if mask is None else ~mask
             self.release = None
-        self.model_instance = model_registry.create(model, n_components, a0=a0, b0=b0)
-        self.model = self.model_instance.name
-        self.n_components = self.model_instance.n_components
-        self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
         self.shape = tuple(counts.shape)
         self.model_instance.check_shape(self.shape)
         if self.method_instance.needs_alpha and sp.issparse(counts):
             counts = counts.toarray()  # the private sweep visits every cell anyway
 
         n_rows, n_cols = self.shape
+        self._warn_on_huge_counts(counts)
         model_zeros = self.model_instance.structural_zeros(self.shape)
         excluded = _either(user_excluded, model_zeros)
         # what the chain left out, for scoring: held-out cells, and cells that do not exist
@@ -278,6 +287,28 @@ class Chain:
         self._log_joint = math.nan
         self._log_marginal = math.nan
         self._broken = False
+
+    def memory_estimate(self, shape=None):
+        """Bytes the chain will hold for data of ``shape`` (default its own): the model's
+        state, the method's latent state and the counts it fits (see :mod:`lpviz.budget`)."""
+        shape = self.shape if shape is None else tuple(shape)
+        return chain_bytes(self.model_instance, self.method_instance, shape)
+
+    def _check_memory(self):
+        from lpviz.budget import check_memory
+
+        check_memory(self.memory_estimate(), f"a {self.method} chain of the {self.model} model on "
+                     f"{self.shape[0]:,} x {self.shape[1]:,} counts with {self.n_components} components",
+                     fix="Fit fewer rows or columns, or fewer components.")
+
+    @staticmethod
+    def _warn_on_huge_counts(counts):
+        values = counts.data if sp.issparse(counts) else counts
+        largest = int(np.abs(values).max(initial=0))
+        if largest > LARGE_COUNT_WARNING:
+            warnings.warn(f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
+                          "counts is meant for (the sampler stays O(K) per cell, but check the units of the data)",
+                          stacklevel=3)
 
     def _from_release(self, release, truth):
         if self.method_instance.uses_truth:
@@ -419,6 +450,15 @@ class Chain:
         self._log_joint = float(log_joint + terms.get("noise", 0.0))
         self._log_marginal = float(terms.get("log_marginal", math.nan))
         return time.perf_counter() - start
+
+
+def chain_bytes(model, method, shape):
+    """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
+    the model's state and statistics, the method's latent state, the counts (one estimate for
+    the CLI, the loaders and the dashboard's budget)."""
+    n_cells = int(shape[0]) * int(shape[1])
+    return int(model.state_bytes(shape) + method.state_bytes(shape, model) + 8 * n_cells
+               + 2 * 8 * (shape[0] + shape[1]) * model.n_components)
 
 
 # ---------------------------------------------------------------------------

@@ -216,6 +216,11 @@ def _check_counts(Y):
     if sp.issparse(Y):
         values = Y.data
         shape = Y.shape
+        from lpviz.budget import check_memory, dense_bytes
+
+        # the dense counts, their noised copy and the release's own copy
+        check_memory(3 * dense_bytes(shape, np.int64), f"noising the {shape[0]:,} x {shape[1]:,} matrix",
+                     fix="Every cell gets noise, so a release is dense: noise a smaller matrix.")
     else:
         try:
             values = np.asarray(Y)
@@ -254,6 +259,11 @@ def _check_counts(Y):
         )
     if values.size and values.max() > _MAX_COUNT:
         raise ValueError(f"Y has counts above 2**62 (max {values.max().item()}): they would overflow int64 with noise")
+    if not sp.issparse(Y):
+        from lpviz.budget import check_memory, dense_bytes
+
+        check_memory(3 * dense_bytes(shape, np.int64), f"noising the {' x '.join(f'{n:,}' for n in shape)} matrix",
+                     fix="Noise a smaller matrix.")
     if sp.issparse(Y):
         return np.asarray(Y.toarray(), dtype=np.int64)
     return np.array(values, dtype=np.int64, copy=True)

@@ -101,6 +101,15 @@ def test_mtx_dense_array_of_50000_squared_is_refused_from_its_header(tmp_path, m
     assert re.search(BUDGET, message)
 
 
+@pytest.mark.parametrize("sizes", ["0 3", "0 0", "3 0"])
+def test_mtx_array_declaring_no_rows_is_refused_before_scipy_reads_it(tmp_path, sizes):
+    # scipy 1.17's reader died of SIGFPE on a zero-row 'array' body: the whole process (a server) with it
+    path = tmp_path / "empty.mtx"
+    path.write_text(f"%%MatrixMarket matrix array integer general\n{sizes}\n1\n2\n")
+    with pytest.raises(ValueError, match=r"empty.mtx, line 2: the header declares an empty \d x \d matrix"):
+        load_counts(path)
+
+
 def test_sparse_50000_squared_loads_but_densifying_it_goes_through_the_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "14.4GiB")
     path = tmp_path / "coord.mtx"
@@ -484,7 +493,10 @@ def test_output_into_a_missing_folder_is_refused(tmp_path):
 NAMES = ["e.csv", "e.tsv", "e.txt", "e.edges", "m.mtx", "c.npz", "docword.p.txt", "e.csv.gz", "m.mtx.gz",
          "docword.p.txt.gz"]
 # modest by default (the file runs in well under a minute); LPVIZ_HYPOTHESIS_EXAMPLES=1000 for a deep run
+# The default run is derandomized (the same examples every time, so CI is repeatable);
+# LPVIZ_HYPOTHESIS_RANDOM=1 explores new ones (how the empty-array .mtx crash below was found).
 PROPERTY = settings(max_examples=int(os.environ.get("LPVIZ_HYPOTHESIS_EXAMPLES", 60)), deadline=None, database=None,
+                    derandomize=not os.environ.get("LPVIZ_HYPOTHESIS_RANDOM"),
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 

@@ -791,6 +791,11 @@ def _load_mtx(path):
                          "save it as 'coordinate integer'")
     if symmetry not in ("general", "symmetric"):
         raise ValueError(f"{path}, line 1: {symmetry} matrices cannot hold counts; save it as 'general'")
+    if n_rows == 0 or n_cols == 0:
+        # nothing to count, and scipy's reader (1.17) dies of a floating-point exception on an
+        # 'array' body with zero rows: refuse before it runs
+        raise ValueError(f"{path}, line 2: the header declares an empty {n_rows} x {n_cols} matrix; "
+                         "a count matrix needs at least one row and one column")
     if layout == "coordinate":
         entry_bytes = _MTX_ENTRY_BYTES * (2 if symmetry == "symmetric" else 1)
         _check_declared_size(path, n_rows, n_cols, entry_bytes, entries, "a Matrix Market coordinate matrix")

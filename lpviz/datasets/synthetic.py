@@ -37,6 +37,15 @@ def _check_positive(name, value):
     return float(value)
 
 
+def _check_size(n_rows, n_cols):
+    """The generator holds the rates, the counts and the noised copy densely (about five
+    8-byte matrices with noising): refuse sizes that do not fit before drawing anything."""
+    from lpviz.budget import check_memory, dense_bytes
+
+    check_memory(5 * dense_bytes((n_rows, n_cols), np.float64), f"a synthetic {n_rows:,} x {n_cols:,} data set",
+                 fix="Choose fewer rows or columns.")
+
+
 def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
                 doc_length=50.0, topic_purity=0.9, random_state=None):
     """The synthetic topic-recovery data of Figure 3 (Schein et al. 2019).
@@ -93,6 +102,7 @@ def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
     topic_purity = _check_positive("topic_purity", topic_purity)
     if topic_purity > 1:
         raise ValueError(f"topic_purity is a share of mass, in (0, 1], got {topic_purity}")
+    _check_size(n_docs, n_words)
     rng = np.random.default_rng(random_state)
 
     word_block = np.concatenate([np.full(len(block), k) for k, block in
@@ -189,6 +199,7 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
     epsilon = _check_positive("epsilon", epsilon)
     a0 = _check_positive("a0", a0)
     b0 = _check_positive("b0", b0)
+    _check_size(n_actors, n_actors)
     rng = np.random.default_rng(random_state)
 
     theta = rng.gamma(a0, 1.0 / b0, size=(n_actors, n_communities))
