@@ -261,7 +261,7 @@ def test_files_that_are_not_what_their_name_says(tmp_path):
     ({"Y": np.array([1, 2])}, r"'Y' has shape \(2,\)"),
     ({"Y": np.array([["a"]])}, r"holds <U1 values, not numbers"),
     ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", "b", "c"])}, r"'vocab' has 3 names for 2"),
-    ({"Y": np.ones((2, 3), int), "model": np.array("blocks")}, r"must be square"),
+    ({"Y": np.ones((2, 3), int), "model": np.array("blocks")}, r"needs a square sender x recipient matrix"),
     ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", 1], dtype=object)}, r"pickled.*for safety"),
     ({"Y": np.zeros((2, 2), int)}, r"no counts"),
 ])

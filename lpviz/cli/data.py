@@ -11,6 +11,8 @@ from . import CLIError
 # topic-only and network-only options are checked against the matrix asked for.
 _TOPIC_DEFAULTS = {"n_docs": 10000, "n_words": 10000, "min_tokens": 50, "max_df": 0.3, "seed": 0}
 _NETWORK_DEFAULTS = {"min_count": 100}
+# The two Enron matrices: their options (with the paper's defaults), what rows x columns are.
+_MATRICES = {"topics": (_TOPIC_DEFAULTS, "emails x words"), "network": (_NETWORK_DEFAULTS, "senders x recipients")}
 
 
 def register(subparsers):
@@ -38,7 +40,7 @@ def register(subparsers):
         description="Read a maildir folder, the CMU .tar.gz or emails.csv and build the document x "
                     "word matrix (topics) or the sender -> recipient matrix (network), cached for "
                     "the next run. Prints a summary; --output saves the matrix as .npz.")
-    build.add_argument("matrix", choices=["topics", "network"])
+    build.add_argument("matrix", choices=list(_MATRICES))
     build.add_argument("source", type=Path, help="maildir folder, .tar.gz/.tgz or emails.csv")
     topics = build.add_argument_group("topics options")
     topics.add_argument("--n-docs", type=int, help=f"emails drawn, D (default {_TOPIC_DEFAULTS['n_docs']})")
@@ -83,13 +85,14 @@ def _build_enron(args):
     from lpviz.datasets.cache import resolve_cache_dir
     from lpviz.datasets.enron import build_enron_network, build_enron_topics
 
-    given = {name: getattr(args, name) for name in (*_TOPIC_DEFAULTS, *_NETWORK_DEFAULTS)
+    defaults = _MATRICES[args.matrix][0]
+    given = {name: getattr(args, name) for options, _ in _MATRICES.values() for name in options
              if getattr(args, name) is not None}
-    foreign = _NETWORK_DEFAULTS if args.matrix == "topics" else _TOPIC_DEFAULTS
-    misplaced = [f"--{name.replace('_', '-')}" for name in given if name in foreign]
+    misplaced = [f"--{name.replace('_', '-')}" for name in given if name not in defaults]
     if misplaced:
-        raise CLIError(f"{', '.join(misplaced)} only applies to the "
-                       f"{'network' if args.matrix == 'topics' else 'topics'} matrix, not {args.matrix}")
+        other = next(matrix for matrix, (options, _) in _MATRICES.items() if misplaced[0][2:].replace("-", "_")
+                     in options)
+        raise CLIError(f"{', '.join(misplaced)} only applies to the {other} matrix, not {args.matrix}")
     if not args.source.exists():
         raise CLIError(f"{args.source}: no such file or folder; give a maildir folder, the CMU .tar.gz or "
                        "emails.csv (download it with `lpviz fetch-enron`)")
@@ -112,14 +115,12 @@ def _build_enron(args):
 
     start = time.perf_counter()
     common = {"cache_dir": cache_dir, "allow_partial": args.allow_partial, "on_cache": on_cache}
-    if args.matrix == "topics":
-        options = {**_TOPIC_DEFAULTS, **given}
-        data = build_enron_topics(args.source, n_docs=options["n_docs"], n_words=options["n_words"],
-                                  min_tokens=options["min_tokens"], max_df=options["max_df"],
-                                  random_state=options["seed"], **common)
-    else:
-        options = {**_NETWORK_DEFAULTS, **given}
-        data = build_enron_network(args.source, min_count=options["min_count"], **common)
+    options = {**defaults, **given}
+    builders = {"topics": lambda: build_enron_topics(
+        args.source, n_docs=options["n_docs"], n_words=options["n_words"], min_tokens=options["min_tokens"],
+        max_df=options["max_df"], random_state=options["seed"], **common),
+        "network": lambda: build_enron_network(args.source, min_count=options["min_count"], **common)}
+    data = builders[args.matrix]()
     seconds = time.perf_counter() - start
     cache = statuses.get("matrix", "off")
     corpus_cache = statuses.get("corpus")
@@ -169,7 +170,7 @@ _CACHE_OUTCOMES = {  # lpviz.datasets.cache.STATUSES
 
 def _print_summary(summary):
     rows, cols = summary["shape"]
-    what = "emails x words" if summary["matrix"] == "topics" else "senders x recipients"
+    what = _MATRICES[summary["matrix"]][1]
     print(f"enron {summary['matrix']}: {rows:,} x {cols:,} ({what}), "
           f"{summary['nonzero_cells']:,} nonzero cells, {summary['total_count']:,} counts")
     print("options: " + ", ".join(f"{key}={value}" for key, value in summary["options"].items()))

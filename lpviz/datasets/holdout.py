@@ -10,15 +10,24 @@ import numpy as np
 HOLDOUTS = ("none", "random cells", "top actors")
 
 
-def holdout_mask(Y, model, holdout, *, fraction=0.1, n_actors=50, random_state=None):
+def _is_network(kind):
+    """``kind`` is a data kind ("documents"/"network") or, as in lpviz 0.1, a model name."""
+    from lpviz import models
+    from lpviz.release import KINDS
+
+    return (kind if kind in KINDS else models.get(kind).default_for[0]) == "network"
+
+
+def holdout_mask(Y, kind, holdout, *, fraction=0.1, n_actors=50, random_state=None):
     """True for observed cells; None when nothing is held out.
 
     ``"random cells"`` holds out a random ``fraction`` of the cells.
     ``"top actors"`` (Figure 5: "all cells involving the top 50 senders or
     recipients") holds out every cell in the rows of the ``n_actors`` rows with
     the largest totals and in the columns of the ``n_actors`` columns with the
-    largest totals; for a network (``model="blocks"``) those actors are held
-    out in both roles, as senders and as recipients.
+    largest totals; for a network (``kind="network"``, or a model fitted to
+    networks) those actors are held out in both roles, as senders and as
+    recipients.
     """
     Y = np.asarray(Y)
     if Y.ndim != 2:
@@ -41,7 +50,7 @@ def holdout_mask(Y, model, holdout, *, fraction=0.1, n_actors=50, random_state=N
         mask = np.ones(Y.shape, dtype=bool)
         mask[top_rows, :] = False
         mask[:, top_cols] = False
-        if model == "blocks":  # the same actors as senders and recipients
+        if _is_network(kind):  # the same actors as senders and recipients
             mask[:, top_rows[top_rows < Y.shape[1]]] = False
             mask[top_cols[top_cols < Y.shape[0]], :] = False
         return mask

@@ -959,11 +959,15 @@ def _load_npz(path):
         Y.sum_duplicates()
     else:
         Y = _check_count_values(Y, path, lambda index: f"cell {tuple(int(i) for i in index)} of Y")
-    model = str(texts["model"]) if "model" in texts else "topics"
-    if model not in ("topics", "blocks"):
-        raise ValueError(f"{path}: model {model!r} must be 'topics' or 'blocks'")
-    if model == "blocks" and Y.shape[0] != Y.shape[1]:
-        raise ValueError(f"{path}: a 'blocks' network must be square, 'Y' is {Y.shape}")
+    from lpviz import models
+
+    model = str(texts["model"]) if "model" in texts else models.default_for("documents")
+    if model not in models.MODELS:
+        raise ValueError(f"{path}: model {model!r} must be one of {', '.join(map(repr, models.MODELS))}")
+    try:
+        models.get(model)(1).check_shape(Y.shape)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     row_labels = _labels(texts.get("row_labels"), Y.shape[0], path, "row_labels")
     col_labels = _labels(texts.get("col_labels", texts.get("vocab")), Y.shape[1], path,
                          "col_labels" if "col_labels" in texts else "vocab")
