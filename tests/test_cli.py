@@ -337,3 +337,13 @@ def test_installed_entry_point(tmp_path, counts_file):
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("lpviz privatize: error:") and "--force" in refused.stderr
+
+
+def test_privatize_accepts_a_matrix_without_counts(tmp_path, capsys):
+    # nothing to fit in it, but a person with no emails still releases their (noised) zeros
+    zeros = tmp_path / "zeros.npz"
+    np.savez(zeros, Y=np.zeros((30, 40), dtype=np.int64))
+    output = tmp_path / "noised.npz"
+    summary = run_json(capsys, ["privatize", str(zeros), str(output), "--epsilon", "1"])
+    assert summary["shape"] == [30, 40] and 0 < summary["negative_fraction"] < 0.5
+    fails_with(capsys, ["fit", "--data", str(zeros), "--components", "2", "--epsilon", "1"], "no counts")

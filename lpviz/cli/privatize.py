@@ -120,6 +120,7 @@ def _write_csv(path, Y_obs, row_labels, col_labels):
 
 def run(args):
     from ..datasets import load_data
+    from ..datasets.loaders import KINDS
 
     output = Path(args.output)
     if output.suffix.lower() not in (".npz", ".csv"):
@@ -135,7 +136,9 @@ def run(args):
     seed = None
     if args.simulate:
         seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (2**32))
-    data = load_data(args.input)
+    # a matrix of zeros is a valid input to noise (nothing to fit, but something to release)
+    is_file = Path(args.input).exists() or args.input.partition(":")[0] in KINDS
+    data = load_data(args.input, **({"allow_zero": True} if is_file else {}))
     public = args.labels == "public"
     if public:
         print("warning: writing row/column labels into the release; labels chosen from the true data "

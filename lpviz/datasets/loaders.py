@@ -101,7 +101,7 @@ _CHECK_CHUNK = 1 << 20  # cells checked at a time, so checking never copies a wh
 
 # ---------------------------------------------------------------- public API
 
-def load_counts(path, kind=None, *, header=None, vocab=None):
+def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
     """Read a count matrix from a file.
 
     Parameters
@@ -118,6 +118,9 @@ def load_counts(path, kind=None, *, header=None, vocab=None):
         Document-term formats: the column (word) names, as a list or a file
         with one word per line. Overrides names stored in the file; for UCI
         files it replaces the ``vocab.NAME.txt`` beside the counts.
+    allow_zero : bool
+        Accept a matrix without a single count (refused by default: there is
+        nothing to fit; noising one is fine).
 
     Returns
     -------
@@ -153,7 +156,7 @@ def load_counts(path, kind=None, *, header=None, vocab=None):
     elif vocab is not None and kind == "edges":
         raise ValueError(f"{path}: vocab= is for document-term matrices; an edge list names its actors itself")
     data.info.setdefault("format", kind)
-    _check_not_empty(data, path)
+    _check_not_empty(data, path, allow_zero)
     return data
 
 
@@ -1061,10 +1064,13 @@ def _vocab_list(vocab, n_words, path):
     return words
 
 
-def _check_not_empty(data, path):
+def _check_not_empty(data, path, allow_zero=False):
     # counts are >= 0, so no nonzero cell means a total of 0 (and an int64 sum could overflow)
+    if min(data.shape) == 0:
+        raise ValueError(f"{path}: an empty {data.shape[0]} x {data.shape[1]} matrix; it needs at least one row "
+                         "and one column")
     nonzero = data.Y.count_nonzero() if sp.issparse(data.Y) else np.count_nonzero(data.Y)
-    if min(data.shape) == 0 or nonzero == 0:
+    if nonzero == 0 and not allow_zero:
         raise ValueError(f"{path}: no counts ({data.shape[0]} x {data.shape[1]} matrix, total 0); "
                          "nothing to fit, check the file or the filter that produced it")
 
