@@ -29,7 +29,7 @@ from scipy.special import digamma
 
 from . import accounting
 
-__all__ = ["PrivateLDA", "expected_statistics", "noisy_statistics"]
+__all__ = ["PrivateLDA", "expected_statistics", "noisy_statistics", "posterior"]
 
 # Added to each word's normaliser sum_k exp(E log theta_k) w_kv against a
 # division by zero, as in Hoffman's onlineldavb.py (1e-100), not scikit-learn's
@@ -709,3 +709,25 @@ class PrivateLDA:
         indptr, indices, counts = _kernel_arrays(csr)
         _document_bounds(indptr, indices, counts, elog_topic_word_T, doc_topic, self.doc_topic_prior_, bounds)
         return float(np.exp(-bounds.sum() / n_tokens))
+
+
+def posterior(model, X):
+    """A fitted :class:`PrivateLDA` as a :class:`~lpviz.engine.Posterior` of the topic model,
+    so that :func:`lpviz.metrics.score` measures it like every other fit.
+
+    LDA's topics are distributions and its documents proportions; the Poisson
+    rates they imply are ``mu_dv = n_d sum_k theta_dk phi_kv`` with ``n_d`` the
+    document's length (known to the curator). The posterior holds that one
+    point (``theta = n_d * proportions``, ``phi`` = normalised topics).
+    """
+    from lpviz.engine import Posterior
+    from lpviz.models import create
+
+    csr = model._checked_input(X)
+    lengths = np.asarray(csr.sum(axis=1)).ravel().astype(float)
+    theta = model.transform(csr) * lengths[:, None]
+    phi = model.components_ / model.components_.sum(axis=1, keepdims=True)
+    fit = Posterior(create("topics", model.n_components), "central", csr.shape, burn_in=0, thin=1)
+    fit.method_label = "central DP (private online LDA)"
+    fit.add_sample({"theta": theta, "phi": phi}, model.n_steps_, np.nan)
+    return fit

@@ -347,3 +347,21 @@ def test_privatize_accepts_a_matrix_without_counts(tmp_path, capsys):
     summary = run_json(capsys, ["privatize", str(zeros), str(output), "--epsilon", "1"])
     assert summary["shape"] == [30, 40] and 0 < summary["negative_fraction"] < 0.5
     fails_with(capsys, ["fit", "--data", str(zeros), "--components", "2", "--epsilon", "1"], "no counts")
+
+
+# ---------------------------------------------------------------- central
+
+def test_central_reports_its_guarantee_and_scores_through_score(capsys):
+    private = run_json(capsys, ["central", "--data", "synthetic-topics", "--epsilon", "2", "--seed", "1",
+                                "--batch-size", "20", "--epochs", "3"])
+    assert private["epsilon"] <= 2.0 + 1e-9 and private["epsilon"] > 1.9 and private["delta"] == 1e-5
+    assert private["privacy_unit"] == "one document" and private["steps"] == 3 * 5  # ceil(83 / 20) = 5
+    assert private["heldout_documents"] > 0 and np.isfinite(private["heldout_perplexity"])
+    assert set(private["scores"]) >= {"mae", "npmi", "umass", "topic_distance"}
+    plain = run_json(capsys, ["central", "--data", "synthetic-topics", "--noise-multiplier", "0", "--seed", "1",
+                              "--batch-size", "20", "--epochs", "3"])
+    assert plain["epsilon"] == float("inf")
+    # the noise costs accuracy: non-private online LDA recovers the topics better
+    assert plain["scores"]["topic_distance"] < private["scores"]["topic_distance"]
+    fails_with(capsys, ["central", "--data", "synthetic-topics"], "exactly one")
+    fails_with(capsys, ["central", "--data", "synthetic-blocks", "--epsilon", "1"], "is a network")
