@@ -33,16 +33,21 @@ from numba import njit
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import sample_stream
-from lpviz.collapsed import log_marginal_nb, sample_true_count_and_log_marginal
+from lpviz.collapsed import log_marginal_nb, sample_poisson, sample_true_count_and_log_marginal
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum
 
 UNIT_LATENT = 5 << 40
 UNIT_CELLS = 6 << 40
 # A row takes the sparse step when at most this share of its cells has a
-# positive noised count or is excluded: the step costs O(K) per such cell and
-# per topic, the dense loop O(K) per cell of the row (DESIGN.md 1b).
-SPARSE_MAX_SKIP_SHARE = 0.5
+# positive noised count or is excluded. Each such cell costs the sparse step
+# about three K-long loops (its mass removed, its rate gathered, its
+# allocation), each cell of a dense row one K-long product inside a matrix
+# product (BLAS) and a cheap Poisson draw; measured at 1000 x 1000, K = 50
+# (benchmarks/bench_private_iteration.py), the sparse step wins below about
+# a third: on Enron-like counts at eps/N = 1 (28% of a row's cells have
+# ytil > 0) it halves the iteration, on dense counts (45%) it loses (DESIGN.md 1b).
+SPARSE_MAX_SKIP_SHARE = 0.35
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
 # Below these sizes the cheap exact construction beats numba's generic sampler.
@@ -222,16 +227,17 @@ def _collapsed_rows_chunk(chunk, first, last, data, rates, y_block, seeds, row_t
                     continue
                 ytil = np.int64(Y[d, v])
                 m = mu[r, v]
-                y, log_marginal = sample_true_count_and_log_marginal(ytil, m, a, state)
-                y_block[r, v] = y
-                n_cells += 1
-                noise_size += abs(ytil - y)
-                if ytil <= 0:  # closed form summed per row below
+                if ytil <= 0:  # y ~ Poisson(alpha mu); the marginal's closed form is summed per row below
+                    y = sample_poisson(a * m, state)
                     zero_cells += 1
                     zero_abs -= ytil
                     zero_rate += m
                 else:
+                    y, log_marginal = sample_true_count_and_log_marginal(ytil, m, a, state)
                     marginal += log_marginal
+                y_block[r, v] = y
+                n_cells += 1
+                noise_size += abs(ytil - y)
             log_norm = math.log1p(-a) - math.log1p(a)
             marginal += zero_cells * log_norm + zero_abs * math.log(a) - (1.0 - a) * zero_rate
             noise_log[d] += geometric_log_lik(n_cells, noise_size, a)

@@ -72,6 +72,26 @@ def binomial(n, p, state):
     return _binomial_large(n, p)
 
 
+@njit(nogil=True, cache=True, fastmath=FAST_DOT, inline="always")
+def draw_product(A, i, B, j, total, state):
+    """An index k drawn with probability ``A[i, k] B[j, k] / total`` (``total`` = A[i] . B[j]):
+    a walk along the running sum that stops early, with no buffer (one token of a cell)."""
+    n = A.shape[1]
+    if not total > 0.0:
+        return int(uniform(state) * n)  # all weights underflowed: any component is as (im)plausible
+    u = uniform(state) * total
+    running = 0.0
+    for k in range(n):
+        running += A[i, k] * B[j, k]
+        if u < running:
+            return k
+    # ``total`` summed in another order can exceed the walk's sum by ~1e-16
+    for k in range(n - 1, -1, -1):
+        if A[i, k] * B[j, k] > 0.0:
+            return k
+    return n - 1
+
+
 @njit(nogil=True, cache=True, inline="always")
 def draw_weighted(weights, total, state):
     """An index k drawn with probability ``weights[k] / total`` (a walk that stops early)."""

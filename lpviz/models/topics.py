@@ -16,7 +16,7 @@ from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    build_alias, column_sums, dot_rows, draw_alias, draw_weighted, gamma_log_prior, grow, in_sorted, log_factorial,
+    build_alias, column_sums, dot_rows, draw_alias, draw_product, gamma_log_prior, grow, in_sorted, log_factorial,
     multinomial, ordered_sum, products,
 )
 from lpviz.models.base import Model
@@ -64,12 +64,12 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
                 if y <= 0:
                     continue
                 v = indices[idx]
-                total = products(theta, d, phiT, v, weights)
-                if y == 1:  # most cells: one walk, no multinomial
-                    k = draw_weighted(weights, total, state)
+                if y == 1:  # most cells: one walk, no buffer, no multinomial
+                    k = draw_product(theta, d, phiT, v, dot_rows(theta, d, phiT, v), state)
                     n_dk[d, k] += 1
                     n_vk[v, k] += 1
                     continue
+                total = products(theta, d, phiT, v, weights)
                 multinomial(y, weights, total, state, drawn)
                 for k in range(n_topics):
                     if drawn[k]:
