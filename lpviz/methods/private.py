@@ -29,14 +29,16 @@ import math
 
 import numpy as np
 from numba import njit
+from scipy import special
 
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
-from lpviz.bessel import sample_stream
+from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import log_marginal_nb
 from lpviz.collapsed import sample_true_count as sample_collapsed
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum
+from lpviz.models._variational import digamma_plus_one, lgamma_plus_one, positive_csr_float
 
 UNIT_LATENT = 5 << 40
 UNIT_CELLS = 6 << 40
@@ -46,6 +48,8 @@ UNIT_CELLS = 6 << 40
 SPARSE_MAX_SKIP_SHARE = 0.5
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
+# The CAVI step holds four dense blocks (E[mu], V[mu], G products, E[y]) of at most this many cells.
+VI_BLOCK_CELLS = 1 << 20
 # Below these sizes the cheap exact construction beats numba's generic sampler.
 _SMALL_GAMMA_SHAPE = 12
 
@@ -422,6 +426,97 @@ def positive_csr(Y, first_row, last_row):
 
 
 # ---------------------------------------------------------------------------
+# Variational inference (CAVI): the local step (the VI paper, DESIGN.md 1c)
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
+    """The CAVI local step over the observed cells of rows in stream blocks [first, last).
+
+    Per cell with noised count ``ytil``, from the current q: ``G[lambda-]``
+    of ``q(lambda-) = Gamma(E[g-] + 1, rate 1/alpha)``; ``G[lambda+ + mu]``
+    by the delta method, ``E[log X] ~ log E[X] - V[X] / (2 E[X]^2)``; the
+    Bessel point ``m`` (mode, or mean) of
+    ``Bessel(|ytil|, 2 sqrt(G[lambda-] G[lambda+ + mu]))``; ``y+`` and ``g-``
+    from ``m`` and ``ytil`` (step 2 of the sampler); ``y+`` split over
+    ``(lambda+, mu_1..K)`` in proportion to ``(G[lambda+], G[theta_dk] G[phi_kv])``:
+    ``E[g+] = y+ G[lambda+] / W`` and ``E[y] = y+ sum_k G[theta_dk] G[phi_kv] / W``;
+    then ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)``.
+
+    ``data``: (noised counts, per-row alpha, excluded indptr, excluded
+    indices); ``moments``: (E[mu], V[mu], sum_k G[theta_dk] G[phi_kv], first
+    row) of a block of rows; ``latent``: (E[g+], E[g-], E[log lambda+]),
+    dense, updated in place; ``point``: (use the mean, stop flag); ``out``:
+    (E[y] of the block's cells, 0 where excluded; the rows' ELBO terms).
+
+    The cell's ELBO terms, with q(lambda) at its optimum and the split's
+    q as allocated (``W`` and ``E[log lambda+]`` before this step)::
+
+        y+ log W - log y+! - E[g+] E[log lambda+] + log E[g+]!
+        + (E[g+] + g-) log alpha + 2 log(1 - alpha)
+
+    (the lambda terms integrate to the geometric marginals of g+-); the
+    factors' terms are the model's (:meth:`vi_update`).
+    """
+    Y, alpha, excluded_indptr, excluded_indices = data
+    mean_mu, var_mu, weight_mu, origin = moments
+    g_plus, g_minus, elog_plus = latent
+    use_mean, stop = point
+    y_expected, row_terms = out
+    n_cols = Y.shape[1]
+    for d in range(first * ROWS_PER_STREAM, min(Y.shape[0], last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = d - origin
+        a = alpha[d]
+        log_a = math.log(a)
+        next_excluded = excluded_indptr[d]
+        n_cells = 0
+        total = 0.0
+        for v in range(n_cols):
+            if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                next_excluded += 1
+                y_expected[r, v] = 0.0
+                continue
+            n_cells += 1
+            ytil = np.int64(Y[d, v])
+            gp = g_plus[d, v]
+            elog_p = elog_plus[d, v]
+            geo_p = math.exp(elog_p)
+            mean_x = a * (gp + 1.0) + mean_mu[r, v]
+            var_x = a * a * (gp + 1.0) + var_mu[r, v]
+            geo_x = mean_x * math.exp(-0.5 * var_x / (mean_x * mean_x))
+            quarter_a2 = a * math.exp(digamma_plus_one(g_minus[d, v])) * geo_x
+            nu = float(abs(ytil))
+            if use_mean:
+                m = mean_nb(nu, 2.0 * math.sqrt(quarter_a2))
+            elif quarter_a2 < nu + 1.0:  # most cells: mode 0
+                m = 0.0
+            else:
+                m = mode_nb(nu, 2.0 * math.sqrt(quarter_a2))
+            if ytil <= 0:
+                y_plus = m
+                gm = m - ytil
+            else:
+                y_plus = m + ytil
+                gm = m
+            gp_new = 0.0
+            y_expected[r, v] = 0.0
+            if y_plus > 0.0:
+                weight = weight_mu[r, v]
+                split = geo_p + weight
+                gp_new = y_plus * geo_p / split
+                y_expected[r, v] = y_plus * weight / split
+                total += (y_plus * math.log(split) - lgamma_plus_one(y_plus)
+                          - gp_new * elog_p + lgamma_plus_one(gp_new))
+            total += (gp_new + gm) * log_a
+            g_plus[d, v] = gp_new
+            g_minus[d, v] = gm
+            elog_plus[d, v] = digamma_plus_one(gp_new) + log_a
+        row_terms[d] = total + n_cells * 2.0 * math.log1p(-a)
+
+
+# ---------------------------------------------------------------------------
 # The method
 # ---------------------------------------------------------------------------
 
@@ -435,9 +530,9 @@ def smallest_int_dtype(values):
     return np.int64
 
 
-def row_blocks(n_rows, n_cols):
-    """Row ranges aligned to stream blocks whose dense rates stay below :data:`BLOCK_CELLS` cells."""
-    rows = max(ROWS_PER_STREAM, (BLOCK_CELLS // max(n_cols, 1)) // ROWS_PER_STREAM * ROWS_PER_STREAM)
+def row_blocks(n_rows, n_cols, cells=BLOCK_CELLS):
+    """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells."""
+    rows = max(ROWS_PER_STREAM, (cells // max(n_cols, 1)) // ROWS_PER_STREAM * ROWS_PER_STREAM)
     return [(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
 
 
@@ -448,7 +543,10 @@ class Private(Method):
     description = ("Treats the true counts as latent and draws them given the noised counts and the "
                    "noise level each sweep (Schein et al. 2019): the noise is part of the model.")
     needs_alpha = True
-    options = {"sampler": ("bessel", "collapsed"), "sparse_step": ("auto", "off")}
+    options = {"sampler": ("bessel", "collapsed"), "sparse_step": ("auto", "off"), "bessel_point": ("mode", "mean")}
+    inferences = ("mcmc", "vi")
+    # bessel_point: q(m) of the CAVI fit, a point mass at the Bessel mode (the VI paper's) or mean
+    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi"}
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -559,6 +657,43 @@ class Private(Method):
             counts = _add_tokens(counts, *tokens)
         latent["y_counts"] = counts
         return counts, {"noise": ordered_sum(noise_log), "log_marginal": ordered_sum(marginal_log)}
+
+
+    # -- variational inference (CAVI, lpviz.vi) ----------------------------------------
+    def vi_start(self, prepared, model, q, work):
+        alpha = prepared.alpha[:, None]
+        shape = prepared.counts.shape
+        # q(lambda+-) starts at the prior mean alpha / (1 - alpha) = alpha (E[g] + 1)
+        start = np.broadcast_to(alpha / (1.0 - alpha), shape)
+        return {"g_plus": start.copy(), "g_minus": start.copy(),
+                "elog_plus": np.ascontiguousarray(special.digamma(start + 1.0) + np.log(alpha)),
+                "y_expected": None}
+
+    def vi_sweep(self, prepared, latent, model, q, stats, work):
+        Y = prepared.counts
+        n_rows, n_cols = Y.shape
+        data = (Y, prepared.alpha, *prepared.excluded)
+        arrays = (latent["g_plus"], latent["g_minus"], latent["elog_plus"])
+        point = (self.settings["bessel_point"] == "mean", work.stop)
+        row_terms = np.zeros(n_rows)
+        pieces = []
+        for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
+            mean_mu, var_mu, weight_mu = model.vi_moments(q, start, stop)
+            y_block = np.empty_like(mean_mu)
+            bounds = _shift(chunk_bounds(stop - start, mean_mu.size, work.parallel), start // ROWS_PER_STREAM)
+            run_chunks(_vi_private_chunk, bounds, work.stop, data, (mean_mu, var_mu, weight_mu, start), arrays,
+                       point, (y_block, row_terms))
+            pieces.append(positive_csr_float(y_block))
+        counts = _concatenate_csr(pieces)
+        model.vi_allocate(q, counts, stats, work)
+        latent["y_expected"] = counts
+        return ordered_sum(row_terms)
+
+    def vi_warm_start(self, prepared, latent, vi_latent):
+        if "lambda_plus" in latent:  # the Bessel sampler: noise rates at their q means alpha (E[g] + 1)
+            alpha = prepared.alpha[:, None]
+            latent["lambda_plus"][...] = alpha * (vi_latent["g_plus"] + 1.0)
+            latent["lambda_minus"][...] = alpha * (vi_latent["g_minus"] + 1.0)
 
 
 def _concatenate_csr(pieces):
