@@ -38,7 +38,9 @@ from lpviz.collapsed import log_marginal_nb
 from lpviz.collapsed import sample_true_count as sample_collapsed
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum
-from lpviz.models._variational import digamma_plus_one, lgamma_plus_one, positive_csr_float
+from lpviz.models._variational import (
+    digamma_plus_one, geo_plus_one, lgamma_digamma_plus_one, lgamma_plus_one, positive_csr_float,
+)
 
 UNIT_LATENT = 5 << 40
 UNIT_CELLS = 6 << 40
@@ -470,6 +472,7 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
         r = d - origin
         a = alpha[d]
         log_a = math.log(a)
+        elog_at_zero = digamma_plus_one(0.0) + log_a  # E[log lambda+] when E[g+] = 0
         next_excluded = excluded_indptr[d]
         n_cells = 0
         total = 0.0
@@ -481,12 +484,10 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
             n_cells += 1
             ytil = np.int64(Y[d, v])
             gp = g_plus[d, v]
-            elog_p = elog_plus[d, v]
-            geo_p = math.exp(elog_p)
             mean_x = a * (gp + 1.0) + mean_mu[r, v]
             var_x = a * a * (gp + 1.0) + var_mu[r, v]
             geo_x = mean_x * math.exp(-0.5 * var_x / (mean_x * mean_x))
-            quarter_a2 = a * math.exp(digamma_plus_one(g_minus[d, v])) * geo_x
+            quarter_a2 = a * geo_plus_one(g_minus[d, v]) * geo_x
             nu = float(abs(ytil))
             if use_mean:
                 m = mean_nb(nu, 2.0 * math.sqrt(quarter_a2))
@@ -500,19 +501,24 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
             else:
                 y_plus = m + ytil
                 gm = m
-            gp_new = 0.0
-            y_expected[r, v] = 0.0
+            g_minus[d, v] = gm
+            total += gm * log_a
             if y_plus > 0.0:
+                elog_p = elog_plus[d, v]
+                geo_p = math.exp(elog_p)
                 weight = weight_mu[r, v]
                 split = geo_p + weight
                 gp_new = y_plus * geo_p / split
                 y_expected[r, v] = y_plus * weight / split
-                total += (y_plus * math.log(split) - lgamma_plus_one(y_plus)
-                          - gp_new * elog_p + lgamma_plus_one(gp_new))
-            total += (gp_new + gm) * log_a
-            g_plus[d, v] = gp_new
-            g_minus[d, v] = gm
-            elog_plus[d, v] = digamma_plus_one(gp_new) + log_a
+                log_factorial_gp, digamma_gp = lgamma_digamma_plus_one(gp_new)
+                total += (y_plus * math.log(split) - lgamma_plus_one(y_plus) - gp_new * elog_p + log_factorial_gp
+                          + gp_new * log_a)
+                g_plus[d, v] = gp_new
+                elog_plus[d, v] = digamma_gp + log_a
+            else:
+                y_expected[r, v] = 0.0
+                g_plus[d, v] = 0.0
+                elog_plus[d, v] = elog_at_zero
         row_terms[d] = total + n_cells * 2.0 * math.log1p(-a)
 
 

@@ -16,8 +16,8 @@ from lpviz._parallel import ROWS_PER_STREAM, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    build_alias, column_sums, dot_rows, draw_alias, gamma_log_prior, grow, in_sorted, log_factorial, multinomial,
-    ordered_sum,
+    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, gamma_log_prior, grow, in_sorted, log_factorial,
+    multinomial, ordered_sum,
 )
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
@@ -310,7 +310,7 @@ def _alias_tables(theta):
 # Variational inference (CAVI) kernels
 # ---------------------------------------------------------------------------
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     """Expected allocation of the (expected) counts of senders in blocks [first, last)
     over community pairs: ``E[y_ijcd] = y_ij G[theta_ic] G[pi_cd] G[theta_jd] / W_ij``.
@@ -318,7 +318,7 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     Kept factored, so a cell costs O(C), not O(C^2): with
     ``s_id = sum_c G[theta_ic] G[pi_cd]``, ``W_ij = s_i . G[theta_j]``,
     ``stats`` = (R (n, C), Q parts (chunks, n, C)) get
-    ``R_i += (y / W) G[theta_j]`` and ``Q_j += (y / W) s_i``; then
+    ``R_i = sum_j (y / W) G[theta_j]`` and ``Q_j += (y / W) s_i``; then
     ``n_send = G[theta] (R G[pi]^T)``, ``n_recv = G[theta] Q``,
     ``n_cd = G[pi] (G[theta]^T R)`` (elementwise products).
     ``row_log[i] = sum_j y_ij log W_ij``.
@@ -328,7 +328,8 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     row_sums, column_parts = stats
     column_sums_part = column_parts[chunk]
     n_actors, n_comm = geo_theta.shape
-    sender = np.empty((1, n_comm))
+    sender = np.empty(n_comm)
+    row_sum = np.empty(n_comm)
     for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
         if stop[0]:
             return
@@ -338,21 +339,27 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
             running = 0.0
             for c in range(n_comm):
                 running += geo_theta[i, c] * geo_pi[c, d]
-            sender[0, d] = running
+            sender[d] = running
+        row_sum[:] = 0.0
         total = 0.0
         for idx in range(indptr[i], indptr[i + 1]):
             y = values[idx]
             j = indices[idx]
             if not y > 0.0 or j == i:
                 continue
-            weight = dot_rows(sender, 0, geo_theta, j)
+            theta_j = geo_theta[j]
+            weight = 0.0
+            for d in range(n_comm):
+                weight += sender[d] * theta_j[d]
             if not weight > 0.0:  # every G underflowed: the cell has no rate to share
                 continue
             scale = y / weight
+            column_j = column_sums_part[j]
             for d in range(n_comm):
-                row_sums[i, d] += scale * geo_theta[j, d]
-                column_sums_part[j, d] += scale * sender[0, d]
+                row_sum[d] += scale * theta_j[d]
+                column_j[d] += scale * sender[d]
             total += y * math.log(weight)
+        row_sums[i] = row_sum
         row_log[i] = total
 
 

@@ -16,8 +16,8 @@ from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    build_alias, column_sums, dot_rows, draw_alias, draw_weighted, gamma_log_prior, grow, in_sorted, log_factorial,
-    multinomial, ordered_sum, products,
+    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, draw_weighted, gamma_log_prior, grow, in_sorted,
+    log_factorial, multinomial, ordered_sum, products,
 )
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
@@ -235,13 +235,13 @@ def _alias_tables(phiT):
 # Variational inference (CAVI) kernels
 # ---------------------------------------------------------------------------
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     """Expected allocation of the (expected) counts of rows in blocks [first, last):
     ``E[y_dvk] = y_dv G[theta_dk] G[phi_kv] / W_dv``, ``W_dv = sum_k G[theta_dk] G[phi_kv]``.
 
     Kept factored, so each cell costs three K-loops: ``stats`` = (R (D, K),
-    Q parts (chunks, V, K)) get ``R_d += (y / W) G[phi_v]`` and
+    Q parts (chunks, V, K)) get ``R_d = sum_v (y / W) G[phi_v]`` and
     ``Q_v += (y / W) G[theta_d]``; then ``n_dk = G[theta_dk] R_dk`` and
     ``n_vk = G[phi_kv] Q_vk``. ``row_log[d] = sum_v y_dv log W_dv``.
     """
@@ -250,23 +250,31 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     row_sums, column_parts = stats
     column_sums_part = column_parts[chunk]
     n_docs, n_topics = geo_theta.shape
+    row_sum = np.empty(n_topics)
     for d in range(first * ROWS_PER_STREAM, min(n_docs, last * ROWS_PER_STREAM)):
         if stop[0]:
             return
+        row_sum[:] = 0.0
+        theta_d = geo_theta[d]
         total = 0.0
         for idx in range(indptr[d], indptr[d + 1]):
             y = values[idx]
             if not y > 0.0:
                 continue
             v = indices[idx]
-            weight = dot_rows(geo_theta, d, geo_phiT, v)
+            phi_v = geo_phiT[v]
+            weight = 0.0
+            for k in range(n_topics):
+                weight += theta_d[k] * phi_v[k]
             if not weight > 0.0:  # every G underflowed: the cell has no rate to share
                 continue
             scale = y / weight
+            column_v = column_sums_part[v]
             for k in range(n_topics):
-                row_sums[d, k] += scale * geo_phiT[v, k]
-                column_sums_part[v, k] += scale * geo_theta[d, k]
+                row_sum[k] += scale * phi_v[k]
+                column_v[k] += scale * theta_d[k]
             total += y * math.log(weight)
+        row_sums[d] = row_sum
         row_log[d] = total
 
 
