@@ -684,9 +684,10 @@ class Private(Method):
         row_terms = np.zeros(n_rows)
         pieces = []
         for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
-            mean_mu, var_mu, weight_mu = model.vi_moments(q, start, stop)
+            bounds = _shift(chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel),
+                            start // ROWS_PER_STREAM)
+            mean_mu, var_mu, weight_mu = model.vi_moments(q, start, stop, bounds, work)
             y_block = np.empty_like(mean_mu)
-            bounds = _shift(chunk_bounds(stop - start, mean_mu.size, work.parallel), start // ROWS_PER_STREAM)
             run_chunks(_vi_private_chunk, bounds, work.stop, data, (mean_mu, var_mu, weight_mu, start), arrays,
                        point, (y_block, row_terms))
             pieces.append(positive_csr_float(y_block))

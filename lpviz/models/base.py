@@ -104,7 +104,8 @@ class Model:
     # Variational hooks (models with "vi" in ``inferences``; see lpviz.vi), on q, a tuple
     # of GammaFactor (lpviz.models._variational):
     #   vi_init(shape, mean_count, rng) -> q; vi_factors(q) -> dict of E[factors];
-    #   vi_moments(q, start, stop) -> dense (E[mu], V[mu], sum_k G-products) of rows [start, stop);
+    #   vi_moments(q, start, stop, bounds, work) -> dense (E[mu], V[mu], sum of G products) of rows
+#       [start, stop), computed by the stream-block chunks ``bounds``;
     #   vi_new_stats(q, work); vi_allocate(q, counts_csr_float, stats, work) -> per-row sum y log W;
     #   vi_update(q, stats, work) -> the ELBO terms of the factors (prior, entropy, rate sums).
 

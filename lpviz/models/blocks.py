@@ -363,6 +363,61 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
         row_log[i] = total
 
 
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_moments_chunk(chunk, first, last, theta, pi, out):
+    """Moments of ``mu_ij = theta_i^T pi theta_j`` (i != j) under mean-field q at every
+    cell of the senders in stream blocks [first, last): ``E[mu]``, ``V[mu]`` and
+    ``sum_cd G[theta_ic] G[pi_cd] G[theta_jd]``. With ``a = E[theta_i]``,
+    ``b = E[theta_j]``, ``V`` and ``E2`` their variances and second moments::
+
+        V[mu] = sum_d V[b_d] (a^T E[pi])_d^2 + sum_c V[a_c] (E[pi] b)_c^2
+                + V[a]^T (E[pi]^2) V[b] + E2[a]^T V[pi] E2[b]
+
+    ``theta``: (E, V, G) (n, C); ``pi``: (E, V, G) (C, C) and the receivers'
+    ``(E[pi] E[theta_j])^2`` (n, C); ``out``: (mean, variance, G sum) blocks of
+    rows from ``origin`` on, origin, stop flag. The diagonal gets values too
+    (the model's structural zero: every caller skips it).
+    """
+    mean_theta, var_theta, geo_theta = theta
+    mean_pi, var_pi, geo_pi, receiver_square = pi
+    mean_out, var_out, weight_out, origin, stop = out
+    n_actors, n_comm = mean_theta.shape
+    sender = np.empty(n_comm)  # (a^T E[pi])_d
+    sender_square = np.empty(n_comm)
+    sender_var = np.empty(n_comm)  # (V[a]^T E[pi]^2)_d
+    sender_second = np.empty(n_comm)  # (E2[a]^T V[pi])_d
+    sender_geo = np.empty(n_comm)
+    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = i - origin
+        for d in range(n_comm):
+            s = 0.0
+            u = 0.0
+            w = 0.0
+            g = 0.0
+            for c in range(n_comm):
+                s += mean_theta[i, c] * mean_pi[c, d]
+                u += var_theta[i, c] * mean_pi[c, d] * mean_pi[c, d]
+                w += (var_theta[i, c] + mean_theta[i, c] * mean_theta[i, c]) * var_pi[c, d]
+                g += geo_theta[i, c] * geo_pi[c, d]
+            sender[d], sender_square[d], sender_var[d], sender_second[d], sender_geo[d] = s, s * s, u, w, g
+        var_i = var_theta[i]
+        for j in range(n_actors):
+            mean_j, var_j, geo_j, square_j = mean_theta[j], var_theta[j], geo_theta[j], receiver_square[j]
+            mean = 0.0
+            variance = 0.0
+            weight = 0.0
+            for d in range(n_comm):
+                mean += sender[d] * mean_j[d]
+                variance += ((sender_square[d] + sender_var[d]) * var_j[d] + var_i[d] * square_j[d]
+                             + sender_second[d] * (var_j[d] + mean_j[d] * mean_j[d]))
+                weight += sender_geo[d] * geo_j[d]
+            mean_out[r, j] = mean
+            var_out[r, j] = variance
+            weight_out[r, j] = weight
+
+
 @njit(nogil=True, cache=True)
 def _vi_update_theta(theta, pi_mean, n_theta, missing, prior):
     """CAVI update of every row of theta's Gamma q, one after another (rows are
@@ -513,17 +568,13 @@ class BlockModel(Model):
         theta, pi = q
         return {"theta": theta.mean.copy(), "pi": pi.mean.copy()}
 
-    def vi_moments(self, q, start, stop):
+    def vi_moments(self, q, start, stop, bounds, work):
         theta, pi = q
-        mean, var = theta.mean, theta.var
-        second = var + mean * mean
-        sender_mean = mean[start:stop] @ pi.mean  # (E[theta_i]^T E[pi])_d
-        receiver_mean = mean @ pi.mean.T  # (E[pi] E[theta_j])_c
-        mean_mu = sender_mean @ mean.T
-        # V[theta_i^T pi theta_j] for i != j under mean-field q (independent entries)
-        var_mu = ((sender_mean * sender_mean) @ var.T + var[start:stop] @ (receiver_mean * receiver_mean).T
-                  + (var[start:stop] @ (pi.mean * pi.mean)) @ var.T + (second[start:stop] @ pi.var) @ second.T)
-        weight_mu = (theta.geo[start:stop] @ pi.geo) @ theta.geo.T
+        shape = (stop - start, theta.n_rows)
+        mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
+        receiver = theta.mean @ pi.mean.T  # (E[pi] E[theta_j])_c
+        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo),
+                   (pi.mean, pi.var, pi.geo, receiver * receiver), (mean_mu, var_mu, weight_mu, start, work.stop))
         return mean_mu, var_mu, weight_mu
 
     def vi_new_stats(self, q, work):

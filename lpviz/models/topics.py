@@ -278,6 +278,42 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
         row_log[d] = total
 
 
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_moments_chunk(chunk, first, last, rows, columns, out):
+    """Moments of ``mu_dv = sum_k theta_dk phi_kv`` under q at every cell of the rows in
+    stream blocks [first, last): ``E[mu]``, ``V[mu] = sum_k V[theta] E[phi^2] + E[theta]^2 V[phi]``
+    (no cancellation) and ``sum_k G[theta_dk] G[phi_kv]``.
+
+    ``rows``: (E, V, G) of theta (D, K); ``columns``: (E, E[x^2], V, G) of phi, (V, K);
+    ``out``: (mean, variance, G sum) blocks of rows from ``origin`` on, origin, stop flag.
+    """
+    mean_theta, var_theta, geo_theta = rows
+    mean_phi, second_phi, var_phi, geo_phi = columns
+    mean_out, var_out, weight_out, origin, stop = out
+    n_docs, n_topics = mean_theta.shape
+    n_words = mean_phi.shape[0]
+    square = np.empty(n_topics)
+    for d in range(first * ROWS_PER_STREAM, min(n_docs, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = d - origin
+        mean_d, var_d, geo_d = mean_theta[d], var_theta[d], geo_theta[d]
+        for k in range(n_topics):
+            square[k] = mean_d[k] * mean_d[k]
+        for v in range(n_words):
+            mean_v, second_v, var_v, geo_v = mean_phi[v], second_phi[v], var_phi[v], geo_phi[v]
+            mean = 0.0
+            variance = 0.0
+            weight = 0.0
+            for k in range(n_topics):
+                mean += mean_d[k] * mean_v[k]
+                variance += var_d[k] * second_v[k] + square[k] * var_v[k]
+                weight += geo_d[k] * geo_v[k]
+            mean_out[r, v] = mean
+            var_out[r, v] = variance
+            weight_out[r, v] = weight
+
+
 @njit(nogil=True, cache=True)
 def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
     """CAVI update of rows in blocks [first, last) of one factor's Gamma q:
@@ -425,13 +461,13 @@ class TopicModel(Model):
         theta, phiT = q
         return {"theta": theta.mean.copy(), "phi": phiT.mean.T.copy()}
 
-    def vi_moments(self, q, start, stop):
+    def vi_moments(self, q, start, stop, bounds, work):
         theta, phiT = q
-        mean = theta.mean[start:stop]
-        mean_mu = mean @ phiT.mean.T
-        # V[sum_k theta phi] = sum_k V[theta] E[phi^2] + E[theta]^2 V[phi]: no cancellation
-        var_mu = theta.var[start:stop] @ (phiT.var + phiT.mean * phiT.mean).T + (mean * mean) @ phiT.var.T
-        weight_mu = theta.geo[start:stop] @ phiT.geo.T
+        shape = (stop - start, phiT.n_rows)
+        mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
+        columns = (phiT.mean, phiT.var + phiT.mean * phiT.mean, phiT.var, phiT.geo)
+        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo), columns,
+                   (mean_mu, var_mu, weight_mu, start, work.stop))
         return mean_mu, var_mu, weight_mu
 
     def vi_new_stats(self, q, work):
