@@ -23,6 +23,14 @@ the sparse step when at most :data:`SPARSE_MAX_SKIP_SHARE` of its cells have
 Each sweep records, per row, the noise term ``log Geom2(ytil - y; alpha)`` of
 the log joint (``g`` and ``lambda`` integrated out exactly) and the marginal
 log likelihood ``log p(ytil | mu, alpha)`` of the rates the sweep started from.
+
+Variational inference (:mod:`lpviz.vi`, the VI paper's CAVI, DESIGN.md 1c):
+per cell ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)`` and ``q(m)`` a
+point mass at the mode (``bessel_point="mode"``, the paper's) or the mean
+(``"mean"``) of ``Bessel(|ytil|, 2 sqrt(G[lambda-] G[lambda+ + mu]))``; the
+expected true counts ``E[y]`` go to the model's expected allocation
+(:func:`_vi_private_chunk`). The fit keeps ``E[g+]``, ``E[g-]`` and
+``E[log lambda+]`` per cell, no draws.
 """
 
 import math

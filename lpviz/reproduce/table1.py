@@ -55,6 +55,22 @@ class Schedule:
     max_vi_iterations: int = 1000
     trace_every: int = 50  # MCMC iterations between points of the MAE trace
 
+    def scaled(self, factor):
+        """The same schedule with every MCMC length (burn-ins, samples, thinning) times ``factor``:
+        the chains' share of the table at a cost one can afford; VI runs are unchanged."""
+        if not factor > 0:
+            raise ValueError(f"factor must be > 0, got {factor!r}")
+
+        def scale(n):
+            return max(1, int(round(n * factor)))
+
+        return Schedule(naive_burn_in=scale(self.naive_burn_in),
+                        private_burn_ins=tuple(scale(n) for n in self.private_burn_ins),
+                        vi_init_burn_ins=tuple(scale(n) for n in self.vi_init_burn_ins),
+                        samples=scale(self.samples), thin=scale(self.thin),
+                        naive_vi_iterations=self.naive_vi_iterations, max_vi_iterations=self.max_vi_iterations,
+                        trace_every=scale(self.trace_every))
+
 
 PAPER = Schedule()
 QUICK = Schedule(naive_burn_in=50, private_burn_ins=(30, 20), vi_init_burn_ins=(10, 20), samples=20, thin=2,
