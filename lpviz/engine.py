@@ -651,7 +651,7 @@ INFERENCES = ("mcmc", "vi")
 
 def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25,
         truth=None, alpha=None, mask=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None,
-        inference="mcmc", init=None, bessel_point=None, tol=None):
+        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
     """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
 
     Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
@@ -673,6 +673,10 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         The private method's CAVI ``q(m)`` (``inference="vi"`` or ``init="vi"``).
     tol : float, optional
         CAVI's stopping tolerance (default :data:`lpviz.vi.DEFAULT_TOL`).
+    **options
+        The method's other options (its ``options``: e.g. the private
+        method's ``sparse_step``, ``noise_split``), each for the inference it
+        applies to (``Method.option_inference``).
 
     Returns
     -------
@@ -684,34 +688,34 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
     arguments = dict(model=model, method=method, n_components=n_components, truth=truth, alpha=alpha, mask=mask,
                      a0=a0, b0=b0, parallel=parallel)
-    if inference == "vi":
-        from lpviz import vi
+    from lpviz import vi
 
+    options = {key: value for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
+               if value is not None}
+    if inference == "vi":
         if burn_in is not None:
             raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
         if init is not None:
             raise ValueError("init starts a chain (inference='mcmc'); a variational fit starts from random q")
-        vi.check_options(method, "vi", sampler=sampler)
-        return vi.variational_run(data, n_iter=n_iter, tol=tol, bessel_point=bessel_point,
-                                  random_state=random_state, **arguments)
+        return vi.variational_run(data, n_iter=n_iter, tol=tol, random_state=random_state, **arguments, **options)
     n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
-    if init is None and (bessel_point is not None or tol is not None):
-        raise ValueError("bessel_point and tol set a variational fit: use them with inference='vi' or init='vi'")
-    chain = Chain(data, model=model, method=method, n_components=n_components, alpha=alpha, mask=mask,
-                  truth=truth, sampler=sampler, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
+    chain_options, vi_options = vi.split_options(method, options)
+    if init is None and (vi_options or tol is not None):
+        raise ValueError(f"{', '.join(sorted(vi_options)) or 'tol'} set{'s' if len(vi_options) < 2 else ''} a "
+                         "variational fit: use with inference='vi' or init='vi'")
+    chain = Chain(data, model=model, method=method_registry.create(method, **chain_options), n_components=n_components,
+                  alpha=alpha, mask=mask, truth=truth, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
     chain_run = Run(chain, n_iter, burn_in, thin)
     if init is not None:
-        from lpviz import vi
-
         vi_seed = int(np.random.SeedSequence(chain._chain_seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
         chain_run.init = vi.warm_start(chain, init, data=data, n_iter=vi.DEFAULT_MAX_ITER, tol=tol,
-                                       bessel_point=bessel_point, random_state=vi_seed, **arguments)
+                                       random_state=vi_seed, **arguments, **vi_options)
     return chain_run
 
 
 def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
         mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, callback=None,
-        inference="mcmc", init=None, bessel_point=None, tol=None):
+        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
     """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
@@ -722,7 +726,8 @@ def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         raise TypeError(f"callback must be callable, got {callback!r}")
     chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
                     thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
-                    random_state=random_state, inference=inference, init=init, bessel_point=bessel_point, tol=tol)
+                    random_state=random_state, inference=inference, init=init, bessel_point=bessel_point, tol=tol,
+                    **options)
     for state in chain_run:
         if callback is not None:
             callback(state)

@@ -48,7 +48,8 @@ from lpviz.engine import Chain, ChainState, ChainStopped, Posterior
 from lpviz.models.base import check_count
 
 __all__ = ["VariationalFit", "VariationalState", "VariationalPosterior", "VariationalRun", "variational_run",
-           "fit_variational", "warm_start", "iterate_bessel_points", "compare_bessel_points", "DEFAULT_TOL"]
+           "fit_variational", "warm_start", "iterate_bessel_points", "compare_bessel_points", "split_options",
+           "DEFAULT_TOL"]
 
 # Relative ELBO change below which a fit has converged. At the paper's Table 1
 # size this stops private CAVI after a few dozen iterations (the paper: 42).
@@ -73,6 +74,20 @@ def vi_method(method, **options):
     if "vi" not in instance.inferences:
         raise ValueError(f"method={instance.name!r} has no variational inference; use inference='mcmc'")
     return instance
+
+
+def split_options(method, options):
+    """``(chain options, variational options)`` of a method's options (``Method.option_inference``;
+    options for both go to both)."""
+    method_class = type(method) if isinstance(method, method_registry.Method) else method_registry.get(method)
+    chain, variational = {}, {}
+    for option, value in options.items():
+        applies = method_class.option_inference.get(option)
+        if applies in (None, "mcmc"):
+            chain[option] = value
+        if applies in (None, "vi"):
+            variational[option] = value
+    return chain, variational
 
 
 def check_options(method, inference, **options):
@@ -121,12 +136,15 @@ class VariationalFit(Chain):
     tol : float
         :attr:`converged` once the ELBO's relative change is at most ``tol``
         (after :data:`MIN_ITERATIONS` iterations).
+    **options
+        The method's other variational options, e.g. the private method's
+        ``noise_split`` (:mod:`lpviz.methods.private`).
     """
 
     def __init__(self, data, *, model=None, method="private", n_components, alpha=None, mask=None, truth=None,
-                 bessel_point=None, tol=DEFAULT_TOL, a0=0.1, b0=1.0, random_state=None, parallel=None):
+                 bessel_point=None, tol=DEFAULT_TOL, a0=0.1, b0=1.0, random_state=None, parallel=None, **options):
         self.tol = check_tol(tol)
-        method_instance = vi_method(method, bessel_point=bessel_point)
+        method_instance = vi_method(method, bessel_point=bessel_point, **options)
         super().__init__(data, model=model, method=method_instance, n_components=n_components, alpha=alpha,
                          mask=mask, truth=truth, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
 
@@ -288,7 +306,7 @@ class VariationalRun:
 
 def variational_run(data, *, model=None, method="private", n_components, n_iter=DEFAULT_MAX_ITER, tol=None,
                     truth=None, alpha=None, mask=None, bessel_point=None, a0=0.1, b0=1.0, random_state=None,
-                    parallel=None):
+                    parallel=None, **options):
     """A CAVI fit as an iterator of :class:`VariationalState` feeding a :class:`VariationalPosterior`.
 
     ``n_iter`` is the maximum number of iterations; the run ends earlier
@@ -297,7 +315,7 @@ def variational_run(data, *, model=None, method="private", n_components, n_iter=
     """
     fit = VariationalFit(data, model=model, method=method, n_components=n_components, alpha=alpha, mask=mask,
                          truth=truth, bessel_point=bessel_point, tol=DEFAULT_TOL if tol is None else tol, a0=a0,
-                         b0=b0, random_state=random_state, parallel=parallel)
+                         b0=b0, random_state=random_state, parallel=parallel, **options)
     return VariationalRun(fit, n_iter)
 
 
@@ -390,8 +408,8 @@ def iterate_bessel_points(data, *, truth=None, model=None, n_components, n_iter=
             row = {"bessel_point": point, "iteration": state.iteration, "seconds": state.seconds,
                    "elapsed": elapsed[point], "elbo": state.elbo, "converged": state.converged}
             if truth is not None:
-                numbers_ = score(runs[point].posterior, release, truth)
-                row.update(mae=numbers_["mae"], rate_mae=numbers_.get("rate_mae"))
+                scores = score(runs[point].posterior, release, truth)
+                row.update(mae=scores["mae"], rate_mae=scores["rate_mae"])
             yield row
 
 

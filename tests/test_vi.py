@@ -20,10 +20,9 @@ from lpviz.engine import Chain, ChainStopped
 from lpviz.metrics import score
 from lpviz.models._variational import digamma as digamma_nb
 from lpviz.models._variational import lgamma_digamma_plus_one
-from lpviz.release import Truth
 from lpviz.reproduce.table1 import GROUPS, QUICK, ROWS, run_table1, table1_data
 from lpviz.vi import (
-    MIN_ITERATIONS, VariationalFit, VariationalPosterior, compare_bessel_points, variational_run, warm_start,
+    MIN_ITERATIONS, VariationalFit, VariationalPosterior, compare_bessel_points, warm_start,
 )
 
 A0, B0 = 0.1, 1.0
@@ -68,9 +67,11 @@ def gamma_elbo_terms(q):
                   + s - np.log(r) + gammaln(s) + (1 - s) * digamma(s))
 
 
-def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, counts, alpha, observed):
+def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, counts, alpha, observed,
+                     true_weight=None):
     """E_q[log p] + H[q] of a fit after one step, from its q, with the split's q as allocated
-    (``weights_old``: the G products per cell and component the step used, dense)."""
+    (``weights_old``: the G products per cell and component the step used, dense;
+    ``true_weight``: the true count's share of the split against the noise's, when not their sum)."""
     latent = fit._latent
     if alpha is None:  # fixed counts
         y_plus = counts.astype(float)
@@ -82,8 +83,9 @@ def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, cou
         y_plus = np.where(counts <= 0, m, m + counts)
         g_old = a * np.exp(digamma(old_g_plus + 1))
     axes = tuple(range(2, weights_old.ndim))
-    total = g_old + weights_old.sum(axis=axes)
-    shares = weights_old / np.expand_dims(total, axes)
+    total = g_old + (weights_old.sum(axis=axes) if true_weight is None else true_weight)
+    shares = (weights_old / np.expand_dims(weights_old.sum(axis=axes), axes)
+              * np.expand_dims(1 - g_old / total, axes))
     expected = np.expand_dims(y_plus, axes) * shares
     log_shares = np.log(np.where(shares > 0, shares, 1.0))
     cell = (np.sum(expected * (elog_new - log_shares), axis=axes) - mean_mu - gammaln(y_plus + 1))
@@ -185,20 +187,28 @@ def test_block_moments_and_expected_allocation_match_dense_numpy():
     np.testing.assert_allclose(pi.geo * (theta.geo.T @ row_sums), expected.sum((0, 1)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("method,point", [("nonprivate", None), ("private", "mode"), ("private", "mean")])
-def test_topic_elbo_matches_brute_force(method, point):
+@pytest.mark.parametrize("method,options", [("nonprivate", {}), ("private", {"bessel_point": "mode"}),
+                                            ("private", {"bessel_point": "mean"}),
+                                            ("private", {"noise_split": "delta"})])
+def test_topic_elbo_matches_brute_force(method, options):
     Y, Y_obs, alpha, mask, _ = topic_problem()
     data = Y if method == "nonprivate" else Y_obs
-    fit = VariationalFit(data, model="topics", method=method, n_components=3, mask=mask, bessel_point=point,
-                         alpha=None if method == "nonprivate" else alpha, random_state=0)
+    fit = VariationalFit(data, model="topics", method=lpviz.methods.create(method, **options), n_components=3,
+                         mask=mask, alpha=None if method == "nonprivate" else alpha, random_state=0)
     for _ in range(3):
         old_q, old_g = copy.deepcopy(fit.q), (fit._latent or {}).get("g_plus", np.zeros(1)).copy()
+        true_weight = None
+        if options.get("noise_split") == "delta":  # G[mu] of the sum by the delta method
+            mean_mu = old_q[0].mean @ old_q[1].mean.T
+            var_mu = (old_q[0].var + old_q[0].mean**2) @ (old_q[1].var + old_q[1].mean**2).T \
+                - (old_q[0].mean**2) @ (old_q[1].mean**2).T
+            true_weight = mean_mu * np.exp(-var_mu / (2 * mean_mu**2))
         fit.step()
         theta, phiT = fit.q
         weights_old = old_q[0].geo[:, None, :] * old_q[1].geo[None, :, :]
         elog_new = theta.elog[:, None, :] + phiT.elog[None, :, :]
         brute = brute_force_elbo(fit, old_q, old_g, weights_old, elog_new, theta.mean @ phiT.mean.T, data,
-                                 None if method == "nonprivate" else alpha, mask)
+                                 None if method == "nonprivate" else alpha, mask, true_weight)
         assert fit.elbo == pytest.approx(brute, rel=1e-11)
 
 
@@ -459,8 +469,12 @@ def test_bad_options_give_clear_errors():
         lpviz.run(release, n_components=2, inference="variational")
     with pytest.raises(ValueError, match="sampler='collapsed' applies to inference='mcmc'"):
         lpviz.run(release, n_components=2, inference="vi", sampler="collapsed")
-    with pytest.raises(ValueError, match="bessel_point and tol set a variational fit"):
+    with pytest.raises(ValueError, match="bessel_point sets a variational fit"):
         lpviz.run(release, n_components=2, bessel_point="mean")
+    with pytest.raises(ValueError, match="tol sets a variational fit"):
+        lpviz.run(release, n_components=2, tol=1e-3)
+    with pytest.raises(ValueError, match="sparse_step='off' applies to inference='mcmc'"):
+        lpviz.run(release, n_components=2, inference="vi", sparse_step="off")
     with pytest.raises(ValueError, match="bessel_point must be one of 'mode', 'mean'"):
         lpviz.run(release, n_components=2, inference="vi", bessel_point="median")
     with pytest.raises(ValueError, match="applies to methods with that option"):

@@ -43,6 +43,9 @@ def register(subparsers):
                         help="the private chains' sampler (default bessel, the paper's)")
     parser.add_argument("--bessel_point", choices=("mode", "mean"), default="mode",
                         help="the private CAVI's q(m) (default mode, the paper's)")
+    parser.add_argument("--noise_split", choices=("components", "delta"), default="components",
+                        help="the private CAVI's split of y+ between noise and true count: components (DESIGN.md "
+                             "1c, the CAVI optimum, default) or delta (the paper's eq. 13, G[mu] by the delta method)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data, noise and runs (default 0)")
     parser.add_argument("--output", type=Path, default=Path("table1"), metavar="DIR",
                         help="folder for table1.csv, table1_traces.csv, table1.png (default ./table1)")
@@ -88,7 +91,8 @@ def run(args):
     say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     table = run_table1(n_rows=n_rows, n_cols=n_cols, n_components=n_components,
                        schedule=schedule, groups=groups, sampler=args.sampler,
-                       bessel_point=args.bessel_point, random_state=args.seed, callback=say)
+                       bessel_point=args.bessel_point, noise_split=args.noise_split, random_state=args.seed,
+                       callback=say)
     traces, settings = table.attrs["traces"], table.attrs["settings"]
 
     output.mkdir(exist_ok=True)

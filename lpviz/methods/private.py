@@ -450,20 +450,29 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
     ``Bessel(|ytil|, 2 sqrt(G[lambda-] G[lambda+ + mu]))``; ``y+`` and ``g-``
     from ``m`` and ``ytil`` (step 2 of the sampler); ``y+`` split over
     ``(lambda+, mu_1..K)`` in proportion to ``(G[lambda+], G[theta_dk] G[phi_kv])``:
-    ``E[g+] = y+ G[lambda+] / W`` and ``E[y] = y+ sum_k G[theta_dk] G[phi_kv] / W``;
-    then ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)``.
+    ``E[g+] = y+ G[lambda+] / W`` and ``E[y] = y+ sum_k G[theta_dk] G[phi_kv] / W``
+    (DESIGN.md 1c, the paper's eq. 15; the CAVI optimum of the split); then
+    ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)``.
+
+    ``noise_split="delta"`` instead splits ``y+`` between noise and true count
+    in proportion to ``(G[lambda+], G[mu])`` with ``G[mu]`` of the sum by the
+    delta method (the paper's eq. 13, a binomial; ``E[y]`` then goes to the
+    components as before). ``G[mu] >= sum_k G[theta_dk] G[phi_kv]``, so more
+    of ``y+`` goes to the true count; not a CAVI optimum.
 
     ``data``: (noised counts, per-row alpha, excluded indptr, excluded
     indices); ``moments``: (E[mu], V[mu], sum_k G[theta_dk] G[phi_kv], first
     row) of a block of rows; ``latent``: (E[g+], E[g-], E[log lambda+]),
-    dense, updated in place; ``point``: (use the mean, stop flag); ``out``:
+    dense, updated in place; ``point``: (use the mean, delta split, stop flag); ``out``:
     (E[y] of the block's cells, 0 where excluded; the rows' ELBO terms).
 
-    The cell's ELBO terms, with q(lambda) at its optimum and the split's
-    q as allocated (``W`` and ``E[log lambda+]`` before this step)::
+    The cell's ELBO terms, exact for the q the step leaves, with q(lambda)
+    at its optimum and the split's q as allocated (``W = G[lambda+] + w``,
+    ``w`` the true count's weight, from the q before this step)::
 
         y+ log W - log y+! - E[g+] E[log lambda+] + log E[g+]!
         + (E[g+] + g-) log alpha + 2 log(1 - alpha)
+        [+ E[y] (log sum_k G[theta_dk] G[phi_kv] - log w), 0 unless noise_split="delta"]
 
     (the lambda terms integrate to the geometric marginals of g+-); the
     factors' terms are the model's (:meth:`vi_update`).
@@ -471,7 +480,7 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
     Y, alpha, excluded_indptr, excluded_indices = data
     mean_mu, var_mu, weight_mu, origin = moments
     g_plus, g_minus, elog_plus = latent
-    use_mean, stop = point
+    use_mean, delta_split, stop = point
     y_expected, row_terms = out
     n_cols = Y.shape[1]
     for d in range(first * ROWS_PER_STREAM, min(Y.shape[0], last * ROWS_PER_STREAM)):
@@ -515,12 +524,19 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
                 elog_p = elog_plus[d, v]
                 geo_p = math.exp(elog_p)
                 weight = weight_mu[r, v]
-                split = geo_p + weight
+                geo_mu = weight
+                if delta_split:  # the paper's eq. 13: G[mu] of the sum, by the delta method
+                    mean = mean_mu[r, v]
+                    geo_mu = mean * math.exp(-0.5 * var_mu[r, v] / (mean * mean)) if mean > 0.0 else 0.0
+                split = geo_p + geo_mu
                 gp_new = y_plus * geo_p / split
-                y_expected[r, v] = y_plus * weight / split
+                expected = y_plus * geo_mu / split
+                y_expected[r, v] = expected
                 log_factorial_gp, digamma_gp = lgamma_digamma_plus_one(gp_new)
                 total += (y_plus * math.log(split) - lgamma_plus_one(y_plus) - gp_new * elog_p + log_factorial_gp
                           + gp_new * log_a)
+                if delta_split and expected > 0.0 and weight > 0.0:
+                    total += expected * (math.log(weight) - math.log(geo_mu))
                 g_plus[d, v] = gp_new
                 elog_plus[d, v] = digamma_gp + log_a
             else:
@@ -557,10 +573,12 @@ class Private(Method):
     description = ("Treats the true counts as latent and draws them given the noised counts and the "
                    "noise level each sweep (Schein et al. 2019): the noise is part of the model.")
     needs_alpha = True
-    options = {"sampler": ("bessel", "collapsed"), "sparse_step": ("auto", "off"), "bessel_point": ("mode", "mean")}
+    options = {"sampler": ("bessel", "collapsed"), "sparse_step": ("auto", "off"), "bessel_point": ("mode", "mean"),
+               "noise_split": ("components", "delta")}
     inferences = ("mcmc", "vi")
-    # bessel_point: q(m) of the CAVI fit, a point mass at the Bessel mode (the VI paper's) or mean
-    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi"}
+    # CAVI only: bessel_point: q(m), a point mass at the Bessel mode (the VI paper's) or mean;
+    # noise_split: how E[y+] is split between noise and true count (see _vi_private_chunk)
+    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi", "noise_split": "vi"}
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -688,7 +706,7 @@ class Private(Method):
         n_rows, n_cols = Y.shape
         data = (Y, prepared.alpha, *prepared.excluded)
         arrays = (latent["g_plus"], latent["g_minus"], latent["elog_plus"])
-        point = (self.settings["bessel_point"] == "mean", work.stop)
+        point = (self.settings["bessel_point"] == "mean", self.settings["noise_split"] == "delta", work.stop)
         row_terms = np.zeros(n_rows)
         pieces = []
         for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):

@@ -116,9 +116,10 @@ def table1_data(n_rows=1000, n_cols=1000, n_components=50, *, epsilon=1.0, shape
 class _Context:
     """What every group of rows shares: the data, the schedule, seeds, the traces."""
 
-    def __init__(self, release, truth, n_components, schedule, sampler, bessel_point, random_state, callback):
+    def __init__(self, release, truth, n_components, schedule, options, random_state, callback):
         self.release, self.truth, self.K = release, truth, n_components
-        self.schedule, self.sampler, self.bessel_point = schedule, sampler, bessel_point
+        self.schedule = schedule
+        self.sampler, self.bessel_point, self.noise_split = options
         self.random_state, self.callback = random_state, callback
         self.traces = []
         self._private_vi = None
@@ -139,12 +140,13 @@ class _Context:
 
     def private_vi(self):
         """The private CAVI fit (run once, shared by its row and the VI-initialised chains)."""
+        from lpviz.methods import create as create_method
         from lpviz.vi import variational_run
 
         if self._private_vi is None:
-            vi_run = variational_run(self.release, method="private", n_components=self.K,
-                                     n_iter=self.schedule.max_vi_iterations, bessel_point=self.bessel_point,
-                                     random_state=self.seed("private-vi"))
+            method = create_method("private", bessel_point=self.bessel_point, noise_split=self.noise_split)
+            vi_run = variational_run(self.release, method=method, n_components=self.K,
+                                     n_iter=self.schedule.max_vi_iterations, random_state=self.seed("private-vi"))
             elapsed = 0.0
             for state in vi_run:
                 elapsed += state.seconds
@@ -253,20 +255,22 @@ _RUNNERS = {"naive-mcmc": _naive_mcmc, "private-mcmc": _private_mcmc, "naive-vi"
             "private-vi": _private_vi, "vi-init": _vi_init}
 
 
-def _warm_up(sampler, bessel_point):
+def _warm_up(sampler, bessel_point, noise_split):
     """Load every kernel the runs use on a tiny problem, so no run's first iteration pays for it."""
     from lpviz.engine import Chain
+    from lpviz.methods import create as create_method
     from lpviz.vi import VariationalFit
 
     release, _ = table1_data(16, 12, 2, random_state=1)
     Chain(release, method="naive", n_components=2, random_state=0).step(2)
     Chain(release, method="private", sampler=sampler, n_components=2, random_state=0).step(2)
     VariationalFit(release, method="naive", n_components=2, random_state=0).step(2)
-    VariationalFit(release, method="private", bessel_point=bessel_point, n_components=2, random_state=0).step(2)
+    private = create_method("private", bessel_point=bessel_point, noise_split=noise_split)
+    VariationalFit(release, method=private, n_components=2, random_state=0).step(2)
 
 
 def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedule=PAPER, groups=None,
-               sampler="bessel", bessel_point="mode", random_state=0, callback=None):
+               sampler="bessel", bessel_point="mode", noise_split="components", random_state=0, callback=None):
     """Run the rows of the VI paper's Table 1; return them as a DataFrame.
 
     Parameters
@@ -284,6 +288,10 @@ def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedu
         The private chains' sampler (the paper's: the Bessel route).
     bessel_point : {"mode", "mean"}
         The private CAVI's ``q(m)`` (the paper's: the mode).
+    noise_split : {"components", "delta"}
+        How the private CAVI splits ``y+`` between noise and true count
+        (:mod:`lpviz.methods.private`): ``"components"`` (DESIGN.md 1c, the
+        CAVI optimum) or ``"delta"`` (the paper's eq. 13).
     random_state : int
         Seed of the data, the noise and every run.
     callback : callable, optional
@@ -309,9 +317,10 @@ def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedu
         raise ValueError(f"unknown group(s) {', '.join(map(repr, unknown))}; choose from {', '.join(GROUPS)}")
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a Schedule (e.g. PAPER or QUICK), got {type(schedule).__name__}")
-    _warm_up(sampler, bessel_point)
+    _warm_up(sampler, bessel_point, noise_split)
     release, truth = table1_data(n_rows, n_cols, n_components, epsilon=epsilon, random_state=random_state)
-    context = _Context(release, truth, n_components, schedule, sampler, bessel_point, random_state, callback)
+    context = _Context(release, truth, n_components, schedule, (sampler, bessel_point, noise_split), random_state,
+                       callback)
     rows = []
     for group in GROUPS:  # in the table's order whatever order they were asked in
         if group in groups:
@@ -321,7 +330,7 @@ def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedu
     table.attrs["traces"] = pd.DataFrame(context.traces, columns=["trace", "seconds", "iteration", "rate_mae", "kind"])
     table.attrs["settings"] = {"n_rows": n_rows, "n_cols": n_cols, "n_components": n_components, "epsilon": epsilon,
                                "schedule": asdict(schedule), "sampler": sampler, "bessel_point": bessel_point,
-                               "random_state": random_state}
+                               "noise_split": noise_split, "random_state": random_state}
     return table
 
 
