@@ -8,6 +8,9 @@
   :class:`ChainState` and feeds a :class:`Posterior` (running mean of the
   rates over the saved samples, the samples, the best one, traces, timings).
 - :func:`fit` runs to the end and returns the :class:`Posterior`.
+- ``inference="vi"`` in :func:`run`/:func:`fit` drives a variational fit
+  (:class:`lpviz.vi.VariationalFit`, a Chain with CAVI sweeps) the same way;
+  ``init="vi"`` starts a chain from one.
 
 Each iteration: the method produces the counts the model conditions on
 (fixed counts; or, for ``private``, latent true counts drawn given the noised
