@@ -687,12 +687,12 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         Iterate it to advance the chain; ``run.posterior`` holds the result so
         far, ``run.chain`` the chain, ``run.stop()`` stops it from another thread.
     """
+    from lpviz import vi  # here: lpviz.vi builds on this module
+
     if inference not in INFERENCES:
         raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
     arguments = dict(model=model, method=method, n_components=n_components, truth=truth, alpha=alpha, mask=mask,
                      a0=a0, b0=b0, parallel=parallel)
-    from lpviz import vi
-
     options = {key: value for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
                if value is not None}
     if inference == "vi":
