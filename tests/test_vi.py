@@ -446,7 +446,7 @@ def test_warm_start_from_a_fit_of_another_method_sets_the_factors_only():
     release, _ = table1_data(30, 20, 2, random_state=6)
     naive = VariationalFit(release, method="naive", n_components=2, random_state=0)
     naive.step(5)
-    chain = Chain(release, method="private", n_components=2, random_state=0)
+    chain = Chain(release, method="private", sampler="bessel", n_components=2, random_state=0)
     lambdas = chain._latent["lambda_plus"].copy()
     assert warm_start(chain, naive) is None
     np.testing.assert_allclose(chain.factors["theta"], naive.factors["theta"])
