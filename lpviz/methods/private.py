@@ -560,8 +560,10 @@ def smallest_int_dtype(values):
     return np.int64
 
 
-def row_blocks(n_rows, n_cols, cells=BLOCK_CELLS):
-    """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells."""
+def row_blocks(n_rows, n_cols, cells=None):
+    """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells
+    (default :data:`BLOCK_CELLS`, read when called)."""
+    cells = BLOCK_CELLS if cells is None else cells
     rows = max(ROWS_PER_STREAM, (cells // max(n_cols, 1)) // ROWS_PER_STREAM * ROWS_PER_STREAM)
     return [(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
 
