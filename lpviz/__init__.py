@@ -3,13 +3,14 @@
 Noise counts on the owner's side with the geometric mechanism
 (:func:`privatize` gives a :class:`Release`), then fit Poisson factorization
 models with a sampler that treats the true counts as latent (:func:`run`,
-:func:`fit`, :class:`Chain` give a :class:`Posterior`), beside the naive fit
+:func:`fit`, :class:`Chain` give a :class:`Posterior`) or by variational
+inference (``inference="vi"``, :class:`VariationalFit`), beside the naive fit
 that ignores the noise and the non-private fit on the :class:`Truth`; every
 number comes from :func:`score`.
 
 Submodules: :mod:`lpviz.privacy`, :mod:`lpviz.release`, :mod:`lpviz.bessel`,
 :mod:`lpviz.models`, :mod:`lpviz.methods`, :mod:`lpviz.engine`,
-:mod:`lpviz.metrics`, :mod:`lpviz.datasets`.
+:mod:`lpviz.metrics`, :mod:`lpviz.datasets`, :mod:`lpviz.vi`, :mod:`lpviz.reproduce`.
 Attributes are imported lazily so ``import lpviz`` stays cheap (no Numba
 compilation until a sampler is used).
 """
@@ -32,9 +33,10 @@ _ATTRIBUTES = {
     "fit": "lpviz.engine",
     "score": "lpviz.metrics",
     "PrivateLDA": "lpviz.central",
+    "VariationalFit": "lpviz.vi",
 }
 _SUBMODULES = {"privacy", "release", "bessel", "collapsed", "models", "methods", "engine", "inference", "metrics",
-               "datasets", "accounting", "central", "budget"}
+               "datasets", "accounting", "central", "budget", "vi", "reproduce"}
 
 __all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
 

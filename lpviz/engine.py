@@ -8,6 +8,9 @@
   :class:`ChainState` and feeds a :class:`Posterior` (running mean of the
   rates over the saved samples, the samples, the best one, traces, timings).
 - :func:`fit` runs to the end and returns the :class:`Posterior`.
+- ``inference="vi"`` in :func:`run`/:func:`fit` drives a variational fit
+  (:class:`lpviz.vi.VariationalFit`, a Chain with CAVI sweeps) the same way;
+  ``init="vi"`` starts a chain from one.
 
 Each iteration: the method produces the counts the model conditions on
 (fixed counts; or, for ``private``, latent true counts drawn given the noised
@@ -280,9 +283,7 @@ class Chain:
             missing_by_row=_lists(missing, n_rows),
             missing_by_column=_lists(None if missing is None else missing.T, n_cols))
         self._prepared = self.method_instance.prepare(counts, alpha_rows, exclusions)
-        rng = np.random.default_rng(self._chain_seed)
-        self._state = self.model_instance.init_state(self.shape, self._prepared.mean_count, rng)
-        self._latent = self.method_instance.start(self._prepared, self.model_instance, self._state, self._work, rng)
+        self._start(np.random.default_rng(self._chain_seed))
         self._iteration = 0
         self._log_joint = math.nan
         self._log_marginal = math.nan
@@ -309,6 +310,11 @@ class Chain:
             warnings.warn(f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
                           "counts is meant for (the sampler stays O(K) per cell, but check the units of the data)",
                           stacklevel=3)
+
+    def _start(self, rng):
+        """The initial state: random factors and the method's latent state."""
+        self._state = self.model_instance.init_state(self.shape, self._prepared.mean_count, rng)
+        self._latent = self.method_instance.start(self._prepared, self.model_instance, self._state, self._work, rng)
 
     def _from_release(self, release, truth):
         if self.method_instance.uses_truth:
@@ -388,6 +394,22 @@ class Chain:
     def alpha(self):
         """Per-row noise levels (methods that model the noise, else None)."""
         return None if self._prepared.alpha is None else self._prepared.alpha.copy()
+
+    def set_factors(self, factors):
+        """Move the chain to these factors (a dict like :attr:`factors`), e.g. to start
+        it from a variational fit's means (``lpviz.run(..., init="vi")``)."""
+        expected = set(self.model_instance.factor_names)
+        if not isinstance(factors, dict) or set(factors) != expected:
+            raise ValueError(f"factors must be a dict with keys {sorted(expected)} (model={self.model!r}); "
+                             f"got {sorted(factors) if isinstance(factors, dict) else type(factors).__name__}")
+        current = self.factors
+        for name, value in factors.items():
+            value = np.asarray(value, dtype=np.float64)
+            if value.shape != current[name].shape:
+                raise ValueError(f"factors[{name!r}] has shape {value.shape}, the chain's {current[name].shape}")
+            if not np.all(np.isfinite(value)) or np.any(value < 0):
+                raise ValueError(f"factors[{name!r}] must be finite and non-negative")
+        self.model_instance.set_factors(self._state, factors)
 
     def step(self, n=1):
         """Run ``n`` iterations; return the :class:`ChainState` of the last one."""
@@ -478,6 +500,8 @@ class Posterior:
     ``heldout``/``structural_zeros``: the cells the chain held out / that do
     not exist (boolean matrices or None), for scoring.
     """
+
+    inference = "mcmc"
 
     def __init__(self, model, method, shape, *, burn_in, thin, heldout=None, structural_zeros=None):
         self.model_instance = model
@@ -602,6 +626,7 @@ class Posterior:
                   "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
                   "best_iteration": np.asarray(self.best_iteration), "best_log_joint": np.asarray(self.best_log_joint)}
         arrays.update({f"best_{name}": value for name, value in self.best.items()})
+        arrays.update(self._extra_arrays())
         if self.heldout is not None:
             arrays["heldout"] = self.heldout
         if zeros is not None:
@@ -611,6 +636,10 @@ class Posterior:
                 arrays[key] = np.asarray(getattr(release, key), dtype=str)
         atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
         return path
+
+    def _extra_arrays(self):
+        """Arrays a kind of posterior adds to the fit file (a variational fit: its ELBO)."""
+        return {}
 
     def __repr__(self):
         return (f"Posterior(model={self.model!r}, method={self.method!r}, shape={self.shape}, "
@@ -640,6 +669,7 @@ class Run:
 
     def __init__(self, chain, n_iter, burn_in, thin):
         self.chain = chain
+        self.init = None  # the variational fit the chain started from (run(..., init="vi"))
         self.n_iter = n_iter
         self.posterior = Posterior(chain.model_instance, chain.method_instance, chain.shape,
                                    burn_in=burn_in, thin=thin, heldout=chain.heldout,
@@ -663,13 +693,37 @@ class Run:
         return f"Run({self.chain!r}, n_iter={self.n_iter})"
 
 
+INFERENCES = ("mcmc", "vi")
+
+
 def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25,
-        truth=None, alpha=None, mask=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None):
+        truth=None, alpha=None, mask=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None,
+        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
     """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
 
     Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
     (default ``n_iter // 6``, the paper's 1,000 of 6,000) and ``thin`` (save
-    iterations ``burn_in + thin``, ``burn_in + 2 thin``, ...).
+    iterations ``burn_in + thin``, ``burn_in + 2 thin``, ...), and:
+
+    inference : {"mcmc", "vi"}
+        ``"vi"``: coordinate-ascent variational inference
+        (:class:`lpviz.vi.VariationalFit`) for at most ``n_iter`` iterations,
+        ending once the ELBO's relative change is at most ``tol``; no burn-in
+        or thinning (``thin`` is ignored). It returns a
+        :class:`lpviz.vi.VariationalRun` whose posterior is a
+        :class:`lpviz.vi.VariationalPosterior` (``E_q`` of the rates).
+    init : None, "vi", VariationalFit, Posterior or dict of factors
+        MCMC only: start the chain from a variational fit's means; ``"vi"``
+        runs one first on the same data (with ``bessel_point`` and ``tol``),
+        and ``run.init`` is its posterior (its seconds are not in the chain's).
+    bessel_point : {"mode", "mean"}, optional
+        The private method's CAVI ``q(m)`` (``inference="vi"`` or ``init="vi"``).
+    tol : float, optional
+        CAVI's stopping tolerance (default :data:`lpviz.vi.DEFAULT_TOL`).
+    **options
+        The method's other options (its ``options``: e.g. the private
+        method's ``sparse_step``, ``noise_split``), each for the inference it
+        applies to (``Method.option_inference``).
 
     Returns
     -------
@@ -677,15 +731,39 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         Iterate it to advance the chain; ``run.posterior`` holds the result so
         far, ``run.chain`` the chain, ``run.stop()`` stops it from another thread.
     """
+    from lpviz import vi  # here: lpviz.vi builds on this module
+
+    if inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
+    arguments = dict(model=model, method=method, n_components=n_components, truth=truth, alpha=alpha, mask=mask,
+                     a0=a0, b0=b0, parallel=parallel)
+    options = {key: value for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
+               if value is not None}
+    if inference == "vi":
+        if burn_in is not None:
+            raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
+        if init is not None:
+            raise ValueError("init starts a chain (inference='mcmc'); a variational fit starts from random q")
+        return vi.variational_run(data, n_iter=n_iter, tol=tol, random_state=random_state, **arguments, **options)
     n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
-    chain = Chain(data, model=model, method=method, n_components=n_components, alpha=alpha, mask=mask,
-                  truth=truth, sampler=sampler, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
-    return Run(chain, n_iter, burn_in, thin)
+    chain_options, vi_options = vi.split_options(method, options)
+    if init is None and (vi_options or tol is not None):
+        raise ValueError(f"{', '.join(sorted(vi_options)) or 'tol'} set{'s' if len(vi_options) < 2 else ''} a "
+                         "variational fit: use with inference='vi' or init='vi'")
+    chain = Chain(data, model=model, method=method_registry.create(method, **chain_options), n_components=n_components,
+                  alpha=alpha, mask=mask, truth=truth, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
+    chain_run = Run(chain, n_iter, burn_in, thin)
+    if init is not None:
+        vi_seed = int(np.random.SeedSequence(chain._chain_seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
+        chain_run.init = vi.warm_start(chain, init, data=data, n_iter=vi.DEFAULT_MAX_ITER, tol=tol,
+                                       random_state=vi_seed, **arguments, **vi_options)
+    return chain_run
 
 
 def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
-        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None, callback=None):
-    """Run a chain to the end and return its :class:`Posterior`.
+        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None, callback=None,
+        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
+    """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
     ``callback(state)`` with the :class:`ChainState` after every iteration
@@ -695,7 +773,8 @@ def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
         raise TypeError(f"callback must be callable, got {callback!r}")
     chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
                     thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
-                    random_state=random_state, parallel=parallel)
+                    random_state=random_state, parallel=parallel, inference=inference, init=init,
+                    bessel_point=bessel_point, tol=tol, **options)
     for state in chain_run:
         if callback is not None:
             callback(state)

@@ -330,6 +330,7 @@ SCORE_LABELS = {
     "log_joint": "log joint",
     "best_log_joint": "best log joint",
     "log_marginal": "log marginal likelihood",
+    "elbo": "ELBO",
     "iterations": "iterations",
     "samples": "samples",
     "seconds": "seconds",
@@ -361,6 +362,12 @@ def _error_sums(rate_rows, reference, cells_list, shape):
     return sums
 
 
+def _finite_or_none(value):
+    """A float, or None for the NaN of a number that does not apply (a variational fit's log joint)."""
+    value = float(value)
+    return None if np.isnan(value) else value
+
+
 def score(fit, release=None, truth=None, *, top_n=10):
     """Every number a user sees about one fit.
 
@@ -390,7 +397,8 @@ def score(fit, release=None, truth=None, *, top_n=10):
         ``topic_distance``: mean total-variation distance of those topics to
         the true ones after Hungarian alignment (simulations);
         ``log_joint`` (last iteration), ``best_log_joint``, ``log_marginal``,
-        ``iterations``, ``samples``, ``seconds``, ``iterations_per_second``.
+        ``elbo`` (variational fits: last iteration), ``iterations``,
+        ``samples``, ``seconds``, ``iterations_per_second``.
         Structural zeros (a network's self loops) are never scored. Numbers
         that do not apply are None.
     """
@@ -402,19 +410,20 @@ def score(fit, release=None, truth=None, *, top_n=10):
     if is_posterior:
         result.update(iterations=fit.iterations, samples=fit.n_saved, seconds=round(fit.seconds, 3))
         if fit.iterations:
-            result["log_joint"] = float(fit.log_joint[-1])
-            marginal = fit.log_marginal[-1]
-            result["log_marginal"] = None if np.isnan(marginal) else float(marginal)
+            result["log_joint"] = _finite_or_none(fit.log_joint[-1])
+            result["log_marginal"] = _finite_or_none(fit.log_marginal[-1])
             result["iterations_per_second"] = fit.iterations / fit.seconds if fit.seconds > 0 else None
+            if getattr(fit, "elbo", None) is not None:  # a variational fit
+                result["elbo"] = _finite_or_none(fit.elbo[-1])
         if fit.best is not None:
-            result["best_log_joint"] = float(fit.best_log_joint)
+            result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
         factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0
     else:
-        result.update(iterations=fit.iteration, log_joint=float(fit.log_joint))
-        if not np.isnan(fit.log_marginal):
-            result["log_marginal"] = float(fit.log_marginal)
+        result.update(iterations=fit.iteration, log_joint=_finite_or_none(fit.log_joint))
+        result["log_marginal"] = _finite_or_none(fit.log_marginal)
+        result["elbo"] = _finite_or_none(getattr(fit, "elbo", np.nan))
         factors, model, ready = fit.factors, fit.model_instance, True
     if truth is None or not ready:
         return result

@@ -28,7 +28,7 @@ from .privatize import add_privacy_arguments, privacy_level, read_release, refus
 TABLE_COLUMNS = [("mae", "MAE", "{:.4g}"), ("heldout_mae", "held-out MAE", "{:.4g}"),
                  ("rate_mae", "MAE vs rates", "{:.4g}"), ("npmi", "NPMI", "{:.3f}"),
                  ("best_log_joint", "best log joint", "{:.6g}"), ("log_marginal", "log marginal", "{:.6g}"),
-                 ("seconds", "seconds", "{:.1f}")]
+                 ("elbo", "ELBO", "{:.6g}"), ("seconds", "seconds", "{:.1f}")]
 
 
 def method_options():
@@ -77,6 +77,14 @@ def register(subparsers):
                         help="with --holdout top-actors: how many top rows/columns (default 50, the paper's)")
     parser.add_argument("--holdout-fraction", type=float, default=0.1, metavar="F",
                         help="with --holdout random: the share of cells held out (default 0.1)")
+    parser.add_argument("--inference", choices=("mcmc", "vi"), default="mcmc",
+                        help="mcmc: Gibbs chains (the ICML paper); vi: coordinate-ascent variational inference "
+                             "(the VI paper), --iterations at most, until the ELBO's relative change is below --tol")
+    parser.add_argument("--tol", type=float, default=None,
+                        help="with --inference vi or --init vi: stop once the ELBO changes by less than this "
+                             "fraction (default 1e-5, lpviz.vi.DEFAULT_TOL)")
+    parser.add_argument("--init", choices=("random", "vi"), default="random",
+                        help="with --inference mcmc: start the chains at random (default) or from a variational fit")
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
@@ -116,8 +124,8 @@ def progress_bar(total, description, disable):
 
 def run_method(release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress,
                **options):
-    """One run of :func:`lpviz.run` with a progress bar (log joint and log marginal in its postfix);
-    returns the posterior and its :func:`lpviz.metrics.score`.
+    """One run of :func:`lpviz.run` with a progress bar (log joint and log marginal, or the ELBO,
+    in its postfix); returns the posterior and its :func:`lpviz.metrics.score`.
 
     Without a release (a run of the non-private method alone) the chain fits
     the true counts as a matrix, with ``mask`` among ``options``.
@@ -132,9 +140,9 @@ def run_method(release, truth, *, model, method, n_components, iterations, burn_
         for state in chain_run:
             bar.update(1)
             if state.iteration % 25 == 0 or state.iteration == iterations:
-                postfix = {"log joint": f"{state.log_joint:.6g}"}
-                if not np.isnan(state.log_marginal):
-                    postfix["log marginal"] = f"{state.log_marginal:.6g}"
+                postfix = {name: f"{value:.6g}" for name, value in
+                           (("log joint", state.log_joint), ("log marginal", state.log_marginal),
+                            ("ELBO", getattr(state, "elbo", np.nan))) if not np.isnan(value)}
                 bar.set_postfix(postfix, refresh=False)
     return chain_run.posterior, score(chain_run.posterior, release, truth)
 
@@ -229,7 +237,20 @@ def run(args):
     from .. import methods as method_registry
     from .. import models as model_registry
 
-    check_run_lengths(args.iterations, args.burn_in, args.thin)
+    variational = args.inference == "vi"
+    if variational:
+        if args.iterations < 1:
+            raise CLIError(f"--iterations must be >= 1, got {args.iterations}")
+        if args.burn_in is not None:
+            raise CLIError("--inference vi has no burn-in: drop --burn-in (--iterations is the most it runs)")
+        if args.init != "random":
+            raise CLIError("--init vi starts MCMC chains from a variational fit; use it with --inference mcmc")
+    else:
+        check_run_lengths(args.iterations, args.burn_in, args.thin)
+        if args.tol is not None and args.init != "vi":
+            raise CLIError("--tol sets when a variational fit stops: use it with --inference vi or --init vi")
+    if args.tol is not None and not (args.tol >= 0):
+        raise CLIError(f"--tol must be >= 0, got {args.tol}")
     if args.components is not None and args.components < 1:
         raise CLIError(f"--components must be >= 1, got {args.components}")
     seed = resolve_seed(args.seed)
@@ -247,6 +268,11 @@ def run(args):
         for name in [f"{m}.npz" for m in names] + ["release.npz", "truth.npz", "summary.json"]:
             refuse_overwrite(args.output / name, args.force)
     options = {option: getattr(args, option) for option in method_options() if getattr(args, option) is not None}
+    inference = {"inference": args.inference}
+    if args.tol is not None:
+        inference["tol"] = args.tol
+    if args.init != "random":
+        inference["init"] = args.init
 
     noise_seed, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
     release, truth, kind, components = _load(args, seed, np.random.default_rng(noise_seed))
@@ -274,9 +300,11 @@ def run(args):
             posterior, result = run_method(
                 release, truth, model=model, method=name, n_components=n_components, iterations=args.iterations,
                 burn_in=args.burn_in, thin=args.thin, seed=np.random.default_rng(chain_seed),
-                progress=True if args.json or args.no_progress else None, **method_options_here)
+                progress=True if args.json or args.no_progress else None, **inference, **method_options_here)
         except ValueError as error:
             raise CLIError(str(error)) from None
+        if posterior.inference == "vi":
+            result["converged"] = posterior.converged
         posteriors[name], scores[name] = posterior, result
 
     held_cells = posteriors[names[0]].heldout  # every method's chain held out the same cells
@@ -292,8 +320,10 @@ def run(args):
         "already_noised": bool(args.already_noised), "holdout": args.holdout,
         # the held-out cells that exist, which held-out MAE averages over (a network's diagonal is not one)
         "heldout_cells": 0 if held_cells is None else int(held_cells.sum()),
-        "iterations": args.iterations,
-        "burn_in": args.iterations // 6 if args.burn_in is None else args.burn_in, "thin": args.thin,
+        "iterations": args.iterations, "inference": args.inference, "init": args.init,
+        "tol": args.tol,
+        "burn_in": None if variational else (args.iterations // 6 if args.burn_in is None else args.burn_in),
+        "thin": None if variational else args.thin,
         "seed": seed, "options": options,
         "labels": {name: posteriors[name].method_label for name in names},
         "methods": scores,
@@ -323,8 +353,21 @@ def _print_summary(summary, names, release):
     noise = release.describe() if release is not None else "no noise (the non-private fit only)"
     print(f"data: {summary['data']} ({rows[0]} x {rows[1]}, {summary['model']}, K={k}); noise: {noise}")
     held = f", {summary['heldout_cells']:,} cells held out ({summary['holdout']})" if summary["heldout_cells"] else ""
-    print(f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}, "
-          f"seed {summary['seed']}{held}")
+    if summary["inference"] == "vi":
+        from ..vi import DEFAULT_TOL
+
+        tol = summary["tol"] if summary["tol"] is not None else DEFAULT_TOL
+        print(f"variational inference (CAVI): at most {summary['iterations']} iterations, tol {tol:g}, "
+              f"seed {summary['seed']}{held}")
+    else:
+        start = ", started from a variational fit" if summary["init"] == "vi" else ""
+        print(f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}{start}, "
+              f"seed {summary['seed']}{held}")
     print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
+    if summary["inference"] == "vi":
+        for name in names:
+            result = summary["methods"][name]
+            state = "converged" if result.get("converged") else "stopped at the iteration limit"
+            print(f"{name}: {result['iterations']} iterations, {state}")
     for path in summary.get("files", []):
         print(f"wrote {path}")

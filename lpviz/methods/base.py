@@ -59,6 +59,10 @@ class Method:
     uses_truth = False
     needs_alpha = False
     options = {}
+    # how it can be fitted: "mcmc" (start/sweep) and "vi" (vi_start/vi_sweep, lpviz.vi)
+    inferences = ("mcmc",)
+    # options that apply to one inference only ({option: "mcmc" or "vi"}); the others apply to both
+    option_inference = {}
 
     def __init__(self, **options):
         unknown = sorted(set(options) - set(self.options))
@@ -100,6 +104,19 @@ class Method:
     def state_bytes(self, shape, model):
         """Bytes of the method's own state for data of ``shape`` (a memory estimate)."""
         return 0
+
+    # -- variational inference (methods with "vi" in ``inferences``; lpviz.vi) --------
+    def vi_start(self, prepared, model, q, work):
+        """The method's own variational state at the start of a CAVI fit (None if it has none)."""
+        return None
+
+    def vi_sweep(self, prepared, latent, model, q, stats, work):
+        """One CAVI local step: the expected true counts, allocated by ``model.vi_allocate``
+        into ``stats``; returns the ELBO terms of the cells (everything but the factors' terms)."""
+        raise NotImplementedError
+
+    def vi_warm_start(self, prepared, latent, vi_latent):
+        """Set a chain's latent state (``latent``, from :meth:`start`) from a CAVI fit's (``vi_latent``)."""
 
 
 def excluded_rows(excluded_mask):

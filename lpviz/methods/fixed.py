@@ -1,12 +1,16 @@
 """Methods that fit fixed counts: every sweep allocates the same matrix."""
 
 import numpy as np
+from scipy.special import gammaln
 
 from lpviz.methods.base import Method, Prepared, fixed_counts_csr
+from lpviz.models._kernels import ordered_sum
 
 
 class FixedCountsMethod(Method):
     """Fits a count matrix as if it were the true counts (:meth:`counts` says which)."""
+
+    inferences = ("mcmc", "vi")
 
     def counts(self, counts):
         """The non-negative matrix this method treats as the true counts."""
@@ -24,3 +28,14 @@ class FixedCountsMethod(Method):
 
     def state_bytes(self, shape, model):
         return 0
+
+    def vi_start(self, prepared, model, q, work):
+        indptr, indices, values = prepared.counts
+        # sum of log y! over the cells: the one constant of the ELBO, kept so it bounds log p(y)
+        return {"counts": (indptr, indices, values.astype(np.float64)),
+                "log_factorials": float(np.sum(gammaln(values + 1.0)))}
+
+    def vi_sweep(self, prepared, latent, model, q, stats, work):
+        row_log = model.vi_allocate(q, latent["counts"], stats, work)
+        return ordered_sum(row_log) - latent["log_factorials"]
+

@@ -23,19 +23,31 @@ the sparse step when at most :data:`SPARSE_MAX_SKIP_SHARE` of its cells have
 Each sweep records, per row, the noise term ``log Geom2(ytil - y; alpha)`` of
 the log joint (``g`` and ``lambda`` integrated out exactly) and the marginal
 log likelihood ``log p(ytil | mu, alpha)`` of the rates the sweep started from.
+
+Variational inference (:mod:`lpviz.vi`, the VI paper's CAVI, DESIGN.md 1c):
+per cell ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)`` and ``q(m)`` a
+point mass at the mode (``bessel_point="mode"``, the paper's) or the mean
+(``"mean"``) of ``Bessel(|ytil|, 2 sqrt(G[lambda-] G[lambda+ + mu]))``; the
+expected true counts ``E[y]`` go to the model's expected allocation
+(:func:`_vi_private_chunk`). The fit keeps ``E[g+]``, ``E[g-]`` and
+``E[log lambda+]`` per cell, no draws.
 """
 
 import math
 
 import numpy as np
 from numba import njit
+from scipy import special
 
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
-from lpviz.bessel import sample_stream
+from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import log_marginal_nb, sample_poisson, sample_true_count_and_log_marginal
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum
+from lpviz.models._variational import (
+    digamma_plus_one, geo_plus_one, lgamma_digamma_plus_one, lgamma_plus_one, positive_csr_float,
+)
 
 UNIT_LATENT = 5 << 40
 UNIT_CELLS = 6 << 40
@@ -50,6 +62,8 @@ UNIT_CELLS = 6 << 40
 SPARSE_MAX_SKIP_SHARE = 0.35
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
+# The CAVI step holds four dense blocks (E[mu], V[mu], G products, E[y]) of at most this many cells.
+VI_BLOCK_CELLS = 1 << 20
 # Below these sizes the cheap exact construction beats numba's generic sampler.
 _SMALL_GAMMA_SHAPE = 12
 
@@ -427,6 +441,117 @@ def positive_csr(Y, first_row, last_row):
 
 
 # ---------------------------------------------------------------------------
+# Variational inference (CAVI): the local step (the VI paper, DESIGN.md 1c)
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
+    """The CAVI local step over the observed cells of rows in stream blocks [first, last).
+
+    Per cell with noised count ``ytil``, from the current q: ``G[lambda-]``
+    of ``q(lambda-) = Gamma(E[g-] + 1, rate 1/alpha)``; ``G[lambda+ + mu]``
+    by the delta method, ``E[log X] ~ log E[X] - V[X] / (2 E[X]^2)``; the
+    Bessel point ``m`` (mode, or mean) of
+    ``Bessel(|ytil|, 2 sqrt(G[lambda-] G[lambda+ + mu]))``; ``y+`` and ``g-``
+    from ``m`` and ``ytil`` (step 2 of the sampler); ``y+`` split over
+    ``(lambda+, mu_1..K)`` in proportion to ``(G[lambda+], G[theta_dk] G[phi_kv])``:
+    ``E[g+] = y+ G[lambda+] / W`` and ``E[y] = y+ sum_k G[theta_dk] G[phi_kv] / W``
+    (DESIGN.md 1c, the paper's eq. 15; the CAVI optimum of the split); then
+    ``q(lambda+-) = Gamma(E[g+-] + 1, rate 1/alpha)``.
+
+    ``noise_split="delta"`` instead splits ``y+`` between noise and true count
+    in proportion to ``(G[lambda+], G[mu])`` with ``G[mu]`` of the sum by the
+    delta method (the paper's eq. 13, a binomial; ``E[y]`` then goes to the
+    components as before). ``G[mu] >= sum_k G[theta_dk] G[phi_kv]``, so more
+    of ``y+`` goes to the true count; not a CAVI optimum.
+
+    ``data``: (noised counts, per-row alpha, excluded indptr, excluded
+    indices); ``moments``: (E[mu], V[mu], sum_k G[theta_dk] G[phi_kv], first
+    row) of a block of rows; ``latent``: (E[g+], E[g-], E[log lambda+]),
+    dense, updated in place; ``point``: (use the mean, delta split, stop flag); ``out``:
+    (E[y] of the block's cells, 0 where excluded; the rows' ELBO terms).
+
+    The cell's ELBO terms, exact for the q the step leaves, with q(lambda)
+    at its optimum and the split's q as allocated (``W = G[lambda+] + w``,
+    ``w`` the true count's weight, from the q before this step)::
+
+        y+ log W - log y+! - E[g+] E[log lambda+] + log E[g+]!
+        + (E[g+] + g-) log alpha + 2 log(1 - alpha)
+        [+ E[y] (log sum_k G[theta_dk] G[phi_kv] - log w), 0 unless noise_split="delta"]
+
+    (the lambda terms integrate to the geometric marginals of g+-); the
+    factors' terms are the model's (:meth:`vi_update`).
+    """
+    Y, alpha, excluded_indptr, excluded_indices = data
+    mean_mu, var_mu, weight_mu, origin = moments
+    g_plus, g_minus, elog_plus = latent
+    use_mean, delta_split, stop = point
+    y_expected, row_terms = out
+    n_cols = Y.shape[1]
+    for d in range(first * ROWS_PER_STREAM, min(Y.shape[0], last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = d - origin
+        a = alpha[d]
+        log_a = math.log(a)
+        elog_at_zero = digamma_plus_one(0.0) + log_a  # E[log lambda+] when E[g+] = 0
+        next_excluded = excluded_indptr[d]
+        n_cells = 0
+        total = 0.0
+        for v in range(n_cols):
+            if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
+                next_excluded += 1
+                y_expected[r, v] = 0.0
+                continue
+            n_cells += 1
+            ytil = np.int64(Y[d, v])
+            gp = g_plus[d, v]
+            mean_x = a * (gp + 1.0) + mean_mu[r, v]
+            var_x = a * a * (gp + 1.0) + var_mu[r, v]
+            geo_x = mean_x * math.exp(-0.5 * var_x / (mean_x * mean_x))
+            quarter_a2 = a * geo_plus_one(g_minus[d, v]) * geo_x
+            nu = float(abs(ytil))
+            if use_mean:
+                m = mean_nb(nu, 2.0 * math.sqrt(quarter_a2))
+            elif quarter_a2 < nu + 1.0:  # most cells: mode 0
+                m = 0.0
+            else:
+                m = mode_nb(nu, 2.0 * math.sqrt(quarter_a2))
+            if ytil <= 0:
+                y_plus = m
+                gm = m - ytil
+            else:
+                y_plus = m + ytil
+                gm = m
+            g_minus[d, v] = gm
+            total += gm * log_a
+            if y_plus > 0.0:
+                elog_p = elog_plus[d, v]
+                geo_p = math.exp(elog_p)
+                weight = weight_mu[r, v]
+                geo_mu = weight
+                if delta_split:  # the paper's eq. 13: G[mu] of the sum, by the delta method
+                    mean = mean_mu[r, v]
+                    geo_mu = mean * math.exp(-0.5 * var_mu[r, v] / (mean * mean)) if mean > 0.0 else 0.0
+                split = geo_p + geo_mu
+                gp_new = y_plus * geo_p / split
+                expected = y_plus * geo_mu / split
+                y_expected[r, v] = expected
+                log_factorial_gp, digamma_gp = lgamma_digamma_plus_one(gp_new)
+                total += (y_plus * math.log(split) - lgamma_plus_one(y_plus) - gp_new * elog_p + log_factorial_gp
+                          + gp_new * log_a)
+                if delta_split and expected > 0.0 and weight > 0.0:
+                    total += expected * (math.log(weight) - math.log(geo_mu))
+                g_plus[d, v] = gp_new
+                elog_plus[d, v] = digamma_gp + log_a
+            else:
+                y_expected[r, v] = 0.0
+                g_plus[d, v] = 0.0
+                elog_plus[d, v] = elog_at_zero
+        row_terms[d] = total + n_cells * 2.0 * math.log1p(-a)
+
+
+# ---------------------------------------------------------------------------
 # The method
 # ---------------------------------------------------------------------------
 
@@ -440,9 +565,11 @@ def smallest_int_dtype(values):
     return np.int64
 
 
-def row_blocks(n_rows, n_cols):
-    """Row ranges aligned to stream blocks whose dense rates stay below :data:`BLOCK_CELLS` cells."""
-    rows = max(ROWS_PER_STREAM, (BLOCK_CELLS // max(n_cols, 1)) // ROWS_PER_STREAM * ROWS_PER_STREAM)
+def row_blocks(n_rows, n_cols, cells=None):
+    """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells
+    (default :data:`BLOCK_CELLS`, read when called)."""
+    cells = BLOCK_CELLS if cells is None else cells
+    rows = max(ROWS_PER_STREAM, (cells // max(n_cols, 1)) // ROWS_PER_STREAM * ROWS_PER_STREAM)
     return [(start, min(n_rows, start + rows)) for start in range(0, n_rows, rows)]
 
 
@@ -454,7 +581,12 @@ class Private(Method):
                    "noise level each sweep (Schein et al. 2019): the noise is part of the model.")
     needs_alpha = True
     # collapsed first: the default (exact, cheaper, better mixing; tests/test_geweke.py, test_collapsed.py)
-    options = {"sampler": ("collapsed", "bessel"), "sparse_step": ("auto", "off")}
+    options = {"sampler": ("collapsed", "bessel"), "sparse_step": ("auto", "off"), "bessel_point": ("mode", "mean"),
+               "noise_split": ("components", "delta")}
+    inferences = ("mcmc", "vi")
+    # CAVI only: bessel_point: q(m), a point mass at the Bessel mode (the VI paper's) or mean;
+    # noise_split: how E[y+] is split between noise and true count (see _vi_private_chunk)
+    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi", "noise_split": "vi"}
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -565,6 +697,44 @@ class Private(Method):
             counts = _add_tokens(counts, *tokens)
         latent["y_counts"] = counts
         return counts, {"noise": ordered_sum(noise_log), "log_marginal": ordered_sum(marginal_log)}
+
+
+    # -- variational inference (CAVI, lpviz.vi) ----------------------------------------
+    def vi_start(self, prepared, model, q, work):
+        alpha = prepared.alpha[:, None]
+        shape = prepared.counts.shape
+        # q(lambda+-) starts at the prior mean alpha / (1 - alpha) = alpha (E[g] + 1)
+        start = np.broadcast_to(alpha / (1.0 - alpha), shape)
+        return {"g_plus": start.copy(), "g_minus": start.copy(),
+                "elog_plus": np.ascontiguousarray(special.digamma(start + 1.0) + np.log(alpha)),
+                "y_expected": None}
+
+    def vi_sweep(self, prepared, latent, model, q, stats, work):
+        Y = prepared.counts
+        n_rows, n_cols = Y.shape
+        data = (Y, prepared.alpha, *prepared.excluded)
+        arrays = (latent["g_plus"], latent["g_minus"], latent["elog_plus"])
+        point = (self.settings["bessel_point"] == "mean", self.settings["noise_split"] == "delta", work.stop)
+        row_terms = np.zeros(n_rows)
+        pieces = []
+        for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
+            bounds = _shift(chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel),
+                            start // ROWS_PER_STREAM)
+            mean_mu, var_mu, weight_mu = model.vi_moments(q, start, stop, bounds, work)
+            y_block = np.empty_like(mean_mu)
+            run_chunks(_vi_private_chunk, bounds, work.stop, data, (mean_mu, var_mu, weight_mu, start), arrays,
+                       point, (y_block, row_terms))
+            pieces.append(positive_csr_float(y_block))
+        counts = _concatenate_csr(pieces)
+        model.vi_allocate(q, counts, stats, work)
+        latent["y_expected"] = counts
+        return ordered_sum(row_terms)
+
+    def vi_warm_start(self, prepared, latent, vi_latent):
+        if "lambda_plus" in latent:  # the Bessel sampler: noise rates at their q means alpha (E[g] + 1)
+            alpha = prepared.alpha[:, None]
+            latent["lambda_plus"][...] = alpha * (vi_latent["g_plus"] + 1.0)
+            latent["lambda_minus"][...] = alpha * (vi_latent["g_minus"] + 1.0)
 
 
 def _concatenate_csr(pieces):

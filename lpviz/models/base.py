@@ -59,6 +59,8 @@ class Model:
     component_name = "component"
     factor_names = ()
     default_for = ()
+    # how it can be fitted: "mcmc" (the chains' kernels) and "vi" (the variational hooks below)
+    inferences = ("mcmc",)
 
     def __init__(self, n_components, a0=0.1, b0=1.0):
         self.n_components = check_count("n_components", n_components, 1)
@@ -99,6 +101,13 @@ class Model:
     #       -> (token rows, token columns, rate sum per row over the cells drawn over);
     #   update(state, stats, work, iteration); log_prior(state); count_loglik(state, counts_csr, work);
     #   state_bytes(shape).
+    # Variational hooks (models with "vi" in ``inferences``; see lpviz.vi), on q, a tuple
+    # of GammaFactor (lpviz.models._variational):
+    #   vi_init(shape, mean_count, rng) -> q; vi_factors(q) -> dict of E[factors];
+    #   vi_moments(q, start, stop, bounds, work) -> dense (E[mu], V[mu], sum of G products) of rows
+#       [start, stop), computed by the stream-block chunks ``bounds``;
+    #   vi_new_stats(q, work); vi_allocate(q, counts_csr_float, stats, work) -> per-row sum y log W;
+    #   vi_update(q, stats, work) -> the ELBO terms of the factors (prior, entropy, rate sums).
 
     def topics(self, factors):
         """The topic-word matrix (K, V) when the model has topics, else None."""

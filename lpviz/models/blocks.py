@@ -16,9 +16,10 @@ from lpviz._parallel import ROWS_PER_STREAM, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    build_alias, column_sums, dot_rows, draw_alias, gamma_log_prior, grow, in_sorted, log_factorial, multinomial,
-    ordered_sum,
+    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, gamma_log_prior, grow, in_sorted, log_factorial,
+    multinomial, ordered_sum,
 )
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
 
 UNIT_SWEEP = 0
@@ -306,6 +307,152 @@ def _alias_tables(theta):
 
 
 # ---------------------------------------------------------------------------
+# Variational inference (CAVI) kernels
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
+    """Expected allocation of the (expected) counts of senders in blocks [first, last)
+    over community pairs: ``E[y_ijcd] = y_ij G[theta_ic] G[pi_cd] G[theta_jd] / W_ij``.
+
+    Kept factored, so a cell costs O(C), not O(C^2): with
+    ``s_id = sum_c G[theta_ic] G[pi_cd]``, ``W_ij = s_i . G[theta_j]``,
+    ``stats`` = (R (n, C), Q parts (chunks, n, C)) get
+    ``R_i = sum_j (y / W) G[theta_j]`` and ``Q_j += (y / W) s_i``; then
+    ``n_send = G[theta] (R G[pi]^T)``, ``n_recv = G[theta] Q``,
+    ``n_cd = G[pi] (G[theta]^T R)`` (elementwise products).
+    ``row_log[i] = sum_j y_ij log W_ij``.
+    """
+    indptr, indices, values = counts
+    geo_theta, geo_pi = geo
+    row_sums, column_parts = stats
+    column_sums_part = column_parts[chunk]
+    n_actors, n_comm = geo_theta.shape
+    sender = np.empty(n_comm)
+    row_sum = np.empty(n_comm)
+    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        if indptr[i + 1] == indptr[i]:
+            continue
+        for d in range(n_comm):
+            running = 0.0
+            for c in range(n_comm):
+                running += geo_theta[i, c] * geo_pi[c, d]
+            sender[d] = running
+        row_sum[:] = 0.0
+        total = 0.0
+        for idx in range(indptr[i], indptr[i + 1]):
+            y = values[idx]
+            j = indices[idx]
+            if not y > 0.0 or j == i:
+                continue
+            theta_j = geo_theta[j]
+            weight = 0.0
+            for d in range(n_comm):
+                weight += sender[d] * theta_j[d]
+            if not weight > 0.0:  # every G underflowed: the cell has no rate to share
+                continue
+            scale = y / weight
+            column_j = column_sums_part[j]
+            for d in range(n_comm):
+                row_sum[d] += scale * theta_j[d]
+                column_j[d] += scale * sender[d]
+            total += y * math.log(weight)
+        row_sums[i] = row_sum
+        row_log[i] = total
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_moments_chunk(chunk, first, last, theta, pi, out):
+    """Moments of ``mu_ij = theta_i^T pi theta_j`` (i != j) under mean-field q at every
+    cell of the senders in stream blocks [first, last): ``E[mu]``, ``V[mu]`` and
+    ``sum_cd G[theta_ic] G[pi_cd] G[theta_jd]``. With ``a = E[theta_i]``,
+    ``b = E[theta_j]``, ``V`` and ``E2`` their variances and second moments::
+
+        V[mu] = sum_d V[b_d] (a^T E[pi])_d^2 + sum_c V[a_c] (E[pi] b)_c^2
+                + V[a]^T (E[pi]^2) V[b] + E2[a]^T V[pi] E2[b]
+
+    ``theta``: (E, V, G) (n, C); ``pi``: (E, V, G) (C, C) and the receivers'
+    ``(E[pi] E[theta_j])^2`` (n, C); ``out``: (mean, variance, G sum) blocks of
+    rows from ``origin`` on, origin, stop flag. The diagonal gets values too
+    (the model's structural zero: every caller skips it).
+    """
+    mean_theta, var_theta, geo_theta = theta
+    mean_pi, var_pi, geo_pi, receiver_square = pi
+    mean_out, var_out, weight_out, origin, stop = out
+    n_actors, n_comm = mean_theta.shape
+    sender = np.empty(n_comm)  # (a^T E[pi])_d
+    sender_square = np.empty(n_comm)
+    sender_var = np.empty(n_comm)  # (V[a]^T E[pi]^2)_d
+    sender_second = np.empty(n_comm)  # (E2[a]^T V[pi])_d
+    sender_geo = np.empty(n_comm)
+    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = i - origin
+        for d in range(n_comm):
+            s = 0.0
+            u = 0.0
+            w = 0.0
+            g = 0.0
+            for c in range(n_comm):
+                s += mean_theta[i, c] * mean_pi[c, d]
+                u += var_theta[i, c] * mean_pi[c, d] * mean_pi[c, d]
+                w += (var_theta[i, c] + mean_theta[i, c] * mean_theta[i, c]) * var_pi[c, d]
+                g += geo_theta[i, c] * geo_pi[c, d]
+            sender[d], sender_square[d], sender_var[d], sender_second[d], sender_geo[d] = s, s * s, u, w, g
+        var_i = var_theta[i]
+        for j in range(n_actors):
+            mean_j, var_j, geo_j, square_j = mean_theta[j], var_theta[j], geo_theta[j], receiver_square[j]
+            mean = 0.0
+            variance = 0.0
+            weight = 0.0
+            for d in range(n_comm):
+                mean += sender[d] * mean_j[d]
+                variance += ((sender_square[d] + sender_var[d]) * var_j[d] + var_i[d] * square_j[d]
+                             + sender_second[d] * (var_j[d] + mean_j[d] * mean_j[d]))
+                weight += sender_geo[d] * geo_j[d]
+            mean_out[r, j] = mean
+            var_out[r, j] = variance
+            weight_out[r, j] = weight
+
+
+@njit(nogil=True, cache=True)
+def _vi_update_theta(theta, pi_mean, n_theta, missing, prior):
+    """CAVI update of every row of theta's Gamma q, one after another (rows are
+    coupled, as in :func:`_update_theta`): ``shape_ic = a0 + n_ic``,
+    ``rate_ic = b0 + sum_{j: (i,j) obs} (E[pi] E[theta_j])_c + sum_{j: (j,i) obs} (E[pi]^T E[theta_j])_c``.
+
+    ``theta``: (shape, rate, mean, var, geo, elog); ``n_theta``: expected
+    counts as sender plus as receiver. Returns theta's prior + entropy ELBO terms.
+    """
+    gamma_shape, gamma_rate, mean = theta[0], theta[1], theta[2]
+    row_indptr, row_indices, col_indptr, col_indices = missing
+    a0, b0 = prior
+    n_actors, n_comm = mean.shape
+    total = column_sums(mean)
+    receivers = np.empty(n_comm)
+    senders = np.empty(n_comm)
+    old = np.empty(n_comm)
+    elbo = 0.0
+    for i in range(n_actors):
+        _partner_sum(mean, total, i, row_indptr, row_indices, receivers)
+        _partner_sum(mean, total, i, col_indptr, col_indices, senders)
+        for c in range(n_comm):
+            rate = b0
+            for d in range(n_comm):
+                rate += pi_mean[c, d] * receivers[d] + pi_mean[d, c] * senders[d]
+            gamma_shape[i, c] = a0 + n_theta[i, c]
+            gamma_rate[i, c] = rate
+            old[c] = mean[i, c]
+        elbo += refresh_row(theta, i, prior)
+        for c in range(n_comm):
+            total[c] += mean[i, c] - old[c]
+    return elbo
+
+
+# ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
 
@@ -321,6 +468,7 @@ class BlockModel(Model):
     component_name = "community"
     factor_names = ("theta", "pi")
     default_for = ("network",)
+    inferences = ("mcmc", "vi")
 
     def check_shape(self, shape):
         if shape[0] != shape[1]:
@@ -408,3 +556,53 @@ class BlockModel(Model):
         run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
         weights = pair_weights(theta, *work.missing_by_row)
         return ordered_sum(row_log) - ordered_sum((weights * pi).ravel())
+
+    # -- variational inference (CAVI, lpviz.vi) --------------------------------------
+    # q is (theta, pi): two GammaFactor.
+    def vi_init(self, shape, mean_count, rng):
+        theta, pi = self.init_state(shape, mean_count, rng)
+        prior = (self.a0, self.b0)
+        return (GammaFactor.around(theta, VI_INIT_SHAPE, prior), GammaFactor.around(pi, VI_INIT_SHAPE, prior))
+
+    def vi_factors(self, q):
+        theta, pi = q
+        return {"theta": theta.mean.copy(), "pi": pi.mean.copy()}
+
+    def vi_moments(self, q, start, stop, bounds, work):
+        theta, pi = q
+        shape = (stop - start, theta.n_rows)
+        mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
+        receiver = theta.mean @ pi.mean.T  # (E[pi] E[theta_j])_c
+        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo),
+                   (pi.mean, pi.var, pi.geo, receiver * receiver), (mean_mu, var_mu, weight_mu, start, work.stop))
+        return mean_mu, var_mu, weight_mu
+
+    def vi_new_stats(self, q, work):
+        theta, _ = q
+        n, C = theta.mean.shape
+        return (np.zeros((n, C)), np.zeros((len(work.bounds), n, C)))
+
+    def vi_allocate(self, q, counts, stats, work):
+        theta, pi = q
+        row_log = np.zeros(theta.n_rows)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, pi.geo), stats, row_log,
+                   work.stop)
+        return row_log
+
+    def vi_update(self, q, stats, work):
+        theta, pi = q
+        row_sums, column_parts = stats
+        n_theta = theta.geo * (row_sums @ pi.geo.T) + theta.geo * column_parts.sum(axis=0)
+        n_cd = pi.geo * (theta.geo.T @ row_sums)
+        old_elog = (theta.elog.copy(), pi.elog.copy())
+        prior = (self.a0, self.b0)
+        theta_elbo = _vi_update_theta(theta.arrays(), pi.mean, n_theta,
+                                      (*work.missing_by_row, *work.missing_by_column), prior)
+        weights = pair_weights(theta.mean, *work.missing_by_row)
+        pi.gamma_shape[...] = self.a0 + n_cd
+        pi.gamma_rate[...] = self.b0 + weights
+        pi_elbo = pi.refresh()
+        observed_rate = ordered_sum((weights * pi.mean).ravel())
+        # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log pi]
+        moved = float(np.sum(n_theta * (theta.elog - old_elog[0]))) + float(np.sum(n_cd * (pi.elog - old_elog[1])))
+        return moved - observed_rate + theta_elbo + pi_elbo

@@ -16,9 +16,10 @@ from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    build_alias, column_sums, dot_rows, draw_alias, draw_product, gamma_log_prior, grow, in_sorted, log_factorial,
-    multinomial, ordered_sum, products,
+    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, draw_product, draw_weighted, gamma_log_prior, grow,
+    in_sorted, log_factorial, multinomial, ordered_sum, products,
 )
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
 
 # Units: each phase of an iteration draws from its own streams.
@@ -231,6 +232,119 @@ def _alias_tables(phiT):
 
 
 # ---------------------------------------------------------------------------
+# Variational inference (CAVI) kernels
+# ---------------------------------------------------------------------------
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
+    """Expected allocation of the (expected) counts of rows in blocks [first, last):
+    ``E[y_dvk] = y_dv G[theta_dk] G[phi_kv] / W_dv``, ``W_dv = sum_k G[theta_dk] G[phi_kv]``.
+
+    Kept factored, so each cell costs three K-loops: ``stats`` = (R (D, K),
+    Q parts (chunks, V, K)) get ``R_d = sum_v (y / W) G[phi_v]`` and
+    ``Q_v += (y / W) G[theta_d]``; then ``n_dk = G[theta_dk] R_dk`` and
+    ``n_vk = G[phi_kv] Q_vk``. ``row_log[d] = sum_v y_dv log W_dv``.
+    """
+    indptr, indices, values = counts
+    geo_theta, geo_phiT = geo
+    row_sums, column_parts = stats
+    column_sums_part = column_parts[chunk]
+    n_docs, n_topics = geo_theta.shape
+    row_sum = np.empty(n_topics)
+    for d in range(first * ROWS_PER_STREAM, min(n_docs, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        row_sum[:] = 0.0
+        theta_d = geo_theta[d]
+        total = 0.0
+        for idx in range(indptr[d], indptr[d + 1]):
+            y = values[idx]
+            if not y > 0.0:
+                continue
+            v = indices[idx]
+            phi_v = geo_phiT[v]
+            weight = 0.0
+            for k in range(n_topics):
+                weight += theta_d[k] * phi_v[k]
+            if not weight > 0.0:  # every G underflowed: the cell has no rate to share
+                continue
+            scale = y / weight
+            column_v = column_sums_part[v]
+            for k in range(n_topics):
+                row_sum[k] += scale * phi_v[k]
+                column_v[k] += scale * theta_d[k]
+            total += y * math.log(weight)
+        row_sums[d] = row_sum
+        row_log[d] = total
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_moments_chunk(chunk, first, last, rows, columns, out):
+    """Moments of ``mu_dv = sum_k theta_dk phi_kv`` under q at every cell of the rows in
+    stream blocks [first, last): ``E[mu]``, ``V[mu] = sum_k V[theta] E[phi^2] + E[theta]^2 V[phi]``
+    (no cancellation) and ``sum_k G[theta_dk] G[phi_kv]``.
+
+    ``rows``: (E, V, G) of theta (D, K); ``columns``: (E, E[x^2], V, G) of phi, (V, K);
+    ``out``: (mean, variance, G sum) blocks of rows from ``origin`` on, origin, stop flag.
+    """
+    mean_theta, var_theta, geo_theta = rows
+    mean_phi, second_phi, var_phi, geo_phi = columns
+    mean_out, var_out, weight_out, origin, stop = out
+    n_docs, n_topics = mean_theta.shape
+    n_words = mean_phi.shape[0]
+    square = np.empty(n_topics)
+    for d in range(first * ROWS_PER_STREAM, min(n_docs, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = d - origin
+        mean_d, var_d, geo_d = mean_theta[d], var_theta[d], geo_theta[d]
+        for k in range(n_topics):
+            square[k] = mean_d[k] * mean_d[k]
+        for v in range(n_words):
+            mean_v, second_v, var_v, geo_v = mean_phi[v], second_phi[v], var_phi[v], geo_phi[v]
+            mean = 0.0
+            variance = 0.0
+            weight = 0.0
+            for k in range(n_topics):
+                mean += mean_d[k] * mean_v[k]
+                variance += var_d[k] * second_v[k] + square[k] * var_v[k]
+                weight += geo_d[k] * geo_v[k]
+            mean_out[r, v] = mean
+            var_out[r, v] = variance
+            weight_out[r, v] = weight
+
+
+@njit(nogil=True, cache=True)
+def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
+    """CAVI update of rows in blocks [first, last) of one factor's Gamma q:
+    ``shape_rk = a0 + n_rk``, ``rate_rk = b0 + sum over the observed partners s
+    of E[other_sk]``; ``row_elbo[r]``: the row's prior + entropy terms.
+
+    ``factor``: (shape, rate, mean, var, geo, elog); ``sides``: (n, other's
+    means, their column sums, missing indptr, missing indices, stop flag).
+    """
+    shape, rate = factor[0], factor[1]
+    counts, other, other_sum, missing_indptr, missing_indices, stop = sides
+    a0, b0 = prior
+    n_rows, n_topics = shape.shape
+    partner = np.empty(n_topics)
+    for r in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        partner[:] = other_sum
+        for idx in range(missing_indptr[r], missing_indptr[r + 1]):
+            s = missing_indices[idx]
+            for k in range(n_topics):
+                partner[k] -= other[s, k]
+        for k in range(n_topics):
+            shape[r, k] = a0 + counts[r, k]
+            rate[r, k] = b0 + max(partner[k], 0.0)
+        row_elbo[r] = refresh_row(factor, r, prior)
+
+
+
+
+# ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
 
@@ -246,6 +360,7 @@ class TopicModel(Model):
     component_name = "topic"
     factor_names = ("theta", "phi")
     default_for = ("documents",)
+    inferences = ("mcmc", "vi")
 
     # -- shapes and memory --------------------------------------------------------
     def check_shape(self, shape):
@@ -334,3 +449,53 @@ class TopicModel(Model):
         observed_rate = (float(column_sums(theta) @ column_sums(phiT))
                          - _excluded_rate_sum(theta, phiT, *work.missing_by_row))
         return ordered_sum(row_log) - observed_rate
+
+    # -- variational inference (CAVI, lpviz.vi) --------------------------------------
+    # q is (theta, phiT): two GammaFactor, phi transposed as in the chains' state.
+    def vi_init(self, shape, mean_count, rng):
+        theta, phiT = self.init_state(shape, mean_count, rng)
+        prior = (self.a0, self.b0)
+        return (GammaFactor.around(theta, VI_INIT_SHAPE, prior), GammaFactor.around(phiT, VI_INIT_SHAPE, prior))
+
+    def vi_factors(self, q):
+        theta, phiT = q
+        return {"theta": theta.mean.copy(), "phi": phiT.mean.T.copy()}
+
+    def vi_moments(self, q, start, stop, bounds, work):
+        theta, phiT = q
+        shape = (stop - start, phiT.n_rows)
+        mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
+        columns = (phiT.mean, phiT.var + phiT.mean * phiT.mean, phiT.var, phiT.geo)
+        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo), columns,
+                   (mean_mu, var_mu, weight_mu, start, work.stop))
+        return mean_mu, var_mu, weight_mu
+
+    def vi_new_stats(self, q, work):
+        theta, phiT = q
+        K = self.n_components
+        return (np.zeros((theta.n_rows, K)), np.zeros((len(work.bounds), phiT.n_rows, K)))
+
+    def vi_allocate(self, q, counts, stats, work):
+        theta, phiT = q
+        row_log = np.zeros(theta.n_rows)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, phiT.geo), stats, row_log,
+                   work.stop)
+        return row_log
+
+    def vi_update(self, q, stats, work):
+        theta, phiT = q
+        row_sums, column_parts = stats
+        n_dk = theta.geo * row_sums
+        n_vk = phiT.geo * column_parts.sum(axis=0)
+        old_elog = (theta.elog.copy(), phiT.elog.copy())
+        prior = (self.a0, self.b0)
+        theta_elbo, phi_elbo = np.zeros(theta.n_rows), np.zeros(phiT.n_rows)
+        run_chunks(_vi_update_chunk, work.bounds, work.stop, theta.arrays(),
+                   (n_dk, phiT.mean, column_sums(phiT.mean), *work.missing_by_row, work.stop), prior, theta_elbo)
+        run_chunks(_vi_update_chunk, work.column_bounds, work.stop, phiT.arrays(),
+                   (n_vk, theta.mean, column_sums(theta.mean), *work.missing_by_column, work.stop), prior, phi_elbo)
+        observed_rate = (float(column_sums(theta.mean) @ column_sums(phiT.mean))
+                         - _excluded_rate_sum(theta.mean, phiT.mean, *work.missing_by_row))
+        # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log phi]
+        moved = float(np.sum(n_dk * (theta.elog - old_elog[0]))) + float(np.sum(n_vk * (phiT.elog - old_elog[1])))
+        return moved - observed_rate + ordered_sum(theta_elbo) + ordered_sum(phi_elbo)
