@@ -50,10 +50,12 @@ def test_registry_names_classes_labels_and_colours():
 
 def test_create_checks_options_against_the_registry():
     method = methods.create("private")
-    assert isinstance(method, Private) and method.settings == {"sampler": "collapsed", "sparse_step": "auto"}
+    assert isinstance(method, Private) and method.settings == {"sampler": "collapsed", "sparse_step": "auto",
+                                                               "bessel_point": "mode", "noise_split": "components"}
     assert methods.create("private", sampler=None).settings["sampler"] == "collapsed"  # None: the default
     assert methods.create(method) is method and methods.create(method, sampler=None) is method
-    assert repr(method) == "Private(sampler='collapsed', sparse_step='auto')" and repr(Naive()) == "Naive()"
+    assert repr(method) == ("Private(sampler='collapsed', sparse_step='auto', bessel_point='mode', "
+                            "noise_split='components')") and repr(Naive()) == "Naive()"
     assert method.display_name == "private (models the noise)"  # default options are not repeated
     assert methods.create("private", sampler="bessel").display_name == "private (models the noise), bessel sampler"
     with pytest.raises(ValueError, match="sampler must be one of 'collapsed', 'bessel'; got 'gibbs'"):
