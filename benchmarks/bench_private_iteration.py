@@ -176,10 +176,12 @@ def run_one(config):
         best_cpu = min(best_cpu, time.process_time() - cpu)
     latent = chain._latent or {}
     sparse_rows = float(np.mean(latent["use_row"])) if "use_row" in latent else 0.0
-    visited = (latent["cells"][1].size + sum(1 for _ in ()) if "cells" in latent else None)
+    # cells whose true count is drawn one by one: every cell of a dense row, the ytil > 0 cells of a sparse one
+    visited = (latent["dense_rows"].size * config["size"] + latent["cells"][1].size if "cells" in latent
+               else config["size"] ** 2)
     return {"wall": best_wall, "cpu": best_cpu, "start": start_seconds, "rss": peak_rss_mb(),
             "rss_data": rss_data, "sparse_rows": sparse_rows,
-            "visited_share": None if visited is None else visited / (config["size"] ** 2)}
+            "visited_share": visited / (config["size"] ** 2)}
 
 
 def in_child(config):
@@ -245,7 +247,7 @@ def section_samplers(repeats, epsilons):
             for label, options in variants:
                 figures = in_child({"data": data, "size": 1000, "K": 50, "eps": eps, "method": "private",
                                     "repeats": repeats, **options})
-                visited = "-" if figures["visited_share"] is None else f"{figures['visited_share']:.0%}"
+                visited = f"{figures['visited_share']:.0%}"
                 print(f"   {data:<7} {eps:>5g}  {label:<18} {figures['wall'] * 1e3:8.1f} "
                       f"{figures['cpu'] * 1e3:8.1f} {figures['rss']:8.0f} {figures['sparse_rows']:11.0%} "
                       f"{visited:>13}", flush=True)
