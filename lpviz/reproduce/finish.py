@@ -1,0 +1,111 @@
+"""From stored task results to DIR/NAME/: the CSV tables, the experiment's figures and report.md."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lpviz.reproduce import report as rp
+from lpviz.reproduce.grid import ResultStore
+
+__all__ = ["write_outputs", "write_probe", "read_probe"]
+
+PROBE_FILE = "probe.csv"
+RUN_FILE = "run.json"
+
+
+def _traces(results):
+    rows = []
+    for record, arrays in results:
+        log_joint, log_marginal = arrays["log_joint"], arrays["log_marginal"]
+        seconds = arrays["iteration_seconds"]
+        for i in range(len(log_joint)):
+            rows.append({"task": record["task_id"], "iteration": i + 1, "log_joint": float(log_joint[i]),
+                         "log_marginal": None if np.isnan(log_marginal[i]) else float(log_marginal[i]),
+                         "seconds": float(seconds[i])})
+    return rows
+
+
+def read_probe(out_dir):
+    """``{(method, setting): seconds per iteration}`` from ``probe.csv`` (empty when there is none)."""
+    import pandas as pd
+
+    path = Path(out_dir) / PROBE_FILE
+    if not path.is_file():
+        return {}
+    frame = pd.read_csv(path)
+    return {(row.method, row.setting): float(row.seconds_per_iteration) for row in frame.itertuples()}
+
+
+def _paper_grid(experiment, chains):
+    return [((t.params["method"], t.params["labels"]["setting"]), t.params["n_iter"])
+            for t in experiment.tasks("paper", chains=chains)]
+
+
+def write_outputs(experiment, out_dir, preset, settings, results, run_info):
+    """Every file of DIR/NAME/ but the task results; returns the path of report.md."""
+    out_dir = Path(out_dir)
+    rows = rp.task_rows(results, experiment.label_keys)
+    files = [rp.write_csv(out_dir / "tasks.csv", rows), rp.write_csv(out_dir / "traces.csv", _traces(results))]
+    diagnostics_rows = rp.diagnostic_rows(results, experiment.group_keys)
+    files.append(rp.write_csv(out_dir / "diagnostics.csv", diagnostics_rows))
+    claims, sections, experiment_files = experiment.report(results, rows, out_dir, settings)
+    files += experiment_files
+
+    chains = settings.get("chains")
+    paper_settings = experiment.settings("paper")
+    probe = read_probe(out_dir)
+    if preset == "paper" or experiment.paper_sizes:
+        measured = {}
+        for row in rows:
+            measured.setdefault((row["method"], row["setting"]), []).append(row["seconds_per_iteration"])
+        per_iteration = {key: float(np.median(values)) for key, values in measured.items()}
+        source = "this run (the paper's data sizes)"
+    else:
+        per_iteration = probe
+        source = "probe at the paper's sizes" if probe else None
+    paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
+    local_workers = run_info.get("workers") if run_info.get("scheduler") == "LocalCluster" else os.cpu_count()
+    scale = rp.scale_rows(rows, paper_grid if per_iteration or preset == "paper" else [],
+                          measured_at=f"preset {preset}", local_workers=local_workers or 1,
+                          paper_seconds_per_iteration=per_iteration)
+    for row in scale:
+        if row["grid"] == "paper" and source:
+            row["source"] = source
+    if not per_iteration and preset != "paper":
+        sections.append(("Scale of the paper's grid", "No probe at the paper's sizes yet: run `lpviz reproduce "
+                         f"{experiment.name} --preset paper --probe 5` to measure seconds per iteration there; "
+                         "the scale table then projects the paper's grid."))
+    files.append(rp.write_csv(out_dir / "scale.csv", scale))
+    settings_out = {"preset": preset, "settings": settings, "base_seed": run_info.get("seed"),
+                    "chains_override": chains if run_info.get("chains") is None else run_info.get("chains")}
+    rp.write_text(out_dir / RUN_FILE, json.dumps({**run_info, "preset": preset}, indent=2, default=str))
+    return rp.write_report(out_dir / "report.md", experiment=experiment, preset=preset, settings=settings_out,
+                           claims=claims, sections=sections, files=files, rows=rows,
+                           diagnostics_rows=[r for r in diagnostics_rows],
+                           scale=scale, run_info=run_info, version_info=rp.versions())
+
+
+def write_probe(experiment, out_dir, results, run_info):
+    """probe.csv from the probe's tasks; the report, if its grid is complete, is rewritten with the projection."""
+    out_dir = Path(out_dir)
+    rows = []
+    for record, arrays in results:
+        params = record["params"]
+        seconds = arrays["iteration_seconds"]
+        rows.append({"setting": params["labels"]["setting"], "method": params["method"],
+                     "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
+                     "iterations": len(seconds), "seconds_per_iteration": record["seconds_per_iteration"],
+                     "first_iteration_seconds": float(seconds[0]), "kernel_threads": record["kernel_threads"],
+                     "seconds_data": record["seconds_data"], "host": record["host"]})
+    path = rp.write_csv(out_dir / PROBE_FILE, rows)
+    manifest = out_dir / RUN_FILE
+    if manifest.is_file():
+        previous = json.loads(manifest.read_text())
+        preset = previous["preset"]
+        tasks = experiment.tasks(preset, chains=previous.get("chains"), seed=previous.get("seed", 0))
+        store = ResultStore(out_dir)
+        if all(store.path(t.id).is_file() for t in tasks):
+            write_outputs(experiment, out_dir, preset, experiment.settings(preset), store.read_all(tasks), previous)
+    return path
