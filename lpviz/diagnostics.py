@@ -18,6 +18,9 @@ samples in one process); :func:`combine` stacks chains into
 ``(chain, draw, ...)`` arrays with labels aligned; :func:`diagnose` gives
 R-hat (rank-normalised split R-hat, Vehtari et al. 2021) and bulk and tail
 ESS per element and :func:`summarize_diagnostics` one row per quantity.
+The numbers come from ArviZ's array interface (``arviz_stats.base.array_stats``,
+the same estimators as ``az.rhat``/``az.ess`` without building xarray
+datasets; importing the whole of ``arviz`` costs seconds).
 :func:`to_inference_data` exports the same arrays as an ArviZ
 ``InferenceData`` (``lpviz fit --chains C --save-idata FILE``).
 
@@ -63,13 +66,28 @@ def _check_draws(draws, name="draws"):
     return draws
 
 
-def _per_element(function, draws, method):
-    """``function`` (az.rhat / az.ess) on every element of (chain, draw, *shape); NaN where constant."""
-    az = _arviz()
+def _array_stats():
+    from arviz_stats.base import array_stats
+
+    return array_stats
+
+
+# az.ess's default for the tail method: the 5% and 95% quantiles
+_TAIL_PROB = (0.05, 0.95)
+
+
+def _per_element(name, draws, method):
+    """ArviZ's ``rhat``/``ess`` on every element of (chain, draw, *shape); NaN where constant."""
     shape = draws.shape[2:]
     flat = draws.reshape(draws.shape[0], draws.shape[1], -1)
-    dataset = az.convert_to_dataset({"x": flat})
-    values = np.asarray(function(dataset, method=method)["x"].values, dtype=np.float64).reshape(-1)
+    stats = _array_stats()
+    with np.errstate(divide="ignore", invalid="ignore"):  # constant elements: set to NaN below
+        if name == "rhat":
+            values = stats.rhat(flat, chain_axis=0, draw_axis=1, method=method)
+        else:
+            extra = {"prob": _TAIL_PROB} if method == "tail" else {}
+            values = stats.ess(flat, chain_axis=0, draw_axis=1, method=method, **extra)
+    values = np.array(values, dtype=np.float64).reshape(-1)
     constant = np.all(flat == flat[:1, :1, :], axis=(0, 1))
     values[constant] = math.nan
     values = values.reshape(shape)
@@ -85,7 +103,7 @@ def rhat(draws, method="rank"):
     original (chains not split). Returns a float for ``(chain, draw)``
     input, else an array of ``shape``; NaN where the draws never vary.
     """
-    return _per_element(_arviz().rhat, _check_draws(draws), method)
+    return _per_element("rhat", _check_draws(draws), method)
 
 
 def ess(draws, method="bulk"):
@@ -95,7 +113,7 @@ def ess(draws, method="bulk"):
     of the ESS of the 5% and 95% quantiles), or any other ``az.ess`` method
     (``"mean"``: the classic autocorrelation-based ESS of the mean).
     """
-    return _per_element(_arviz().ess, _check_draws(draws), method)
+    return _per_element("ess", _check_draws(draws), method)
 
 
 # ---------------------------------------------------------------------------
@@ -322,4 +340,6 @@ def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
         warnings.simplefilter("ignore", UserWarning)
         idata = az.from_dict(posterior=posterior or None, sample_stats=sample_stats, dims=dims, coords=coords,
                              attrs=info)
+    for group in idata.groups():  # also on each group: tools that open one group keep the provenance
+        idata[group].attrs.update(info)
     return idata
