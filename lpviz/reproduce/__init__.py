@@ -119,10 +119,14 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
                       on_result=on_result)
     if stats.failed:
         raise TaskFailedError(stats.failed)
+    invocation = {"started": started, "finished": time.time(), "executed": len(stats.executed),
+                  "skipped": len(stats.skipped), "seconds": stats.seconds, "scheduler": stats.scheduler,
+                  "workers": stats.workers, "threads_per_worker": stats.threads_per_worker}
+    manifest = out_dir / ("probe.json" if probe else "run.json")
+    previous = json.loads(manifest.read_text()) if resume and manifest.is_file() else {}
     run_info = {"experiment": name, "preset": preset, "probe_iterations": probe, "chains": chains, "seed": seed,
-                "tasks": len(tasks), "executed": len(stats.executed), "skipped": len(stats.skipped),
-                "seconds": stats.seconds, "scheduler": stats.scheduler, "workers": stats.workers,
-                "threads_per_worker": stats.threads_per_worker, "started": started, "finished": time.time()}
+                "tasks": len(tasks), "invocations": previous.get("invocations", []) + [invocation]}
+    _write_json(manifest, run_info)
     results = store.read_all(tasks)
     from lpviz.reproduce.finish import write_outputs, write_probe
 

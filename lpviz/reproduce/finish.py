@@ -66,7 +66,8 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
         per_iteration = probe
         source = "probe at the paper's sizes" if probe else None
     paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
-    local_workers = run_info.get("workers") if run_info.get("scheduler") == "LocalCluster" else os.cpu_count()
+    local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
+    local_workers = local[-1]["workers"] if local else os.cpu_count()
     scale = rp.scale_rows(rows, paper_grid if per_iteration or preset == "paper" else [],
                           measured_at=f"preset {preset}", local_workers=local_workers or 1,
                           paper_seconds_per_iteration=per_iteration)
@@ -80,7 +81,6 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     files.append(rp.write_csv(out_dir / "scale.csv", scale))
     settings_out = {"preset": preset, "settings": settings, "base_seed": run_info.get("seed"),
                     "chains_override": chains if run_info.get("chains") is None else run_info.get("chains")}
-    rp.write_text(out_dir / RUN_FILE, json.dumps({**run_info, "preset": preset}, indent=2, default=str))
     return rp.write_report(out_dir / "report.md", experiment=experiment, preset=preset, settings=settings_out,
                            claims=claims, sections=sections, files=files, rows=rows,
                            diagnostics_rows=[r for r in diagnostics_rows],
@@ -93,11 +93,10 @@ def write_probe(experiment, out_dir, results, run_info):
     rows = []
     for record, arrays in results:
         params = record["params"]
-        seconds = arrays["iteration_seconds"]
         rows.append({"setting": params["labels"]["setting"], "method": params["method"],
                      "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
-                     "iterations": len(seconds), "seconds_per_iteration": record["seconds_per_iteration"],
-                     "first_iteration_seconds": float(seconds[0]), "kernel_threads": record["kernel_threads"],
+                     "iterations": params["n_iter"], "seconds_per_iteration": record["seconds_per_iteration"],
+                     "first_iteration_seconds": record["first_iteration_seconds"], "kernel_threads": record["kernel_threads"],
                      "seconds_data": record["seconds_data"], "host": record["host"]})
     path = rp.write_csv(out_dir / PROBE_FILE, rows)
     manifest = out_dir / RUN_FILE

@@ -248,7 +248,9 @@ def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=N
                 bar.update(1)
         stats.seconds = time.perf_counter() - start
         return stats
-    if pending:
+    if not pending:
+        stats.scheduler, stats.workers, stats.threads_per_worker = "nothing to run", 0, 0
+    else:
         _run_on_dask(pending, store, function, stats, scheduler=scheduler, workers=workers, threads=threads,
                      retries=retries, total=len(tasks), progress=progress, description=description,
                      on_result=on_result)

@@ -13,6 +13,7 @@ import json
 import math
 import platform
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def task_rows(results, label_keys=()):
                    alpha_mean=record.get("alpha_mean"), heldout_cells=record.get("heldout_cells"))
         row.update({key: value for key, value in record["scores"].items()})
         row.update(record.get("extra_scores", {}))
-        for key in ("seconds_total", "seconds_data", "seconds_sampling", "seconds_per_iteration", "host", "pid",
+        for key in ("seconds_total", "seconds_data", "seconds_sampling", "seconds_per_iteration",
+                    "first_iteration_seconds", "host", "pid",
                     "kernel_threads", "started", "finished"):
             row[key] = record.get(key)
         rows.append(row)
@@ -358,17 +360,26 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
     return [Path(path_png), Path(path_html)]
 
 
-def heatmaps(panels, *, path_png, path_html, title, n_columns=None):
+def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=False):
     """A grid of matrices: ``panels`` = ``[(title, matrix, kind), ...]``, kind "counts" (red positive,
     blue negative, centred on 0, one scale for every counts panel) or "rates" (one sequential scale for
-    every rates panel) or "topics"."""
+    every rates panel) or "topics". ``sqrt_scale``: colours follow the signed square root of the values,
+    so small rates (the sparse parts of a matrix) stay visible beside large ones."""
     from bokeh.layouts import gridplot
     from bokeh.models import LinearColorMapper
     from bokeh.palettes import RdBu11, Reds9
     from bokeh.plotting import figure as bokeh_figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.colors import FuncNorm, TwoSlopeNorm
     from matplotlib.figure import Figure
+
+    def signed_sqrt(values):
+        values = np.asarray(values, dtype=float)
+        return np.sign(values) * np.sqrt(np.abs(values))
+
+    def signed_square(values):
+        values = np.asarray(values, dtype=float)
+        return np.sign(values) * values ** 2
 
     n_columns = n_columns or min(4, len(panels))
     n_rows = -(-len(panels) // n_columns)
@@ -382,23 +393,29 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None):
     for i, (name, matrix, kind) in enumerate(panels):
         axes = figure.add_subplot(n_rows, n_columns, i + 1)
         top = scales[kind]
-        if kind == "counts":
-            image = axes.imshow(matrix, cmap="RdBu_r", norm=TwoSlopeNorm(vmin=-top, vcenter=0.0, vmax=top),
-                                aspect="auto", interpolation="nearest")
-            mapper = LinearColorMapper(palette=list(reversed(RdBu11)), low=-top, high=top)
+        low = -top if kind == "counts" else 0.0
+        if sqrt_scale:
+            norm = FuncNorm((signed_sqrt, signed_square), vmin=low, vmax=top)
+            shown, low_shown, top_shown = signed_sqrt(matrix), float(signed_sqrt(low)), float(np.sqrt(top))
         else:
-            image = axes.imshow(matrix, cmap="Reds", vmin=0.0, vmax=top, aspect="auto", interpolation="nearest")
-            mapper = LinearColorMapper(palette=list(reversed(Reds9)), low=0.0, high=top)
+            norm = (TwoSlopeNorm(vmin=-top, vcenter=0.0, vmax=top) if kind == "counts"
+                    else FuncNorm((lambda v: v, lambda v: v), vmin=0.0, vmax=top))
+            shown, low_shown, top_shown = np.asarray(matrix, dtype=float), low, top
+        cmap = "RdBu_r" if kind == "counts" else "Reds"
+        image = axes.imshow(matrix, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        palette = list(reversed(RdBu11)) if kind == "counts" else list(reversed(Reds9))
+        mapper = LinearColorMapper(palette=palette, low=low_shown, high=top_shown)
         axes.set_title(name, fontsize=9)
         figure.colorbar(image, ax=axes, shrink=0.8)
         rows, cols = np.shape(matrix)
         plot = bokeh_figure(width=300, height=280, title=name, x_range=(0, cols), y_range=(rows, 0),
                             tools="hover,pan,wheel_zoom,reset,save",
-                            tooltips=[("row", "$y{0}"), ("column", "$x{0}"), ("value", "@image{0.000}")])
-        plot.image(image=[np.asarray(matrix, dtype=float)],
+                            tooltips=[("row", "$y{0}"), ("column", "$x{0}"),
+                                      ("signed sqrt of value" if sqrt_scale else "value", "@image{0.000}")])
+        plot.image(image=[shown],
                    x=0, y=0, dw=cols, dh=rows, color_mapper=mapper)
         plots.append(plot)
-    figure.suptitle(title)
+    figure.suptitle(title + (" (colours: square-root scale)" if sqrt_scale else ""))
     _save_png(figure, path_png)
     grid = [plots[i:i + n_columns] for i in range(0, len(plots), n_columns)]
     _save_html(gridplot(grid), path_html, title)
@@ -439,12 +456,15 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
                                                              "ess_tail_min", "note")]
         lines += [markdown_table(diagnostics_rows, keys + ["quantity", "chains", "draws", "rhat_max",
                                                            "share_rhat_above", "ess_bulk_min", "ess_tail_min"]), ""]
-    lines += ["## Wall-clock per task", "",
-              f"Run on {run_info.get('scheduler')} with {run_info.get('workers')} worker(s) x "
-              f"{run_info.get('threads_per_worker') or '?'} kernel thread(s); this invocation ran "
-              f"{run_info.get('executed', 0)} task(s) and found {run_info.get('skipped', 0)} done "
-              f"(--resume) in {format_duration(run_info.get('seconds'))}. Every task's seconds are in `tasks.csv`.",
-              ""]
+    lines += ["## Wall-clock per task", "", "Invocations of this run (a resumed run keeps its finished tasks):", ""]
+    for item in run_info.get("invocations", []):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["started"]))
+        threads = item.get("threads_per_worker") or "?"
+        lines.append(f"- {when}: {item['scheduler']}, {item['workers']} worker(s) x {threads} kernel thread(s): "
+                     f"ran {item['executed']} task(s), found {item['skipped']} done, "
+                     f"{format_duration(item['seconds'])}")
+    lines += ["", "Per method (every task's seconds are in `tasks.csv`; seconds per iteration are wall-clock "
+              "means after the first iteration):", ""]
     timing = {}
     for row in rows:
         timing.setdefault(row["method"], []).append(row)
@@ -454,9 +474,9 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
         per_it = _finite(m["seconds_per_iteration"] for m in members)
         timing_rows.append({"method": method, "tasks": len(members), "iterations": members[0]["n_iter"],
                             "median s/task": float(np.median(total)), "max s/task": float(total.max()),
-                            "median ms/iteration": 1000 * float(np.median(per_it))})
+                            "ms/iteration (median over tasks)": 1000 * float(np.median(per_it))})
     lines += [markdown_table(timing_rows, ["method", "tasks", "iterations", "median s/task", "max s/task",
-                                           "median ms/iteration"]), ""]
+                                           "ms/iteration (median over tasks)"]), ""]
     lines += ["## Scale", "",
               "Wall-clock = per task, measured seconds per iteration x iterations; tasks packed on W workers "
               "(longest first, each worker one chain at a time, one kernel thread per worker: workers x "
