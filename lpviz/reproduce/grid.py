@@ -263,16 +263,12 @@ def _connect(scheduler, workers, threads, stats):
     import dask
     from distributed import Client
 
-    if scheduler is not None and not isinstance(scheduler, str):  # a Client
-        stats.scheduler = getattr(scheduler, "scheduler", None) and scheduler.scheduler.address or "client"
-        stats.workers = len(scheduler.scheduler_info().get("workers", {}))
-        return scheduler, []
-    if scheduler:
-        client = Client(scheduler)
-        stats.scheduler = scheduler
+    if scheduler:  # an address (ours to close) or a Client (the caller's)
+        client = Client(scheduler) if isinstance(scheduler, str) else scheduler
+        stats.scheduler = f"Dask cluster at {client.scheduler.address}"
         stats.workers = len(client.scheduler_info().get("workers", {}))
-        stats.threads_per_worker = 0  # as the remote workers were started
-        return client, [client]
+        stats.threads_per_worker = 0  # kernel threads: as the cluster's workers were started (LPVIZ_NUM_THREADS)
+        return client, [client] if isinstance(scheduler, str) else []
     workers = workers or default_workers()
     threads = threads or threads_per_worker(workers)
     # a task may see this many worker deaths before it is failed (KilledWorker), not skipped
