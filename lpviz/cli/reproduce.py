@@ -46,6 +46,8 @@ def register(subparsers):
     parser.add_argument("--workers", type=int, default=None, metavar="W",
                         help="LocalCluster worker processes (default: one per core); each chain's kernels get "
                              "cores // W threads")
+    parser.add_argument("--threads", type=int, default=None, metavar="T",
+                        help="kernel threads per LocalCluster worker (LPVIZ_NUM_THREADS; default cores // W)")
     parser.add_argument("--serial", action="store_true", help="run the tasks in this process, without Dask")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, metavar="DIR",
                         help=f"results go to DIR/NAME (default {DEFAULT_OUTPUT})")
@@ -57,6 +59,9 @@ def register(subparsers):
                         help="instead of the grid: ITER iterations of one chain per setting and method at the "
                              "paper's sizes, to measure seconds per iteration (probe.csv) for the report's "
                              "projected paper wall-clock")
+    parser.add_argument("--sampler", choices=("bessel", "collapsed"), default=None,
+                        help="the private method's sampler (default: bessel, the paper's route; collapsed: the "
+                             "exact conditional with the sparse step, much faster on sparse data)")
     parser.add_argument("--retries", type=int, default=2, help="times a failing task is retried (default 2)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -67,10 +72,14 @@ def _check(args):
         raise CLIError(f"--chains must be >= 1, got {args.chains}")
     if args.workers is not None and args.workers < 1:
         raise CLIError(f"--workers must be >= 1, got {args.workers}")
-    if args.serial and (args.scheduler or args.workers):
-        raise CLIError("--serial runs without Dask: drop --scheduler/--workers")
-    if args.scheduler and args.workers:
-        raise CLIError("--workers sizes a LocalCluster; an existing cluster (--scheduler) has its own workers")
+    if args.threads is not None and args.threads < 1:
+        raise CLIError(f"--threads must be >= 1, got {args.threads}")
+    if args.serial and (args.scheduler or args.workers or args.threads):
+        raise CLIError("--serial runs without Dask in this process (its kernel threads: LPVIZ_NUM_THREADS): "
+                       "drop --scheduler/--workers/--threads")
+    if args.scheduler and (args.workers or args.threads):
+        raise CLIError("--workers/--threads size a LocalCluster; an existing cluster (--scheduler) has its own "
+                       "workers")
     if args.seed < 0:
         raise CLIError(f"--seed must be >= 0, got {args.seed}")
     if args.probe is not None and args.probe < 2:
@@ -102,7 +111,8 @@ def run(args):
     scheduler = "serial" if args.serial else args.scheduler
     try:
         paths = reproduce(args.name, args.preset, chains=args.chains, scheduler=scheduler, workers=args.workers,
-                          output=args.output, resume=args.resume, seed=args.seed, probe=args.probe,
+                          threads=args.threads, output=args.output, resume=args.resume, seed=args.seed,
+                          probe=args.probe, sampler=args.sampler,
                           progress=not args.no_progress and sys.stderr.isatty(), retries=args.retries)
     except (NotAvailableError, StaleResultError) as error:
         raise CLIError(str(error)) from None

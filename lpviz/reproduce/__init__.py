@@ -58,7 +58,7 @@ def _write_json(path, data):
 
 
 def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None, threads=None, output=None,
-              resume=False, seed=0, probe=None, progress=False, retries=2, on_result=None):
+              resume=False, seed=0, probe=None, sampler=None, progress=False, retries=2, on_result=None):
     """Run experiment ``name`` (or ``"all"``) and write its report; returns the report paths.
 
     Parameters
@@ -85,6 +85,8 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
         Instead of the grid, run a few (``probe``) iterations of one chain per
         setting and method at the paper's sizes and write ``probe.csv``: the
         seconds per iteration the report's scale section projects from.
+    sampler : {"bessel", "collapsed"}, optional
+        The private method's sampler (default: the registry's, the paper's Bessel route).
     """
     if name == ALL:
         paths, skipped = [], []
@@ -94,19 +96,20 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
                 continue
             paths += reproduce(experiment.name, preset, chains=chains, scheduler=scheduler, workers=workers,
                                threads=threads, output=output, resume=resume, seed=seed, probe=probe,
-                               progress=progress, retries=retries, on_result=on_result)
+                               sampler=sampler, progress=progress, retries=retries, on_result=on_result)
         return paths
     experiment = get(name)
     experiment.check_available()
     settings = experiment.settings("paper" if probe else preset)
+    settings["sampler"] = sampler
     if chains is not None and (isinstance(chains, bool) or not isinstance(chains, int) or chains < 1):
         raise ValueError(f"chains must be an integer >= 1, got {chains!r}")
     out_dir = Path(output or DEFAULT_OUTPUT) / name
     if probe:
-        tasks = experiment.probe_tasks(probe, seed=seed)
+        tasks = experiment.probe_tasks(probe, seed=seed, sampler=sampler)
         store = ResultStore(out_dir / "probe")
     else:
-        tasks = experiment.tasks(preset, chains=chains, seed=seed)
+        tasks = experiment.tasks(preset, chains=chains, seed=seed, sampler=sampler)
         store = ResultStore(out_dir)
     if store.ids() and not resume:
         raise ValueError(f"{store.folder} holds {len(store.ids())} results of an earlier run; pass --resume to "
@@ -125,6 +128,7 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
     manifest = out_dir / ("probe.json" if probe else "run.json")
     previous = json.loads(manifest.read_text()) if resume and manifest.is_file() else {}
     run_info = {"experiment": name, "preset": preset, "probe_iterations": probe, "chains": chains, "seed": seed,
+                "sampler": sampler,
                 "tasks": len(tasks), "invocations": previous.get("invocations", []) + [invocation]}
     _write_json(manifest, run_info)
     results = store.read_all(tasks)

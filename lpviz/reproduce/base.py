@@ -63,17 +63,19 @@ class Experiment:
             raise ValueError(f"{self.name} has no preset {preset!r}; choose one of {', '.join(self.presets)}")
         return copy.deepcopy(self.presets[preset])
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
+        """The grid of ``preset``: a list of :class:`~lpviz.reproduce.grid.Task`. ``sampler``: the
+        private method's sampler (None: the registry's default, the paper's Bessel route)."""
         raise NotImplementedError
 
-    def probe_tasks(self, iterations, seed=0):
+    def probe_tasks(self, iterations, seed=0, sampler=None):
         """One short chain per distinct (setting, method) of the paper's grid at the paper's sizes:
         their seconds per iteration project the paper's wall-clock."""
         if iterations < 2:
             raise ValueError(f"a probe needs at least 2 iterations (the first one carries one-off costs), "
                              f"got {iterations}")
         seen, probes = set(), []
-        for task in self.tasks("paper", chains=1, seed=seed):
+        for task in self.tasks("paper", chains=1, seed=seed, sampler=sampler):
             params = copy.deepcopy(task.params)
             key = (params["labels"]["setting"], params["method"])
             if key in seen:
@@ -113,14 +115,15 @@ def _uses_truth(method):
     return methods.get(method).uses_truth
 
 
-def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, common):
+def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, common, sampler=None):
     """Tasks of settings x methods x noised copies x chains for :func:`~lpviz.reproduce.chains.chain_task`.
 
     A method that fits the true counts (non-private) runs once per distinct
     ``truth_key`` (its fit does not depend on the noise) and on copy 0 only.
     Seeds: data ``seed_for(seed, "data")`` (one data set for the grid),
     noise ``seed_for(seed, "noise", setting, copy)``, chain
-    ``seed_for(seed, "chain", setting, method, copy, chain)``.
+    ``seed_for(seed, "chain", setting, method, copy, chain)``. ``sampler`` goes to the private
+    method (None: its default).
     """
     if chains < 1 or copies < 1:
         raise ValueError(f"chains and copies must be >= 1, got chains={chains}, copies={copies}")
@@ -149,8 +152,7 @@ def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, com
                         "labels": {"setting": label, **values, "copy": copy_index, "chain": chain},
                     }
                     params.update(copy.deepcopy(setting["params"]))
-                    if method != "private":
-                        params["method_options"] = {}
+                    params["method_options"] = {"sampler": sampler} if sampler and method == "private" else {}
                     slug = "".join(ch if ch.isalnum() or ch in "=.-" else "_" for ch in label)
                     tasks.append(Task(f"{slug}--{method}--copy{copy_index}--chain{chain}", params))
     return tasks

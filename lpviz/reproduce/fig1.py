@@ -43,13 +43,14 @@ class Figure1(Experiment):
 
     data_spec = {"source": "synthetic-blocks", "n_actors": 20, "n_communities": 5, "a0": 0.1, "b0": 0.1}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         grid = [Setting(f"epsilon={eps:g}", {"epsilon": eps}, {"epsilon": eps, "N": "mean"},
                         noise_keys=("epsilon",)) for eps in settings["epsilons"]]
         common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
         return chain_grid(self.name, data=self.data_spec, settings=grid, methods=METHODS,
-                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common)
+                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
+                          sampler=sampler)
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["rate_mae", "mae", "sparse_rate_mae"]

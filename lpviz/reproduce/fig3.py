@@ -42,13 +42,14 @@ class Figure3(Experiment):
 
     data_spec = {"source": "synthetic-topics", "n_docs": 90, "n_words": 15, "n_topics": 3}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         grid = [Setting(f"alpha0={a:g}", {"alpha0": a}, {"alpha": "generator"}, noise_keys=("alpha0",),
                         data={"alpha0": a}) for a in settings["alpha0"]]
         common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
         return chain_grid(self.name, data=self.data_spec, settings=grid, methods=METHODS,
-                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common)
+                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
+                          sampler=sampler)
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["topic_distance", "mae", "rate_mae"]

@@ -43,14 +43,15 @@ class Figure4(Experiment):
     def _data_spec(self, settings):
         return {"source": "enron-topics", "n_docs": settings["n_docs"], "n_words": settings["n_words"]}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         grid = [Setting(f"eps/N={e:g}", {"eps_over_N": e}, {"epsilon": e, "N": 1}, noise_keys=("eps_over_N",))
                 for e in settings["eps_over_N"]]
         common = {**_COMMON, "n_components": settings["K"], "n_iter": settings["n_iter"],
                   "burn_in": settings["burn_in"], "thin": settings["thin"]}
         return chain_grid(self.name, data=self._data_spec(settings), settings=grid, methods=METHODS,
-                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common)
+                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
+                          sampler=sampler)
 
     def prepare(self, settings, seed=0):
         from lpviz.reproduce.chains import build_data

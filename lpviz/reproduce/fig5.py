@@ -55,7 +55,7 @@ class Figure5(Experiment):
 
         return {"rule": "top actors", "n_actors": heldout_actors(build_data({**self.data_spec, "seed": 0}).shape[0])}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         holdout = self._heldout()
         grid = [Setting(f"eps/N={e:g}, C={c}", {"eps_over_N": e, "C": c}, {"epsilon": e, "N": 1},
@@ -63,7 +63,8 @@ class Figure5(Experiment):
                 for c in settings["communities"] for e in settings["eps_over_N"]]
         common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
         tasks = chain_grid(self.name, data={**self.data_spec}, settings=grid, methods=METHODS,
-                           copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common)
+                           copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
+                          sampler=sampler)
         for task in tasks:  # the network has no randomness of its own: one data seed for all
             task.params["data"]["seed"] = 0
         return tasks

@@ -28,14 +28,16 @@ def _traces(results):
 
 
 def read_probe(out_dir):
-    """``{(method, setting): seconds per iteration}`` from ``probe.csv`` (empty when there is none)."""
+    """``({(method, setting): seconds per iteration}, kernel threads)`` from ``probe.csv``
+    (``({}, None)`` when there is none)."""
     import pandas as pd
 
     path = Path(out_dir) / PROBE_FILE
     if not path.is_file():
-        return {}
+        return {}, None
     frame = pd.read_csv(path)
-    return {(row.method, row.setting): float(row.seconds_per_iteration) for row in frame.itertuples()}
+    rates = {(row.method, row.setting): float(row.seconds_per_iteration) for row in frame.itertuples()}
+    return rates, int(frame["kernel_threads"].max())
 
 
 def _paper_grid(experiment, chains):
@@ -55,7 +57,7 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
 
     chains = settings.get("chains")
     paper_settings = experiment.settings("paper")
-    probe = read_probe(out_dir)
+    probe, probe_threads = read_probe(out_dir)
     if preset == "paper" or experiment.paper_sizes:
         measured = {}
         for row in rows:
@@ -64,7 +66,8 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
         source = "this run (the paper's data sizes)"
     else:
         per_iteration = probe
-        source = "probe at the paper's sizes" if probe else None
+        source = (f"probe at the paper's sizes ({probe_threads} kernel thread(s) per chain)" if probe
+                  else None)
     paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
     local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
     local_workers = local[-1]["workers"] if local else os.cpu_count()
@@ -94,6 +97,7 @@ def write_probe(experiment, out_dir, results, run_info):
     for record, arrays in results:
         params = record["params"]
         rows.append({"setting": params["labels"]["setting"], "method": params["method"],
+                     "method_label": record["method_label"],
                      "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
                      "iterations": params["n_iter"], "seconds_per_iteration": record["seconds_per_iteration"],
                      "first_iteration_seconds": record["first_iteration_seconds"], "kernel_threads": record["kernel_threads"],
@@ -103,8 +107,10 @@ def write_probe(experiment, out_dir, results, run_info):
     if manifest.is_file():
         previous = json.loads(manifest.read_text())
         preset = previous["preset"]
-        tasks = experiment.tasks(preset, chains=previous.get("chains"), seed=previous.get("seed", 0))
+        tasks = experiment.tasks(preset, chains=previous.get("chains"), seed=previous.get("seed", 0),
+                                 sampler=previous.get("sampler"))
         store = ResultStore(out_dir)
         if all(store.path(t.id).is_file() for t in tasks):
-            write_outputs(experiment, out_dir, preset, experiment.settings(preset), store.read_all(tasks), previous)
+            settings = {**experiment.settings(preset), "sampler": previous.get("sampler")}
+            write_outputs(experiment, out_dir, preset, settings, store.read_all(tasks), previous)
     return path

@@ -35,7 +35,7 @@ class Table1(Experiment):
     requires = ("lpviz.vi",)
     presets = {"tiny": {}, "quick": {}, "paper": {"rows": PAPER_ROWS}}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         self.check_available()
         raise NotImplementedError(
             "lpviz.vi is importable but table1 is not wired yet: give Table1 a tasks() that runs one task per "

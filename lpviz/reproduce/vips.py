@@ -17,7 +17,7 @@ class Vips(Experiment):
     requires = ("lpviz.central", "lpviz.accounting")
     presets = {"tiny": {}, "quick": {}, "paper": {}}
 
-    def tasks(self, preset, chains=None, seed=0):
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
         self.check_available()
         raise NotImplementedError(
             "lpviz.central and lpviz.accounting are importable but vips is not wired yet: give Vips a tasks() "
