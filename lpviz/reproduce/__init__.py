@@ -20,6 +20,7 @@ any Dask cluster by address, or in-process), then writes ``DIR/NAME/``:
 """
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -116,6 +117,7 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
                          "continue it (finished tasks are kept), or choose another --output")
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # a shared machine slows every number
     experiment.prepare(settings, seed)
     stats = run_tasks(tasks, store, experiment.task_function, scheduler=scheduler, workers=workers, threads=threads,
                       retries=retries, progress=progress, description=f"{name} ({'probe' if probe else preset})",
@@ -124,7 +126,8 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
         raise TaskFailedError(stats.failed)
     invocation = {"started": started, "finished": time.time(), "executed": len(stats.executed),
                   "skipped": len(stats.skipped), "seconds": stats.seconds, "scheduler": stats.scheduler,
-                  "workers": stats.workers, "threads_per_worker": stats.threads_per_worker}
+                  "workers": stats.workers, "threads_per_worker": stats.threads_per_worker,
+                  "cores": os.cpu_count(), "load_average": load}
     manifest = out_dir / ("probe.json" if probe else "run.json")
     previous = json.loads(manifest.read_text()) if resume and manifest.is_file() else {}
     run_info = {"experiment": name, "preset": preset, "probe_iterations": probe, "chains": chains, "seed": seed,

@@ -71,7 +71,8 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
     local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
     local_workers = local[-1]["workers"] if local else os.cpu_count()
-    scale = rp.scale_rows(rows, paper_grid if per_iteration or preset == "paper" else [],
+    # a paper-preset run is the paper's grid: its own rows say it all
+    scale = rp.scale_rows(rows, paper_grid if per_iteration and preset != "paper" else [],
                           measured_at=f"preset {preset}", local_workers=local_workers or 1,
                           paper_seconds_per_iteration=per_iteration)
     for row in scale:

@@ -10,6 +10,30 @@ the VI fit 0.223 (1000+1000) and 0.208 (2000+1000); 2.8 s per VI iteration,
 Not available until CAVI lands (``lpviz.vi``: ``inference="vi"``,
 ``init="vi"``); the experiment is registered so ``lpviz reproduce table1``
 says so plainly instead of failing obscurely.
+
+Wiring it when ``lpviz.vi`` is on the branch (nothing else changes: the
+registry line is already in :mod:`lpviz.reproduce`):
+
+1. ``presets``: ``paper`` = the rows above on the VI paper's 1000 x 1000
+   synthetic matrix (K=50, eps/N=1); ``quick``/``tiny`` = the same rows on a
+   smaller matrix with proportionally fewer iterations.
+2. ``tasks()``: one :class:`~lpviz.reproduce.grid.Task` per (row, chain) with
+   every seed from :func:`~lpviz.reproduce.grid.seed_for`; set
+   ``task_function`` to a module-level function that runs the row (the VI
+   branch's Table 1 function, or :func:`lpviz.engine.run` with
+   ``inference``/``init``) and returns ``{"record": {"scores": score(...),
+   "method_label": ..., "trace_name": ..., "shape": ..., "seconds_total": ...,
+   "seconds_per_iteration": ..., ...}, "arrays": {"log_joint": ...,
+   "log_marginal": ..., "iteration_seconds": ..., "trace": ...}}`` like
+   :func:`lpviz.reproduce.chains.chain_task` (whose record keys the shared
+   tables read), or extend ``chain_task`` with a pass-through of run options.
+3. ``report()``: a :class:`~lpviz.reproduce.report.Claim` per row: the
+   paper's MAE (``PAPER_ROWS``) beside ``score()["rate_mae"]`` (mean over
+   chains), verdict by a stated tolerance; plus the paper's timing claim
+   (2.8 s per VI iteration vs 0.8 s per MCMC iteration) against the measured
+   seconds per iteration.
+4. Remove the ``NotImplementedError`` and add the tiny preset to
+   ``tests/test_reproduce.py`` (end to end, serial vs Dask equal).
 """
 
 from lpviz.reproduce.base import Experiment
