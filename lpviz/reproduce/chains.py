@@ -162,6 +162,15 @@ def _scores_on(posterior, release, truth, rule):
     return {"mae": result["heldout_mae"], "rate_mae": result["heldout_rate_mae"], "cells": int(cells.sum())}
 
 
+def _peak_memory_gb():
+    """Peak resident memory of this process so far (GB; an upper bound for this task's), None if unknown."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # ru_maxrss: KiB on Linux
+
+
 def chain_task(params):
     """Run one chain of a grid; returns ``{"record": {...}, "arrays": {...}}`` (see the module docstring)."""
     started = time.time()
@@ -219,6 +228,7 @@ def chain_task(params):
         "seconds_per_iteration": float(np.mean(loop[1:] if loop.size > 1 else loop)),
         "first_iteration_seconds": float(loop[0]),
         "started": started, "finished": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+        "peak_memory_gb": _peak_memory_gb(),
         "kernel_threads": n_threads(),
     }
     return {"record": record, "arrays": arrays}

@@ -139,6 +139,6 @@ class Figure1(Experiment):
                        (f"private mu_hat, epsilon={eps:g}", pooled[(setting, "private")], "rates")]
         files += rp.heatmaps(panels, path_png=out_dir / "fig1.png", path_html=out_dir / "fig1.html", n_columns=3,
                              sqrt_scale=True,
-                             title="Figure 1: block structure (rows: truth; one row per epsilon: noised data, "
-                                   "naive, private; mu_hat pooled over chains)")
+                             title="Figure 1: block structure\nrows: truth; per epsilon: noised data, naive, "
+                                   "private (mu_hat pooled over chains)")
         return files

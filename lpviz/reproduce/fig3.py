@@ -133,6 +133,6 @@ class Figure3(Experiment):
                        (f"naive topics, alpha0={a:g}", aligned[(a, "naive")], "topics"),
                        (f"private topics, alpha0={a:g}", aligned[(a, "private")], "topics")]
         files += rp.heatmaps(panels, path_png=out_dir / "fig3.png", path_html=out_dir / "fig3.html", n_columns=3,
-                             title="Figure 3: topic recovery (rows: truth; one row per alpha0: noised data, naive "
-                                   "topics, private topics)")
+                             title="Figure 3: topic recovery\nrows: truth; per alpha0: noised data, naive topics, "
+                                   "private topics")
         return files

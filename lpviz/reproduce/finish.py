@@ -28,7 +28,7 @@ def _traces(results):
 
 
 def read_probe(out_dir):
-    """``({(method, setting): seconds per iteration}, kernel threads)`` from ``probe.csv``
+    """``({(method, setting): seconds per iteration}, how it was measured)`` from ``probe.csv``
     (``({}, None)`` when there is none)."""
     import pandas as pd
 
@@ -37,7 +37,10 @@ def read_probe(out_dir):
         return {}, None
     frame = pd.read_csv(path)
     rates = {(row.method, row.setting): float(row.seconds_per_iteration) for row in frame.itertuples()}
-    return rates, int(frame["kernel_threads"].max())
+    how = f"{int(frame['kernel_threads'].max())} kernel thread(s) per chain"
+    if "peak_memory_gb" in frame and frame["peak_memory_gb"].notna().any():
+        how += f", peak memory of a worker {frame['peak_memory_gb'].max():.1f} GB"
+    return rates, how
 
 
 def _paper_grid(experiment, chains):
@@ -57,7 +60,7 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
 
     chains = settings.get("chains")
     paper_settings = experiment.settings("paper")
-    probe, probe_threads = read_probe(out_dir)
+    probe, probe_how = read_probe(out_dir)
     if preset == "paper" or experiment.paper_sizes:
         measured = {}
         for row in rows:
@@ -66,8 +69,7 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
         source = "this run (the paper's data sizes)"
     else:
         per_iteration = probe
-        source = (f"probe at the paper's sizes ({probe_threads} kernel thread(s) per chain)" if probe
-                  else None)
+        source = f"probe at the paper's sizes ({probe_how})" if probe else None
     paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
     local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
     local_workers = local[-1]["workers"] if local else os.cpu_count()
@@ -80,11 +82,13 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
             row["source"] = source
     if not per_iteration and preset != "paper":
         sections.append(("Scale of the paper's grid", "No probe at the paper's sizes yet: run `lpviz reproduce "
-                         f"{experiment.name} --preset paper --probe 5` to measure seconds per iteration there; "
-                         "the scale table then projects the paper's grid."))
+                         f"{experiment.name} --probe 5` to measure seconds per iteration there (one short chain "
+                         "per setting and method); the scale table then projects the paper's grid."))
+    if (out_dir / PROBE_FILE).is_file():
+        files.append(out_dir / PROBE_FILE)
     files.append(rp.write_csv(out_dir / "scale.csv", scale))
     settings_out = {"preset": preset, "settings": settings, "base_seed": run_info.get("seed"),
-                    "chains_override": chains if run_info.get("chains") is None else run_info.get("chains")}
+                    "chains": run_info.get("chains") or chains}
     return rp.write_report(out_dir / "report.md", experiment=experiment, preset=preset, settings=settings_out,
                            claims=claims, sections=sections, files=files, rows=rows,
                            diagnostics_rows=[r for r in diagnostics_rows],
@@ -102,7 +106,8 @@ def write_probe(experiment, out_dir, results, run_info):
                      "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
                      "iterations": params["n_iter"], "seconds_per_iteration": record["seconds_per_iteration"],
                      "first_iteration_seconds": record["first_iteration_seconds"], "kernel_threads": record["kernel_threads"],
-                     "seconds_data": record["seconds_data"], "host": record["host"]})
+                     "seconds_data": record["seconds_data"], "peak_memory_gb": record.get("peak_memory_gb"),
+                     "host": record["host"]})
     path = rp.write_csv(out_dir / PROBE_FILE, rows)
     manifest = out_dir / RUN_FILE
     if manifest.is_file():

@@ -124,7 +124,7 @@ def task_rows(results, label_keys=()):
         row.update({key: value for key, value in record.get("scores", {}).items()})
         row.update(record.get("extra_scores", {}))
         for key in ("seconds_total", "seconds_data", "seconds_sampling", "seconds_per_iteration",
-                    "first_iteration_seconds", "host", "pid",
+                    "first_iteration_seconds", "peak_memory_gb", "host", "pid",
                     "kernel_threads", "started", "finished"):
             row[key] = record.get(key)
         rows.append(row)
@@ -355,6 +355,8 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
             plot.add_tools(HoverTool(tooltips=[("x", "@x"), ("mean", "@y{0.0000}"), ("sd", "@sd{0.0000}")]))
             plot.legend.label_text_font_size = "8pt"
             plot.legend.click_policy = "hide"
+            plot.legend.location = "top_left"
+            plot.legend.background_fill_alpha = 0.6
             bokeh_row.append(plot)
         bokeh_plots.append(bokeh_row)
     figure.suptitle(title)
@@ -406,7 +408,8 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
             shown, low_shown, top_shown = np.asarray(matrix, dtype=float), low, top
         cmap = "RdBu_r" if kind == "counts" else "Reds"
         image = axes.imshow(matrix, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-        palette = list(reversed(RdBu11)) if kind == "counts" else list(reversed(Reds9))
+        # RdBu11 runs blue -> red (negative blue, positive red); Reds9 dark -> light
+        palette = list(RdBu11) if kind == "counts" else list(reversed(Reds9))
         mapper = LinearColorMapper(palette=palette, low=low_shown, high=top_shown)
         axes.set_title(name, fontsize=9)
         figure.colorbar(image, ax=axes, shrink=0.8)
@@ -418,7 +421,7 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
         plot.image(image=[shown],
                    x=0, y=0, dw=cols, dh=rows, color_mapper=mapper)
         plots.append(plot)
-    figure.suptitle(title + (" (colours: square-root scale)" if sqrt_scale else ""))
+    figure.suptitle(title + ("\n(colours: square-root scale)" if sqrt_scale else ""))
     _save_png(figure, path_png)
     grid = [plots[i:i + n_columns] for i in range(0, len(plots), n_columns)]
     _save_html(gridplot(grid), path_html, title)
@@ -489,11 +492,17 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
     lines += ["## Scale", "",
               "Wall-clock = per task, measured seconds per iteration x iterations; tasks packed on W workers "
               "(longest first, each worker one chain at a time, one kernel thread per worker: workers x "
-              "threads = cores). The paper's grid uses per-iteration times measured at the paper's sizes when a "
-              "probe (`lpviz reproduce NAME --preset paper --probe ITER`) has been run, else this run's.", ""]
+              "threads = cores). The paper's grid uses per-iteration times measured at the paper's sizes: by "
+              f"this run when its data have the paper's sizes, else by a probe (`lpviz reproduce "
+              f"{experiment.name} --probe ITER`). Measured on a shared machine: the load average above says "
+              "how shared.", ""]
     scale_table = [{**row, "wall-clock": format_duration(row["wall_clock_seconds"]),
                     "CPU time": format_duration(row["cpu_seconds"])} for row in scale]
     lines += [markdown_table(scale_table, ["grid", "tasks", "workers", "CPU time", "wall-clock", "source"]), ""]
+    memory = _finite(row.get("peak_memory_gb") for row in rows)
+    if memory.size:
+        lines += [f"Peak resident memory of a worker process (over its tasks): {memory.max():.2f} GB; each worker "
+                  "of a cluster needs about that much.", ""]
     lines += ["## Settings and seeds", "", "```json", json.dumps(settings, indent=2, default=str), "```", "",
               "Each task's data, noise and chain seeds are columns of `tasks.csv` (derived from the base seed "
               "and the task's labels: `lpviz.reproduce.grid.seed_for`).", ""]
