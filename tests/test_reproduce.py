@@ -38,11 +38,11 @@ def client():
 
 @pytest.fixture(scope="module")
 def serial_fig1(tmp_path_factory):
-    """fig1 at the tiny preset without Dask, through the CLI: the reference results."""
-    output = tmp_path_factory.mktemp("serial")
-    assert main(["reproduce", "fig1", "--preset", "tiny", "--serial", "--output", str(output),
-                 "--no-progress"]) == 0
-    return output / "fig1"
+    """The tasks of fig1 at the tiny preset run in a plain loop in this process: the reference results."""
+    folder = tmp_path_factory.mktemp("serial") / "fig1"
+    stats = run_tasks(get("fig1").tasks("tiny"), ResultStore(folder), chain_task, scheduler="serial")
+    assert len(stats.executed) == 14 and not stats.failed
+    return folder
 
 
 def _results(folder):
@@ -71,10 +71,14 @@ def _claims(report):
     return [line.split("|")[-2].strip() for line in table.splitlines() if line.startswith("| ")][1:]
 
 
-def test_fig1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_fig1, tmp_path):
-    [report] = reproduce("fig1", "tiny", scheduler=client, output=tmp_path)
+def test_fig1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_fig1, tmp_path, capsys):
+    # through the CLI, on the module's cluster by its address
+    assert main(["reproduce", "fig1", "--preset", "tiny", "--scheduler", client.scheduler.address,
+                 "--output", str(tmp_path), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
     folder = tmp_path / "fig1"
-    assert report == folder / "report.md"
+    report = folder / "report.md"
+    assert f"wrote {report}" in printed and "## Claims" in printed
     _assert_same_results(_results(folder), _results(serial_fig1))
     tasks = get("fig1").tasks("tiny")
     assert sorted(t.id for t in tasks) == ResultStore(folder).ids()  # every task, once
