@@ -239,6 +239,12 @@ def test_experiments_not_available_yet_say_what_they_need(monkeypatch, capsys, t
     assert main(["reproduce", "table1", "--output", str(tmp_path), "--serial"]) == 2
     assert "not available yet: needs lpviz._not_here_yet" in capsys.readouterr().err
     assert get("vips").requires == ("lpviz.central", "lpviz.accounting")
+    # registered before it is wired: `all` skips it and says why, whether or not its modules are here
+    assert get("vips").unavailable() in ("needs lpviz.central, lpviz.accounting", "needs lpviz.central",
+                                         "needs lpviz.accounting",
+                                         "lpviz.central, lpviz.accounting present but the experiment is not "
+                                         "wired yet")
+    assert get("fig1").unavailable() is None
 
 
 def test_cli_refuses_contradictory_options(capsys, tmp_path):

@@ -105,7 +105,7 @@ def run(args):
 
     _check(args)
     if args.name == "all":
-        unavailable = [f"{name} (needs {', '.join(e.missing())})" for name, e in EXPERIMENTS.items() if e.missing()]
+        unavailable = [f"{name} ({e.unavailable()})" for name, e in EXPERIMENTS.items() if e.unavailable()]
         if unavailable:
             print("not available yet, skipped: " + "; ".join(unavailable), file=sys.stderr)
     scheduler = "serial" if args.serial else args.scheduler

@@ -65,8 +65,9 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
     Parameters
     ----------
     name : str
-        A key of :data:`EXPERIMENTS`, or ``"all"`` (every available one; the
-        unavailable ones are listed, not run).
+        A key of :data:`EXPERIMENTS`, or ``"all"`` (every experiment that can
+        run here: :meth:`~lpviz.reproduce.base.Experiment.unavailable` says why
+        the others cannot).
     preset : {"tiny", "quick", "paper"}
     chains : int, optional
         Chains per setting, method and noised copy (default: the preset's).
@@ -90,10 +91,9 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
         The private method's sampler (default: the registry's, the paper's Bessel route).
     """
     if name == ALL:
-        paths, skipped = [], []
+        paths = []
         for experiment in EXPERIMENTS.values():
-            if experiment.missing():
-                skipped.append(experiment.name)
+            if experiment.unavailable():  # the CLI lists these and why
                 continue
             paths += reproduce(experiment.name, preset, chains=chains, scheduler=scheduler, workers=workers,
                                threads=threads, output=output, resume=resume, seed=seed, probe=probe,

@@ -42,6 +42,8 @@ class Experiment:
     group_keys = ("setting", "method", "copy")
     label_keys = ("setting",)
     task_function = staticmethod(chain_task)
+    # False for an experiment registered before its task grid is written (a stub)
+    wired = True
     # True when every preset has the paper's data sizes (only iterations and chains differ), so a
     # run's seconds per iteration project the paper's grid without a probe
     paper_sizes = False
@@ -49,6 +51,15 @@ class Experiment:
     def missing(self):
         """Modules in ``requires`` that cannot be imported (empty when the experiment can run)."""
         return [module for module in self.requires if importlib.util.find_spec(module) is None]
+
+    def unavailable(self):
+        """Why the experiment cannot run here (None when it can)."""
+        missing = self.missing()
+        if missing:
+            return f"needs {', '.join(missing)}"
+        if not self.wired:
+            return f"{', '.join(self.requires)} present but the experiment is not wired yet"
+        return None
 
     def check_available(self):
         missing = self.missing()
