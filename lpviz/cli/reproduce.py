@@ -61,7 +61,8 @@ def register(subparsers):
                              "projected paper wall-clock")
     parser.add_argument("--sampler", choices=("bessel", "collapsed"), default=None,
                         help="the private method's sampler (default: bessel, the paper's route; collapsed: the "
-                             "exact conditional with the sparse step, much faster on sparse data)")
+                             "exact conditional with the sparse step, faster where most noised counts are <= 0, "
+                             "i.e. sparse data at large eps/N)")
     parser.add_argument("--retries", type=int, default=2, help="times a failing task is retried (default 2)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
