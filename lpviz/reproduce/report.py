@@ -470,11 +470,15 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
     for item in run_info.get("invocations", []):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["started"]))
         threads = item.get("threads_per_worker") or "?"
+        machine = (f" (machine: {item['cores']} cores, load average {item['load_average']:.1f} at start)"
+                   if item.get("load_average") is not None else "")
+        if not item["executed"] and not item.get("failed"):
+            lines.append(f"- {when}: every task already done ({item['skipped']}); tables, figures and this report "
+                         "rewritten")
+            continue
         lines.append(f"- {when}: {item['scheduler']}, {item['workers']} worker(s) x {threads} kernel thread(s): "
                      f"ran {item['executed']} task(s), found {item['skipped']} done, "
-                     f"{format_duration(item['seconds'])}"
-                     + (f" (machine: {item['cores']} cores, load average {item['load_average']:.1f} at start)"
-                        if item.get("load_average") is not None else ""))
+                     f"{format_duration(item['seconds'])}{machine}")
     lines += ["", "Per method (every task's seconds are in `tasks.csv`; seconds per iteration are wall-clock "
               "means after the first iteration):", ""]
     timing = {}
