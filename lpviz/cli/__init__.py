@@ -11,7 +11,7 @@ import sys
 from importlib import import_module
 
 # modules under lpviz.cli, each registering its subcommands
-_COMMAND_MODULES = ("privatize", "fit", "central", "demo", "data", "table1")
+_COMMAND_MODULES = ("privatize", "fit", "central", "demo", "data", "table1", "reproduce")
 
 
 class CLIError(Exception):

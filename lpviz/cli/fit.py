@@ -11,6 +11,10 @@ the numbers of :func:`lpviz.metrics.score` against them.
 ``--output DIR`` writes ``release.npz`` (what the methods saw), ``truth.npz``
 (the true counts, when known: named so), one ``METHOD.npz`` per method in the
 fit schema (:meth:`lpviz.engine.Posterior.save`) and ``summary.json``.
+
+``--chains C`` runs C chains per method (the first with the seed a single
+chain gets) and reports R-hat and ESS (:mod:`lpviz.diagnostics`);
+``--save-idata FILE`` writes them as ArviZ InferenceData (netCDF).
 """
 
 import json
@@ -89,6 +93,13 @@ def register(subparsers):
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the simulated noise and the chains")
+    parser.add_argument("--chains", type=int, default=1, metavar="C",
+                        help="chains per method (default 1); with C > 1 the summary adds R-hat and ESS of the "
+                             "marginal log likelihood (or log joint), rates at 20 cells and aligned topics; "
+                             "scores and METHOD.npz are the first chain's")
+    parser.add_argument("--save-idata", type=Path, default=None, metavar="FILE",
+                        help="write the chains as ArviZ InferenceData (netCDF, e.g. fit.nc); with several methods "
+                             "one file each, the method's name before the suffix (fit.private.nc)")
     parser.add_argument("--output", type=Path, default=None, metavar="DIR",
                         help="write release.npz, truth.npz (if known), METHOD.npz per method and summary.json")
     parser.add_argument("--force", action="store_true", help="replace result files that exist in DIR")
@@ -253,6 +264,8 @@ def run(args):
         raise CLIError(f"--tol must be >= 0, got {args.tol}")
     if args.components is not None and args.components < 1:
         raise CLIError(f"--components must be >= 1, got {args.components}")
+    if args.chains < 1:
+        raise CLIError(f"--chains must be >= 1, got {args.chains}")
     seed = resolve_seed(args.seed)
     names = list(method_registry.METHODS) if args.method == "all" else [args.method]
     if args.already_noised:
@@ -267,6 +280,11 @@ def run(args):
             raise CLIError(f"folder {args.output.parent} does not exist; create it first (or fix --output)")
         for name in [f"{m}.npz" for m in names] + ["release.npz", "truth.npz", "summary.json"]:
             refuse_overwrite(args.output / name, args.force)
+    idata_paths = _idata_paths(args.save_idata, names)
+    for path in idata_paths.values():
+        if not path.parent.is_dir():
+            raise CLIError(f"folder {path.parent} does not exist; create it first (or fix --save-idata)")
+        refuse_overwrite(path, args.force)
     options = {option: getattr(args, option) for option in method_options() if getattr(args, option) is not None}
     inference = {"inference": args.inference}
     if args.tol is not None:
@@ -291,23 +309,29 @@ def run(args):
         except ValueError as error:
             raise CLIError(f"--holdout {args.holdout}: {error}") from None
 
-    posteriors, scores = {}, {}
+    chain_seeds = [chain_seed] + chain_seed.spawn(args.chains - 1)  # the first: what a single chain gets
+    posteriors, scores, chain_scores = {}, {}, {}
     for name in names:
         method_options_here = {k: v for k, v in options.items() if k in method_registry.get(name).options}
         if release is None:
             method_options_here["mask"] = None if heldout is None else ~heldout
-        try:
-            posterior, result = run_method(
-                release, truth, model=model, method=name, n_components=n_components, iterations=args.iterations,
-                burn_in=args.burn_in, thin=args.thin, seed=np.random.default_rng(chain_seed),
-                progress=True if args.json or args.no_progress else None, **inference, **method_options_here)
-        except ValueError as error:
-            raise CLIError(str(error)) from None
-        if posterior.inference == "vi":
-            result["converged"] = posterior.converged
-        posteriors[name], scores[name] = posterior, result
+        chain_scores[name] = []
+        for one_seed in chain_seeds:
+            try:
+                posterior, result = run_method(
+                    release, truth, model=model, method=name, n_components=n_components,
+                    iterations=args.iterations, burn_in=args.burn_in, thin=args.thin,
+                    seed=np.random.default_rng(one_seed),
+                    progress=True if args.json or args.no_progress else None, **inference, **method_options_here)
+            except ValueError as error:
+                raise CLIError(str(error)) from None
+            if posterior.inference == "vi":
+                result["converged"] = posterior.converged
+            posteriors.setdefault(name, []).append(posterior)
+            chain_scores[name].append(result)
+        scores[name] = chain_scores[name][0]
 
-    held_cells = posteriors[names[0]].heldout  # every method's chain held out the same cells
+    held_cells = posteriors[names[0]][0].heldout  # every method's chain held out the same cells
     alpha = None if release is None else release.alpha
     alpha_summary = None if alpha is None else (
         float(alpha) if np.ndim(alpha) == 0 else {"per_row": True, "mean": float(np.mean(alpha)),
@@ -325,9 +349,16 @@ def run(args):
         "burn_in": None if variational else (args.iterations // 6 if args.burn_in is None else args.burn_in),
         "thin": None if variational else args.thin,
         "seed": seed, "options": options,
-        "labels": {name: posteriors[name].method_label for name in names},
+        "labels": {name: posteriors[name][0].method_label for name in names},
         "methods": scores,
     }
+    if args.chains > 1:
+        summary["chains"] = chain_scores
+        summary["diagnostics"] = {name: _diagnostics(posteriors[name], release, truth, heldout) for name in names}
+    for name, path in idata_paths.items():
+        _save_idata(path, _inference_data(posteriors[name], release, truth, heldout, seed))
+        summary.setdefault("idata", []).append(str(path))
+
     if args.output is not None:
         args.output.mkdir(exist_ok=True)
         files = []
@@ -337,7 +368,7 @@ def run(args):
             save_truth(args.output / "truth.npz", truth, args.force)
             files.append(args.output / "truth.npz")
         for name in names:
-            files.append(posteriors[name].save(args.output / f"{name}.npz", release, overwrite=args.force))
+            files.append(posteriors[name][0].save(args.output / f"{name}.npz", release, overwrite=args.force))
         summary["files"] = [str(path) for path in files] + [str(args.output / "summary.json")]
         save_json(args.output / "summary.json", summary, args.force)
 
@@ -346,6 +377,65 @@ def run(args):
     else:
         _print_summary(summary, names, release)
     return 0
+
+
+# ---------------------------------------------------------------------------
+# --chains, --save-idata
+# ---------------------------------------------------------------------------
+
+def _idata_paths(path, names):
+    """{method: file} for --save-idata: the file itself for one method, else one per method."""
+    if path is None:
+        return {}
+    if len(names) == 1:
+        return {names[0]: path}
+    return {name: path.with_name(f"{path.stem}.{name}{path.suffix or '.nc'}") for name in names}
+
+
+def _traced(release, truth, heldout, seed):
+    """The cells (20, drawn among the observed ones) and word columns (the 100 with the largest
+    noised totals) the diagnostics trace: the same for every chain and method of a run."""
+    from ..diagnostics import probe_cells, probe_columns
+
+    if release is not None:
+        observed, column_totals = release.observed_cells, np.asarray(release.Y_obs).sum(axis=0)
+    else:
+        observed = np.ones(truth.Y.shape, dtype=bool) if heldout is None else ~heldout
+        column_totals = truth.Y.sum(axis=0)
+    return probe_cells(observed, random_state=seed), probe_columns(column_totals)
+
+
+def _diagnostics(posteriors, release, truth, heldout):
+    from ..diagnostics import chain_summary, combine, diagnose, summarize_diagnostics
+
+    cells, columns = _traced(release, truth, heldout, 0)
+    try:
+        quantities = combine([chain_summary(p, cells=cells, columns=columns) for p in posteriors])
+        rows = summarize_diagnostics(diagnose(quantities))
+    except ValueError as error:
+        raise CLIError(f"--chains: {error}") from None
+    # NaN (a quantity that never varies) is not JSON: None
+    return [{key: (None if isinstance(value, float) and value != value else value) for key, value in row.items()}
+            for row in rows]
+
+
+def _inference_data(posteriors, release, truth, heldout, seed):
+    from ..diagnostics import to_inference_data
+
+    cells, columns = _traced(release, truth, heldout, 0)
+    return to_inference_data(posteriors, cells=cells, columns=columns, attrs={"seed": seed})
+
+
+def _save_idata(path, idata):
+    """netCDF via a temporary file beside ``path``, moved into place: never half a file."""
+    import os
+
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        idata.to_netcdf(str(temporary))
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _print_summary(summary, names, release):
@@ -363,11 +453,20 @@ def _print_summary(summary, names, release):
         start = ", started from a variational fit" if summary["init"] == "vi" else ""
         print(f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}{start}, "
               f"seed {summary['seed']}{held}")
-    print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
+    if "chains" in summary:
+        print(score_table([{"method": f"{name} #{i + 1}", **result} for name in names
+                           for i, result in enumerate(summary["chains"][name])]))
+        print("convergence (R-hat above 1.01: the chains disagree, run longer):")
+        print(format_table([{"method": name, **row} for name in names for row in summary["diagnostics"][name]],
+                           [("method", "method", "{}"), ("quantity", "quantity", "{}"),
+                            ("rhat_max", "max R-hat", "{:.3f}"), ("ess_bulk_min", "min bulk ESS", "{:.0f}"),
+                            ("ess_tail_min", "min tail ESS", "{:.0f}")]))
+    else:
+        print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
     if summary["inference"] == "vi":
         for name in names:
             result = summary["methods"][name]
             state = "converged" if result.get("converged") else "stopped at the iteration limit"
             print(f"{name}: {result['iterations']} iterations, {state}")
-    for path in summary.get("files", []):
+    for path in summary.get("files", []) + summary.get("idata", []):
         print(f"wrote {path}")

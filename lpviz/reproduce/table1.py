@@ -34,7 +34,10 @@ for the MAE-against-seconds plot (:func:`plot_table1`) in
 
 from dataclasses import asdict, dataclass
 
+
 import numpy as np
+
+from lpviz.reproduce.base import Experiment
 
 __all__ = ["Schedule", "PAPER", "QUICK", "ROWS", "GROUPS", "table1_data", "run_table1", "plot_table1"]
 
@@ -366,3 +369,37 @@ def plot_table1(table, traces, path):
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+# ---------------------------------------------------------------------------
+# The reproduction suite's entry (lpviz reproduce table1): wired in its own commit
+# ---------------------------------------------------------------------------
+
+# The paper's rows: (label, method, inference, init, burn-in, saved/iterations, MAE vs true rates)
+PAPER_ROWS = (
+    ("naive MCMC", "naive", "mcmc", None, 5000, 1000, 0.396),
+    ("private MCMC", "private", "mcmc", None, 3000, 1000, 0.208),
+    ("private MCMC", "private", "mcmc", None, 2000, 1000, 0.224),
+    ("naive VI", "naive", "vi", None, 0, 42, 0.492),
+    ("naive VI", "naive", "vi", None, 0, 100, 0.465),
+    ("private VI", "private", "vi", None, 0, 42, 0.396),
+    ("private MCMC from VI", "private", "mcmc", "vi", 1000, 1000, 0.223),
+    ("private MCMC from VI", "private", "mcmc", "vi", 2000, 1000, 0.208),
+)
+
+
+class Table1(Experiment):
+    name = "table1"
+    title = "Table 1 (variational paper): MCMC vs CAVI, MAE against the true rates"
+    paper = ("Schofield et al., Variational inference for locally private Poisson factorization, Table 1 "
+             "(schofield_variational_locally_private_pf.tex)")
+    requires = ("lpviz.vi",)
+    wired = False  # see the module docstring: set True once tasks() and report() are written
+    presets = {"tiny": {}, "quick": {}, "paper": {"rows": PAPER_ROWS}}
+
+    def tasks(self, preset, chains=None, seed=0, sampler=None):
+        self.check_available()
+        raise NotImplementedError(
+            "lpviz.vi is importable but table1 is not wired yet: give Table1 a tasks() that runs one task per "
+            "row of PAPER_ROWS (the VI branch's Table 1 experiment function as task_function) and a report() "
+            "that puts each row's MAE beside the paper's (lpviz/reproduce/table1.py)")

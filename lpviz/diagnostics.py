@@ -1,0 +1,345 @@
+"""Convergence diagnostics of several chains: R-hat and effective sample size via ArviZ.
+
+Labels switch between chains (topic 3 of one chain is topic 7 of another),
+so the quantities diagnosed are label-invariant:
+
+- the marginal log likelihood ``log p(Y_obs | factors)`` traced by private
+  chains (DESIGN.md 1b: it mixes far faster than the log joint), or the log
+  joint for methods without one, per iteration after burn-in;
+- the Poisson rates ``mu`` at a fixed set of cells, per saved sample;
+- the topic-word distributions (rows of ``phi`` normalised to sum to one)
+  after Hungarian alignment (:func:`lpviz.metrics.align_topics`): every saved
+  sample to its own chain's best sample, then every chain to a reference
+  chain by their mean topics, at a fixed set of word columns.
+
+One chain is summarised by :func:`chain_summary` (small arrays: this is what
+a reproduction task stores, so diagnostics never need the chains' full
+samples in one process); :func:`combine` stacks chains into
+``(chain, draw, ...)`` arrays with labels aligned; :func:`diagnose` gives
+R-hat (rank-normalised split R-hat, Vehtari et al. 2021) and bulk and tail
+ESS per element and :func:`summarize_diagnostics` one row per quantity.
+The numbers come from ArviZ's array interface (``arviz_stats.base.array_stats``,
+the same estimators as ``az.rhat``/``az.ess`` without building xarray
+datasets; importing the whole of ``arviz`` costs seconds).
+:func:`to_inference_data` exports the same arrays as an ArviZ
+``InferenceData`` (``lpviz fit --chains C --save-idata FILE``).
+
+A quantity that does not vary within any chain (a rate that is 0 in every
+sample) has no R-hat or ESS: both are NaN.
+"""
+
+import math
+import warnings
+
+import numpy as np
+
+from lpviz.metrics import align_topics
+
+__all__ = ["rhat", "ess", "chain_summary", "combine", "diagnose", "summarize_diagnostics", "probe_cells",
+           "probe_columns", "trace_name", "to_inference_data", "RHAT_OK"]
+
+# R-hat below this counts as converged (Vehtari et al. 2021 recommend 1.01;
+# 1.05 is the older, looser rule many papers used).
+RHAT_OK = 1.01
+N_PROBE_CELLS = 20
+N_PROBE_COLUMNS = 100
+
+
+def _arviz():
+    with warnings.catch_warnings():  # ArviZ 0.2x announces its refactor on import
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz
+
+    return arviz
+
+
+def _check_draws(draws, name="draws"):
+    draws = np.asarray(draws, dtype=np.float64)
+    if draws.ndim < 2:
+        raise ValueError(f"{name} must be shaped (chain, draw, ...), got shape {draws.shape}; "
+                         "for one chain use draws[None, :]")
+    if draws.shape[1] < 4:
+        raise ValueError(f"{name} has {draws.shape[1]} draws per chain; R-hat and ESS need at least 4 "
+                         "(split chains in halves): save more samples (lower thin or burn-in)")
+    if not np.all(np.isfinite(draws)):
+        raise ValueError(f"{name} contains NaN or infinite values; diagnose finite traces only")
+    return draws
+
+
+def _array_stats():
+    from arviz_stats.base import array_stats
+
+    return array_stats
+
+
+# az.ess's default for the tail method: the 5% and 95% quantiles
+_TAIL_PROB = (0.05, 0.95)
+
+
+def _per_element(name, draws, method):
+    """ArviZ's ``rhat``/``ess`` on every element of (chain, draw, *shape); NaN where constant."""
+    shape = draws.shape[2:]
+    flat = draws.reshape(draws.shape[0], draws.shape[1], -1)
+    stats = _array_stats()
+    with np.errstate(divide="ignore", invalid="ignore"):  # constant elements: set to NaN below
+        if name == "rhat":
+            values = stats.rhat(flat, chain_axis=0, draw_axis=1, method=method)
+        else:
+            extra = {"prob": _TAIL_PROB} if method == "tail" else {}
+            values = stats.ess(flat, chain_axis=0, draw_axis=1, method=method, **extra)
+    values = np.array(values, dtype=np.float64).reshape(-1)
+    constant = np.all(flat == flat[:1, :1, :], axis=(0, 1))
+    values[constant] = math.nan
+    values = values.reshape(shape)
+    return float(values) if values.ndim == 0 else values
+
+
+def rhat(draws, method="rank"):
+    """R-hat of ``draws`` shaped ``(chain, draw, *shape)`` (ArviZ ``az.rhat``).
+
+    ``method="rank"`` (default) is the rank-normalised split R-hat of
+    Vehtari et al. (2021), the maximum of the bulk and folded versions;
+    ``"split"`` the classic split R-hat; ``"identity"`` Gelman and Rubin's
+    original (chains not split). Returns a float for ``(chain, draw)``
+    input, else an array of ``shape``; NaN where the draws never vary.
+    """
+    return _per_element("rhat", _check_draws(draws), method)
+
+
+def ess(draws, method="bulk"):
+    """Effective sample size of ``draws`` shaped ``(chain, draw, *shape)`` (ArviZ ``az.ess``).
+
+    ``method="bulk"`` (default; rank-normalised) or ``"tail"`` (the minimum
+    of the ESS of the 5% and 95% quantiles), or any other ``az.ess`` method
+    (``"mean"``: the classic autocorrelation-based ESS of the mean).
+    """
+    return _per_element("ess", _check_draws(draws), method)
+
+
+# ---------------------------------------------------------------------------
+# What to diagnose
+# ---------------------------------------------------------------------------
+
+def probe_cells(observed, n_cells=N_PROBE_CELLS, random_state=0):
+    """``(rows, cols)`` of ``n_cells`` observed cells drawn at random (without replacement).
+
+    ``observed`` is a boolean matrix (True = a cell the fit sees), e.g.
+    ``release.observed_cells``. Every chain of a setting must use the same cells.
+    """
+    observed = np.asarray(observed, dtype=bool)
+    if observed.ndim != 2:
+        raise ValueError(f"observed must be a boolean matrix, got shape {observed.shape}")
+    flat = np.flatnonzero(observed)
+    if flat.size == 0:
+        raise ValueError("no observed cell to probe")
+    chosen = np.sort(np.random.default_rng(random_state).choice(flat, size=min(n_cells, flat.size), replace=False))
+    rows, cols = np.unravel_index(chosen, observed.shape)
+    return rows.astype(np.int64), cols.astype(np.int64)
+
+
+def probe_columns(column_totals, n_columns=N_PROBE_COLUMNS):
+    """The ``n_columns`` columns (words) with the largest totals, in column order (all if fewer)."""
+    totals = np.asarray(column_totals, dtype=np.float64).ravel()
+    if totals.size <= n_columns:
+        return np.arange(totals.size, dtype=np.int64)
+    return np.sort(np.argsort(-totals, kind="stable")[:n_columns]).astype(np.int64)
+
+
+def trace_name(log_marginal):
+    """``"log_marginal"`` when the chain traced it (private chains), else ``"log_joint"``."""
+    return "log_joint" if np.all(np.isnan(np.asarray(log_marginal, dtype=float))) else "log_marginal"
+
+
+def _normalised_topics(model, factors):
+    topics = model.topics(factors)
+    if topics is None:
+        return None
+    topics = np.asarray(topics, dtype=np.float64)
+    sums = topics.sum(axis=1, keepdims=True)
+    return topics / np.where(sums > 0, sums, 1.0)
+
+
+def _cell_rates(model, factors, cells):
+    left, right = model.low_rank(factors)
+    rows, cols = cells
+    return np.einsum("ik,ik->i", left[rows], right[cols])
+
+
+def chain_summary(posterior, cells=None, columns=None):
+    """What the diagnostics need of one chain, as small arrays.
+
+    Parameters
+    ----------
+    posterior : lpviz.engine.Posterior
+    cells : (rows, cols), optional
+        Cells whose rates are traced (:func:`probe_cells`); the same for every chain.
+    columns : int array, optional
+        Word columns whose topic weights are traced (:func:`probe_columns`; default all).
+
+    Returns
+    -------
+    dict
+        ``trace`` (float, iterations after burn-in) and ``trace_name``
+        (see :func:`trace_name`); ``rates`` (saved samples, cells) when
+        ``cells`` is given; for models with topics ``topics`` (saved samples,
+        K, columns), the normalised topics aligned to the chain's best sample,
+        and ``topics_mean`` (K, V), their mean over the saved samples at every word.
+    """
+    if not posterior.samples:
+        raise ValueError("the chain has no saved sample; run past burn_in + thin iterations")
+    log_marginal = posterior.log_marginal
+    name = trace_name(log_marginal)
+    full = log_marginal if name == "log_marginal" else posterior.log_joint
+    summary = {"trace": np.asarray(full[posterior.burn_in:], dtype=np.float64), "trace_name": name}
+    model = posterior.model_instance
+    if cells is not None:
+        summary["rates"] = np.array([_cell_rates(model, factors, cells) for factors in posterior.samples])
+    reference = _normalised_topics(model, posterior.best)
+    if reference is not None:
+        columns = np.arange(reference.shape[1]) if columns is None else np.asarray(columns, dtype=np.int64)
+        total = np.zeros_like(reference)
+        traced = np.empty((len(posterior.samples), reference.shape[0], columns.size))
+        for s, factors in enumerate(posterior.samples):
+            topics = _normalised_topics(model, factors)
+            topics = topics[align_topics(topics, reference)]
+            total += topics
+            traced[s] = topics[:, columns]
+        summary["topics"] = traced
+        summary["topics_mean"] = total / len(posterior.samples)
+    return summary
+
+
+def _stack(arrays, name):
+    length = min(len(a) for a in arrays)
+    if length != max(len(a) for a in arrays):
+        warnings.warn(f"chains have different numbers of {name} draws; using the first {length} of each",
+                      RuntimeWarning, stacklevel=3)
+    return np.stack([np.asarray(a)[:length] for a in arrays])
+
+
+def combine(summaries, reference=0):
+    """Stack per-chain summaries (:func:`chain_summary`) into ``{quantity: (chain, draw, ...)}``.
+
+    Topics of every chain are aligned to chain ``reference`` by matching the
+    chains' mean topics (Hungarian algorithm); ``topic_permutations`` gives,
+    per chain, the permutation applied.
+    """
+    summaries = list(summaries)
+    if not summaries:
+        raise ValueError("no chain to combine")
+    names = {s["trace_name"] for s in summaries}
+    if len(names) > 1:
+        raise ValueError(f"chains trace different quantities ({', '.join(sorted(names))}); "
+                         "combine chains of one method")
+    quantities = {names.pop(): _stack([s["trace"] for s in summaries], "trace")}
+    if all("rates" in s for s in summaries):
+        quantities["rate"] = _stack([s["rates"] for s in summaries], "rate")
+    if all("topics" in s for s in summaries):
+        target = summaries[reference]["topics_mean"]
+        permutations = [align_topics(s["topics_mean"], target) for s in summaries]
+        quantities["topic_word"] = _stack([s["topics"][:, p, :] for s, p in zip(summaries, permutations)],
+                                          "topic")
+        quantities["topic_permutations"] = np.array(permutations)
+    return quantities
+
+
+def diagnose(quantities):
+    """R-hat and ESS of every element of every quantity.
+
+    Parameters
+    ----------
+    quantities : dict
+        ``{name: array (chain, draw, *shape)}`` (e.g. from :func:`combine`;
+        entries that are not draws, like ``topic_permutations``, are skipped).
+
+    Returns
+    -------
+    list of dict
+        One per element: ``quantity``, ``element`` (index as text, "" for
+        scalars), ``rhat``, ``ess_bulk``, ``ess_tail``, ``chains``, ``draws``.
+    """
+    rows = []
+    for name, draws in quantities.items():
+        if name == "topic_permutations":
+            continue
+        draws = _check_draws(draws, name)
+        values = {"rhat": rhat(draws), "ess_bulk": ess(draws, "bulk"), "ess_tail": ess(draws, "tail")}
+        shape = draws.shape[2:]
+        for index in np.ndindex(*shape) if shape else [()]:
+            rows.append({"quantity": name, "element": ",".join(map(str, index)),
+                         **{key: float(np.asarray(value)[index]) for key, value in values.items()},
+                         "chains": draws.shape[0], "draws": draws.shape[1]})
+    return rows
+
+
+def summarize_diagnostics(rows, threshold=RHAT_OK):
+    """One row per quantity: worst R-hat, median R-hat, least bulk/tail ESS, and the share of
+    elements with R-hat above ``threshold`` (constant elements, whose R-hat is NaN, left out)."""
+    out = []
+    for name in dict.fromkeys(row["quantity"] for row in rows):
+        these = [row for row in rows if row["quantity"] == name]
+        rhats = np.array([row["rhat"] for row in these])
+        finite = rhats[np.isfinite(rhats)]
+        bulk = np.array([row["ess_bulk"] for row in these])
+        tail = np.array([row["ess_tail"] for row in these])
+        out.append({
+            "quantity": name, "elements": len(these), "chains": these[0]["chains"], "draws": these[0]["draws"],
+            "rhat_max": float(finite.max()) if finite.size else math.nan,
+            "rhat_median": float(np.median(finite)) if finite.size else math.nan,
+            "share_rhat_above": float(np.mean(finite > threshold)) if finite.size else math.nan,
+            "ess_bulk_min": float(np.nanmin(bulk)) if np.isfinite(bulk).any() else math.nan,
+            "ess_tail_min": float(np.nanmin(tail)) if np.isfinite(tail).any() else math.nan,
+        })
+    return out
+
+
+# ---------------------------------------------------------------------------
+# ArviZ export
+# ---------------------------------------------------------------------------
+
+def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
+    """Several chains of one method as an ArviZ ``InferenceData``.
+
+    Groups: ``posterior`` with, per saved sample, ``rate`` (cell) at
+    ``cells`` and, for models with topics, ``topic_word`` (topic, word) at
+    ``columns`` (normalised, labels aligned across chains as in
+    :func:`combine`); ``sample_stats`` with ``log_marginal`` (or ``log_joint``)
+    and ``iteration_seconds`` per iteration after burn-in (its ``draw`` is the
+    iteration, not the saved sample). Save with ``idata.to_netcdf(path)``.
+    """
+    az = _arviz()
+    posteriors = list(posteriors)
+    if not posteriors:
+        raise ValueError("no chain to export")
+    methods = {p.method for p in posteriors}
+    if len(methods) > 1:
+        raise ValueError(f"to_inference_data takes chains of one method, got {', '.join(sorted(methods))}")
+    summaries = [chain_summary(p, cells=cells, columns=columns) for p in posteriors]
+    quantities = combine(summaries)
+    name = summaries[0]["trace_name"]
+    posterior, dims, coords = {}, {}, {}
+    if "rate" in quantities:
+        posterior["rate"] = quantities["rate"]
+        dims["rate"] = ["cell"]
+        coords["cell"] = [f"{r},{c}" for r, c in zip(*cells)]
+    if "topic_word" in quantities:
+        posterior["topic_word"] = quantities["topic_word"]
+        dims["topic_word"] = ["topic", "word"]
+        n_words = summaries[0]["topics_mean"].shape[1]
+        coords["topic"] = np.arange(quantities["topic_word"].shape[2])
+        coords["word"] = np.arange(n_words) if columns is None else np.asarray(columns)
+    first = posteriors[0]
+    sample_stats = {name: quantities[name],
+                    "iteration_seconds": _stack([p.iteration_seconds[p.burn_in:] for p in posteriors], "seconds")}
+    info = {"model": first.model, "method": first.method, "method_label": first.method_label,
+            "n_components": first.n_components, "shape": list(first.shape), "burn_in": first.burn_in,
+            "thin": first.thin, "trace": name, "created_by": "lpviz.diagnostics.to_inference_data"}
+    info.update(attrs or {})
+    info = {key: (str(value) if isinstance(value, (list, dict, tuple)) else value) for key, value in info.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        idata = az.from_dict(posterior=posterior or None, sample_stats=sample_stats, dims=dims, coords=coords,
+                             attrs=info)
+    for group in idata.groups():  # also on each group: tools that open one group keep the provenance
+        idata[group].attrs.update(info)
+    return idata

@@ -1,0 +1,234 @@
+"""The task every MCMC experiment runs: build the data, noise them, run one chain, score it.
+
+:func:`chain_task` is a pure function of its JSON parameters (every seed is
+among them), so a task gives the same numbers wherever it runs. Its pieces:
+
+``data``
+    ``{"source": "synthetic-blocks" | "synthetic-topics" | "enron-topics" |
+    "enron-network", "seed": int, ...builder keywords}`` (:data:`DATA_SOURCES`).
+``noise``
+    ``{"epsilon": e, "N": n | "mean", "seed": int}`` (``"mean"``: the
+    empirical mean count, Figure 1) or ``{"alpha": "generator", "seed": int}``
+    (the synthetic generator's per-document ``alpha_d``, Figure 3).
+``holdout``
+    ``None`` or ``{"rule": "top actors", "n_actors": k}`` (Figure 5).
+``method``, ``method_options``, ``model``, ``n_components``, ``n_iter``, ``burn_in``, ``thin``, ``chain_seed``
+    The chain (:func:`lpviz.engine.run`).
+``diagnostics``
+    ``{"cells": n, "cells_seed": int, "columns": n}``: what the convergence
+    diagnostics trace (:func:`lpviz.diagnostics.chain_summary`).
+``keep``
+    ``{"mu_hat": bool, "best": bool}``: small problems keep their posterior
+    mean rates and best sample for the figures.
+``score_cells``
+    ``{name: {"true_rate_below": x}}``: also score the fit on those cells
+    (e.g. Figure 1's sparse cells); reported as ``NAME_mae``, ``NAME_rate_mae``.
+
+Every number comes from :func:`lpviz.metrics.score`.
+"""
+
+import functools
+import json
+import os
+import socket
+import time
+
+import numpy as np
+
+from lpviz import diagnostics
+from lpviz._parallel import n_threads
+from lpviz.engine import run
+from lpviz.metrics import score
+
+__all__ = ["chain_task", "build_data", "build_release", "DATA_SOURCES", "enron_source"]
+
+# Posterior mean rates are kept in the result up to this many cells.
+KEEP_MU_HAT_MAX_CELLS = 250_000
+ENRON_ENV = "LPVIZ_ENRON"
+
+
+def enron_source():
+    """The Enron corpus the Enron experiments read: ``$LPVIZ_ENRON``, else the shared subset
+    (``../shared/data/enron_sent_subset.tar.gz`` beside the checkout)."""
+    from pathlib import Path
+
+    value = os.environ.get(ENRON_ENV)
+    if value:
+        return str(Path(value).expanduser())
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "enron_sent_subset.tar.gz"
+    return str(shared)
+
+
+def _synthetic_blocks(spec):
+    from lpviz.datasets import make_blocks
+
+    # make_blocks draws theta, pi, Y first from its generator: the same seed gives
+    # the same network for every epsilon; its own noised copy is not used here
+    return make_blocks(spec["n_actors"], spec["n_communities"], epsilon=1.0, a0=spec["a0"], b0=spec["b0"],
+                       random_state=spec["seed"])
+
+
+def _synthetic_topics(spec):
+    from lpviz.datasets import make_topics
+
+    # Y is drawn before the per-document alphas: the same seed gives the same
+    # documents for every alpha0
+    return make_topics(spec["n_docs"], spec["n_words"], spec["n_topics"], alpha0=spec["alpha0"],
+                       random_state=spec["seed"])
+
+
+def _enron_topics(spec):
+    from lpviz.datasets import build_enron_topics
+
+    return build_enron_topics(spec.get("path") or enron_source(), n_docs=spec["n_docs"], n_words=spec["n_words"],
+                              random_state=spec["seed"])
+
+
+def _enron_network(spec):
+    from lpviz.datasets import build_enron_network
+
+    return build_enron_network(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
+
+
+DATA_SOURCES = {
+    "synthetic-blocks": _synthetic_blocks,
+    "synthetic-topics": _synthetic_topics,
+    "enron-topics": _enron_topics,
+    "enron-network": _enron_network,
+}
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_data(spec_json):
+    spec = json.loads(spec_json)
+    try:
+        builder = DATA_SOURCES[spec["source"]]
+    except KeyError:
+        raise ValueError(f"unknown data source {spec.get('source')!r}; one of {', '.join(DATA_SOURCES)}") from None
+    return builder(spec)
+
+
+def build_data(spec):
+    """The (true) data set of a data spec; built once per process and spec."""
+    return _cached_data(json.dumps(spec, sort_keys=True))
+
+
+def build_release(params):
+    """``(data, release, truth)`` of a task's ``data``/``noise``/``holdout`` parameters."""
+    from lpviz.datasets import holdout_mask
+    from lpviz.privacy import alpha_from
+
+    data = build_data(params["data"])
+    noise = params["noise"]
+    heldout = None
+    if params.get("holdout"):
+        rule = params["holdout"]
+        mask = holdout_mask(data.dense(), data.model, rule["rule"], n_actors=rule.get("n_actors", 50))
+        heldout = None if mask is None else ~mask
+    if "alpha" in noise:
+        if noise["alpha"] != "generator":
+            alpha = float(noise["alpha"])
+        else:
+            alpha = data.alpha
+        release = data.privatize(alpha=alpha, heldout=heldout, random_state=noise["seed"], public_labels=True)
+    else:
+        epsilon, N = float(noise["epsilon"]), noise.get("N", 1)
+        if N == "mean":  # Figure 1: N is the empirical mean count of the network
+            N = float(data.info["N"])
+        if N < 1:  # the mechanism's N is >= 1; only epsilon / N sets the noise
+            release = data.privatize(alpha=alpha_from(epsilon / N), heldout=heldout, random_state=noise["seed"],
+                                     public_labels=True)
+        else:
+            release = data.privatize(epsilon=epsilon, N=float(N), heldout=heldout, random_state=noise["seed"],
+                                     public_labels=True)
+    return data, release, data.truth()
+
+
+def _scores_on(posterior, release, truth, rule):
+    """score() of the posterior on a subset of cells: the subset goes in as the 'held-out' cells of a
+    scoring release (the chain never saw it as held out; score only reads which cells to average over)."""
+    if "true_rate_below" not in rule:
+        raise ValueError(f"unknown score_cells rule {rule!r}; supported: true_rate_below")
+    if truth.mu is None:
+        raise ValueError("score_cells with true_rate_below needs simulated data (true rates)")
+    if release.heldout is not None:
+        raise ValueError("score_cells works on releases without held-out cells (it uses that slot)")
+    cells = np.asarray(truth.mu) < float(rule["true_rate_below"])
+    if release.structural_zeros is not None:
+        cells &= ~release.structural_zeros
+    if not cells.any():
+        return {"mae": None, "rate_mae": None, "cells": 0}
+    result = score(posterior, release.with_heldout(cells), truth)
+    return {"mae": result["heldout_mae"], "rate_mae": result["heldout_rate_mae"], "cells": int(cells.sum())}
+
+
+def _peak_memory_gb():
+    """Peak resident memory of this process so far (GB; an upper bound for this task's), None if unknown."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # ru_maxrss: KiB on Linux
+
+
+def chain_task(params):
+    """Run one chain of a grid; returns ``{"record": {...}, "arrays": {...}}`` (see the module docstring)."""
+    started = time.time()
+    clock = time.perf_counter()
+    data, release, truth = build_release(params)
+    prepared = time.perf_counter() - clock
+    method = params["method"]
+    from lpviz import methods as method_registry
+
+    fits_truth = method_registry.get(method).uses_truth
+    chain_run = run(release, model=params.get("model"), method=method, n_components=params["n_components"],
+                    n_iter=params["n_iter"], burn_in=params["burn_in"], thin=params["thin"],
+                    truth=truth if fits_truth else None, random_state=params["chain_seed"],
+                    **params.get("method_options", {}))
+    stamps = [time.perf_counter()]
+    for _ in chain_run:
+        stamps.append(time.perf_counter())
+    posterior = chain_run.posterior
+    sampled = time.perf_counter() - clock - prepared
+    scores = score(posterior, release, truth)
+    extra = {}
+    for name, rule in (params.get("score_cells") or {}).items():
+        for key, value in _scores_on(posterior, release, truth, rule).items():
+            extra[f"{name}_{key}"] = value
+
+    probe = params.get("diagnostics") or {}
+    cells = diagnostics.probe_cells(release.observed_cells, probe.get("cells", diagnostics.N_PROBE_CELLS),
+                                    random_state=probe.get("cells_seed", 0))
+    columns = diagnostics.probe_columns(np.asarray(release.Y_obs).sum(axis=0),
+                                        probe.get("columns", diagnostics.N_PROBE_COLUMNS))
+    summary = diagnostics.chain_summary(posterior, cells=cells, columns=columns)
+    arrays = {
+        "log_joint": posterior.log_joint, "log_marginal": posterior.log_marginal,
+        "iteration_seconds": posterior.iteration_seconds, "trace": summary["trace"],
+        "rates": summary["rates"], "cells_rows": cells[0], "cells_cols": cells[1], "columns": columns,
+        "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
+    }
+    if "topics" in summary:
+        arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
+    keep = params.get("keep") or {}
+    n_cells = release.shape[0] * release.shape[1]
+    if keep.get("mu_hat") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
+        arrays["mu_hat"] = posterior.mu_hat
+    if keep.get("best") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
+        arrays.update({f"best_{name}": value for name, value in posterior.best.items()})
+    loop = np.diff(stamps)  # wall-clock of each iteration, bookkeeping included
+    record = {
+        "scores": scores, "extra_scores": extra, "method_label": posterior.method_label,
+        "trace_name": summary["trace_name"], "shape": list(release.shape), "n_saved": posterior.n_saved,
+        "alpha_mean": float(np.mean(release.alpha)), "epsilon": release.epsilon, "N": release.N,
+        "heldout_cells": 0 if release.heldout_cells is None else int(release.heldout_cells.sum()),
+        "seconds_total": time.perf_counter() - clock, "seconds_data": prepared, "seconds_sampling": sampled,
+        # mean wall-clock per iteration after the first (which carries one-off costs: allocation, first
+        # kernel calls); the mean, not the median: rare slow iterations are part of the cost
+        "seconds_per_iteration": float(np.mean(loop[1:] if loop.size > 1 else loop)),
+        "first_iteration_seconds": float(loop[0]),
+        "started": started, "finished": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+        "peak_memory_gb": _peak_memory_gb(),
+        "kernel_threads": n_threads(),
+    }
+    return {"record": record, "arrays": arrays}

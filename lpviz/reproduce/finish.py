@@ -1,0 +1,122 @@
+"""From stored task results to DIR/NAME/: the CSV tables, the experiment's figures and report.md."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lpviz.reproduce import report as rp
+from lpviz.reproduce.grid import ResultStore
+
+__all__ = ["write_outputs", "write_probe", "read_probe"]
+
+PROBE_FILE = "probe.csv"
+RUN_FILE = "run.json"
+
+
+def _traces(results):
+    rows = []
+    for record, arrays in results:
+        log_joint, log_marginal = arrays["log_joint"], arrays["log_marginal"]
+        seconds = arrays["iteration_seconds"]
+        for i in range(len(log_joint)):
+            rows.append({"task": record["task_id"], "iteration": i + 1, "log_joint": float(log_joint[i]),
+                         "log_marginal": None if np.isnan(log_marginal[i]) else float(log_marginal[i]),
+                         "seconds": float(seconds[i])})
+    return rows
+
+
+def read_probe(out_dir):
+    """``({(method, setting): seconds per iteration}, how it was measured)`` from ``probe.csv``
+    (``({}, None)`` when there is none)."""
+    import pandas as pd
+
+    path = Path(out_dir) / PROBE_FILE
+    if not path.is_file():
+        return {}, None
+    frame = pd.read_csv(path)
+    rates = {(row.method, row.setting): float(row.seconds_per_iteration) for row in frame.itertuples()}
+    how = f"{int(frame['kernel_threads'].max())} kernel thread(s) per chain"
+    if "peak_memory_gb" in frame and frame["peak_memory_gb"].notna().any():
+        how += f", peak memory of a worker {frame['peak_memory_gb'].max():.1f} GB"
+    return rates, how
+
+
+def _paper_grid(experiment, chains):
+    return [((t.params["method"], t.params["labels"]["setting"]), t.params["n_iter"])
+            for t in experiment.tasks("paper", chains=chains)]
+
+
+def write_outputs(experiment, out_dir, preset, settings, results, run_info):
+    """Every file of DIR/NAME/ but the task results; returns the path of report.md."""
+    out_dir = Path(out_dir)
+    rows = rp.task_rows(results, experiment.label_keys)
+    files = [rp.write_csv(out_dir / "tasks.csv", rows), rp.write_csv(out_dir / "traces.csv", _traces(results))]
+    diagnostics_rows = rp.diagnostic_rows(results, experiment.group_keys)
+    files.append(rp.write_csv(out_dir / "diagnostics.csv", diagnostics_rows))
+    claims, sections, experiment_files = experiment.report(results, rows, out_dir, settings)
+    files += experiment_files
+
+    chains = settings.get("chains")
+    paper_settings = experiment.settings("paper")
+    probe, probe_how = read_probe(out_dir)
+    if preset == "paper" or experiment.paper_sizes:
+        measured = {}
+        for row in rows:
+            measured.setdefault((row["method"], row["setting"]), []).append(row["seconds_per_iteration"])
+        per_iteration = {key: float(np.median(values)) for key, values in measured.items()}
+        source = "this run (the paper's data sizes)"
+    else:
+        per_iteration = probe
+        source = f"probe at the paper's sizes ({probe_how})" if probe else None
+    paper_grid = _paper_grid(experiment, paper_settings.get("chains"))
+    local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
+    local_workers = local[-1]["workers"] if local else os.cpu_count()
+    # a paper-preset run is the paper's grid: its own rows say it all
+    scale = rp.scale_rows(rows, paper_grid if per_iteration and preset != "paper" else [],
+                          measured_at=f"preset {preset}", local_workers=local_workers or 1,
+                          paper_seconds_per_iteration=per_iteration)
+    for row in scale:
+        if row["grid"] == "paper" and source:
+            row["source"] = source
+    if not per_iteration and preset != "paper":
+        sections.append(("Scale of the paper's grid", "No probe at the paper's sizes yet: run `lpviz reproduce "
+                         f"{experiment.name} --probe 5` to measure seconds per iteration there (one short chain "
+                         "per setting and method); the scale table then projects the paper's grid."))
+    if (out_dir / PROBE_FILE).is_file():
+        files.append(out_dir / PROBE_FILE)
+    files.append(rp.write_csv(out_dir / "scale.csv", scale))
+    settings_out = {"preset": preset, "settings": settings, "base_seed": run_info.get("seed"),
+                    "chains": run_info.get("chains") or chains}
+    return rp.write_report(out_dir / "report.md", experiment=experiment, preset=preset, settings=settings_out,
+                           claims=claims, sections=sections, files=files, rows=rows,
+                           diagnostics_rows=[r for r in diagnostics_rows],
+                           scale=scale, run_info=run_info, version_info=rp.versions())
+
+
+def write_probe(experiment, out_dir, results, run_info):
+    """probe.csv from the probe's tasks; the report, if its grid is complete, is rewritten with the projection."""
+    out_dir = Path(out_dir)
+    rows = []
+    for record, arrays in results:
+        params = record["params"]
+        rows.append({"setting": params["labels"]["setting"], "method": params["method"],
+                     "method_label": record["method_label"],
+                     "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
+                     "iterations": params["n_iter"], "seconds_per_iteration": record["seconds_per_iteration"],
+                     "first_iteration_seconds": record["first_iteration_seconds"], "kernel_threads": record["kernel_threads"],
+                     "seconds_data": record["seconds_data"], "peak_memory_gb": record.get("peak_memory_gb"),
+                     "host": record["host"]})
+    path = rp.write_csv(out_dir / PROBE_FILE, rows)
+    manifest = out_dir / RUN_FILE
+    if manifest.is_file():
+        previous = json.loads(manifest.read_text())
+        preset = previous["preset"]
+        tasks = experiment.tasks(preset, chains=previous.get("chains"), seed=previous.get("seed", 0),
+                                 sampler=previous.get("sampler"))
+        store = ResultStore(out_dir)
+        if all(store.path(t.id).is_file() for t in tasks):
+            settings = {**experiment.settings(preset), "sampler": previous.get("sampler")}
+            write_outputs(experiment, out_dir, preset, settings, store.read_all(tasks), previous)
+    return path
