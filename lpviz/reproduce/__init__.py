@@ -105,7 +105,10 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
     settings["sampler"] = sampler
     if chains is not None and (isinstance(chains, bool) or not isinstance(chains, int) or chains < 1):
         raise ValueError(f"chains must be an integer >= 1, got {chains!r}")
-    out_dir = Path(output or DEFAULT_OUTPUT) / name
+    root = Path(output or DEFAULT_OUTPUT)
+    if output is not None and not root.parent.is_dir():  # a typo must not create a folder tree
+        raise ValueError(f"folder {root.parent} does not exist; create it first (or fix --output)")
+    out_dir = root / name
     if probe:
         tasks = experiment.probe_tasks(probe, seed=seed, sampler=sampler)
         store = ResultStore(out_dir / "probe")

@@ -132,6 +132,7 @@ class ResultStore:
         if RECORD_KEY in arrays:
             raise ValueError(f"array name {RECORD_KEY!r} is reserved")
         arrays[RECORD_KEY] = np.asarray(json.dumps(record))
+        self.folder.mkdir(parents=True, exist_ok=True)  # the store's own folders
         atomic_write(self.path(task.id), lambda handle: np.savez_compressed(handle, **arrays))
 
     def read_record(self, task_id):
