@@ -327,7 +327,7 @@ class Chain:
                 raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {release.shape}")
             counts = np.array(truth.Y)
         else:
-            counts = np.array(release.Y_obs, dtype=np.int64)
+            counts = release.Y_obs  # read-only, in its smallest integer type: methods copy what they keep
         alpha = release.alpha_per_row if self.method_instance.needs_alpha else None
         return counts, alpha, _either(release.heldout, release.structural_zeros)
 

@@ -34,10 +34,21 @@ KINDS = ("documents", "network")
 RELEASE_FORMAT = "lpviz-release-1"
 
 
-def _read_only(array):
-    array = np.array(array, copy=True)
+def _read_only(array, dtype=None):
+    array = np.array(array, dtype=dtype, copy=True)
     array.setflags(write=False)
     return array
+
+
+def smallest_int_dtype(values):
+    """The smallest signed integer dtype that holds every entry of ``values`` and its
+    absolute value (-128 is left out of int8, so ``abs`` never overflows)."""
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for dtype in (np.int8, np.int16, np.int32, np.int64):
+        info = np.iinfo(dtype)
+        if -info.max <= low and high <= info.max:
+            return dtype
+    return np.int64
 
 
 def _check_cells(name, mask, shape):
@@ -131,7 +142,8 @@ class Release:
         if structural is None and self.kind == "network":
             structural = np.eye(*Y.shape, dtype=bool)
         set_ = object.__setattr__
-        set_(self, "Y_obs", _read_only(Y))
+        # the smallest integer type: a 10,000 x 10,000 release of small counts is 100 MB, not 800 MB
+        set_(self, "Y_obs", _read_only(Y, smallest_int_dtype(Y)))
         set_(self, "alpha", alpha)
         set_(self, "epsilon", None if self.epsilon is None else float(self.epsilon))
         set_(self, "N", None if self.N is None else float(self.N))

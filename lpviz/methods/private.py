@@ -44,6 +44,7 @@ from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import log_marginal_nb, sample_poisson, sample_true_count_and_log_marginal
 from lpviz.methods.base import Method, Prepared
+from lpviz.release import smallest_int_dtype
 from lpviz.models._kernels import binomial, ordered_sum
 from lpviz.models._variational import (
     digamma_plus_one, geo_plus_one, lgamma_digamma_plus_one, lgamma_plus_one, positive_csr_float,
@@ -554,16 +555,6 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
 # ---------------------------------------------------------------------------
 # The method
 # ---------------------------------------------------------------------------
-
-def smallest_int_dtype(values):
-    """The smallest signed integer dtype that holds every entry of ``values``."""
-    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
-    for dtype in (np.int8, np.int16, np.int32, np.int64):
-        info = np.iinfo(dtype)
-        if info.min <= low and high <= info.max:
-            return dtype
-    return np.int64
-
 
 def row_blocks(n_rows, n_cols, cells=None):
     """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells
