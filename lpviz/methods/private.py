@@ -392,8 +392,8 @@ def _skip_lists(Y, excluded_indptr, excluded_indices):
                 n_positive += 1
         skip_indptr[d + 1] = skip_indptr[d] + n_skip
         positive_indptr[d + 1] = positive_indptr[d] + n_positive
-    skip_indices = np.empty(skip_indptr[-1], dtype=np.int64)
-    positive_indices = np.empty(positive_indptr[-1], dtype=np.int64)
+    skip_indices = np.empty(skip_indptr[-1], dtype=np.int32)  # columns < 2**31: half the memory
+    positive_indices = np.empty(positive_indptr[-1], dtype=np.int32)
     zero_cells = np.zeros(n_rows, dtype=np.int64)
     zero_abs = np.zeros(n_rows, dtype=np.int64)
     for d in range(n_rows):
