@@ -49,7 +49,6 @@ DENSE_MEAN_MAX_CELLS = 16_000_000
 # the kernels stay O(K) per cell, but such data are usually a unit mistake.
 LARGE_COUNT_WARNING = 10**9
 FIT_FORMAT = "lpviz-fit-1"
-_EMPTY_ROWS = None
 
 
 class ChainStopped(RuntimeError):

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lpviz.cli import build_parser, main
+from lpviz.cli import main
 from lpviz.cli.privatize import read_release
 from lpviz.privacy import alpha_from, privatize
 from lpviz.release import Release

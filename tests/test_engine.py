@@ -17,7 +17,6 @@ from scipy import stats
 
 import lpviz
 from lpviz import _parallel, engine, models
-from lpviz import engine
 from lpviz.engine import ChainState, ChainStopped, FitResult, Posterior, Run
 from lpviz.privacy import geometric_logpmf, privatize
 from lpviz.release import Release, Truth

@@ -12,11 +12,11 @@ import math
 import numpy as np
 from numba import njit
 
-from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
+from lpviz._parallel import ROWS_PER_STREAM, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, draw_product, draw_weighted, gamma_log_prior, grow,
+    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, draw_product, gamma_log_prior, grow,
     in_sorted, log_factorial, multinomial, ordered_sum, products,
 )
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
