@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import lpviz.reproduce as reproduce_package
 from lpviz.cli import main
@@ -239,12 +240,14 @@ def test_experiments_not_available_yet_say_what_they_need(monkeypatch, capsys, t
     assert main(["reproduce", "table1", "--output", str(tmp_path), "--serial"]) == 2
     assert "not available yet: needs lpviz._not_here_yet" in capsys.readouterr().err
     assert get("vips").requires == ("lpviz.central", "lpviz.accounting")
-    # registered before it is wired: `all` skips it and says why, whether or not its modules are here
-    assert get("vips").unavailable() in ("needs lpviz.central, lpviz.accounting", "needs lpviz.central",
-                                         "needs lpviz.accounting",
-                                         "lpviz.central, lpviz.accounting present but the experiment is not "
-                                         "wired yet")
-    assert get("fig1").unavailable() is None
+    # registered before it is wired: `all` skips it and says why
+    vips = get("vips")
+    monkeypatch.setattr(type(vips), "wired", False)
+    assert vips.unavailable() == "lpviz.central, lpviz.accounting present but the experiment is not wired yet"
+    monkeypatch.undo()
+    # wired now: `all` runs every registered experiment, table1 and vips included
+    assert [name for name in reproduce_package.EXPERIMENTS if get(name).unavailable()] == []
+    assert {"table1", "vips"} <= set(reproduce_package.EXPERIMENTS)
 
 
 def test_cli_refuses_contradictory_options(capsys, tmp_path):
@@ -259,3 +262,249 @@ def test_cli_refuses_contradictory_options(capsys, tmp_path):
 def test_quick_preset_reproduces_every_claim(name, tmp_path):
     [report] = reproduce(name, "quick", workers=2, output=tmp_path)
     assert _claims(report) == [REPRODUCED] * 3
+
+
+# ---------------------------------------------------------------------------
+# table1 and vips: the tiny presets end to end, the perplexity protocol, the accountant claim
+# ---------------------------------------------------------------------------
+
+def _close_results(left, right, rtol):
+    """Like _assert_same_results, floats to ``rtol`` (a CAVI fit's column sums may be added in another
+    order on another thread count)."""
+    assert set(left) == set(right)
+    for task_id in left:
+        (record_a, arrays_a), (record_b, arrays_b) = left[task_id], right[task_id]
+        for name in ("scores", "extra_scores"):
+            a = {k: v for k, v in record_a[name].items() if k not in TIMING}
+            b = {k: v for k, v in record_b[name].items() if k not in TIMING}
+            assert a.keys() == b.keys(), task_id
+            for key in a:
+                if isinstance(a[key], float) and isinstance(b[key], float):
+                    assert a[key] == pytest.approx(b[key], rel=rtol), (task_id, key)
+                else:
+                    assert a[key] == b[key], (task_id, key)
+        assert set(arrays_a) == set(arrays_b)
+        for name in arrays_a:
+            if name not in ("iteration_seconds", "trace_seconds"):
+                np.testing.assert_allclose(arrays_a[name], arrays_b[name], rtol=rtol, err_msg=f"{task_id}: {name}")
+
+
+@pytest.fixture(scope="module")
+def serial_table1(tmp_path_factory):
+    from lpviz.reproduce.table1 import table1_task
+
+    folder = tmp_path_factory.mktemp("serial") / "table1"
+    stats = run_tasks(get("table1").tasks("tiny"), ResultStore(folder), table1_task, scheduler="serial")
+    assert not stats.failed
+    return folder
+
+
+def test_table1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_table1, tmp_path, capsys):
+    import pandas as pd
+
+    from lpviz.reproduce.table1 import GROUPS, MAE_TOLERANCE, ROWS
+
+    assert main(["reproduce", "table1", "--preset", "tiny", "--scheduler", client.scheduler.address,
+                 "--output", str(tmp_path), "--no-progress"]) == 0
+    assert "## Claims" in capsys.readouterr().out
+    folder = tmp_path / "table1"
+    tasks = get("table1").tasks("tiny")
+    assert len(tasks) == 2 * len(GROUPS) and ResultStore(folder).ids() == sorted(t.id for t in tasks)
+    _close_results(_results(folder), _results(serial_table1), rtol=1e-9)
+    # every chain sees the same noised matrix, and the chains differ
+    assert len({t.params["data"]["seed"] for t in tasks}) == 1
+    assert len({t.params["chain_seed"] for t in tasks}) == len(tasks)
+    runs = pd.read_csv(folder / "table1_runs.csv")
+    assert sorted(runs["row"].unique()) == sorted(ROWS) and (runs.groupby("row").size() == 2).all()
+    # the table is the mean over chains of the rows' MAE against the true rates
+    table = pd.read_csv(folder / "table1.csv").set_index("row")
+    np.testing.assert_allclose(table["mae"], runs.groupby("row")["mae"].mean()[table.index])
+    assert (table["paper_mae"] == [ROWS[key][3] for key in table.index]).all()
+    report = folder / "report.md"
+    verdicts = _claims(report)
+    assert len(verdicts) == len(ROWS) + 4 + 3 and set(verdicts) <= VERDICTS
+    # a row is reproduced exactly when it is within the stated tolerance of the paper's MAE
+    row_verdicts = verdicts[:len(ROWS)]
+    expected = [REPRODUCED if abs(table.loc[key, "mae"] - ROWS[key][3]) <= MAE_TOLERANCE else NOT_REPRODUCED
+                for key in ROWS]
+    assert row_verdicts == expected
+    text = report.read_text()
+    assert "0.8 s" in text and "2.8 s" in text and "seconds" in text
+    diagnostics = pd.read_csv(folder / "diagnostics.csv")
+    assert set(diagnostics["setting"]) == {"naive-mcmc", "private-mcmc", "vi-init"}  # the groups with a chain
+    files = outputs(tmp_path, "table1")
+    assert {p.name for p in files["figures"]} == {"table1.png"} and {p.name for p in files["html"]} == {"table1.html"}
+    html = files["html"][0].read_text()
+    assert "Bokeh" in html and "cdn.bokeh.org" not in html
+
+
+def test_table1_tasks_run_the_library_rows(tmp_path):
+    """A table1 task is run_table1's group on the same matrix: same MAE for the same seeds."""
+    from lpviz.reproduce.table1 import _schedule_from, run_table1, table1_task
+
+    task = next(t for t in get("table1").tasks("tiny") if t.params["method"] == "private-vi")
+    result = table1_task(task.params)
+    data = task.params["data"]
+    table = run_table1(n_rows=data["n_rows"], n_cols=data["n_cols"], n_components=data["n_components"],
+                       schedule=_schedule_from(task.params["schedule"]), groups=["private-vi"],
+                       random_state=data["seed"], chain_seed=task.params["chain_seed"])
+    assert result["record"]["extra_scores"] == {"private-vi_mae": float(table["mae"].iloc[0])}
+    other = run_table1(n_rows=data["n_rows"], n_cols=data["n_cols"], n_components=data["n_components"],
+                       schedule=_schedule_from(task.params["schedule"]), groups=["private-vi"],
+                       random_state=data["seed"], chain_seed=task.params["chain_seed"] + 1)
+    assert float(other["mae"].iloc[0]) != float(table["mae"].iloc[0])  # another chain, another fit
+    with pytest.raises(ValueError, match="at least 3"):
+        get("table1").probe_tasks(2)
+
+
+def _reference_fold_in(phi, documents, a, max_iter, tol):
+    """EM on every document's topic proportions, written out document by document and word by word;
+    all documents stop together, when no proportion moved by tol (the documented rule)."""
+    K = phi.shape[0]
+    theta = np.full((len(documents), K), 1.0 / K)
+    for _ in range(max_iter):
+        new = np.empty_like(theta)
+        for d, counts in enumerate(documents):
+            expected = np.zeros(K)
+            for v in np.flatnonzero(counts):
+                expected += counts[v] * theta[d] * phi[:, v] / np.dot(theta[d], phi[:, v])
+            new[d] = (a + expected) / (counts.sum() + K * a)
+        change = np.abs(new - theta).max()
+        theta = new
+        if change < tol:
+            break
+    return theta
+
+
+def test_completion_perplexity_matches_a_hand_computation():
+    from lpviz.reproduce.vips import completion_perplexity, fold_in
+
+    # disjoint topics: the fixed point is theta_k = (a + n_k) / (n + K a), a = 1/K, after one sweep
+    topics = np.array([[1.5, 1.5, 0.0, 0.0], [0.0, 0.0, 1.0, 3.0]])  # normalised: (.5, .5, 0, 0), (0, 0, .25, .75)
+    first = np.array([[2, 1, 0, 1], [0, 0, 0, 0]])
+    second = np.array([[0, 1, 2, 0], [1, 0, 0, 1]])
+    np.testing.assert_allclose(fold_in(topics, first), [[3.5 / 5, 1.5 / 5], [0.5, 0.5]])
+    by_hand = np.exp(-(np.log(0.7 * 0.5) + 2 * np.log(0.3 * 0.25) + np.log(0.5 * 0.5) + np.log(0.5 * 0.75)) / 5)
+    assert completion_perplexity(topics, first, second) == pytest.approx(by_hand, rel=1e-12)
+    assert completion_perplexity(topics, sp.csr_matrix(first), sp.csr_matrix(second)) == \
+        pytest.approx(by_hand, rel=1e-12)
+    # one topic: p(w | d) = phi_w whatever the first half
+    one = np.array([[1.0, 2.0, 3.0, 4.0]])
+    assert completion_perplexity(one, first, second) == pytest.approx(
+        np.exp(-(np.log(0.2) + 2 * np.log(0.3) + np.log(0.1) + np.log(0.4)) / 5), rel=1e-12)
+
+    # overlapping topics: the vectorised EM equals the word-by-word one, and so does the perplexity
+    rng = np.random.default_rng(7)
+    phi = rng.dirichlet(np.full(30, 0.3), 4)
+    counts = rng.poisson(rng.dirichlet(np.ones(4), 25) @ phi * 40)
+    first_half = rng.binomial(counts, 0.5)
+    halves = (first_half, counts - first_half)
+    reference = _reference_fold_in(phi, halves[0], 0.25, 200, 1e-8)
+    theta = fold_in(phi, halves[0])
+    np.testing.assert_allclose(theta, reference, rtol=1e-10, atol=1e-14)
+    predicted = reference @ phi
+    mask = halves[1] > 0
+    expected = np.exp(-(halves[1][mask] * np.log(predicted[mask])).sum() / halves[1].sum())
+    assert completion_perplexity(phi, *halves) == pytest.approx(expected, rel=1e-10)
+    # better topics predict better: the true topics beat a flattened copy of them
+    flat = 0.5 * phi + 0.5 / phi.shape[1]
+    assert completion_perplexity(phi, *halves) < completion_perplexity(flat, *halves)
+    with pytest.raises(ValueError, match="no tokens"):
+        completion_perplexity(phi, halves[0], np.zeros_like(halves[1]))
+    with pytest.raises(ValueError, match="same vocabulary"):
+        fold_in(phi[:, :10], halves[0])
+
+
+def test_held_out_documents_and_halves_are_the_same_for_every_fit():
+    from lpviz.reproduce.vips import completion_halves, split_corpus
+
+    tasks = [t for t in get("vips").tasks("tiny") if t.params["labels"]["dataset"] == "synthetic"]
+    assert len({json.dumps([t.params["data"], t.params["split"]], sort_keys=True) for t in tasks}) == 1
+    corpus = split_corpus(tasks[0].params["data"], tasks[0].params["split"])
+    train_rows = corpus.train.info["rows"]
+    assert corpus.heldout.size == 12 and train_rows.size == 48
+    assert not set(corpus.heldout) & set(train_rows) and set(corpus.heldout) | set(train_rows) == set(range(60))
+    from lpviz.reproduce.chains import build_data
+
+    data = build_data(tasks[0].params["data"])
+    np.testing.assert_array_equal(corpus.heldout_counts.toarray(), data.Y[corpus.heldout])
+    np.testing.assert_array_equal(corpus.truth.Y, data.Y[train_rows])
+    np.testing.assert_allclose(corpus.truth.factors["theta"], data.factors["theta"][train_rows])
+    # the halves: every token once, about half of them in each
+    counts = np.random.default_rng(0).poisson(20.0, (50, 40))
+    first, second = completion_halves(counts, 3)
+    np.testing.assert_array_equal((first + second).toarray(), counts)
+    share = first.sum() / counts.sum()
+    assert abs(share - 0.5) < 4 * np.sqrt(0.25 / counts.sum())
+    again, _ = completion_halves(counts, 3)
+    assert (again != first).nnz == 0
+
+
+def test_accountant_claim_of_design_1d():
+    from lpviz.reproduce.vips import accountant_claims
+
+    design, paper = accountant_claims()
+    assert design.verdict == REPRODUCED
+    assert "RDP 1.2133" in design.lpviz and "PLD 0.9320" in design.lpviz
+    # the paper's own accountant was looser: the same noise is worth about half its 2.44
+    assert paper.verdict == NOT_REPRODUCED and "2.44" in paper.paper
+
+
+@pytest.fixture(scope="module")
+def serial_vips(tmp_path_factory):
+    from lpviz.reproduce.vips import vips_task
+
+    folder = tmp_path_factory.mktemp("serial") / "vips"
+    stats = run_tasks(get("vips").tasks("tiny"), ResultStore(folder), vips_task, scheduler="serial")
+    assert not stats.failed
+    return folder
+
+
+def test_vips_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_vips, tmp_path, capsys,
+                                                                    enron_tarball):
+    import pandas as pd
+
+    from lpviz.reproduce.vips import FITS
+
+    assert main(["reproduce", "vips", "--preset", "tiny", "--scheduler", client.scheduler.address,
+                 "--output", str(tmp_path), "--no-progress"]) == 0
+    assert "## Claims" in capsys.readouterr().out
+    folder = tmp_path / "vips"
+    tasks = get("vips").tasks("tiny")
+    # 2 datasets x (2 epsilons x 4 private fits + 2 non-private fits) x 2 chains
+    assert len(tasks) == 2 * (2 * 4 + 2) * 2 and ResultStore(folder).ids() == sorted(t.id for t in tasks)
+    _close_results(_results(folder), _results(serial_vips), rtol=1e-9)
+    rows = pd.read_csv(folder / "tasks.csv")
+    assert set(rows["method"]) == set(FITS) and rows["perplexity"].gt(1).all()
+    # the same held-out documents and tokens for every fit of a dataset
+    assert (rows.groupby("dataset")[["heldout_documents", "evaluated_tokens"]].nunique() == 1).all().all()
+    synthetic = rows[rows["dataset"] == "synthetic"]
+    assert synthetic["topic_distance"].between(0, 1).all() and rows[rows["dataset"] == "enron"][
+        "topic_distance"].isna().all()
+    assert rows["npmi"].between(-1, 1).all()
+    central = rows[rows["method"] == "central"]
+    np.testing.assert_allclose(central["epsilon_spent"], central["epsilon"], rtol=1e-3)  # calibrated to the budget
+    table = pd.read_csv(folder / "vips.csv")
+    assert len(table) == 2 * (2 * 4 + 2) and table["guarantee"].notna().all()
+    report = folder / "report.md"
+    verdicts = _claims(report)
+    assert len(verdicts) == 6 and set(verdicts) <= VERDICTS and verdicts[0] == REPRODUCED
+    text = report.read_text()
+    for phrase in ("curator trusted", "nobody trusted", "Matching rule", "Document completion"):
+        assert phrase in text
+    files = outputs(tmp_path, "vips")
+    assert {p.name for p in files["figures"]} == {"vips.png"} and {p.name for p in files["html"]} == {"vips.html"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["table1", "vips"])
+def test_quick_presets_of_table1_and_vips_run(name, tmp_path):
+    [report] = reproduce(name, "quick", workers=2, output=tmp_path)
+    assert set(_claims(report)) <= VERDICTS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["table1", "vips"])
+def test_paper_presets_of_table1_and_vips_run(name, tmp_path):
+    [report] = reproduce(name, "paper", workers=2, output=tmp_path)
+    assert set(_claims(report)) <= VERDICTS

@@ -48,6 +48,11 @@ class Experiment:
     # run's seconds per iteration project the paper's grid without a probe
     paper_sizes = False
 
+    def has_paper_sizes(self, preset):
+        """True when ``preset``'s data have the paper's sizes (its seconds per iteration project the
+        paper's grid without a probe); default: :attr:`paper_sizes` for every preset."""
+        return self.paper_sizes
+
     def missing(self):
         """Modules in ``requires`` that cannot be imported (empty when the experiment can run)."""
         return [module for module in self.requires if importlib.util.find_spec(module) is None]

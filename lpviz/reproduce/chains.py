@@ -4,7 +4,7 @@
 among them), so a task gives the same numbers wherever it runs. Its pieces:
 
 ``data``
-    ``{"source": "synthetic-blocks" | "synthetic-topics" | "enron-topics" |
+    ``{"source": "synthetic-blocks" | "synthetic-topics" | "synthetic-lda" | "enron-topics" |
     "enron-network", "seed": int, ...builder keywords}`` (:data:`DATA_SOURCES`).
 ``noise``
     ``{"epsilon": e, "N": n | "mean", "seed": int}`` (``"mean"``: the
@@ -40,7 +40,7 @@ from lpviz._parallel import n_threads
 from lpviz.engine import run
 from lpviz.metrics import score
 
-__all__ = ["chain_task", "build_data", "build_release", "DATA_SOURCES", "enron_source"]
+__all__ = ["chain_task", "fit_and_summarise", "build_data", "build_release", "DATA_SOURCES", "enron_source"]
 
 # Posterior mean rates are kept in the result up to this many cells.
 KEEP_MU_HAT_MAX_CELLS = 250_000
@@ -84,6 +84,13 @@ def _enron_topics(spec):
                               random_state=spec["seed"])
 
 
+def _synthetic_lda(spec):
+    from lpviz.reproduce.vips import lda_corpus
+
+    return lda_corpus(spec["n_docs"], spec["n_words"], spec["n_topics"], doc_length=spec.get("doc_length", 100.0),
+                      random_state=spec["seed"])
+
+
 def _enron_network(spec):
     from lpviz.datasets import build_enron_network
 
@@ -93,6 +100,7 @@ def _enron_network(spec):
 DATA_SOURCES = {
     "synthetic-blocks": _synthetic_blocks,
     "synthetic-topics": _synthetic_topics,
+    "synthetic-lda": _synthetic_lda,
     "enron-topics": _enron_topics,
     "enron-network": _enron_network,
 }
@@ -176,15 +184,39 @@ def chain_task(params):
     started = time.time()
     clock = time.perf_counter()
     data, release, truth = build_release(params)
-    prepared = time.perf_counter() - clock
+    _, result = fit_and_summarise(params, release, truth, started=started, clock=clock,
+                                  prepared=time.perf_counter() - clock)
+    return result
+
+
+def fit_and_summarise(params, release, truth, *, started, clock, prepared):
+    """Run the fit ``params`` describe on ``release`` and summarise it for the result store.
+
+    The part of :func:`chain_task` after the data are built, for experiments
+    that build their release another way (e.g. the VIPS comparison's training
+    documents). ``params["inference"]`` (default ``"mcmc"``) may be ``"vi"``:
+    a CAVI fit of at most ``n_iter`` iterations stopping at ``params["tol"]``
+    (no burn-in, thinning or chain diagnostics). ``started``/``clock``: the
+    task's start (``time.time()``, ``time.perf_counter()``); ``prepared``: the
+    seconds it took to build the data.
+
+    Returns
+    -------
+    (posterior, result)
+        The :class:`~lpviz.engine.Posterior` and ``{"record": ..., "arrays": ...}``.
+    """
     method = params["method"]
     from lpviz import methods as method_registry
 
     fits_truth = method_registry.get(method).uses_truth
+    inference = params.get("inference", "mcmc")
+    if inference == "vi":
+        schedule = {"n_iter": params["n_iter"], "tol": params.get("tol")}
+    else:
+        schedule = {"n_iter": params["n_iter"], "burn_in": params["burn_in"], "thin": params["thin"]}
     chain_run = run(release, model=params.get("model"), method=method, n_components=params["n_components"],
-                    n_iter=params["n_iter"], burn_in=params["burn_in"], thin=params["thin"],
-                    truth=truth if fits_truth else None, random_state=params["chain_seed"],
-                    **params.get("method_options", {}))
+                    truth=truth if fits_truth else None, random_state=params["chain_seed"], inference=inference,
+                    **schedule, **params.get("method_options", {}))
     stamps = [time.perf_counter()]
     for _ in chain_run:
         stamps.append(time.perf_counter())
@@ -196,20 +228,22 @@ def chain_task(params):
         for key, value in _scores_on(posterior, release, truth, rule).items():
             extra[f"{name}_{key}"] = value
 
-    probe = params.get("diagnostics") or {}
-    cells = diagnostics.probe_cells(release.observed_cells, probe.get("cells", diagnostics.N_PROBE_CELLS),
-                                    random_state=probe.get("cells_seed", 0))
-    columns = diagnostics.probe_columns(np.asarray(release.Y_obs).sum(axis=0),
-                                        probe.get("columns", diagnostics.N_PROBE_COLUMNS))
-    summary = diagnostics.chain_summary(posterior, cells=cells, columns=columns)
-    arrays = {
-        "log_joint": posterior.log_joint, "log_marginal": posterior.log_marginal,
-        "iteration_seconds": posterior.iteration_seconds, "trace": summary["trace"],
-        "rates": summary["rates"], "cells_rows": cells[0], "cells_cols": cells[1], "columns": columns,
-        "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
-    }
-    if "topics" in summary:
-        arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
+    arrays = {"log_joint": posterior.log_joint, "log_marginal": posterior.log_marginal,
+              "iteration_seconds": posterior.iteration_seconds,
+              "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64)}
+    record = {}
+    if inference == "mcmc":  # a chain: what the convergence diagnostics read
+        probe = params.get("diagnostics") or {}
+        cells = diagnostics.probe_cells(release.observed_cells, probe.get("cells", diagnostics.N_PROBE_CELLS),
+                                        random_state=probe.get("cells_seed", 0))
+        columns = diagnostics.probe_columns(np.asarray(release.Y_obs).sum(axis=0),
+                                            probe.get("columns", diagnostics.N_PROBE_COLUMNS))
+        summary = diagnostics.chain_summary(posterior, cells=cells, columns=columns)
+        arrays.update({"trace": summary["trace"], "rates": summary["rates"], "cells_rows": cells[0],
+                       "cells_cols": cells[1], "columns": columns})
+        if "topics" in summary:
+            arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
+        record["trace_name"] = summary["trace_name"]
     keep = params.get("keep") or {}
     n_cells = release.shape[0] * release.shape[1]
     if keep.get("mu_hat") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
@@ -217,9 +251,9 @@ def chain_task(params):
     if keep.get("best") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
         arrays.update({f"best_{name}": value for name, value in posterior.best.items()})
     loop = np.diff(stamps)  # wall-clock of each iteration, bookkeeping included
-    record = {
+    record.update({
         "scores": scores, "extra_scores": extra, "method_label": posterior.method_label,
-        "trace_name": summary["trace_name"], "shape": list(release.shape), "n_saved": posterior.n_saved,
+        "shape": list(release.shape), "n_saved": posterior.n_saved,
         "alpha_mean": float(np.mean(release.alpha)), "epsilon": release.epsilon, "N": release.N,
         "heldout_cells": 0 if release.heldout_cells is None else int(release.heldout_cells.sum()),
         "seconds_total": time.perf_counter() - clock, "seconds_data": prepared, "seconds_sampling": sampled,
@@ -230,5 +264,5 @@ def chain_task(params):
         "started": started, "finished": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
         "peak_memory_gb": _peak_memory_gb(),
         "kernel_threads": n_threads(),
-    }
-    return {"record": record, "arrays": arrays}
+    })
+    return posterior, {"record": record, "arrays": arrays}

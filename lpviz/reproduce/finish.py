@@ -61,7 +61,7 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     chains = settings.get("chains")
     paper_settings = experiment.settings("paper")
     probe, probe_how = read_probe(out_dir)
-    if preset == "paper" or experiment.paper_sizes:
+    if preset == "paper" or experiment.has_paper_sizes(preset):
         measured = {}
         for row in rows:
             measured.setdefault((row["method"], row["setting"]), []).append(row["seconds_per_iteration"])

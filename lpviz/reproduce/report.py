@@ -192,6 +192,15 @@ def diagnostic_rows(results, group_keys):
     return out
 
 
+def _iterations_run(row):
+    """Iterations a task ran: score()'s ``iterations`` when the task reports it (a variational fit
+    stops early), else its planned ``n_iter``."""
+    value = row.get("iterations")
+    if value is None or isinstance(value, bool) or not np.isfinite(value):
+        return row["n_iter"]
+    return value
+
+
 def scale_rows(rows, paper_tasks, measured_at, local_workers, paper_seconds_per_iteration=None):
     """Wall-clock of this run's grid and of the paper's grid on this machine and on a 16-worker cluster.
 
@@ -204,7 +213,7 @@ def scale_rows(rows, paper_tasks, measured_at, local_workers, paper_seconds_per_
     measured = {}
     for row in rows:
         measured.setdefault(row["method"], []).append(row["seconds_per_iteration"])
-    task_seconds = [row["seconds_per_iteration"] * row["n_iter"] for row in rows]
+    task_seconds = [row["seconds_per_iteration"] * _iterations_run(row) for row in rows]
     for workers in (local_workers, CLUSTER_WORKERS):
         out.append({"grid": f"this run ({measured_at})", "tasks": len(rows), "workers": workers,
                     "cpu_seconds": float(sum(task_seconds)),
@@ -287,16 +296,17 @@ def _save_html(layout, path, title):
 
 
 def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, title, constant_methods=(),
-                  reverse_x=False, panel_key=None):
+                  reverse_x=False, panel_key=None, styles=None):
     """Line panels: one per metric (and per ``panel_key`` value), a line per method (mean, sd error bars).
 
     ``stats`` rows come from :func:`group_stats` (``METRIC_mean``/``METRIC_sd``);
     ``metrics`` is ``[(metric, label), ...]``; methods in ``constant_methods``
     (fitted once, not per x: the non-private fit) are drawn as a dashed
-    horizontal line with a band of one sd.
+    horizontal line with a band of one sd. ``styles``: ``{method: (label, colour)}`` for methods
+    that are not in the methods registry (default: the registry's label and colour).
     """
     from bokeh.layouts import gridplot
-    from bokeh.models import ColumnDataSource, HoverTool, Whisker
+    from bokeh.models import ColumnDataSource, HoverTool, Label, Whisker
     from bokeh.plotting import figure as bokeh_figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -323,7 +333,7 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
                         and row.get(f"{metric}_mean") is not None]
                 if not rows:
                     continue
-                color, name = method_color(method), method_label(method)
+                name, color = (styles or {}).get(method) or (method_label(method), method_color(method))
                 if method in constant_methods:
                     mean = float(np.mean([row[f"{metric}_mean"] for row in rows]))
                     sd = float(np.mean([row[f"{metric}_sd"] or 0.0 for row in rows]))
@@ -353,10 +363,14 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
             if r == 0 and c == 0:
                 axes.legend(fontsize=8)
             plot.add_tools(HoverTool(tooltips=[("x", "@x"), ("mean", "@y{0.0000}"), ("sd", "@sd{0.0000}")]))
-            plot.legend.label_text_font_size = "8pt"
-            plot.legend.click_policy = "hide"
-            plot.legend.location = "top_left"
-            plot.legend.background_fill_alpha = 0.6
+            if not plot.renderers:  # nothing measured here (e.g. topic recovery on real data)
+                axes.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axes.transAxes)
+                plot.add_layout(Label(x=10, y=130, x_units="screen", y_units="screen", text="not measured"))
+            else:
+                plot.legend.label_text_font_size = "8pt"
+                plot.legend.click_policy = "hide"
+                plot.legend.location = "top_left"
+                plot.legend.background_fill_alpha = 0.6
             bokeh_row.append(plot)
         bokeh_plots.append(bokeh_row)
     figure.suptitle(title)
@@ -488,7 +502,7 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
     for method, members in timing.items():
         total = _finite(m["seconds_total"] for m in members)
         per_it = _finite(m["seconds_per_iteration"] for m in members)
-        timing_rows.append({"method": method, "tasks": len(members), "iterations": members[0]["n_iter"],
+        timing_rows.append({"method": method, "tasks": len(members), "iterations": _iterations_run(members[0]),
                             "median s/task": float(np.median(total)), "max s/task": float(total.max()),
                             "ms/iteration (median over tasks)": 1000 * float(np.median(per_it))})
     lines += [markdown_table(timing_rows, ["method", "tasks", "iterations", "median s/task", "max s/task",
