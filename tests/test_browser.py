@@ -18,6 +18,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from app.settings import SOURCES
+from lpviz.methods import METHODS
 
 pytestmark = pytest.mark.browser
 
@@ -26,6 +30,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 120_000  # a loaded 2-core CI machine, cold numba caches
+N_METHODS = len(METHODS)
+LABELS = {name: method.label for name, method in METHODS.items()}
+SOURCE_LABELS = {name: source.label for name, source in SOURCES.items()}
 
 # Sum of the lengths of every data source holding a trace column, per column.
 COUNT_TRACE_POINTS = """
@@ -35,7 +42,7 @@ COUNT_TRACE_POINTS = """
     for (const model of doc.all_models) {
       if (model.type !== "ColumnDataSource" && model.constructor.name !== "ColumnDataSource") continue;
       const data = model.data instanceof Map ? Object.fromEntries(model.data) : model.data;
-      if (data && data.mae !== undefined && data.iteration !== undefined) total += data.iteration.length;
+      if (data && data.iteration !== undefined) total += data.iteration.length;
     }
   }
   return total;
@@ -197,8 +204,8 @@ def test_start_streams_points_into_the_traces_and_pause_stops_them(browser, page
         first = page.evaluate(COUNT_TRACE_POINTS)
         page.wait_until(f"() => ({COUNT_TRACE_POINTS})() > {first}")  # still streaming
         page.page.get_by_role("button", name="Pause").click()
-        page.page.get_by_text("paused, iteration").first.wait_for()
-        page.page.wait_for_timeout(1000)  # batches already on their way arrive
+        # "paused" shows once a worker handed over its last rows, in the same message as them
+        expect(page.page.get_by_text("paused, iteration")).to_have_count(N_METHODS, timeout=TIMEOUT_MS)
         paused = page.evaluate(COUNT_TRACE_POINTS)
         page.page.wait_for_timeout(1500)
         assert page.evaluate(COUNT_TRACE_POINTS) == paused
@@ -228,7 +235,7 @@ COUNT_PLOTS = """
                                          ("Privacy", None)])
 def test_result_and_explanation_tabs_render(page, artifacts_dir, tab, source):
     if source is not None:
-        page.page.locator("select").first.select_option(source)
+        page.page.locator("select").first.select_option(label=SOURCE_LABELS[source])
         page.page.get_by_text("(blocks)").first.wait_for()
     plots_before = page.evaluate(COUNT_PLOTS)
     page.tab(tab)  # tabs render when first shown: new plots arrive in the document
@@ -244,7 +251,7 @@ def test_export_downloads_the_noised_heatmaps_as_png(page, artifacts_dir, tmp_pa
     with page.page.expect_download() as download_info:
         page.page.get_by_text("Figure as PNG").first.click()
     download = download_info.value
-    assert download.suggested_filename == "lpviz_noise_heatmaps.png"
+    assert download.suggested_filename == "lpviz_simulation_noise_heatmaps.png"
     saved = tmp_path / download.suggested_filename
     download.save_as(saved)
     assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and saved.stat().st_size > 5_000
@@ -254,7 +261,7 @@ def test_export_downloads_the_noised_heatmaps_as_png(page, artifacts_dir, tmp_pa
 
 def test_enron_network_from_the_shared_file(page, enron_tarball, artifacts_dir):
     before = page.evaluate(IMAGE_CHECKSUMS)
-    page.page.locator("select").first.select_option("enron-network")
+    page.page.locator("select").first.select_option(label=SOURCE_LABELS["enron-network"])
     page.page.get_by_text("(blocks)").first.wait_for()
     page.wait_until("""([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 3""",
                     [IMAGE_CHECKSUMS, before])

@@ -8,6 +8,8 @@ import nbclient
 import nbformat
 import pytest
 
+from lpviz.methods import METHODS
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "tour.ipynb"
 
 
@@ -44,14 +46,15 @@ def test_tour_notebook_executes_and_shows_every_view(venv_kernel):
     assert not errors
     by_source = {cell.source.strip().splitlines()[-1]: _text(cell) for cell in code}
     # Each view displays as a Panel object (a bundle with Panel's mime type), not as a repr.
-    for view in ("NoiseView(store=store)", "PrivacyView(store=store)", "FitsView(store=store)",
+    for view in ("ControlsView(data=data)", "NoiseView(data=data)", "PrivacyView(data=data)", "FitsView(fits=fits)",
                  "topics", "bessel_view", "blocks"):
         assert "application/vnd.holoviews_exec.v0+json" in json.dumps(
             [o.get("data", {}) for cell in code if cell.source.strip().splitlines()[-1] == view
              for o in cell.outputs]), view
-    fitted = by_source["run_fits(store)"]
-    for method in ("private", "naive", "nonprivate"):
+    fitted = by_source["run_fits(fits)"]
+    for method in METHODS:
         assert f"'{method}': ('done', 400)" in fitted
     assert "private" in by_source["topics.mean_scores()"] and "NPMI" in by_source["topics.mean_scores()"]
     assert "held-out MAE" in by_source["blocks.scores"]
+    assert "simulation (noise seed" in by_source["ControlsView(data=data)"]
     assert "blocks.png" in by_source["[(path.name, path.stat().st_size) for path in written]"]

@@ -1,0 +1,120 @@
+"""The sidebar: every setting as a widget made from its parameter, and the data's status.
+
+Widgets are ``Widget.from_param`` of :class:`~app.settings.Settings`; which
+size widgets appear follows the source (:data:`~app.settings.SOURCES`), the
+method list and option selectors follow the registries.
+"""
+
+import panel as pn
+import param
+
+from app.datastore import DataStore
+from app.settings import SOURCES
+
+# The widget each setting is shown with (IntInput for the other integers).
+_FLOAT_INPUTS = ("N", "concentration", "holdout_fraction")
+_HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("holdout_actors",)}
+
+
+def widget(settings, parameter_name, **options):
+    """The widget of one setting."""
+    name, parameter = parameter_name, settings.param[parameter_name]
+    if name == "epsilon":
+        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, **options)
+    if name == "alpha0":
+        return pn.widgets.FloatSlider.from_param(parameter, step=0.01, **options)
+    if name == "path":
+        return pn.widgets.TextInput.from_param(parameter, **{"label": "Enron file", **options})
+    if name in _FLOAT_INPUTS:
+        return pn.widgets.FloatInput.from_param(parameter, **options)
+    return pn.widgets.IntInput.from_param(parameter, **options)
+
+
+class ControlsView(pn.viewable.Viewer):
+    """Data, privacy and fit settings of one session, with the data's status."""
+
+    data = param.ClassSelector(class_=DataStore)
+
+    @property
+    def settings(self):
+        return self.data.settings
+
+    def data_controls(self):
+        settings = self.settings
+        source = pn.widgets.Select.from_param(settings.param.source, label="Data",
+                                              options={spec.label: name for name, spec in SOURCES.items()})
+        upload = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npz,.mtx,.gz,.edges")
+        download = pn.widgets.Button(label="Download Enron", color="light")
+        download.on_click(lambda event: self.data.fetch_enron())
+
+        def on_upload(value):
+            if value:
+                try:
+                    self.data.load_upload(value, upload.filename or "upload.txt")
+                except (ValueError, TypeError, OSError) as exc:
+                    self.data.error = str(exc)
+
+        pn.bind(on_upload, upload.param.value, watch=True)
+
+        @param.depends(settings.param.source)
+        def size_widgets(source):
+            spec = SOURCES[source]
+            names = [name for name in spec.parameters if name != "path"]
+            if "n_components" not in names:
+                names.append("n_components")
+            column = pn.Column(*[widget(settings, name) for name in names], sizing_mode="stretch_width")
+            if spec.takes_path:
+                column.insert(0, widget(settings, "path"))
+                column.append(download)
+            if not spec.spec:
+                column.insert(0, upload)
+            return column
+
+        status = pn.bind(self._status_pane, self.data.param.error, self.data.param.message, self.data.param.loading)
+        return pn.Card(source, size_widgets, status, title="Data", collapsible=False, sizing_mode="stretch_width")
+
+    @staticmethod
+    def _status_pane(error, message, loading):
+        if error:
+            return pn.pane.Alert(error, alert_type="danger", sizing_mode="stretch_width")
+        return pn.Row(pn.indicators.LoadingSpinner(value=loading, size=20, visible=loading),
+                      pn.pane.Markdown(message, margin=(0, 5)), sizing_mode="stretch_width")
+
+    def privacy_controls(self):
+        settings = self.settings
+        redraw = pn.widgets.Button(label="Redraw noise", color="primary")
+        redraw.on_click(settings.redraw_noise)
+
+        @param.depends(settings.param.heterogeneous)
+        def noise_widgets(heterogeneous):
+            names = ("alpha0", "concentration") if heterogeneous else ("epsilon", "N")
+            return pn.Column(*[widget(settings, name) for name in names], sizing_mode="stretch_width")
+
+        @param.depends(settings.param.holdout)
+        def holdout_widgets(holdout):
+            return pn.Column(*[widget(settings, name) for name in _HOLDOUT_PARAMETERS.get(holdout, ())],
+                             sizing_mode="stretch_width")
+
+        summary = pn.bind(lambda *_: pn.pane.Markdown(self.data.noise_summary), self.data.param.release)
+        return pn.Card(pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
+                       noise_widgets, summary,
+                       pn.widgets.Select.from_param(settings.param.holdout, label="Held-out cells"), holdout_widgets,
+                       widget(settings, "noise_seed", label="Noise seed (simulation)"), redraw,
+                       title="Privacy", collapsible=False, sizing_mode="stretch_width")
+
+    def fit_controls(self):
+        settings = self.settings
+        from lpviz.methods import METHODS
+
+        methods = pn.widgets.CheckBoxGroup.from_param(
+            settings.param.methods, options={METHODS[name].label: name for name in settings.param.methods.objects})
+        options = [pn.widgets.Select.from_param(settings.method_options.param[name])
+                   for name in list(settings.method_options.param)[1:]]
+        return pn.Card(*[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every",
+                                                             "chain_seed")],
+                       pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)), methods, *options,
+                       title="Fit settings", collapsed=True, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return pn.Column(self.data_controls(), self.privacy_controls(), self.fit_controls(),
+                         sizing_mode="stretch_width")

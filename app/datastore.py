@@ -1,0 +1,298 @@
+"""One session's data: the data set, the release an analyst would hold, and the truth beside it.
+
+Everything is derived through the library from the :class:`~app.settings.Settings`:
+the data set with :func:`lpviz.datasets.load_data` (or
+:func:`~lpviz.datasets.load_counts` for an upload), the held-out cells with
+:func:`~lpviz.datasets.holdout_mask`, the release with
+:meth:`CountData.privatize <lpviz.datasets.CountData.privatize>` (a seeded
+simulation: the dashboard holds the truth), the truth with
+:meth:`CountData.truth <lpviz.datasets.CountData.truth>`.
+
+Slow sources (Enron) are built in a worker thread when served; the result is
+handed over on the event loop by :meth:`DataStore.poll` (the session's
+periodic drain calls it), so no user waits on another's build.
+
+Server-side paths are read only inside the allow-listed data folders
+(:func:`allowed_folders`); the Enron download runs only when the server
+allows it (``LPVIZ_ALLOW_DOWNLOADS=1``).
+"""
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import panel as pn
+import param
+
+from app.settings import NOISE_PARAMETERS, SOURCES, Settings
+
+ALLOW_DOWNLOADS_ENV = "LPVIZ_ALLOW_DOWNLOADS"
+DATA_FOLDERS_ENV = "LPVIZ_APP_DATA_FOLDERS"
+DATA_PARAMETERS = tuple(sorted({name for source in SOURCES.values() for name in source.parameters}))
+
+
+def served():
+    """True inside a ``panel serve`` session (not Jupyter, not plain Python)."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def allowed_folders():
+    """Folders whose files the dashboard may read on the server.
+
+    ``LPVIZ_APP_DATA_FOLDERS`` (folders separated by ``os.pathsep``) when
+    set, else the data cache folder and ``../shared/data`` beside the repository.
+    """
+    from lpviz.datasets.cache import default_cache_dir
+
+    from app.settings import DEFAULT_ENRON
+
+    text = os.environ.get(DATA_FOLDERS_ENV, "").strip()
+    folders = [Path(p) for p in text.split(os.pathsep) if p.strip()] if text else \
+        [default_cache_dir(), DEFAULT_ENRON.parent]
+    return [folder.expanduser().resolve() for folder in folders]
+
+
+def checked_path(text):
+    """``text`` as a path inside an allowed folder, or a ValueError saying where files may be."""
+    path = Path(text).expanduser().resolve()
+    folders = allowed_folders()
+    if not any(path == folder or folder in path.parents for folder in folders):
+        raise ValueError(f"the dashboard reads data files only from {' or '.join(map(str, folders))} "
+                         f"(the server's allow-list, {DATA_FOLDERS_ENV}); put the file there or upload it")
+    if not path.exists():
+        raise ValueError(f"no data at {path}: give the path of enron_sent_subset.tar.gz (or the CMU maildir "
+                         "tarball) in an allowed folder, or upload a file")
+    return path
+
+
+def downloads_allowed():
+    return os.environ.get(ALLOW_DOWNLOADS_ENV, "").strip() == "1"
+
+
+class DataStore(param.Parameterized):
+    """The data set, the release and the truth of one session, derived from its settings.
+
+    Read ``data`` (:class:`~lpviz.datasets.CountData`), ``release``
+    (:class:`~lpviz.release.Release`: the noised counts, alpha, held-out
+    cells, structural zeros), ``truth`` (:class:`~lpviz.release.Truth`) and
+    ``model`` (the registry name of the model for the data's kind).
+    """
+
+    settings = param.ClassSelector(class_=Settings, constant=True)
+    data = param.Parameter(default=None, doc="the current CountData")
+    release = param.Parameter(default=None, doc="what the analyst holds: a lpviz.release.Release")
+    truth = param.Parameter(default=None, doc="the true counts (and rates when simulated): a lpviz.release.Truth")
+    model = param.String(default="", doc="registry name of the model fitted to these data")
+    loading = param.Boolean(default=False)
+    error = param.String(default="")
+    message = param.String(default="")
+
+    def __init__(self, settings=None, *, background=None, **params):
+        """``background``: build slow sources in a thread (default: only when served)."""
+        super().__init__(settings=settings if settings is not None else Settings(), **params)
+        self._background = served() if background is None else background
+        self._upload = None
+        self._generation = 0
+        self._pending = []  # finished background work, applied by poll() on the event loop
+        self._pending_lock = threading.Lock()
+        self._applying = False
+        self._new_source = True
+        self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.load()
+
+    # ---- building -------------------------------------------------------------------
+    def _builder(self):
+        """A function building the data set of the current settings (runs in any thread)."""
+        from lpviz.datasets import load_data
+
+        settings, source = self.settings, self.settings.source_spec
+        if not source.spec:  # an upload
+            upload = self._upload
+            if upload is None:
+                raise ValueError("no file uploaded yet: choose a file (edge list, .npz, .mtx, UCI bag-of-words "
+                                 "or dense CSV) with the upload button")
+            return lambda: upload
+        spec = f"{source.spec}:{checked_path(settings.path)}" if source.takes_path else source.spec
+        options = source.options(settings)
+        return lambda: load_data(spec, **options)
+
+    def load(self):
+        """(Re)build the data set for the current settings and noise it."""
+        self._generation += 1
+        generation = self._generation
+        try:
+            build = self._builder()
+        except (ValueError, TypeError, OSError) as exc:
+            self.param.update(error=str(exc), loading=False)
+            return
+        if not (self._background and self.settings.source_spec.slow):
+            try:
+                data = build()
+            except (ValueError, TypeError, OSError) as exc:  # shown beside the controls; the old data stay
+                self.param.update(error=str(exc), loading=False)
+                return
+            self._set_data(data)
+            return
+        self.param.update(loading=True, error="", message=f"building {self.settings.source_spec.label} ...")
+
+        def work():
+            try:
+                outcome = ("data", build())
+            except Exception as exc:  # any failure is shown in the session that asked
+                outcome = ("error", str(exc))
+            self._post(generation, *outcome)
+
+        threading.Thread(target=work, name="lpviz-data-build", daemon=True).start()
+
+    def load_upload(self, contents, filename):
+        """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
+        from lpviz.datasets import load_counts
+
+        if not contents:
+            raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
+        suffix = "".join(Path(filename).suffixes[-2:]) or ".txt"
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp_path = Path(tmp) / f"upload{suffix}"
+            tmp_path.write_bytes(contents)
+            try:
+                data = load_counts(tmp_path)
+            except (ValueError, TypeError, OSError) as exc:  # name the user's file, never the server's copy
+                raise type(exc)(str(exc).replace(str(tmp_path), filename).replace(tmp, "")) from None
+        data.source = filename
+        self._upload = data
+        if self.settings.source == "upload":
+            self.load()
+        else:
+            self.settings.source = "upload"
+
+    def fetch_enron(self):
+        """Download the Enron data into the data folder (only when the server allows downloads)."""
+        from lpviz.datasets import fetch_enron
+
+        if not downloads_allowed():
+            self.error = (f"downloads are off on this server (set {ALLOW_DOWNLOADS_ENV}=1 where it runs to allow "
+                          "them); use the shared file or upload one")
+            return
+
+        def work():
+            try:
+                outcome = ("path", str(fetch_enron(progress=False)))
+            except Exception as exc:
+                outcome = ("error", f"download failed: {exc}")
+            self._post(None, *outcome)
+
+        self.param.update(loading=True, error="", message="downloading Enron ...")
+        if self._background:
+            threading.Thread(target=work, name="lpviz-enron-download", daemon=True).start()
+        else:
+            work()
+            self.poll()
+
+    def _post(self, generation, kind, payload):
+        with self._pending_lock:
+            self._pending.append((generation, kind, payload))
+
+    def poll(self):
+        """Apply finished background work (call on the event loop); True if anything changed."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        for generation, kind, payload in pending:
+            if generation is not None and generation != self._generation:
+                continue  # a newer build was asked for meanwhile
+            if kind == "data":
+                self._set_data(payload)
+            elif kind == "path":
+                self.param.update(loading=False, message=f"downloaded to {payload}")
+                self.settings.path = payload
+            else:
+                self.param.update(error=payload, loading=False, message="")
+        return bool(pending)
+
+    # ---- noise ------------------------------------------------------------------------
+    def _released(self, data):
+        """``(release, truth, model)`` of ``data`` with the current privacy and held-out settings."""
+        from lpviz import models
+        from lpviz.datasets import holdout_mask
+        from lpviz.privacy import heterogeneous_alpha
+
+        settings = self.settings
+        model = models.default_for(data.kind)
+        truth = data.truth()
+        observed = holdout_mask(truth.Y, model, settings.holdout, fraction=settings.holdout_fraction,
+                                n_actors=settings.holdout_actors, random_state=settings.noise_seed)
+        heldout = None if observed is None else ~observed
+        if settings.heterogeneous:
+            alpha = heterogeneous_alpha(data.shape[0], settings.alpha0, settings.concentration,
+                                        random_state=settings.noise_seed)
+            level = dict(alpha=alpha)
+        else:
+            level = dict(epsilon=settings.epsilon, N=settings.N)
+        # seeded: a simulation by whoever holds the truth (the release says so)
+        release = data.privatize(**level, heldout=heldout, random_state=settings.noise_seed)
+        return release, truth, model
+
+    def _set_data(self, data):
+        settings = self.settings
+        if self._new_source and settings.source_spec.N_from_data and "N" in data.info:
+            self._applying = True
+            try:  # Figure 1: N is the mean count of the drawn network
+                settings.N = max(1.0, float(data.info["N"]))
+            finally:
+                self._applying = False
+        try:
+            release, truth, model = self._released(data)
+        except (ValueError, TypeError) as exc:
+            self.param.update(error=str(exc), loading=False)
+            return
+        self._new_source = False
+        name = data.name or settings.source
+        # one update, so every view reacting to any of these sees them consistent
+        self.param.update(data=data, release=release, truth=truth, model=model, error="", loading=False,
+                          message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({model})")
+
+    def renoise(self):
+        """Noise the current data again (privacy, held-out or noise-seed settings changed)."""
+        if self.data is None:
+            return
+        try:
+            release, truth, model = self._released(self.data)
+        except (ValueError, TypeError) as exc:
+            self.error = str(exc)
+            return
+        self.param.update(release=release, truth=truth, model=model, error="")
+
+    # ---- reactions -------------------------------------------------------------------
+    def _on_settings(self, *events):
+        if self._applying:
+            return
+        names = {event.name for event in events}
+        if "source" in names:
+            self._new_source = True
+            self._applying = True
+            try:
+                self.settings.apply_source_defaults()
+            finally:
+                self._applying = False
+            self.load()
+        elif names & set(self.settings.source_spec.parameters):
+            self.load()
+        elif names & set(NOISE_PARAMETERS):
+            self.renoise()
+
+    # ---- summaries ---------------------------------------------------------------------
+    @property
+    def noise_summary(self):
+        """The noise level in words (eps/N and alpha, or the per-row alphas)."""
+        from lpviz.release import format_alpha
+
+        release = self.release
+        if release is None:
+            return ""
+        if release.epsilon is None:
+            alpha = release.alpha_per_row
+            return (f"heterogeneous alpha per row: mean {alpha.mean():.3g}, "
+                    f"range {alpha.min():.3g} - {alpha.max():.3g}")
+        ratio = release.epsilon / release.N
+        return f"eps/N = {ratio:.3g}, alpha = exp(-eps/N) = {format_alpha(release.alpha)}"
