@@ -205,9 +205,10 @@ def served_run(case, seconds, app_dir):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=str(app_dir))
-    server = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(app_dir / "app" / "app.py"),
-                               "--port", str(port), "--address", "127.0.0.1",
-                               "--allow-websocket-origin", f"127.0.0.1:{port}"],
+    command = ([sys.executable, "-m", "app.serve", "--port", str(port)] if (app_dir / "app" / "serve.py").exists()
+               else [sys.executable, "-m", "panel", "serve", str(app_dir / "app" / "app.py"), "--port", str(port),
+                     "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"])
+    server = subprocess.Popen(command,
                               cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     url = f"http://127.0.0.1:{port}/app"

@@ -79,8 +79,7 @@ def free_port():
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
-    panel = [sys.executable, "-m", "panel", "serve", str(REPO / "app" / "app.py"), "--port", str(port),
-             "--allow-websocket-origin", f"localhost:{port}"]
+    panel = [sys.executable, "-m", "app.serve", "--port", str(port)]  # as `make serve` runs it
     log = open(REPO / "artifacts" / f"browser-server-{port}.log", "w") if (REPO / "artifacts").is_dir() \
         else subprocess.DEVNULL
     process = subprocess.Popen(panel, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
