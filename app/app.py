@@ -6,6 +6,7 @@ Only assembles: every session gets its own :class:`~app.settings.Settings`,
 per tab.
 """
 
+import logging
 import sys
 from pathlib import Path
 
@@ -32,6 +33,18 @@ from app.settings import Settings  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
+log = logging.getLogger("lpviz.app")
+
+
+def show_refusal(exception):
+    """A value the session refused (a setting out of range, a schedule that saves no sample, ...):
+    say why in the page that asked, instead of dropping it silently."""
+    log.info("refused: %s", exception)
+    if pn.state.notifications is not None:
+        pn.state.notifications.error(str(exception), duration=10_000)
+
+
+pn.config.exception_handler = show_refusal
 
 
 def create_app():
@@ -41,11 +54,16 @@ def create_app():
              "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
     export = ExportView(fits=fits, views=list(views.values()))
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
+    # Spins while a chain runs or data are being built, nothing else (Panel's own
+    # indicator also spins for every periodic callback).
+    spinner = pn.indicators.LoadingSpinner(value=fits.param.busy, width=24, height=24, color="light",
+                                           name="busy", margin=(8, 10))
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(
-        title="lpviz: locally private Bayesian inference for count data",
-        sidebar=[ControlsView(data=data)], main=[tabs], sidebar_width=340, header_background="#b2182b")
+        title="lpviz: locally private Bayesian inference for count data", busy_indicator=None,
+        header=[spinner], sidebar=[ControlsView(data=data)], main=[tabs], sidebar_width=340,
+        header_background="#b2182b")
 
 
 if __name__.startswith("bokeh"):

@@ -17,7 +17,7 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, score_frame
-from app.plots import RATE_CMAP, display_slice, subsample_note, truth_reference
+from app.plots import RATE_CMAP, display_slice, scale_options, subsample_note, truth_reference
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -120,8 +120,9 @@ class BlocksView(pn.viewable.Viewer):
         ticks = np.arange(0, n, stride)
         image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"],
                          vdims=["rate"]).opts(
-            title=title, cmap=RATE_CMAP, clim=clim, colorbar=True, tools=["hover"], invert_yaxis=True,
-            responsive=True, min_height=280, min_width=240)
+            title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
+            responsive=True, min_height=280, min_width=240,
+            **scale_options(self.fits.data.settings.colour_scale, clim, shown))
         held = self.fits.data.release.heldout_cells
         if held is None:
             return image
@@ -130,7 +131,7 @@ class BlocksView(pn.viewable.Viewer):
             cmap=["#404040"], alpha=0.35, clipping_colors={"NaN": "transparent"})
         return image * shade
 
-    @param.depends("panels", "order")
+    @param.depends("panels", "order", "fits.data.settings.colour_scale")
     def rate_heatmaps(self):
         if self.order is None:
             return hv.Layout([hv.Text(0.5, 0.5, "No network")])

@@ -17,17 +17,23 @@ _HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("ho
 
 
 def widget(settings, parameter_name, **options):
-    """The widget of one setting."""
+    """The widget of one setting.
+
+    Typed fields carry no bounds of their own: whatever is typed reaches the
+    settings, which apply it or refuse it, and a refusal is shown with its
+    reason (the app's exception handler) while the field goes back to the
+    value in force. Nothing is clamped or dropped silently in the browser.
+    """
     name, parameter = parameter_name, settings.param[parameter_name]
     if name == "epsilon":
-        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, **options)
+        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, fixed_start=None, **options)
     if name == "alpha0":
         return pn.widgets.FloatSlider.from_param(parameter, step=0.01, **options)
     if name == "path":
         return pn.widgets.TextInput.from_param(parameter, **{"label": "Enron file", **options})
     if name in _FLOAT_INPUTS:
-        return pn.widgets.FloatInput.from_param(parameter, **options)
-    return pn.widgets.IntInput.from_param(parameter, **options)
+        return pn.widgets.FloatInput.from_param(parameter, start=None, end=None, **options)
+    return pn.widgets.IntInput.from_param(parameter, start=None, end=None, **options)
 
 
 class ControlsView(pn.viewable.Viewer):
@@ -71,7 +77,12 @@ class ControlsView(pn.viewable.Viewer):
             return column
 
         status = pn.bind(self._status_pane, self.data.param.error, self.data.param.message, self.data.param.loading)
-        return pn.Card(source, size_widgets, status, title="Data", collapsible=False, sizing_mode="stretch_width")
+        defaults = pn.widgets.Button(label="Reset to this data set's defaults", color="light",
+                                     sizing_mode="stretch_width")
+        defaults.on_click(settings.reset_to_defaults)
+        scale = pn.widgets.RadioButtonGroup.from_param(settings.param.colour_scale, sizing_mode="stretch_width")
+        return pn.Card(source, size_widgets, defaults, status, pn.pane.Markdown("Colour scale", margin=(5, 10, 0, 10)),
+                       scale, title="Data", collapsible=False, sizing_mode="stretch_width")
 
     @staticmethod
     def _status_pane(error, message, loading):
@@ -115,6 +126,23 @@ class ControlsView(pn.viewable.Viewer):
                        pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)), methods, *options,
                        title="Fit settings", collapsed=True, sizing_mode="stretch_width")
 
+    def question(self):
+        """Changes held back because they would discard running fits, with a yes and a no."""
+        settings = self.settings
+
+        @param.depends(settings.param.question)
+        def ask(text):
+            if not text:
+                return pn.Column(height=0, margin=0)
+            yes = pn.widgets.Button(label="Discard them and apply", color="danger")
+            yes.on_click(settings.confirm)
+            no = pn.widgets.Button(label="Keep the fits", color="light")
+            no.on_click(settings.cancel)
+            return pn.Column(pn.pane.Alert(text, alert_type="warning", sizing_mode="stretch_width"),
+                             pn.Row(yes, no), sizing_mode="stretch_width")
+
+        return pn.panel(ask)
+
     def __panel__(self):
-        return pn.Column(self.data_controls(), self.privacy_controls(), self.fit_controls(),
+        return pn.Column(self.question(), self.data_controls(), self.privacy_controls(), self.fit_controls(),
                          sizing_mode="stretch_width")

@@ -8,9 +8,11 @@ the data set with :func:`lpviz.datasets.load_data` (or
 simulation: the dashboard holds the truth), the truth with
 :meth:`CountData.truth <lpviz.datasets.CountData.truth>`.
 
-Slow sources (Enron) are built in a worker thread when served; the result is
+When served, data are built and noised in a worker thread; the result is
 handed over on the event loop by :meth:`DataStore.poll` (the session's
-periodic drain calls it), so no user waits on another's build.
+drain calls it, and shows the time the work has taken so far), so no user
+waits on another's build. Counts far beyond event counts are refused with
+the reason (:func:`check_counts`).
 
 Server-side paths are read only inside the allow-listed data folders
 (:func:`allowed_folders`); the Enron download runs only when the server
@@ -20,16 +22,22 @@ allows it (``LPVIZ_ALLOW_DOWNLOADS=1``).
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import panel as pn
 import param
+import scipy.sparse as sp
 
 from app.settings import NOISE_PARAMETERS, SOURCES, Settings
 
 ALLOW_DOWNLOADS_ENV = "LPVIZ_ALLOW_DOWNLOADS"
 DATA_FOLDERS_ENV = "LPVIZ_APP_DATA_FOLDERS"
 DATA_PARAMETERS = tuple(sorted({name for source in SOURCES.values() for name in source.parameters}))
+# Counts far beyond event counts (see check_counts).
+MAX_CELL_COUNT = 1_000_000
+MAX_TOTAL_COUNT = 100_000_000
 
 
 def served():
@@ -71,6 +79,47 @@ def downloads_allowed():
     return os.environ.get(ALLOW_DOWNLOADS_ENV, "").strip() == "1"
 
 
+def check_counts(data):
+    """Refuse counts far beyond what the models are for (every count is allocated each iteration)."""
+    Y = data.Y
+    values = Y.data if sp.issparse(Y) else np.asarray(Y)
+    largest, total = (int(values.max()), int(values.sum())) if values.size else (0, 0)
+    if largest > MAX_CELL_COUNT or total > MAX_TOTAL_COUNT:
+        raise ValueError(
+            f"{data.name or 'these data'}: a cell holds {largest:,} counts and all cells {total:,}; the dashboard "
+            f"fits up to {MAX_CELL_COUNT:,} per cell and {MAX_TOTAL_COUNT:,} in all. Poisson factorization "
+            "allocates every count to a component in every iteration, so counts like these would take minutes "
+            "to hours per iteration: they are not event counts of the kind the models are for. Rescale or "
+            "aggregate them (or fit them with `lpviz fit`, which warns)")
+
+
+def derive(data, plan):
+    """The release, truth and model of ``data`` under ``plan`` (the privacy and held-out settings).
+
+    Runs in any thread. Returns a dict with ``data``, ``release``, ``truth``,
+    ``model`` and ``N`` (the data's own N for Figure 1).
+    """
+    from lpviz import models
+    from lpviz.datasets import holdout_mask
+    from lpviz.privacy import heterogeneous_alpha
+
+    check_counts(data)
+    N = max(1.0, float(data.info["N"])) if plan["N_from_data"] and "N" in data.info else plan["N"]
+    model = models.default_for(data.kind)
+    truth = data.truth()
+    observed = holdout_mask(truth.Y, model, plan["holdout"], fraction=plan["holdout_fraction"],
+                            n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+    heldout = None if observed is None else ~observed
+    if plan["heterogeneous"]:
+        level = dict(alpha=heterogeneous_alpha(data.shape[0], plan["alpha0"], plan["concentration"],
+                                               random_state=plan["noise_seed"]))
+    else:
+        level = dict(epsilon=plan["epsilon"], N=N)
+    # seeded: a simulation by whoever holds the truth (the release says so)
+    release = data.privatize(**level, heldout=heldout, random_state=plan["noise_seed"])
+    return dict(data=data, release=release, truth=truth, model=model, N=N)
+
+
 class DataStore(param.Parameterized):
     """The data set, the release and the truth of one session, derived from its settings.
 
@@ -90,7 +139,7 @@ class DataStore(param.Parameterized):
     message = param.String(default="")
 
     def __init__(self, settings=None, *, background=None, **params):
-        """``background``: build slow sources in a thread (default: only when served)."""
+        """``background``: build and noise in a thread (default: when served, so no session waits on another)."""
         super().__init__(settings=settings if settings is not None else Settings(), **params)
         self._background = served() if background is None else background
         self._upload = None
@@ -99,6 +148,7 @@ class DataStore(param.Parameterized):
         self._pending_lock = threading.Lock()
         self._applying = False
         self._new_source = True
+        self._started = None  # (time, what) of the work in a thread, for its progress
         self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
         self.load()
 
@@ -118,33 +168,52 @@ class DataStore(param.Parameterized):
         options = source.options(settings)
         return lambda: load_data(spec, **options)
 
+    def _plan(self):
+        """The settings the release is made from, read on the event loop (the work may run in a thread)."""
+        settings = self.settings
+        plan = {name: getattr(settings, name) for name in NOISE_PARAMETERS}
+        plan["N_from_data"] = self._new_source and settings.source_spec.N_from_data
+        return plan
+
     def load(self):
         """(Re)build the data set for the current settings and noise it."""
-        self._generation += 1
-        generation = self._generation
         try:
             build = self._builder()
         except (ValueError, TypeError, OSError) as exc:
+            self._generation += 1  # whatever was on its way is outdated too
             self.param.update(error=str(exc), loading=False)
             return
-        if not (self._background and self.settings.source_spec.slow):
-            try:
-                data = build()
-            except (ValueError, TypeError, OSError) as exc:  # shown beside the controls; the old data stay
-                self.param.update(error=str(exc), loading=False)
-                return
-            self._set_data(data)
-            return
-        self.param.update(loading=True, error="", message=f"building {self.settings.source_spec.label} ...")
+        plan = self._plan()
+        self._run(lambda: derive(build(), plan), f"building {self.settings.source_spec.label}")
 
-        def work():
+    def renoise(self):
+        """Noise the current data again (privacy, held-out or noise-seed settings changed)."""
+        if self.data is not None:
+            data, plan = self.data, self._plan()
+            self._run(lambda: derive(data, plan), "noising")
+
+    def _run(self, work, what):
+        """Do ``work`` (build and/or noise) at once, or in a thread when served; :meth:`poll` applies it."""
+        self._generation += 1
+        generation = self._generation
+        if not self._background:
             try:
-                outcome = ("data", build())
+                outcome = ("derived", work())
+            except (ValueError, TypeError, OSError) as exc:  # shown beside the controls; the old data stay
+                outcome = ("error", str(exc))
+            self._apply(*outcome)
+            return
+        self._started = (time.monotonic(), what)
+        self.param.update(loading=True, error="", message=f"{what} ...")
+
+        def background():
+            try:
+                outcome = ("derived", work())
             except Exception as exc:  # any failure is shown in the session that asked
                 outcome = ("error", str(exc))
             self._post(generation, *outcome)
 
-        threading.Thread(target=work, name="lpviz-data-build", daemon=True).start()
+        threading.Thread(target=background, name="lpviz-data", daemon=True).start()
 
     def load_upload(self, contents, filename):
         """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
@@ -183,6 +252,7 @@ class DataStore(param.Parameterized):
                 outcome = ("error", f"download failed: {exc}")
             self._post(None, *outcome)
 
+        self._started = (time.monotonic(), "downloading Enron")
         self.param.update(loading=True, error="", message="downloading Enron ...")
         if self._background:
             threading.Thread(target=work, name="lpviz-enron-download", daemon=True).start()
@@ -201,71 +271,39 @@ class DataStore(param.Parameterized):
         for generation, kind, payload in pending:
             if generation is not None and generation != self._generation:
                 continue  # a newer build was asked for meanwhile
-            if kind == "data":
-                self._set_data(payload)
-            elif kind == "path":
-                self.param.update(loading=False, message=f"downloaded to {payload}")
-                self.settings.path = payload
-            else:
-                self.param.update(error=payload, loading=False, message="")
+            self._apply(kind, payload)
+        if self.loading and not pending and self._started is not None:
+            started, what = self._started
+            self.message = f"{what} ... {time.monotonic() - started:.0f} s"  # progress: it is still going
         return bool(pending)
 
-    # ---- noise ------------------------------------------------------------------------
-    def _released(self, data):
-        """``(release, truth, model)`` of ``data`` with the current privacy and held-out settings."""
-        from lpviz import models
-        from lpviz.datasets import holdout_mask
-        from lpviz.privacy import heterogeneous_alpha
-
-        settings = self.settings
-        model = models.default_for(data.kind)
-        truth = data.truth()
-        observed = holdout_mask(truth.Y, model, settings.holdout, fraction=settings.holdout_fraction,
-                                n_actors=settings.holdout_actors, random_state=settings.noise_seed)
-        heldout = None if observed is None else ~observed
-        if settings.heterogeneous:
-            alpha = heterogeneous_alpha(data.shape[0], settings.alpha0, settings.concentration,
-                                        random_state=settings.noise_seed)
-            level = dict(alpha=alpha)
+    def _apply(self, kind, payload):
+        self._started = None
+        if kind == "derived":
+            self._new_source = False
+            if payload["N"] != self.settings.N:
+                self._applying = True
+                try:  # Figure 1: N is the mean count of the drawn network
+                    with self.settings.unguarded():
+                        self.settings.N = payload["N"]
+                finally:
+                    self._applying = False
+            data = payload["data"]
+            name = data.name or self.settings.source
+            # one update, so every view reacting to any of these sees them consistent
+            self.param.update(data=data, release=payload["release"], truth=payload["truth"], model=payload["model"],
+                              error="", loading=False,
+                              message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})")
+        elif kind == "path":
+            self.param.update(loading=False, message=f"downloaded to {payload}")
+            self.settings.path = payload
         else:
-            level = dict(epsilon=settings.epsilon, N=settings.N)
-        # seeded: a simulation by whoever holds the truth (the release says so)
-        release = data.privatize(**level, heldout=heldout, random_state=settings.noise_seed)
-        return release, truth, model
-
-    def _set_data(self, data):
-        settings = self.settings
-        if self._new_source and settings.source_spec.N_from_data and "N" in data.info:
-            self._applying = True
-            try:  # Figure 1: N is the mean count of the drawn network
-                settings.N = max(1.0, float(data.info["N"]))
-            finally:
-                self._applying = False
-        try:
-            release, truth, model = self._released(data)
-        except (ValueError, TypeError) as exc:
-            self.param.update(error=str(exc), loading=False)
-            return
-        self._new_source = False
-        name = data.name or settings.source
-        # one update, so every view reacting to any of these sees them consistent
-        self.param.update(data=data, release=release, truth=truth, model=model, error="", loading=False,
-                          message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({model})")
-
-    def renoise(self):
-        """Noise the current data again (privacy, held-out or noise-seed settings changed)."""
-        if self.data is None:
-            return
-        try:
-            release, truth, model = self._released(self.data)
-        except (ValueError, TypeError) as exc:
-            self.error = str(exc)
-            return
-        self.param.update(release=release, truth=truth, model=model, error="")
+            self.param.update(error=payload, loading=False, message="")
 
     # ---- reactions -------------------------------------------------------------------
     def _on_settings(self, *events):
-        if self._applying:
+        events = self.settings.still(events)  # a change held back for a yes changes nothing yet
+        if self._applying or not events:
             return
         names = {event.name for event in events}
         if "source" in names:

@@ -44,7 +44,9 @@ SCORED_CELLS_PER_ITERATION = 100_000
 RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long, once the run has lasted that
 LOCKSTEP_SLACK = 20
 DRAIN_PERIOD_MS = 200
-FIRST_ROWS_POLL_MS, FIRST_ROWS_POLLS = 20, 100  # right after Start
+# Right after Start, Pause or Stop: drain this often until the first rows or the
+# acknowledgements are out (for at most this many polls), not at the next periodic drain.
+SOON_POLL_MS, SOON_POLLS = 20, 250
 
 
 def empty_trace():
@@ -115,6 +117,7 @@ class ChainRunner(param.Parameterized):
     status = param.Selector(default="idle", objects=list(STATUSES))
     iteration = param.Integer(default=0, bounds=(0, None))
     n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations to run")
+    target = param.Integer(default=6000, bounds=(0, None), doc="iterations the current run goes to")
     burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
     thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
     trace_every = param.Integer(default=1, bounds=(1, None), doc="trace every n-th iteration")
@@ -135,6 +138,7 @@ class ChainRunner(param.Parameterized):
         self._generation = 0
         self._thread = None
         self._control = Control()
+        self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
         self._rate_mark = None  # (time, iteration) the it/s figure is measured from
 
     # ---- what the registry says about the method ----------------------------------------
@@ -179,14 +183,24 @@ class ChainRunner(param.Parameterized):
             raise RuntimeError("no data to fit: configure the runner with a Problem first")
         self.reset()
         self._generation += 1
-        self._control = Control()
         schedule = dict(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride,
                         options=dict(self.options))
+        self._carry = {"schedule": schedule}
+        self._launch(self.n_iter)
+
+    def extend(self):
+        """Continue a finished run for another ``n_iter`` iterations (the same chain and posterior)."""
+        if self.status != "done" or self._carry.get("chain_run") is None:
+            return
+        self._launch(self.target + self.n_iter)
+
+    def _launch(self, target):
+        self._control = Control()
         self._thread = threading.Thread(
             target=self._work, name=f"lpviz-{self.method}-chain",
-            args=(self._generation, self.problem, schedule, self._control), daemon=True)
-        self.status = "running"
-        self._rate_mark = (time.perf_counter(), 0)
+            args=(self._generation, self.problem, self._carry, target, self._control), daemon=True)
+        self.param.update(status="running", target=target, error="")
+        self._rate_mark = (time.perf_counter(), self.iteration)
         self._thread.start()
 
     def pause(self):
@@ -197,7 +211,10 @@ class ChainRunner(param.Parameterized):
             self.param.update(status="pausing", iterations_per_second=0.0)
 
     def resume(self):
-        if self.status in ("paused", "pausing"):
+        """Go on after a pause; after the end of a run, run as many iterations again."""
+        if self.status == "done":
+            self.extend()
+        elif self.status in ("paused", "pausing"):
             self._rate_mark = (time.perf_counter(), self.iteration)
             self._control.run_event.set()
             self.status = "running"
@@ -214,6 +231,7 @@ class ChainRunner(param.Parameterized):
         self._generation += 1  # whatever the old worker still sends is ignored
         if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
             self.buffer.clear()
+        self._carry = {}
         fresh = dict(status="idle", iteration=0, iterations_per_second=0.0, result=None, error="")
         changed = {name: value for name, value in fresh.items() if getattr(self, name) is not value
                    and getattr(self, name) != value}
@@ -306,7 +324,7 @@ class ChainRunner(param.Parameterized):
         return 0 if frame is None else len(frame)
 
     # ---- worker thread ----------------------------------------------------------------------
-    def _work(self, generation, problem, schedule, control):
+    def _work(self, generation, problem, carry, target, control):
         from lpviz import methods
         from lpviz.engine import ChainStopped, run
         from lpviz.metrics import score
@@ -314,9 +332,10 @@ class ChainRunner(param.Parameterized):
         post = lambda kind, payload=None: self._queue.put((generation, kind, payload))  # noqa: E731
         pace, token = self.pace or Lockstep(), object()  # a private Lockstep never waits
         release, truth = problem.release, problem.truth
+        schedule = carry["schedule"]
         stride = schedule["stride"]
-        rows, state, chain_run = [], None, None
-        posterior_score, scored_samples = {}, 0
+        rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
+        posterior_score, scored_samples = carry.get("posterior_score", {}), carry.get("scored_samples", 0)
         rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
 
         def flush():
@@ -330,10 +349,12 @@ class ChainRunner(param.Parameterized):
                 post("result", self._snapshot(state, chain_run, posterior_score))
 
         try:
-            method = methods.create(self.method, **schedule["options"])
-            chain_run = run(release, model=problem.model, method=method, n_components=problem.n_components,
-                            n_iter=schedule["n_iter"], burn_in=schedule["burn_in"], thin=schedule["thin"],
-                            truth=truth if method.uses_truth else None, random_state=problem.seed)
+            if chain_run is None:
+                method = methods.create(self.method, **schedule["options"])
+                chain_run = run(release, model=problem.model, method=method, n_components=problem.n_components,
+                                n_iter=target, burn_in=schedule["burn_in"], thin=schedule["thin"],
+                                truth=truth if method.uses_truth else None, random_state=problem.seed)
+            chain_run.n_iter = target  # a finished run continues to the new target
             control.attach(chain_run)
             pace.join(token)
             while not control.stopped:
@@ -365,6 +386,8 @@ class ChainRunner(param.Parameterized):
             flush()
             snapshot()
             if not control.stopped:
+                carry.update(chain_run=chain_run, state=state, posterior_score=posterior_score,
+                             scored_samples=scored_samples)
                 post("done")
         except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
             flush()
@@ -476,11 +499,13 @@ class Fits(param.Parameterized):
     Follows its :class:`~app.datastore.DataStore`: new data or noise reset
     the runners onto the new release; fit settings reach them at once.
     Start/Pause/Resume/Stop/Reset act on the methods chosen in the settings.
-    :meth:`drain` (every 200 ms on the session's event loop) hands the
-    workers' output to the buffers and parameters.
+    :meth:`drain` (every 200 ms on the session's event loop while something
+    runs; every 20 ms right after Start, Pause and Stop) hands the workers'
+    output to the buffers and parameters.
     """
 
     data = param.ClassSelector(class_=DataStore, constant=True)
+    busy = param.Boolean(default=False, doc="a chain runs or data are being built (the header spinner)")
 
     def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, **params):
         from lpviz.methods import METHODS
@@ -492,14 +517,19 @@ class Fits(param.Parameterized):
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
-        settings.param.watch(lambda *events: self.configure(), ["n_components", "chain_seed"])
-        settings.param.watch(lambda *events: self._sync_schedule(), ["n_iter", "burn_in", "thin", "trace_every"])
+        settings.param.watch(lambda *events: settings.still(events) and self.configure(), ["n_components", "chain_seed"])
+        settings.param.watch(lambda *events: settings.still(events) and self._sync_schedule(),
+                             ["n_iter", "burn_in", "thin", "trace_every"])
+        settings.discard_check = self.would_discard
         settings.method_options.param.watch(lambda *events: self.configure(), list(settings.method_options.param)[1:])
+        for runner in self.runners.values():
+            runner.param.watch(self._update_busy, ["status"])
+        self.data.param.watch(self._update_busy, ["loading"])
         self.configure()
         if served():
             threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
-            self.start_draining()
             pn.state.on_session_destroyed(lambda session_context: self.close())
+        self._update_busy()
 
     @property
     def settings(self):
@@ -532,23 +562,26 @@ class Fits(param.Parameterized):
     # ---- controls -----------------------------------------------------------------------
     def start(self, *_):
         """Start (or resume) the chosen methods' chains."""
-        self.start_draining()
         with self._batched():
             for runner in self.active.values():
                 runner.start()
-        self._drain_first_rows_soon()
+        self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.running)
 
     def pause(self, *_):
         for runner in self.active.values():
             runner.pause()
+        self._drain_soon(lambda: not any(r.status == "pausing" for r in self.runners.values()))
 
     def resume(self, *_):
-        for runner in self.active.values():
-            runner.resume()
+        """Go on after a pause; runs that ended run as many iterations again."""
+        with self._batched():
+            for runner in self.active.values():
+                runner.resume()
 
     def stop(self, *_):
         for runner in self.runners.values():
             runner.stop()
+        self._drain_soon(lambda: not any(r.is_alive for r in self.runners.values()))
 
     def reset(self, *_):
         for runner in self.runners.values():
@@ -560,11 +593,25 @@ class Fits(param.Parameterized):
     def running(self):
         return any(r.status in ("running", "pausing") for r in self.runners.values())
 
+    def would_discard(self):
+        """What a new data set, release or model would throw away: '' or e.g. 'the running fits (...)'."""
+        live = [runner.label for runner in self.runners.values() if runner.status in ("running", "pausing", "paused")]
+        return f"the running fits ({', '.join(live)})" if live else ""
+
+    def _update_busy(self, *_):
+        busy = self.running or self.data.loading
+        if busy != self.busy:
+            self.busy = busy
+        if busy:
+            self.start_draining()
+
     # ---- event loop ---------------------------------------------------------------------
     def drain(self):
         """Deliver finished data builds and chain output; returns trace rows streamed."""
         self.data.poll()
         if not any(runner.has_output for runner in self.runners.values()):
+            if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
+                self._stop_draining()  # nothing runs: no periodic work (and no busy flicker) until Start
             return 0
         collected = [(runner, *runner.collect()) for runner in self.runners.values()]
         updated = [runner for runner, frame, _ in collected if frame is not None]
@@ -595,30 +642,35 @@ class Fits(param.Parameterized):
                 stack.enter_context(doc.models.freeze())
         return stack
 
-    def _drain_first_rows_soon(self):
-        """Right after Start, drain every 20 ms until the first rows are out (for up to
-        two seconds), instead of waiting for the next periodic drain."""
-        if self._drain_callback is None or pn.state.curdoc is None:
+    def _drain_soon(self, done):
+        """Drain every 20 ms until ``done()`` (for at most five seconds), instead of
+        waiting up to 200 ms for the next periodic drain."""
+        self.start_draining()
+        if pn.state.curdoc is None:
             return
 
-        def drain_first():
-            if self.drain() or not self.running or callback.counter >= FIRST_ROWS_POLLS:
+        def poll():
+            self.drain()
+            if done() or callback.counter >= SOON_POLLS:
                 callback.stop()
 
-        callback = pn.state.add_periodic_callback(drain_first, period=FIRST_ROWS_POLL_MS, count=FIRST_ROWS_POLLS)
+        callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
 
     def start_draining(self):
-        """Drain every 200 ms on this session's event loop (served or Jupyter)."""
+        """Drain every 200 ms on this session's event loop (served or Jupyter) until nothing runs."""
         if self._drain_callback is None and pn.state.curdoc is not None:
             self._drain_callback = pn.state.add_periodic_callback(self.drain, period=DRAIN_PERIOD_MS)
+
+    def _stop_draining(self):
+        if self._drain_callback is not None:
+            self._drain_callback.stop()
+            self._drain_callback = None
 
     def close(self):
         """Stop the workers and the periodic drain (session end)."""
         for runner in self.runners.values():
             runner.stop()
-        if self._drain_callback is not None:
-            self._drain_callback.stop()
-            self._drain_callback = None
+        self._stop_draining()
 
 
 def _has_sample(result):

@@ -73,14 +73,17 @@ class FitsView(pn.viewable.Viewer):
         return pn.Row(*buttons)
 
     def progress_row(self, runner):
-        bar = pn.indicators.Progress(value=pn.bind(min, runner.param.iteration, runner.param.n_iter),
-                                     max=runner.param.n_iter, width=220, bar_color="primary")
+        goal = pn.bind(lambda status, target, n_iter: n_iter if status in ("idle", "unavailable") else target,
+                       runner.param.status, runner.param.target, runner.param.n_iter)
+        bar = pn.indicators.Progress(value=pn.bind(lambda i, g: min(i, g), runner.param.iteration, goal),
+                                     max=goal, width=220, bar_color="primary")
 
-        def text(status, iteration, n_iter, rate, error):
-            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {n_iter:,}, {rate:,.0f} it/s"
+        def text(status, iteration, goal, rate, error):
+            speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
+            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}, {speed} it/s"
             return line + (f" - {error}" if error else "")
 
-        label = pn.pane.Markdown(pn.bind(text, runner.param.status, runner.param.iteration, runner.param.n_iter,
+        label = pn.pane.Markdown(pn.bind(text, runner.param.status, runner.param.iteration, goal,
                                          runner.param.iterations_per_second, runner.param.error),
                                  margin=(0, 10), sizing_mode="stretch_width")
         return pn.Row(bar, label, sizing_mode="stretch_width")
@@ -133,14 +136,15 @@ class FitsView(pn.viewable.Viewer):
         reference, title = truth_reference(truth)
         return reference, title, (0.0, colour_limit(reference)[0]), display_slice(reference.shape)
 
-    @param.depends("fits.data.release", "fits.data.settings.methods")
+    @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.colour_scale")
     def rates(self):
         data = self.fits.data
         if data.release is None or data.truth is None:
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
-        kind = data.release.kind
-        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate")]
+        kind, scale = data.release.kind, data.settings.colour_scale
+        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
+                              scale=scale)]
         self._rate_pipes = {}
         for name, runner in self.fits.active.items():
             pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
@@ -149,7 +153,7 @@ class FitsView(pn.viewable.Viewer):
             def image(data, runner=runner):
                 values, subtitle = data
                 return count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
-                                   cmap=RATE_CMAP, label="rate")
+                                   cmap=RATE_CMAP, label="rate", scale=scale)
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
@@ -182,12 +186,13 @@ class FitsView(pn.viewable.Viewer):
         joint = hv.Overlay([hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color)
                             for r in runners]).opts(title="Log joint", ylabel="log joint")
         reference, title, clim, strides = self._reference()
-        kind = data.release.kind
-        rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate")]
+        kind, scale = data.release.kind, data.settings.colour_scale
+        rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
+                             scale=scale)]
         for runner in runners:
             values, subtitle = self._rate_frame(runner, reference.shape)
             rates.append(count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
-                                     cmap=RATE_CMAP, label="rate"))
+                                     cmap=RATE_CMAP, label="rate", scale=scale))
         return {"fits_mae_trace": mae, "fits_log_joint_trace": joint, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):

@@ -45,7 +45,7 @@ class NoiseView(pn.viewable.Viewer):
         if note:
             lines.append(note)
         limit, clipped = colour_limit(Y_true, Y_obs)
-        if clipped:
+        if clipped and data.settings.colour_scale == "linear":
             lines.append(f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
                          f"count is {int(Y_true.max()):,}); hover shows exact values.")
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
@@ -62,9 +62,12 @@ class NoiseView(pn.viewable.Viewer):
         clim = (-limit, limit)  # symmetric, so white is exactly zero
         strides = display_slice(Y_true.shape)
         kind = release.kind
-        images = [count_image(Y_true, kind, "True counts (private to the owner)", clim, strides=strides),
-                  count_image(Y_obs, kind, "Noised counts (released)", clim, strides=strides),
-                  count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, strides=strides)]
+        # signed counts have no log scale: the quantile scale serves heavy tails here
+        scale = "quantile" if self.data.settings.colour_scale == "log" else self.data.settings.colour_scale
+        options = dict(strides=strides, scale=scale)
+        images = [count_image(Y_true, kind, "True counts (private to the owner)", clim, **options),
+                  count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
+                  count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
         return hv.Layout(images).cols(3).opts(shared_axes=True)
 
     def noise_histogram_plot(self):
@@ -83,7 +86,7 @@ class NoiseView(pn.viewable.Viewer):
         return histogram.opts(title="Noise drawn (two-sided geometric)", tools=["hover"],
                               responsive=True, height=220, color="#888888")
 
-    @param.depends("data.release")
+    @param.depends("data.release", "data.settings.colour_scale")
     def heatmaps(self):
         layout = self.heatmap_layout()
         if layout is None:

@@ -21,7 +21,22 @@ def display_slice(shape, max_display=MAX_DISPLAY):
     return tuple(max(1, int(np.ceil(n / max_display))) for n in shape)
 
 
-def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count"):
+def scale_options(scale, clim, values=None):
+    """HoloViews options of a colour ``scale``: "linear"; "log" (rates: values at or below the
+    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails)."""
+    if scale == "log":
+        low, high = clim
+        if low <= 0:
+            positive = np.asarray(values, dtype=np.float64) if values is not None else np.zeros(0)
+            positive = positive[positive > 0]
+            low = max(float(positive.min()) if positive.size else high * 1e-3, high * 1e-4)
+        return dict(cnorm="log", clim=(low, max(high, low * 10)))
+    if scale == "quantile":
+        return dict(cnorm="eq_hist", clim=clim)
+    return dict(cnorm="linear", clim=clim)
+
+
+def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count", scale="linear"):
     """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values."""
     row_step, col_step = strides
     shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
@@ -29,9 +44,9 @@ def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, labe
     cols = np.arange(0, Y.shape[1], col_step)
     row_name, col_name = AXES.get(kind, ("row", "column"))
     image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label])
-    return image.opts(title=title, cmap=cmap, clim=clim, colorbar=True, tools=["hover"],
-                      invert_yaxis=True, responsive=True, min_height=260, min_width=220,
-                      toolbar="above")
+    return image.opts(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
+                      min_height=260, min_width=220, toolbar="above", framewise=True,
+                      **scale_options(scale, clim, shown))
 
 
 def colour_limit(*matrices, quantile=99.5):

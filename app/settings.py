@@ -12,6 +12,7 @@ settings shape the data set, how they map onto :func:`lpviz.datasets.load_data`
 and the source's own defaults (the paper's, where there is one).
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,7 +38,6 @@ class Source:
     options: Callable = field(default=lambda settings: {})
     defaults: dict = field(default_factory=dict)
     takes_path: bool = False
-    slow: bool = False  # built in a thread when served (the others take milliseconds)
     N_from_data: bool = False  # Figure 1: N is the data's mean count
 
 
@@ -45,26 +45,30 @@ SOURCES = {
     "synthetic-topics": Source(
         "synthetic topics (Figure 3)", "synthetic-topics", ("n_docs", "n_words", "n_components", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, n_topics=s.n_components, random_state=s.seed),
-        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0)),
+        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear")),
     "synthetic-blocks": Source(
         "synthetic network (Figure 1)", "synthetic-blocks", ("size", "n_components", "seed"),
         lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
-        dict(size=20, n_components=5, epsilon=1.0), N_from_data=True),
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear"), N_from_data=True),
     "enron-topics": Source(
         "Enron emails x words (Figure 4)", "enron-topics", ("path", "n_docs", "n_words", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, random_state=s.seed),
-        dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0), takes_path=True, slow=True),
+        dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile"),
+        takes_path=True),
     "enron-network": Source(
         "Enron sender x recipient (Figure 5)", "enron-network", ("path", "min_count"),
         lambda s: dict(min_count=s.min_count),
-        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0), takes_path=True, slow=True),
-    "upload": Source("a file you upload"),
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile"), takes_path=True),
+    "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile")),
 }
 # Settings that only change the noise or the held-out cells (the data set stays).
 NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed",
                     "holdout", "holdout_fraction", "holdout_actors")
 # Settings of the chains.
 FIT_PARAMETERS = ("n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
+# Settings whose change discards fits (a new data set, release or model).
+DISCARDING_PARAMETERS = ("source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
+                         "n_components", "chain_seed")
 
 
 def fresh_seed():
@@ -123,6 +127,10 @@ class Settings(param.Parameterized):
     chain_seed = param.Integer(default=0, bounds=(0, None), doc="seed of the chains")
     methods = param.ListSelector(default=[], objects=[], doc="methods to run")
     method_options = param.ClassSelector(class_=param.Parameterized, doc="options of the methods")
+    colour_scale = param.Selector(default="linear", objects=["linear", "log", "quantile"],
+                                  doc="colour scale of the heatmaps (log or quantile for heavy-tailed counts)")
+    pending = param.Dict(default={}, doc="changes held back because they would discard running fits")
+    question = param.String(default="", doc="what confirming the pending changes would discard")
 
     def __init__(self, **params):
         from lpviz.methods import METHODS
@@ -135,6 +143,70 @@ class Settings(param.Parameterized):
             self.methods = list(METHODS)
         if self.method_options is None:
             self.method_options = method_options_class()()
+        # What a change of data, noise or model would discard ("" for nothing): set by the
+        # session's Fits. Changes that would discard something wait for confirm().
+        self.discard_check = None
+        self._unguarded = 0
+        self._reverting = False
+        self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
+        self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
+
+    # ---- changes that would discard running fits wait for a yes -----------------------
+    @contextmanager
+    def unguarded(self):
+        """Apply changes without asking (a confirmed change, a data set's own defaults)."""
+        self._unguarded += 1
+        try:
+            yield
+        finally:
+            self._unguarded -= 1
+
+    def _guard(self, *events):
+        if self._unguarded or self.discard_check is None:
+            return
+        lost = self.discard_check()
+        if not lost:
+            return
+        pending = {**self.pending, **{event.name: event.new for event in events}}
+        self._revert(events)
+        changes = ", ".join(f"{name} -> {value!r}" for name, value in pending.items())
+        self.param.update(pending=pending, question=f"Applying {changes} discards {lost}.")
+
+    def confirm(self, *_):
+        """Apply the pending changes (discarding what they discard)."""
+        pending = self.pending
+        self.param.update(pending={}, question="")
+        with self.unguarded():
+            self.param.update(**pending)
+
+    def cancel(self, *_):
+        """Forget the pending changes."""
+        self.param.update(pending={}, question="")
+
+    def _revert(self, events):
+        """Put the settings of ``events`` back (nothing reacts to that: see :meth:`still`)."""
+        self._reverting = True
+        try:
+            with self.unguarded():
+                self.param.update(**{event.name: event.old for event in events})
+        finally:
+            self._reverting = False
+
+    def still(self, events):
+        """The events that change something: none while a change is put back, and only those
+        whose new value is still the setting's value (a change held back for a yes is not)."""
+        if self._reverting:
+            return []
+        return [event for event in events if getattr(self, event.name) is event.new
+                or getattr(self, event.name) == event.new]
+
+    def _check_schedule(self, *events):
+        if self.burn_in + self.thin <= self.n_iter:
+            return
+        reason = (f"burn-in {self.burn_in:,} + thin {self.thin:,} exceeds {self.n_iter:,} iterations, so no sample "
+                  "would be saved: raise the iterations first (or lower the burn-in or thin)")
+        self._revert(events)
+        raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
 
     @property
     def source_spec(self):
@@ -143,7 +215,14 @@ class Settings(param.Parameterized):
 
     def apply_source_defaults(self):
         """Set the current source's own defaults (sizes, K, privacy level)."""
-        self.param.update(**self.source_spec.defaults)
+        with self.unguarded():
+            self.param.update(**self.source_spec.defaults)
+
+    def reset_to_defaults(self, *_):
+        """Back to the current source's defaults (asking first if that discards running fits)."""
+        changed = {name: value for name, value in self.source_spec.defaults.items() if getattr(self, name) != value}
+        if changed:
+            self.param.update(**changed)
 
     def options_for(self, method_class):
         """The options of ``method_class`` as set here (``{option: value}``)."""

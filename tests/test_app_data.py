@@ -5,6 +5,7 @@ data with lpviz.datasets, the release with CountData.privatize, the held-out
 cells with holdout_mask.
 """
 
+import threading
 import time
 
 import holoviews as hv
@@ -177,22 +178,48 @@ def test_empty_or_malformed_upload_says_what_is_wrong_without_server_paths(store
     assert store.settings.source == "synthetic-topics"
 
 
-def test_background_build_reports_through_poll_and_the_newest_request_wins(tmp_path, monkeypatch):
+def settle(store, timeout=60):
+    deadline = time.monotonic() + timeout
+    while store.loading and time.monotonic() < deadline:
+        time.sleep(0.02)
+        store.poll()
+    assert not store.loading
+
+
+def test_served_sessions_build_in_a_thread_with_progress_and_the_newest_request_wins(tmp_path, monkeypatch):
     monkeypatch.setenv("LPVIZ_APP_DATA_FOLDERS", str(tmp_path))
     (tmp_path / "first.tar.gz").write_bytes(b"not a tarball")
     (tmp_path / "second.tar.gz").write_bytes(b"not a tarball either")
     store = DataStore(Settings(noise_seed=1), background=True)
-    assert store.release.shape == (90, 15)  # synthetic data take milliseconds: built at once
+    assert store.loading and store.release is None  # even the synthetic data: nothing runs on the event loop
+    settle(store)
+    assert store.release.shape == (90, 15) and "(topics)" in store.message
+    import app.datastore
+
+    release = threading.Event()
+    derive = app.datastore.derive
+    monkeypatch.setattr(app.datastore, "derive", lambda *args: release.wait(30) and derive(*args))
+    store.settings.n_docs = 3000
+    assert store.loading and store.message.startswith("building")
+    time.sleep(0.05)
+    store.poll()
+    assert store.loading and store.message.endswith(" s")  # how long it has been going: it is going
+    assert store.release.shape == (90, 15)  # meanwhile the session shows what it had
+    release.set()
+    settle(store)
+    assert store.release.shape == (3000, 15)
     store.settings.param.update(path=str(tmp_path / "first.tar.gz"))
-    store.settings.source = "enron-network"  # Enron is built in a thread: the UI stays responsive
+    store.settings.source = "enron-network"
     assert store.loading
     store.settings.path = str(tmp_path / "second.tar.gz")
-    deadline = time.monotonic() + 60
-    while store.loading and time.monotonic() < deadline:
-        time.sleep(0.05)
-        store.poll()
-    assert not store.loading
+    settle(store)
     assert "second.tar.gz" in store.error and "first.tar.gz" not in store.error
+    assert store.release.shape == (3000, 15)  # the last good data stay
+
+
+def test_counts_far_beyond_event_counts_are_refused_with_the_reason(store):
+    store.load_upload(b"a,b,1000000000000\nb,a,3\n", "huge.csv")
+    assert "1,000,000,000,000" in store.error and "per cell" in store.error and "iteration" in store.error
     assert store.release.shape == (90, 15)  # the last good data stay
 
 

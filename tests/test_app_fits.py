@@ -172,11 +172,23 @@ def test_reset_clears_traces_and_results_and_ignores_late_rows(fits):
         assert len(runner.buffer.data) == 0
 
 
-def test_changing_the_noise_resets_running_chains_onto_the_new_release(fits):
+def test_changing_the_noise_asks_first_then_resets_running_chains_onto_the_new_release(fits):
     fits.settings.n_iter = 100_000
     fits.start()
     drain_until(fits, lambda: all(r.iteration > 0 for r in fits.runners.values()))
+    release = fits.data.release
+    fits.settings.epsilon = 3.0  # would discard the running fits: held back with a question
+    assert fits.settings.epsilon == 1.0 and fits.data.release is release
+    assert fits.settings.pending == {"epsilon": 3.0} and "running fits" in fits.settings.question
+    assert all(r.status == "running" for r in fits.runners.values())
+    fits.settings.cancel()
+    assert fits.settings.pending == {} and fits.settings.epsilon == 1.0 and fits.data.release is release
+    fits.settings.source = "synthetic-blocks"
+    assert fits.settings.source == "synthetic-topics" and fits.settings.pending == {"source": "synthetic-blocks"}
+    fits.settings.cancel()
     fits.settings.epsilon = 3.0
+    fits.settings.confirm()
+    assert fits.settings.pending == {} and fits.settings.question == ""
     assert all(r.status == "idle" and len(r.buffer.data) == 0 for r in fits.runners.values())
     assert fits.runners["private"].problem.release is fits.data.release
     assert fits.data.release.alpha == pytest.approx(np.exp(-3.0))
@@ -402,3 +414,21 @@ def test_the_app_has_no_switch_on_model_or_method_names():
         for name in names:
             assert f'== "{name}"' not in text and f"== '{name}'" not in text, (path.name, name)
             assert f'"{name}":' not in text and f'["{name}"]' not in text, (path.name, name)
+
+
+def test_resume_after_the_end_continues_the_same_chain(fits):
+    fits.settings.param.update(n_iter=40, burn_in=10, thin=5)
+    runner = fits.runners["naive"]
+    runner.start()
+    drain_until(fits, lambda: runner.status == "done")
+    first = runner.result
+    assert runner.iteration == 40 and first["samples_saved"] == 6
+    fits.resume()
+    assert runner.status == "running" and runner.target == 80
+    drain_until(fits, lambda: runner.status == "done")
+    trace = runner.trace()
+    np.testing.assert_array_equal(trace["iteration"], np.arange(1, 81))  # one trace, no restart
+    assert runner.iteration == 80 and runner.result["samples_saved"] == 14  # the same posterior goes on
+    state, posterior = library_run(fits, "naive", 80)  # = one chain of 80 iterations
+    assert trace["log_joint"].iloc[-1] == pytest.approx(state.log_joint)
+    np.testing.assert_allclose(runner.result["mu_hat"], posterior.mu_hat)
