@@ -80,7 +80,7 @@ class BlocksView(pn.viewable.Viewer):
     def refresh(self):
         """Recompute orders, aligned memberships and scores from the runners' results."""
         data = self.fits.data
-        if not self.applies or data.truth is None:
+        if not self.applies:
             self.param.update(panels={}, order=None, order_source="", scores=self.param.scores.default)
             return
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
@@ -108,7 +108,7 @@ class BlocksView(pn.viewable.Viewer):
         from lpviz import models
 
         data = self.fits.data
-        if not data.truth.factors:
+        if data.truth is None or not data.truth.factors:
             return None
         return models.create(data.model, self.fits.settings.n_components).memberships(data.truth.factors)
 
@@ -135,7 +135,7 @@ class BlocksView(pn.viewable.Viewer):
     def rate_heatmaps(self):
         if self.order is None:
             return hv.Layout([hv.Text(0.5, 0.5, "No network")])
-        reference, title = truth_reference(self.fits.data.truth)
+        reference, title = truth_reference(self.fits.data.truth, self.fits.data.release)
         panels = [(reference, title)]
         panels += [(shown["mu_hat"], f"{label}: posterior mean") for label, shown in self.panels.items()]
         top = max(float(np.max(matrix)) for matrix, _ in panels) or 1.0
@@ -189,10 +189,16 @@ class BlocksView(pn.viewable.Viewer):
         """Current figures as static HoloViews objects, for export."""
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
-    def __panel__(self):
+    @param.depends("fits.data.release")
+    def body(self):
+        """The communities, or nothing (the status explains) when the data are no network."""
+        if not self.applies:
+            return pn.Column(height=0, margin=0)
         scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
                                    sizing_mode="stretch_width", name="block-scores")
-        return pn.Column(self.status, scores,
-                         pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
+        return pn.Column(scores, pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
                          pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return pn.Column(self.status, self.body, sizing_mode="stretch_width")

@@ -30,6 +30,7 @@ import panel as pn
 import param
 import scipy.sparse as sp
 
+from app.memory import check_session
 from app.settings import NOISE_PARAMETERS, SOURCES, Settings
 
 ALLOW_DOWNLOADS_ENV = "LPVIZ_ALLOW_DOWNLOADS"
@@ -38,6 +39,7 @@ DATA_PARAMETERS = tuple(sorted({name for source in SOURCES.values() for name in 
 # Counts far beyond event counts (see check_counts).
 MAX_CELL_COUNT = 1_000_000
 MAX_TOTAL_COUNT = 100_000_000
+HELDOUT_PARAMETERS = {"holdout", "holdout_fraction", "holdout_actors"}
 
 
 def served():
@@ -79,14 +81,13 @@ def downloads_allowed():
     return os.environ.get(ALLOW_DOWNLOADS_ENV, "").strip() == "1"
 
 
-def check_counts(data):
+def check_counts(Y, name):
     """Refuse counts far beyond what the models are for (every count is allocated each iteration)."""
-    Y = data.Y
-    values = Y.data if sp.issparse(Y) else np.asarray(Y)
+    values = np.abs(Y.data if sp.issparse(Y) else np.asarray(Y))
     largest, total = (int(values.max()), int(values.sum())) if values.size else (0, 0)
     if largest > MAX_CELL_COUNT or total > MAX_TOTAL_COUNT:
         raise ValueError(
-            f"{data.name or 'these data'}: a cell holds {largest:,} counts and all cells {total:,}; the dashboard "
+            f"{name or 'these data'}: a cell holds {largest:,} counts and all cells {total:,}; the dashboard "
             f"fits up to {MAX_CELL_COUNT:,} per cell and {MAX_TOTAL_COUNT:,} in all. Poisson factorization "
             "allocates every count to a component in every iteration, so counts like these would take minutes "
             "to hours per iteration: they are not event counts of the kind the models are for. Rescale or "
@@ -94,18 +95,28 @@ def check_counts(data):
 
 
 def derive(data, plan):
-    """The release, truth and model of ``data`` under ``plan`` (the privacy and held-out settings).
+    """The release, truth and model of ``data`` under ``plan`` (the privacy, held-out and fit settings).
 
-    Runs in any thread. Returns a dict with ``data``, ``release``, ``truth``,
-    ``model`` and ``N`` (the data's own N for Figure 1).
+    Runs in any thread. Checks the session's memory first (the dense truth,
+    release and chains), then the counts. Returns a dict with ``data``,
+    ``release``, ``truth``, ``model`` and ``N`` (the data's own N for Figure 1).
     """
     from lpviz import models
     from lpviz.datasets import holdout_mask
     from lpviz.privacy import heterogeneous_alpha
+    from lpviz.release import Release
 
-    check_counts(data)
-    N = max(1.0, float(data.info["N"])) if plan["N_from_data"] and "N" in data.info else plan["N"]
     model = models.default_for(data.kind)
+    check_session(data.shape, f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts", model,
+                  plan["n_components"], plan["methods"], fix="Choose a smaller data set.")
+    if isinstance(data, Release):  # an uploaded release: its noise is what it is, no truth comes with it
+        check_counts(data.Y_obs, data.name)
+        observed = holdout_mask(data.Y_obs, model, plan["holdout"], fraction=plan["holdout_fraction"],
+                                n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+        release = data.with_heldout(None if observed is None else ~observed)
+        return dict(data=data, release=release, truth=None, model=model, N=data.N or plan["N"])
+    check_counts(data.Y, data.name)
+    N = max(1.0, float(data.info["N"])) if plan["N_from_data"] and "N" in data.info else plan["N"]
     truth = data.truth()
     observed = holdout_mask(truth.Y, model, plan["holdout"], fraction=plan["holdout_fraction"],
                             n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
@@ -171,16 +182,38 @@ class DataStore(param.Parameterized):
     def _plan(self):
         """The settings the release is made from, read on the event loop (the work may run in a thread)."""
         settings = self.settings
-        plan = {name: getattr(settings, name) for name in NOISE_PARAMETERS}
+        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components")}
+        plan["methods"] = list(settings.methods)
         plan["N_from_data"] = self._new_source and settings.source_spec.N_from_data
         return plan
 
-    def load(self):
-        """(Re)build the data set for the current settings and noise it."""
+    def check_memory(self):
+        """Refuse (MemoryBudgetError) a data set whose size is known before it is built and
+        that would not fit this session's share of the server, with its chains."""
+        from lpviz import models
+
+        settings, source = self.settings, self.settings.source_spec
+        shape = source.shape(settings)
+        if shape is not None:
+            check_session(shape, f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
+                          models.default_for(source.kind), settings.n_components, settings.methods,
+                          fix="Choose fewer rows or columns.")
+
+    def load(self, events=()):
+        """(Re)build the data set for the current settings and noise it.
+
+        A request refused before any work (too large for the session, a path
+        outside the allowed folders) puts the changed ``events`` back, so the
+        widgets show the settings in force beside the reason.
+        """
         try:
+            self.check_memory()  # before anything is allocated, on the event loop: refused at once
             build = self._builder()
         except (ValueError, TypeError, OSError) as exc:
-            self._generation += 1  # whatever was on its way is outdated too
+            if events:
+                self.settings._revert(events)
+            else:
+                self._generation += 1  # a new source: whatever was on its way is outdated too
             self.param.update(error=str(exc), loading=False)
             return
         plan = self._plan()
@@ -221,20 +254,52 @@ class DataStore(param.Parameterized):
 
         if not contents:
             raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
+        from lpviz.budget import check_memory
+
+        from app.memory import session_limit
+
+        # the text read into numbers takes a few times its size: refuse before parsing
+        check_memory(4 * len(contents), f"reading the upload {filename!r}", limit=session_limit(),
+                     fix="Upload a smaller file (or a compressed one: .gz).")
         suffix = "".join(Path(filename).suffixes[-2:]) or ".txt"
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp) / f"upload{suffix}"
             tmp_path.write_bytes(contents)
             try:
-                data = load_counts(tmp_path)
+                data = self._read_upload(tmp_path, filename)
             except (ValueError, TypeError, OSError) as exc:  # name the user's file, never the server's copy
                 raise type(exc)(str(exc).replace(str(tmp_path), filename).replace(tmp, "")) from None
-        data.source = filename
         self._upload = data
         if self.settings.source == "upload":
             self.load()
         else:
             self.settings.source = "upload"
+
+    @staticmethod
+    def _read_upload(path, filename):
+        """A release (an .npz `lpviz privatize` wrote: noised counts and their noise level) or counts."""
+        from dataclasses import replace
+
+        from lpviz.datasets import load_counts
+        from lpviz.release import Release
+
+        if path.suffix == ".npz":
+            try:
+                return replace(Release.load(path), name=filename)
+            except ValueError:
+                pass  # not a release: counts, read below
+        try:
+            data = load_counts(path)
+        except ValueError as exc:
+            if "negative" in str(exc):
+                raise ValueError(
+                    f"{filename} has negative counts: this looks like a noised release. Upload the .npz that "
+                    "`lpviz privatize` writes: it records the release's epsilon and N (or alpha), which fitting "
+                    "it privately needs; a table alone does not say how much noise it carries "
+                    f"({str(exc).split(': ', 1)[-1]})") from None
+            raise
+        data.source = filename
+        return data
 
     def fetch_enron(self):
         """Download the Enron data into the data folder (only when the server allows downloads)."""
@@ -281,6 +346,14 @@ class DataStore(param.Parameterized):
         self._started = None
         if kind == "derived":
             self._new_source = False
+            release = payload["release"]
+            if payload["truth"] is None and release.epsilon is not None:  # an uploaded release: its own level
+                with self.settings.unguarded():
+                    self._applying = True
+                    try:
+                        self.settings.param.update(epsilon=release.epsilon, heterogeneous=False)
+                    finally:
+                        self._applying = False
             if payload["N"] != self.settings.N:
                 self._applying = True
                 try:  # Figure 1: N is the mean count of the drawn network
@@ -315,7 +388,12 @@ class DataStore(param.Parameterized):
                 self._applying = False
             self.load()
         elif names & set(self.settings.source_spec.parameters):
-            self.load()
+            self.load(events)
+        elif names & set(NOISE_PARAMETERS) - HELDOUT_PARAMETERS and self.truth is None and self.release is not None:
+            self.settings._revert(events)
+            self.error = (f"{self.release.name or 'this release'} was noised once, at "
+                          f"{self.noise_summary}: without the true counts its noise cannot be drawn again; "
+                          "only the held-out cells can change")
         elif names & set(NOISE_PARAMETERS):
             self.renoise()
 
@@ -328,6 +406,8 @@ class DataStore(param.Parameterized):
         release = self.release
         if release is None:
             return ""
+        if release.epsilon is None and np.ndim(release.alpha) == 0:
+            return f"alpha = {format_alpha(release.alpha)}"
         if release.epsilon is None:
             alpha = release.alpha_per_row
             return (f"heterogeneous alpha per row: mean {alpha.mean():.3g}, "

@@ -114,6 +114,9 @@ def result_arrays(fits):
     posterior-mean rates, best factors and trace, keyed for ``np.savez``."""
     data = fits.data
     release, truth = data.release, data.truth
+    if truth is None:
+        raise ValueError("this release came without its true counts: there is no simulation with a truth to "
+                         "export; export the release and the summary")
     arrays = {"format": np.asarray(SIMULATION_FORMAT), "simulated": np.asarray(release.simulated),
               "Y_true": truth.Y, "Y_obs": release.Y_obs, "alpha": np.asarray(release.alpha, float),
               "kind": np.asarray(release.kind), "model": np.asarray(data.model)}
@@ -142,8 +145,9 @@ def result_summary(fits):
     release = data.release
     names = ("source", "epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed", "holdout",
              "holdout_fraction", "holdout_actors", "n_components", "n_iter", "burn_in", "thin", "chain_seed")
-    summary = {"simulated": bool(release.simulated), "noise_seed": release.noise_seed,
-               "note": "a simulation: the dashboard noised data it holds the truth of, with the seed above",
+    note = ("a simulation: the dashboard noised data it holds the truth of, with the seed above"
+            if data.truth is not None else "an uploaded release (no truth): the fits saw only the noised counts")
+    summary = {"simulated": bool(release.simulated), "noise_seed": release.noise_seed, "note": note,
                "data": {"source": data.data.name or settings.source, "model": data.model, "kind": release.kind,
                         "shape": list(release.shape), "release": release.describe()},
                "settings": {name: getattr(settings, name) for name in names}, "methods": {}}
@@ -216,25 +220,39 @@ class ExportView(pn.viewable.Viewer):
         return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
                                        embed=False, sizing_mode="stretch_width")
 
+    def file_names(self):
+        """File names that say what the files are: a simulation (the dashboard holds the truth) or
+        an uploaded release."""
+        release = self.fits.data.release
+        simulated = release is None or release.simulated or self.fits.data.truth is not None
+        prefix = "lpviz_simulation" if simulated else "lpviz_release"
+        return {"figure": f"{prefix}_{self.figure}", "release": RELEASE_FILE if simulated else "lpviz_release.npz",
+                "truth": TRUTH_FILE, "summary": SUMMARY_FILE if simulated else "lpviz_release_summary.json"}
+
     def __panel__(self):
         png = self._download("Figure as PNG", "figure.png", lambda: figure_bytes(self.current_figure(), ".png"))
         html = self._download("Figure as HTML", "figure.html",
                               lambda: figure_bytes(self.current_figure(), ".html"))
-
-        def name_files(name):
-            png.filename, html.filename = f"lpviz_simulation_{name}.png", f"lpviz_simulation_{name}.html"
-        self.param.watch(lambda event: name_files(event.new), "figure")
-        if self.figure:
-            name_files(self.figure)
         release = self._download("Release only: noised counts (.npz)", RELEASE_FILE, lambda: release_bytes(self.fits))
         truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE,
                                lambda: results_bytes(self.fits, ".npz"))
         summary = self._download("Summary (.json)", SUMMARY_FILE, lambda: results_bytes(self.fits, ".json"))
+        note = pn.pane.Markdown("", sizing_mode="stretch_width")
+
+        def name_files(*_):
+            names = self.file_names()
+            png.filename, html.filename = f"{names['figure']}.png", f"{names['figure']}.html"
+            release.filename, summary.filename = names["release"], names["summary"]
+            truth.visible = self.fits.data.truth is not None  # no truth, no file with it
+            note.object = ("Everything here is a **simulation**: the dashboard noised data it holds the truth of, "
+                           "with the noise seed shown in the sidebar; file names say so."
+                           if truth.visible else "An **uploaded release**: the fits saw only its noised counts.")
+
+        self.param.watch(name_files, "figure")
+        self.fits.data.param.watch(name_files, ["release", "truth"])
+        name_files()
         return pn.Column(
-            "### Export",
-            pn.pane.Markdown("Everything here is a **simulation**: the dashboard noised data it holds the truth "
-                             "of, with the noise seed shown in the sidebar; file names say so.",
-                             sizing_mode="stretch_width"),
+            "### Export", note,
             pn.widgets.Select.from_param(self.param.figure, label="Figure"),
             pn.Row(png, html), pn.Row(release, truth), summary,
             pn.pane.Markdown("*Release only*: the noised counts, the noise level, held-out cells and structural "

@@ -373,10 +373,10 @@ class ChainRunner(param.Parameterized):
                     break
                 pace.advance(token)
                 posterior = chain_run.posterior
-                if truth is not None and posterior.n_saved != scored_samples:
+                if posterior.n_saved != scored_samples:  # without a truth: the fit's own numbers
                     posterior_score, scored_samples = score(posterior, release, truth), posterior.n_saved
                 if state.iteration % stride == 0 or state.iteration == 1:
-                    own = score(state, release, truth, topics=False) if truth is not None else {}
+                    own = score(state, release, truth, topics=False)
                     rows.append(self._row(state, own, posterior_score))
                 now = time.monotonic()
                 if rows_due.due(now) or state.iteration == 1:
@@ -561,7 +561,14 @@ class Fits(param.Parameterized):
 
     # ---- controls -----------------------------------------------------------------------
     def start(self, *_):
-        """Start (or resume) the chosen methods' chains."""
+        """Start (or resume) the chosen methods' chains (refused if they would not fit this
+        session's share of the server's memory)."""
+        from app.memory import check_session
+
+        problem = self.problem()
+        if problem is not None:
+            check_session(problem.release.shape, f"{problem.release.shape[0]:,} x {problem.release.shape[1]:,} counts",
+                          problem.model, problem.n_components, list(self.active), fix="Fit fewer methods or components.")
         with self._batched():
             for runner in self.active.values():
                 runner.start()

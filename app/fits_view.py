@@ -103,6 +103,11 @@ class FitsView(pn.viewable.Viewer):
         if data.release is None:
             return None
         runners = list(self.fits.active.values())
+        joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
+                             title="Log joint (each method's own model)", ylabel="log joint", legend="bottom_right")
+        if data.truth is None:
+            return None, joint_plot, ("No MAE: this release came without its true counts. The log joint of each "
+                                      "chain shows its convergence.")
         key = mae_key(data.truth)
         held_out = data.release.heldout_cells is not None
         curves = []
@@ -113,8 +118,6 @@ class FitsView(pn.viewable.Viewer):
                 curves.append(trace_curve(runner, f"mean_heldout_{key}", line_dash="dotted"))
         reference = "true rates" if key == "rate_mae" else "true counts"
         mae_plot = overlay(curves, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
-        joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
-                             title="Log joint (each method's own model)", ylabel="log joint", legend="bottom_right")
         text = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
                 + (". Dotted: the posterior mean on the held-out cells." if held_out else "."))
         return mae_plot, joint_plot, text
@@ -125,21 +128,21 @@ class FitsView(pn.viewable.Viewer):
         if plots is None:
             return pn.pane.Markdown("No data yet.")
         mae_plot, joint_plot, text = plots
-        return pn.Column(pn.Row(pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"),
-                                pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace"),
-                                sizing_mode="stretch_width"),
+        panes = [pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace")]
+        if mae_plot is not None:
+            panes.insert(0, pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"))
+        return pn.Column(pn.Row(*panes, sizing_mode="stretch_width"),
                          pn.pane.Markdown(text, margin=(0, 10)), sizing_mode="stretch_width")
 
     # ---- live rates -----------------------------------------------------------------
     def _reference(self):
-        truth = self.fits.data.truth
-        reference, title = truth_reference(truth)
+        reference, title = truth_reference(self.fits.data.truth, self.fits.data.release)
         return reference, title, (0.0, colour_limit(reference)[0]), display_slice(reference.shape)
 
     @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.colour_scale")
     def rates(self):
         data = self.fits.data
-        if data.release is None or data.truth is None:
+        if data.release is None:
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
@@ -176,15 +179,18 @@ class FitsView(pn.viewable.Viewer):
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""
         data = self.fits.data
-        if data.release is None or data.truth is None:
+        if data.release is None:
             return {}
         runners = list(self.fits.active.values())
-        key = mae_key(data.truth)
         traces = {runner.method: runner.trace() for runner in runners}
-        mae = hv.Overlay([hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color)
-                          for r in runners]).opts(title="MAE of the current sample", ylabel="MAE")
         joint = hv.Overlay([hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color)
                             for r in runners]).opts(title="Log joint", ylabel="log joint")
+        figures = {"fits_log_joint_trace": joint}
+        if data.truth is not None:
+            key = mae_key(data.truth)
+            figures["fits_mae_trace"] = hv.Overlay(
+                [hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color)
+                 for r in runners]).opts(title="MAE of the current sample", ylabel="MAE")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
         rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
@@ -193,7 +199,7 @@ class FitsView(pn.viewable.Viewer):
             values, subtitle = self._rate_frame(runner, reference.shape)
             rates.append(count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
                                      cmap=RATE_CMAP, label="rate", scale=scale))
-        return {"fits_mae_trace": mae, "fits_log_joint_trace": joint, "fits_rates": hv.Layout(rates).cols(4)}
+        return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
         table = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,

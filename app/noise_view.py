@@ -26,6 +26,13 @@ class NoiseView(pn.viewable.Viewer):
         release, truth = data.release, data.truth
         if release is None:
             return pn.pane.Markdown("No data yet.")
+        if truth is None:
+            Y_obs = release.Y_obs
+            lines = [f"**{release.name or 'an uploaded release'}**: {Y_obs.shape[0]:,} x {Y_obs.shape[1]:,} "
+                     f"({data.model}), a release without its true counts: {release.describe()}.",
+                     f"{data.noise_summary}. {float((Y_obs < 0).mean()):.0%} of the noised counts are negative."]
+            note = subsample_note(Y_obs.shape, display_slice(Y_obs.shape))
+            return pn.pane.Markdown("\n\n".join(lines + ([note] if note else [])), sizing_mode="stretch_width")
         Y_true, Y_obs = truth.Y, release.Y_obs
         negative = float((Y_obs < 0).mean())
         changed = float((Y_obs != Y_true).mean())
@@ -57,23 +64,25 @@ class NoiseView(pn.viewable.Viewer):
         release, truth = self.data.release, self.data.truth
         if release is None:
             return None
-        Y_true, Y_obs = truth.Y, release.Y_obs
-        limit, _ = colour_limit(Y_true, Y_obs)
+        Y_obs = release.Y_obs
+        Y_true = truth.Y if truth is not None else None
+        limit, _ = colour_limit(*([Y_obs] if Y_true is None else [Y_true, Y_obs]))
         clim = (-limit, limit)  # symmetric, so white is exactly zero
-        strides = display_slice(Y_true.shape)
+        strides = display_slice(Y_obs.shape)
         kind = release.kind
         # signed counts have no log scale: the quantile scale serves heavy tails here
         scale = "quantile" if self.data.settings.colour_scale == "log" else self.data.settings.colour_scale
         options = dict(strides=strides, scale=scale)
-        images = [count_image(Y_true, kind, "True counts (private to the owner)", clim, **options),
-                  count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
+        images = [count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
                   count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
+        if Y_true is not None:
+            images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim, **options))
         return hv.Layout(images).cols(3).opts(shared_axes=True)
 
     def noise_histogram_plot(self):
         """The histogram of the noise drawn (None without data)."""
         release, truth = self.data.release, self.data.truth
-        if release is None:
+        if release is None or truth is None:  # the noise drawn is known only beside the truth
             return None
         tau = (release.Y_obs - truth.Y)
         if release.structural_zeros is not None:
@@ -104,7 +113,8 @@ class NoiseView(pn.viewable.Viewer):
         """Current figures as static HoloViews objects, for export."""
         if self.data.release is None:
             return {}
-        return {"noise_heatmaps": self.heatmap_layout(), "noise_histogram": self.noise_histogram_plot()}
+        figures = {"noise_heatmaps": self.heatmap_layout(), "noise_histogram": self.noise_histogram_plot()}
+        return {name: figure for name, figure in figures.items() if figure is not None}
 
     def __panel__(self):
         return pn.Column(self.summary, self.heatmaps, self.noise_histogram, sizing_mode="stretch_width")

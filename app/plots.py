@@ -82,9 +82,14 @@ def subsample_note(shape, strides):
             f"of the {shape[0]:,} x {shape[1]:,} matrix is drawn; fits and metrics use all cells.")
 
 
-def truth_reference(truth):
+def truth_reference(truth, release):
     """What fitted rates are drawn beside: ``(matrix, title)`` -- the true rates of a
-    simulation, else the true counts."""
+    simulation, else the true counts, else (a release without its truth) the noised
+    counts truncated at 0."""
+    from lpviz.privacy import truncate
+
+    if truth is None:
+        return truncate(release.Y_obs), "noised counts (truncated at 0)"
     if truth.mu is not None:
         return truth.mu, "truth (true rates)"
     return truth.Y, "truth (true counts)"

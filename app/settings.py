@@ -39,26 +39,31 @@ class Source:
     defaults: dict = field(default_factory=dict)
     takes_path: bool = False
     N_from_data: bool = False  # Figure 1: N is the data's mean count
+    kind: str = ""  # "documents" or "network" when known before the data are read
+    shape: Callable = field(default=lambda settings: None)  # (rows, columns) when known before building
 
 
 SOURCES = {
     "synthetic-topics": Source(
         "synthetic topics (Figure 3)", "synthetic-topics", ("n_docs", "n_words", "n_components", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, n_topics=s.n_components, random_state=s.seed),
-        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear")),
+        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear"),
+        kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
     "synthetic-blocks": Source(
         "synthetic network (Figure 1)", "synthetic-blocks", ("size", "n_components", "seed"),
         lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
-        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear"), N_from_data=True),
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear"), N_from_data=True,
+        kind="network", shape=lambda s: (s.size, s.size)),
     "enron-topics": Source(
         "Enron emails x words (Figure 4)", "enron-topics", ("path", "n_docs", "n_words", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, random_state=s.seed),
         dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile"),
-        takes_path=True),
+        takes_path=True, kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
     "enron-network": Source(
         "Enron sender x recipient (Figure 5)", "enron-network", ("path", "min_count"),
         lambda s: dict(min_count=s.min_count),
-        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile"), takes_path=True),
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile"), takes_path=True,
+        kind="network"),
     "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile")),
 }
 # Settings that only change the noise or the held-out cells (the data set stays).
@@ -184,7 +189,7 @@ class Settings(param.Parameterized):
         self.param.update(pending={}, question="")
 
     def _revert(self, events):
-        """Put the settings of ``events`` back (nothing reacts to that: see :meth:`still`)."""
+        """Put the settings of ``events`` back, as refused (nothing reacts to that: see :meth:`still`)."""
         self._reverting = True
         try:
             with self.unguarded():

@@ -21,6 +21,7 @@ from lpviz import metrics
 
 TABLE_COLUMNS = ("method", "topic", "top words", "NPMI", "coherence", "L1 to truth")
 TRUTH = "truth"
+TERM_ROW_PIXELS = 13
 
 
 def normalized_topics(phi):
@@ -44,9 +45,11 @@ def topic_order(phi, phi_true=None):
 
 
 def _scores(top, Y_ref, n_top):
-    """Per-topic NPMI and UMass coherence; NaN where a score is undefined."""
-    npmi = metrics.npmi(top, Y_ref, top_n=n_top)
+    """Per-topic NPMI and UMass coherence; NaN where a score is undefined (or without a reference corpus)."""
     coherence = np.full(len(top), np.nan)
+    if Y_ref is None:
+        return np.full(len(top), np.nan), coherence
+    npmi = metrics.npmi(top, Y_ref, top_n=n_top)
     for k in range(len(top)):  # one topic with a word absent from the reference must not blank the rest
         try:
             coherence[k] = metrics.umass_coherence(top[k:k + 1], Y_ref, top_n=n_top)[0]
@@ -131,7 +134,7 @@ class TopicsView(pn.viewable.Viewer):
     def refresh(self):
         """Recompute topics and scores from the runners' current results."""
         data = self.fits.data
-        if data.release is None or data.truth is None or not self.applies:
+        if data.release is None or not self.applies:
             self.param.update(topics={}, table=self.param.table.default, scores=self.param.scores.default)
             return
         from lpviz import models
@@ -139,16 +142,17 @@ class TopicsView(pn.viewable.Viewer):
         vocab = data.data.col_labels or None
         model = models.create(data.model, self.fits.settings.n_components)
         truth = data.truth
-        phi_true = model.topics(truth.factors) if truth.factors else None
+        phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
+        reference = truth.Y if truth is not None else None
         topics, tables = {}, []
         if phi_true is not None:
-            topics[TRUTH], table = summarize_topics(phi_true, truth.Y, vocab=vocab, n_top=self.n_top, method=TRUTH)
+            topics[TRUTH], table = summarize_topics(phi_true, reference, vocab=vocab, n_top=self.n_top, method=TRUTH)
             tables.append(table.assign(**{"L1 to truth": 0.0}))
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
         for runner in runners:
             phi = runner.result["model"].topics(runner.result["best"])
             aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
-            topics[runner.label], table = summarize_topics(phi, truth.Y, vocab=vocab, n_top=self.n_top,
+            topics[runner.label], table = summarize_topics(phi, reference, vocab=vocab, n_top=self.n_top,
                                                            phi_true=aligned_to, method=runner.label)
             tables.append(table)
         table = pd.concat(tables, ignore_index=True) if tables else self.param.table.default
@@ -167,9 +171,12 @@ class TopicsView(pn.viewable.Viewer):
         plots = []
         for name, topics in self.topics.items():
             frame = term_topic_frame(topics, vocab, self.n_heatmap_words)
+            n_terms = frame["term"].nunique()
+            # one row of text per term (a fixed height made the labels of large vocabularies overlap)
             plots.append(hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
                 title=name, cmap="Blues", colorbar=True, tools=["hover"], invert_yaxis=True,
-                min_height=320, responsive=True, xlabel="topic", ylabel="term"))
+                height=max(320, TERM_ROW_PIXELS * n_terms + 90), responsive=True, xlabel="topic", ylabel="term",
+                fontsize={"yticks": "8pt"}))
         return hv.Layout(plots).cols(len(plots))
 
     @param.depends("topics")
@@ -183,8 +190,9 @@ class TopicsView(pn.viewable.Viewer):
                                     "(synthetic topics, Enron topics or a documents x words file) to see topics here.")
         waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.topics]
         truth = "Topics are aligned to the true topics (Hungarian algorithm); " if TRUTH in self.topics else ""
-        text = (f"{truth}scores use the true counts as reference corpus, top {self.n_top} words. "
-                "Each method shows the saved sample with the highest log joint.")
+        corpus = (f"scores use the true counts as reference corpus, top {self.n_top} words. "
+                  if data.truth is not None else "no scores: this release came without its true counts. ")
+        text = f"{truth}{corpus}Each method shows the saved sample with the highest log joint."
         if waiting:
             text += (f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
                      f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
@@ -194,17 +202,21 @@ class TopicsView(pn.viewable.Viewer):
         """Current figures as static HoloViews objects, for export."""
         return {"topics_heatmaps": self.heatmaps()}
 
-    def __panel__(self):
+    @param.depends("fits.data.model")
+    def body(self):
+        """The topics, or nothing (the status explains) when the model has none."""
+        if not self.applies:
+            return pn.Column(height=0, margin=0)
         # Plain HTML tables: they need no extra Panel extension in the template or the notebook.
         scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
                                    sizing_mode="stretch_width", name="topic-scores")
         table = pn.pane.DataFrame(self.param.table, index=False, float_format="{:.3f}".format,
                                   sizing_mode="stretch_width")
         return pn.Column(
-            self.status,
             pn.Row(pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
                    pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250)),
-            scores, table,
-            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width",
-        )
+            scores, table, pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return pn.Column(self.status, self.body, sizing_mode="stretch_width")

@@ -286,3 +286,67 @@ def test_colour_scale_stops_at_a_high_quantile_for_heavy_tails():
     limit, clipped = colour_limit(heavy)
     assert clipped and limit < 700
     assert colour_limit(np.zeros((3, 3))) == (1.0, False)  # all zero: still a usable scale
+
+
+def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(store, monkeypatch):
+    import tracemalloc
+
+    from lpviz.budget import MemoryBudgetError, memory_limit
+
+    monkeypatch.setenv("LPVIZ_APP_SESSIONS", "4")
+    tracemalloc.start()
+    try:
+        store.settings.param.update(n_docs=50_000, n_words=50_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # nothing of the size asked was allocated
+    assert "50,000 x 50,000" in store.error and "largest square that fits" in store.error
+    assert f"shared by 4 sessions" in store.error
+    # refused, so the settings show what is in force beside the reason
+    assert (store.settings.n_docs, store.settings.n_words) == (90, 15) and store.release.shape == (90, 15)
+    from app.memory import check_session, session_limit
+
+    assert session_limit() == memory_limit() // 4
+    with pytest.raises(MemoryBudgetError, match="Choose"):
+        check_session((50_000, 50_000), "a test", "topics", 3, ["private"], fix="Choose less.")
+    side = int(store.error.split("about ")[1].split(" x")[0].replace(",", ""))
+    check_session((side, side), "the largest square", "topics", 3, list(store.settings.methods))  # it fits
+    with pytest.raises(MemoryBudgetError):
+        check_session((side + side // 10, side + side // 10), "a bit more", "topics", 3, list(store.settings.methods))
+
+
+def test_colour_scales_follow_the_setting_and_each_data_set(store, enron_tarball):
+    view = NoiseView(data=store)
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"linear"}
+    store.settings.colour_scale = "quantile"
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"eq_hist"}
+    store.settings.colour_scale = "log"  # signed counts have no log scale: quantiles instead
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"eq_hist"}
+    store.settings.source = "enron-network"  # heavy tails: the quantile scale by default
+    assert store.settings.colour_scale == "quantile"
+
+
+def test_an_uploaded_release_is_offered_as_a_release_with_its_noise_level(store, tmp_path):
+    from lpviz.datasets import make_blocks
+
+    data = make_blocks(n_actors=12, n_communities=3, random_state=2)
+    release = data.privatize(epsilon=2.0, N=1.0, random_state=5)
+    path = release.save(tmp_path / "noised.npz")
+    store.load_upload(path.read_bytes(), "noised.npz")
+    assert store.error == "" and store.truth is None and store.model == "blocks"
+    np.testing.assert_array_equal(store.release.Y_obs, release.Y_obs)
+    assert store.release.epsilon == 2.0 and store.settings.epsilon == 2.0 and store.settings.N == 1.0
+    assert "without its true counts" in NoiseView(data=store).summary().object
+    assert len(_images(NoiseView(data=store).heatmaps())) == 2  # noised and truncated: no truth to draw
+    store.settings.epsilon = 5.0  # its noise was drawn once: refused with the reason
+    assert store.settings.epsilon == 2.0 and "cannot be drawn again" in store.error
+    store.settings.param.update(holdout="random cells")  # held-out cells can change
+    assert store.release.heldout is not None and store.release.epsilon == 2.0
+
+
+def test_a_table_with_negative_counts_is_recognised_as_a_release(store):
+    with pytest.raises(ValueError, match="looks like a noised release") as error:
+        store.load_upload(b"ann,bob,3\nbob,ann,-2\n", "noised.csv")
+    assert "epsilon and N" in str(error.value) and "/tmp" not in str(error.value)
+    assert store.settings.source == "synthetic-topics" and store.release.shape == (90, 15)

@@ -412,3 +412,36 @@ def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics, tmp_path):
     for name, figure in {**noise, **shown}.items():
         png = save_figure(figure, tmp_path / f"{name}.png")
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5_000
+
+
+def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
+    from app.blocks_view import BlocksView
+    from app.export import ExportView
+    from app.fits_view import FitsView
+    from lpviz.datasets import make_blocks
+
+    release = make_blocks(n_actors=15, n_communities=3, random_state=4).privatize(epsilon=2.0)  # exact noise
+    fits = make_fits()
+    fits.data.load_upload(release.save(tmp_path / "noised.npz").read_bytes(), "noised.npz")
+    truth_methods = [name for name, method in methods.METHODS.items() if method.uses_truth]
+    assert all(fits.runners[name].status == "unavailable" for name in truth_methods)
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    fits.start()
+    for name, runner in fits.runners.items():
+        assert runner.join(timeout=300)
+    fits.drain()
+    fitted = [runner for name, runner in fits.runners.items() if name not in truth_methods]
+    assert fitted and all(runner.status == "done" for runner in fitted)
+    for runner in fitted:
+        assert runner.result["score"]["mae"] is None and runner.result["score"]["samples"] == 4  # no truth, no MAE
+        assert runner.trace()["mae"].isna().all() and np.isfinite(runner.trace()["log_joint"]).all()
+    view = FitsView(fits=fits)
+    assert len(view.traces()[0].objects) == 1  # the log joint alone
+    assert "MAE" not in view.scores.columns and "samples" in view.scores.columns
+    blocks = BlocksView(fits=fits)
+    assert set(blocks.panels) == {runner.label for runner in fitted} and "fit" in blocks.order_source
+    assert len(blocks.rate_heatmaps()) == 1 + len(fitted)  # the noised counts beside each fit
+    export = ExportView(fits=fits, views=[view])
+    layout = export.__panel__()
+    names = [d.filename for d in layout.select(pn.widgets.FileDownload) if d.visible]
+    assert "lpviz_release.npz" in names and not any("truth" in name for name in names)
