@@ -56,8 +56,8 @@ def create_app():
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
-    spinner = pn.indicators.LoadingSpinner(value=fits.param.busy, width=24, height=24, color="light",
-                                           name="busy", margin=(8, 10))
+    spinner = pn.indicators.LoadingSpinner(value=fits.param.busy, visible=fits.param.busy, width=24, height=24,
+                                           color="light", margin=(8, 10))
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(

@@ -148,6 +148,9 @@ class BlocksView(pn.viewable.Viewer):
         truth_theta = self._truth_memberships()
         panels = [("truth", truth_theta)] if truth_theta is not None else []
         panels += [(label, shown["theta"]) for label, shown in self.panels.items()]
+        if not panels:  # no true memberships (real data) and no fit yet
+            return hv.Layout([hv.Text(0.5, 0.5, "Memberships appear with the first saved sample of a fit").opts(
+                xaxis=None, yaxis=None, toolbar=None, height=120, responsive=True)])
         plots = []
         for name, theta in panels:
             shares = memberships(theta)[self.order]
@@ -189,16 +192,12 @@ class BlocksView(pn.viewable.Viewer):
         """Current figures as static HoloViews objects, for export."""
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
-    @param.depends("fits.data.release")
-    def body(self):
-        """The communities, or nothing (the status explains) when the data are no network."""
-        if not self.applies:
-            return pn.Column(height=0, margin=0)
+    def __panel__(self):
+        # made once, shown only for a network (the status explains otherwise)
         scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
                                    sizing_mode="stretch_width", name="block-scores")
-        return pn.Column(scores, pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
+        body = pn.Column(scores, pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
                          pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
+                         visible=pn.bind(lambda release: self.applies, self.fits.data.param.release),
                          sizing_mode="stretch_width")
-
-    def __panel__(self):
-        return pn.Column(self.status, self.body, sizing_mode="stretch_width")
+        return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -76,20 +76,24 @@ class ControlsView(pn.viewable.Viewer):
                 column.insert(0, upload)
             return column
 
-        status = pn.bind(self._status_pane, self.data.param.error, self.data.param.message, self.data.param.loading)
+        status = self.status()
         defaults = pn.widgets.Button(label="Reset to this data set's defaults", color="light",
                                      sizing_mode="stretch_width")
         defaults.on_click(settings.reset_to_defaults)
         scale = pn.widgets.RadioButtonGroup.from_param(settings.param.colour_scale, sizing_mode="stretch_width")
-        return pn.Card(source, size_widgets, defaults, status, pn.pane.Markdown("Colour scale", margin=(5, 10, 0, 10)),
+        return pn.Card(source, size_widgets, defaults, status, pn.pane.Markdown("Colour scale of the rates", margin=(5, 10, 0, 10)),
                        scale, title="Data", collapsible=False, sizing_mode="stretch_width")
 
-    @staticmethod
-    def _status_pane(error, message, loading):
-        if error:
-            return pn.pane.Alert(error, alert_type="danger", sizing_mode="stretch_width")
-        return pn.Row(pn.indicators.LoadingSpinner(value=loading, size=20, visible=loading),
-                      pn.pane.Markdown(message, margin=(0, 5)), sizing_mode="stretch_width")
+    def status(self):
+        """The data's state: an error with its reason, or what is loaded (with a spinner while building).
+        Made once and updated in place (no component is re-created while work is handed over)."""
+        data = self.data
+        has_error = pn.bind(bool, data.param.error)
+        no_error = pn.bind(lambda error: not error, data.param.error)
+        alert = pn.pane.Alert(data.param.error, alert_type="danger", visible=has_error, sizing_mode="stretch_width")
+        spinner = pn.indicators.LoadingSpinner(value=data.param.loading, visible=data.param.loading, size=20)
+        message = pn.pane.Markdown(data.param.message, margin=(0, 5), visible=no_error)
+        return pn.Column(alert, pn.Row(spinner, message, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
     def privacy_controls(self):
         settings = self.settings

@@ -211,7 +211,7 @@ class DataStore(param.Parameterized):
             build = self._builder()
         except (ValueError, TypeError, OSError) as exc:
             if events:
-                self.settings._revert(events)
+                self.settings.refuse(events)
             else:
                 self._generation += 1  # a new source: whatever was on its way is outdated too
             self.param.update(error=str(exc), loading=False)
@@ -390,7 +390,7 @@ class DataStore(param.Parameterized):
         elif names & set(self.settings.source_spec.parameters):
             self.load(events)
         elif names & set(NOISE_PARAMETERS) - HELDOUT_PARAMETERS and self.truth is None and self.release is not None:
-            self.settings._revert(events)
+            self.settings.refuse(events)
             self.error = (f"{self.release.name or 'this release'} was noised once, at "
                           f"{self.noise_summary}: without the true counts its noise cannot be drawn again; "
                           "only the held-out cells can change")

@@ -202,8 +202,21 @@ class ExportView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.param.figure.objects = list(self.available_figures())
-        self.figure = self.param.figure.objects[0] if self.param.figure.objects else None
+        self._chosen = False  # whether a person picked a figure (else the first one follows the data)
+        self._list_figures()
+        self.fits.data.param.watch(lambda *events: self._list_figures(), ["release"])
+
+    def _list_figures(self):
+        """The figures the views have now (they change with the data: no truth, no noise histogram)."""
+        names = list(self.available_figures())
+        self.param.figure.objects = names
+        if names and (not self._chosen or self.figure not in names):
+            self.figure = names[0]
+            self._chosen = False
+
+    @param.depends("figure", watch=True)
+    def _on_choice(self):
+        self._chosen = self.figure != (self.param.figure.objects or [None])[0]
 
     def available_figures(self):
         """``{name: view}`` of every exportable figure."""

@@ -28,7 +28,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore, served
-from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle
+from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Throttle
 
 STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
@@ -41,12 +41,15 @@ BUFFER_LENGTH = 2_000
 # iteration so that on average at most this many cells are scored per
 # iteration (a fixed rule, so which iterations are traced never depends on timing).
 SCORED_CELLS_PER_ITERATION = 100_000
+STILL_STATUSES = ("paused", "stopped", "done", "error")
 RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long, once the run has lasted that
 LOCKSTEP_SLACK = 20
 DRAIN_PERIOD_MS = 200
 # Right after Start, Pause or Stop: drain this often until the first rows or the
 # acknowledgements are out (for at most this many polls), not at the next periodic drain.
 SOON_POLL_MS, SOON_POLLS = 20, 250
+# A session whose page has had no connection this long is gone (a closed tab): its chains stop.
+LOST_CONNECTION_SECONDS = 0.4
 
 
 def empty_trace():
@@ -218,6 +221,10 @@ class ChainRunner(param.Parameterized):
             self._rate_mark = (time.perf_counter(), self.iteration)
             self._control.run_event.set()
             self.status = "running"
+
+    def halt(self):
+        """Stop the worker (even in the middle of an iteration) and change nothing else."""
+        self._control.stop()
 
     def stop(self):
         """End the run, even in the middle of an iteration; its results stay until :meth:`reset`."""
@@ -514,6 +521,9 @@ class Fits(param.Parameterized):
         pace = Lockstep() if lockstep else None
         self.runners = {name: ChainRunner(name, buffer_length=buffer_length, pace=pace) for name in METHODS}
         self._drain_callback = None
+        self._connected, self._lost_at = False, None
+        self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
+        self._redraw = Throttle(TRACE_SECONDS)
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
@@ -549,6 +559,7 @@ class Fits(param.Parameterized):
 
     def configure(self):
         """Point every runner at the current release (stopping and clearing what ran before)."""
+        self._unsent = {}
         problem = self.problem()
         for runner in self.runners.values():
             runner.options = self.settings.options_for(runner.method_class)
@@ -591,6 +602,7 @@ class Fits(param.Parameterized):
         self._drain_soon(lambda: not any(r.is_alive for r in self.runners.values()))
 
     def reset(self, *_):
+        self._unsent = {}
         for runner in self.runners.values():
             runner.reset()
             if runner.unavailable_reason:
@@ -613,28 +625,62 @@ class Fits(param.Parameterized):
             self.start_draining()
 
     # ---- event loop ---------------------------------------------------------------------
+    def connection(self):
+        """This session's page: "present" (or not served, or not connected yet), "absent" (no
+        connection right now) or "lost" (none for :data:`LOST_CONNECTION_SECONDS`: its tab was
+        closed; Bokeh discards such a session only 15-30 s later, far too late to stop its chains)."""
+        context = getattr(pn.state.curdoc, "session_context", None)
+        server = getattr(context, "server_context", None)
+        if server is None:
+            return "present"  # not served
+        count = next((session.connection_count for session in server.sessions if session.id == context.id), 0)
+        if count:
+            self._connected, self._lost_at = True, None
+            return "present"
+        if not self._connected:
+            return "present"  # the page has not connected yet
+        now = time.monotonic()
+        self._lost_at = self._lost_at or now
+        return "lost" if now - self._lost_at >= LOST_CONNECTION_SECONDS else "absent"
+
     def drain(self):
-        """Deliver finished data builds and chain output; returns trace rows streamed."""
+        """Deliver finished data builds and chain output; returns trace rows streamed.
+        A session whose page is gone stops its chains instead."""
+        connection = self.connection()
+        if connection == "lost":
+            self.close()
+            return 0
+        if connection == "absent":
+            return 0  # nobody is watching: no redraws, until the page is back or gone
         self.data.poll()
         if not any(runner.has_output for runner in self.runners.values()):
             if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
                 self._stop_draining()  # nothing runs: no periodic work (and no busy flicker) until Start
             return 0
         collected = [(runner, *runner.collect()) for runner in self.runners.values()]
-        updated = [runner for runner, frame, _ in collected if frame is not None]
-        with self._batched(freeze=False):
-            if updated:
-                # every buffer first, then one trigger for all of them, so a plot over
-                # several (an overlay of every method's trace) redraws once per drain; the
-                # model graph is frozen only then (leaving a freeze walks the whole document)
-                with self._batched(hold=False):
-                    for runner, frame, _ in collected:
-                        runner.apply(frame, {}, trigger=False)
-                    hv.streams.Stream.trigger([runner.buffer for runner in updated])
+        for runner, frame, _ in collected:
+            if frame is not None:
+                self._unsent.setdefault(runner.method, []).append(frame)
+        still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected)
+        streamed = 0
+        # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
+        with self._batched():
+            if self._unsent and (still or self._redraw.due()):
+                # every buffer first, then one trigger for all of them, so a plot over several
+                # (an overlay of every method's trace) redraws once; at most every TRACE_SECONDS
+                # while running (a redraw costs the event loop), at once when a run stops moving
+                buffers = []
+                for name, frames in self._unsent.items():
+                    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+                    self.runners[name].apply(frame, {}, trigger=False)
+                    buffers.append(self.runners[name].buffer)
+                    streamed += len(frame)
+                self._unsent = {}
+                hv.streams.Stream.trigger(buffers)
             # statuses after the rows: a page that reads "paused" has every row before it
             for runner, _, updates in collected:
                 runner.apply(None, updates)
-        return sum(0 if frame is None else len(frame) for _, frame, _ in collected)
+        return streamed
 
     @staticmethod
     def _batched(hold=True, freeze=True):
@@ -674,9 +720,10 @@ class Fits(param.Parameterized):
             self._drain_callback = None
 
     def close(self):
-        """Stop the workers and the periodic drain (session end)."""
+        """Stop the workers and the periodic drain (session end). Nothing is redrawn: nobody is
+        watching any more, and the views' updates would keep the event loop busy for nothing."""
         for runner in self.runners.values():
-            runner.stop()
+            runner.halt()
         self._stop_draining()
 
 

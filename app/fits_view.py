@@ -56,9 +56,9 @@ class FitsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._rate_pipes = {}
-        follow_results(self.fits, self._on_result, VIEW_SECONDS, per_runner=True)
-        for runner in self.fits.runners.values():
-            runner.param.watch(lambda *events: self._update_scores(), ["result", "status"])
+        # one throttle for all the rate heatmaps: each redraw re-sends whole images
+        follow_results(self.fits, self._on_result, VIEW_SECONDS)
+        follow_results(self.fits, lambda runner: self._update_scores(), VIEW_SECONDS)
         self._update_scores()
 
     # ---- controls ---------------------------------------------------------------------
@@ -172,9 +172,14 @@ class FitsView(pn.viewable.Viewer):
         return result["mu"], f"burn-in, sample {result['iteration']}"
 
     def _on_result(self, runner):
-        pipe = self._rate_pipes.get(runner.method)
-        if pipe is not None and self.fits.data.release is not None:
-            pipe.send(self._rate_frame(runner, self.fits.data.release.shape))
+        """Redraw the rate heatmaps whose runner has a new result (all of them when due)."""
+        if self.fits.data.release is None:
+            return
+        for name, pipe in self._rate_pipes.items():
+            other = self.fits.runners[name]
+            frame = self._rate_frame(other, self.fits.data.release.shape)
+            if other is runner or pipe.data[1] != frame[1]:
+                pipe.send(frame)
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""
@@ -203,6 +208,7 @@ class FitsView(pn.viewable.Viewer):
 
     def __panel__(self):
         table = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
+                                  visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
                                   sizing_mode="stretch_width", name="fit-scores")
         return pn.Column(
             self.controls(), self.progress, table, self.traces,

@@ -52,7 +52,7 @@ class NoiseView(pn.viewable.Viewer):
         if note:
             lines.append(note)
         limit, clipped = colour_limit(Y_true, Y_obs)
-        if clipped and data.settings.colour_scale == "linear":
+        if clipped:
             lines.append(f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
                          f"count is {int(Y_true.max()):,}); hover shows exact values.")
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
@@ -70,9 +70,9 @@ class NoiseView(pn.viewable.Viewer):
         clim = (-limit, limit)  # symmetric, so white is exactly zero
         strides = display_slice(Y_obs.shape)
         kind = release.kind
-        # signed counts have no log scale: the quantile scale serves heavy tails here
-        scale = "quantile" if self.data.settings.colour_scale == "log" else self.data.settings.colour_scale
-        options = dict(strides=strides, scale=scale)
+        # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
+        # (colour_limit); the rate colour scale applies to the rate heatmaps
+        options = dict(strides=strides)
         images = [count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
                   count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
         if Y_true is not None:
@@ -95,7 +95,7 @@ class NoiseView(pn.viewable.Viewer):
         return histogram.opts(title="Noise drawn (two-sided geometric)", tools=["hover"],
                               responsive=True, height=220, color="#888888")
 
-    @param.depends("data.release", "data.settings.colour_scale")
+    @param.depends("data.release")
     def heatmaps(self):
         layout = self.heatmap_layout()
         if layout is None:

@@ -4,9 +4,9 @@
   choice made explicitly with ``--address 0.0.0.0 --allow-websocket-origin
   HOST:PORT`` (anyone who reaches the port can then use the dashboard and
   its CPU; there is no authentication: put it behind an authenticating proxy).
-- A closed browser tab ends its session (and stops its chains) within a
-  second: unused sessions are checked every 200 ms and dropped after 500 ms
-  without a connection (Bokeh's defaults keep them 15-30 s).
+- A closed browser tab stops its chains within a second: a running session
+  checks its connection at every drain (see :meth:`app.fits.Fits.drain`);
+  Bokeh discards the session itself later, as usual.
 - Uploads travel over the websocket: its largest message is set
   deliberately (``--max-upload``, default 64 MiB).
 - Memory: each session may use the server's memory limit
@@ -20,7 +20,7 @@ The same with ``panel serve``::
 
     LPVIZ_APP_SESSIONS=4 panel serve app/app.py --address 127.0.0.1 --port 5006 \\
         --allow-websocket-origin 127.0.0.1:5006 --allow-websocket-origin localhost:5006 \\
-        --check-unused-sessions 200 --unused-session-lifetime 500 --websocket-max-message-size 67108864
+        --websocket-max-message-size 67108864
 """
 
 import argparse
@@ -30,7 +30,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = ("127.0.0.1", "localhost", "::1")
-CHECK_UNUSED_MS, UNUSED_LIFETIME_MS = 200, 500
 DEFAULT_MAX_UPLOAD = 64 * 2**20
 
 
@@ -68,19 +67,17 @@ def main(argv=None):
         os.environ["LPVIZ_APP_DATA_FOLDERS"] = os.pathsep.join(str(p) for p in args.data_folder)
     if args.allow_downloads:
         os.environ["LPVIZ_ALLOW_DOWNLOADS"] = "1"
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    import panel as pn
-
-    from app.app import create_app
+    from panel.command import main as panel
 
     origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin
     where = "this machine only" if args.address in LOCAL else "THE NETWORK (no authentication)"
     print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
-    pn.serve({"app": create_app}, port=args.port, address=args.address, websocket_origin=origins,
-             show=args.show, title="lpviz", check_unused_sessions_milliseconds=CHECK_UNUSED_MS,
-             unused_session_lifetime_milliseconds=UNUSED_LIFETIME_MS,
-             websocket_max_message_size=args.max_upload)
+    # Panel's own command (its resources served locally, like `panel serve`), with these flags
+    sys.argv = ["panel", "serve", str(REPO / "app" / "app.py"), "--port", str(args.port), "--address", args.address,
+                "--websocket-max-message-size", str(args.max_upload),
+                *[flag for origin in origins for flag in ("--allow-websocket-origin", origin)],
+                *(["--show"] if args.show else [])]
+    panel()
 
 
 if __name__ == "__main__":

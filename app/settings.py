@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import panel as pn
 import param
 
 from lpviz.datasets import HOLDOUTS
@@ -133,7 +134,7 @@ class Settings(param.Parameterized):
     methods = param.ListSelector(default=[], objects=[], doc="methods to run")
     method_options = param.ClassSelector(class_=param.Parameterized, doc="options of the methods")
     colour_scale = param.Selector(default="linear", objects=["linear", "log", "quantile"],
-                                  doc="colour scale of the heatmaps (log or quantile for heavy-tailed counts)")
+                                  doc="colour scale of the rate heatmaps (log or quantile for heavy-tailed counts)")
     pending = param.Dict(default={}, doc="changes held back because they would discard running fits")
     question = param.String(default="", doc="what confirming the pending changes would discard")
 
@@ -153,6 +154,7 @@ class Settings(param.Parameterized):
         self.discard_check = None
         self._unguarded = 0
         self._reverting = False
+        self._refused = {}  # name -> refused value, until it is put back
         self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
         self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
 
@@ -173,7 +175,7 @@ class Settings(param.Parameterized):
         if not lost:
             return
         pending = {**self.pending, **{event.name: event.new for event in events}}
-        self._revert(events)
+        self.refuse(events)
         changes = ", ".join(f"{name} -> {value!r}" for name, value in pending.items())
         self.param.update(pending=pending, question=f"Applying {changes} discards {lost}.")
 
@@ -188,29 +190,47 @@ class Settings(param.Parameterized):
         """Forget the pending changes."""
         self.param.update(pending={}, question="")
 
-    def _revert(self, events):
-        """Put the settings of ``events`` back, as refused (nothing reacts to that: see :meth:`still`)."""
-        self._reverting = True
-        try:
-            with self.unguarded():
-                self.param.update(**{event.name: event.old for event in events})
-        finally:
-            self._reverting = False
+    def refuse(self, events):
+        """Put the settings of ``events`` back: nothing reacts to them meanwhile (see :meth:`still`).
+
+        In a served session the old values go back on the next tick of the event loop: set
+        while the browser's change is being handled, they would not reach the widget, which
+        would go on showing the refused value.
+        """
+        self._refused.update({event.name: event.new for event in events})
+
+        def revert():
+            self._reverting = True
+            try:
+                with self.unguarded():
+                    self.param.update(**{event.name: event.old for event in events
+                                         if getattr(self, event.name) is event.new or
+                                         getattr(self, event.name) == event.new})
+            finally:
+                self._reverting = False
+                for event in events:
+                    self._refused.pop(event.name, None)
+
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            pn.state.execute(revert, schedule=True)  # next tick, in this session's document
+        else:
+            revert()
 
     def still(self, events):
         """The events that change something: none while a change is put back, and only those
-        whose new value is still the setting's value (a change held back for a yes is not)."""
+        whose new value is still the setting's value (a change refused or held back for a yes is not)."""
         if self._reverting:
             return []
-        return [event for event in events if getattr(self, event.name) is event.new
-                or getattr(self, event.name) == event.new]
+        return [event for event in events if event.name not in self._refused
+                and (getattr(self, event.name) is event.new or getattr(self, event.name) == event.new)]
 
     def _check_schedule(self, *events):
         if self.burn_in + self.thin <= self.n_iter:
             return
         reason = (f"burn-in {self.burn_in:,} + thin {self.thin:,} exceeds {self.n_iter:,} iterations, so no sample "
                   "would be saved: raise the iterations first (or lower the burn-in or thin)")
-        self._revert(events)
+        self.refuse(events)
         raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
 
     @property

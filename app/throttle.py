@@ -1,7 +1,8 @@
 """The app's one pacing mechanism: do something at most every so many seconds.
 
 A chain's worker hands over trace rows every :data:`ROWS_SECONDS` and result
-snapshots every :data:`SNAPSHOT_SECONDS`; the views that redraw from those
+snapshots every :data:`SNAPSHOT_SECONDS`; the trace plots redraw at most every
+:data:`TRACE_SECONDS`; the views that redraw from those
 snapshots (rate heatmaps, topic tables, block panels, Bessel draws) redraw at
 most every :data:`VIEW_SECONDS` while chains run, and at once when a run
 pauses, stops or ends. Every one of them asks a :class:`Throttle`.
@@ -15,6 +16,9 @@ import time
 ROWS_SECONDS = 0.05
 # Result snapshots (copies of rates and factors): twice a second is plenty for heatmaps.
 SNAPSHOT_SECONDS = 0.5
+# Trace plots redraw with the rows gathered meanwhile: a redraw costs the event loop far
+# more than the rows it adds, so not at every 200 ms drain.
+TRACE_SECONDS = 0.5
 # Views that recompute from a snapshot (NPMI over a large vocabulary, Hungarian
 # alignment, whole images re-sent to the browser).
 VIEW_SECONDS = 2.0

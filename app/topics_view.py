@@ -202,21 +202,16 @@ class TopicsView(pn.viewable.Viewer):
         """Current figures as static HoloViews objects, for export."""
         return {"topics_heatmaps": self.heatmaps()}
 
-    @param.depends("fits.data.model")
-    def body(self):
-        """The topics, or nothing (the status explains) when the model has none."""
-        if not self.applies:
-            return pn.Column(height=0, margin=0)
+    def __panel__(self):
         # Plain HTML tables: they need no extra Panel extension in the template or the notebook.
         scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
                                    sizing_mode="stretch_width", name="topic-scores")
         table = pn.pane.DataFrame(self.param.table, index=False, float_format="{:.3f}".format,
                                   sizing_mode="stretch_width")
-        return pn.Column(
+        # made once, shown only when the model has topics (the status explains otherwise)
+        body = pn.Column(
             pn.Row(pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
                    pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250)),
             scores, table, pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width")
-
-    def __panel__(self):
-        return pn.Column(self.status, self.body, sizing_mode="stretch_width")
+            visible=pn.bind(lambda model: self.applies, self.fits.data.param.model), sizing_mode="stretch_width")
+        return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -316,13 +316,20 @@ def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(s
         check_session((side + side // 10, side + side // 10), "a bit more", "topics", 3, list(store.settings.methods))
 
 
-def test_colour_scales_follow_the_setting_and_each_data_set(store, enron_tarball):
-    view = NoiseView(data=store)
-    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"linear"}
+def test_rate_colour_scales_follow_the_setting_and_each_data_set(store, enron_tarball):
+    from app.fits import Fits
+    from app.fits_view import FitsView
+
+    view = FitsView(fits=Fits(store))
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.rates())} == {"linear"}
     store.settings.colour_scale = "quantile"
-    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"eq_hist"}
-    store.settings.colour_scale = "log"  # signed counts have no log scale: quantiles instead
-    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.heatmaps())} == {"eq_hist"}
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.rates())} == {"eq_hist"}
+    store.settings.colour_scale = "log"
+    images = _images(view.rates())
+    assert {image.opts.get().kwargs["cnorm"] for image in images} == {"log"}
+    assert all(image.opts.get().kwargs["clim"][0] > 0 for image in images)
+    # the signed counts keep their diverging linear scale (white is zero), the tail clipped
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(NoiseView(data=store).heatmaps())} == {"linear"}
     store.settings.source = "enron-network"  # heavy tails: the quantile scale by default
     assert store.settings.colour_scale == "quantile"
 
