@@ -32,9 +32,9 @@ $(VENV)/.jupyterlab: $(VENV)/.installed
 notebook: $(VENV)/.jupyterlab
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
+# Listens on 127.0.0.1 only; serving a network is explicit: see README ("The dashboard").
 serve: venv
-	@echo "lpviz dashboard: http://localhost:$(PORT)/app"
-	$(VENV)/bin/panel serve app/app.py --port $(PORT) --allow-websocket-origin=localhost:$(PORT) --allow-websocket-origin=127.0.0.1:$(PORT)
+	$(PY) -m app.serve --port $(PORT)
 
 test: venv browser
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)

@@ -1,7 +1,9 @@
-"""The lpviz dashboard: Panel viewers over the lpviz library.
+"""The lpviz dashboard: thin Panel viewers over the lpviz library.
 
-``app/store.py`` holds one session's data, noise and chain runners;
-every other module is one view taking that store. ``app/app.py`` assembles
-them into a template (``panel serve app/app.py``); the same views display in
-Jupyter after ``pn.extension()``.
+``settings.py`` holds what a person sets (``param``); ``datastore.py`` derives
+the data set, the release and the truth from it through the library;
+``fits.py`` runs one chain per registered method in worker threads;
+``throttle.py`` is the one pacing mechanism. Every other module is one view;
+``app.py`` assembles them into a template (``panel serve app/app.py``); the
+same views display in Jupyter after ``pn.extension()``.
 """

@@ -1,10 +1,12 @@
 """The lpviz dashboard: ``panel serve app/app.py`` (or ``make serve``).
 
-Only assembles the template: every session gets its own
-:class:`~app.store.DataStore` (data, noise, chains), shown in the sidebar,
-and one view per tab.
+Only assembles: every session gets its own :class:`~app.settings.Settings`,
+:class:`~app.datastore.DataStore` (data, release, truth) and
+:class:`~app.fits.Fits` (chains), the controls in the sidebar and one view
+per tab.
 """
 
+import logging
 import sys
 from pathlib import Path
 
@@ -20,28 +22,48 @@ import panel as pn  # noqa: E402
 
 from app.bessel_view import BesselView  # noqa: E402
 from app.blocks_view import BlocksView  # noqa: E402
+from app.controls_view import ControlsView  # noqa: E402
+from app.datastore import DataStore  # noqa: E402
 from app.export import ExportView  # noqa: E402
+from app.fits import Fits  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
-from app.store import DataStore  # noqa: E402
+from app.settings import Settings  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
+log = logging.getLogger("lpviz.app")
+
+
+def show_refusal(exception):
+    """A value the session refused (a setting out of range, a schedule that saves no sample, ...):
+    say why in the page that asked, instead of dropping it silently."""
+    log.info("refused: %s", exception)
+    if pn.state.notifications is not None:
+        pn.state.notifications.error(str(exception), duration=10_000)
+
+
+pn.config.exception_handler = show_refusal
 
 
 def create_app():
-    store = DataStore()
-    views = {"Data & noise": NoiseView(store=store), "Fits": FitsView(store=store),
-             "Topics": TopicsView(store=store), "Blocks": BlocksView(store=store),
-             "Bessel": BesselView(store=store), "Privacy": PrivacyView(store=store)}
-    export = ExportView(store=store, views=list(views.values()))
+    data = DataStore(Settings())
+    fits = Fits(data)
+    views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
+             "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
+    export = ExportView(fits=fits, views=list(views.values()))
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
+    # Spins while a chain runs or data are being built, nothing else (Panel's own
+    # indicator also spins for every periodic callback).
+    spinner = pn.indicators.LoadingSpinner(value=fits.param.busy, visible=fits.param.busy, width=24, height=24,
+                                           color="light", margin=(8, 10))
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(
-        title="lpviz: locally private Bayesian inference for count data",
-        sidebar=[store], main=[tabs], sidebar_width=340, header_background="#b2182b")
+        title="lpviz: locally private Bayesian inference for count data", busy_indicator=None,
+        header=[spinner], sidebar=[ControlsView(data=data)], main=[tabs], sidebar_width=340,
+        header_background="#b2182b")
 
 
 if __name__.startswith("bokeh"):

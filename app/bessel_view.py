@@ -2,11 +2,10 @@
 
 Pick ``nu`` and ``a`` and see the pmf with its mean and mode marked; a map of
 ``|mean - mode|`` over a grid of ``(nu, a)`` shows the bound of 1 that lets a
-variational fit replace the Bessel variable by its mode; and, when a private
-chain runs, a histogram of the Bessel draws of its last sweep.
+variational fit replace the Bessel variable by its mode; and, when a chain
+whose method draws Bessel variables runs, a histogram of the draws of its last
+sweep (a copy its worker made for the snapshot, never the sampler's own array).
 """
-
-import time
 
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (styles below are bokeh options, also outside a notebook)
@@ -14,13 +13,13 @@ import numpy as np
 import panel as pn
 import param
 
-from app.store import DataStore
+from app.fits import Fits, follow_results
 from lpviz import bessel
 
 # A pmf this small is invisible on the plot; it bounds the support shown.
 _PMF_FLOOR = 1e-6
 # The chain-draws histogram redraws at most this often while a chain runs.
-_DRAWS_REFRESH_SECONDS = 1.0
+DRAWS_SECONDS = 1.0
 
 
 def pmf_support(nu, a):
@@ -56,9 +55,9 @@ class BesselView(pn.viewable.Viewer):
 
     Parameters
     ----------
-    store : DataStore, optional
-        The app's data store; its private runner's chain supplies the Bessel
-        draws of a running private fit. Without it the view shows the
+    fits : Fits, optional
+        The session's chains; the first one whose snapshots carry Bessel
+        draws supplies the histogram. Without it the view shows the
         distribution only.
     """
 
@@ -69,18 +68,15 @@ class BesselView(pn.viewable.Viewer):
     map_nu_max = param.Number(default=50.0, bounds=(1, 2000), doc="Largest nu on the map.")
     map_a_max = param.Number(default=100.0, bounds=(1, 5000), doc="Largest a on the map.")
     map_resolution = param.Integer(default=81, bounds=(11, 301), doc="Grid points per axis of the map.")
-    show_chain_draws = param.Boolean(default=True, doc="Show the Bessel draws of the running private chain.")
-    store = param.ClassSelector(class_=DataStore, default=None, allow_None=True,
-                                doc="The app's DataStore (optional).")
+    show_chain_draws = param.Boolean(default=True, doc="Show the Bessel draws of a running chain.")
+    fits = param.ClassSelector(class_=Fits, default=None, allow_None=True, doc="The session's chains (optional).")
 
     def __init__(self, **params):
         super().__init__(**params)
         self._draws_pipe = hv.streams.Pipe(data=(np.array([0.0, 1.0]), np.zeros(1)))
-        self._last_draws_refresh = 0.0
         self._draws_note = pn.pane.Markdown("", sizing_mode="stretch_width")
-        runner = self._private_runner()
-        if runner is not None:
-            runner.param.watch(self._on_runner_progress, ["iteration", "status"])
+        if self.fits is not None:
+            follow_results(self.fits, lambda runner: self.refresh_draws(), DRAWS_SECONDS)
         self.refresh_draws()
 
     # -- numbers the plots show (tested against lpviz.bessel) -----------------
@@ -104,12 +100,19 @@ class BesselView(pn.viewable.Viewer):
         a_grid = np.linspace(self.map_a_max / n, self.map_a_max, n)  # a = 0 is outside the family
         return nu_grid, a_grid, mean_mode_gap(nu_grid, a_grid)
 
+    def draws_runner(self):
+        """The first chosen runner whose latest snapshot carries Bessel draws, or None."""
+        if self.fits is None:
+            return None
+        for runner in self.fits.active.values():
+            if (runner.result or {}).get("bessel_draws") is not None:
+                return runner
+        return None
+
     def chain_draws(self):
-        """The Bessel draws of the private chain's last sweep, or None."""
-        runner = self._private_runner()
-        chain = getattr(runner, "chain", None) if runner is not None else None
-        draws = getattr(chain, "bessel_draws", None) if chain is not None else None
-        return None if draws is None else np.asarray(draws)
+        """The Bessel draws of that chain's last snapshot sweep, or None."""
+        runner = self.draws_runner()
+        return None if runner is None else runner.result["bessel_draws"]
 
     # -- plots -----------------------------------------------------------------
     @param.depends("nu", "a")
@@ -158,32 +161,22 @@ class BesselView(pn.viewable.Viewer):
         edges, counts = data
         return hv.Histogram((edges, counts), kdims=["m (Bessel draw)"], vdims=["cells"]).opts(
             color="#8172b2", line_color=None, tools=["hover"], responsive=True, min_height=250,
-            title="Bessel draws of the private chain's last sweep")
+            title="Bessel draws of the chain's last sweep")
 
     # -- chain draws -----------------------------------------------------------
-    def _private_runner(self):
-        runners = getattr(self.store, "runners", None) if self.store is not None else None
-        return None if not runners else runners.get("private")
-
     def refresh_draws(self):
-        """Push the private chain's current draws into the histogram."""
-        self._last_draws_refresh = time.monotonic()
+        """Push the current draws into the histogram."""
         draws = self.chain_draws() if self.show_chain_draws else None
         if draws is None or draws.size == 0:
-            self._draws_note.object = ("*Start the private fit (Fits tab) to see the Bessel draws "
-                                       "its sampler makes, one per observed cell per sweep.*")
+            self._draws_note.object = ("*Start the fits (Fits tab) to see the Bessel draws the private "
+                                       "sampler makes, one per observed cell per sweep.*")
             self._draws_pipe.send((np.array([0.0, 1.0]), np.zeros(1)))
             return
-        runner = self._private_runner()
+        runner = self.draws_runner()
         self._draws_note.object = (
-            f"Iteration {runner.iteration}: {draws.size:,} draws, mean {draws.mean():.2f}, "
+            f"{runner.label}, iteration {runner.result['iteration']}: {draws.size:,} draws, mean {draws.mean():.2f}, "
             f"max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros.")
         self._draws_pipe.send(draws_histogram(draws))
-
-    def _on_runner_progress(self, *events):
-        # Throttled: a running chain reports many times a second.
-        if any(event.name == "status" for event in events) or time.monotonic() - self._last_draws_refresh >= _DRAWS_REFRESH_SECONDS:
-            self.refresh_draws()
 
     @param.depends("show_chain_draws", watch=True)
     def _on_toggle_draws(self):
@@ -214,7 +207,7 @@ class BesselView(pn.viewable.Viewer):
                  pn.Row(pn.pane.HoloViews(self.gap_map, sizing_mode="stretch_width"),
                         pn.pane.HoloViews(self.gap_bound_plot, sizing_mode="stretch_width"),
                         sizing_mode="stretch_width")]
-        if self._private_runner() is not None:
+        if self.fits is not None:
             plots += [self._draws_note,
                       pn.pane.HoloViews(hv.DynamicMap(self.draws_plot, streams=[self._draws_pipe]),
                                         sizing_mode="stretch_width")]

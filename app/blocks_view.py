@@ -3,25 +3,25 @@
 Actors are ordered by their main community (largest membership weight), then
 by how strongly they belong to it, with one order for every panel so the same
 cell is in the same place everywhere: the true memberships' order when the
-data are synthetic, else the non-private fit's. Communities of every fit are
-matched to the reference ones (Hungarian algorithm on the membership
-columns) so colours line up. Held-out cells are shaded and scored apart.
+data are simulated, else that of a fit of the true counts, else the first
+fit's. Communities of every fit are matched to the reference ones (Hungarian
+algorithm on the membership columns) so colours line up. Held-out cells are
+shaded; the scores are each runner's :func:`lpviz.metrics.score` (the same
+numbers the Fits tab and the CLI show; a network's self loops never count).
 """
 
 import holoviews as hv
-import holoviews.plotting.bokeh  # noqa: F401  (styles below are bokeh options, also outside a notebook)
 import numpy as np
 import pandas as pd
 import panel as pn
 import param
 
-from app.noise_view import display_slice, subsample_note
-from app.results import METHOD_LABELS, METHODS, fit_results, watch_fits
-from app.store import DataStore
+from app.fits import Fits, follow_results, score_frame
+from app.plots import RATE_CMAP, display_slice, scale_options, subsample_note, truth_reference
+from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
-SCORE_COLUMNS = ("method", "MAE", "held-out MAE", "samples")
-_REFRESH_SECONDS = 1.0
+SCORE_KEYS = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "samples")
 
 
 def memberships(theta):
@@ -49,80 +49,68 @@ def community_order(theta, theta_ref):
     return np.concatenate([matched, [c for c in range(theta.shape[1]) if c not in taken]]).astype(np.int64)
 
 
-def held_out_cells(mask, structural=None):
-    """Cells left out of the fit to be predicted: not observed, yet part of the network.
-
-    ``structural`` is False for cells that do not exist (a network's self
-    loops); they are unobserved too but there is nothing to predict there.
-    Returns None when nothing is held out.
-    """
-    if mask is None:
-        return None
-    held = ~np.asarray(mask, dtype=bool)
-    if structural is not None:
-        held &= np.asarray(structural, dtype=bool)
-    return held if held.any() else None
-
-
-def block_scores(mu_hat, reference, mask, structural=None):
-    """MAE over the observed cells and, when cells are held out, over those only."""
-    observed = metrics.mae(mu_hat, reference, mask)
-    held = held_out_cells(mask, structural)
-    return observed, np.nan if held is None else metrics.heldout_mae(mu_hat, reference, ~held)
-
-
 class BlocksView(pn.viewable.Viewer):
     """Per method: posterior-mean rates and memberships, actors ordered by community.
 
     Parameters
     ----------
-    store : DataStore
-        Supplies the network (truth when synthetic), the held-out mask and
-        the chain runners whose results are shown.
+    fits : Fits
+        Supplies the network (truth when simulated), the held-out cells and
+        the runners whose results are shown.
     """
 
-    store = param.ClassSelector(class_=DataStore)
-    fits = param.Dict(default={}, doc="method -> dict(mu_hat, theta): aligned results shown.")
+    fits = param.ClassSelector(class_=Fits)
+    panels = param.Dict(default={}, doc="method label -> dict(mu_hat, theta): aligned results shown.")
     order = param.Array(default=None, doc="Actor order shared by every panel.")
     order_source = param.String(default="", doc="Whose memberships set the actor order.")
-    scores = param.DataFrame(default=pd.DataFrame(columns=list(SCORE_COLUMNS)),
-                             doc="MAE and held-out MAE per method.")
+    scores = param.DataFrame(default=pd.DataFrame(), doc="MAE and held-out MAE per method (lpviz.metrics.score).")
 
-    def __init__(self, store=None, **params):
-        super().__init__(store=store, **params)
-        watch_fits(self.store, self.refresh, min_interval=_REFRESH_SECONDS)
+    def __init__(self, **params):
+        super().__init__(**params)
+        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
 
-    @param.depends("store.data", "store.mask", watch=True)
+    @property
+    def applies(self):
+        """True for a network: rows and columns are the same actors."""
+        release = self.fits.data.release
+        return release is not None and release.kind == "network"
+
+    @param.depends("fits.data.release", watch=True)
     def refresh(self):
         """Recompute orders, aligned memberships and scores from the runners' results."""
-        store = self.store
-        if store.data is None or store.model != "blocks":
-            self.param.update(fits={}, order=None, order_source="", scores=self.param.scores.default)
+        data = self.fits.data
+        if not self.applies:
+            self.param.update(panels={}, order=None, order_source="", scores=self.param.scores.default)
             return
-        results = fit_results(store)
-        theta_true = (getattr(store.data, "factors", None) or {}).get("theta")
-        if theta_true is not None:
-            theta_ref, source = theta_true, "the true memberships"
-        elif "nonprivate" in results:
-            theta_ref, source = results["nonprivate"]["best"]["theta"], "the non-private fit"
-        elif results:
-            method = next(iter(results))
-            theta_ref, source = results[method]["best"]["theta"], f"the {METHOD_LABELS[method]} fit"
+        runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
+        fitted = {runner.label: runner.result["model"].memberships(runner.result["best"]) for runner in runners}
+        truth_theta = self._truth_memberships()
+        of_truth = [runner.label for runner in runners if runner.method_class.uses_truth]
+        if truth_theta is not None:
+            theta_ref, source = truth_theta, "the true memberships"
+        elif of_truth:
+            theta_ref, source = fitted[of_truth[0]], f"the {of_truth[0]} fit"
+        elif runners:
+            theta_ref, source = fitted[runners[0].label], f"the {runners[0].label} fit"
         else:
             theta_ref, source = None, ""
-        problem = store.problem()
-        fits, rows = {}, []
-        for method, result in results.items():
-            theta = np.asarray(result["best"]["theta"])
-            mu_hat = result["mu_hat"]
-            fits[method] = dict(mu_hat=mu_hat, theta=theta[:, community_order(theta, theta_ref)])
-            observed, held_out = block_scores(mu_hat, problem.reference, problem.mask,
-                                              store.data.info.get("mask"))
-            rows.append((METHOD_LABELS[method], observed, held_out, result["samples_saved"]))
-        order = actor_order(theta_ref) if theta_ref is not None else np.arange(store.Y_true.shape[0])
-        self.param.update(fits=fits, order=order, order_source=source,
-                          scores=pd.DataFrame(rows, columns=list(SCORE_COLUMNS)))
+        panels = {}
+        for runner in runners:
+            theta = np.asarray(fitted[runner.label])
+            panels[runner.label] = dict(mu_hat=runner.result["mu_hat"],
+                                        theta=theta[:, community_order(theta, theta_ref)])
+        order = actor_order(theta_ref) if theta_ref is not None else np.arange(data.release.shape[0])
+        self.param.update(panels=panels, order=order, order_source=source,
+                          scores=score_frame(runners, keys=SCORE_KEYS))
+
+    def _truth_memberships(self):
+        from lpviz import models
+
+        data = self.fits.data
+        if data.truth is None or not data.truth.factors:
+            return None
+        return models.create(data.model, self.fits.settings.n_components).memberships(data.truth.factors)
 
     # -- plots -----------------------------------------------------------------
     def _rate_image(self, matrix, title, clim):
@@ -132,9 +120,10 @@ class BlocksView(pn.viewable.Viewer):
         ticks = np.arange(0, n, stride)
         image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"],
                          vdims=["rate"]).opts(
-            title=title, cmap="Reds", clim=clim, colorbar=True, tools=["hover"], invert_yaxis=True,
-            responsive=True, min_height=280, min_width=240)
-        held = held_out_cells(self.store.mask, self.store.data.info.get("mask"))
+            title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
+            responsive=True, min_height=280, min_width=240,
+            **scale_options(self.fits.data.settings.colour_scale, clim, shown))
+        held = self.fits.data.release.heldout_cells
         if held is None:
             return image
         held = np.where(held[np.ix_(self.order, self.order)], 1.0, np.nan)[::stride, ::stride]
@@ -142,58 +131,59 @@ class BlocksView(pn.viewable.Viewer):
             cmap=["#404040"], alpha=0.35, clipping_colors={"NaN": "transparent"})
         return image * shade
 
-    @param.depends("fits", "order")
+    @param.depends("panels", "order", "fits.data.settings.colour_scale")
     def rate_heatmaps(self):
-        store = self.store
         if self.order is None:
             return hv.Layout([hv.Text(0.5, 0.5, "No network")])
-        problem = store.problem()
-        panels = [("truth", problem.reference, f"truth ({problem.reference_name})")]
-        panels += [(m, self.fits[m]["mu_hat"], f"{METHOD_LABELS[m]}: posterior mean")
-                   for m in METHODS if m in self.fits]
-        top = max(float(np.max(matrix)) for _, matrix, _ in panels) or 1.0
-        return hv.Layout([self._rate_image(matrix, title, (0, top)) for _, matrix, title in panels]).cols(2)
+        reference, title = truth_reference(self.fits.data.truth, self.fits.data.release)
+        panels = [(reference, title)]
+        panels += [(shown["mu_hat"], f"{label}: posterior mean") for label, shown in self.panels.items()]
+        top = max(float(np.max(matrix)) for matrix, _ in panels) or 1.0
+        return hv.Layout([self._rate_image(matrix, title, (0, top)) for matrix, title in panels]).cols(2)
 
-    @param.depends("fits", "order")
+    @param.depends("panels", "order")
     def membership_heatmaps(self):
         if self.order is None:
             return hv.Layout([hv.Text(0.5, 0.5, "No network")])
-        theta_true = (getattr(self.store.data, "factors", None) or {}).get("theta")
-        panels = [("truth", theta_true)] if theta_true is not None else []
-        panels += [(m, self.fits[m]["theta"]) for m in METHODS if m in self.fits]
+        truth_theta = self._truth_memberships()
+        panels = [("truth", truth_theta)] if truth_theta is not None else []
+        panels += [(label, shown["theta"]) for label, shown in self.panels.items()]
+        if not panels:  # no true memberships (real data) and no fit yet
+            return hv.Layout([hv.Text(0.5, 0.5, "Memberships appear with the first saved sample of a fit").opts(
+                xaxis=None, yaxis=None, toolbar=None, height=120, responsive=True)])
         plots = []
         for name, theta in panels:
             shares = memberships(theta)[self.order]
             n, C = shares.shape
             plots.append(hv.Image((np.arange(C), np.arange(n), shares),
                                   kdims=["community", "actor (ordered)"], vdims=["share"]).opts(
-                title=f"{METHOD_LABELS.get(name, name)}: memberships", cmap="Blues", clim=(0, 1),
-                colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True, min_height=280,
-                min_width=160, xticks=[(c, str(c + 1)) for c in range(C)]))
+                title=f"{name}: memberships", cmap="Blues", clim=(0, 1), colorbar=True, tools=["hover"],
+                invert_yaxis=True, responsive=True, min_height=280, min_width=160,
+                xticks=[(c, str(c + 1)) for c in range(C)]))
         return hv.Layout(plots).cols(max(1, len(plots)))
 
-    @param.depends("fits", "order", "order_source", "scores")
+    @param.depends("panels", "order", "order_source", "scores")
     def status(self):
-        store = self.store
-        if store.data is None:
+        data = self.fits.data
+        if data.release is None:
             return pn.pane.Markdown("No data yet.")
-        if store.model != "blocks":
+        if not self.applies:
             return pn.pane.Markdown("The current data are documents x words: see the **Topics** tab. "
-                                    "Choose a network source (synthetic blocks, Enron network or an "
+                                    "Choose a network source (synthetic network, Enron network or an "
                                     "edge list) to see communities here.")
         lines = []
         if self.order_source:
             lines.append(f"Actors ordered by their main community in {self.order_source}; "
                          "communities of each fit matched to those.")
-        waiting = [METHOD_LABELS[m] for m in METHODS if m not in self.fits]
+        waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.panels]
         if waiting:
-            lines.append(f"*Waiting for a saved sample (after burn-in {store.burn_in}) from: "
+            lines.append(f"*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
                          f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
-        held = held_out_cells(store.mask, store.data.info.get("mask"))
+        held = data.release.heldout_cells
         if held is not None:
-            lines.append(f"Shaded: {int(held.sum()):,} held-out cells ({store.holdout}); the fits never see "
+            lines.append(f"Shaded: {int(held.sum()):,} held-out cells ({data.settings.holdout}); the fits never see "
                          "them, the held-out MAE scores how well they are predicted.")
-        note = subsample_note(store.Y_true.shape, display_slice(store.Y_true.shape))
+        note = subsample_note(data.release.shape, display_slice(data.release.shape))
         if note:
             lines.append(note)
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
@@ -203,9 +193,11 @@ class BlocksView(pn.viewable.Viewer):
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
     def __panel__(self):
-        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4f}".format,
-                                   sizing_mode="stretch_width")
-        return pn.Column(self.status, scores,
-                         pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
+        # made once, shown only for a network (the status explains otherwise)
+        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
+                                   sizing_mode="stretch_width", name="block-scores")
+        body = pn.Column(scores, pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
                          pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
+                         visible=pn.bind(lambda release: self.applies, self.fits.data.param.release),
                          sizing_mode="stretch_width")
+        return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -1,11 +1,20 @@
-"""Export: the current figures as PNG or HTML, the fit results as .npz and .json.
+"""Export: the current figures as PNG or HTML, the release, the fits with the truth, a summary.
+
+Everything the dashboard makes is a simulation (it noises data it holds the
+truth of, with a seed it shows), and every file says so in its name and
+contents. Two kinds of data export:
+
+- the **release** alone (``lpviz_release_simulated.npz``, the
+  :class:`~lpviz.release.Release` schema): the noised counts, the noise level,
+  held-out cells and structural zeros, no labels and no truth;
+- the **simulation with the truth** (``lpviz_simulation_with_truth.npz``):
+  the true counts (and rates), the release, and each method's posterior-mean
+  rates, best factors and trace, as the fits saw them.
 
 PNG goes through HoloViews' matplotlib backend, so no browser is needed;
-HTML is the interactive Bokeh figure. Results hold what a person needs to
-redo or check an analysis: the data as fitted (true and noised counts,
-alpha, mask), each method's posterior-mean rates, best factors and trace.
-The functions write files and never overwrite one unless told to; the
-:class:`ExportView` hands the same bytes to the browser as downloads.
+HTML is the interactive Bokeh figure with its resources inline (it opens
+without a network). The functions write files and never overwrite one unless
+told to; the :class:`ExportView` hands the same bytes to the browser.
 """
 
 import io
@@ -18,10 +27,13 @@ import numpy as np
 import panel as pn
 import param
 
-from app.results import METHODS, fit_results
-from app.store import DataStore
+from app.fits import Fits
 
 FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}
+RELEASE_FILE = "lpviz_release_simulated.npz"
+TRUTH_FILE = "lpviz_simulation_with_truth.npz"
+SUMMARY_FILE = "lpviz_simulation_summary.json"
+SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
 # Bokeh option names the views use, as matplotlib spells them.
 _MPL_NAMES = {"line_width": "linewidth", "line_dash": "linestyle", "size": "s",
@@ -71,7 +83,8 @@ def save_figure(figure, path, *, overwrite=False):
         figure = _matplotlib_styled(figure)
     with tempfile.TemporaryDirectory() as tmp:  # write whole, then move: no half-written file
         scratch = Path(tmp) / f"figure{path.suffix.lower()}"
-        hv.save(figure, scratch, backend=backend, **({"dpi": 110} if backend == "matplotlib" else {}))
+        options = {"dpi": 110} if backend == "matplotlib" else {"resources": "inline"}  # offline HTML
+        hv.save(figure, scratch, backend=backend, **options)
         path.write_bytes(scratch.read_bytes())
     return path
 
@@ -82,87 +95,128 @@ def figure_bytes(figure, suffix):
         return save_figure(figure, Path(tmp) / f"figure{suffix}").read_bytes()
 
 
-def result_arrays(store):
-    """Arrays of the data as fitted and of every method's results, keyed for ``np.savez``."""
-    arrays = {"Y_true": store.Y_true, "Y_obs": store.Y_obs, "alpha": np.asarray(store.alpha, float)}
-    if store.mask is not None:
-        arrays["mask"] = np.asarray(store.mask, bool)
-    truth = store.truth
-    if truth is not None:
-        arrays["mu_true"] = truth
-    for method, result in fit_results(store).items():
+def _runners_with_results(fits):
+    return [runner for runner in fits.active.values() if (runner.result or {}).get("best") is not None]
+
+
+def release_bytes(fits):
+    """The session's release alone (noised counts and what is public about them) in the
+    :class:`~lpviz.release.Release` ``.npz`` schema: no truth, no labels."""
+    release = fits.data.release
+    if release is None:
+        raise ValueError("no data loaded: choose a data source before exporting the release")
+    with tempfile.TemporaryDirectory() as tmp:
+        return release.save(Path(tmp) / RELEASE_FILE).read_bytes()
+
+
+def result_arrays(fits):
+    """The simulation with its truth: true counts (and rates), the release, and every method's
+    posterior-mean rates, best factors and trace, keyed for ``np.savez``."""
+    data = fits.data
+    release, truth = data.release, data.truth
+    if truth is None:
+        raise ValueError("this release came without its true counts: there is no simulation with a truth to "
+                         "export; export the release and the summary")
+    arrays = {"format": np.asarray(SIMULATION_FORMAT), "simulated": np.asarray(release.simulated),
+              "Y_true": truth.Y, "Y_obs": release.Y_obs, "alpha": np.asarray(release.alpha, float),
+              "kind": np.asarray(release.kind), "model": np.asarray(data.model)}
+    if release.noise_seed is not None:
+        arrays["noise_seed"] = np.asarray(release.noise_seed)
+    for key in ("heldout", "structural_zeros"):
+        if getattr(release, key) is not None:
+            arrays[key] = getattr(release, key)
+    if truth.mu is not None:
+        arrays["mu_true"] = truth.mu
+    for runner in _runners_with_results(fits):
+        result = runner.result
         if result.get("mu_hat") is not None:
-            arrays[f"{method}/mu_hat"] = result["mu_hat"]
+            arrays[f"{runner.method}/mu_hat"] = result["mu_hat"]
         for name, value in result["best"].items():
-            arrays[f"{method}/best_{name}"] = np.asarray(value)
-        trace = store.runners[method].trace()
+            arrays[f"{runner.method}/best_{name}"] = np.asarray(value)
+        trace = runner.trace()
         for column in trace.columns:
-            arrays[f"{method}/trace_{column}"] = trace[column].to_numpy()
+            arrays[f"{runner.method}/trace_{column}"] = trace[column].to_numpy()
     return arrays
 
 
-def result_summary(store):
-    """Settings and per-method figures as a JSON-ready dict."""
-    problem = store.problem()
-    settings = {name: getattr(store, name) for name in
-                ("source", "epsilon", "N", "heterogeneous", "alpha0", "noise_seed", "holdout",
-                 "n_components", "n_iter", "burn_in", "thin", "chain_seed")}
-    summary = {"data": {"source": store.data.source or store.source, "model": store.model,
-                        "shape": list(store.Y_true.shape), "mae_reference": problem.reference_name},
-               "settings": settings, "methods": {}}
-    results = fit_results(store)
-    for method in METHODS:
-        runner = store.runners[method]
-        entry = {"status": runner.status, "iteration": int(runner.iteration)}
-        if method in results:
-            result = results[method]
-            entry.update(samples_saved=int(result["samples_saved"]),
-                         best_log_joint=float(result["best_log_joint"]))
-            trace = runner.trace()
-            if len(trace):
-                last = trace.iloc[-1]
-                entry.update({name: (None if np.isnan(last[name]) else float(last[name]))
-                              for name in ("mae_mean", "heldout_mae")})
-        summary["methods"][method] = entry
+def result_summary(fits):
+    """Settings and each method's :func:`lpviz.metrics.score` as a JSON-ready dict."""
+    data, settings = fits.data, fits.settings
+    release = data.release
+    names = ("source", "epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed", "holdout",
+             "holdout_fraction", "holdout_actors", "n_components", "n_iter", "burn_in", "thin", "chain_seed")
+    note = ("a simulation: the dashboard noised data it holds the truth of, with the seed above"
+            if data.truth is not None else "an uploaded release (no truth): the fits saw only the noised counts")
+    summary = {"simulated": bool(release.simulated), "noise_seed": release.noise_seed, "note": note,
+               "data": {"source": data.data.name or settings.source, "model": data.model, "kind": release.kind,
+                        "shape": list(release.shape), "release": release.describe()},
+               "settings": {name: getattr(settings, name) for name in names}, "methods": {}}
+    for name, runner in fits.active.items():
+        entry = {"label": runner.label, "status": runner.status, "iteration": int(runner.iteration),
+                 "options": dict(runner.options)}
+        result = runner.result or {}
+        if result.get("best") is not None:
+            entry.update(samples_saved=int(result["samples_saved"]), score=result["score"])
+        summary["methods"][name] = entry
     return summary
 
 
-def save_results(store, path, *, overwrite=False):
-    """Write the fit results to ``path``: .npz (arrays) or .json (settings and figures)."""
+def save_results(fits, path, *, overwrite=False):
+    """Write the simulation with the truth (.npz) or the summary (.json) to ``path``."""
     path = _check_target(path, RESULT_FORMATS, overwrite)
-    if store.data is None:
+    if fits.data.release is None:
         raise ValueError("no data loaded: choose a data source before exporting results")
-    path.write_bytes(results_bytes(store, path.suffix.lower()))
+    path.write_bytes(results_bytes(fits, path.suffix.lower()))
     return path
 
 
-def results_bytes(store, suffix):
+def save_release(fits, path, *, overwrite=False):
+    """Write the release alone (.npz, no truth) to ``path``."""
+    path = _check_target(path, (".npz",), overwrite)
+    path.write_bytes(release_bytes(fits))
+    return path
+
+
+def results_bytes(fits, suffix):
     """The bytes :func:`save_results` writes for ``suffix`` ('.npz' or '.json')."""
     if suffix == ".npz":
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, **result_arrays(store))
+        np.savez_compressed(buffer, **result_arrays(fits))
         return buffer.getvalue()
-    return json.dumps(result_summary(store), indent=2, default=str).encode()
+    return json.dumps(result_summary(fits), indent=2, default=str).encode()
 
 
 class ExportView(pn.viewable.Viewer):
-    """Download buttons for the figures of the given views and for the fit results.
+    """Download buttons for the figures of the given views, the release, the simulation and a summary.
 
     Parameters
     ----------
-    store : DataStore
+    fits : Fits
     views : list
         Views with a ``figures()`` method (name -> HoloViews object).
     """
 
-    store = param.ClassSelector(class_=DataStore)
+    fits = param.ClassSelector(class_=Fits)
     views = param.List(default=[], doc="Views whose figures() can be exported.")
     figure = param.Selector(default=None, objects=[], doc="Figure to export.")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.param.figure.objects = list(self.available_figures())
-        self.figure = self.param.figure.objects[0] if self.param.figure.objects else None
+        self._chosen = False  # whether a person picked a figure (else the first one follows the data)
+        self._list_figures()
+        self.fits.data.param.watch(lambda *events: self._list_figures(), ["release"])
+
+    def _list_figures(self):
+        """The figures the views have now (they change with the data: no truth, no noise histogram)."""
+        names = list(self.available_figures())
+        self.param.figure.objects = names
+        if names and (not self._chosen or self.figure not in names):
+            self.figure = names[0]
+            self._chosen = False
+
+    @param.depends("figure", watch=True)
+    def _on_choice(self):
+        self._chosen = self.figure != (self.param.figure.objects or [None])[0]
 
     def available_figures(self):
         """``{name: view}`` of every exportable figure."""
@@ -179,25 +233,44 @@ class ExportView(pn.viewable.Viewer):
         return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
                                        embed=False, sizing_mode="stretch_width")
 
+    def file_names(self):
+        """File names that say what the files are: a simulation (the dashboard holds the truth) or
+        an uploaded release."""
+        release = self.fits.data.release
+        simulated = release is None or release.simulated or self.fits.data.truth is not None
+        prefix = "lpviz_simulation" if simulated else "lpviz_release"
+        return {"figure": f"{prefix}_{self.figure}", "release": RELEASE_FILE if simulated else "lpviz_release.npz",
+                "truth": TRUTH_FILE, "summary": SUMMARY_FILE if simulated else "lpviz_release_summary.json"}
+
     def __panel__(self):
         png = self._download("Figure as PNG", "figure.png", lambda: figure_bytes(self.current_figure(), ".png"))
         html = self._download("Figure as HTML", "figure.html",
                               lambda: figure_bytes(self.current_figure(), ".html"))
+        release = self._download("Release only: noised counts (.npz)", RELEASE_FILE, lambda: release_bytes(self.fits))
+        truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE,
+                               lambda: results_bytes(self.fits, ".npz"))
+        summary = self._download("Summary (.json)", SUMMARY_FILE, lambda: results_bytes(self.fits, ".json"))
+        note = pn.pane.Markdown("", sizing_mode="stretch_width")
 
-        def name_files(name):
-            png.filename, html.filename = f"lpviz_{name}.png", f"lpviz_{name}.html"
-        self.param.watch(lambda event: name_files(event.new), "figure")
-        if self.figure:
-            name_files(self.figure)
-        npz = self._download("Results (.npz)", "lpviz_results.npz", lambda: results_bytes(self.store, ".npz"))
-        summary = self._download("Summary (.json)", "lpviz_summary.json",
-                                 lambda: results_bytes(self.store, ".json"))
+        def name_files(*_):
+            names = self.file_names()
+            png.filename, html.filename = f"{names['figure']}.png", f"{names['figure']}.html"
+            release.filename, summary.filename = names["release"], names["summary"]
+            truth.visible = self.fits.data.truth is not None  # no truth, no file with it
+            note.object = ("Everything here is a **simulation**: the dashboard noised data it holds the truth of, "
+                           "with the noise seed shown in the sidebar; file names say so."
+                           if truth.visible else "An **uploaded release**: the fits saw only its noised counts.")
+
+        self.param.watch(name_files, "figure")
+        self.fits.data.param.watch(name_files, ["release", "truth"])
+        name_files()
         return pn.Column(
-            "### Export",
-            pn.widgets.Select.from_param(self.param.figure, name="Figure"),
-            pn.Row(png, html), pn.Row(npz, summary),
-            pn.pane.Markdown("Results: true and noised counts, alpha, mask, and per method the "
-                             "posterior-mean rates, the best sample's factors and the trace.",
-                             sizing_mode="stretch_width"),
+            "### Export", note,
+            pn.widgets.Select.from_param(self.param.figure, label="Figure"),
+            pn.Row(png, html), pn.Row(release, truth), summary,
+            pn.pane.Markdown("*Release only*: the noised counts, the noise level, held-out cells and structural "
+                             "zeros (the lpviz release schema) -- what an analyst would hold. *Simulation with the "
+                             "truth*: also the true counts (and rates) and each method's posterior-mean rates, best "
+                             "factors and trace.", sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )

@@ -1,193 +1,217 @@
-"""Run the three chains and watch them: controls, progress, live traces and rates.
+"""Run the chains and watch them: controls, progress, scores, live traces and rates.
 
 The traces are ``hv.DynamicMap`` curves over each runner's bounded
 ``hv.streams.Buffer``, so new rows are streamed to the browser (Bokeh
-``ColumnDataSource.stream``) rather than the plot being redrawn. The
-posterior-mean heatmaps are fed through ``hv.streams.Pipe`` when a runner's
-result snapshot changes, at most every ``RATE_REDRAW_SECONDS`` while it runs
-(each redraw re-sends whole images) and at once when it pauses, stops or ends.
+``ColumnDataSource.stream``) rather than the plot being redrawn. The score
+table is each runner's :func:`lpviz.metrics.score` of its posterior (the
+numbers the Topics and Blocks tabs and the CLI show). The rate heatmaps are
+fed through ``hv.streams.Pipe`` from the runners' snapshots, as often as the
+view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
-import time
-
-
 import holoviews as hv
-import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
 import numpy as np
+import pandas as pd
 import panel as pn
 import param
 
-from app.noise_view import colour_limit, count_image, display_slice
-from app.runner import METHODS
-from app.store import DataStore
-
-METHOD_COLORS = {"private": "#d62728", "naive": "#1f77b4", "nonprivate": "#2ca02c"}
-METHOD_LABELS = {"private": "private (models the noise)", "naive": "naive (truncated data)",
-                 "nonprivate": "non-private (true data)"}
-RATE_CMAP = "Reds"
-RATE_REDRAW_SECONDS = 2.0
-FIRST_RATES_SECONDS = 1.0
+from app.fits import Fits, follow_results, score_frame
+from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, truth_reference
+from app.throttle import VIEW_SECONDS
 
 
-def trace_curve(buffer, column, method, *, line_dash="solid"):
+def trace_curve(runner, column, *, line_dash="solid"):
     """A live curve of one trace column of one runner."""
     # Styled once; each redraw clones it around the buffer's data (keeping its
     # options), which costs half of building and styling a new curve per drain.
-    styled = hv.Curve(buffer.data, "iteration", column, label=METHOD_LABELS[method]).opts(
-        color=METHOD_COLORS[method], line_width=1.5, line_dash=line_dash, tools=["hover"])
+    styled = hv.Curve(runner.buffer.data, "iteration", column, label=runner.label).opts(
+        color=runner.color, line_width=1.5, line_dash=line_dash, tools=["hover"])
+    name = f"trace_{runner.method}"  # the buffer's renamed data
 
-    def curve(data):
-        return styled.clone(data)
+    def curve(**contents):
+        return styled.clone(contents[name])
 
-    return hv.DynamicMap(curve, streams=[buffer])
+    return hv.DynamicMap(curve, streams=[runner.buffer])
+
+
+def overlay(curves, *, title, ylabel, legend):
+    """The live curves in one plot (one curve alone is a plot too: it has no legend to place)."""
+    options = dict(title=title, ylabel=ylabel, responsive=True, height=300, show_legend=True)
+    if len(curves) > 1:
+        options["legend_position"] = legend
+    return hv.Overlay(curves).collate().opts(**options)
+
+
+def mae_key(truth):
+    """The score traced: MAE against the true rates of a simulation, else against the true counts."""
+    return "rate_mae" if truth is not None and truth.mu is not None else "mae"
 
 
 class FitsView(pn.viewable.Viewer):
     """Start, pause, resume, stop and reset the chains; see them converge."""
 
-    store = param.ClassSelector(class_=DataStore)
+    fits = param.ClassSelector(class_=Fits)
+    scores = param.DataFrame(default=pd.DataFrame(), doc="the score table shown")
 
-    def __init__(self, store=None, **params):
-        super().__init__(store=store, **params)
+    def __init__(self, **params):
+        super().__init__(**params)
         self._rate_pipes = {}
-        self._rates_sent = {}  # method -> (time, result) of the last heatmap redraw
-        for runner in self.store.runners.values():
-            runner.param.watch(self._on_result, ["result", "status"])
+        # one throttle for all the rate heatmaps: each redraw re-sends whole images
+        follow_results(self.fits, self._on_result, VIEW_SECONDS)
+        follow_results(self.fits, lambda runner: self._update_scores(), VIEW_SECONDS)
+        self._update_scores()
 
-    # ---- controls -----------------------------------------------------------------
+    # ---- controls ---------------------------------------------------------------------
     def controls(self):
         buttons = []
-        for name, kind, action in (("Start", "success", self.store.start), ("Pause", "warning", self.store.pause),
-                                   ("Resume", "primary", self.store.resume), ("Stop", "danger", self.store.stop),
-                                   ("Reset", "light", self.store.reset)):
-            button = pn.widgets.Button(name=name, button_type=kind, width=90)
+        for name, kind, action in (("Start", "success", self.fits.start), ("Pause", "warning", self.fits.pause),
+                                   ("Resume", "primary", self.fits.resume), ("Stop", "danger", self.fits.stop),
+                                   ("Reset", "light", self.fits.reset)):
+            button = pn.widgets.Button(label=name, color=kind, width=90)
             button.on_click(action)
             buttons.append(button)
         return pn.Row(*buttons)
 
-    def progress(self, method):
-        runner = self.store.runners[method]
-        bar = pn.indicators.Progress(value=pn.bind(min, runner.param.iteration, runner.param.n_iter),
-                                     max=runner.param.n_iter, width=220, bar_color="primary")
+    def progress_row(self, runner):
+        goal = pn.bind(lambda status, target, n_iter: n_iter if status in ("idle", "unavailable") else target,
+                       runner.param.status, runner.param.target, runner.param.n_iter)
+        bar = pn.indicators.Progress(value=pn.bind(lambda i, g: min(i, g), runner.param.iteration, goal),
+                                     max=goal, width=220, bar_color="primary")
 
-        def text(status, iteration, n_iter, rate, error):
-            line = f"**{METHOD_LABELS[method]}** - {status}, iteration {iteration:,} / {n_iter:,}, " \
-                   f"{rate:,.0f} it/s"
+        def text(status, iteration, goal, rate, error):
+            speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
+            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}, {speed} it/s"
             return line + (f" - {error}" if error else "")
 
-        label = pn.pane.Markdown(pn.bind(text, runner.param.status, runner.param.iteration, runner.param.n_iter,
+        label = pn.pane.Markdown(pn.bind(text, runner.param.status, runner.param.iteration, goal,
                                          runner.param.iterations_per_second, runner.param.error),
                                  margin=(0, 10), sizing_mode="stretch_width")
         return pn.Row(bar, label, sizing_mode="stretch_width")
 
-    # ---- traces -------------------------------------------------------------------
-    @param.depends("store.mask", "store.data")
+    @param.depends("fits.data.settings.methods")
+    def progress(self):
+        return pn.Column(*[self.progress_row(runner) for runner in self.fits.active.values()],
+                         sizing_mode="stretch_width")
+
+    def _update_scores(self):
+        self.scores = score_frame(self.fits.active.values())
+
+    # ---- traces ---------------------------------------------------------------------
+    def trace_plots(self):
+        """``(MAE overlay, log-joint overlay, key text)`` of the active runners, or None without data."""
+        data = self.fits.data
+        if data.release is None:
+            return None
+        runners = list(self.fits.active.values())
+        joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
+                             title="Log joint (each method's own model)", ylabel="log joint", legend="bottom_right")
+        if data.truth is None:
+            return None, joint_plot, ("No MAE: this release came without its true counts. The log joint of each "
+                                      "chain shows its convergence.")
+        key = mae_key(data.truth)
+        held_out = data.release.heldout_cells is not None
+        curves = []
+        for runner in runners:
+            curves.append(trace_curve(runner, key))
+            curves.append(trace_curve(runner, f"mean_{key}", line_dash="dashed"))
+            if held_out:  # no held-out curve without held-out cells
+                curves.append(trace_curve(runner, f"mean_heldout_{key}", line_dash="dotted"))
+        reference = "true rates" if key == "rate_mae" else "true counts"
+        mae_plot = overlay(curves, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
+        text = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
+                + (". Dotted: the posterior mean on the held-out cells." if held_out else "."))
+        return mae_plot, joint_plot, text
+
+    @param.depends("fits.data.release", "fits.data.settings.methods")
     def traces(self):
-        store = self.store
-        reference = "true rates" if store.truth is not None else "true counts"
-        mae_curves = []
-        for method in METHODS:
-            buffer = store.runners[method].buffer
-            mae_curves.append(trace_curve(buffer, "mae", method))
-            mae_curves.append(trace_curve(buffer, "mae_mean", method, line_dash="dashed"))
-            if store.mask is not None:
-                mae_curves.append(trace_curve(buffer, "heldout_mae", method, line_dash="dotted"))
-        mae_plot = hv.Overlay(mae_curves).collate().opts(
-            title=f"MAE against the {reference}",
-            responsive=True, height=300, legend_position="top_right", show_legend=True, ylabel="MAE")
-        joint_plot = hv.Overlay([trace_curve(store.runners[m].buffer, "log_joint", m)
-                                 for m in METHODS]).collate().opts(
-            title="Log joint (each method's own model)", responsive=True, height=300,
-            legend_position="bottom_right", ylabel="log joint")
-        key = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
-               + (". Dotted: the posterior mean on the held-out cells." if store.mask is not None else "."))
-        return pn.Column(pn.Row(pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"),
-                                pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace"),
-                                sizing_mode="stretch_width"),
-                         pn.pane.Markdown(key, margin=(0, 10)), sizing_mode="stretch_width")
+        plots = self.trace_plots()
+        if plots is None:
+            return pn.pane.Markdown("No data yet.")
+        mae_plot, joint_plot, text = plots
+        panes = [pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace")]
+        if mae_plot is not None:
+            panes.insert(0, pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"))
+        return pn.Column(pn.Row(*panes, sizing_mode="stretch_width"),
+                         pn.pane.Markdown(text, margin=(0, 10)), sizing_mode="stretch_width")
 
     # ---- live rates -----------------------------------------------------------------
-    @param.depends("store.Y_obs")
-    def rates(self):
-        store = self.store
-        if store.Y_true is None:
-            return pn.pane.Markdown("")
-        reference = store.truth if store.truth is not None else store.Y_true
-        clim = (0.0, colour_limit(reference)[0])
-        strides = display_slice(reference.shape)
-        panels = [count_image(reference, store.model, "Truth" if store.truth is not None else "True counts",
-                              clim, strides=strides, cmap=RATE_CMAP, label="rate")]
-        self._rate_pipes, self._rates_sent = {}, {}
-        for method in METHODS:
-            runner = store.runners[method]
-            pipe = hv.streams.Pipe(data=self._rate_frame(runner.result, reference.shape))
-            self._rate_pipes[method] = pipe
-            self._rates_sent[method] = (-np.inf, runner.result)
+    def _reference(self):
+        reference, title = truth_reference(self.fits.data.truth, self.fits.data.release)
+        return reference, title, (0.0, colour_limit(reference)[0]), display_slice(reference.shape)
 
-            def image(data, method=method):
-                values, title = data
-                return count_image(values, store.model, f"{method}: {title}", clim, strides=strides,
-                                   cmap=RATE_CMAP, label="rate")
+    @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.colour_scale")
+    def rates(self):
+        data = self.fits.data
+        if data.release is None:
+            return pn.pane.Markdown("")
+        reference, title, clim, strides = self._reference()
+        kind, scale = data.release.kind, data.settings.colour_scale
+        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
+                              scale=scale)]
+        self._rate_pipes = {}
+        for name, runner in self.fits.active.items():
+            pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
+            self._rate_pipes[name] = pipe
+
+            def image(data, runner=runner):
+                values, subtitle = data
+                return count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
+                                   cmap=RATE_CMAP, label="rate", scale=scale)
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
         return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps")
 
     @staticmethod
-    def _rate_frame(result, shape):
+    def _rate_frame(runner, shape):
+        result = runner.result
         if result is None:
             return np.zeros(shape), "not started"
         if result["mu_hat"] is not None:
             return result["mu_hat"], f"mean of {result['samples_saved']} samples"
         return result["mu"], f"burn-in, sample {result['iteration']}"
 
-    def _on_result(self, *events):
-        runner = events[0].obj
-        pipe = self._rate_pipes.get(runner.method)
-        if pipe is None or self.store.Y_true is None:
+    def _on_result(self, runner):
+        """Redraw the rate heatmaps whose runner has a new result (all of them when due)."""
+        if self.fits.data.release is None:
             return
-        now = time.monotonic()
-        last_time, last_result = self._rates_sent.get(runner.method, (-np.inf, None))
-        if any(event.name == "status" and event.new == "running" for event in events):
-            # A run starts or resumes: its first trace points go out first,
-            # the heatmaps' first redraw comes FIRST_RATES_SECONDS later.
-            self._rates_sent[runner.method] = (max(last_time, now - RATE_REDRAW_SECONDS + FIRST_RATES_SECONDS),
-                                               last_result)
-            return
-        if runner.result is last_result:
-            return
-        if runner.status == "running" and now - last_time < RATE_REDRAW_SECONDS:
-            return  # the next snapshot (or the end of the run) redraws it
-        self._rates_sent[runner.method] = (now, runner.result)
-        pipe.send(self._rate_frame(runner.result, self.store.Y_true.shape))
+        for name, pipe in self._rate_pipes.items():
+            other = self.fits.runners[name]
+            frame = self._rate_frame(other, self.fits.data.release.shape)
+            if other is runner or pipe.data[1] != frame[1]:
+                pipe.send(frame)
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""
-        store = self.store
-        if store.Y_true is None:
+        data = self.fits.data
+        if data.release is None:
             return {}
-        traces = {method: store.runners[method].trace() for method in METHODS}
-        mae = hv.Overlay([hv.Curve(traces[m], "iteration", "mae", label=METHOD_LABELS[m]).opts(
-            color=METHOD_COLORS[m]) for m in METHODS]).opts(title="MAE of the current sample", ylabel="MAE")
-        joint = hv.Overlay([hv.Curve(traces[m], "iteration", "log_joint", label=METHOD_LABELS[m]).opts(
-            color=METHOD_COLORS[m]) for m in METHODS]).opts(title="Log joint", ylabel="log joint")
-        reference = store.truth if store.truth is not None else store.Y_true
-        clim = (0.0, colour_limit(reference)[0])
-        strides = display_slice(reference.shape)
-        rates = [count_image(reference, store.model, "Truth" if store.truth is not None else "True counts",
-                             clim, strides=strides, cmap=RATE_CMAP, label="rate")]
-        for method in METHODS:
-            values, title = self._rate_frame(store.runners[method].result, reference.shape)
-            rates.append(count_image(values, store.model, f"{method}: {title}", clim, strides=strides,
-                                     cmap=RATE_CMAP, label="rate"))
-        return {"fits_mae_trace": mae, "fits_log_joint_trace": joint,
-                "fits_rates": hv.Layout(rates).cols(4)}
+        runners = list(self.fits.active.values())
+        traces = {runner.method: runner.trace() for runner in runners}
+        joint = hv.Overlay([hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color)
+                            for r in runners]).opts(title="Log joint", ylabel="log joint")
+        figures = {"fits_log_joint_trace": joint}
+        if data.truth is not None:
+            key = mae_key(data.truth)
+            figures["fits_mae_trace"] = hv.Overlay(
+                [hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color)
+                 for r in runners]).opts(title="MAE of the current sample", ylabel="MAE")
+        reference, title, clim, strides = self._reference()
+        kind, scale = data.release.kind, data.settings.colour_scale
+        rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
+                             scale=scale)]
+        for runner in runners:
+            values, subtitle = self._rate_frame(runner, reference.shape)
+            rates.append(count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
+                                     cmap=RATE_CMAP, label="rate", scale=scale))
+        return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
+        table = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
+                                  visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
+                                  sizing_mode="stretch_width", name="fit-scores")
         return pn.Column(
-            self.controls(),
-            *[self.progress(method) for method in METHODS],
-            self.traces,
-            pn.pane.Markdown("### Rates: truth and each method's estimate"),
-            self.rates,
+            self.controls(), self.progress, table, self.traces,
+            pn.pane.Markdown("### Rates: truth and each method's estimate"), self.rates,
             sizing_mode="stretch_width")
+

@@ -1,4 +1,4 @@
-"""What the geometric mechanism does, driven by the store's epsilon and N.
+"""What the geometric mechanism does, driven by the session's epsilon and N.
 
 Left: the two-sided geometric law of the noise beside Skellam laws with
 exponentially distributed rates; their mixture *is* the geometric law
@@ -14,8 +14,9 @@ import numpy as np
 import panel as pn
 import param
 
-from app.store import DataStore
+from app.datastore import DataStore
 from lpviz import privacy
+from lpviz.release import format_alpha
 
 # Quadrature nodes per rate: the mixture matches the geometric pmf to ~1e-5 (alpha = 0.9)
 # or better, fast enough to follow an epsilon slider.
@@ -61,29 +62,29 @@ def adversary_view(y, N, alpha, half_width):
 
 
 class PrivacyView(pn.viewable.Viewer):
-    """The geometric mechanism explained with the store's epsilon and N.
+    """The geometric mechanism explained with the session's epsilon and N.
 
     Parameters
     ----------
-    store : DataStore
-        Supplies ``epsilon``, ``N``, and, for heterogeneous noise, the
-        per-row ``alpha``.
+    data : DataStore
+        Its settings supply ``epsilon`` and ``N``; its release, for
+        heterogeneous noise, the per-row ``alpha``.
     y : int
         The true count the adversary compares with ``y + N``.
     """
 
-    store = param.ClassSelector(class_=DataStore, doc="The app's DataStore (epsilon, N, heterogeneous, alpha).")
+    data = param.ClassSelector(class_=DataStore, doc="The session's data (settings and release).")
     y = param.Integer(default=3, bounds=(0, None), softbounds=(0, 50),
                       doc="True count y whose neighbour y + N the adversary must tell apart.")
 
     # -- the numbers shown (tested against lpviz.privacy) ---------------------
     @property
     def epsilon(self):
-        return float(self.store.epsilon)
+        return float(self.data.settings.epsilon)
 
     @property
     def N(self):
-        return float(self.store.N)
+        return float(self.data.settings.N)
 
     @property
     def distance(self):
@@ -114,7 +115,7 @@ class PrivacyView(pn.viewable.Viewer):
         return adversary_view(self.y, self.distance, alpha, noise_support(alpha, mass=0.99, upper=60))
 
     # -- plots -----------------------------------------------------------------
-    @param.depends("store.epsilon", "store.N")
+    @param.depends("data.settings.epsilon", "data.settings.N")
     def skellam_plot(self):
         alpha = self.alpha
         half = noise_support(alpha)
@@ -129,7 +130,7 @@ class PrivacyView(pn.viewable.Viewer):
             title="Skellam laws with fixed rates: shifted, asymmetric",
             legend_position="top_right", responsive=True, min_height=300)
 
-    @param.depends("store.epsilon", "store.N")
+    @param.depends("data.settings.epsilon", "data.settings.N")
     def geometric_plot(self):
         tau, geometric, mixture = self.noise_frame()
         bars = hv.Spikes((tau, geometric), "tau", "P(tau)", label="2Geo(alpha)").opts(
@@ -138,10 +139,10 @@ class PrivacyView(pn.viewable.Viewer):
                          label="Skellam mixed over Exp rates").opts(
             color="#ff7f0e", size=6, tools=["hover"])
         return (bars * mix).opts(
-            title=f"2Geo(alpha = {self.alpha:.3f}) = the Skellam mixture (gap {np.abs(mixture - geometric).max():.0e})",
+            title=f"2Geo(alpha = {format_alpha(self.alpha)}) = the Skellam mixture (gap {np.abs(mixture - geometric).max():.0e})",
             legend_position="top_right", responsive=True, min_height=300)
 
-    @param.depends("store.epsilon", "store.N", "y")
+    @param.depends("data.settings.epsilon", "data.settings.N", "y")
     def adversary_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         y, N = self.y, self.distance
@@ -155,7 +156,7 @@ class PrivacyView(pn.viewable.Viewer):
             title="What an adversary sees, under y and under y + N",
             legend_position="top_right", responsive=True, min_height=280)
 
-    @param.depends("store.epsilon", "store.N", "y")
+    @param.depends("data.settings.epsilon", "data.settings.N", "y")
     def log_ratio_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         bound = self.log_ratio_bound
@@ -172,16 +173,17 @@ class PrivacyView(pn.viewable.Viewer):
         return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound),
                                      responsive=True, min_height=250)
 
-    @param.depends("store.epsilon", "store.N", "store.heterogeneous", "store.alpha")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
     def summary(self):
         eps, N, alpha = self.epsilon, self.N, self.alpha
         text = (f"**epsilon = {eps:g}, N = {N:g}: epsilon/N = {eps / N:.3g}, "
-                f"alpha = exp(-epsilon/N) = {alpha:.4f}.** The noise is discrete Laplace with "
+                f"alpha = exp(-epsilon/N) = {format_alpha(alpha)}.** The noise is discrete Laplace with "
                 f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
                 f"noised counts whose probabilities differ by a factor of at most "
                 f"e^epsilon = {np.exp(eps):.3g}.")
-        row_alpha = np.asarray(getattr(self.store, "alpha", alpha), float)
-        if getattr(self.store, "heterogeneous", False) and row_alpha.ndim == 1 and row_alpha.size:
+        release = self.data.release
+        row_alpha = np.asarray(release.alpha if release is not None else alpha, float)
+        if row_alpha.ndim == 1 and row_alpha.size:
             row_eps = np.asarray(privacy.epsilon_from(row_alpha, N), float)
             text += (f"\n\n*Heterogeneous noise: each row has its own alpha "
                      f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"

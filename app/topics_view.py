@@ -2,24 +2,26 @@
 
 Topics come from the saved sample with the highest log joint of each chain
 (labels switch between samples, so a posterior mean of topics means
-nothing). When the data are synthetic they are aligned to the true topics
+nothing). When the data are simulated they are aligned to the true topics
 with the Hungarian algorithm, and the truth is listed beside them. Scores use
-the true (non-private) counts as reference corpus, as in the paper.
+the true (non-private) counts as reference corpus, as in the paper; the
+per-method numbers are each runner's :func:`lpviz.metrics.score`, the same
+the Fits tab and the CLI show.
 """
 
 import holoviews as hv
-import holoviews.plotting.bokeh  # noqa: F401  (styles below are bokeh options, also outside a notebook)
 import numpy as np
 import pandas as pd
 import panel as pn
 import param
 
-from app.results import METHOD_LABELS, METHODS, fit_results, watch_fits
-from app.store import DataStore
+from app.fits import Fits, follow_results, model_shows, score_frame
+from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
 TABLE_COLUMNS = ("method", "topic", "top words", "NPMI", "coherence", "L1 to truth")
-_REFRESH_SECONDS = 2.0  # scores over a large vocabulary are not free; redraw at most this often
+TRUTH = "truth"
+TERM_ROW_PIXELS = 13
 
 
 def normalized_topics(phi):
@@ -43,9 +45,11 @@ def topic_order(phi, phi_true=None):
 
 
 def _scores(top, Y_ref, n_top):
-    """Per-topic NPMI and UMass coherence; NaN where a score is undefined."""
-    npmi = metrics.npmi(top, Y_ref, top_n=n_top)
+    """Per-topic NPMI and UMass coherence; NaN where a score is undefined (or without a reference corpus)."""
     coherence = np.full(len(top), np.nan)
+    if Y_ref is None:
+        return np.full(len(top), np.nan), coherence
+    npmi = metrics.npmi(top, Y_ref, top_n=n_top)
     for k in range(len(top)):  # one topic with a word absent from the reference must not blank the rest
         try:
             coherence[k] = metrics.umass_coherence(top[k:k + 1], Y_ref, top_n=n_top)[0]
@@ -100,90 +104,97 @@ class TopicsView(pn.viewable.Viewer):
 
     Parameters
     ----------
-    store : DataStore
-        Supplies the data (vocabulary, truth, reference counts) and the
-        chain runners whose results are shown.
+    fits : Fits
+        Supplies the data (vocabulary, truth) and the runners whose results are shown.
     n_top : int
         Top words listed and scored per topic.
     n_heatmap_words : int
         Top words per topic that make up the heatmap's terms.
     """
 
-    store = param.ClassSelector(class_=DataStore)
+    fits = param.ClassSelector(class_=Fits)
     n_top = param.Integer(default=10, bounds=(2, 30), doc="Top words listed and scored per topic.")
     n_heatmap_words = param.Integer(default=5, bounds=(1, 20), doc="Top words per topic in the heatmap.")
-    topics = param.Dict(default={}, doc="method -> aligned P(word | topic), rows in display order.")
+    topics = param.Dict(default={}, doc="method label -> aligned P(word | topic), rows in display order.")
     table = param.DataFrame(default=pd.DataFrame(columns=list(TABLE_COLUMNS)),
                             doc="One row per method and topic: top words and scores.")
+    scores = param.DataFrame(default=pd.DataFrame(), doc="Each method's topic scores (lpviz.metrics.score).")
 
-    def __init__(self, store=None, **params):
-        super().__init__(store=store, **params)
-        watch_fits(self.store, self.refresh, min_interval=_REFRESH_SECONDS)
+    def __init__(self, **params):
+        super().__init__(**params)
+        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
 
-    @param.depends("n_top", "store.data", watch=True)
+    @property
+    def applies(self):
+        """True when the session's model has topics."""
+        return model_shows(self.fits.data.model, "topics")
+
+    @param.depends("n_top", "fits.data.release", watch=True)
     def refresh(self):
         """Recompute topics and scores from the runners' current results."""
-        store = self.store
-        if store.data is None or store.model != "topics":
-            self.param.update(topics={}, table=self.param.table.default)
+        data = self.fits.data
+        if data.release is None or not self.applies:
+            self.param.update(topics={}, table=self.param.table.default, scores=self.param.scores.default)
             return
-        vocab = store.data.col_labels or None
-        phi_true = (getattr(store.data, "factors", None) or {}).get("phi")
-        Y_ref = store.Y_true
+        from lpviz import models
+
+        vocab = data.data.col_labels or None
+        model = models.create(data.model, self.fits.settings.n_components)
+        truth = data.truth
+        phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
+        reference = truth.Y if truth is not None else None
         topics, tables = {}, []
         if phi_true is not None:
-            topics["truth"], table = summarize_topics(phi_true, Y_ref, vocab=vocab, n_top=self.n_top,
-                                                      method="truth")
+            topics[TRUTH], table = summarize_topics(phi_true, reference, vocab=vocab, n_top=self.n_top, method=TRUTH)
             tables.append(table.assign(**{"L1 to truth": 0.0}))
-        for method, result in fit_results(store).items():
-            phi = result["best"]["phi"]
+        runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
+        for runner in runners:
+            phi = runner.result["model"].topics(runner.result["best"])
             aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
-            topics[method], table = summarize_topics(phi, Y_ref, vocab=vocab, n_top=self.n_top,
-                                                     phi_true=aligned_to, method=method)
+            topics[runner.label], table = summarize_topics(phi, reference, vocab=vocab, n_top=self.n_top,
+                                                           phi_true=aligned_to, method=runner.label)
             tables.append(table)
         table = pd.concat(tables, ignore_index=True) if tables else self.param.table.default
-        self.param.update(topics=topics, table=table)
+        self.param.update(topics=topics, table=table,
+                          scores=score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples")))
 
     def mean_scores(self):
-        """Mean NPMI, coherence and L1 to truth per method (the paper's Figure 4 numbers)."""
-        if self.table.empty:
-            return self.table[["method", "NPMI", "coherence", "L1 to truth"]]
-        return (self.table.groupby("method", sort=False)[["NPMI", "coherence", "L1 to truth"]]
-                .mean().reset_index())
+        """Each method's NPMI, UMass and topic error: its :func:`lpviz.metrics.score`."""
+        return self.scores
 
     @param.depends("topics", "n_heatmap_words")
     def heatmaps(self):
         if not self.topics:
             return hv.Overlay([hv.Text(0.5, 0.5, "No topics yet")])
-        vocab = self.store.data.col_labels or None
+        vocab = self.fits.data.data.col_labels or None
         plots = []
-        for method in ("truth", *METHODS):
-            if method not in self.topics:
-                continue
-            frame = term_topic_frame(self.topics[method], vocab, self.n_heatmap_words)
+        for name, topics in self.topics.items():
+            frame = term_topic_frame(topics, vocab, self.n_heatmap_words)
+            n_terms = frame["term"].nunique()
+            # one row of text per term (a fixed height made the labels of large vocabularies overlap)
             plots.append(hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
-                title=METHOD_LABELS.get(method, method), cmap="Blues", colorbar=True,
-                tools=["hover"], invert_yaxis=True, min_height=320, responsive=True,
-                xlabel="topic", ylabel="term"))
+                title=name, cmap="Blues", colorbar=True, tools=["hover"], invert_yaxis=True,
+                height=max(320, TERM_ROW_PIXELS * n_terms + 90), responsive=True, xlabel="topic", ylabel="term",
+                fontsize={"yticks": "8pt"}))
         return hv.Layout(plots).cols(len(plots))
 
     @param.depends("topics")
     def status(self):
-        store = self.store
-        if store.data is None:
+        data = self.fits.data
+        if data.release is None:
             return pn.pane.Markdown("No data yet.")
-        if store.model != "topics":
-            return pn.pane.Markdown("The current data are a network: see the **Blocks** tab. "
-                                    "Choose a topics source (synthetic topics, Enron topics or a "
-                                    "documents x words file) to see topics here.")
-        waiting = [METHOD_LABELS[m] for m in METHODS if m not in self.topics]
-        truth = ("Topics are aligned to the true topics (Hungarian algorithm); "
-                 if "truth" in self.topics else "")
-        text = (f"{truth}scores use the true counts as reference corpus, top {self.n_top} words. "
-                "Each method shows the saved sample with the highest log joint.")
+        if not self.applies:
+            return pn.pane.Markdown(f"The current data are fitted with the {data.model} model, which has no "
+                                    "topics: see the **Blocks** tab. Choose a documents x words source "
+                                    "(synthetic topics, Enron topics or a documents x words file) to see topics here.")
+        waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.topics]
+        truth = "Topics are aligned to the true topics (Hungarian algorithm); " if TRUTH in self.topics else ""
+        corpus = (f"scores use the true counts as reference corpus, top {self.n_top} words. "
+                  if data.truth is not None else "no scores: this release came without its true counts. ")
+        text = f"{truth}{corpus}Each method shows the saved sample with the highest log joint."
         if waiting:
-            text += (f"\n\n*Waiting for a saved sample (after burn-in {store.burn_in}) from: "
+            text += (f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
                      f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 
@@ -192,16 +203,15 @@ class TopicsView(pn.viewable.Viewer):
         return {"topics_heatmaps": self.heatmaps()}
 
     def __panel__(self):
-        # A plain HTML table: needs no extra Panel extension in the template or the notebook.
+        # Plain HTML tables: they need no extra Panel extension in the template or the notebook.
+        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
+                                   sizing_mode="stretch_width", name="topic-scores")
         table = pn.pane.DataFrame(self.param.table, index=False, float_format="{:.3f}".format,
                                   sizing_mode="stretch_width")
-        means = pn.bind(lambda _: pn.pane.DataFrame(self.mean_scores(), index=False, float_format="{:.3f}".format),
-                        self.param.table)
-        return pn.Column(
-            self.status,
+        # made once, shown only when the model has topics (the status explains otherwise)
+        body = pn.Column(
             pn.Row(pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
                    pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250)),
-            means, table,
-            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width",
-        )
+            scores, table, pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
+            visible=pn.bind(lambda model: self.applies, self.fits.data.param.model), sizing_mode="stretch_width")
+        return pn.Column(self.status, body, sizing_mode="stretch_width")

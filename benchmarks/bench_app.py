@@ -1,24 +1,25 @@
-"""Dashboard speed and memory: the store and runners exactly as the served app uses them.
+"""Dashboard speed and memory: the session objects exactly as the served app uses them.
 
-Prints
-1. latency from Start to the first streamed trace row (cold: the first chain
-   of a process; warm: after the session's kernel warm-up), drained every
-   10 ms so the figure is the worker's; the app drains every 200 ms, which
-   adds at most that much;
-2. iterations per second of each chain with all three running on the
-   Figure 3 data (target >= 1,000 per chain), against the plain reference of
-   one bare ``Chain.step()`` loop in the main thread, and of the three bare
-   chains in three threads without the runner; the app keeps its chains in
-   lockstep (the slowest gets the CPU the others would spend running ahead),
-   the last column shows the runners without it;
-3. resident memory over a long run with the app's bounded buffers
-   (2,000 rows each), sampled every few seconds, with the slope of a line fitted
-   to the second half (flat memory: about 0 MB/min);
-4. the same in the served app, in Debian's chromium (skipped without it):
-   click Start, time until the first point is in the browser's trace data,
-   read each chain's it/s from the page, and sample the server's memory.
+Prints, for the Figure 3 data (90 x 15, K=3) and for Enron topics
+(1000 emails x 1000 words, K=10, the dashboard's Enron default):
 
-    .venv/bin/python benchmarks/bench_app.py [--seconds 20] [--memory-seconds 120] [--served-seconds 60]
+1. in-process: latency from Start to the first streamed trace row (drained
+   every 10 ms, so the figure is the worker's; the app drains every 20 ms
+   right after Start), iterations per second of each chain with all running
+   against the plain reference of the same chain stepped alone in the main
+   thread and of the bare chains in one thread each, pause latency (Pause to
+   every worker's acknowledgement, all rows handed over) and stop latency
+   (Stop to every worker gone);
+2. resident memory over a long run with the bounded buffers (Figure 3);
+3. the served app in Debian's chromium: Start click -> first point in the
+   browser's plot data, it/s shown by the page, and Pause click -> the last
+   point arriving in the browser (the count polled every 20 ms until it has
+   not changed for 1.5 s), with the iterations run after the click.
+
+``--app-dir DIR`` serves another checkout's ``app/app.py`` (with that
+checkout's lpviz) for section 3, to measure a before/after pair in one run.
+
+    .venv/bin/python benchmarks/bench_app.py [--seconds 15] [--memory-seconds 60] [--served-seconds 30]
 """
 
 import argparse
@@ -35,18 +36,17 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from app.fits_view import METHOD_LABELS  # noqa: E402
-from app.runner import METHODS, warm_up_kernels  # noqa: E402
-from app.store import DataStore  # noqa: E402
-
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from app.datastore import DataStore  # noqa: E402
+from app.fits import Fits, warm_up_kernels  # noqa: E402
+from app.settings import DEFAULT_ENRON, Settings  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-N_ITER_SERVED = 2_000_000  # about ten minutes of the slowest chain
+N_ITER_LONG = 2_000_000
 TRACE_POINTS_JS = """
 () => {
   let total = 0;
@@ -54,11 +54,15 @@ TRACE_POINTS_JS = """
     for (const model of doc.all_models) {
       if (model.type !== "ColumnDataSource" && model.constructor.name !== "ColumnDataSource") continue;
       const data = model.data instanceof Map ? Object.fromEntries(model.data) : model.data;
-      if (data && data.mae !== undefined && data.iteration !== undefined) total += data.iteration.length;
+      if (data && data.iteration !== undefined) total += data.iteration.length;
     }
   return total;
 }
 """
+CASES = {
+    "figure3": dict(source="synthetic-topics"),
+    "enron": dict(source="enron-topics", path=str(DEFAULT_ENRON), n_docs=1000, n_words=1000, n_components=10),
+}
 
 
 def rss_mb(pid="self"):
@@ -69,55 +73,86 @@ def rss_mb(pid="self"):
     return float("nan")
 
 
-def first_point_seconds(store):
+def session(case):
+    settings = Settings(noise_seed=0)
+    data = DataStore(settings)
+    settings.param.update(**CASES[case])  # the source's defaults first, then the case's sizes
+    if data.error:
+        raise SystemExit(f"{case}: {data.error}")
+    return Fits(data)
+
+
+def drain_until(fits, condition, period=0.01, timeout=600):
     start = time.perf_counter()
-    store.start()
-    while not any(len(r.buffer.data) for r in store.runners.values()):
-        time.sleep(0.01)
-        store.drain()
+    while not condition():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError({n: (r.status, r.iteration, r.error) for n, r in fits.runners.items()})
+        time.sleep(period)
+        fits.drain()
+    return time.perf_counter() - start
+
+
+def first_row_seconds(fits):
+    fits.settings.param.update(n_iter=N_ITER_LONG, burn_in=1000)
+    start = time.perf_counter()
+    fits.start()
+    drain_until(fits, lambda: any(len(r.buffer.data) for r in fits.runners.values()))
     latency = time.perf_counter() - start
-    store.reset()
+    fits.reset()
     return latency
 
 
-def run_all(store, seconds, period=0.2):
-    """All three chains for ``seconds``, drained like the app; iterations/s per chain."""
-    store.param.update(n_iter=N_ITER_SERVED)
-    store.start()
-    while not all(r.iteration > 0 for r in store.runners.values()):
-        time.sleep(period)
-        store.drain()
-    begin = {m: r.iteration for m, r in store.runners.items()}
+def run_all(fits, seconds):
+    """All chains for ``seconds``, drained like the app; (it/s per chain, pause latency, stop latency)."""
+    fits.settings.param.update(n_iter=N_ITER_LONG, burn_in=100)
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration > 0 for r in fits.runners.values()), period=0.2)
+    begin = {m: r.iteration for m, r in fits.runners.items()}
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        time.sleep(period)
-        store.drain()
+        time.sleep(0.2)
+        fits.drain()
     elapsed = time.perf_counter() - start
-    rates = {m: (r.iteration - begin[m]) / elapsed for m, r in store.runners.items()}
-    store.reset()
-    return rates
+    fits.drain()
+    rates = {m: (r.iteration - begin[m]) / elapsed for m, r in fits.runners.items()}
+    clicked = time.perf_counter()
+    fits.pause()
+    pause = drain_until(fits, lambda: all(r.status == "paused" for r in fits.runners.values()), period=0.005)
+    fits.resume()
+    time.sleep(1.0)
+    stopped = time.perf_counter()
+    fits.stop()
+    for runner in fits.runners.values():
+        runner.join(timeout=30)
+    stop = time.perf_counter() - stopped
+    del clicked
+    fits.reset()
+    return rates, pause, stop
 
 
-def bare_chain_rate(problem, method, seconds, out=None):
-    from lpviz.inference import Chain
+def bare_chain_rate(problem, name, seconds, out=None):
+    """The same chain as the app's, stepped by the library alone (no runner, no scoring)."""
+    from lpviz import methods
+    from lpviz.engine import run
 
-    chain = Chain(problem.chain_input(method), model=problem.model, method=method,
-                  n_components=problem.n_components, alpha=problem.alpha if method == "private" else None,
-                  random_state=0)
-    chain.step()
+    method = methods.create(name)
+    chain_run = run(problem.release, model=problem.model, method=method, n_components=problem.n_components,
+                    n_iter=N_ITER_LONG, burn_in=100, thin=25,
+                    truth=problem.truth if method.uses_truth else None, random_state=0)
+    next(chain_run)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        chain.step()
+        next(chain_run)
         count += 1
     rate = count / (time.perf_counter() - start)
     if out is not None:
-        out[method] = rate
+        out[name] = rate
     return rate
 
 
-def bare_three_threads(problem, seconds):
+def bare_threads(problem, names, seconds):
     rates = {}
-    threads = [threading.Thread(target=bare_chain_rate, args=(problem, m, seconds, rates)) for m in METHODS]
+    threads = [threading.Thread(target=bare_chain_rate, args=(problem, m, seconds, rates)) for m in names]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -125,35 +160,60 @@ def bare_three_threads(problem, seconds):
     return rates
 
 
-def memory_run(store, seconds, sample_every=5.0):
-    store.param.update(n_iter=N_ITER_SERVED)
-    store.start()
+def memory_run(fits, seconds, sample_every=5.0):
+    fits.settings.param.update(n_iter=N_ITER_LONG, burn_in=1000)
+    fits.start()
     samples, start, next_sample = [], time.perf_counter(), 0.0
     while (now := time.perf_counter() - start) < seconds:
         time.sleep(0.2)
-        store.drain()
+        fits.drain()
         if now >= next_sample:
-            samples.append((now, rss_mb(), sum(len(r.buffer.data) for r in store.runners.values()),
-                            sum(r.iteration for r in store.runners.values())))
+            samples.append((now, rss_mb(), sum(len(r.buffer.data) for r in fits.runners.values()),
+                            sum(r.iteration for r in fits.runners.values())))
             next_sample += sample_every
-    store.reset()
+    fits.reset()
     return np.array(samples)
 
 
-def served_run(seconds):
-    """Start the three chains in the served app from chromium; latency, it/s, server memory."""
+def in_process(case, seconds):
+    fits = session(case)
+    problem = fits.problem()
+    names = list(fits.runners)
+    shape = problem.release.shape
+    print(f"\n== {case}: {shape[0]:,} x {shape[1]:,}, K={problem.n_components}, in-process")
+    cold = first_row_seconds(fits)
+    warm = np.median([first_row_seconds(fits) for _ in range(3)])
+    print(f"   Start -> first streamed row: cold {cold:.3f} s, warm (median of 3) {warm:.3f} s")
+    reference = {m: bare_chain_rate(problem, m, seconds / 2) for m in names}
+    threaded = bare_threads(problem, names, seconds)
+    app, pause, stop = run_all(fits, seconds)
+    print(f"   {'method':<11} {'bare, alone':>12} {'bare, threads':>14} {'app runners':>12}")
+    for m in names:
+        print(f"   {m:<11} {reference[m]:>12,.1f} {threaded[m]:>14,.1f} {app[m]:>12,.1f}")
+    print(f"   slowest chain in the app: {min(app.values()):,.1f} it/s; pause (click -> every worker "
+          f"acknowledged, rows handed over) {pause * 1000:.0f} ms; stop (click -> every worker gone) "
+          f"{stop * 1000:.0f} ms")
+    fits.close()
+    return fits
+
+
+def served_run(case, seconds, app_dir):
+    """Start the chains in the served app from chromium; (first point s, it/s, pause s, its after pause, RSS)."""
     from playwright.sync_api import sync_playwright
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(REPO / "app" / "app.py"),
-                               "--port", str(port), "--allow-websocket-origin", f"localhost:{port}"],
-                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    env = dict(os.environ, PYTHONPATH=str(app_dir))
+    command = ([sys.executable, "-m", "app.serve", "--port", str(port)] if (app_dir / "app" / "serve.py").exists()
+               else [sys.executable, "-m", "panel", "serve", str(app_dir / "app" / "app.py"), "--port", str(port),
+                     "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"])
+    server = subprocess.Popen(command,
+                              cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
-    url = f"http://localhost:{port}/app"
+    url = f"http://127.0.0.1:{port}/app"
     try:
-        for _ in range(240):
+        for _ in range(480):
             try:
                 urllib.request.urlopen(url, timeout=5).close()
                 break
@@ -162,16 +222,23 @@ def served_run(seconds):
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.set_default_timeout(120_000)
+            page.set_default_timeout(600_000)
             page.goto(url)
             page.get_by_text("Noise changed").first.wait_for()
+            if CASES[case]["source"] != "synthetic-topics":
+                select = page.locator("select").first
+                labels = select.locator("option").all_inner_texts()
+                label = next((text for text in labels if "Enron" in text and ("words" in text or "topics" in text)),
+                             None)
+                select.select_option(label=label) if label else select.select_option(CASES[case]["source"])
+                page.get_by_text(re.compile(r"1,000 x 1,000")).first.wait_for()
             page.get_by_text("Fit settings").first.click()
             field = page.get_by_label("N iter", exact=True)
-            field.fill(str(N_ITER_SERVED))
+            field.fill(str(N_ITER_LONG))
             field.press("Enter")
-            page.get_by_text("Fits", exact=True).first.click()
-            page.get_by_text(f"/ {N_ITER_SERVED:,}").first.wait_for()
-            page.wait_for_timeout(3000)  # the session's kernel warm-up
+            page.locator(".bk-tab").get_by_text("Fits", exact=True).click()
+            page.get_by_text(f"/ {N_ITER_LONG:,}").first.wait_for()
+            page.wait_for_timeout(5000)  # the session's kernel warm-up
             # timed inside the page: from the click to the first point in the plot data
             button = page.get_by_role("button", name="Start").element_handle()
             latency = page.evaluate(f"""async (button) => {{
@@ -185,12 +252,27 @@ def served_run(seconds):
             while (now := time.perf_counter() - begin) < seconds:
                 page.wait_for_timeout(2000)
                 samples.append((now, rss_mb(server.pid), page.evaluate(TRACE_POINTS_JS)))
-            rates = {}
-            for method in METHODS:
-                line = page.get_by_text(re.compile(re.escape(METHOD_LABELS[method]) + ".*it/s")).first.inner_text()
-                rates[method] = float(re.search(r"([\d,]+) it/s", line).group(1).replace(",", ""))
+            lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,]+ it/s")).all_inner_texts()
+            rates = [float(re.search(r"([\d,]+) it/s", line).group(1).replace(",", "")) for line in lines]
+            iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
+                                  for line in page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()]
+            at_click = iterations()
+            pause = page.get_by_role("button", name="Pause").element_handle()
+            pause_latency = page.evaluate(f"""async (button) => {{
+                const count = {TRACE_POINTS_JS};
+                const start = performance.now();
+                button.click();
+                let last = count(), changed = performance.now();
+                while (performance.now() - changed < 1500) {{
+                    await new Promise(resolve => setTimeout(resolve, 20));
+                    const now = count();
+                    if (now !== last) {{ last = now; changed = performance.now(); }}
+                }}
+                return (changed - start) / 1000;
+            }}""", pause)
+            after = [b - a for a, b in zip(at_click, iterations())]
             browser.close()
-        return latency, rates, np.array(samples)
+        return latency, rates, pause_latency, after, np.array(samples)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -198,67 +280,45 @@ def served_run(seconds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0, help="length of each throughput run")
-    parser.add_argument("--memory-seconds", type=float, default=120.0, help="length of the memory run")
-    parser.add_argument("--served-seconds", type=float, default=60.0,
-                        help="length of the run in the served app (0: skip)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="length of each throughput run")
+    parser.add_argument("--memory-seconds", type=float, default=60.0, help="length of the memory run (0: skip)")
+    parser.add_argument("--served-seconds", type=float, default=30.0, help="length of the served runs (0: skip)")
+    parser.add_argument("--cases", default="figure3,enron", help="comma-separated: figure3, enron")
+    parser.add_argument("--app-dir", type=Path, default=REPO, help="checkout whose app/app.py is served")
+    parser.add_argument("--served-only", action="store_true", help="only section 3")
     args = parser.parse_args()
+    cases = [case for case in args.cases.split(",") if case]
 
-    print("lpviz dashboard benchmark (Figure 3 data: 90 x 15, K=3, eps=1, N=1)")
-    store = DataStore()
-    cold = first_point_seconds(store)
-    start = time.perf_counter()
-    warm_up_kernels()
-    warm_up = time.perf_counter() - start
-    warm = np.median([first_point_seconds(store) for _ in range(5)])
-    print("\n1. Start -> first streamed row")
-    print(f"   cold (first chains of the process): {cold:.3f} s")
-    print(f"   kernel warm-up a session runs when it opens: {warm_up:.3f} s")
-    print(f"   warm (median of 5): {warm:.3f} s   target < 1 s "
-          f"(+ up to 0.2 s until the app's next drain) -> {'OK' if warm + 0.2 < 1 else 'MISSED'}")
-
-    print(f"\n2. Iterations per second per chain, {args.seconds:.0f} s each")
-    problem = store.problem()
-    reference = {m: bare_chain_rate(problem, m, args.seconds / 2) for m in METHODS}
-    threaded = bare_three_threads(problem, args.seconds)
-    app = run_all(store, args.seconds)
-    free_store = DataStore(lockstep=False)
-    free = run_all(free_store, args.seconds)
-    free_store.close()
-    print(f"   {'method':<11} {'bare, alone':>12} {'bare, 3 threads':>16} {'app, 3 runners':>15} "
-          f"{'app, no lockstep':>17}")
-    for m in METHODS:
-        print(f"   {m:<11} {reference[m]:>12,.0f} {threaded[m]:>16,.0f} {app[m]:>15,.0f} {free[m]:>17,.0f}")
-    slowest = min(app.values())
-    print(f"   slowest chain in the app: {slowest:,.0f} it/s  target >= 1,000 -> "
-          f"{'OK' if slowest >= 1000 else 'MISSED'}; runner overhead vs bare threads: "
-          f"{100 * (1 - sum(app.values()) / sum(threaded.values())):+.0f}%")
-
-    print(f"\n3. Memory over a {args.memory_seconds:.0f} s run (buffers bounded at 2,000 rows each)")
-    samples = memory_run(store, args.memory_seconds)
-    for t, rss, rows, iterations in samples[:: max(1, len(samples) // 8)]:
-        print(f"   t={t:6.1f} s  RSS {rss:7.1f} MB  buffered rows {int(rows):>6,}  iterations {int(iterations):>9,}")
-    second_half = samples[len(samples) // 2:]
-    slope = np.polyfit(second_half[:, 0], second_half[:, 1], 1)[0] * 60 if len(second_half) > 2 else float("nan")
-    print(f"   RSS slope over the second half: {slope:+.2f} MB/min "
-          f"(bounded buffers full: {int(samples[-1, 2]):,} rows)")
-    store.close()
+    if not args.served_only:
+        start = time.perf_counter()
+        warm_up_kernels()
+        print(f"kernel warm-up a session runs when it opens: {time.perf_counter() - start:.2f} s")
+        for case in cases:
+            in_process(case, args.seconds)
+        if args.memory_seconds > 0:
+            print(f"\n== figure3: memory over a {args.memory_seconds:.0f} s run (buffers bounded at 2,000 rows)")
+            fits = session("figure3")
+            samples = memory_run(fits, args.memory_seconds)
+            for t, rss, rows, iterations in samples[:: max(1, len(samples) // 6)]:
+                print(f"   t={t:6.1f} s  RSS {rss:7.1f} MB  buffered rows {int(rows):>6,}  "
+                      f"iterations {int(iterations):>9,}")
+            half = samples[len(samples) // 2:]
+            slope = np.polyfit(half[:, 0], half[:, 1], 1)[0] * 60 if len(half) > 2 else float("nan")
+            print(f"   RSS slope over the second half: {slope:+.2f} MB/min")
+            fits.close()
 
     if args.served_seconds <= 0 or not Path(CHROMIUM).exists():
-        print("\n4. Served app: skipped (--served-seconds 0 or no /usr/bin/chromium; `make browser`)")
+        print("\nserved app: skipped (--served-seconds 0 or no /usr/bin/chromium; `make browser`)")
         return
-    print(f"\n4. Served app in chromium, {args.served_seconds:.0f} s run")
-    latency, rates, samples = served_run(args.served_seconds)
-    print(f"   Start click -> first point in the browser's trace data: {latency:.3f} s  target < 1 s -> "
-          f"{'OK' if latency < 1 else 'MISSED'}")
-    print("   it/s shown by the app after the run: "
-          + ", ".join(f"{m} {r:,.0f}" for m, r in rates.items())
-          + f"  target >= 1,000 each -> {'OK' if min(rates.values()) >= 1000 else 'MISSED'}")
-    for t, rss, points in samples[:: max(1, len(samples) // 6)]:
-        print(f"   t={t:6.1f} s  server RSS {rss:7.1f} MB  points in the browser {int(points):>7,}")
-    half = samples[len(samples) // 2:]
-    slope = np.polyfit(half[:, 0], half[:, 1], 1)[0] * 60 if len(half) > 2 else float("nan")
-    print(f"   server RSS slope over the second half: {slope:+.2f} MB/min")
+    for case in cases:
+        print(f"\n== {case}: served app ({args.app_dir}) in chromium, {args.served_seconds:.0f} s run")
+        latency, rates, pause, after, samples = served_run(case, args.served_seconds, args.app_dir.resolve())
+        print(f"   Start click -> first point in the browser: {latency:.2f} s")
+        print(f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}")
+        print(f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
+              f"{', '.join(f'{n:,}' for n in after)}")
+        print(f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
+              f"{int(samples[-1, 2]):,}")
 
 
 if __name__ == "__main__":

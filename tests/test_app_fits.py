@@ -1,167 +1,255 @@
-"""Chain runners and the fits view, without a browser: real chains in worker threads."""
+"""Chain runners and the fits view, without a browser: real chains in worker threads.
 
+Every number the runners stream is checked against the library run on its own
+(the same seed gives the same chain): the app computes nothing itself.
+"""
+
+import inspect
+import threading
 import time
+from pathlib import Path
 
 import holoviews as hv
-from holoviews.core.spaces import get_nested_streams
 import numpy as np
+import panel as pn
 import pytest
+from holoviews.core.spaces import get_nested_streams
 
+from app.datastore import DataStore
+from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, score_frame
 from app.fits_view import FitsView
-from app.runner import METHODS, TRACE_COLUMNS
-from app.store import DataStore
-from lpviz.metrics import heldout_mae, mae
+from app.settings import Settings
+from lpviz import methods
+from lpviz.engine import run
+from lpviz.methods.fixed import FixedCountsMethod
+from lpviz.metrics import score
 
 TIMEOUT = 120  # seconds; generous for a loaded 2-core CI machine and a cold numba cache
 
 
-def drain_until(store, condition, timeout=TIMEOUT):
+def drain_until(fits, condition, timeout=TIMEOUT, errors_expected=False):
     deadline = time.monotonic() + timeout
     while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out; runners: { {m: (r.status, r.iteration, r.error) for m, r in store.runners.items()} }")
-        time.sleep(0.05)
-        store.drain()
+        failed = [r.error for r in fits.runners.values() if r.status == "error"]
+        if time.monotonic() > deadline or (failed and not errors_expected):
+            pytest.fail(f"timed out; runners: { {m: (r.status, r.iteration, r.error) for m, r in fits.runners.items()} }")
+        time.sleep(0.02)
+        fits.drain()
+
+
+def make_fits(**settings):
+    fits = Fits(DataStore(Settings(noise_seed=7, **settings)), buffer_length=10_000)
+    fits.settings.param.update(n_iter=120, burn_in=40, thin=10)
+    return fits
 
 
 @pytest.fixture
-def store():
-    store = DataStore(buffer_length=10_000)
-    store.param.update(n_iter=120, burn_in=40, thin=10)
-    yield store
-    store.close()
-    for runner in store.runners.values():
+def fits():
+    fits = make_fits()
+    yield fits
+    fits.close()
+    for runner in fits.runners.values():
         runner.join(timeout=30)
 
 
-def test_a_run_streams_every_iteration_and_ends_done(store):
-    store.start()
-    assert all(r.status == "running" for r in store.runners.values())
-    drain_until(store, lambda: all(r.status == "done" for r in store.runners.values()))
-    for method, runner in store.runners.items():
+def library_run(fits, name, n_iter):
+    """The same chain as the runner's, run by the library alone; returns (last state, posterior)."""
+    problem, settings = fits.problem(), fits.settings
+    method = methods.create(name, **settings.options_for(methods.get(name)))
+    chain_run = run(problem.release, model=problem.model, method=method, n_components=problem.n_components,
+                    n_iter=n_iter, burn_in=settings.burn_in, thin=settings.thin,
+                    truth=problem.truth if method.uses_truth else None, random_state=problem.seed)
+    states = list(chain_run)
+    return states[-1], chain_run.posterior
+
+
+def test_a_run_streams_every_iteration_and_every_number_is_the_librarys(fits):
+    fits.start()
+    assert all(r.status == "running" for r in fits.runners.values())
+    drain_until(fits, lambda: all(r.status == "done" for r in fits.runners.values()))
+    release, truth = fits.data.release, fits.data.truth
+    for name, runner in fits.runners.items():
         trace = runner.trace()
         assert list(trace.columns) == list(TRACE_COLUMNS)
         np.testing.assert_array_equal(trace["iteration"], np.arange(1, 121))
-        assert runner.iteration == 120
-        assert np.isfinite(trace["log_joint"]).all() and np.isfinite(trace["mae"]).all()
+        assert runner.iteration == 120 and np.isfinite(trace["log_joint"]).all()
         # the posterior-mean MAE starts with the first saved sample (iteration 50)
-        assert trace["mae_mean"][trace["iteration"] < 50].isna().all()
-        assert trace["mae_mean"][trace["iteration"] >= 50].notna().all()
-        assert trace["heldout_mae"].isna().all()  # nothing held out
+        assert trace["mean_rate_mae"][trace["iteration"] < 50].isna().all()
+        assert trace["mean_rate_mae"][trace["iteration"] >= 50].notna().all()
+        assert trace["heldout_mae"].isna().all() and trace["mean_heldout_mae"].isna().all()  # nothing held out
+
+        state, posterior = library_run(fits, name, 120)
+        expected, own = score(posterior, release, truth), score(state, release, truth, topics=False)
         result = runner.result
+        timing = {"seconds", "iterations_per_second"}  # wall-clock: the app shares the cores
+        assert {k: v for k, v in result["score"].items() if k not in timing} == pytest.approx(
+            {k: v for k, v in expected.items() if k not in timing}, nan_ok=True)  # NPMI, UMass, topic error too
+        last = trace.iloc[-1]
+        for key in TRACE_SCORES:
+            assert last[key] == pytest.approx(own[key], nan_ok=True) if own[key] is not None else np.isnan(last[key])
+            assert last[f"mean_{key}"] == pytest.approx(np.nan if expected[key] is None else expected[key],
+                                                        nan_ok=True)
+        assert last["log_joint"] == pytest.approx(state.log_joint)
         assert result["samples_saved"] == 8 and result["iteration"] == 120
-        # the last trace row is the MAE of the final sample and of the posterior mean, against the truth
-        assert trace["mae"].iloc[-1] == pytest.approx(mae(result["mu"], store.data.mu))
-        assert trace["mae_mean"].iloc[-1] == pytest.approx(mae(result["mu_hat"], store.data.mu))
-        assert set(result["best"]) == {"theta", "phi"}
-        assert result["best"]["phi"].shape == (3, 15)
-        assert result["best_log_joint"] >= trace["log_joint"][trace["iteration"].isin(range(50, 121, 10))].max() - 1e-9
-        assert runner.chain is not None and runner.chain.iteration == 120
-    assert store.runners["private"].chain.bessel_draws is not None
+        np.testing.assert_allclose(result["mu_hat"], posterior.mu_hat)
+        np.testing.assert_allclose(result["mu"], state.mu)
+        assert set(result["best"]) == {"theta", "phi"} and result["best"]["phi"].shape == (3, 15)
+        assert result["best_log_joint"] == pytest.approx(posterior.best_log_joint)
+    table = score_frame(fits.active.values())
+    assert list(table["method"]) == [methods.get(name).label for name in fits.runners]
+    assert table["MAE"].tolist() == pytest.approx([r.result["score"]["mae"] for r in fits.runners.values()])
 
 
-def test_methods_see_what_they_should(store):
-    problem = store.problem()
-    np.testing.assert_array_equal(problem.chain_input("private"), store.Y_obs)
-    np.testing.assert_array_equal(problem.chain_input("naive"), np.maximum(store.Y_obs, 0))
-    np.testing.assert_array_equal(problem.chain_input("nonprivate"), store.Y_true)
+def test_the_bessel_draws_a_view_reads_are_the_workers_copy(fits):
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    runner = fits.runners["private"]
+    runner.start()
+    drain_until(fits, lambda: runner.status == "done")
+    draws = runner.result["bessel_draws"]
+    assert draws is not None and draws.shape == fits.data.release.shape and draws.sum() > 0
+    assert fits.runners["naive"].result is None  # never started
+    for name in ("naive", "nonprivate"):
+        fits.runners[name].start()
+    drain_until(fits, lambda: all(r.status == "done" for r in fits.runners.values()))
+    assert fits.runners["naive"].result["bessel_draws"] is None  # methods without Bessel draws have none
+    # a second snapshot of the same chain is another array: the worker copied each one
+    assert draws is not fits.runners["private"].result["bessel_draws"] or runner.result["iteration"] == 30
 
 
-def test_pause_stops_the_stream_and_resume_continues(store):
-    store.param.update(n_iter=100_000, burn_in=10)
-    store.start()
-    drain_until(store, lambda: all(r.iteration >= 5 for r in store.runners.values()))
-    store.pause()
-    time.sleep(0.3)  # let a worker finish the iteration it is in
-    store.drain()
-    paused_at = {m: len(r.buffer.data) for m, r in store.runners.items()}
-    time.sleep(0.5)
-    store.drain()
-    assert {m: len(r.buffer.data) for m, r in store.runners.items()} == paused_at
-    assert all(r.status == "paused" and r.iterations_per_second == 0 for r in store.runners.values())
-    store.resume()
-    drain_until(store, lambda: all(len(r.buffer.data) > paused_at[m] + 5 for m, r in store.runners.items()))
-    assert all(r.status == "running" for r in store.runners.values())
-    drain_until(store, lambda: all(r.iterations_per_second > 0 for r in store.runners.values()))
-    store.stop()
-    assert all(r.status == "stopped" for r in store.runners.values())
-    for runner in store.runners.values():
+def test_pause_is_acknowledged_after_the_last_rows_and_resume_continues(fits):
+    fits.settings.param.update(n_iter=100_000, burn_in=10)
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration >= 5 for r in fits.runners.values()))
+    fits.pause()
+    assert all(r.status == "pausing" for r in fits.runners.values())
+    drain_until(fits, lambda: all(r.status == "paused" for r in fits.runners.values()))
+    # "paused" arrives after the worker handed over every row up to where it stopped
+    paused_at = {m: len(r.buffer.data) for m, r in fits.runners.items()}
+    for name, runner in fits.runners.items():
+        last_traced = runner.trace()["iteration"].iloc[-1]
+        assert runner.iteration - runner.stride < last_traced <= runner.iteration  # every row is in
+        assert runner.result["iteration"] == runner.iteration and runner.iterations_per_second == 0
+    time.sleep(0.3)
+    fits.drain()
+    assert {m: len(r.buffer.data) for m, r in fits.runners.items()} == paused_at
+    fits.resume()
+    drain_until(fits, lambda: all(len(r.buffer.data) > paused_at[m] + 5 for m, r in fits.runners.items()))
+    assert all(r.status == "running" for r in fits.runners.values())
+    drain_until(fits, lambda: all(r.iterations_per_second > 0 for r in fits.runners.values()))
+    fits.stop()
+    assert all(r.status == "stopped" for r in fits.runners.values())
+    for runner in fits.runners.values():
         assert runner.join(timeout=30)
         kept = runner.iteration
-        store.drain()
+        fits.drain()
         assert runner.status == "stopped" and runner.iteration >= kept
 
 
-def test_reset_clears_traces_and_results_and_ignores_late_rows(store):
-    store.param.update(n_iter=100_000)
-    store.start()
-    drain_until(store, lambda: all(len(r.buffer.data) > 3 for r in store.runners.values()))
-    store.reset()
-    for runner in store.runners.values():
+def test_stop_ends_a_long_iteration_within_a_second():
+    fits = make_fits(source="synthetic-topics", n_docs=3000, n_words=1500, n_components=40)
+    runner = fits.runners["private"]
+    fits.settings.n_iter = 10_000
+    runner.start()
+    drain_until(fits, lambda: runner.iteration >= 1)
+    started = time.monotonic()
+    fits.stop()
+    assert runner.join(timeout=5)
+    assert time.monotonic() - started < 1.0
+    fits.drain()
+    assert runner.status == "stopped" and runner.error == ""
+
+
+def test_reset_clears_traces_and_results_and_ignores_late_rows(fits):
+    fits.settings.n_iter = 100_000
+    fits.start()
+    drain_until(fits, lambda: all(len(r.buffer.data) > 3 for r in fits.runners.values()))
+    fits.reset()
+    for runner in fits.runners.values():
         runner.join(timeout=30)
-    store.drain()  # whatever the stopped workers queued is dropped
-    for runner in store.runners.values():
+    fits.drain()  # whatever the stopped workers queued is dropped
+    for runner in fits.runners.values():
         assert runner.status == "idle" and runner.iteration == 0 and runner.result is None
         assert len(runner.buffer.data) == 0
 
 
-def test_changing_the_noise_resets_running_chains(store):
-    store.param.update(n_iter=100_000)
-    store.start()
-    drain_until(store, lambda: all(r.iteration > 0 for r in store.runners.values()))
-    store.epsilon = 3.0
-    assert all(r.status == "idle" and len(r.buffer.data) == 0 for r in store.runners.values())
-    assert store.runners["private"].problem.alpha == pytest.approx(np.exp(-3.0))
+def test_changing_the_noise_asks_first_then_resets_running_chains_onto_the_new_release(fits):
+    fits.settings.n_iter = 100_000
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration > 0 for r in fits.runners.values()))
+    release = fits.data.release
+    fits.settings.epsilon = 3.0  # would discard the running fits: held back with a question
+    assert fits.settings.epsilon == 1.0 and fits.data.release is release
+    assert fits.settings.pending == {"epsilon": 3.0} and "running fits" in fits.settings.question
+    assert all(r.status == "running" for r in fits.runners.values())
+    fits.settings.cancel()
+    assert fits.settings.pending == {} and fits.settings.epsilon == 1.0 and fits.data.release is release
+    fits.settings.source = "synthetic-blocks"
+    assert fits.settings.source == "synthetic-topics" and fits.settings.pending == {"source": "synthetic-blocks"}
+    fits.settings.cancel()
+    fits.settings.epsilon = 3.0
+    fits.settings.confirm()
+    assert fits.settings.pending == {} and fits.settings.question == ""
+    assert all(r.status == "idle" and len(r.buffer.data) == 0 for r in fits.runners.values())
+    assert fits.runners["private"].problem.release is fits.data.release
+    assert fits.data.release.alpha == pytest.approx(np.exp(-3.0))
 
 
-def test_buffers_are_bounded_and_span_the_whole_run(store):
-    runner = store.runners["naive"]
+def test_buffers_are_bounded_and_span_the_whole_run(fits):
+    runner = fits.runners["naive"]
     runner.buffer.length = 25  # keep this test short
-    store.param.update(n_iter=80)
+    fits.settings.param.update(n_iter=80, burn_in=10)
     assert runner.stride == 4  # 80 iterations into 25 rows
     runner.start()
-    drain_until(store, lambda: runner.status == "done")
+    drain_until(fits, lambda: runner.status == "done")
     np.testing.assert_array_equal(runner.trace()["iteration"], [1, *range(4, 81, 4)])
     assert runner.result["iteration"] == 80
 
 
-def test_trace_every_thins_the_stream(store):
-    store.param.update(trace_every=10, n_iter=60)
-    store.runners["nonprivate"].start()
-    drain_until(store, lambda: store.runners["nonprivate"].status == "done")
-    np.testing.assert_array_equal(store.runners["nonprivate"].trace()["iteration"], [1, 10, 20, 30, 40, 50, 60])
+def test_trace_every_thins_the_stream_and_large_data_trace_fewer_states(fits):
+    fits.settings.param.update(trace_every=10, n_iter=60)
+    fits.runners["nonprivate"].start()
+    drain_until(fits, lambda: fits.runners["nonprivate"].status == "done")
+    np.testing.assert_array_equal(fits.runners["nonprivate"].trace()["iteration"], [1, 10, 20, 30, 40, 50, 60])
+    big = make_fits(n_docs=1000, n_words=400)  # 400,000 cells: every 4th state is scored at most
+    assert big.runners["naive"].stride == 4
 
 
-def test_heldout_mae_is_traced_on_blocks(store):
-    store.source = "synthetic-blocks"
-    store.param.update(holdout="top actors", holdout_actors=2, n_iter=60, burn_in=20, thin=10)
-    runner = store.runners["private"]
+def test_heldout_mae_is_traced_on_a_network_without_its_self_loops():
+    fits = make_fits(source="synthetic-blocks")
+    fits.settings.param.update(holdout="top actors", holdout_actors=2, n_iter=60, burn_in=20, thin=10)
+    runner = fits.runners["private"]
     runner.start()
-    drain_until(store, lambda: runner.status == "done")
+    drain_until(fits, lambda: runner.status == "done")
+    release, truth = fits.data.release, fits.data.truth
     trace, result = runner.trace(), runner.result
-    assert trace["heldout_mae"].iloc[-1] == pytest.approx(heldout_mae(result["mu_hat"], store.data.mu, store.mask))
-    assert trace["mae"].iloc[-1] == pytest.approx(mae(result["mu"], store.data.mu, store.mask))
+    held = release.heldout_cells
+    assert held is not None and not held.diagonal().any()  # a self loop is no held-out cell
+    expected = np.abs(result["mu_hat"] - truth.mu)[held].mean()
+    assert trace["mean_heldout_rate_mae"].iloc[-1] == pytest.approx(expected)
+    assert result["score"]["heldout_rate_mae"] == pytest.approx(expected)
+    observed = ~held & ~np.eye(*held.shape, dtype=bool)
+    assert result["score"]["mae"] == pytest.approx(np.abs(result["mu_hat"] - truth.Y)[observed].mean())
     assert set(result["best"]) == {"theta", "pi"}
 
 
-def test_a_chain_error_is_shown_not_swallowed(store):
-    store.n_components = 3
-    store.runners["private"].problem = store.problem().__class__(
-        **{**store.problem().__dict__, "alpha": None})  # private chains need alpha
-    store.runners["private"].start()
-    drain_until(store, lambda: store.runners["private"].status == "error")
-    assert "alpha" in store.runners["private"].error
+def test_a_chain_error_is_shown_not_swallowed(fits):
+    runner = fits.runners["private"]
+    runner.options = {"sampler": "no-such-sampler"}
+    runner.start()
+    drain_until(fits, lambda: runner.status == "error", errors_expected=True)
+    assert "sampler" in runner.error and "no-such-sampler" in runner.error
 
 
-def test_two_stores_do_not_share_runs():
-    first, second = DataStore(), DataStore()
-    first.param.update(n_iter=30)
+def test_two_sessions_do_not_share_runs():
+    first, second = make_fits(), make_fits()
+    first.settings.param.update(n_iter=30, burn_in=10)
     first.runners["naive"].start()
     drain_until(first, lambda: first.runners["naive"].status == "done")
     second.drain()
     assert len(first.runners["naive"].buffer.data) == 30
     assert len(second.runners["naive"].buffer.data) == 0 and second.runners["naive"].status == "idle"
     assert first.runners["naive"].buffer is not second.runners["naive"].buffer
+    assert first.runners["naive"].pace is not second.runners["naive"].pace
 
 
 def _curves(pane):
@@ -169,76 +257,81 @@ def _curves(pane):
     return list(pane.object[()].traverse(lambda element: element, [hv.Curve]))
 
 
-def test_fits_view_plots_the_buffers_and_pipes_the_rates(store):
-    view = FitsView(store=store)
+def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
+    view = FitsView(fits=fits)
     mae_pane, joint_pane = view.traces()[0].objects
-    assert len(_curves(mae_pane)) == 2 * len(METHODS)  # sample and posterior-mean MAE per method
-    assert len(_curves(joint_pane)) == len(METHODS)
-    assert set(get_nested_streams(mae_pane.object)) == {store.runners[m].buffer for m in METHODS}
+    n_methods = len(fits.runners)
+    assert len(_curves(mae_pane)) == 2 * n_methods  # sample and posterior-mean MAE per method
+    assert len(_curves(joint_pane)) == n_methods
+    assert set(get_nested_streams(mae_pane.object)) == {r.buffer for r in fits.runners.values()}
     assert "true rates" in mae_pane.object[()].opts.get().kwargs["title"]
     rates = view.rates()
-    store.param.update(n_iter=30, burn_in=10, thin=5)
-    store.runners["nonprivate"].start()
-    drain_until(store, lambda: store.runners["nonprivate"].status == "done")
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    fits.runners["nonprivate"].start()
+    drain_until(fits, lambda: fits.runners["nonprivate"].status == "done")
     values, title = view._rate_pipes["nonprivate"].data
-    np.testing.assert_allclose(values, store.runners["nonprivate"].result["mu_hat"])
+    np.testing.assert_allclose(values, fits.runners["nonprivate"].result["mu_hat"])
     assert "mean of 4 samples" in title
-    assert len(rates.object) == 4  # truth + three methods
-    store.holdout = "random cells"
-    assert len(_curves(view.traces()[0].objects[0])) == 3 * len(METHODS)  # plus held-out MAE
+    assert len(rates.object) == 1 + n_methods  # truth + each method
+    assert view.scores["method"].tolist() == [fits.runners["nonprivate"].label]
+    fits.settings.holdout = "random cells"
+    assert len(_curves(view.traces()[0].objects[0])) == 3 * n_methods  # plus held-out MAE
+    fits.settings.methods = ["private"]  # the chosen methods only
+    assert len(_curves(view.traces()[0].objects[1])) == 1
 
 
-def test_rate_heatmaps_are_throttled_while_running_and_exact_when_paused(store, monkeypatch):
+def test_rate_heatmaps_are_throttled_while_running_and_exact_when_paused(fits, monkeypatch):
     import app.fits_view
 
-    monkeypatch.setattr(app.fits_view, "RATE_REDRAW_SECONDS", 1000.0)  # no redraw while running here
-    view = FitsView(store=store)
+    monkeypatch.setattr(app.fits_view, "VIEW_SECONDS", 1000.0)  # no redraw while running here
+    view = FitsView(fits=fits)
     view.rates()
-    runner = store.runners["naive"]
+    runner = fits.runners["naive"]
     pipe = view._rate_pipes["naive"]
-    store.param.update(n_iter=1_000_000, burn_in=10, thin=5)
+    fits.settings.param.update(n_iter=1_000_000, burn_in=10, thin=5)
     runner.start()
-    drain_until(store, lambda: runner.result is not None)
+    drain_until(fits, lambda: runner.result is not None and runner.result["samples_saved"] > 2)
     assert pipe.data[1] == "not started"  # Start streams trace rows first; the heatmap follows later
     runner.pause()
-    time.sleep(0.3)
-    store.drain()
+    drain_until(fits, lambda: runner.status == "paused")
     values, _ = pipe.data
-    np.testing.assert_allclose(values, FitsView._rate_frame(runner.result, store.Y_true.shape)[0])
-    store.stop()
+    np.testing.assert_allclose(values, runner.result["mu_hat"])
+    fits.stop()
 
 
-def test_a_drain_triggers_each_buffer_once_and_streams_every_method(store):
+def test_a_drain_triggers_the_buffers_together_through_the_public_api(fits):
     triggers = []
-    for runner in store.runners.values():
-        runner.buffer.add_subscriber(lambda runner=runner, **kwargs: triggers.append(runner.method))
-    store.param.update(n_iter=40)
-    store.start()
-    drain_until(store, lambda: all(r.status == "done" for r in store.runners.values()))
-    assert all(len(r.buffer.data) == 40 for r in store.runners.values())
-    assert set(triggers) == set(METHODS)
-    assert store.drain() == 0  # nothing queued: nothing redrawn
+    for runner in fits.runners.values():
+        runner.buffer.add_subscriber(lambda runner=runner, **contents: triggers.append((runner.method, set(contents))))
+    fits.settings.param.update(n_iter=40, burn_in=10)
+    fits.start()
+    drain_until(fits, lambda: all(r.status == "done" for r in fits.runners.values()))
+    assert all(len(r.buffer.data) == 40 for r in fits.runners.values())
+    assert {name for name, _ in triggers} == set(fits.runners)
+    # each buffer's data under its own name: one trigger carries every method's rows
+    assert any(len(contents) > 1 for _, contents in triggers)
+    assert fits.drain() == 0  # nothing queued: nothing redrawn
+    import app.fits
+    import app.fits_view
+
+    source = inspect.getsource(app.fits) + inspect.getsource(app.fits_view)
+    assert "_on_trigger" not in source and "_subscribers" not in source
 
 
 def test_lockstep_keeps_a_fast_chain_within_slack_of_a_slow_one():
-    import threading
+    from app.fits import Control
 
-    from app.runner import Lockstep
-
-    pace, stop, run = Lockstep(slack=5), threading.Event(), threading.Event()
-    run.set()
+    pace, control = Lockstep(slack=5), Control()
     counts, gaps = {"fast": 0, "slow": 0}, []
+    both_joined = threading.Barrier(2)
 
     def work(name, seconds_per_step):
         token = object()
         pace.join(token)
+        both_joined.wait(timeout=30)
         for _ in range(40):
-            pace.wait(token, stop, run)
-            # how far ahead this worker starts its iteration (others only move forward meanwhile)
-            snapshot = dict(pace._counts)
-            others = [count for key, count in snapshot.items() if key is not token]
-            if others:
-                gaps.append(snapshot[token] - min(others))
+            pace.wait(token, control)
+            gaps.append(pace.gap(token))  # how far ahead this worker starts its iteration
             time.sleep(seconds_per_step)
             pace.advance(token)
             counts[name] += 1
@@ -259,14 +352,83 @@ def test_lockstep_keeps_a_fast_chain_within_slack_of_a_slow_one():
     for _ in range(100):
         pace.advance(ahead)
     pace.join(late)
-    stop.clear()
     started = time.monotonic()
-    pace.wait(ahead, stop, run)
+    pace.wait(ahead, control)
     assert time.monotonic() - started < 0.5
     pace.leave(ahead), pace.leave(late)
 
 
-def test_a_stores_runners_share_one_lockstep(store):
-    paces = {id(runner.pace) for runner in store.runners.values()}
-    assert len(paces) == 1 and store.runners["private"].pace is not None
-    assert DataStore().runners["private"].pace is not store.runners["private"].pace
+def test_a_sessions_runners_share_one_lockstep(fits):
+    assert len({id(runner.pace) for runner in fits.runners.values()}) == 1
+    assert fits.runners["private"].pace is not None
+
+
+# ---- the registry drives the app ------------------------------------------------------
+
+class PriorOnly(FixedCountsMethod):
+    """A toy method registered by this test alone: it fits no counts (the chain samples the prior)."""
+
+    name = "prior-only"
+    label = "prior only (toy)"
+    color = "#9467bd"
+    description = "Fits nothing: the chain draws from the prior."
+
+    def counts(self, counts):
+        return np.zeros(np.shape(counts), dtype=np.int64)
+
+
+@pytest.fixture
+def toy_method():
+    methods.register(PriorOnly)
+    yield PriorOnly
+    methods.METHODS.pop(PriorOnly.name)
+
+
+def test_a_method_registered_elsewhere_appears_everywhere_in_the_app(toy_method):
+    from app.controls_view import ControlsView
+
+    fits = make_fits()
+    assert "prior-only" in fits.settings.param.methods.objects and "prior-only" in fits.settings.methods
+    runner = fits.runners["prior-only"]
+    assert runner.label == "prior only (toy)" and runner.color == "#9467bd"
+    controls = ControlsView(data=fits.data).fit_controls()
+    boxes = [w for w in controls.select(pn.widgets.CheckBoxGroup)][0]
+    assert "prior only (toy)" in boxes.options
+    view = FitsView(fits=fits)
+    assert any(curve.label == "prior only (toy)" for curve in _curves(view.traces()[0].objects[1]))
+    fits.settings.methods = ["prior-only"]
+    fits.start()
+    drain_until(fits, lambda: runner.status == "done")
+    assert runner.result["score"]["mae"] > 0 and all(r.status == "idle" for n, r in fits.runners.items()
+                                                     if n != "prior-only")
+    assert view.scores["method"].tolist() == ["prior only (toy)"]
+
+
+def test_the_app_has_no_switch_on_model_or_method_names():
+    from lpviz.models import MODELS
+
+    names = set(methods.METHODS) | set(MODELS)
+    app_dir = Path(__file__).resolve().parents[1] / "app"
+    for path in app_dir.glob("*.py"):
+        text = path.read_text()
+        for name in names:
+            assert f'== "{name}"' not in text and f"== '{name}'" not in text, (path.name, name)
+            assert f'"{name}":' not in text and f'["{name}"]' not in text, (path.name, name)
+
+
+def test_resume_after_the_end_continues_the_same_chain(fits):
+    fits.settings.param.update(n_iter=40, burn_in=10, thin=5)
+    runner = fits.runners["naive"]
+    runner.start()
+    drain_until(fits, lambda: runner.status == "done")
+    first = runner.result
+    assert runner.iteration == 40 and first["samples_saved"] == 6
+    fits.resume()
+    assert runner.status == "running" and runner.target == 80
+    drain_until(fits, lambda: runner.status == "done")
+    trace = runner.trace()
+    np.testing.assert_array_equal(trace["iteration"], np.arange(1, 81))  # one trace, no restart
+    assert runner.iteration == 80 and runner.result["samples_saved"] == 14  # the same posterior goes on
+    state, posterior = library_run(fits, "naive", 80)  # = one chain of 80 iterations
+    assert trace["log_joint"].iloc[-1] == pytest.approx(state.log_joint)
+    np.testing.assert_allclose(runner.result["mu_hat"], posterior.mu_hat)

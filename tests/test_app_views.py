@@ -1,39 +1,48 @@
 """The dashboard's result and explanation views, without a browser.
 
 Each view is driven the way a person would (changing its parameters or the
-store's) and what it would draw is checked against the library: Bessel marks
+session's) and what it would draw is checked against the library: Bessel marks
 against lpviz.bessel, the noise laws against lpviz.privacy, topic tables
 against lpviz.metrics, exported files read back.
 """
+
+import re
 
 import holoviews as hv
 import numpy as np
 import panel as pn
 import pytest
 
-from app.store import DataStore
-from lpviz import bessel, privacy
+from app.datastore import DataStore
+from app.fits import Fits
+from app.settings import Settings
+from lpviz import bessel, methods, privacy
+from lpviz.engine import run
+from lpviz.metrics import score
 
 
-@pytest.fixture
-def topics_store():
-    return DataStore(background=False, source="synthetic-topics")
+def make_fits(**settings):
+    return Fits(DataStore(Settings(**{"noise_seed": 3, **settings})))
 
 
-def run_fits(store, n_iter=60, burn_in=20, thin=10):
-    """Run the store's three chains to the end in their threads and hand over the results."""
-    store.n_iter, store.burn_in, store.thin = n_iter, burn_in, thin
-    store.start()
-    for runner in store.runners.values():
+def run_fits(fits, n_iter=60, burn_in=20, thin=10):
+    """Run the session's chains to the end in their threads and hand over the results."""
+    fits.settings.param.update(n_iter=n_iter, burn_in=burn_in, thin=thin)
+    fits.start()
+    for runner in fits.runners.values():
         assert runner.join(timeout=300), f"{runner.method} chain did not finish"
-        runner.drain()
+    fits.drain()
+    for runner in fits.runners.values():
         assert runner.status == "done", (runner.method, runner.status, runner.error)
-    return store
+    return fits
 
 
 @pytest.fixture(scope="module")
-def fitted_topics_store():
-    return run_fits(DataStore(background=False, source="synthetic-topics"))
+def fitted_topics():
+    return run_fits(make_fits(source="synthetic-topics"))
+
+
+LABELS = {name: method.label for name, method in methods.METHODS.items()}
 
 
 def _elements(overlay, kind):
@@ -117,17 +126,18 @@ def test_skellam_mixture_is_the_geometric_law(epsilon, N):
     assert np.abs(skellam_mixture_pmf(tau, alpha * 1.05) - geometric).max() > 5e-4
 
 
-def test_privacy_view_follows_store_epsilon_and_N(topics_store):
+def test_privacy_view_follows_the_session_epsilon_and_N():
     from app.privacy_view import PrivacyView
 
-    view = PrivacyView(store=topics_store, y=4)
-    topics_store.param.update(epsilon=2.0, N=1)
+    data = DataStore(Settings(noise_seed=3))
+    view = PrivacyView(data=data, y=4)
+    data.settings.param.update(epsilon=2.0, N=1)
     assert view.alpha == pytest.approx(np.exp(-2.0))
     tau, geometric, mixture = view.noise_frame()
     np.testing.assert_allclose(geometric, np.exp(privacy.geometric_logpmf(tau, np.exp(-2.0))))
     np.testing.assert_allclose(mixture, geometric, atol=2e-5)
 
-    topics_store.param.update(epsilon=1.5, N=3)
+    data.settings.param.update(epsilon=1.5, N=3)
     assert view.alpha == pytest.approx(np.exp(-0.5))
     y_tilde, log_p_y, log_p_yN = view.adversary_frame()
     ratio = log_p_y - log_p_yN
@@ -139,19 +149,23 @@ def test_privacy_view_follows_store_epsilon_and_N(topics_store):
     bound_lines = sorted(float(h.data) for h in _elements(view.log_ratio_plot(), hv.HLine))
     assert bound_lines == pytest.approx([-1.5, 1.5])
 
-    topics_store.heterogeneous = True
+    data.settings.param.update(epsilon=10.0, N=1)
+    assert "4.540e-05" in view.summary().object  # alpha with significant digits, never 0.0000
+    data.settings.heterogeneous = True
     text = view.summary().object
-    row_alpha = np.asarray(topics_store.alpha)
+    row_alpha = np.asarray(data.release.alpha)
     assert "Heterogeneous" in text and f"{row_alpha.min():.3f}" in text
     for name, figure in view.figures().items():
         assert isinstance(figure, hv.Overlay), name
 
 
-def test_bessel_view_shows_the_private_chain_draws(fitted_topics_store):
+def test_bessel_view_shows_the_draws_of_the_chains_snapshot(fitted_topics):
     from app.bessel_view import BesselView
 
-    view = BesselView(store=fitted_topics_store)
-    draws = fitted_topics_store.runners["private"].chain.bessel_draws
+    view = BesselView(fits=fitted_topics)
+    runner = view.draws_runner()
+    assert runner is fitted_topics.runners["private"]  # the method that draws Bessel variables
+    draws = runner.result["bessel_draws"]
     assert draws is not None and draws.size > 0
     edges, counts = view._draws_pipe.data
     assert counts.sum() == draws.size  # every draw of the last sweep is in the histogram
@@ -164,183 +178,270 @@ def test_bessel_view_shows_the_private_chain_draws(fitted_topics_store):
 
 # ---- topics view ----------------------------------------------------------------------
 
-def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics_store):
+def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     from app.topics_view import TopicsView
     from lpviz import metrics
 
-    store = fitted_topics_store
-    view = TopicsView(store=store)
-    phi_true = store.data.factors["phi"]
+    fits = fitted_topics
+    view = TopicsView(fits=fits)
+    truth = fits.data.truth
+    phi_true = truth.factors["phi"]
     K = phi_true.shape[0]
-    vocab = store.data.col_labels
+    vocab = fits.data.data.col_labels
     table = view.table
-    assert list(table["method"].unique()) == ["truth", "private", "naive", "nonprivate"]
-    for method in ("private", "naive", "nonprivate"):
-        phi = store.runners[method].result["best"]["phi"]
+    assert list(table["method"].unique()) == ["truth", *LABELS.values()]
+    for name, runner in fits.runners.items():
+        phi = runner.result["best"]["phi"]
         order = metrics.align_topics(phi, phi_true)
         expected = phi[order] / phi[order].sum(axis=1, keepdims=True)
-        np.testing.assert_allclose(view.topics[method], expected)
-        rows = table[table["method"] == method]
+        np.testing.assert_allclose(view.topics[runner.label], expected)
+        rows = table[table["method"] == runner.label]
         assert len(rows) == K
         top = metrics.top_words(expected, n=10)
         assert rows["top words"].tolist() == [", ".join(words) for words in
                                               metrics.top_words(expected, n=10, vocab=vocab)]
-        np.testing.assert_allclose(rows["NPMI"], metrics.npmi(top, store.Y_true, top_n=10))
-        np.testing.assert_allclose(rows["coherence"], metrics.umass_coherence(top, store.Y_true, top_n=10))
-        truth = phi_true / phi_true.sum(axis=1, keepdims=True)
-        np.testing.assert_allclose(rows["L1 to truth"], np.abs(expected - truth).sum(axis=1))
+        np.testing.assert_allclose(rows["NPMI"], metrics.npmi(top, truth.Y, top_n=10))
+        np.testing.assert_allclose(rows["coherence"], metrics.umass_coherence(top, truth.Y, top_n=10))
+        norm_truth = phi_true / phi_true.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(rows["L1 to truth"], np.abs(expected - norm_truth).sum(axis=1))
         # Aligned means no other matching of topics is closer to the truth.
-        assert rows["L1 to truth"].sum() <= np.abs(expected[::-1] - truth).sum() + 1e-12
+        assert rows["L1 to truth"].sum() <= np.abs(expected[::-1] - norm_truth).sum() + 1e-12
+        # the per-method numbers are lpviz.metrics.score's, and the table's topics give the same NPMI
+        scores = view.mean_scores().set_index("method").loc[runner.label]
+        assert scores["NPMI"] == pytest.approx(runner.result["score"]["npmi"])
+        assert scores["NPMI"] == pytest.approx(rows["NPMI"].mean())
+        assert scores["topic error (TV)"] == pytest.approx(runner.result["score"]["topic_distance"])
 
     view.n_top = 4
     assert all(len(words.split(", ")) == 4 for words in view.table["top words"])
     heatmaps = view.heatmaps()
-    assert len(heatmaps) == 4
-    heatmap = heatmaps.values()[1]  # the private fit
+    assert len(heatmaps) == 1 + len(fits.runners)
+    heatmap = heatmaps.values()[1]  # the first method's fit
     assert set(heatmap.dimension_values("topic")) == {str(k) for k in range(1, K + 1)}
     assert heatmap.dimension_values("P(term | topic)").max() <= 1.0
 
 
-def test_topics_view_waits_for_samples_and_ignores_networks():
+def test_topics_view_waits_for_samples_and_explains_networks():
     from app.topics_view import TopicsView
 
-    store = DataStore(background=False, source="synthetic-topics")
-    view = TopicsView(store=store)
+    fits = make_fits(source="synthetic-topics")
+    view = TopicsView(fits=fits)
     assert set(view.table["method"]) == {"truth"}  # no fit yet: only the truth
     assert "Waiting for a saved sample" in view.status().object
-    store.source = "synthetic-blocks"
-    assert view.table.empty and view.topics == {}
+    fits.settings.source = "synthetic-blocks"
+    assert view.table.empty and view.topics == {} and not view.applies
     assert "Blocks" in view.status().object
 
 
 # ---- blocks view ----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fitted_blocks_store():
-    store = DataStore(background=False, source="synthetic-blocks")
-    store.holdout = "top actors"
-    return run_fits(store)
+def fitted_blocks():
+    fits = make_fits(source="synthetic-blocks")
+    fits.settings.holdout = "top actors"
+    return run_fits(fits)
 
 
-def test_blocks_view_orders_actors_and_scores_held_out_cells(fitted_blocks_store):
-    from app.blocks_view import BlocksView, block_scores, memberships
-    from lpviz import metrics
+def library_posterior(fits, name):
+    settings, problem = fits.settings, fits.problem()
+    chain_run = run(problem.release, model=problem.model, method=name, n_components=problem.n_components,
+                    n_iter=settings.n_iter, burn_in=settings.burn_in, thin=settings.thin,
+                    truth=problem.truth if methods.get(name).uses_truth else None, random_state=problem.seed)
+    for _ in chain_run:
+        pass
+    return chain_run.posterior
 
-    store = fitted_blocks_store
-    view = BlocksView(store=store)
-    theta_true = store.data.factors["theta"]
+
+def test_held_out_mae_is_the_same_in_the_fits_and_blocks_tabs_and_the_library(fitted_blocks):
+    from app.blocks_view import BlocksView
+    from app.fits_view import FitsView
+
+    fits = fitted_blocks
+    release, truth = fits.data.release, fits.data.truth
+    fits_table = FitsView(fits=fits).scores.set_index("method")
+    blocks_table = BlocksView(fits=fits).scores.set_index("method")
+    held = release.heldout_cells
+    assert held is not None and not held.diagonal().any()
+    for name, runner in fits.runners.items():
+        expected = score(library_posterior(fits, name), release, truth)  # what `lpviz fit` prints
+        for column, key in (("held-out MAE", "heldout_mae"), ("MAE", "mae"),
+                            ("held-out MAE vs true rates", "heldout_rate_mae")):
+            assert fits_table.loc[runner.label, column] == blocks_table.loc[runner.label, column]
+            assert fits_table.loc[runner.label, column] == pytest.approx(expected[key], rel=1e-12)
+        # never over a self loop: the held-out cells are the held-out actors' cells off the diagonal
+        mu_hat = runner.result["mu_hat"]
+        assert expected["heldout_mae"] == pytest.approx(np.abs(mu_hat - truth.Y)[held].mean())
+
+
+def test_blocks_view_orders_actors_and_shades_held_out_cells(fitted_blocks):
+    from app.blocks_view import BlocksView, memberships
+
+    fits = fitted_blocks
+    view = BlocksView(fits=fits)
+    truth, release = fits.data.truth, fits.data.release
+    theta_true = truth.factors["theta"]
     main = np.argmax(memberships(theta_true), axis=1)[view.order]
-    assert sorted(view.order.tolist()) == list(range(store.Y_true.shape[0]))
+    assert sorted(view.order.tolist()) == list(range(release.shape[0]))
     assert np.all(np.diff(main) >= 0)  # grouped by main community
     assert "true memberships" in view.order_source
-
-    mask, reference = store.mask, store.truth
-    exists = store.data.info.get("mask", np.ones(mask.shape, bool))
-    held = ~mask & exists  # self loops are not part of the network, so not held out
-    assert 0 < held.sum() < mask.size
+    held = release.heldout_cells
     scores = view.scores.set_index("method")
-    for method in ("private", "naive", "nonprivate"):
-        mu_hat = store.runners[method].result["mu_hat"]
-        row = scores.loc[{"private": "private (LPLP)", "naive": "naive (truncated)",
-                          "nonprivate": "non-private"}[method]]
-        assert row["MAE"] == pytest.approx(metrics.mae(mu_hat, reference, mask))
-        assert row["held-out MAE"] == pytest.approx(np.abs(mu_hat - reference)[held].mean())
-        theta = store.runners[method].result["best"]["theta"]
-        shown = view.fits[method]["theta"]
+    for name, runner in fits.runners.items():
+        theta = runner.result["best"]["theta"]
+        shown = view.panels[runner.label]["theta"]
         assert sorted(shown.sum(axis=0).round(9).tolist()) == sorted(theta.sum(axis=0).round(9).tolist())
         # Matched columns are never farther from the truth than the unmatched ones.
-        truth = theta_true / theta_true.sum(axis=0)
-        assert (np.abs(shown / shown.sum(axis=0) - truth).sum()
-                <= np.abs(theta / theta.sum(axis=0) - truth).sum() + 1e-9)
-    # The non-private fit sees the true counts: it beats the naive fit on observed cells.
-    assert scores.loc["non-private", "MAE"] < scores.loc["naive (truncated)", "MAE"]
+        norm = theta_true / theta_true.sum(axis=0)
+        assert (np.abs(shown / shown.sum(axis=0) - norm).sum()
+                <= np.abs(theta / theta.sum(axis=0) - norm).sum() + 1e-9)
+    # The fit of the true counts beats the one that ignores the noise on observed cells.
+    assert scores.loc[LABELS["nonprivate"], "MAE"] < scores.loc[LABELS["naive"], "MAE"]
 
     rates = view.rate_heatmaps()
-    assert len(rates) == 4  # truth + three fits
-    shade = [el for el in rates.values()[1].values() if el.vdims[0].name == "held out"][0]
-    shaded = np.isfinite(shade.dimension_values(2)).sum()
-    assert shaded == held.sum()
-    image = [el for el in rates.values()[1].values() if el.vdims[0].name == "rate"][0]
-    expected = store.runners["private"].result["mu_hat"][np.ix_(view.order, view.order)]
+    assert len(rates) == 1 + len(fits.runners)  # truth + each fit
+    first = rates.values()[1]
+    shade = [el for el in first.values() if el.vdims[0].name == "held out"][0]
+    assert np.isfinite(shade.dimension_values(2)).sum() == held.sum()
+    image = [el for el in first.values() if el.vdims[0].name == "rate"][0]
+    expected = next(iter(fits.runners.values())).result["mu_hat"][np.ix_(view.order, view.order)]
     n = len(view.order)
     for row, col in [(0, 0), (0, n - 1), (n - 1, 0), (3, 11)]:  # drawn at (recipient, sender)
         assert image[col, row] == pytest.approx(expected[row, col])
 
-    mu_hat = store.runners["private"].result["mu_hat"]
-    assert np.isnan(block_scores(mu_hat, reference, None)[1])  # nothing held out, no held-out score
-    store.holdout = "none"  # new noise settings reset the chains: nothing to show, nothing shaded
-    assert view.fits == {} and view.scores.empty
-    assert [type(el) for el in view.rate_heatmaps().values()] == [hv.Image]
+
+def test_blocks_view_empties_on_new_noise_and_explains_documents():
+    from app.blocks_view import BlocksView
+
+    fits = run_fits(make_fits(source="synthetic-blocks"), n_iter=30, burn_in=10, thin=5)
+    view = BlocksView(fits=fits)
+    assert len(view.panels) == len(fits.runners)
+    fits.settings.holdout = "random cells"  # new noise settings reset the chains: nothing to show
+    assert view.panels == {} and view.scores.empty
+    assert len(view.rate_heatmaps()) == 1  # the truth alone
+    fits.settings.source = "synthetic-topics"
+    assert not view.applies and "Topics" in view.status().object
 
 
 # ---- export ---------------------------------------------------------------------------
 
-def test_export_writes_readable_figures_and_results(fitted_topics_store, tmp_path):
+def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_topics, tmp_path):
     import json
 
     from app.bessel_view import BesselView
-    from app.export import ExportView, results_bytes, save_figure, save_results
+    from app.export import (RELEASE_FILE, SUMMARY_FILE, TRUTH_FILE, ExportView, release_bytes, results_bytes,
+                            save_figure, save_release, save_results)
     from app.topics_view import TopicsView
+    from lpviz.release import Release
 
-    store = fitted_topics_store
-    bessel_view, topics_view = BesselView(nu=2.0, a=5.0), TopicsView(store=store)
+    fits = fitted_topics
+    release, truth = fits.data.release, fits.data.truth
+    bessel_view, topics_view = BesselView(nu=2.0, a=5.0), TopicsView(fits=fits)
 
     png = save_figure(bessel_view.pmf_plot(), tmp_path / "pmf.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     html = save_figure(topics_view.heatmaps(), tmp_path / "topics.html")
     text = html.read_text()
     assert "<html" in text.lower() and "Bokeh" in text
+    # resources inline: no script or style sheet comes from the network (only icons may)
+    external = re.findall(r'<(script|link)[^>]*(?:src|href)="(https?:[^"]+)"', text)
+    assert all(url.endswith((".ico", ".png")) for _, url in external), external
     with pytest.raises(FileExistsError, match="overwrite=True"):
         save_figure(bessel_view.pmf_plot(), png)  # nothing a user made is overwritten silently
     assert save_figure(bessel_view.gap_map(), png, overwrite=True) == png
     with pytest.raises(ValueError, match=r"\.png"):
         save_figure(bessel_view.pmf_plot(), tmp_path / "pmf.jpeg")
 
-    npz_path = save_results(store, tmp_path / "fit.npz")
-    with np.load(npz_path) as saved:
-        np.testing.assert_array_equal(saved["Y_obs"], store.Y_obs)
-        np.testing.assert_array_equal(saved["Y_true"], store.Y_true)
-        for method in ("private", "naive", "nonprivate"):
-            result = store.runners[method].result
-            np.testing.assert_allclose(saved[f"{method}/mu_hat"], result["mu_hat"])
-            np.testing.assert_allclose(saved[f"{method}/best_phi"], result["best"]["phi"])
-            np.testing.assert_array_equal(saved[f"{method}/trace_iteration"],
-                                          store.runners[method].trace()["iteration"])
-    summary = json.loads(save_results(store, tmp_path / "fit.json").read_text())
-    assert summary["data"]["shape"] == list(store.Y_true.shape)
-    assert summary["settings"]["epsilon"] == store.epsilon
-    for method in ("private", "naive", "nonprivate"):
-        entry = summary["methods"][method]
-        assert entry["status"] == "done" and entry["iteration"] == store.n_iter
-        assert entry["samples_saved"] == store.runners[method].result["samples_saved"]
-    with pytest.raises(FileExistsError):
-        save_results(store, npz_path)
+    # the release alone: the library's schema, no truth, no labels, flagged as a simulation
+    saved_release = Release.load(save_release(fits, tmp_path / RELEASE_FILE))
+    np.testing.assert_array_equal(saved_release.Y_obs, release.Y_obs)
+    assert saved_release.simulated and saved_release.noise_seed == release.noise_seed
+    assert saved_release.row_labels is None and saved_release.col_labels is None
+    with np.load(tmp_path / RELEASE_FILE) as archive:
+        assert not {"Y_true", "Y", "mu_true"} & set(archive.files)
 
-    view = ExportView(store=store, views=[bessel_view, topics_view])
+    npz_path = save_results(fits, tmp_path / TRUTH_FILE)
+    with np.load(npz_path) as saved:
+        assert bool(saved["simulated"]) and int(saved["noise_seed"]) == release.noise_seed
+        np.testing.assert_array_equal(saved["Y_obs"], release.Y_obs)
+        np.testing.assert_array_equal(saved["Y_true"], truth.Y)
+        np.testing.assert_allclose(saved["mu_true"], truth.mu)
+        for name, runner in fits.runners.items():
+            np.testing.assert_allclose(saved[f"{name}/mu_hat"], runner.result["mu_hat"])
+            np.testing.assert_allclose(saved[f"{name}/best_phi"], runner.result["best"]["phi"])
+            np.testing.assert_array_equal(saved[f"{name}/trace_iteration"], runner.trace()["iteration"])
+    summary = json.loads(save_results(fits, tmp_path / SUMMARY_FILE).read_text())
+    assert summary["simulated"] is True and summary["noise_seed"] == release.noise_seed
+    assert summary["data"]["shape"] == list(release.shape)
+    assert summary["settings"]["epsilon"] == fits.settings.epsilon
+    for name, runner in fits.runners.items():
+        entry = summary["methods"][name]
+        assert entry["status"] == "done" and entry["iteration"] == fits.settings.n_iter
+        assert entry["score"] == pytest.approx(runner.result["score"], nan_ok=True)
+    with pytest.raises(FileExistsError):
+        save_results(fits, npz_path)
+
+    view = ExportView(fits=fits, views=[bessel_view, topics_view])
     assert "bessel_pmf" in view.param.figure.objects and "topics_heatmaps" in view.param.figure.objects
     view.figure = "topics_heatmaps"
     layout = view.__panel__()
-    downloads = [w for w in layout.select(pn.widgets.FileDownload)]
-    assert [d.filename for d in downloads[:2]] == ["lpviz_topics_heatmaps.png", "lpviz_topics_heatmaps.html"]
+    downloads = list(layout.select(pn.widgets.FileDownload))
+    assert [d.filename for d in downloads] == ["lpviz_simulation_topics_heatmaps.png",
+                                               "lpviz_simulation_topics_heatmaps.html",
+                                               RELEASE_FILE, TRUTH_FILE, SUMMARY_FILE]
+    assert all("simulat" in d.filename for d in downloads) and "truth" in downloads[3].filename
     assert downloads[0].callback().getvalue()[:4] == b"\x89PNG"
-    assert downloads[2].callback().getvalue() == results_bytes(store, ".npz")
+    assert downloads[2].callback().getvalue() == release_bytes(fits)
+    assert downloads[3].callback().getvalue() == results_bytes(fits, ".npz")
 
 
-def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics_store, tmp_path):
+def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics, tmp_path):
     from app.export import save_figure
     from app.fits_view import FitsView
     from app.noise_view import NoiseView
 
-    store = fitted_topics_store
-    noise, fits = NoiseView(store=store).figures(), FitsView(store=store).figures()
+    fits = fitted_topics
+    noise, shown = NoiseView(data=fits.data).figures(), FitsView(fits=fits).figures()
     assert set(noise) == {"noise_heatmaps", "noise_histogram"}
-    assert set(fits) == {"fits_mae_trace", "fits_log_joint_trace", "fits_rates"}
+    assert set(shown) == {"fits_mae_trace", "fits_log_joint_trace", "fits_rates"}
     # the exported rates are each method's current posterior mean, not a placeholder
-    for method, panel in zip(("private", "naive", "nonprivate"), list(fits["fits_rates"])[1:]):
-        np.testing.assert_allclose(panel.dimension_values(2, flat=False),
-                                   store.runners[method].result["mu_hat"], rtol=1e-12)
+    for runner, panel in zip(fits.runners.values(), list(shown["fits_rates"])[1:]):
+        np.testing.assert_allclose(panel.dimension_values(2, flat=False), runner.result["mu_hat"], rtol=1e-12)
     # the exported noised panel is the released matrix
-    np.testing.assert_array_equal(list(noise["noise_heatmaps"])[1].dimension_values(2, flat=False), store.Y_obs)
-    for name, figure in {**noise, **fits}.items():
+    np.testing.assert_array_equal(list(noise["noise_heatmaps"])[1].dimension_values(2, flat=False),
+                                  fits.data.release.Y_obs)
+    for name, figure in {**noise, **shown}.items():
         png = save_figure(figure, tmp_path / f"{name}.png")
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5_000
+
+
+def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
+    from app.blocks_view import BlocksView
+    from app.export import ExportView
+    from app.fits_view import FitsView
+    from lpviz.datasets import make_blocks
+
+    release = make_blocks(n_actors=15, n_communities=3, random_state=4).privatize(epsilon=2.0)  # exact noise
+    fits = make_fits()
+    fits.data.load_upload(release.save(tmp_path / "noised.npz").read_bytes(), "noised.npz")
+    truth_methods = [name for name, method in methods.METHODS.items() if method.uses_truth]
+    assert all(fits.runners[name].status == "unavailable" for name in truth_methods)
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    fits.start()
+    for name, runner in fits.runners.items():
+        assert runner.join(timeout=300)
+    fits.drain()
+    fitted = [runner for name, runner in fits.runners.items() if name not in truth_methods]
+    assert fitted and all(runner.status == "done" for runner in fitted)
+    for runner in fitted:
+        assert runner.result["score"]["mae"] is None and runner.result["score"]["samples"] == 4  # no truth, no MAE
+        assert runner.trace()["mae"].isna().all() and np.isfinite(runner.trace()["log_joint"]).all()
+    view = FitsView(fits=fits)
+    assert len(view.traces()[0].objects) == 1  # the log joint alone
+    assert "MAE" not in view.scores.columns and "samples" in view.scores.columns
+    blocks = BlocksView(fits=fits)
+    assert set(blocks.panels) == {runner.label for runner in fitted} and "fit" in blocks.order_source
+    assert len(blocks.rate_heatmaps()) == 1 + len(fitted)  # the noised counts beside each fit
+    export = ExportView(fits=fits, views=[view])
+    layout = export.__panel__()
+    names = [d.filename for d in layout.select(pn.widgets.FileDownload) if d.visible]
+    assert "lpviz_release.npz" in names and not any("truth" in name for name in names)

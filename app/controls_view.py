@@ -1,0 +1,152 @@
+"""The sidebar: every setting as a widget made from its parameter, and the data's status.
+
+Widgets are ``Widget.from_param`` of :class:`~app.settings.Settings`; which
+size widgets appear follows the source (:data:`~app.settings.SOURCES`), the
+method list and option selectors follow the registries.
+"""
+
+import panel as pn
+import param
+
+from app.datastore import DataStore
+from app.settings import SOURCES
+
+# The widget each setting is shown with (IntInput for the other integers).
+_FLOAT_INPUTS = ("N", "concentration", "holdout_fraction")
+_HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("holdout_actors",)}
+
+
+def widget(settings, parameter_name, **options):
+    """The widget of one setting.
+
+    Typed fields carry no bounds of their own: whatever is typed reaches the
+    settings, which apply it or refuse it, and a refusal is shown with its
+    reason (the app's exception handler) while the field goes back to the
+    value in force. Nothing is clamped or dropped silently in the browser.
+    """
+    name, parameter = parameter_name, settings.param[parameter_name]
+    if name == "epsilon":
+        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, fixed_start=None, **options)
+    if name == "alpha0":
+        return pn.widgets.FloatSlider.from_param(parameter, step=0.01, **options)
+    if name == "path":
+        return pn.widgets.TextInput.from_param(parameter, **{"label": "Enron file", **options})
+    if name in _FLOAT_INPUTS:
+        return pn.widgets.FloatInput.from_param(parameter, start=None, end=None, **options)
+    return pn.widgets.IntInput.from_param(parameter, start=None, end=None, **options)
+
+
+class ControlsView(pn.viewable.Viewer):
+    """Data, privacy and fit settings of one session, with the data's status."""
+
+    data = param.ClassSelector(class_=DataStore)
+
+    @property
+    def settings(self):
+        return self.data.settings
+
+    def data_controls(self):
+        settings = self.settings
+        source = pn.widgets.Select.from_param(settings.param.source, label="Data",
+                                              options={spec.label: name for name, spec in SOURCES.items()})
+        upload = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npz,.mtx,.gz,.edges")
+        download = pn.widgets.Button(label="Download Enron", color="light")
+        download.on_click(lambda event: self.data.fetch_enron())
+
+        def on_upload(value):
+            if value:
+                try:
+                    self.data.load_upload(value, upload.filename or "upload.txt")
+                except (ValueError, TypeError, OSError) as exc:
+                    self.data.error = str(exc)
+
+        pn.bind(on_upload, upload.param.value, watch=True)
+
+        @param.depends(settings.param.source)
+        def size_widgets(source):
+            spec = SOURCES[source]
+            names = [name for name in spec.parameters if name != "path"]
+            if "n_components" not in names:
+                names.append("n_components")
+            column = pn.Column(*[widget(settings, name) for name in names], sizing_mode="stretch_width")
+            if spec.takes_path:
+                column.insert(0, widget(settings, "path"))
+                column.append(download)
+            if not spec.spec:
+                column.insert(0, upload)
+            return column
+
+        status = self.status()
+        defaults = pn.widgets.Button(label="Reset to this data set's defaults", color="light",
+                                     sizing_mode="stretch_width")
+        defaults.on_click(settings.reset_to_defaults)
+        scale = pn.widgets.RadioButtonGroup.from_param(settings.param.colour_scale, sizing_mode="stretch_width")
+        return pn.Card(source, size_widgets, defaults, status, pn.pane.Markdown("Colour scale of the rates", margin=(5, 10, 0, 10)),
+                       scale, title="Data", collapsible=False, sizing_mode="stretch_width")
+
+    def status(self):
+        """The data's state: an error with its reason, or what is loaded (with a spinner while building).
+        Made once and updated in place (no component is re-created while work is handed over)."""
+        data = self.data
+        has_error = pn.bind(bool, data.param.error)
+        no_error = pn.bind(lambda error: not error, data.param.error)
+        alert = pn.pane.Alert(data.param.error, alert_type="danger", visible=has_error, sizing_mode="stretch_width")
+        spinner = pn.indicators.LoadingSpinner(value=data.param.loading, visible=data.param.loading, size=20)
+        message = pn.pane.Markdown(data.param.message, margin=(0, 5), visible=no_error)
+        return pn.Column(alert, pn.Row(spinner, message, sizing_mode="stretch_width"), sizing_mode="stretch_width")
+
+    def privacy_controls(self):
+        settings = self.settings
+        redraw = pn.widgets.Button(label="Redraw noise", color="primary")
+        redraw.on_click(settings.redraw_noise)
+
+        @param.depends(settings.param.heterogeneous)
+        def noise_widgets(heterogeneous):
+            names = ("alpha0", "concentration") if heterogeneous else ("epsilon", "N")
+            return pn.Column(*[widget(settings, name) for name in names], sizing_mode="stretch_width")
+
+        @param.depends(settings.param.holdout)
+        def holdout_widgets(holdout):
+            return pn.Column(*[widget(settings, name) for name in _HOLDOUT_PARAMETERS.get(holdout, ())],
+                             sizing_mode="stretch_width")
+
+        summary = pn.bind(lambda *_: pn.pane.Markdown(self.data.noise_summary), self.data.param.release)
+        return pn.Card(pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
+                       noise_widgets, summary,
+                       pn.widgets.Select.from_param(settings.param.holdout, label="Held-out cells"), holdout_widgets,
+                       widget(settings, "noise_seed", label="Noise seed (simulation)"), redraw,
+                       title="Privacy", collapsible=False, sizing_mode="stretch_width")
+
+    def fit_controls(self):
+        settings = self.settings
+        from lpviz.methods import METHODS
+
+        methods = pn.widgets.CheckBoxGroup.from_param(
+            settings.param.methods, options={METHODS[name].label: name for name in settings.param.methods.objects})
+        options = [pn.widgets.Select.from_param(settings.method_options.param[name])
+                   for name in list(settings.method_options.param)[1:]]
+        return pn.Card(*[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every",
+                                                             "chain_seed")],
+                       pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)), methods, *options,
+                       title="Fit settings", collapsed=True, sizing_mode="stretch_width")
+
+    def question(self):
+        """Changes held back because they would discard running fits, with a yes and a no."""
+        settings = self.settings
+
+        @param.depends(settings.param.question)
+        def ask(text):
+            if not text:
+                return pn.Column(height=0, margin=0)
+            yes = pn.widgets.Button(label="Discard them and apply", color="danger")
+            yes.on_click(settings.confirm)
+            no = pn.widgets.Button(label="Keep the fits", color="light")
+            no.on_click(settings.cancel)
+            return pn.Column(pn.pane.Alert(text, alert_type="warning", sizing_mode="stretch_width"),
+                             pn.Row(yes, no), sizing_mode="stretch_width")
+
+        return pn.panel(ask)
+
+    def __panel__(self):
+        return pn.Column(self.question(), self.data_controls(), self.privacy_controls(), self.fit_controls(),
+                         sizing_mode="stretch_width")

@@ -1,0 +1,416 @@
+"""One session's data: the data set, the release an analyst would hold, and the truth beside it.
+
+Everything is derived through the library from the :class:`~app.settings.Settings`:
+the data set with :func:`lpviz.datasets.load_data` (or
+:func:`~lpviz.datasets.load_counts` for an upload), the held-out cells with
+:func:`~lpviz.datasets.holdout_mask`, the release with
+:meth:`CountData.privatize <lpviz.datasets.CountData.privatize>` (a seeded
+simulation: the dashboard holds the truth), the truth with
+:meth:`CountData.truth <lpviz.datasets.CountData.truth>`.
+
+When served, data are built and noised in a worker thread; the result is
+handed over on the event loop by :meth:`DataStore.poll` (the session's
+drain calls it, and shows the time the work has taken so far), so no user
+waits on another's build. Counts far beyond event counts are refused with
+the reason (:func:`check_counts`).
+
+Server-side paths are read only inside the allow-listed data folders
+(:func:`allowed_folders`); the Enron download runs only when the server
+allows it (``LPVIZ_ALLOW_DOWNLOADS=1``).
+"""
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import panel as pn
+import param
+import scipy.sparse as sp
+
+from app.memory import check_session
+from app.settings import NOISE_PARAMETERS, SOURCES, Settings
+
+ALLOW_DOWNLOADS_ENV = "LPVIZ_ALLOW_DOWNLOADS"
+DATA_FOLDERS_ENV = "LPVIZ_APP_DATA_FOLDERS"
+DATA_PARAMETERS = tuple(sorted({name for source in SOURCES.values() for name in source.parameters}))
+# Counts far beyond event counts (see check_counts).
+MAX_CELL_COUNT = 1_000_000
+MAX_TOTAL_COUNT = 100_000_000
+HELDOUT_PARAMETERS = {"holdout", "holdout_fraction", "holdout_actors"}
+
+
+def served():
+    """True inside a ``panel serve`` session (not Jupyter, not plain Python)."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def allowed_folders():
+    """Folders whose files the dashboard may read on the server.
+
+    ``LPVIZ_APP_DATA_FOLDERS`` (folders separated by ``os.pathsep``) when
+    set, else the data cache folder and ``../shared/data`` beside the repository.
+    """
+    from lpviz.datasets.cache import default_cache_dir
+
+    from app.settings import DEFAULT_ENRON
+
+    text = os.environ.get(DATA_FOLDERS_ENV, "").strip()
+    folders = [Path(p) for p in text.split(os.pathsep) if p.strip()] if text else \
+        [default_cache_dir(), DEFAULT_ENRON.parent]
+    return [folder.expanduser().resolve() for folder in folders]
+
+
+def checked_path(text):
+    """``text`` as a path inside an allowed folder, or a ValueError saying where files may be."""
+    path = Path(text).expanduser().resolve()
+    folders = allowed_folders()
+    if not any(path == folder or folder in path.parents for folder in folders):
+        raise ValueError(f"the dashboard reads data files only from {' or '.join(map(str, folders))} "
+                         f"(the server's allow-list, {DATA_FOLDERS_ENV}); put the file there or upload it")
+    if not path.exists():
+        raise ValueError(f"no data at {path}: give the path of enron_sent_subset.tar.gz (or the CMU maildir "
+                         "tarball) in an allowed folder, or upload a file")
+    return path
+
+
+def downloads_allowed():
+    return os.environ.get(ALLOW_DOWNLOADS_ENV, "").strip() == "1"
+
+
+def check_counts(Y, name):
+    """Refuse counts far beyond what the models are for (every count is allocated each iteration)."""
+    values = np.abs(Y.data if sp.issparse(Y) else np.asarray(Y))
+    largest, total = (int(values.max()), int(values.sum())) if values.size else (0, 0)
+    if largest > MAX_CELL_COUNT or total > MAX_TOTAL_COUNT:
+        raise ValueError(
+            f"{name or 'these data'}: a cell holds {largest:,} counts and all cells {total:,}; the dashboard "
+            f"fits up to {MAX_CELL_COUNT:,} per cell and {MAX_TOTAL_COUNT:,} in all. Poisson factorization "
+            "allocates every count to a component in every iteration, so counts like these would take minutes "
+            "to hours per iteration: they are not event counts of the kind the models are for. Rescale or "
+            "aggregate them (or fit them with `lpviz fit`, which warns)")
+
+
+def derive(data, plan):
+    """The release, truth and model of ``data`` under ``plan`` (the privacy, held-out and fit settings).
+
+    Runs in any thread. Checks the session's memory first (the dense truth,
+    release and chains), then the counts. Returns a dict with ``data``,
+    ``release``, ``truth``, ``model`` and ``N`` (the data's own N for Figure 1).
+    """
+    from lpviz import models
+    from lpviz.datasets import holdout_mask
+    from lpviz.privacy import heterogeneous_alpha
+    from lpviz.release import Release
+
+    model = models.default_for(data.kind)
+    check_session(data.shape, f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts", model,
+                  plan["n_components"], plan["methods"], fix="Choose a smaller data set.")
+    if isinstance(data, Release):  # an uploaded release: its noise is what it is, no truth comes with it
+        check_counts(data.Y_obs, data.name)
+        observed = holdout_mask(data.Y_obs, model, plan["holdout"], fraction=plan["holdout_fraction"],
+                                n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+        release = data.with_heldout(None if observed is None else ~observed)
+        return dict(data=data, release=release, truth=None, model=model, N=data.N or plan["N"])
+    check_counts(data.Y, data.name)
+    N = max(1.0, float(data.info["N"])) if plan["N_from_data"] and "N" in data.info else plan["N"]
+    truth = data.truth()
+    observed = holdout_mask(truth.Y, model, plan["holdout"], fraction=plan["holdout_fraction"],
+                            n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+    heldout = None if observed is None else ~observed
+    if plan["heterogeneous"]:
+        level = dict(alpha=heterogeneous_alpha(data.shape[0], plan["alpha0"], plan["concentration"],
+                                               random_state=plan["noise_seed"]))
+    else:
+        level = dict(epsilon=plan["epsilon"], N=N)
+    # seeded: a simulation by whoever holds the truth (the release says so)
+    release = data.privatize(**level, heldout=heldout, random_state=plan["noise_seed"])
+    return dict(data=data, release=release, truth=truth, model=model, N=N)
+
+
+class DataStore(param.Parameterized):
+    """The data set, the release and the truth of one session, derived from its settings.
+
+    Read ``data`` (:class:`~lpviz.datasets.CountData`), ``release``
+    (:class:`~lpviz.release.Release`: the noised counts, alpha, held-out
+    cells, structural zeros), ``truth`` (:class:`~lpviz.release.Truth`) and
+    ``model`` (the registry name of the model for the data's kind).
+    """
+
+    settings = param.ClassSelector(class_=Settings, constant=True)
+    data = param.Parameter(default=None, doc="the current CountData")
+    release = param.Parameter(default=None, doc="what the analyst holds: a lpviz.release.Release")
+    truth = param.Parameter(default=None, doc="the true counts (and rates when simulated): a lpviz.release.Truth")
+    model = param.String(default="", doc="registry name of the model fitted to these data")
+    loading = param.Boolean(default=False)
+    error = param.String(default="")
+    message = param.String(default="")
+
+    def __init__(self, settings=None, *, background=None, **params):
+        """``background``: build and noise in a thread (default: when served, so no session waits on another)."""
+        super().__init__(settings=settings if settings is not None else Settings(), **params)
+        self._background = served() if background is None else background
+        self._upload = None
+        self._generation = 0
+        self._pending = []  # finished background work, applied by poll() on the event loop
+        self._pending_lock = threading.Lock()
+        self._applying = False
+        self._new_source = True
+        self._started = None  # (time, what) of the work in a thread, for its progress
+        self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.load()
+
+    # ---- building -------------------------------------------------------------------
+    def _builder(self):
+        """A function building the data set of the current settings (runs in any thread)."""
+        from lpviz.datasets import load_data
+
+        settings, source = self.settings, self.settings.source_spec
+        if not source.spec:  # an upload
+            upload = self._upload
+            if upload is None:
+                raise ValueError("no file uploaded yet: choose a file (edge list, .npz, .mtx, UCI bag-of-words "
+                                 "or dense CSV) with the upload button")
+            return lambda: upload
+        spec = f"{source.spec}:{checked_path(settings.path)}" if source.takes_path else source.spec
+        options = source.options(settings)
+        return lambda: load_data(spec, **options)
+
+    def _plan(self):
+        """The settings the release is made from, read on the event loop (the work may run in a thread)."""
+        settings = self.settings
+        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components")}
+        plan["methods"] = list(settings.methods)
+        plan["N_from_data"] = self._new_source and settings.source_spec.N_from_data
+        return plan
+
+    def check_memory(self):
+        """Refuse (MemoryBudgetError) a data set whose size is known before it is built and
+        that would not fit this session's share of the server, with its chains."""
+        from lpviz import models
+
+        settings, source = self.settings, self.settings.source_spec
+        shape = source.shape(settings)
+        if shape is not None:
+            check_session(shape, f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
+                          models.default_for(source.kind), settings.n_components, settings.methods,
+                          fix="Choose fewer rows or columns.")
+
+    def load(self, events=()):
+        """(Re)build the data set for the current settings and noise it.
+
+        A request refused before any work (too large for the session, a path
+        outside the allowed folders) puts the changed ``events`` back, so the
+        widgets show the settings in force beside the reason.
+        """
+        try:
+            self.check_memory()  # before anything is allocated, on the event loop: refused at once
+            build = self._builder()
+        except (ValueError, TypeError, OSError) as exc:
+            if events:
+                self.settings.refuse(events)
+            else:
+                self._generation += 1  # a new source: whatever was on its way is outdated too
+            self.param.update(error=str(exc), loading=False)
+            return
+        plan = self._plan()
+        self._run(lambda: derive(build(), plan), f"building {self.settings.source_spec.label}")
+
+    def renoise(self):
+        """Noise the current data again (privacy, held-out or noise-seed settings changed)."""
+        if self.data is not None:
+            data, plan = self.data, self._plan()
+            self._run(lambda: derive(data, plan), "noising")
+
+    def _run(self, work, what):
+        """Do ``work`` (build and/or noise) at once, or in a thread when served; :meth:`poll` applies it."""
+        self._generation += 1
+        generation = self._generation
+        if not self._background:
+            try:
+                outcome = ("derived", work())
+            except (ValueError, TypeError, OSError) as exc:  # shown beside the controls; the old data stay
+                outcome = ("error", str(exc))
+            self._apply(*outcome)
+            return
+        self._started = (time.monotonic(), what)
+        self.param.update(loading=True, error="", message=f"{what} ...")
+
+        def background():
+            try:
+                outcome = ("derived", work())
+            except Exception as exc:  # any failure is shown in the session that asked
+                outcome = ("error", str(exc))
+            self._post(generation, *outcome)
+
+        threading.Thread(target=background, name="lpviz-data", daemon=True).start()
+
+    def load_upload(self, contents, filename):
+        """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
+        from lpviz.datasets import load_counts
+
+        if not contents:
+            raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
+        from lpviz.budget import check_memory
+
+        from app.memory import session_limit
+
+        # the text read into numbers takes a few times its size: refuse before parsing
+        check_memory(4 * len(contents), f"reading the upload {filename!r}", limit=session_limit(),
+                     fix="Upload a smaller file (or a compressed one: .gz).")
+        suffix = "".join(Path(filename).suffixes[-2:]) or ".txt"
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp_path = Path(tmp) / f"upload{suffix}"
+            tmp_path.write_bytes(contents)
+            try:
+                data = self._read_upload(tmp_path, filename)
+            except (ValueError, TypeError, OSError) as exc:  # name the user's file, never the server's copy
+                raise type(exc)(str(exc).replace(str(tmp_path), filename).replace(tmp, "")) from None
+        self._upload = data
+        if self.settings.source == "upload":
+            self.load()
+        else:
+            self.settings.source = "upload"
+
+    @staticmethod
+    def _read_upload(path, filename):
+        """A release (an .npz `lpviz privatize` wrote: noised counts and their noise level) or counts."""
+        from dataclasses import replace
+
+        from lpviz.datasets import load_counts
+        from lpviz.release import Release
+
+        if path.suffix == ".npz":
+            try:
+                return replace(Release.load(path), name=filename)
+            except ValueError:
+                pass  # not a release: counts, read below
+        try:
+            data = load_counts(path)
+        except ValueError as exc:
+            if "negative" in str(exc):
+                raise ValueError(
+                    f"{filename} has negative counts: this looks like a noised release. Upload the .npz that "
+                    "`lpviz privatize` writes: it records the release's epsilon and N (or alpha), which fitting "
+                    "it privately needs; a table alone does not say how much noise it carries "
+                    f"({str(exc).split(': ', 1)[-1]})") from None
+            raise
+        data.source = filename
+        return data
+
+    def fetch_enron(self):
+        """Download the Enron data into the data folder (only when the server allows downloads)."""
+        from lpviz.datasets import fetch_enron
+
+        if not downloads_allowed():
+            self.error = (f"downloads are off on this server (set {ALLOW_DOWNLOADS_ENV}=1 where it runs to allow "
+                          "them); use the shared file or upload one")
+            return
+
+        def work():
+            try:
+                outcome = ("path", str(fetch_enron(progress=False)))
+            except Exception as exc:
+                outcome = ("error", f"download failed: {exc}")
+            self._post(None, *outcome)
+
+        self._started = (time.monotonic(), "downloading Enron")
+        self.param.update(loading=True, error="", message="downloading Enron ...")
+        if self._background:
+            threading.Thread(target=work, name="lpviz-enron-download", daemon=True).start()
+        else:
+            work()
+            self.poll()
+
+    def _post(self, generation, kind, payload):
+        with self._pending_lock:
+            self._pending.append((generation, kind, payload))
+
+    def poll(self):
+        """Apply finished background work (call on the event loop); True if anything changed."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        for generation, kind, payload in pending:
+            if generation is not None and generation != self._generation:
+                continue  # a newer build was asked for meanwhile
+            self._apply(kind, payload)
+        if self.loading and not pending and self._started is not None:
+            started, what = self._started
+            self.message = f"{what} ... {time.monotonic() - started:.0f} s"  # progress: it is still going
+        return bool(pending)
+
+    def _apply(self, kind, payload):
+        self._started = None
+        if kind == "derived":
+            self._new_source = False
+            release = payload["release"]
+            if payload["truth"] is None and release.epsilon is not None:  # an uploaded release: its own level
+                with self.settings.unguarded():
+                    self._applying = True
+                    try:
+                        self.settings.param.update(epsilon=release.epsilon, heterogeneous=False)
+                    finally:
+                        self._applying = False
+            if payload["N"] != self.settings.N:
+                self._applying = True
+                try:  # Figure 1: N is the mean count of the drawn network
+                    with self.settings.unguarded():
+                        self.settings.N = payload["N"]
+                finally:
+                    self._applying = False
+            data = payload["data"]
+            name = data.name or self.settings.source
+            # one update, so every view reacting to any of these sees them consistent
+            self.param.update(data=data, release=payload["release"], truth=payload["truth"], model=payload["model"],
+                              error="", loading=False,
+                              message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})")
+        elif kind == "path":
+            self.param.update(loading=False, message=f"downloaded to {payload}")
+            self.settings.path = payload
+        else:
+            self.param.update(error=payload, loading=False, message="")
+
+    # ---- reactions -------------------------------------------------------------------
+    def _on_settings(self, *events):
+        events = self.settings.still(events)  # a change held back for a yes changes nothing yet
+        if self._applying or not events:
+            return
+        names = {event.name for event in events}
+        if "source" in names:
+            self._new_source = True
+            self._applying = True
+            try:
+                self.settings.apply_source_defaults()
+            finally:
+                self._applying = False
+            self.load()
+        elif names & set(self.settings.source_spec.parameters):
+            self.load(events)
+        elif names & set(NOISE_PARAMETERS) - HELDOUT_PARAMETERS and self.truth is None and self.release is not None:
+            self.settings.refuse(events)
+            self.error = (f"{self.release.name or 'this release'} was noised once, at "
+                          f"{self.noise_summary}: without the true counts its noise cannot be drawn again; "
+                          "only the held-out cells can change")
+        elif names & set(NOISE_PARAMETERS):
+            self.renoise()
+
+    # ---- summaries ---------------------------------------------------------------------
+    @property
+    def noise_summary(self):
+        """The noise level in words (eps/N and alpha, or the per-row alphas)."""
+        from lpviz.release import format_alpha
+
+        release = self.release
+        if release is None:
+            return ""
+        if release.epsilon is None and np.ndim(release.alpha) == 0:
+            return f"alpha = {format_alpha(release.alpha)}"
+        if release.epsilon is None:
+            alpha = release.alpha_per_row
+            return (f"heterogeneous alpha per row: mean {alpha.mean():.3g}, "
+                    f"range {alpha.min():.3g} - {alpha.max():.3g}")
+        ratio = release.epsilon / release.N
+        return f"eps/N = {ratio:.3g}, alpha = exp(-eps/N) = {format_alpha(release.alpha)}"

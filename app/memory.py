@@ -1,0 +1,87 @@
+"""How much memory one session may use, and what a data set with its chains needs.
+
+The server's limit is the library's (:func:`lpviz.budget.memory_limit`:
+``LPVIZ_MEMORY_LIMIT``, default 60% of the machine) shared by the sessions
+expected at once (``LPVIZ_APP_SESSIONS``, default 4; ``python -m app.serve
+--sessions``). A session asks before it allocates anything that scales with
+the data (:func:`check_session`), so a request too large for the server gets
+a message naming the size that fits while the other sessions go on.
+
+What a session holds per cell of a D x V data set: the counts as loaded, the
+truth, the release and the noise's working copies (int64 each), the true
+rates of a simulation (float64), and per chain the model's and the method's
+own state (:meth:`Model.state_bytes`, :meth:`Method.state_bytes`), the
+chain's copy of the counts, the posterior's running sum of the rates and the
+snapshots on their way to the views (float64 each).
+"""
+
+import os
+
+SESSIONS_ENV = "LPVIZ_APP_SESSIONS"
+DEFAULT_SESSIONS = 4
+DATA_ARRAYS = 6  # counts, truth, release, noise working copies (2), true rates: 8 bytes a cell each
+CHAIN_ARRAYS = 5  # counts copy, running sum of the rates, snapshots in flight (3): 8 bytes a cell each
+
+
+def expected_sessions():
+    text = os.environ.get(SESSIONS_ENV, "").strip()
+    if not text:
+        return DEFAULT_SESSIONS
+    try:
+        sessions = int(text)
+    except ValueError:
+        raise ValueError(f"{SESSIONS_ENV}={text!r} is not a number of sessions; give a whole number >= 1") from None
+    if sessions < 1:
+        raise ValueError(f"{SESSIONS_ENV} must be >= 1, got {sessions}")
+    return sessions
+
+
+def session_limit():
+    """Bytes one session may use: the server's memory limit over the sessions expected at once."""
+    from lpviz.budget import memory_limit
+
+    return memory_limit() // expected_sessions()
+
+
+def session_bytes(shape, model_name, n_components, method_names):
+    """Bytes a session needs for a data set of ``shape`` and one chain per method of ``method_names``."""
+    from lpviz import methods, models
+    from lpviz.budget import dense_bytes
+
+    cells = dense_bytes(shape, "int64") // 8
+    model = models.create(model_name, n_components)
+    total = DATA_ARRAYS * 8 * cells
+    for name in method_names:
+        total += model.state_bytes(shape) + methods.get(name)().state_bytes(shape, model) + CHAIN_ARRAYS * 8 * cells
+    return total
+
+
+def largest_square(limit, model_name, n_components, method_names):
+    """The largest ``n`` such that an ``n x n`` data set and its chains fit ``limit`` bytes."""
+    from lpviz.budget import largest_square_that_fits
+
+    low, high = 0, largest_square_that_fits(8 * DATA_ARRAYS, limit) + 1  # the data alone bound it
+    while high - low > 1:  # session_bytes grows with n: bisect
+        middle = (low + high) // 2
+        if session_bytes((middle, middle), model_name, n_components, method_names) <= limit:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def check_session(shape, what, model_name, n_components, method_names, fix=""):
+    """Raise :class:`lpviz.budget.MemoryBudgetError` if the data set and its chains do not fit
+    this session's share of the server; the message says the largest square that does."""
+    from lpviz.budget import check_memory, format_bytes, memory_limit
+
+    limit = session_limit()
+    need = session_bytes(shape, model_name, n_components, method_names)
+    if need <= limit:
+        return
+    side = largest_square(limit, model_name, n_components, method_names)
+    chains = f"{len(method_names)} chain{'s' if len(method_names) != 1 else ''}"
+    check_memory(need, f"{what} with {chains}", limit=limit,
+                 fix=f"Each session may use {format_bytes(limit)} (the server's {format_bytes(memory_limit())} "
+                     f"shared by {expected_sessions()} sessions); the largest square that fits is about "
+                     f"{side:,} x {side:,}. {fix}".strip())

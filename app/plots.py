@@ -1,0 +1,95 @@
+"""Plot pieces several views share: count heatmaps, colour limits, display subsampling.
+
+Each heatmap is one ``hv.Image`` (a raster, not a glyph per cell); matrices
+larger than :data:`MAX_DISPLAY` a side are drawn with every k-th row/column
+and a note says so (fits and metrics always use every cell).
+"""
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
+import numpy as np
+
+MAX_DISPLAY = 300
+HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
+RATE_CMAP = "Reds"
+# Row and column names of a matrix, by the release's kind.
+AXES = {"documents": ("document", "word"), "network": ("sender", "recipient")}
+
+
+def display_slice(shape, max_display=MAX_DISPLAY):
+    """Row and column strides that keep a matrix at most ``max_display`` a side."""
+    return tuple(max(1, int(np.ceil(n / max_display))) for n in shape)
+
+
+def scale_options(scale, clim, values=None):
+    """HoloViews options of a colour ``scale``: "linear"; "log" (rates: values at or below the
+    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails)."""
+    if scale == "log":
+        low, high = clim
+        if low <= 0:
+            positive = np.asarray(values, dtype=np.float64) if values is not None else np.zeros(0)
+            positive = positive[positive > 0]
+            low = max(float(positive.min()) if positive.size else high * 1e-3, high * 1e-4)
+        return dict(cnorm="log", clim=(low, max(high, low * 10)))
+    if scale == "quantile":
+        return dict(cnorm="eq_hist", clim=clim)
+    return dict(cnorm="linear", clim=clim)
+
+
+def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count", scale="linear"):
+    """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values."""
+    row_step, col_step = strides
+    shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
+    rows = np.arange(0, Y.shape[0], row_step)
+    cols = np.arange(0, Y.shape[1], col_step)
+    row_name, col_name = AXES.get(kind, ("row", "column"))
+    image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label])
+    return image.opts(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
+                      min_height=260, min_width=220, toolbar="above", framewise=True,
+                      **scale_options(scale, clim, shown))
+
+
+def colour_limit(*matrices, quantile=99.5):
+    """A symmetric colour limit shared by ``matrices``.
+
+    Heavy-tailed counts (an e-mail network's busiest pair sends hundreds)
+    would wash every other cell out to white, so the scale stops at a high
+    quantile of the absolute values; hover still shows the exact value.
+    Returns ``(limit, clipped)``.
+    """
+    values = np.concatenate([np.abs(np.asarray(m, dtype=np.float64)).ravel() for m in matrices])
+    top = float(values.max()) if values.size else 0.0
+    limit = max(float(np.percentile(values, quantile)), 1.0)
+    return (limit, True) if limit < top else (max(top, 1.0), False)
+
+
+def ordinal(n):
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def every(n, what):
+    """'every row', 'every 2nd row', ..."""
+    return f"every {what}" if n == 1 else f"every {ordinal(n)} {what}"
+
+
+def subsample_note(shape, strides):
+    if strides == (1, 1):
+        return ""
+    return (f"**Display subsampled:** {every(strides[0], 'row')} and {every(strides[1], 'column')} "
+            f"of the {shape[0]:,} x {shape[1]:,} matrix is drawn; fits and metrics use all cells.")
+
+
+def truth_reference(truth, release):
+    """What fitted rates are drawn beside: ``(matrix, title)`` -- the true rates of a
+    simulation, else the true counts, else (a release without its truth) the noised
+    counts truncated at 0."""
+    from lpviz.privacy import truncate
+
+    if truth is None:
+        return truncate(release.Y_obs), "noised counts (truncated at 0)"
+    if truth.mu is not None:
+        return truth.mu, "truth (true rates)"
+    return truth.Y, "truth (true counts)"

@@ -1,0 +1,259 @@
+"""What a person sets in the dashboard: data source and sizes, privacy, held-out cells, fits.
+
+:class:`Settings` holds the values only (``param`` parameters, so every widget
+is ``Widget.from_param``); :class:`~app.datastore.DataStore` derives the data
+and the release from them and :class:`~app.fits.Fits` the chains. The list of
+methods and their options (the private method's sampler, ...) are read from
+the registries (:data:`lpviz.methods.METHODS`), so a newly registered method
+shows up here without touching this file.
+
+:data:`SOURCES` says, for each data source the dashboard offers, which
+settings shape the data set, how they map onto :func:`lpviz.datasets.load_data`
+and the source's own defaults (the paper's, where there is one).
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import panel as pn
+import param
+
+from lpviz.datasets import HOLDOUTS
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A data source: ``spec`` for :func:`lpviz.datasets.load_data` (``spec:PATH`` when
+    ``takes_path``), the :class:`Settings` that shape it (``parameters``), how they become
+    the loader's options, and the settings a switch to it applies (``defaults``)."""
+
+    label: str
+    spec: str = ""
+    parameters: tuple = ()
+    options: Callable = field(default=lambda settings: {})
+    defaults: dict = field(default_factory=dict)
+    takes_path: bool = False
+    N_from_data: bool = False  # Figure 1: N is the data's mean count
+    kind: str = ""  # "documents" or "network" when known before the data are read
+    shape: Callable = field(default=lambda settings: None)  # (rows, columns) when known before building
+
+
+SOURCES = {
+    "synthetic-topics": Source(
+        "synthetic topics (Figure 3)", "synthetic-topics", ("n_docs", "n_words", "n_components", "seed"),
+        lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, n_topics=s.n_components, random_state=s.seed),
+        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear"),
+        kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
+    "synthetic-blocks": Source(
+        "synthetic network (Figure 1)", "synthetic-blocks", ("size", "n_components", "seed"),
+        lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear"), N_from_data=True,
+        kind="network", shape=lambda s: (s.size, s.size)),
+    "enron-topics": Source(
+        "Enron emails x words (Figure 4)", "enron-topics", ("path", "n_docs", "n_words", "seed"),
+        lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, random_state=s.seed),
+        dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile"),
+        takes_path=True, kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
+    "enron-network": Source(
+        "Enron sender x recipient (Figure 5)", "enron-network", ("path", "min_count"),
+        lambda s: dict(min_count=s.min_count),
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile"), takes_path=True,
+        kind="network"),
+    "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile")),
+}
+# Settings that only change the noise or the held-out cells (the data set stays).
+NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed",
+                    "holdout", "holdout_fraction", "holdout_actors")
+# Settings of the chains.
+FIT_PARAMETERS = ("n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
+# Settings whose change discards fits (a new data set, release or model).
+DISCARDING_PARAMETERS = ("source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
+                         "n_components", "chain_seed")
+
+
+def fresh_seed():
+    """A random seed (shown, so a run can be repeated)."""
+    return int(np.random.SeedSequence().entropy % 2**31)
+
+
+def method_options_class():
+    """A Parameterized class with one selector per option of the registered methods
+    (choices and default from the registry: the first choice is the default)."""
+    from lpviz.methods import METHODS
+
+    choices, owners = {}, {}
+    for name, method_class in METHODS.items():
+        for option, values in method_class.options.items():
+            choices.setdefault(option, [])
+            choices[option] += [value for value in values if value not in choices[option]]
+            owners.setdefault(option, []).append(name)
+    parameters = {option: param.Selector(default=values[0], objects=list(values),
+                                         doc=f"{option} of the {', '.join(owners[option])} method")
+                  for option, values in choices.items()}
+    return param.parameterized_class("MethodOptions", parameters)
+
+
+class Settings(param.Parameterized):
+    """Every value a person sets in the dashboard (and nothing derived from them)."""
+
+    source = param.Selector(default="synthetic-topics", objects=list(SOURCES), doc="data source")
+    path = param.String(default=str(DEFAULT_ENRON), doc="Enron tarball, maildir or emails.csv")
+    n_docs = param.Integer(default=90, bounds=(2, 50_000), doc="documents")
+    n_words = param.Integer(default=15, bounds=(2, 50_000), doc="vocabulary size")
+    size = param.Integer(default=20, bounds=(2, 2_000), doc="actors")
+    min_count = param.Integer(default=100, bounds=(1, None), doc="keep actors who sent or received this many emails")
+    n_components = param.Integer(default=3, bounds=(1, 500), doc="topics or communities")
+    seed = param.Integer(default=0, bounds=(0, None), doc="seed of the data set")
+
+    epsilon = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True), softbounds=(0.05, 10),
+                           doc="privacy level: smaller is more private (more noise)")
+    N = param.Number(default=1.0, bounds=(1, None), softbounds=(1, 50),
+                     doc="precision: counts within N of each other are hard to tell apart")
+    heterogeneous = param.Boolean(default=False, doc="one alpha per row, drawn from a Beta")
+    alpha0 = param.Number(default=0.5, bounds=(0, 1), inclusive_bounds=(False, False),
+                          doc="mean alpha of the heterogeneous noise")
+    concentration = param.Number(default=10.0, bounds=(0, None), inclusive_bounds=(False, True),
+                                 doc="concentration of the per-row alphas around alpha0")
+    noise_seed = param.Integer(default=None, allow_None=True, bounds=(0, None),
+                               doc="seed of the simulated noise (random unless given)")
+    holdout = param.Selector(default="none", objects=list(HOLDOUTS), doc="cells left out of the fits")
+    holdout_fraction = param.Number(default=0.1, bounds=(0.01, 0.9), doc="share of cells held out")
+    holdout_actors = param.Integer(default=3, bounds=(1, None), doc="top senders/recipients held out")
+
+    n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations per chain")
+    burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
+    thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
+    trace_every = param.Integer(default=1, bounds=(1, None), doc="trace every n-th iteration")
+    chain_seed = param.Integer(default=0, bounds=(0, None), doc="seed of the chains")
+    methods = param.ListSelector(default=[], objects=[], doc="methods to run")
+    method_options = param.ClassSelector(class_=param.Parameterized, doc="options of the methods")
+    colour_scale = param.Selector(default="linear", objects=["linear", "log", "quantile"],
+                                  doc="colour scale of the rate heatmaps (log or quantile for heavy-tailed counts)")
+    pending = param.Dict(default={}, doc="changes held back because they would discard running fits")
+    question = param.String(default="", doc="what confirming the pending changes would discard")
+
+    def __init__(self, **params):
+        from lpviz.methods import METHODS
+
+        if params.get("noise_seed") is None:
+            params["noise_seed"] = fresh_seed()
+        super().__init__(**params)
+        self.param.methods.objects = list(METHODS)
+        if not self.methods:
+            self.methods = list(METHODS)
+        if self.method_options is None:
+            self.method_options = method_options_class()()
+        # What a change of data, noise or model would discard ("" for nothing): set by the
+        # session's Fits. Changes that would discard something wait for confirm().
+        self.discard_check = None
+        self._unguarded = 0
+        self._reverting = False
+        self._refused = {}  # name -> refused value, until it is put back
+        self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
+        self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
+
+    # ---- changes that would discard running fits wait for a yes -----------------------
+    @contextmanager
+    def unguarded(self):
+        """Apply changes without asking (a confirmed change, a data set's own defaults)."""
+        self._unguarded += 1
+        try:
+            yield
+        finally:
+            self._unguarded -= 1
+
+    def _guard(self, *events):
+        if self._unguarded or self.discard_check is None:
+            return
+        lost = self.discard_check()
+        if not lost:
+            return
+        pending = {**self.pending, **{event.name: event.new for event in events}}
+        self.refuse(events)
+        changes = ", ".join(f"{name} -> {value!r}" for name, value in pending.items())
+        self.param.update(pending=pending, question=f"Applying {changes} discards {lost}.")
+
+    def confirm(self, *_):
+        """Apply the pending changes (discarding what they discard)."""
+        pending = self.pending
+        self.param.update(pending={}, question="")
+        with self.unguarded():
+            self.param.update(**pending)
+
+    def cancel(self, *_):
+        """Forget the pending changes."""
+        self.param.update(pending={}, question="")
+
+    def refuse(self, events):
+        """Put the settings of ``events`` back: nothing reacts to them meanwhile (see :meth:`still`).
+
+        In a served session the old values go back on the next tick of the event loop: set
+        while the browser's change is being handled, they would not reach the widget, which
+        would go on showing the refused value.
+        """
+        self._refused.update({event.name: event.new for event in events})
+
+        def revert():
+            self._reverting = True
+            try:
+                with self.unguarded():
+                    self.param.update(**{event.name: event.old for event in events
+                                         if getattr(self, event.name) is event.new or
+                                         getattr(self, event.name) == event.new})
+            finally:
+                self._reverting = False
+                for event in events:
+                    self._refused.pop(event.name, None)
+
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            pn.state.execute(revert, schedule=True)  # next tick, in this session's document
+        else:
+            revert()
+
+    def still(self, events):
+        """The events that change something: none while a change is put back, and only those
+        whose new value is still the setting's value (a change refused or held back for a yes is not)."""
+        if self._reverting:
+            return []
+        return [event for event in events if event.name not in self._refused
+                and (getattr(self, event.name) is event.new or getattr(self, event.name) == event.new)]
+
+    def _check_schedule(self, *events):
+        if self.burn_in + self.thin <= self.n_iter:
+            return
+        reason = (f"burn-in {self.burn_in:,} + thin {self.thin:,} exceeds {self.n_iter:,} iterations, so no sample "
+                  "would be saved: raise the iterations first (or lower the burn-in or thin)")
+        self.refuse(events)
+        raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
+
+    @property
+    def source_spec(self):
+        """The :class:`Source` of the current source."""
+        return SOURCES[self.source]
+
+    def apply_source_defaults(self):
+        """Set the current source's own defaults (sizes, K, privacy level)."""
+        with self.unguarded():
+            self.param.update(**self.source_spec.defaults)
+
+    def reset_to_defaults(self, *_):
+        """Back to the current source's defaults (asking first if that discards running fits)."""
+        changed = {name: value for name, value in self.source_spec.defaults.items() if getattr(self, name) != value}
+        if changed:
+            self.param.update(**changed)
+
+    def options_for(self, method_class):
+        """The options of ``method_class`` as set here (``{option: value}``)."""
+        return {option: getattr(self.method_options, option) for option in method_class.options
+                if option in self.method_options.param}
+
+    def redraw_noise(self, *_):
+        """A fresh random noise seed: a new noised copy of the same data."""
+        self.noise_seed = fresh_seed()

@@ -1,0 +1,64 @@
+"""The app's one pacing mechanism: do something at most every so many seconds.
+
+A chain's worker hands over trace rows every :data:`ROWS_SECONDS` and result
+snapshots every :data:`SNAPSHOT_SECONDS`; the trace plots redraw at most every
+:data:`TRACE_SECONDS`; the views that redraw from those
+snapshots (rate heatmaps, topic tables, block panels, Bessel draws) redraw at
+most every :data:`VIEW_SECONDS` while chains run, and at once when a run
+pauses, stops or ends. Every one of them asks a :class:`Throttle`.
+"""
+
+import math
+import threading
+import time
+
+# Trace rows: often enough that the first point is out at once and the plot moves smoothly.
+ROWS_SECONDS = 0.05
+# Result snapshots (copies of rates and factors): twice a second is plenty for heatmaps.
+SNAPSHOT_SECONDS = 0.5
+# Trace plots redraw with the rows gathered meanwhile: a redraw costs the event loop far
+# more than the rows it adds, so not at every 200 ms drain.
+TRACE_SECONDS = 0.5
+# Views that recompute from a snapshot (NPMI over a large vocabulary, Hungarian
+# alignment, whole images re-sent to the browser).
+VIEW_SECONDS = 2.0
+
+
+class Throttle:
+    """True at most once every ``seconds`` (thread-safe).
+
+    ``due()`` says whether the period has passed since the last time it said
+    so, and if it has, starts a new period; ``force()`` makes the next
+    ``due()`` true; ``defer(seconds)`` makes it false for that long.
+    """
+
+    def __init__(self, seconds, clock=time.monotonic):
+        if not seconds >= 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+        self.seconds = float(seconds)
+        self._clock = clock
+        self._last = -math.inf
+        self._lock = threading.Lock()
+
+    def due(self, now=None):
+        """True when ``seconds`` have passed since the last true answer (and start a new period)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            if now - self._last < self.seconds:
+                return False
+            self._last = now
+            return True
+
+    def force(self):
+        """Make the next :meth:`due` true whatever the time."""
+        with self._lock:
+            self._last = -math.inf
+
+    def defer(self, seconds=None):
+        """Make :meth:`due` false for the next ``seconds`` (default: one period)."""
+        seconds = self.seconds if seconds is None else seconds
+        with self._lock:
+            self._last = self._clock() - self.seconds + seconds
+
+    def __repr__(self):
+        return f"Throttle({self.seconds:g} s)"

@@ -1,0 +1,359 @@
+"""The dashboard's settings, data store, controls and noise view, without a browser.
+
+What the store derives is compared with the library called directly: the
+data with lpviz.datasets, the release with CountData.privatize, the held-out
+cells with holdout_mask.
+"""
+
+import threading
+import time
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import pytest
+
+from app.controls_view import ControlsView
+from app.datastore import DataStore
+from app.noise_view import NoiseView
+from app.plots import colour_limit, display_slice, every, ordinal
+from app.settings import SOURCES, Settings
+from lpviz.datasets import holdout_mask, make_blocks, make_topics
+from lpviz.privacy import alpha_from, heterogeneous_alpha, truncate
+
+
+def make_store(**settings):
+    return DataStore(Settings(**{"noise_seed": 11, **settings}))
+
+
+@pytest.fixture
+def store():
+    return make_store()
+
+
+def test_default_is_figure3_synthetic_topics_released_through_the_library(store):
+    settings = store.settings
+    assert settings.source == "synthetic-topics" and store.model == "topics"
+    release, truth = store.release, store.truth
+    data = make_topics(n_docs=90, n_words=15, n_topics=3, random_state=settings.seed)
+    np.testing.assert_array_equal(truth.Y, data.Y)
+    np.testing.assert_allclose(truth.mu, data.mu)
+    expected = data.privatize(epsilon=1.0, N=1.0, random_state=settings.noise_seed)
+    np.testing.assert_array_equal(release.Y_obs, expected.Y_obs)
+    assert release.alpha == pytest.approx(np.exp(-1.0)) and release.kind == "documents"
+    assert release.simulated and release.noise_seed == 11  # the dashboard simulates: the release says so
+    assert release.row_labels is None and release.col_labels is None  # no labels chosen from the truth
+    assert (release.Y_obs < 0).any(), "the noised counts should go below zero somewhere"
+    assert store.error == ""
+
+
+def test_the_noise_seed_is_random_by_default_and_shown():
+    first, second = Settings(), Settings()
+    assert first.noise_seed != second.noise_seed  # two 31-bit draws
+    store = DataStore(first)
+    assert store.release.noise_seed == first.noise_seed
+    assert f"noise seed {first.noise_seed}" in NoiseView(data=store).summary().object
+    controls = ControlsView(data=store).privacy_controls()
+    seeds = [w for w in controls.select(pn.widgets.IntInput) if "seed" in w.label.lower()]
+    assert seeds and seeds[0].value == first.noise_seed
+
+
+def test_alpha_depends_only_on_epsilon_over_N(store):
+    store.settings.param.update(epsilon=2.0, N=4.0)
+    assert store.release.alpha == pytest.approx(alpha_from(2.0, 4.0))
+    first = store.release.Y_obs.copy()
+    store.settings.param.update(epsilon=1.0, N=2.0)
+    assert store.release.alpha == pytest.approx(np.exp(-0.5))
+    np.testing.assert_array_equal(store.release.Y_obs, first)  # same eps/N, same noise seed: same release
+    assert "eps/N = 0.5" in store.noise_summary
+
+
+def test_smaller_epsilon_means_more_noise(store):
+    store.settings.epsilon = 5.0
+    low_noise = np.abs(store.release.Y_obs - store.truth.Y).mean()
+    store.settings.epsilon = 0.2
+    high_noise = np.abs(store.release.Y_obs - store.truth.Y).mean()
+    assert high_noise > 3 * low_noise
+
+
+def test_redraw_noise_changes_the_release_not_the_truth(store):
+    Y_true, Y_obs, seed = store.truth.Y.copy(), store.release.Y_obs.copy(), store.settings.noise_seed
+    store.settings.redraw_noise()
+    assert store.settings.noise_seed != seed and store.release.noise_seed == store.settings.noise_seed
+    np.testing.assert_array_equal(store.truth.Y, Y_true)
+    assert (store.release.Y_obs != Y_obs).any()
+
+
+def test_heterogeneous_noise_gives_one_alpha_per_row(store):
+    store.settings.param.update(heterogeneous=True, alpha0=0.7, concentration=10)
+    alpha = heterogeneous_alpha(90, 0.7, concentration=10, random_state=11)
+    np.testing.assert_allclose(store.release.alpha, alpha)
+    data = make_topics(n_docs=90, n_words=15, n_topics=3, random_state=0)
+    np.testing.assert_array_equal(store.release.Y_obs, data.privatize(alpha=alpha, random_state=11).Y_obs)
+    assert "heterogeneous" in store.noise_summary
+
+
+def test_synthetic_blocks_use_figure1_N_and_leave_self_loops_out(store):
+    store.settings.source = "synthetic-blocks"
+    assert store.model == "blocks" and store.release.kind == "network" and store.release.shape == (20, 20)
+    assert store.settings.n_components == 5
+    data = make_blocks(n_actors=20, n_communities=5, random_state=0)
+    np.testing.assert_array_equal(store.truth.Y, data.Y)
+    off_diagonal = ~np.eye(20, dtype=bool)
+    assert store.settings.N == pytest.approx(data.Y[off_diagonal].mean())
+    assert store.release.alpha == pytest.approx(data.alpha)  # the generator's own eps/N
+    np.testing.assert_array_equal(store.release.structural_zeros, ~off_diagonal)
+    np.testing.assert_array_equal(np.diag(store.release.Y_obs), 0)
+
+
+def test_each_source_brings_its_own_defaults(store, enron_tarball):
+    store.settings.source = "synthetic-blocks"
+    assert store.settings.N > 1  # Figure 1: N = the mean count of the drawn network
+    store.settings.source = "enron-network"
+    assert store.settings.N == SOURCES["enron-network"].defaults["N"]  # not Figure 1's N carried over
+    assert store.settings.epsilon == SOURCES["enron-network"].defaults["epsilon"]
+    assert store.model == "blocks" and store.error == "", store.error
+    assert store.release.shape[0] == store.release.shape[1] > 10
+
+
+def test_sizes_and_seed_rebuild_the_data(store):
+    store.settings.param.update(n_docs=30, n_words=12)
+    assert store.release.shape == (30, 12)
+    before = store.truth.Y.copy()
+    store.settings.seed = 5
+    assert store.release.shape == (30, 12) and (store.truth.Y != before).any()
+
+
+def test_held_out_cells_reach_the_release(store):
+    store.settings.param.update(holdout="random cells", holdout_fraction=0.2)
+    expected = ~holdout_mask(store.truth.Y, "topics", "random cells", fraction=0.2, random_state=11)
+    np.testing.assert_array_equal(store.release.heldout, expected)
+    assert 0 < store.release.heldout.sum() < store.release.heldout.size
+    store.settings.source = "synthetic-blocks"
+    store.settings.param.update(holdout="top actors", holdout_actors=2)
+    held = store.release.heldout_cells
+    assert held is not None and not held.diagonal().any()
+
+
+@pytest.mark.parametrize("name, value", [("epsilon", 0.0), ("epsilon", -1.0), ("N", 0.5), ("alpha0", 1.0)])
+def test_bad_privacy_settings_are_refused(store, name, value):
+    with pytest.raises(ValueError):
+        setattr(store.settings, name, value)
+
+
+def test_paths_outside_the_allowed_folders_are_refused(store, tmp_path):
+    shape = store.release.shape
+    store.settings.param.update(path=str(tmp_path / "private.tar.gz"))
+    store.settings.source = "enron-network"
+    assert "reads data files only from" in store.error and str(tmp_path) not in store.error.split("only from")[1]
+    assert store.release.shape == shape and store.model == "topics"  # the last good data stay
+
+
+def test_a_missing_file_in_an_allowed_folder_is_reported(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("LPVIZ_APP_DATA_FOLDERS", str(tmp_path))
+    store.settings.param.update(path=str(tmp_path / "nowhere.tar.gz"))
+    store.settings.source = "enron-network"
+    assert "nowhere.tar.gz" in store.error and "no data at" in store.error
+
+
+def test_downloads_only_when_the_server_allows_them(store, monkeypatch):
+    monkeypatch.delenv("LPVIZ_ALLOW_DOWNLOADS", raising=False)
+    store.fetch_enron()
+    assert "downloads are off" in store.error and not store.loading
+
+
+def test_upload_an_edge_list(store):
+    store.load_upload(b"source,target,count\nann,bob,3\nbob,cy,2\ncy,ann,1\nann,cy,4\n", "mail.csv")
+    assert store.settings.source == "upload" and store.error == ""
+    assert store.model == "blocks" and store.truth.Y.shape == (3, 3) and store.truth.Y.sum() == 10
+    assert store.data.row_labels == ["ann", "bob", "cy"] and store.data.name == "mail.csv"
+
+
+def test_empty_or_malformed_upload_says_what_is_wrong_without_server_paths(store):
+    with pytest.raises(ValueError, match="empty"):
+        store.load_upload(b"", "counts.csv")
+    with pytest.raises(ValueError) as error:
+        store.load_upload(b"a,b,c,d\n1,2,-3,4\n5,6,7,8\n", "counts.csv")
+    assert "counts.csv" in str(error.value) and "/tmp" not in str(error.value)
+    assert store.settings.source == "synthetic-topics"
+
+
+def settle(store, timeout=60):
+    deadline = time.monotonic() + timeout
+    while store.loading and time.monotonic() < deadline:
+        time.sleep(0.02)
+        store.poll()
+    assert not store.loading
+
+
+def test_served_sessions_build_in_a_thread_with_progress_and_the_newest_request_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("LPVIZ_APP_DATA_FOLDERS", str(tmp_path))
+    (tmp_path / "first.tar.gz").write_bytes(b"not a tarball")
+    (tmp_path / "second.tar.gz").write_bytes(b"not a tarball either")
+    store = DataStore(Settings(noise_seed=1), background=True)
+    assert store.loading and store.release is None  # even the synthetic data: nothing runs on the event loop
+    settle(store)
+    assert store.release.shape == (90, 15) and "(topics)" in store.message
+    import app.datastore
+
+    release = threading.Event()
+    derive = app.datastore.derive
+    monkeypatch.setattr(app.datastore, "derive", lambda *args: release.wait(30) and derive(*args))
+    store.settings.n_docs = 3000
+    assert store.loading and store.message.startswith("building")
+    time.sleep(0.05)
+    store.poll()
+    assert store.loading and store.message.endswith(" s")  # how long it has been going: it is going
+    assert store.release.shape == (90, 15)  # meanwhile the session shows what it had
+    release.set()
+    settle(store)
+    assert store.release.shape == (3000, 15)
+    store.settings.param.update(path=str(tmp_path / "first.tar.gz"))
+    store.settings.source = "enron-network"
+    assert store.loading
+    store.settings.path = str(tmp_path / "second.tar.gz")
+    settle(store)
+    assert "second.tar.gz" in store.error and "first.tar.gz" not in store.error
+    assert store.release.shape == (3000, 15)  # the last good data stay
+
+
+def test_counts_far_beyond_event_counts_are_refused_with_the_reason(store):
+    store.load_upload(b"a,b,1000000000000\nb,a,3\n", "huge.csv")
+    assert "1,000,000,000,000" in store.error and "per cell" in store.error and "iteration" in store.error
+    assert store.release.shape == (90, 15)  # the last good data stay
+
+
+def test_the_controls_follow_the_source_and_the_registry(store):
+    controls = ControlsView(data=store)
+    names = {w.label for w in controls.data_controls().select(pn.widgets.IntInput)}
+    assert {"N docs", "N words", "N components", "Seed"} <= names
+    store.settings.source = "synthetic-blocks"
+    names = {w.label for w in controls.data_controls().select(pn.widgets.IntInput)}
+    assert "Size" in names and "N docs" not in names
+    selects = {w.label: w for w in controls.fit_controls().select(pn.widgets.Select)}
+    assert list(selects["Sampler"].options) == ["bessel"]  # the private method's option, from the registry
+    epsilon = [w for w in controls.privacy_controls().select(pn.widgets.EditableFloatSlider)]
+    assert epsilon and epsilon[0].value == store.settings.epsilon  # typed values as well as the slider
+
+
+def _images(pane):
+    return list(pane.object.traverse(lambda element: element, [hv.Image]))
+
+
+def test_noise_view_shows_true_noised_truncated_on_one_symmetric_scale(store):
+    view = NoiseView(data=store)
+    images = _images(view.heatmaps())
+    assert len(images) == 3
+    true_image, noised_image, truncated_image = images
+    assert true_image.dimension_values(2, flat=False).shape == (90, 15)
+    # rows run down the page in the order of the matrix
+    assert noised_image[3.0, 7.0] == store.release.Y_obs[7, 3]
+    assert truncated_image[3.0, 7.0] == truncate(store.release.Y_obs)[7, 3]
+    clims = {image.opts.get().kwargs["clim"] for image in images}
+    assert len(clims) == 1
+    low, high = clims.pop()
+    values = np.abs(np.concatenate([store.truth.Y.ravel(), store.release.Y_obs.ravel()]))
+    assert low == -high
+    assert np.mean(values <= high) >= 0.99 and high <= values.max()  # a 99.5% quantile, interpolated
+    assert "RdBu" in images[1].opts.get().kwargs["cmap"]
+    before = noised_image.dimension_values(2).copy()
+    store.settings.epsilon = 0.3
+    after = _images(view.heatmaps())[1].dimension_values(2)
+    assert (after != before).any()
+
+
+def test_noise_view_subsamples_big_matrices_with_a_note(store):
+    store.settings.n_docs = 700
+    view = NoiseView(data=store)
+    assert display_slice(store.release.shape) == (3, 1)
+    image = _images(view.heatmaps())[0]
+    assert image.dimension_values(2, flat=False).shape == (234, 15)
+    assert "every 3rd row and every column" in view.summary().object
+    assert "subsampled" not in NoiseView(data=make_store()).summary().object
+
+
+def test_ordinals_are_english():
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+    assert every(1, "row") == "every row" and every(2, "column") == "every 2nd column"
+
+
+def test_colour_scale_stops_at_a_high_quantile_for_heavy_tails():
+    light = np.arange(10).reshape(2, 5)
+    assert colour_limit(light, -light) == (9.0, False)  # nothing to clip: the scale reaches the maximum
+    heavy = np.ones((40, 50), dtype=int)
+    heavy[0, 0] = 700  # one busy pair
+    limit, clipped = colour_limit(heavy)
+    assert clipped and limit < 700
+    assert colour_limit(np.zeros((3, 3))) == (1.0, False)  # all zero: still a usable scale
+
+
+def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(store, monkeypatch):
+    import tracemalloc
+
+    from lpviz.budget import MemoryBudgetError, memory_limit
+
+    monkeypatch.setenv("LPVIZ_APP_SESSIONS", "4")
+    tracemalloc.start()
+    try:
+        store.settings.param.update(n_docs=50_000, n_words=50_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # nothing of the size asked was allocated
+    assert "50,000 x 50,000" in store.error and "largest square that fits" in store.error
+    assert f"shared by 4 sessions" in store.error
+    # refused, so the settings show what is in force beside the reason
+    assert (store.settings.n_docs, store.settings.n_words) == (90, 15) and store.release.shape == (90, 15)
+    from app.memory import check_session, session_limit
+
+    assert session_limit() == memory_limit() // 4
+    with pytest.raises(MemoryBudgetError, match="Choose"):
+        check_session((50_000, 50_000), "a test", "topics", 3, ["private"], fix="Choose less.")
+    side = int(store.error.split("about ")[1].split(" x")[0].replace(",", ""))
+    check_session((side, side), "the largest square", "topics", 3, list(store.settings.methods))  # it fits
+    with pytest.raises(MemoryBudgetError):
+        check_session((side + side // 10, side + side // 10), "a bit more", "topics", 3, list(store.settings.methods))
+
+
+def test_rate_colour_scales_follow_the_setting_and_each_data_set(store, enron_tarball):
+    from app.fits import Fits
+    from app.fits_view import FitsView
+
+    view = FitsView(fits=Fits(store))
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.rates())} == {"linear"}
+    store.settings.colour_scale = "quantile"
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(view.rates())} == {"eq_hist"}
+    store.settings.colour_scale = "log"
+    images = _images(view.rates())
+    assert {image.opts.get().kwargs["cnorm"] for image in images} == {"log"}
+    assert all(image.opts.get().kwargs["clim"][0] > 0 for image in images)
+    # the signed counts keep their diverging linear scale (white is zero), the tail clipped
+    assert {image.opts.get().kwargs["cnorm"] for image in _images(NoiseView(data=store).heatmaps())} == {"linear"}
+    store.settings.source = "enron-network"  # heavy tails: the quantile scale by default
+    assert store.settings.colour_scale == "quantile"
+
+
+def test_an_uploaded_release_is_offered_as_a_release_with_its_noise_level(store, tmp_path):
+    from lpviz.datasets import make_blocks
+
+    data = make_blocks(n_actors=12, n_communities=3, random_state=2)
+    release = data.privatize(epsilon=2.0, N=1.0, random_state=5)
+    path = release.save(tmp_path / "noised.npz")
+    store.load_upload(path.read_bytes(), "noised.npz")
+    assert store.error == "" and store.truth is None and store.model == "blocks"
+    np.testing.assert_array_equal(store.release.Y_obs, release.Y_obs)
+    assert store.release.epsilon == 2.0 and store.settings.epsilon == 2.0 and store.settings.N == 1.0
+    assert "without its true counts" in NoiseView(data=store).summary().object
+    assert len(_images(NoiseView(data=store).heatmaps())) == 2  # noised and truncated: no truth to draw
+    store.settings.epsilon = 5.0  # its noise was drawn once: refused with the reason
+    assert store.settings.epsilon == 2.0 and "cannot be drawn again" in store.error
+    store.settings.param.update(holdout="random cells")  # held-out cells can change
+    assert store.release.heldout is not None and store.release.epsilon == 2.0
+
+
+def test_a_table_with_negative_counts_is_recognised_as_a_release(store):
+    with pytest.raises(ValueError, match="looks like a noised release") as error:
+        store.load_upload(b"ann,bob,3\nbob,ann,-2\n", "noised.csv")
+    assert "epsilon and N" in str(error.value) and "/tmp" not in str(error.value)
+    assert store.settings.source == "synthetic-topics" and store.release.shape == (90, 15)
