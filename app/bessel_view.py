@@ -168,8 +168,15 @@ class BesselView(pn.viewable.Viewer):
         """Push the current draws into the histogram."""
         draws = self.chain_draws() if self.show_chain_draws else None
         if draws is None or draws.size == 0:
-            self._draws_note.object = ("*Start the fits (Fits tab) to see the Bessel draws the private "
-                                       "sampler makes, one per observed cell per sweep.*")
+            sampler = getattr(self.fits.settings.method_options, "sampler", None) if self.fits is not None else None
+            if sampler is not None and sampler != "bessel":
+                # the collapsed sampler draws the true counts directly: there are no Bessel variables
+                self._draws_note.object = (f"*The private method runs the {sampler} sampler, which has no Bessel "
+                                           "variables: choose Sampler = bessel in the fit controls and start the "
+                                           "fits to see the draws the Bessel sampler makes.*")
+            else:
+                self._draws_note.object = ("*Start the fits (Fits tab) to see the Bessel draws the private "
+                                           "sampler makes, one per observed cell per sweep.*")
             self._draws_pipe.send((np.array([0.0, 1.0]), np.zeros(1)))
             return
         runner = self.draws_runner()

@@ -131,21 +131,25 @@ class ControlsView(pn.viewable.Viewer):
                        title="Fit settings", collapsed=True, sizing_mode="stretch_width")
 
     def question(self):
-        """Changes held back because they would discard running fits, with a yes and a no."""
+        """Changes held back because they would discard running fits, with a yes and a no.
+
+        The buttons are made once and shown or hidden: buttons re-created for every question
+        could be clicked in the browser just as the server replaced them, and that click was lost.
+        """
         settings = self.settings
+        alert = pn.pane.Alert(settings.question, alert_type="warning", sizing_mode="stretch_width")
+        yes = pn.widgets.Button(label="Discard them and apply", button_type="danger")
+        yes.on_click(settings.confirm)
+        no = pn.widgets.Button(label="Keep the fits", button_type="light")
+        no.on_click(settings.cancel)
+        box = pn.Column(alert, pn.Row(yes, no), visible=bool(settings.question), sizing_mode="stretch_width")
 
-        @param.depends(settings.param.question)
-        def ask(text):
-            if not text:
-                return pn.Column(height=0, margin=0)
-            yes = pn.widgets.Button(label="Discard them and apply", color="danger")
-            yes.on_click(settings.confirm)
-            no = pn.widgets.Button(label="Keep the fits", color="light")
-            no.on_click(settings.cancel)
-            return pn.Column(pn.pane.Alert(text, alert_type="warning", sizing_mode="stretch_width"),
-                             pn.Row(yes, no), sizing_mode="stretch_width")
+        def show(event):
+            alert.object = event.new or " "
+            box.visible = bool(event.new)
 
-        return pn.panel(ask)
+        settings.param.watch(show, "question")
+        return box
 
     def __panel__(self):
         return pn.Column(self.question(), self.data_controls(), self.privacy_controls(), self.fit_controls(),

@@ -183,8 +183,16 @@ class Settings(param.Parameterized):
         """Apply the pending changes (discarding what they discard)."""
         pending = self.pending
         self.param.update(pending={}, question="")
+        # A put-back still waiting for its tick (the yes can arrive first on a busy server)
+        # must not undo the yes; a value it never put back is already set: announce it again.
+        unchanged = [name for name, value in pending.items()
+                     if name in self._refused and getattr(self, name) == value]
+        for name in pending:
+            self._refused.pop(name, None)
         with self.unguarded():
-            self.param.update(**pending)
+            self.param.update(**{name: value for name, value in pending.items() if name not in unchanged})
+            if unchanged:
+                self.param.trigger(*unchanged)
 
     def cancel(self, *_):
         """Forget the pending changes."""
@@ -200,10 +208,12 @@ class Settings(param.Parameterized):
         self._refused.update({event.name: event.new for event in events})
 
         def revert():
+            # a yes that came first took its settings out of the refused ones: they stand
+            events_left = [event for event in events if event.name in self._refused]
             self._reverting = True
             try:
                 with self.unguarded():
-                    self.param.update(**{event.name: event.old for event in events
+                    self.param.update(**{event.name: event.old for event in events_left
                                          if getattr(self, event.name) is event.new or
                                          getattr(self, event.name) == event.new})
             finally:

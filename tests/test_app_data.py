@@ -231,7 +231,7 @@ def test_the_controls_follow_the_source_and_the_registry(store):
     names = {w.label for w in controls.data_controls().select(pn.widgets.IntInput)}
     assert "Size" in names and "N docs" not in names
     selects = {w.label: w for w in controls.fit_controls().select(pn.widgets.Select)}
-    assert list(selects["Sampler"].options) == ["bessel"]  # the private method's option, from the registry
+    assert list(selects["Sampler"].options) == ["collapsed", "bessel"]  # the private method's option, from the registry
     epsilon = [w for w in controls.privacy_controls().select(pn.widgets.EditableFloatSlider)]
     assert epsilon and epsilon[0].value == store.settings.epsilon  # typed values as well as the slider
 
@@ -357,3 +357,38 @@ def test_a_table_with_negative_counts_is_recognised_as_a_release(store):
         store.load_upload(b"ann,bob,3\nbob,ann,-2\n", "noised.csv")
     assert "epsilon and N" in str(error.value) and "/tmp" not in str(error.value)
     assert store.settings.source == "synthetic-topics" and store.release.shape == (90, 15)
+
+
+def test_a_yes_that_arrives_before_the_put_back_stands(monkeypatch):
+    """Served, a refused change is put back on the next tick; on a busy server the yes to the
+    question can be handled first. The yes must stand, and what depends on the setting must hear it."""
+    import types
+
+    from app.settings import Settings
+
+    settings = Settings()
+    settings.discard_check = lambda: "the running fits"
+    scheduled = []
+    session = types.SimpleNamespace(session_context=object())
+    monkeypatch.setattr(type(pn.state), "curdoc", property(lambda self: session))
+    monkeypatch.setattr(pn.state, "execute", lambda callback, schedule=False: scheduled.append(callback))
+    heard = []
+    settings.param.watch(lambda *events: heard.extend(e.new for e in settings.still(events)), "source")
+    old = settings.source
+    settings.source = "synthetic-blocks"
+    assert settings.question.startswith("Applying source") and heard == []  # held back, nothing reacted
+    settings.confirm()  # the yes arrives before the put-back's tick
+    for callback in scheduled:
+        callback()
+    assert settings.source == "synthetic-blocks" != old and heard == ["synthetic-blocks"]
+    assert settings.question == ""
+    # the usual order (put back, then the yes) still applies the change
+    scheduled.clear()
+    heard.clear()
+    settings.source = old
+    wanted = settings.pending["source"]
+    for callback in scheduled:
+        callback()
+    assert settings.source == "synthetic-blocks" and heard == []
+    settings.confirm()
+    assert settings.source == wanted == old and heard == [old]

@@ -102,6 +102,8 @@ def test_a_run_streams_every_iteration_and_every_number_is_the_librarys(fits):
 
 def test_the_bessel_draws_a_view_reads_are_the_workers_copy(fits):
     fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    fits.settings.method_options.sampler = "bessel"  # the collapsed default has no Bessel variables
+    fits.configure()
     runner = fits.runners["private"]
     runner.start()
     drain_until(fits, lambda: runner.status == "done")

@@ -159,12 +159,25 @@ def test_privacy_view_follows_the_session_epsilon_and_N():
         assert isinstance(figure, hv.Overlay), name
 
 
-def test_bessel_view_shows_the_draws_of_the_chains_snapshot(fitted_topics):
+def test_bessel_view_says_the_collapsed_sampler_has_no_bessel_draws(fitted_topics):
     from app.bessel_view import BesselView
 
+    assert fitted_topics.settings.method_options.sampler == "collapsed"  # the default
     view = BesselView(fits=fitted_topics)
+    assert view.draws_runner() is None
+    assert "collapsed sampler" in view._draws_note.object and "Sampler = bessel" in view._draws_note.object
+    assert view._draws_pipe.data[1].sum() == 0
+
+
+def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
+    from app.bessel_view import BesselView
+
+    fits = make_fits(source="synthetic-topics")
+    fits.settings.method_options.sampler = "bessel"
+    fitted = run_fits(fits)
+    view = BesselView(fits=fitted)
     runner = view.draws_runner()
-    assert runner is fitted_topics.runners["private"]  # the method that draws Bessel variables
+    assert runner is fitted.runners["private"]  # the method that draws Bessel variables
     draws = runner.result["bessel_draws"]
     assert draws is not None and draws.size > 0
     edges, counts = view._draws_pipe.data
