@@ -413,7 +413,9 @@ def test_start_streams_pause_and_stop_act_at_once_and_sessions_are_apart(browser
         stop = page.timed("Stop", f"() => ({count_texts('stopped, iteration')})() >= {N_METHODS}")
         record_latency("stop_to_stopped_seconds", stop)
         page.statuses("stopped")
-        assert server.cpu_rate(1.0) < 0.5  # the chains are gone, not just hidden
+        # the chains are gone, not just hidden: running they keep both cores busy (about 2 CPU s/s);
+        # the last redraws after Stop may take a second of the server's time on a loaded machine
+        assert min(server.cpu_rate(1.0) for _ in range(4)) < 0.5
         assert page.errors == [] and other.errors == []
     finally:
         other.close()
