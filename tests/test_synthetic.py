@@ -17,7 +17,9 @@ def test_make_topics_has_the_papers_shape_and_structure():
     assert isinstance(data, SyntheticData)
     assert data.model == "topics"
     assert data.Y.shape == data.Y_obs.shape == data.mu.shape == (90, 15)
-    assert data.Y.dtype == np.int64 and data.Y_obs.dtype == np.int64
+    assert data.Y.dtype == np.int64
+    # the noised counts as the release holds them: the smallest signed type covering their values
+    assert data.Y_obs.dtype == np.int16 and np.abs(data.Y_obs).max() > np.iinfo(np.int8).max
     assert data.Y.min() >= 0 and data.Y_obs.min() < 0  # noise makes negative counts
     assert data.row_labels[0] == "doc 0" and data.col_labels[14] == "word 14"
     phi, theta = data.factors["phi"], data.factors["theta"]
