@@ -150,7 +150,7 @@ class ControlsView(pn.viewable.Viewer):
             typed = pn.widgets.FloatInput.from_param(settings.param.epsilon, start=None, end=None, step=0.1,
                                                      label="epsilon (type 0.01 to 100)", width=130)
             return pn.Column(pn.Row(widget(settings, "epsilon"), typed, sizing_mode="stretch_width"),
-                             widget(settings, "N", label="N (1 or more)"), sizing_mode="stretch_width")
+                             widget(settings, "N"), sizing_mode="stretch_width")
 
         @param.depends(settings.param.holdout)
         def holdout_widgets(holdout):

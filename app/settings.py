@@ -90,8 +90,9 @@ class ExplainedNumber(param.Number):
     def _validate_bounds(self, val, bounds, inclusive_bounds):
         try:
             super()._validate_bounds(val, bounds, inclusive_bounds)
-        except ValueError:
-            raise ValueError(f"{self.name} = {val!r} refused: {self.reason}") from None
+        except ValueError as exc:  # "... parameter 'Settings.N' must be at least 1, not 0.5."
+            bound = str(exc).split("' ", 1)[-1].rstrip(".")
+            raise ValueError(f"{self.name} {bound}: {self.reason}") from None
 
 
 def fresh_seed():
@@ -134,7 +135,7 @@ class Settings(param.Parameterized):
                               reason="epsilon goes from 0.01 (almost nothing but noise) to 100 (almost no noise)",
                               doc="privacy level: smaller is more private (more noise)")
     N = ExplainedNumber(default=1.0, bounds=(1, None), softbounds=(1, 50),
-                        reason="N is 1 or more: two different count vectors are at least 1 apart, so N < 1 protects nothing",
+                        reason="two different count vectors are at least 1 apart, so N < 1 protects nothing",
                         doc="precision: counts within N of each other are hard to tell apart")
     heterogeneous = param.Boolean(default=False, doc="one alpha per row, drawn from a Beta")
     alpha0 = param.Number(default=0.5, bounds=(0, 1), inclusive_bounds=(False, False),
@@ -183,6 +184,8 @@ class Settings(param.Parameterized):
         self.param.watch(self._check_noise_level, ["epsilon", "N"])
         self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
         self.param.watch(self._apply_preset, "preset")
+        self._applying_preset = False
+        self.param.watch(self._leave_preset, sorted({name for preset in PRESETS.values() for name in preset.settings}))
         self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
 
     # ---- changes that would discard running fits wait for a yes -----------------------
@@ -274,8 +277,21 @@ class Settings(param.Parameterized):
         """Set the chosen preset's settings (once its choice stands: asked first if it discards fits)."""
         if not self.still(events) or not self.preset:
             return
-        with self.unguarded():
-            self.param.update(**PRESETS[self.preset].settings)
+        self._applying_preset = True
+        try:
+            with self.unguarded():
+                self.param.update(**PRESETS[self.preset].settings)
+        finally:
+            self._applying_preset = False
+
+    def _leave_preset(self, *events):
+        """A setting of the preset changed by hand: the settings are one's own now (its text no longer applies)."""
+        if self._applying_preset or not self.preset or not self.still(events):
+            return
+        own = PRESETS[self.preset].settings
+        if any(event.name in own and event.new != own[event.name] for event in events):
+            with self.unguarded():
+                self.preset = ""
 
     def _check_noise_level(self, *events):
         from lpviz.privacy import NEGLIGIBLE_ALPHA

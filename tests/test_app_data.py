@@ -474,7 +474,7 @@ def test_a_preset_asks_before_discarding_running_fits(store):
 
 def _privacy_inputs(controls):
     inputs = {w.label: w for w in controls.privacy_controls().select(pn.widgets.FloatInput)}
-    return inputs["epsilon (type 0.01 to 100)"], inputs["N (1 or more)"]
+    return inputs["epsilon (type 0.01 to 100)"], inputs["N"]
 
 
 @pytest.mark.parametrize("value", [0.01, 0.37, 12.0, 100.0])
@@ -490,7 +490,7 @@ def test_typed_epsilon_from_001_to_100_is_applied(store, value):
 def test_typed_epsilon_outside_001_to_100_is_refused_with_the_reason(store, value):
     typed, _ = _privacy_inputs(ControlsView(data=store))
     typed.value = 3.0
-    with pytest.raises(ValueError, match=r"epsilon .* refused: epsilon goes from 0.01 .* to 100"):
+    with pytest.raises(ValueError, match=r"epsilon must be at (least 0.01|most 100), not .*: epsilon goes from 0.01 .* to 100"):
         typed.value = value
     assert store.settings.epsilon == 3.0 and typed.value == 3.0 and store.release.epsilon == 3.0
 
@@ -519,7 +519,7 @@ def test_N_accepts_1_and_more_and_refuses_less_with_the_reason(store):
     assert store.settings.N == 1 and store.release.N == 1.0
     typed.value = 250.0
     assert store.release.N == 250.0
-    with pytest.raises(ValueError, match="two different count vectors are at least 1 apart, so N < 1 protects"):
+    with pytest.raises(ValueError, match="N must be at least 1, not 0.99: two different count vectors are at least 1 apart, so N < 1 protects"):
         typed.value = 0.99
     assert store.settings.N == 250.0 and typed.value == 250.0 and store.release.N == 250.0
 
@@ -558,3 +558,15 @@ def test_the_sidebar_offers_every_preset_and_says_what_to_look_at(store):
     choice.value = "Figure 3 (small alpha0)"
     assert store.settings.alpha0 == 0.2 and store.settings.heterogeneous
     assert text.object == PRESETS["Figure 3 (small alpha0)"].text
+
+
+def test_a_setting_changed_by_hand_leaves_the_preset(store):
+    settings = store.settings
+    settings.preset = "Figure 3 (small alpha0)"
+    settings.noise_seed = 5  # not a setting of the preset: still the preset
+    settings.n_iter = 6000  # the preset's own value: still the preset
+    assert settings.preset == "Figure 3 (small alpha0)"
+    settings.alpha0 = 0.5
+    assert settings.preset == "" and settings.alpha0 == 0.5 and store.release.alpha_per_row.mean() > 0.3
+    settings.preset = "Figure 3 (small alpha0)"  # chosen again: applied again
+    assert settings.alpha0 == 0.2 and settings.preset == "Figure 3 (small alpha0)"
