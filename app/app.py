@@ -23,13 +23,11 @@ import panel as pn  # noqa: E402
 from app.bessel_view import BesselView  # noqa: E402
 from app.blocks_view import BlocksView  # noqa: E402
 from app.controls_view import ControlsView  # noqa: E402
-from app.datastore import DataStore  # noqa: E402
 from app.export import ExportView  # noqa: E402
-from app.fits import Fits  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
+from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
@@ -48,8 +46,8 @@ pn.config.exception_handler = show_refusal
 
 
 def create_app():
-    data = DataStore(Settings())
-    fits = Fits(data)
+    fits = default_session()
+    data = fits.data
     views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
              "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
     export = ExportView(fits=fits, views=list(views.values()))

@@ -5,10 +5,14 @@ size widgets appear follows the source (:data:`~app.settings.SOURCES`), the
 method list and option selectors follow the registries.
 """
 
+import math
+
+import numpy as np
 import panel as pn
 import param
 
 from app.datastore import DataStore
+from app.presets import PRESETS
 from app.settings import SOURCES
 
 # The widget each setting is shown with (IntInput for the other integers).
@@ -26,7 +30,8 @@ def widget(settings, parameter_name, **options):
     """
     name, parameter = parameter_name, settings.param[parameter_name]
     if name == "epsilon":
-        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, fixed_start=None, **options)
+        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, fixed_start=None, fixed_end=None,
+                                                         **options)
     if name == "alpha0":
         return pn.widgets.FloatSlider.from_param(parameter, step=0.01, **options)
     if name == "path":
@@ -34,6 +39,33 @@ def widget(settings, parameter_name, **options):
     if name in _FLOAT_INPUTS:
         return pn.widgets.FloatInput.from_param(parameter, start=None, end=None, **options)
     return pn.widgets.IntInput.from_param(parameter, start=None, end=None, **options)
+
+
+def guarantee(release, source=""):
+    """The privacy guarantee of ``release`` in words, with its numbers ('' without a release).
+
+    Limited-precision local privacy: two rows whose counts differ by at most N in
+    total (L1) give noised rows whose probabilities differ by at most a factor e^eps.
+    """
+    if release is None:
+        return ""
+    if release.kind == "network":
+        rows, units = "rows of the network (one sender's counts to every recipient)", "emails"
+    else:
+        rows, units = ("emails" if source.startswith("enron") else "documents"), "words"
+    if np.ndim(release.alpha) > 0:  # one alpha per row: a guarantee per row
+        ratio = -np.log(release.alpha_per_row)
+        return (f"Each row has its own noise: any two {rows} that differ by at most N {units} are "
+                f"e^(N x {ratio.min():.3g}) to e^(N x {ratio.max():.3g})-indistinguishable "
+                "(eps/N = ln(1/alpha) of the row).")
+    if release.epsilon is None or release.N is None:
+        ratio = -math.log(float(release.alpha))
+        return (f"Any two {rows} that differ by at most N {units} are e^(N x {ratio:.3g})-indistinguishable "
+                f"(eps/N = ln(1/alpha) = {ratio:.3g}).")
+    units = units[:-1] if release.N == 1 else units
+    return (f"Any two {rows} that differ by at most N = {release.N:g} {units} are e^eps = "
+            f"e^{release.epsilon:g} = {math.exp(release.epsilon):,.3g}-indistinguishable: no one who sees the "
+            f"noised counts can tell which of the two it was by more than that factor.")
 
 
 class ControlsView(pn.viewable.Viewer):
@@ -95,6 +127,15 @@ class ControlsView(pn.viewable.Viewer):
         message = pn.pane.Markdown(data.param.message, margin=(0, 5), visible=no_error)
         return pn.Column(alert, pn.Row(spinner, message, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
+    def preset_controls(self):
+        """The paper's experiments, one choice each, and what to look at in the chosen one."""
+        settings = self.settings
+        choice = pn.widgets.Select.from_param(settings.param.preset, label="The paper's experiments",
+                                              options={"(settings of your own)": "", **{name: name for name in PRESETS}})
+        text = pn.pane.Markdown(pn.bind(lambda name: PRESETS[name].text if name else "", settings.param.preset),
+                                sizing_mode="stretch_width", name="preset-text")
+        return pn.Card(choice, text, title="Presets", collapsible=False, sizing_mode="stretch_width")
+
     def privacy_controls(self):
         settings = self.settings
         redraw = pn.widgets.Button(label="Redraw noise", color="primary")
@@ -102,8 +143,14 @@ class ControlsView(pn.viewable.Viewer):
 
         @param.depends(settings.param.heterogeneous)
         def noise_widgets(heterogeneous):
-            names = ("alpha0", "concentration") if heterogeneous else ("epsilon", "N")
-            return pn.Column(*[widget(settings, name) for name in names], sizing_mode="stretch_width")
+            if heterogeneous:
+                return pn.Column(*[widget(settings, name) for name in ("alpha0", "concentration")],
+                                 sizing_mode="stretch_width")
+            # typed values beside the slider: the settings apply 0.01 to 100 and refuse others with the reason
+            typed = pn.widgets.FloatInput.from_param(settings.param.epsilon, start=None, end=None, step=0.1,
+                                                     label="epsilon (type 0.01 to 100)", width=130)
+            return pn.Column(pn.Row(widget(settings, "epsilon"), typed, sizing_mode="stretch_width"),
+                             widget(settings, "N"), sizing_mode="stretch_width")
 
         @param.depends(settings.param.holdout)
         def holdout_widgets(holdout):
@@ -111,8 +158,10 @@ class ControlsView(pn.viewable.Viewer):
                              sizing_mode="stretch_width")
 
         summary = pn.bind(lambda *_: pn.pane.Markdown(self.data.noise_summary), self.data.param.release)
+        promise = pn.pane.Markdown(pn.bind(lambda release: guarantee(release, settings.source), self.data.param.release),
+                                   sizing_mode="stretch_width", name="guarantee")
         return pn.Card(pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
-                       noise_widgets, summary,
+                       noise_widgets, summary, promise,
                        pn.widgets.Select.from_param(settings.param.holdout, label="Held-out cells"), holdout_widgets,
                        widget(settings, "noise_seed", label="Noise seed (simulation)"), redraw,
                        title="Privacy", collapsible=False, sizing_mode="stretch_width")
@@ -152,5 +201,5 @@ class ControlsView(pn.viewable.Viewer):
         return box
 
     def __panel__(self):
-        return pn.Column(self.question(), self.data_controls(), self.privacy_controls(), self.fit_controls(),
+        return pn.Column(self.question(), self.preset_controls(), self.data_controls(), self.privacy_controls(), self.fit_controls(),
                          sizing_mode="stretch_width")

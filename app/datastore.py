@@ -383,7 +383,7 @@ class DataStore(param.Parameterized):
             self._new_source = True
             self._applying = True
             try:
-                self.settings.apply_source_defaults()
+                self.settings.apply_source_defaults(keep=names)
             finally:
                 self._applying = False
             self.load()

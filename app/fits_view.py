@@ -4,7 +4,8 @@ The traces are ``hv.DynamicMap`` curves over each runner's bounded
 ``hv.streams.Buffer``, so new rows are streamed to the browser (Bokeh
 ``ColumnDataSource.stream``) rather than the plot being redrawn. The score
 table is each runner's :func:`lpviz.metrics.score` of its posterior (the
-numbers the Topics and Blocks tabs and the CLI show). The rate heatmaps are
+numbers the Topics and Blocks tabs and the CLI show), drawn as a scoreboard with
+the best value of each score column marked. The rate heatmaps are
 fed through ``hv.streams.Pipe`` from the runners' snapshots, as often as the
 view throttle allows while running and at once when a run pauses, stops or ends.
 """
@@ -15,7 +16,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, score_frame
+from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, truth_reference
 from app.throttle import VIEW_SECONDS
 
@@ -40,6 +41,54 @@ def overlay(curves, *, title, ylabel, legend):
     if len(curves) > 1:
         options["legend_position"] = legend
     return hv.Overlay(curves).collate().opts(**options)
+
+
+# The scoreboard: every score that applies, then how far and how fast each fit ran.
+SCOREBOARD_KEYS = (*(key for key in SCORE_KEYS if key not in ("best_log_joint", "samples")),
+                   "iterations", "samples", "seconds", "iterations_per_second")
+LOWER_IS_BETTER = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "topic_distance")
+HIGHER_IS_BETTER = ("npmi", "umass")
+BEST_MARK = "\u2605"  # a star beside the best value of a column
+
+
+def best_cells(frame):
+    """``{column: [method, ...]}``: the methods with the best value of each score column of a
+    :func:`~app.fits.score_frame` (lowest error, highest coherence; ties all marked)."""
+    from lpviz.metrics import SCORE_LABELS
+
+    best = {}
+    for keys, pick in ((LOWER_IS_BETTER, "min"), (HIGHER_IS_BETTER, "max")):
+        for column in (SCORE_LABELS[key] for key in keys):
+            if column in frame and frame[column].notna().any():
+                values = frame[column].astype(float)
+                optimum = getattr(values, pick)()
+                best[column] = list(frame.loc[values == optimum, "method"])
+    return best
+
+
+def _cell(value):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return f"{value:,.4g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def scoreboard_html(frame):
+    """The score table as HTML, the best value of each column in bold with a star."""
+    if frame.empty:
+        return ""
+    best = best_cells(frame)
+    head = "".join(f"<th>{column}</th>" for column in frame.columns)
+    rows = []
+    for _, row in frame.iterrows():
+        cells = []
+        for column in frame.columns:
+            text = _cell(row[column])
+            if row["method"] in best.get(column, ()):
+                text = f"<b>{text} {BEST_MARK}</b>"
+            cells.append(f"<td>{text}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence).</p>")
 
 
 def mae_key(truth):
@@ -94,7 +143,7 @@ class FitsView(pn.viewable.Viewer):
                          sizing_mode="stretch_width")
 
     def _update_scores(self):
-        self.scores = score_frame(self.fits.active.values())
+        self.scores = score_frame(self.fits.active.values(), SCOREBOARD_KEYS)
 
     # ---- traces ---------------------------------------------------------------------
     def trace_plots(self):
@@ -207,9 +256,9 @@ class FitsView(pn.viewable.Viewer):
         return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
-        table = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
-                                  visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
-                                  sizing_mode="stretch_width", name="fit-scores")
+        table = pn.pane.HTML(pn.bind(scoreboard_html, self.param.scores),
+                             visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
+                             sizing_mode="stretch_width", name="fit-scores")
         return pn.Column(
             self.controls(), self.progress, table, self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"), self.rates,

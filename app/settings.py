@@ -21,6 +21,7 @@ import numpy as np
 import panel as pn
 import param
 
+from app.presets import PRESETS
 from lpviz.datasets import HOLDOUTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,8 +74,25 @@ NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", 
 # Settings of the chains.
 FIT_PARAMETERS = ("n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
 # Settings whose change discards fits (a new data set, release or model).
-DISCARDING_PARAMETERS = ("source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
+DISCARDING_PARAMETERS = ("preset", "source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
                          "n_components", "chain_seed")
+
+
+class ExplainedNumber(param.Number):
+    """A number whose refusal (out of its bounds) says what the bounds are and why (``reason``)."""
+
+    __slots__ = ["reason"]
+
+    def __init__(self, default=0.0, *, reason="", **params):
+        super().__init__(default=default, **params)
+        self.reason = reason
+
+    def _validate_bounds(self, val, bounds, inclusive_bounds):
+        try:
+            super()._validate_bounds(val, bounds, inclusive_bounds)
+        except ValueError as exc:  # "... parameter 'Settings.N' must be at least 1, not 0.5."
+            bound = str(exc).split("' ", 1)[-1].rstrip(".")
+            raise ValueError(f"{self.name} {bound}: {self.reason}") from None
 
 
 def fresh_seed():
@@ -102,6 +120,8 @@ def method_options_class():
 class Settings(param.Parameterized):
     """Every value a person sets in the dashboard (and nothing derived from them)."""
 
+    preset = param.Selector(default="", objects=["", *PRESETS],
+                            doc="one of the paper's experiments (app.presets.PRESETS), '' for settings of your own")
     source = param.Selector(default="synthetic-topics", objects=list(SOURCES), doc="data source")
     path = param.String(default=str(DEFAULT_ENRON), doc="Enron tarball, maildir or emails.csv")
     n_docs = param.Integer(default=90, bounds=(2, 50_000), doc="documents")
@@ -111,10 +131,12 @@ class Settings(param.Parameterized):
     n_components = param.Integer(default=3, bounds=(1, 500), doc="topics or communities")
     seed = param.Integer(default=0, bounds=(0, None), doc="seed of the data set")
 
-    epsilon = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True), softbounds=(0.05, 10),
-                           doc="privacy level: smaller is more private (more noise)")
-    N = param.Number(default=1.0, bounds=(1, None), softbounds=(1, 50),
-                     doc="precision: counts within N of each other are hard to tell apart")
+    epsilon = ExplainedNumber(default=1.0, bounds=(0.01, 100), softbounds=(0.05, 10),
+                              reason="epsilon goes from 0.01 (almost nothing but noise) to 100 (almost no noise)",
+                              doc="privacy level: smaller is more private (more noise)")
+    N = ExplainedNumber(default=1.0, bounds=(1, None), softbounds=(1, 50),
+                        reason="two different count vectors are at least 1 apart, so N < 1 protects nothing",
+                        doc="precision: counts within N of each other are hard to tell apart")
     heterogeneous = param.Boolean(default=False, doc="one alpha per row, drawn from a Beta")
     alpha0 = param.Number(default=0.5, bounds=(0, 1), inclusive_bounds=(False, False),
                           doc="mean alpha of the heterogeneous noise")
@@ -139,8 +161,11 @@ class Settings(param.Parameterized):
     question = param.String(default="", doc="what confirming the pending changes would discard")
 
     def __init__(self, **params):
+        """``preset``: start from that preset's settings (``params`` given beside it win)."""
         from lpviz.methods import METHODS
 
+        if params.get("preset"):
+            params = {**PRESETS[params["preset"]].settings, **params}
         if params.get("noise_seed") is None:
             params["noise_seed"] = fresh_seed()
         super().__init__(**params)
@@ -155,7 +180,12 @@ class Settings(param.Parameterized):
         self._unguarded = 0
         self._reverting = False
         self._refused = {}  # name -> refused value, until it is put back
+        # before the guard: a refused noise level asks nothing and reaches nobody
+        self.param.watch(self._check_noise_level, ["epsilon", "N"])
         self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
+        self.param.watch(self._apply_preset, "preset")
+        self._applying_preset = False
+        self.param.watch(self._leave_preset, sorted({name for preset in PRESETS.values() for name in preset.settings}))
         self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
 
     # ---- changes that would discard running fits wait for a yes -----------------------
@@ -243,15 +273,49 @@ class Settings(param.Parameterized):
         self.refuse(events)
         raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
 
+    def _apply_preset(self, *events):
+        """Set the chosen preset's settings (once its choice stands: asked first if it discards fits)."""
+        if not self.still(events) or not self.preset:
+            return
+        self._applying_preset = True
+        try:
+            with self.unguarded():
+                self.param.update(**PRESETS[self.preset].settings)
+        finally:
+            self._applying_preset = False
+
+    def _leave_preset(self, *events):
+        """A setting of the preset changed by hand: the settings are one's own now (its text no longer applies)."""
+        if self._applying_preset or not self.preset or not self.still(events):
+            return
+        own = PRESETS[self.preset].settings
+        if any(event.name in own and event.new != own[event.name] for event in events):
+            with self.unguarded():
+                self.preset = ""
+
+    def _check_noise_level(self, *events):
+        from lpviz.privacy import NEGLIGIBLE_ALPHA
+
+        ratio, limit = self.epsilon / self.N, -np.log(NEGLIGIBLE_ALPHA)
+        if ratio <= limit:
+            return
+        self.refuse(events)
+        changes = ", ".join(f"{event.name} = {event.new:g}" for event in events)
+        raise ValueError(f"{changes} refused: epsilon/N = {ratio:.3g} above {limit:.3g} noises a cell with probability "
+                         f"below {2 * NEGLIGIBLE_ALPHA:.0e}, so the release would be the true counts: raise N "
+                         "first (or lower epsilon)")
+
     @property
     def source_spec(self):
         """The :class:`Source` of the current source."""
         return SOURCES[self.source]
 
-    def apply_source_defaults(self):
-        """Set the current source's own defaults (sizes, K, privacy level)."""
+    def apply_source_defaults(self, keep=()):
+        """Set the current source's own defaults (sizes, K, privacy level), except the settings
+        named in ``keep`` (set together with the source, as a preset does)."""
         with self.unguarded():
-            self.param.update(**self.source_spec.defaults)
+            self.param.update(**{name: value for name, value in self.source_spec.defaults.items()
+                                 if name not in keep})
 
     def reset_to_defaults(self, *_):
         """Back to the current source's defaults (asking first if that discards running fits)."""

@@ -392,3 +392,181 @@ def test_a_yes_that_arrives_before_the_put_back_stands(monkeypatch):
     assert settings.source == "synthetic-blocks" and heard == []
     settings.confirm()
     assert settings.source == wanted == old and heard == [old]
+
+
+# ---- presets, typed epsilon, N and the guarantee in words ----------------------------------
+
+def _release_matches(store, preset):
+    settings, release = store.settings, store.release
+    assert release.shape[0] == store.data.shape[0]
+    if preset.settings.get("heterogeneous"):
+        expected = heterogeneous_alpha(release.shape[0], settings.alpha0, settings.concentration,
+                                       random_state=settings.noise_seed)
+        np.testing.assert_allclose(release.alpha_per_row, expected)
+    else:
+        assert release.epsilon == settings.epsilon and release.N == settings.N
+    held = preset.settings.get("holdout", "none")
+    assert (release.heldout_cells is not None) == (held != "none")
+
+
+@pytest.mark.parametrize("name", ["Figure 3 (small alpha0)", "Figure 3 (large alpha0)", "Figure 1"])
+def test_a_preset_sets_its_settings_and_the_release_follows(store, name):
+    from app.presets import PRESETS
+
+    preset = PRESETS[name]
+    store.settings.source = "synthetic-blocks" if name.startswith("Figure 3") else "synthetic-topics"
+    store.settings.preset = name
+    for setting, value in preset.settings.items():  # none overridden by the source's own defaults
+        assert getattr(store.settings, setting) == value, setting
+    assert store.error == "", store.error
+    _release_matches(store, preset)
+    if name == "Figure 1":
+        assert store.release.shape == (20, 20) and store.settings.N > 1  # N: the data's mean count
+        assert "1" in preset.text and "0.75" in preset.text  # the other two epsilons to try
+    else:
+        assert store.release.shape == (90, 15)
+        assert f"{preset.settings['alpha0']:g}" in preset.text
+
+
+def test_every_preset_names_a_source_and_valid_settings():
+    from app.presets import DEFAULT_PRESET, FIGURE5_HELDOUT_ACTORS, PRESETS
+    from lpviz.reproduce.fig5 import heldout_actors
+
+    settings = Settings()
+    assert DEFAULT_PRESET in PRESETS and settings.param.preset.objects == ["", *PRESETS]
+    for preset in PRESETS.values():
+        assert preset.settings["source"] in SOURCES and preset.text
+        assert set(preset.settings) <= set(settings.param), preset.name
+        Settings(preset=preset.name)  # every value within its setting's bounds
+        assert preset.settings["burn_in"] + preset.settings["thin"] <= preset.settings["n_iter"]
+    assert PRESETS["Figure 5"].settings["holdout"] == "top actors"
+    assert FIGURE5_HELDOUT_ACTORS == heldout_actors(84)  # the paper's 50 of 161, scaled
+    assert "10,000" in PRESETS["Figure 4 (reduced size for the browser)"].text  # the paper's size, stated
+
+
+@pytest.mark.parametrize("name", ["Figure 4 (reduced size for the browser)", "Figure 5"])
+def test_the_enron_presets_load_the_enron_data(name, enron_tarball):
+    from app.presets import PRESETS
+
+    store = make_store(path=str(enron_tarball))
+    store.settings.preset = name
+    assert store.error == "", store.error
+    for setting, value in PRESETS[name].settings.items():
+        assert getattr(store.settings, setting) == value, setting
+    _release_matches(store, PRESETS[name])
+    assert store.model == ("blocks" if name == "Figure 5" else "topics")
+
+
+def test_a_preset_asks_before_discarding_running_fits(store):
+    settings = store.settings
+    settings.discard_check = lambda: "the running fits (private)"
+    before = store.release
+    settings.preset = "Figure 1"
+    assert settings.preset == "" and settings.source == "synthetic-topics" and store.release is before
+    assert "preset -> 'Figure 1'" in settings.question and "the running fits" in settings.question
+    settings.confirm()
+    assert settings.preset == "Figure 1" and settings.source == "synthetic-blocks" and settings.epsilon == 2.5
+    assert store.release.shape == (20, 20) and settings.question == ""
+    settings.preset = "Figure 3 (large alpha0)"  # and no: nothing changes
+    settings.cancel()
+    assert settings.preset == "Figure 1" and store.release.shape == (20, 20)
+
+
+def _privacy_inputs(controls):
+    inputs = {w.label: w for w in controls.privacy_controls().select(pn.widgets.FloatInput)}
+    return inputs["epsilon (type 0.01 to 100)"], inputs["N"]
+
+
+@pytest.mark.parametrize("value", [0.01, 0.37, 12.0, 100.0])
+def test_typed_epsilon_from_001_to_100_is_applied(store, value):
+    typed, typed_N = _privacy_inputs(ControlsView(data=store))
+    typed_N.value = 4.0  # epsilon/N = 100 would leave no noise at all (refused: see below)
+    typed.value = value
+    assert store.settings.epsilon == value and store.release.epsilon == value
+    assert store.release.alpha == pytest.approx(np.exp(-value / store.settings.N))
+
+
+@pytest.mark.parametrize("value", [0.009, 100.5, 1e6])
+def test_typed_epsilon_outside_001_to_100_is_refused_with_the_reason(store, value):
+    typed, _ = _privacy_inputs(ControlsView(data=store))
+    typed.value = 3.0
+    with pytest.raises(ValueError, match=r"epsilon must be at (least 0.01|most 100), not .*: epsilon goes from 0.01 .* to 100"):
+        typed.value = value
+    assert store.settings.epsilon == 3.0 and typed.value == 3.0 and store.release.epsilon == 3.0
+
+
+def test_an_epsilon_over_N_that_leaves_no_noise_is_refused_with_the_reason(store):
+    typed, typed_N = _privacy_inputs(ControlsView(data=store))
+    typed.value = 20.0
+    with pytest.raises(ValueError, match=r"epsilon = 30 refused: epsilon/N = 30 above 27.6 .* the true counts: raise N"):
+        typed.value = 30.0
+    assert store.settings.epsilon == 20.0 and typed.value == 20.0 and store.release.epsilon == 20.0
+    typed_N.value = 2.0
+    typed.value = 50.0  # the same epsilon with a larger N stands
+    assert store.release.epsilon == 50.0 and store.release.N == 2.0
+    store.settings.discard_check = lambda: "the running fits"  # refused before anything is asked
+    with pytest.raises(ValueError, match=r"epsilon = 90, N = 3 refused: epsilon/N = 30"):
+        store.settings.param.update(epsilon=90.0, N=3.0)
+    assert store.settings.question == "" and (store.settings.epsilon, store.settings.N) == (50.0, 2.0)
+    assert (store.release.epsilon, store.release.N) == (50.0, 2.0)
+
+
+def test_N_accepts_1_and_more_and_refuses_less_with_the_reason(store):
+    _, typed = _privacy_inputs(ControlsView(data=store))
+    typed.value = 3.0
+    assert store.release.N == 3.0
+    typed.value = 1  # 1 itself is applied (the release follows)
+    assert store.settings.N == 1 and store.release.N == 1.0
+    typed.value = 250.0
+    assert store.release.N == 250.0
+    with pytest.raises(ValueError, match="N must be at least 1, not 0.99: two different count vectors are at least 1 apart, so N < 1 protects"):
+        typed.value = 0.99
+    assert store.settings.N == 250.0 and typed.value == 250.0 and store.release.N == 250.0
+
+
+def _guarantee(controls):
+    return next(p for p in controls.privacy_controls().select(pn.pane.Markdown) if p.name == "guarantee").object
+
+
+def test_the_guarantee_in_words_follows_epsilon_N_and_the_data(store):
+    controls = ControlsView(data=store)
+    store.settings.param.update(epsilon=2.0, N=4.0)
+    text = _guarantee(controls)
+    assert "Any two documents that differ by at most N = 4 words are e^eps = e^2 = 7.39-indistinguishable" in text
+    store.settings.N = 1
+    assert "at most N = 1 word are e^eps = e^2 = " in _guarantee(controls)
+    store.settings.source = "synthetic-blocks"
+    store.settings.epsilon = 0.5
+    text = _guarantee(controls)
+    assert "rows of the network" in text and f"N = {store.settings.N:g} emails" in text
+    assert f"e^0.5 = {np.exp(0.5):.3g}-indistinguishable" in text
+    store.settings.param.update(source="synthetic-topics")
+    store.settings.param.update(heterogeneous=True, alpha0=0.3)
+    ratio = -np.log(store.release.alpha_per_row)
+    text = _guarantee(controls)
+    assert f"e^(N x {ratio.min():.3g}) to e^(N x {ratio.max():.3g})" in text and "own noise" in text
+
+
+def test_the_sidebar_offers_every_preset_and_says_what_to_look_at(store):
+    from app.presets import PRESETS
+
+    controls = ControlsView(data=store)
+    card = controls.preset_controls()
+    choice = card.select(pn.widgets.Select)[0]
+    assert list(choice.options.values()) == ["", *PRESETS]
+    text = next(p for p in card.select(pn.pane.Markdown) if p.name == "preset-text")
+    choice.value = "Figure 3 (small alpha0)"
+    assert store.settings.alpha0 == 0.2 and store.settings.heterogeneous
+    assert text.object == PRESETS["Figure 3 (small alpha0)"].text
+
+
+def test_a_setting_changed_by_hand_leaves_the_preset(store):
+    settings = store.settings
+    settings.preset = "Figure 3 (small alpha0)"
+    settings.noise_seed = 5  # not a setting of the preset: still the preset
+    settings.n_iter = 6000  # the preset's own value: still the preset
+    assert settings.preset == "Figure 3 (small alpha0)"
+    settings.alpha0 = 0.5
+    assert settings.preset == "" and settings.alpha0 == 0.5 and store.release.alpha_per_row.mean() > 0.3
+    settings.preset = "Figure 3 (small alpha0)"  # chosen again: applied again
+    assert settings.alpha0 == 0.2 and settings.preset == "Figure 3 (small alpha0)"

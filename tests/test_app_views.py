@@ -458,3 +458,62 @@ def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
     layout = export.__panel__()
     names = [d.filename for d in layout.select(pn.widgets.FileDownload) if d.visible]
     assert "lpviz_release.npz" in names and not any("truth" in name for name in names)
+
+
+# ---- the default session and the scoreboard ---------------------------------------------
+
+def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
+    """The default session, run to its end with its own schedule: the paper's effect is visible."""
+    from app.fits_view import FitsView
+    from app.presets import DEFAULT_PRESET, PRESETS, default_session
+
+    fits = default_session(noise_seed=0)
+    settings = fits.settings
+    assert settings.preset == DEFAULT_PRESET and DEFAULT_PRESET.startswith("Figure 3")
+    assert settings.heterogeneous and settings.alpha0 == PRESETS[DEFAULT_PRESET].settings["alpha0"]
+    assert fits.data.release.shape == (90, 15) and np.ndim(fits.data.release.alpha) == 1  # per-row noise
+    fits.start()
+    for runner in fits.runners.values():
+        assert runner.join(timeout=300), f"{runner.method} chain did not finish"
+    fits.drain()
+    results = {name: runner.result for name, runner in fits.runners.items()}
+    assert all(result["iteration"] == settings.n_iter for result in results.values())
+    release, truth = fits.data.release, fits.data.truth
+    mae = {name: result["score"]["mae"] for name, result in results.items()}
+    # the scoreboard's numbers are lpviz.metrics.score of each posterior
+    private = score(library_posterior(fits, "private"), release, truth)
+    assert mae["private"] == pytest.approx(private["mae"], rel=1e-12)
+    board = FitsView(fits=fits).scores.set_index("method")
+    assert board.loc[LABELS["private"], "MAE"] == mae["private"] and board.loc[LABELS["naive"], "MAE"] == mae["naive"]
+    assert mae["private"] < mae["naive"], mae
+
+
+def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
+    from app.fits_view import BEST_MARK, FitsView, scoreboard_html
+    from lpviz.metrics import SCORE_LABELS
+
+    fits = fitted_topics
+    release, truth = fits.data.release, fits.data.truth
+    expected = {LABELS[name]: score(library_posterior(fits, name), release, truth) for name in fits.runners}
+    view = FitsView(fits=fits)
+    board = view.scores
+    assert board["method"].tolist() == [LABELS[name] for name in fits.runners]  # one row per fit
+    for key in ("mae", "rate_mae", "npmi", "umass", "iterations", "seconds", "iterations_per_second"):
+        assert SCORE_LABELS[key] in board.columns, key
+    assert (board[SCORE_LABELS["iterations"]] == fits.settings.n_iter).all()
+    html = scoreboard_html(board)
+    header = re.findall(r"<th>(.*?)</th>", html)
+    marked = set()
+    for row in re.findall(r"<tr>(<td>.*?)</tr>", html):
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        marked |= {(cells[0], header[i]) for i, cell in enumerate(cells) if BEST_MARK in cell}
+    optima = set()
+    for key, pick in (("mae", min), ("rate_mae", min), ("topic_distance", min), ("npmi", max), ("umass", max)):
+        best = pick(expected[label][key] for label in expected)
+        optima |= {(label, SCORE_LABELS[key]) for label in expected if expected[label][key] == best}
+    assert marked == optima
+    for label, numbers in expected.items():  # the marked numbers are score()'s
+        row = board.set_index("method").loc[label]
+        assert row["MAE"] == pytest.approx(numbers["mae"], rel=1e-12)
+        assert row["NPMI"] == pytest.approx(numbers["npmi"], rel=1e-12)
+    assert scoreboard_html(board.iloc[:0]) == ""
