@@ -275,6 +275,13 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
     np.testing.assert_allclose(values, fits.runners["nonprivate"].result["mu_hat"])
     assert "mean of 4 samples" in title
     assert len(rates.object) == 1 + n_methods  # truth + each method
+    # rendered, each heatmap carries its own title (the truth's, then one per method)
+    from bokeh.models import Plot
+    rendered = hv.render(rates.object, backend="bokeh")
+    titles = sorted(plot.title.text for plot in rendered.select({"type": Plot}) if plot.title is not None)
+    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}: mean of 4 samples"] + \
+        [f"{fits.runners[name].label}: not started" for name in ("private", "naive")]
+    assert titles == sorted(expected)
     assert view.scores["method"].tolist() == [fits.runners["nonprivate"].label]
     fits.settings.holdout = "random cells"
     assert len(_curves(view.traces()[0].objects[0])) == 3 * n_methods  # plus held-out MAE
