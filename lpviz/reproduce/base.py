@@ -168,7 +168,15 @@ def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, com
                         "labels": {"setting": label, **values, "copy": copy_index, "chain": chain},
                     }
                     params.update(copy.deepcopy(setting["params"]))
-                    params["method_options"] = {"sampler": sampler} if sampler and method == "private" else {}
+                    params["method_options"] = sampler_options(method, sampler)
                     slug = "".join(ch if ch.isalnum() or ch in "=.-" else "_" for ch in label)
                     tasks.append(Task(f"{slug}--{method}--copy{copy_index}--chain{chain}", params))
     return tasks
+
+
+def sampler_options(method, sampler):
+    """``{"sampler": sampler}`` for a method that has a sampler option (the registry says which),
+    ``{}`` otherwise or without a sampler."""
+    from lpviz import methods
+
+    return {"sampler": sampler} if sampler and "sampler" in methods.get(method).options else {}

@@ -16,6 +16,7 @@ Gamma(0.1, rate 0.1), which gives Figure-1-like block structure.
 
 import numpy as np
 
+from lpviz import methods
 from lpviz.reproduce import report as rp
 from lpviz.reproduce.base import Experiment, Setting, chain_grid
 from lpviz.reproduce.chains import build_release
@@ -116,8 +117,9 @@ class Figure1(Experiment):
             params = record["params"]
             key = (params["labels"]["setting"], params["method"])
             means.setdefault(key, []).append(arrays["mu_hat"])
+            noise_level = params["labels"].get("epsilon")  # None: the fit of the true counts, no noise setting
             if params["labels"].get("copy") == 0 and params["labels"].get("chain") == 0 \
-                    and params["method"] == "private":
+                    and noise_level is not None and noise_level not in observed:  # one release per setting
                 data, release, truth = build_release(params)
                 observed[params["labels"]["epsilon"]] = release.Y_obs
                 truth_panels = (truth.mu, truth.Y)
@@ -129,7 +131,7 @@ class Figure1(Experiment):
         truth_rows = [{"setting": "truth", "method": "", "row": i, "col": j, "mu_hat": float(truth_panels[0][i, j]),
                        "count": int(truth_panels[1][i, j])} for i, j in np.ndindex(truth_panels[0].shape)]
         files = [rp.write_csv(out_dir / "fig1_cells.csv", truth_rows + rows)]
-        nonprivate = next(m for (s, meth), m in pooled.items() if meth == "nonprivate")
+        nonprivate = next(m for (s, meth), m in pooled.items() if methods.get(meth).uses_truth)
         panels = [("true rates mu*", truth_panels[0], "rates"), ("true counts Y", truth_panels[1], "counts"),
                   ("non-private mu_hat", nonprivate, "rates")]
         for eps in epsilons:

@@ -34,7 +34,6 @@ for the MAE-against-seconds plot (:func:`plot_table1`) in
 
 from dataclasses import asdict, dataclass
 
-
 import numpy as np
 
 from lpviz.reproduce.base import Experiment

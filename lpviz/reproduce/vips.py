@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from lpviz.reproduce.base import Experiment
+from lpviz.reproduce.base import Experiment, sampler_options
 
 __all__ = ["Vips", "vips_task", "lda_corpus", "fold_in", "completion_perplexity", "completion_halves",
            "accountant_claims", "EPSILONS", "FITS", "MATCHING_RULE"]
@@ -449,7 +449,7 @@ def accountant_claims():
                  "DESIGN.md 1d: RDP 1.213, PLD 0.932", measured,
                  rp.verdict_of([abs(values[name] - ref[name]) <= ACCOUNTANT_TOLERANCE for name in ("rdp", "pld")]),
                  f"both within {ACCOUNTANT_TOLERANCE:g} of the stated values (three decimals)"),
-        rp.Claim(f"Park et al.: that run is (2.44, 1e-4)-DP", "epsilon = 2.44 (their 2016 moments accountant)",
+        rp.Claim("Park et al.: that run is (2.44, 1e-4)-DP", "epsilon = 2.44 (their 2016 moments accountant)",
                  f"{measured}: the same noise buys a {ref['paper'] / values['rdp']:.2g}x (RDP) to "
                  f"{ref['paper'] / values['pld']:.2g}x (PLD) smaller epsilon",
                  rp.verdict_of([any(abs(values[name] - ref["paper"]) <= 0.01 for name in ("rdp", "pld"))]),
@@ -548,7 +548,7 @@ class Vips(Experiment):
             out.update(n_iter=settings["vi"]["n_iter"], tol=settings["vi"]["tol"], method_options={})
         else:
             out.update(settings["mcmc"])
-            out["method_options"] = {"sampler": sampler or DEFAULT_SAMPLER} if options["method"] == "private" else {}
+            out["method_options"] = sampler_options(options["method"], sampler or DEFAULT_SAMPLER)
         return out
 
     def probe_tasks(self, iterations, seed=0, sampler=None):
