@@ -52,8 +52,8 @@ def rates(model, factors):
     return model_class(n_components).rates(factors)
 
 
-from lpviz.models.topics import TopicModel  # noqa: E402
 from lpviz.models.blocks import BlockModel  # noqa: E402
+from lpviz.models.topics import TopicModel  # noqa: E402
 
 register(TopicModel)
 register(BlockModel)

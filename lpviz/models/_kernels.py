@@ -271,6 +271,21 @@ def build_alias(weights, probability, alias):
         probability[small[i]] = 1.0
 
 
+
+@njit(nogil=True, cache=True)
+def column_alias_tables(columns):
+    """Per column k of ``columns`` (rows x K), the alias table of column k over the rows, and the
+    column sums: what the sparse step draws a row's cell from (a topic's words, a community's actors)."""
+    n_rows, n_columns = columns.shape
+    probability = np.empty((n_columns, n_rows))
+    alias = np.empty((n_columns, n_rows), dtype=np.int64)
+    weights = np.empty(n_rows)
+    for k in range(n_columns):
+        for row in range(n_rows):
+            weights[row] = columns[row, k]
+        build_alias(weights, probability[k], alias[k])
+    return column_sums(columns), probability, alias
+
 @njit(nogil=True, cache=True, inline="always")
 def draw_alias(probability, alias, row, state):
     """An index drawn from row ``row`` of alias tables (``probability``/``alias`` 2-D)."""

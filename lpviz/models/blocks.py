@@ -16,8 +16,17 @@ from lpviz._parallel import ROWS_PER_STREAM, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, gamma_log_prior, grow, in_sorted, log_factorial,
-    multinomial, ordered_sum,
+    FAST_DOT,
+    column_alias_tables,
+    column_sums,
+    dot_rows,
+    draw_alias,
+    gamma_log_prior,
+    grow,
+    in_sorted,
+    log_factorial,
+    multinomial,
+    ordered_sum,
 )
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
@@ -292,19 +301,6 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
-@njit(nogil=True, cache=True)
-def _alias_tables(theta):
-    """Per community d, the alias table of theta_{., d} over the actors, and theta's column sums."""
-    n_actors, n_comm = theta.shape
-    probability = np.empty((n_comm, n_actors))
-    alias = np.empty((n_comm, n_actors), dtype=np.int64)
-    weights = np.empty(n_actors)
-    for d in range(n_comm):
-        for j in range(n_actors):
-            weights[j] = theta[j, d]
-        build_alias(weights, probability[d], alias[d])
-    return column_sums(theta), probability, alias
-
 
 # ---------------------------------------------------------------------------
 # Variational inference (CAVI) kernels
@@ -532,7 +528,7 @@ class BlockModel(Model):
                    (work.chain_seed, iteration, work.stop), stats)
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
-        tables = _alias_tables(state[0])
+        tables = column_alias_tables(state[0])
         z_rate = np.zeros(state[0].shape[0])
         tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
                             (work.chain_seed, iteration, work.stop), (*stats, z_rate))

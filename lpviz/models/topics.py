@@ -16,8 +16,19 @@ from lpviz._parallel import ROWS_PER_STREAM, run_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
-    FAST_DOT, build_alias, column_sums, dot_rows, draw_alias, draw_product, gamma_log_prior, grow,
-    in_sorted, log_factorial, multinomial, ordered_sum, products,
+    FAST_DOT,
+    column_alias_tables,
+    column_sums,
+    dot_rows,
+    draw_alias,
+    draw_product,
+    gamma_log_prior,
+    grow,
+    in_sorted,
+    log_factorial,
+    multinomial,
+    ordered_sum,
+    products,
 )
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
 from lpviz.models.base import Model
@@ -217,19 +228,6 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
-@njit(nogil=True, cache=True)
-def _alias_tables(phiT):
-    """Per topic k, the alias table of phi_k over the words, and phi's column sums."""
-    n_words, n_topics = phiT.shape
-    probability = np.empty((n_topics, n_words))
-    alias = np.empty((n_topics, n_words), dtype=np.int64)
-    weights = np.empty(n_words)
-    for k in range(n_topics):
-        for v in range(n_words):
-            weights[v] = phiT[v, k]
-        build_alias(weights, probability[k], alias[k])
-    return column_sums(phiT), probability, alias
-
 
 # ---------------------------------------------------------------------------
 # Variational inference (CAVI) kernels
@@ -420,7 +418,7 @@ class TopicModel(Model):
                    (work.chain_seed, iteration, work.stop), stats)
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
-        tables = _alias_tables(state[1])
+        tables = column_alias_tables(state[1])
         z_rate = np.zeros(state[0].shape[0])
         tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
                             (work.chain_seed, iteration, work.stop), (*stats, z_rate))
