@@ -18,7 +18,7 @@ import math
 import queue
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import holoviews as hv
@@ -500,6 +500,36 @@ def warm_up_kernels():
         _KERNELS_LOADED.set()
 
 
+@contextmanager
+def _recompute_once(doc):
+    """Like Bokeh's ``doc.models.freeze()``, but the model graph is walked once at the end,
+    and only if a change inside asked for it.
+
+    ``freeze()`` always walks the graph (every model of every tab) when it ends, and
+    HoloViews freezes around every plot refresh: while chains ran, these walks were half
+    of the event loop's time, time the chains' threads waited for the GIL. A drain that
+    streams trace rows and sets numbers changes no reference; a redraw that adds models
+    calls ``invalidate`` (``Model.trigger`` does), and then the graph is walked once here.
+    """
+    models = doc.models
+    if getattr(models, "_lpviz_recompute_once", False):  # inside one already: the outer one walks
+        yield
+        return
+    own = vars(models)
+    saved = {name: own[name] for name in ("invalidate", "recompute") if name in own}
+    recompute = models.recompute
+    asked = []
+    models.invalidate = models.recompute = lambda: asked.append(True)  # Model.trigger calls invalidate
+    models._lpviz_recompute_once = True
+    try:
+        yield
+    finally:
+        del models.invalidate, models.recompute, models._lpviz_recompute_once
+        own.update(saved)
+        if asked:
+            recompute()
+
+
 class Fits(param.Parameterized):
     """The chains of one session, one :class:`ChainRunner` per registered method.
 
@@ -685,14 +715,15 @@ class Fits(param.Parameterized):
     @staticmethod
     def _batched(hold=True, freeze=True):
         """Hold the document's events and freeze its model graph: the browser gets one
-        message and Bokeh recomputes the graph once (not once per plot update)."""
+        message, and Bokeh walks the model graph at most once (and only if a change
+        asked for it: see :func:`_recompute_once`)."""
         doc = pn.state.curdoc
         stack = ExitStack()
         if doc is not None:
             if hold:
                 stack.enter_context(pn.io.hold())
             if freeze:
-                stack.enter_context(doc.models.freeze())
+                stack.enter_context(_recompute_once(doc))
         return stack
 
     def _drain_soon(self, done):

@@ -18,7 +18,7 @@ ROWS_SECONDS = 0.05
 SNAPSHOT_SECONDS = 0.5
 # Trace plots redraw with the rows gathered meanwhile: a redraw costs the event loop far
 # more than the rows it adds, so not at every 200 ms drain.
-TRACE_SECONDS = 0.5
+TRACE_SECONDS = 1.0
 # Views that recompute from a snapshot (NPMI over a large vocabulary, Hungarian
 # alignment, whole images re-sent to the browser).
 VIEW_SECONDS = 2.0

@@ -73,6 +73,22 @@ def rss_mb(pid="self"):
     return float("nan")
 
 
+def thread_cpu_seconds(pid):
+    """CPU seconds of the event loop (the main thread) and of every other thread of ``pid``
+    together (the chains' workers and the kernels' pool; Python does not name OS threads)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = "event loop" if task.name == str(pid) else "other threads"
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
 def session(case):
     settings = Settings(noise_seed=0)
     data = DataStore(settings)
@@ -248,10 +264,13 @@ def served_run(case, seconds, app_dir):
                 while (count() === 0) await new Promise(resolve => setTimeout(resolve, 5));
                 return (performance.now() - start) / 1000;
             }}""", button)
-            samples, begin = [], time.perf_counter()
+            samples, begin, cpu_before = [], time.perf_counter(), thread_cpu_seconds(server.pid)
             while (now := time.perf_counter() - begin) < seconds:
                 page.wait_for_timeout(2000)
                 samples.append((now, rss_mb(server.pid), page.evaluate(TRACE_POINTS_JS)))
+            cpu_after, wall = thread_cpu_seconds(server.pid), time.perf_counter() - begin
+            cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / wall for name in cpu_after
+                   }
             lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,]+ it/s")).all_inner_texts()
             rates = [float(re.search(r"([\d,]+) it/s", line).group(1).replace(",", "")) for line in lines]
             iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
@@ -272,7 +291,7 @@ def served_run(case, seconds, app_dir):
             }}""", pause)
             after = [b - a for a, b in zip(at_click, iterations())]
             browser.close()
-        return latency, rates, pause_latency, after, np.array(samples)
+        return latency, rates, pause_latency, after, np.array(samples), cpu
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -312,13 +331,15 @@ def main():
         return
     for case in cases:
         print(f"\n== {case}: served app ({args.app_dir}) in chromium, {args.served_seconds:.0f} s run")
-        latency, rates, pause, after, samples = served_run(case, args.served_seconds, args.app_dir.resolve())
+        latency, rates, pause, after, samples, cpu = served_run(case, args.served_seconds, args.app_dir.resolve())
         print(f"   Start click -> first point in the browser: {latency:.2f} s")
         print(f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}")
         print(f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
               f"{', '.join(f'{n:,}' for n in after)}")
         print(f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
               f"{int(samples[-1, 2]):,}")
+        print("   CPU seconds per second of the run, by thread: "
+              + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01))
 
 
 if __name__ == "__main__":

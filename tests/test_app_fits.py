@@ -441,3 +441,39 @@ def test_resume_after_the_end_continues_the_same_chain(fits):
     state, posterior = library_run(fits, "naive", 80)  # = one chain of 80 iterations
     assert trace["log_joint"].iloc[-1] == pytest.approx(state.log_joint)
     np.testing.assert_allclose(runner.result["mu_hat"], posterior.mu_hat)
+
+
+def test_a_drain_walks_the_model_graph_only_when_a_change_asks_for_it():
+    """Bokeh's freeze() walks every model when it ends; a drain that only sets numbers
+    must not, and one that adds a model must still register it (once)."""
+    from bokeh.document import Document
+    from bokeh.models import ColumnDataSource, Div, Row
+
+    from app.fits import _recompute_once
+
+    document = Document()
+    row = Row(children=[Div(text="a")])
+    document.add_root(row)
+    walks = []
+    recompute = document.models.recompute
+    document.models.recompute = lambda: (walks.append(1), recompute())[1]
+    try:
+        with _recompute_once(document):
+            row.children[0].text = "b"  # a number or text: no reference changes
+            ColumnDataSource(data={"x": [1]})  # not attached: nothing to register
+        assert walks == []
+        added = Div(text="c")
+        with _recompute_once(document):
+            with document.models.freeze():  # HoloViews freezes around every plot refresh
+                row.children = [*row.children, added]
+            with _recompute_once(document):  # nested: the outer one walks
+                row.children = [*row.children, Div(text="d")]
+            assert walks == []
+        assert walks == [1]
+        assert document.get_model_by_id(added.id) is added
+        assert "invalidate" not in vars(document.models)  # the context put back what it found
+        with _recompute_once(document):
+            row.children = row.children[:1]
+        assert walks == [1, 1] and document.get_model_by_id(added.id) is None
+    finally:
+        del document.models.recompute
