@@ -242,7 +242,8 @@ def served_run(case, seconds, app_dir):
             page.goto(url)
             page.get_by_text("Noise changed").first.wait_for()
             if CASES[case]["source"] != "synthetic-topics":
-                select = page.locator("select").first
+                # the data selector: the one offering an Enron source (the presets have their own)
+                select = page.locator("select:has(option:has-text('Enron'))").last
                 labels = select.locator("option").all_inner_texts()
                 label = next((text for text in labels if "Enron" in text and ("words" in text or "topics" in text)),
                              None)
@@ -271,8 +272,8 @@ def served_run(case, seconds, app_dir):
             cpu_after, wall = thread_cpu_seconds(server.pid), time.perf_counter() - begin
             cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / wall for name in cpu_after
                    }
-            lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,]+ it/s")).all_inner_texts()
-            rates = [float(re.search(r"([\d,]+) it/s", line).group(1).replace(",", "")) for line in lines]
+            lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,.]+ it/s")).all_inner_texts()
+            rates = [float(re.search(r"([\d,.]+) it/s", line).group(1).replace(",", "")) for line in lines]
             iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
                                   for line in page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()]
             at_click = iterations()
