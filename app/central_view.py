@@ -37,6 +37,7 @@ from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
 STATUSES = ("idle", "calibrating", "running", "scoring", "done", "cancelled", "error")
+BUSY_STATUSES = ("calibrating", "running", "scoring")
 DRAIN_PERIOD_MS = 200
 CENTRAL_LABEL = "central DP: private online LDA (VIPS)"
 CENTRAL_TRUST = "central: the curator sees the true counts and is trusted"
@@ -190,7 +191,7 @@ class CentralView(pn.viewable.Viewer):
     # ---- control (event loop) -------------------------------------------------------------
     @property
     def running(self):
-        return self.status in ("calibrating", "running", "scoring")
+        return self.status in BUSY_STATUSES
 
     def fit(self, *_):
         """Start the central fit in a worker thread (refused, with the reason, when it cannot run
@@ -403,10 +404,10 @@ class CentralView(pn.viewable.Viewer):
             pn.widgets.Select.from_param(self.param.accountant, name="accountant", width=90),
         ]
         fit = pn.widgets.Button(name="Fit central model", button_type="success", width=150,
-                                disabled=self.param.status.rx().rx.in_(("calibrating", "running", "scoring")))
+                                disabled=self.param.status.rx().rx.in_(BUSY_STATUSES))
         fit.on_click(self.fit)
         cancel = pn.widgets.Button(name="Cancel", button_type="danger", width=90,
-                                   disabled=self.param.status.rx().rx.in_(("calibrating", "running", "scoring")).rx.not_())
+                                   disabled=self.param.status.rx().rx.in_(BUSY_STATUSES).rx.not_())
         cancel.on_click(self.cancel)
         bar = pn.indicators.Progress(value=self.param.step, max=pn.bind(lambda n: max(n, 1), self.param.n_steps),
                                      width=200, bar_color="primary",
