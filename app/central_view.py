@@ -403,10 +403,10 @@ class CentralView(pn.viewable.Viewer):
             pn.widgets.FloatInput.from_param(self.param.doc_length, name="doc length N", width=110),
             pn.widgets.Select.from_param(self.param.accountant, name="accountant", width=90),
         ]
-        fit = pn.widgets.Button(name="Fit central model", button_type="success", width=150,
+        fit = pn.widgets.Button(label="Fit central model", color="success", width=150,
                                 disabled=self.param.status.rx().rx.in_(BUSY_STATUSES))
         fit.on_click(self.fit)
-        cancel = pn.widgets.Button(name="Cancel", button_type="danger", width=90,
+        cancel = pn.widgets.Button(label="Cancel", color="danger", width=90,
                                    disabled=self.param.status.rx().rx.in_(BUSY_STATUSES).rx.not_())
         cancel.on_click(self.cancel)
         bar = pn.indicators.Progress(value=self.param.step, max=pn.bind(lambda n: max(n, 1), self.param.n_steps),
