@@ -208,3 +208,26 @@ def test_a_central_fit_too_large_for_the_session_is_refused(view, monkeypatch):
     with pytest.raises(MemoryBudgetError, match="central fit"):
         view.fit()
     assert view.status == "error" and view._thread is None
+
+
+def test_the_central_vs_local_preset_fits_the_central_model_on_enron(enron_tarball):
+    from app.presets import PRESETS
+
+    preset = PRESETS["Central vs local"]
+    assert "delta 1e-5" in preset.text and "eps/N = 1" in preset.text and "trusted" in preset.text
+    view = make_view(preset="Central vs local", path=str(enron_tarball))
+    try:
+        data = view.fits.data
+        assert data.error == "" and data.model == "topics" and data.truth.Y.shape == (400, 800)
+        assert view.epsilon == 1.0  # central epsilon = the preset's eps/N
+        view.param.update(accountant="rdp", n_epochs=1)
+        view.fit()
+        drain_until(view, lambda: view.status == "done")
+        row = central_row(view)
+        assert np.isfinite(row[SCORE_LABELS["npmi"]]) and np.isfinite(row[SCORE_LABELS["umass"]])
+        assert SCORE_LABELS["topic_distance"] not in view.table  # Enron has no true topics
+        vocab = set(data.data.col_labels)
+        assert len(view.topic_words) == 10
+        assert all(word in vocab for words in view.topic_words["central DP"] for word in words.split(", "))
+    finally:
+        view.fits.close()
