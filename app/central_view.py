@@ -230,6 +230,7 @@ class CentralView(pn.viewable.Viewer):
         self._cancel.set()
         self._generation += 1
         self.param.update(status="idle", step=0, n_steps=0, error="", result=None)
+        self.refresh()
 
     def join(self, timeout=None):
         """Wait for the worker thread (tests, session teardown)."""
@@ -277,6 +278,8 @@ class CentralView(pn.viewable.Viewer):
                 updates.update(status="error", error=payload)
         if self.running and self._cancel.is_set() and not (self._thread and self._thread.is_alive()):
             updates.setdefault("status", "cancelled")
+        if "n_steps" in updates:  # the bar's maximum before its value
+            self.n_steps = updates.pop("n_steps")
         if updates:
             self.param.update(**updates)
         if not self.running:
@@ -410,10 +413,10 @@ class CentralView(pn.viewable.Viewer):
                                    disabled=self.param.status.rx().rx.in_(BUSY_STATUSES).rx.not_())
         cancel.on_click(self.cancel)
         bar = pn.indicators.Progress(value=self.param.step, max=pn.bind(lambda n: max(n, 1), self.param.n_steps),
-                                     width=200, bar_color="primary",
-                                     active=self.param.status.rx() == "calibrating")
-        return pn.Column(pn.Row(*widgets, sizing_mode="stretch_width"), pn.Row(fit, cancel, bar, self.progress_text),
-                         sizing_mode="stretch_width")
+                                     width=200, bar_color="primary", active=self.param.status.rx() == "calibrating",
+                                     visible=self.param.status.rx().rx.in_(BUSY_STATUSES))
+        return pn.Column(pn.FlexBox(*widgets, sizing_mode="stretch_width"),
+                         pn.Row(fit, cancel, bar, self.progress_text), sizing_mode="stretch_width")
 
     def __panel__(self):
         available = pn.bind(lambda *_: not self.unavailable_reason, self.fits.data.param.release,
