@@ -48,7 +48,6 @@ MAE_NOT_DEFINED = ("n/a: only the topics are released; a document's rates need i
 # the scores of lpviz.metrics.score shown per approach, in this order
 SCORES = ("npmi", "umass", "topic_distance", "mae")
 TABLE_COLUMNS = ("approach", "privacy unit and guarantee", "trust", *(metrics.SCORE_LABELS[key] for key in SCORES))
-PRIVATE_METHOD = "private"
 TOP_WORDS = 8
 
 
@@ -83,7 +82,7 @@ def fit_central(Y, truth, n_components, options, random_state, progress=None):
     ``options``: PrivateLDA's parameters (``epsilon`` or ``noise_multiplier``,
     ``delta``, ``batch_size``, ...); ``progress``: its ``callback``. Returns a
     dict: ``score`` (:func:`lpviz.metrics.score` of
-    :func:`lpviz.central.posterior`), ``topics`` (K x V, rows summing to 1),
+    :func:`lpviz.central.posterior`), ``phi`` (the K x V topics, rows summing to 1),
     ``epsilon_rdp``/``epsilon_pld`` (:func:`lpviz.central.epsilon_spent`),
     ``delta``, ``noise_multiplier``, ``sampling_rate``, ``batch_size``,
     ``n_steps``, ``clipped_share``, ``seconds`` (the steps' wall time).
@@ -94,7 +93,7 @@ def fit_central(Y, truth, n_components, options, random_state, progress=None):
     model = PrivateLDA(n_components, random_state=random_state, **options).fit(Y, callback=progress)
     fit = central_posterior(model, Y)
     batches = model.trace_["n_documents"].to_numpy()
-    return dict(score=metrics.score(fit, None, truth), topics=fit.model_instance.topics(fit.best),
+    return dict(score=metrics.score(fit, None, truth), phi=fit.model_instance.topics(fit.best),
                 epsilon_rdp=epsilon_spent(model, "rdp"), epsilon_pld=epsilon_spent(model, "pld"),
                 delta=model.delta_, noise_multiplier=model.noise_multiplier_, sampling_rate=model.sampling_rate_,
                 batch_size=int(options["batch_size"]), n_steps=int(model.n_steps_),
@@ -323,9 +322,14 @@ class CentralView(pn.viewable.Viewer):
             table = table.drop(columns=metrics.SCORE_LABELS["topic_distance"])  # no true topics (Enron)
         self.param.update(table=table, topic_words=self._topic_words())
 
+    def private_runner(self):
+        """The local fit that models the noise (the private MCMC: its method needs the noise level), or None."""
+        return next((runner for runner in self.fits.runners.values()
+                     if runner.method_class.needs_alpha and not runner.method_class.uses_truth), None)
+
     def private_topics(self):
         """The private MCMC's topics (its best saved sample), or None before its first saved sample."""
-        runner = self.fits.runners.get(PRIVATE_METHOD)
+        runner = self.private_runner()
         result = (runner.result or {}) if runner is not None else {}
         if not result.get("best"):
             return None
@@ -336,9 +340,8 @@ class CentralView(pn.viewable.Viewer):
             return self.param.topic_words.default
         vocab = self.fits.data.data.col_labels or None
         vocab = list(vocab) if vocab is not None else None
-        central = self.result["topics"]
+        central = self.result["phi"]
         private = self.private_topics()
-        label = self.fits.runners[PRIVATE_METHOD].label if PRIVATE_METHOD in self.fits.runners else "private"
         n_top = min(TOP_WORDS, central.shape[1])
 
         def words(topics):
@@ -347,7 +350,8 @@ class CentralView(pn.viewable.Viewer):
         if private is None or private.shape[1] != central.shape[1] or len(central) < len(private):
             return pd.DataFrame({"topic": np.arange(1, len(central) + 1), "central DP": words(central)})
         order = metrics.align_topics(central, private)  # central[order] lines up with private, row by row
-        return pd.DataFrame({"topic": np.arange(1, len(private) + 1), f"local: {label}": words(private),
+        label = f"local: {self.private_runner().label}"
+        return pd.DataFrame({"topic": np.arange(1, len(private) + 1), label: words(private),
                              "central DP (aligned)": words(central[order])})
 
     # ---- display ------------------------------------------------------------------------------

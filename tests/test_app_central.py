@@ -107,13 +107,13 @@ def test_the_table_holds_the_librarys_scores_for_central_and_local_fits(view):
     from lpviz import metrics
 
     private = view.private_topics()
-    order = metrics.align_topics(view.result["topics"], private)
+    order = metrics.align_topics(view.result["phi"], private)
     vocab = list(view.fits.data.data.col_labels)
     words = view.topic_words
     assert list(words.columns) == ["topic", "local: private (models the noise)", "central DP (aligned)"]
     for k in range(len(private)):
         assert words.iloc[k, 1] == ", ".join(metrics.top_words(private, n=8, vocab=vocab)[k])
-        assert words.iloc[k, 2] == ", ".join(metrics.top_words(view.result["topics"][order], n=8, vocab=vocab)[k])
+        assert words.iloc[k, 2] == ", ".join(metrics.top_words(view.result["phi"][order], n=8, vocab=vocab)[k])
     html = table_html(view.table)
     assert html.count("<tr>") == 1 + 4 and "n/a: only the topics are released" in html
 

@@ -9,14 +9,14 @@ import pytest
 from playwright.sync_api import expect
 
 from app.central_view import CENTRAL_LABEL
-from tests.test_browser import LABELS, TIMEOUT_MS, Page, browser, server, page  # noqa: F401
+from tests.test_browser import LABELS, TIMEOUT_MS, Page, browser, page, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
 
-def table_rows(page):
+def table_rows(session):
     """The comparison table's rows as {approach: [cells]}."""
-    rows = page.page.locator("table.central-vs-local tbody tr").all()
+    rows = session.page.locator("table.central-vs-local tbody tr").all()
     return {row.locator("td").nth(0).inner_text(): row.locator("td").all_inner_texts() for row in rows}
 
 
