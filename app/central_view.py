@@ -49,6 +49,10 @@ MAE_NOT_DEFINED = ("n/a: only the topics are released; a document's rates need i
 SCORES = ("npmi", "umass", "topic_distance", "mae")
 TABLE_COLUMNS = ("approach", "privacy unit and guarantee", "trust", *(metrics.SCORE_LABELS[key] for key in SCORES))
 TOP_WORDS = 8
+# Steps a dashboard fit may plan: each is a noisy release the accountant composes (the PLD
+# composition of the epsilon after every step grows with their number), and the paper's runs
+# had tens of steps.
+MAX_STEPS = 10_000
 
 
 class Cancelled(Exception):
@@ -205,6 +209,14 @@ class CentralView(pn.viewable.Viewer):
             return
         data, settings = self.fits.data, self.fits.settings
         shape = data.truth.Y.shape
+        options = self.options()
+        steps = self.n_epochs * math.ceil(shape[0] / options["batch_size"])
+        if steps > MAX_STEPS:
+            self.param.update(status="error", error=(
+                f"{self.n_epochs:,} epochs of batches of {options['batch_size']:,} of {shape[0]:,} documents are "
+                f"{steps:,} steps; the dashboard runs at most {MAX_STEPS:,}: raise the sampling rate or lower the "
+                "epochs"))
+            raise ValueError(self.error)
         try:
             check_central(shape, f"{shape[0]:,} x {shape[1]:,} true counts", data.model, settings.n_components,
                           list(self.fits.active))
@@ -213,7 +225,7 @@ class CentralView(pn.viewable.Viewer):
             raise
         self._generation += 1
         self._cancel = threading.Event()
-        args = (self._generation, data.truth, settings.n_components, self.options(), settings.chain_seed,
+        args = (self._generation, data.truth, settings.n_components, options, settings.chain_seed,
                 self._cancel)
         self._thread = threading.Thread(target=self._work, args=args, name="lpviz-central", daemon=True)
         self.param.update(status="calibrating", step=0, n_steps=0, error="", result=None)

@@ -121,13 +121,17 @@ def test_the_table_holds_the_librarys_scores_for_central_and_local_fits(view):
 def test_cancel_stops_the_fit(view):
     # many steps with a fixed noise multiplier (no calibration): far longer than the test waits
     view.param.update(budget="noise_multiplier", noise_multiplier=1.0, sampling_rate=0.01, n_epochs=1000)
+    with pytest.raises(ValueError, match="90,000 steps; the dashboard runs at most 10,000"):
+        view.fit()  # too many steps: refused before any work
+    assert view.status == "error" and view._thread is None
+    view.param.update(sampling_rate=0.02, n_epochs=200)  # batches of 2: 45 steps an epoch, 9,000 in all
     view.fit()
     drain_until(view, lambda: view.status == "running" and view.step >= 2)
     view.cancel()
     drain_until(view, lambda: view.status == "cancelled")
     assert view.join(timeout=30)
     view.drain()
-    assert view.status == "cancelled" and view.result is None and view.step < view.n_steps == 90_000
+    assert view.status == "cancelled" and view.result is None and view.step < view.n_steps == 9_000
     assert central_row_count(view) == 0
     # and a new fit runs after it
     view.param.update(budget="epsilon", accountant="rdp", sampling_rate=0.2, n_epochs=1)
