@@ -22,6 +22,7 @@ import panel as pn  # noqa: E402
 
 from app.bessel_view import BesselView  # noqa: E402
 from app.blocks_view import BlocksView  # noqa: E402
+from app.central_view import CentralView  # noqa: E402
 from app.controls_view import ControlsView  # noqa: E402
 from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
@@ -50,6 +51,7 @@ def create_app():
     data = fits.data
     views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
              "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
+    views["Central vs local"] = CentralView(fits=fits)
     export = ExportView(fits=fits, views=list(views.values()))
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own

@@ -85,3 +85,34 @@ def check_session(shape, what, model_name, n_components, method_names, fix=""):
                  fix=f"Each session may use {format_bytes(limit)} (the server's {format_bytes(memory_limit())} "
                      f"shared by {expected_sessions()} sessions); the largest square that fits is about "
                      f"{side:,} x {side:,}. {fix}".strip())
+
+
+# The central fit (lpviz.central.PrivateLDA on the true counts): its float64 copy of the counts
+# (CSR: at most a value and an index per cell) and the fitted rates scored block by block (one
+# cell each), plus per topic and word lambda, exp(E log beta), the statistic and its noise, the
+# word-scaled weights and the topics (6), and per document and topic gamma and theta (2).
+CENTRAL_CELL_BYTES = 3 * 8
+CENTRAL_TOPIC_WORD_ARRAYS = 6
+CENTRAL_DOC_TOPIC_ARRAYS = 2
+
+
+def central_bytes(shape, n_components):
+    """Bytes a central fit of ``n_components`` topics on ``shape`` true counts needs beside the session."""
+    from lpviz.budget import dense_bytes
+
+    cells = dense_bytes(shape, "int64") // 8
+    n_docs, n_words = shape
+    return (CENTRAL_CELL_BYTES * cells + 8 * CENTRAL_TOPIC_WORD_ARRAYS * n_components * n_words
+            + 8 * CENTRAL_DOC_TOPIC_ARRAYS * n_docs * n_components)
+
+
+def check_central(shape, what, model_name, n_components, method_names):
+    """Raise :class:`lpviz.budget.MemoryBudgetError` if a central fit beside the session's data and
+    chains (``method_names``) does not fit this session's share of the server."""
+    from lpviz.budget import check_memory, format_bytes
+
+    limit = session_limit()
+    need = session_bytes(shape, model_name, n_components, method_names) + central_bytes(shape, n_components)
+    check_memory(need, f"a central fit of {what} beside {len(method_names)} chains", limit=limit,
+                 fix=f"Each session may use {format_bytes(limit)}: choose fewer documents or words, or "
+                     "fewer components.")

@@ -15,6 +15,7 @@ trusted, and the unit is N tokens of a document ((N, epsilon)-LPLP).
 - :func:`expected_statistics`: the E-step on a set of documents and their
   per-document clipped statistic, summed (what is released, before noise).
 - :func:`noisy_statistics`: the Gaussian mechanism on that sum.
+- :func:`epsilon_spent`: what a fitted model spent under either accountant.
 """
 
 import math
@@ -29,7 +30,7 @@ from scipy.special import digamma
 
 from . import accounting
 
-__all__ = ["PrivateLDA", "expected_statistics", "noisy_statistics", "posterior"]
+__all__ = ["PrivateLDA", "expected_statistics", "noisy_statistics", "posterior", "epsilon_spent"]
 
 # Added to each word's normaliser sum_k exp(E log theta_k) w_kv against a
 # division by zero, as in Hoffman's onlineldavb.py (1e-100), not scikit-learn's
@@ -604,13 +605,26 @@ class PrivateLDA:
 
     # -- fitting ----------------------------------------------------------
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, callback=None):
         """Fit the topics to the documents x words count matrix ``X`` (dense or scipy.sparse).
+
+        Parameters
+        ----------
+        X : array or scipy.sparse (n_documents, n_words) of counts
+        y : ignored
+        callback : callable, optional
+            ``callback(step, n_steps)``: called once the noise is calibrated
+            (``step = 0``) and after every step, e.g. to show progress. An
+            exception it raises aborts the fit and propagates (how a caller
+            cancels a fit running in another thread); the estimator is then
+            left as it was before the call.
 
         Returns
         -------
         self
         """
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be a function callback(step, n_steps) or None, got {callback!r}")
         n_topics, alpha, eta, seeds = self._checked_parameters()
         csr = _as_counts(X)
         n_docs, n_words = csr.shape
@@ -630,6 +644,8 @@ class PrivateLDA:
         noise_std = 0.0 if sigma == 0 else sigma * sensitivity
         clip_norm = None if self.clip is None else sensitivity
 
+        if callback is not None:
+            callback(0, n_steps)
         init_rng, batch_rng, noise_rng = (np.random.default_rng(s) for s in seeds.spawn(3))
         components = init_rng.gamma(100.0, 0.01, (n_topics, n_words))
         rows = []
@@ -644,6 +660,8 @@ class PrivateLDA:
             components *= 1.0 - rho
             components += rho * (eta + statistic / q)
             rows.append((step, len(batch), n_clipped, rho, noise_std, time.perf_counter() - started))
+            if callback is not None:
+                callback(step, n_steps)
 
         self.components_ = components
         self.exp_dirichlet_component_ = np.exp(_elog_topic_word(components))
@@ -709,6 +727,26 @@ class PrivateLDA:
         indptr, indices, counts = _kernel_arrays(csr)
         _document_bounds(indptr, indices, counts, elog_topic_word_T, doc_topic, self.doc_topic_prior_, bounds)
         return float(np.exp(-bounds.sum() / n_tokens))
+
+
+def epsilon_spent(model, accountant):
+    """The epsilon a fitted :class:`PrivateLDA` spent at its ``delta_``, under ``accountant``.
+
+    The same composition as ``model.epsilon_`` (its ``n_steps_`` releases at
+    sampling rate ``sampling_rate_`` and noise multiplier
+    ``noise_multiplier_``), asked of ``"rdp"`` or ``"pld"`` whichever the
+    model was calibrated with; ``inf`` for a non-private fit
+    (``noise_multiplier_ = 0``).
+    """
+    if not hasattr(model, "components_"):
+        raise ValueError("this PrivateLDA is not fitted yet: call fit(X) first")
+    accounting._check_accountant(accountant)
+    if accountant == model.accountant:
+        return float(model.epsilon_)
+    if model.noise_multiplier_ == 0:
+        return math.inf
+    return float(accounting.epsilon(model.sampling_rate_, model.noise_multiplier_, model.n_steps_, model.delta_,
+                                    accountant))
 
 
 def posterior(model, X):

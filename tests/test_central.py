@@ -382,3 +382,49 @@ def test_transform_and_perplexity_need_a_fit_and_the_same_vocabulary(small_corpu
         model.transform(small_corpus[:, :5])
     with pytest.raises(ValueError, match="no words"):
         model.perplexity(np.zeros_like(small_corpus))
+
+
+# -- progress and cancellation (the dashboard runs fits in a worker thread) ---
+
+def test_callback_sees_every_step_and_an_exception_it_raises_aborts_the_fit():
+    X, _ = lda_corpus(8, n_docs=60, n_words=20, doc_length=20)
+    calls = []
+    model = PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp",
+                       random_state=0)
+    model.fit(X, callback=lambda step, n_steps: calls.append((step, n_steps)))
+    assert calls == [(step, 12) for step in range(13)]  # step 0: calibrated; then after each of the 12 steps
+    reference = model.components_.copy()
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel_at_three(step, n_steps):
+        if step == 3:
+            raise Cancelled
+
+    aborted = PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp",
+                         random_state=0)
+    with pytest.raises(Cancelled):
+        aborted.fit(X, callback=cancel_at_three)
+    assert not hasattr(aborted, "components_")  # left unfitted
+    # the callback changes nothing about the fit itself
+    np.testing.assert_array_equal(PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20,
+                                             accountant="rdp", random_state=0).fit(X).components_, reference)
+    with pytest.raises(TypeError, match="callback"):
+        PrivateLDA(3, noise_multiplier=1.0, batch_size=10).fit(X, callback="progress")
+
+
+def test_epsilon_spent_under_either_accountant():
+    from lpviz.central import epsilon_spent
+
+    X, _ = lda_corpus(9, n_docs=100, n_words=20, doc_length=20)
+    model = PrivateLDA(3, noise_multiplier=1.5, delta=1e-5, batch_size=10, doc_length=20, accountant="rdp",
+                       random_state=0).fit(X)
+    assert epsilon_spent(model, "rdp") == model.epsilon_
+    pld = epsilon_spent(model, "pld")
+    assert pld == accounting.epsilon(0.1, 1.5, 10, 1e-5, accountant="pld")
+    assert pld < model.epsilon_  # PLD is the tighter accountant here
+    plain = PrivateLDA(3, noise_multiplier=0.0, clip=None, batch_size=10, random_state=0).fit(X)
+    assert epsilon_spent(plain, "pld") == math.inf and epsilon_spent(plain, "rdp") == math.inf
+    with pytest.raises(ValueError, match="not fitted"):
+        epsilon_spent(PrivateLDA(3, noise_multiplier=1.0), "rdp")
