@@ -20,6 +20,7 @@ trusted, and the unit is N tokens of a document ((N, epsilon)-LPLP).
 
 import math
 import numbers
+import threading
 import time
 
 import numpy as np
@@ -274,12 +275,18 @@ def _kernel_arrays(csr):
 # and far more when other processes load the cores (measured 10x slower for
 # 50 documents x 40 words x 4 topics on a loaded 2-core machine).
 _PARALLEL_MIN_WORK = 200_000
+# Numba's parallel kernels run on one process-wide thread team; its "workqueue" layer
+# (what a machine without OpenMP or TBB gets) aborts the process when two threads enter
+# it at once. Fits in threads (two dashboard sessions, a grid in threads) take turns.
+_PARALLEL_LOCK = threading.Lock()
 
 
 def _fit_documents(indptr, indices, counts, word_topic_weights, alpha, max_iter, tol, gamma):
-    kernel = _fit_documents_parallel if len(indices) * gamma.shape[1] >= _PARALLEL_MIN_WORK \
-        else _fit_documents_serial
-    kernel(indptr, indices, counts, word_topic_weights, alpha, max_iter, tol, gamma)
+    if len(indices) * gamma.shape[1] < _PARALLEL_MIN_WORK:
+        _fit_documents_serial(indptr, indices, counts, word_topic_weights, alpha, max_iter, tol, gamma)
+        return
+    with _PARALLEL_LOCK:
+        _fit_documents_parallel(indptr, indices, counts, word_topic_weights, alpha, max_iter, tol, gamma)
 
 
 # ---------------------------------------------------------------------------
@@ -725,7 +732,8 @@ class PrivateLDA:
         elog_topic_word_T = np.ascontiguousarray(_elog_topic_word(self.components_).T)
         bounds = np.empty(csr.shape[0])
         indptr, indices, counts = _kernel_arrays(csr)
-        _document_bounds(indptr, indices, counts, elog_topic_word_T, doc_topic, self.doc_topic_prior_, bounds)
+        with _PARALLEL_LOCK:
+            _document_bounds(indptr, indices, counts, elog_topic_word_T, doc_topic, self.doc_topic_prior_, bounds)
         return float(np.exp(-bounds.sum() / n_tokens))
 
 

@@ -428,3 +428,33 @@ def test_epsilon_spent_under_either_accountant():
     assert epsilon_spent(plain, "pld") == math.inf and epsilon_spent(plain, "rdp") == math.inf
     with pytest.raises(ValueError, match="not fitted"):
         epsilon_spent(PrivateLDA(3, noise_multiplier=1.0), "rdp")
+
+
+def test_fits_in_two_threads_at_once_survive_numbas_workqueue_layer(tmp_path):
+    """Two dashboard sessions may fit at once. Numba's workqueue threading layer (a machine
+    without OpenMP or TBB) aborts the process when two threads enter a parallel kernel
+    together, so the parallel E-step and bound take turns. Run under that layer in a
+    fresh process: both fits end and the process exits cleanly."""
+    import subprocess
+    import sys
+
+    script = """
+import threading
+import numpy as np, numba
+from lpviz.central import PrivateLDA, _PARALLEL_MIN_WORK
+rng = np.random.default_rng(0)
+X = rng.poisson(0.6, size=(2000, 300))
+assert (X > 0).sum() * 10 >= 2 * _PARALLEL_MIN_WORK  # big enough for the parallel kernels
+fitted = []
+def fit(seed):
+    model = PrivateLDA(10, noise_multiplier=0.0, batch_size=1000, n_epochs=2, random_state=seed).fit(X)
+    fitted.append(model.perplexity(X[:500]))
+threads = [threading.Thread(target=fit, args=(seed,)) for seed in (0, 1)]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+print(numba.threading_layer(), len(fitted), all(np.isfinite(fitted)))
+"""
+    env = {**__import__("os").environ, "NUMBA_THREADING_LAYER": "workqueue", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["workqueue", "2", "True"]
