@@ -174,8 +174,13 @@ class ControlsView(pn.viewable.Viewer):
             settings.param.methods, options={METHODS[name].label: name for name in settings.param.methods.objects})
         options = [pn.widgets.Select.from_param(settings.method_options.param[name])
                    for name in list(settings.method_options.param)[1:]]
-        return pn.Card(*[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every",
-                                                             "chain_seed")],
+        from app.settings import INFERENCE_LABELS
+
+        inference = pn.widgets.RadioButtonGroup.from_param(
+            settings.param.inference, options={label: name for name, label in INFERENCE_LABELS.items()},
+            sizing_mode="stretch_width")
+        return pn.Card(inference, *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every",
+                                                                        "chain_seed")],
                        pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)), methods, *options,
                        title="Fit settings", collapsed=True, sizing_mode="stretch_width")
 

@@ -33,7 +33,7 @@ from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Throttle
 STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
 TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
-TRACE_COLUMNS = ("iteration", "log_joint", "log_marginal", *TRACE_SCORES, *(f"mean_{key}" for key in TRACE_SCORES))
+TRACE_COLUMNS = ("iteration", "log_joint", "log_marginal", "elbo", *TRACE_SCORES, *(f"mean_{key}" for key in TRACE_SCORES))
 # Rows kept per trace: more than a plot a few hundred pixels wide can show;
 # long runs trace every k-th iteration so the buffer spans the whole run.
 BUFFER_LENGTH = 2_000
@@ -62,13 +62,15 @@ def _number(value):
 
 @dataclass(frozen=True)
 class Problem:
-    """What a chain fits: the release, the truth beside it (or None), the model and its size, the seed."""
+    """What a chain fits: the release, the truth beside it (or None), the model and its size, the seed,
+    and the inference (lpviz.engine.INFERENCES: "mcmc" chains or "vi" CAVI fits)."""
 
     release: object
     truth: object
     model: str
     n_components: int
     seed: int = 0
+    inference: str = "mcmc"
 
 
 class Control:
@@ -153,7 +155,8 @@ class ChainRunner(param.Parameterized):
 
     @property
     def label(self):
-        return self.method_class.label
+        vi = self.problem is not None and self.problem.inference == "vi"
+        return f"{self.method_class.label}, VI" if vi else self.method_class.label
 
     @property
     def color(self):
@@ -342,7 +345,7 @@ class ChainRunner(param.Parameterized):
         schedule = carry["schedule"]
         stride = schedule["stride"]
         rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
-        posterior_score, scored_samples = carry.get("posterior_score", {}), carry.get("scored_samples", 0)
+        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
         rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
 
         def flush():
@@ -358,9 +361,12 @@ class ChainRunner(param.Parameterized):
         try:
             if chain_run is None:
                 method = methods.create(self.method, **schedule["options"])
+                # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
+                plan = (dict(inference="vi") if problem.inference == "vi"
+                        else dict(burn_in=schedule["burn_in"], thin=schedule["thin"]))
                 chain_run = run(release, model=problem.model, method=method, n_components=problem.n_components,
-                                n_iter=target, burn_in=schedule["burn_in"], thin=schedule["thin"],
-                                truth=truth if method.uses_truth else None, random_state=problem.seed)
+                                n_iter=target, truth=truth if method.uses_truth else None, random_state=problem.seed,
+                                **plan)
             chain_run.n_iter = target  # a finished run continues to the new target
             control.attach(chain_run)
             pace.join(token)
@@ -380,8 +386,10 @@ class ChainRunner(param.Parameterized):
                     break
                 pace.advance(token)
                 posterior = chain_run.posterior
-                if posterior.n_saved != scored_samples:  # without a truth: the fit's own numbers
-                    posterior_score, scored_samples = score(posterior, release, truth), posterior.n_saved
+                # rescored when a sample is saved (a CAVI fit's one "sample", its q, changes every iteration)
+                saved = posterior.saved_iterations[-1] if posterior.saved_iterations else 0
+                if saved != scored_at:  # without a truth: the fit's own numbers
+                    posterior_score, scored_at = score(posterior, release, truth), saved
                 if state.iteration % stride == 0 or state.iteration == 1:
                     own = score(state, release, truth, topics=False)
                     rows.append(self._row(state, own, posterior_score))
@@ -394,7 +402,7 @@ class ChainRunner(param.Parameterized):
             snapshot()
             if not control.stopped:
                 carry.update(chain_run=chain_run, state=state, posterior_score=posterior_score,
-                             scored_samples=scored_samples)
+                             scored_at=scored_at)
                 post("done")
         except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
             flush()
@@ -406,6 +414,7 @@ class ChainRunner(param.Parameterized):
     @staticmethod
     def _row(state, own, posterior_score):
         return (state.iteration, _number(state.log_joint), _number(state.log_marginal),
+                _number(getattr(state, "elbo", None)),
                 *(_number(own.get(key)) for key in TRACE_SCORES),
                 *(_number(posterior_score.get(key)) for key in TRACE_SCORES))
 
@@ -416,7 +425,7 @@ class ChainRunner(param.Parameterized):
         return dict(iteration=state.iteration, mu=state.mu.copy(), mu_hat=posterior.mu_hat,
                     best=posterior.best, best_log_joint=posterior.best_log_joint if posterior.best else None,
                     samples_saved=posterior.n_saved, score=dict(posterior_score),
-                    bessel_draws=chain_run.chain.bessel_draws, model=chain_run.chain.model_instance,
+                    bessel_draws=getattr(chain_run.chain, "bessel_draws", None), model=chain_run.chain.model_instance,
                     seconds=posterior.seconds)
 
 
@@ -557,7 +566,8 @@ class Fits(param.Parameterized):
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
-        settings.param.watch(lambda *events: settings.still(events) and self.configure(), ["n_components", "chain_seed"])
+        settings.param.watch(lambda *events: settings.still(events) and self.configure(),
+                             ["inference", "n_components", "chain_seed"])
         settings.param.watch(lambda *events: settings.still(events) and self._sync_schedule(),
                              ["n_iter", "burn_in", "thin", "trace_every"])
         settings.discard_check = self.would_discard
@@ -585,7 +595,8 @@ class Fits(param.Parameterized):
         if data.release is None:
             return None
         return Problem(release=data.release, truth=data.truth, model=data.model,
-                       n_components=self.settings.n_components, seed=self.settings.chain_seed)
+                       n_components=self.settings.n_components, seed=self.settings.chain_seed,
+                       inference=self.settings.inference)
 
     def configure(self):
         """Point every runner at the current release (stopping and clearing what ran before)."""

@@ -137,7 +137,7 @@ class FitsView(pn.viewable.Viewer):
                                  margin=(0, 10), sizing_mode="stretch_width")
         return pn.Row(bar, label, sizing_mode="stretch_width")
 
-    @param.depends("fits.data.settings.methods")
+    @param.depends("fits.data.settings.methods", "fits.data.settings.inference")
     def progress(self):
         return pn.Column(*[self.progress_row(runner) for runner in self.fits.active.values()],
                          sizing_mode="stretch_width")
@@ -152,8 +152,13 @@ class FitsView(pn.viewable.Viewer):
         if data.release is None:
             return None
         runners = list(self.fits.active.values())
-        joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
-                             title="Log joint (each method's own model)", ylabel="log joint", legend="bottom_right")
+        if data.settings.inference == "vi":  # a CAVI fit has no sample to score: its objective instead
+            joint_plot = overlay([trace_curve(runner, "elbo") for runner in runners],
+                                 title="ELBO (each method's own model)", ylabel="ELBO", legend="bottom_right")
+        else:
+            joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
+                                 title="Log joint (each method's own model)", ylabel="log joint",
+                                 legend="bottom_right")
         if data.truth is None:
             return None, joint_plot, ("No MAE: this release came without its true counts. The log joint of each "
                                       "chain shows its convergence.")
@@ -169,9 +174,12 @@ class FitsView(pn.viewable.Viewer):
         mae_plot = overlay(curves, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
         text = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
                 + (". Dotted: the posterior mean on the held-out cells." if held_out else "."))
+        if data.settings.inference == "vi":
+            text = ("VI: a CAVI fit keeps one q, no samples, so solid (the current q) and dashed (its mean rates "
+                    "E_q[mu]) coincide" + ("; dotted: on the held-out cells." if held_out else "."))
         return mae_plot, joint_plot, text
 
-    @param.depends("fits.data.release", "fits.data.settings.methods")
+    @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference")
     def traces(self):
         plots = self.trace_plots()
         if plots is None:

@@ -72,10 +72,12 @@ SOURCES = {
 NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed",
                     "holdout", "holdout_fraction", "holdout_actors")
 # Settings of the chains.
-FIT_PARAMETERS = ("n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
+# The engine's inferences (lpviz.engine.INFERENCES), as the dashboard names them.
+INFERENCE_LABELS = {"mcmc": "MCMC (Gibbs chains)", "vi": "VI (CAVI; runs to convergence, no burn-in)"}
+FIT_PARAMETERS = ("inference", "n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
 # Settings whose change discards fits (a new data set, release or model).
 DISCARDING_PARAMETERS = ("preset", "source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
-                         "n_components", "chain_seed")
+                         "inference", "n_components", "chain_seed")
 
 
 class ExplainedNumber(param.Number):
@@ -148,6 +150,8 @@ class Settings(param.Parameterized):
     holdout_fraction = param.Number(default=0.1, bounds=(0.01, 0.9), doc="share of cells held out")
     holdout_actors = param.Integer(default=3, bounds=(1, None), doc="top senders/recipients held out")
 
+    inference = param.Selector(default="mcmc", objects=list(INFERENCE_LABELS),
+                               doc="how every method fits: Gibbs chains (MCMC) or coordinate-ascent VI (CAVI)")
     n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations per chain")
     burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
     thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")

@@ -477,3 +477,38 @@ def test_a_drain_walks_the_model_graph_only_when_a_change_asks_for_it():
         assert walks == [1, 1] and document.get_model_by_id(added.id) is None
     finally:
         del document.models.recompute
+
+
+def test_vi_fits_every_method_with_cavi_and_every_number_is_the_librarys():
+    """inference="vi" (the Table 1 preset): every runner runs a CAVI fit to convergence, traces
+    its ELBO (no log joint: no sample), and scores the fit exactly as lpviz.fit does."""
+    from lpviz.engine import fit
+
+    fits = Fits(DataStore(Settings(preset="Table 1 (VI paper, reduced)", n_docs=60, n_words=40, n_components=4,
+                                   noise_seed=7)), buffer_length=10_000)
+    try:
+        assert fits.settings.inference == "vi" and fits.settings.burn_in == 0
+        fits.start()
+        drain_until(fits, lambda: all(r.status == "done" for r in fits.active.values()))
+        problem = fits.problem()
+        for name, runner in fits.active.items():
+            assert runner.label.endswith(", VI")
+            trace = runner.trace()
+            assert trace["log_joint"].isna().all() and np.isfinite(trace["elbo"]).all()
+            assert np.all(np.diff(trace["elbo"]) >= -1e-6 * np.abs(trace["elbo"][1:]))  # CAVI climbs
+            method = methods.create(name, **fits.settings.options_for(methods.get(name)))
+            posterior = fit(problem.release, model=problem.model, method=method, n_components=4,
+                            n_iter=fits.settings.n_iter, inference="vi", random_state=problem.seed,
+                            truth=problem.truth if method.uses_truth else None)
+            assert runner.iteration == len(posterior.elbo) < fits.settings.n_iter  # converged, as alone
+            expected = score(posterior, problem.release, problem.truth)
+            assert runner.result["score"].keys() == expected.keys()
+            for key, value in expected.items():
+                if "second" in key:  # wall-clock times differ between two runs
+                    continue
+                shown = runner.result["score"][key]
+                assert shown == value if value is None else shown == pytest.approx(value, rel=1e-9, nan_ok=True), key
+        fits.settings.preset = "Figure 3 (large alpha0)"  # every other preset fits with MCMC again
+        assert fits.settings.inference == "mcmc" and not fits.runners["private"].label.endswith(", VI")
+    finally:
+        fits.close()

@@ -596,3 +596,22 @@ def test_closing_the_tab_stops_its_chains_within_a_second(browser, server):
     page.close()
     time.sleep(1.0)
     assert server.cpu_rate(1.5) < 0.25
+
+
+def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
+    """One page through every preset (a page costs 15 s to open on a loaded machine)."""
+    from app.presets import PRESETS
+
+    for name, preset in PRESETS.items():
+        page.tab("Data & noise")
+        page.page.locator(f"select:has(option:text-is('{name}'))").first.select_option(label=name)
+        # its text says what to look at (the first sentence is enough to know it is this preset's)
+        page.page.get_by_text(preset.text.split(".")[0], exact=False).first.wait_for()
+        page.tab("Fits")
+        page.statuses("idle")  # the new data are in and the fits set on them
+        page.click("Start")
+        page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= {N_METHODS}")
+        page.click("Stop")
+        expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(N_METHODS)
+        page.shot(artifacts_dir, f"preset-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}")
+    assert page.errors == []
