@@ -30,9 +30,9 @@ TOPIC_COLOUR = "#92c5de"
 WORD_COLOUR = "#bdbdbd"     # a word's expected tokens overall
 MAP_HEIGHT = 300
 BAR_ROW_PIXELS = 18
-# Circle diameters in pixels: area proportional to the topic's share of the tokens.
-LARGEST_DIAMETER = 110
-SMALLEST_DIAMETER = 10
+# Circle radii in the map's units (Jensen-Shannon distances, at most 1 apart): area proportional to the
+# topic's share of the tokens, on one scale for every method (LDAvis's convention).
+RADIUS_SCALE = 0.25
 
 
 def word_labels(vocab, n_words):
@@ -54,11 +54,10 @@ def ordered_map(model, factors, phi_true=None):
 
 
 def map_frame(topic_map, highlighted):
-    """Columns of one map's circles: position, diameter (area ~ size), label, colour."""
+    """Columns of one map's circles: position, radius (area ~ size), label, colour."""
     sizes = topic_map.sizes
-    diameters = np.maximum(LARGEST_DIAMETER * np.sqrt(sizes / max(sizes.max(), 1e-300)), SMALLEST_DIAMETER)
     colours = [CHOSEN_COLOUR if k == highlighted else TOPIC_COLOUR for k in range(len(sizes))]
-    return {"x": topic_map.coordinates[:, 0], "y": topic_map.coordinates[:, 1], "diameter": diameters,
+    return {"x": topic_map.coordinates[:, 0], "y": topic_map.coordinates[:, 1], "radius": RADIUS_SCALE * np.sqrt(sizes),
             "topic": [str(k + 1) for k in range(len(sizes))], "share": 100 * sizes, "colour": colours,
             "outline": [2.5 if k == highlighted else 1.0 for k in range(len(sizes))]}
 
@@ -77,14 +76,14 @@ class MethodPanel:
     """One method's Bokeh map and bars, made once and updated in place (no figure is rebuilt)."""
 
     def __init__(self, title, on_tap):
-        self.map_source = ColumnDataSource({key: [] for key in ("x", "y", "diameter", "topic", "share", "colour",
+        self.map_source = ColumnDataSource({key: [] for key in ("x", "y", "radius", "topic", "share", "colour",
                                                                 "outline")})
         self.bar_source = ColumnDataSource({key: [] for key in ("word", "word_index", "overall", "in_topic",
                                                                 "relevance")})
         self.map = figure(title=title, height=MAP_HEIGHT, sizing_mode="stretch_width", match_aspect=True,
                           tools="tap,pan,wheel_zoom,reset", toolbar_location="above",
                           x_axis_label="PC1", y_axis_label="PC2")
-        circles = self.map.scatter("x", "y", size="diameter", source=self.map_source, fill_color="colour",
+        circles = self.map.circle("x", "y", radius="radius", source=self.map_source, fill_color="colour",
                                    fill_alpha=0.6, line_color="#2166ac", line_width="outline",
                                    nonselection_fill_alpha=0.6, nonselection_fill_color="colour",
                                    nonselection_line_alpha=1.0, selection_fill_alpha=0.6,
@@ -94,7 +93,7 @@ class MethodPanel:
         self.map.add_tools(HoverTool(renderers=[circles], tooltips=[("topic", "@topic"),
                                                                     ("share of tokens", "@share{0.0}%")]))
         self.map.select_one(TapTool).renderers = [circles]
-        self.map.x_range.range_padding = self.map.y_range.range_padding = 0.4  # room for the circles
+        self.map.x_range.range_padding = self.map.y_range.range_padding = 0.1
         self.bars = figure(title="", height=MAP_HEIGHT, sizing_mode="stretch_width", y_range=FactorRange(),
                            tools="", toolbar_location=None, x_axis_label="expected tokens")
         self.bars.hbar(y="word", right="overall", height=0.8, source=self.bar_source, color=WORD_COLOUR,
@@ -104,7 +103,9 @@ class MethodPanel:
         self.bars.add_tools(HoverTool(tooltips=[("word", "@word"), ("overall", "@overall{0.0}"),
                                                 ("in the topic", "@in_topic{0.0}"),
                                                 ("relevance", "@relevance{0.000}")]))
-        self.bars.legend.location = "bottom_right"
+        legend = self.bars.legend[0]  # beneath the bars, never over them
+        legend.orientation = "horizontal"
+        self.bars.add_layout(legend, "below")
         self.bars.ygrid.grid_line_color = None
         self.map_source.selected.on_change("indices", lambda attr, old, new: new and on_tap(new[0]))
         self.pane = pn.Column(pn.pane.Bokeh(self.map, sizing_mode="stretch_width"),
@@ -250,9 +251,9 @@ class TopicMapView(pn.viewable.Viewer):
         for name, topic_map in self.maps.items():
             title = self.fits.runners[name].label
             circles = pd.DataFrame(map_frame(topic_map, self.partners[name]))
-            plots.append((hv.Points(circles, ["x", "y"], ["diameter", "colour", "topic", "share"])
-                          .opts(size="diameter", color="colour", alpha=0.6, line_color="#2166ac", padding=0.25,
-                                title=title, xlabel="PC1", ylabel="PC2")
+            plots.append((hv.Points(circles, ["x", "y"], ["radius", "colour", "topic", "share"])
+                          .opts(radius="radius", color="colour", alpha=0.6, line_color="#2166ac", padding=0.25,
+                                title=title, xlabel="PC1", ylabel="PC2", data_aspect=1)
                           * hv.Labels(circles, ["x", "y"], "topic")))
         for name, topic in self.partners.items():
             bars = pd.DataFrame(bar_frame(self.maps[name], topic, labels_of[name], self.relevance_lambda,

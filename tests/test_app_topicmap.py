@@ -29,8 +29,8 @@ def test_one_map_per_method_from_its_best_sample(fitted):
         data = panel.map_source.data
         assert data["topic"] == [str(k + 1) for k in range(fitted.settings.n_components)]
         np.testing.assert_allclose(np.c_[data["x"], data["y"]], topic_map.coordinates)
-        areas = np.asarray(data["diameter"]) ** 2
-        np.testing.assert_allclose(areas / areas.sum(), topic_map.sizes, rtol=1e-9, atol=1e-3)
+        areas = np.pi * np.asarray(data["radius"]) ** 2
+        np.testing.assert_allclose(areas / areas.sum(), topic_map.sizes, rtol=1e-9)
         assert topic_map.sizes.sum() == pytest.approx(1.0)
         # topics are numbered as on the Topics tab: matched to the true topics
         phi = runner.result["model"].topics(runner.result["best"])
