@@ -249,18 +249,26 @@ class TopicMapView(pn.viewable.Viewer):
         labels_of = {name: self.labels(len(m.word_frequency)) for name, m in self.maps.items()}
         plots = []
         for name, topic_map in self.maps.items():
-            title = self.fits.runners[name].label
-            circles = pd.DataFrame(map_frame(topic_map, self.partners[name]))
-            plots.append((hv.Points(circles, ["x", "y"], ["radius", "colour", "topic", "share"])
-                          .opts(radius="radius", color="colour", alpha=0.6, line_color="#2166ac", padding=0.25,
-                                title=title, xlabel="PC1", ylabel="PC2", data_aspect=1)
-                          * hv.Labels(circles, ["x", "y"], "topic")))
+            circles = map_frame(topic_map, self.partners[name])
+            angles = np.linspace(0, 2 * np.pi, 65)
+            shapes = {True: [], False: []}
+            for x, y, radius, colour in zip(circles["x"], circles["y"], circles["radius"], circles["colour"]):
+                shapes[colour == CHOSEN_COLOUR].append({"x": x + radius * np.cos(angles),
+                                                        "y": y + radius * np.sin(angles)})
+            # circles as polygons in map units: the same picture in Bokeh (HTML) and matplotlib (PNG)
+            plots.append((hv.Polygons(shapes[False]).opts(color=TOPIC_COLOUR, alpha=0.6, line_color="#2166ac")
+                          * hv.Polygons(shapes[True]).opts(color=CHOSEN_COLOUR, alpha=0.6, line_color="#2166ac")
+                          * hv.Labels(pd.DataFrame(circles), ["x", "y"], "topic").opts(text_color="black"))
+                         .opts(title=self.fits.runners[name].label, xlabel="PC1", ylabel="PC2", data_aspect=1))
         for name, topic in self.partners.items():
+            # each method's own word dimension: a layout shares axes of the same dimension, and would
+            # give every method one merged word order
+            word = f"{name} word"
             bars = pd.DataFrame(bar_frame(self.maps[name], topic, labels_of[name], self.relevance_lambda,
-                                          self.n_words)).iloc[::-1]
-            shown = dict(invert_axes=True, xlabel="", ylabel="expected tokens", show_legend=True)
-            plots.append((hv.Bars(bars, "word", "overall", label="overall").opts(color=WORD_COLOUR, **shown)
-                          * hv.Bars(bars, "word", "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown))
+                                          self.n_words)).iloc[::-1].rename(columns={"word": word})
+            shown = dict(invert_axes=True, xlabel="expected tokens", ylabel="")
+            plots.append((hv.Bars(bars, word, "overall", label="overall").opts(color=WORD_COLOUR, **shown)
+                          * hv.Bars(bars, word, "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown))
                          .opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}"))
         return {"topic_map": hv.Layout(plots).cols(len(self.maps))}
 

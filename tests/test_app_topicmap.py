@@ -37,8 +37,22 @@ def test_one_map_per_method_from_its_best_sample(fitted):
         order = metrics.align_topics(phi, runner.result["model"].topics(truth.factors))
         np.testing.assert_allclose(topic_map.distributions, phi[order] / phi[order].sum(axis=1, keepdims=True))
     assert "Click a topic" in view.status().object
-    assert "topic_map" in view.figures()
-    hv.render(view.figures()["topic_map"])  # the export figure draws
+
+
+def test_the_exported_figure_shows_each_method_its_own_word_order(fitted, tmp_path):
+    from app.export import save_figure
+
+    view = TopicMapView(fits=fitted)
+    view.choose(list(view.maps)[-1], 2)
+    figure = view.figures()["topic_map"]
+    bars = {element.kdims[0].name: list(element.dimension_values(0))
+            for element in figure.traverse(lambda element: element, [hv.Bars])}
+    for name in view.maps:
+        assert bars[f"{name} word"] == view.bar_words(name)[::-1]  # drawn bottom up: most relevant on top
+    labels = [list(element.dimension_values("topic")) for element in figure.traverse(lambda e: e, [hv.Labels])]
+    assert labels == [[str(k + 1) for k in range(fitted.settings.n_components)]] * len(view.maps)
+    for suffix in (".png", ".html"):
+        assert save_figure(figure, tmp_path / f"topic_map{suffix}").stat().st_size > 5_000
 
 
 def test_the_bar_order_follows_lambda(fitted):
