@@ -11,6 +11,9 @@ topic matched to it (Hungarian algorithm). The computations are
 Topics tab shows, numbered as there); this view only draws them.
 """
 
+import threading
+from functools import partial
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
 import numpy as np
@@ -20,6 +23,7 @@ import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LabelSet, TapTool
 from bokeh.plotting import figure
 
+from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
 from app.throttle import VIEW_SECONDS
 from app.topics_view import topic_order
@@ -51,6 +55,18 @@ def ordered_map(model, factors, phi_true=None):
     aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
     order = topic_order(phi, aligned_to)
     return topicmap.topic_map(theta[:, order], phi[order])
+
+
+def compute_maps(fits, phi_true):
+    """Each fit's :class:`~lpviz.topicmap.TopicMap` and every method's topics matched to the first's.
+
+    ``fits`` is ``[(method, model, best factors)]``; returns ``(maps, alignment)`` (see
+    :func:`lpviz.topicmap.align_to_reference`). Runs in any thread.
+    """
+    maps = {name: ordered_map(model, factors, phi_true) for name, model, factors in fits}
+    alignment = topicmap.align_to_reference({name: m.distributions for name, m in maps.items()},
+                                            next(iter(maps))) if maps else {}
+    return maps, alignment
 
 
 def map_frame(topic_map, highlighted):
@@ -122,6 +138,11 @@ class MethodPanel:
         self.bars.title.text = f"topic {topic + 1} ({100 * topic_map.sizes[topic]:.1f}% of tokens): top words"
         self.bar_source.data = frame
 
+    def clear_bars(self):
+        self.bar_source.data = {key: [] for key in self.bar_source.data}
+        self.bars.y_range.factors = []
+        self.bars.title.text = "no matching topic"
+
     def clear_tap(self, keep=None):
         """Forget the browser's selection (so a later click on the same circle counts again),
         unless it is the circle ``keep``. (Clearing calls the tap callback with no index: ignored.)"""
@@ -151,9 +172,14 @@ class TopicMapView(pn.viewable.Viewer):
     maps = param.Dict(default={}, doc="method -> its TopicMap (topics numbered as on the Topics tab).")
     chosen = param.Tuple(default=None, length=2, allow_None=True, doc="(method, topic index) clicked last.")
     partners = param.Dict(default={}, doc="method -> its topic matched to the chosen one (the one it shows).")
+    error = param.String(default="", doc="Why the maps could not be computed, if they could not.")
 
-    def __init__(self, **params):
+    def __init__(self, *, background=None, **params):
+        """``background``: compute the maps in a worker thread (default: when served)."""
         super().__init__(**params)
+        self._background = served() if background is None else background
+        self._generation, self._latest, self._computing = 0, None, False
+        self._alignment = {}
         self.panels = {name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
                        for name, runner in self.fits.runners.items()}
         follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
@@ -171,23 +197,66 @@ class TopicMapView(pn.viewable.Viewer):
         return word_labels(vocab if vocab is not None and len(vocab) == n_words else None, n_words)
 
     def refresh(self):
-        """Recompute every method's map from the runners' current best samples."""
-        data = self.fits.data
-        maps = {}
-        if data.release is not None and self.applies:
-            from lpviz import models
+        """Recompute every method's map from the runners' current best samples: at once, or
+        (served) in a worker thread whose result the event loop applies."""
+        inputs = self._inputs()
+        if not self._background:
+            self._apply(compute_maps(*inputs))
+            return
+        self._generation += 1
+        self._latest = (self._generation, inputs)
+        if not self._computing:  # one computation at a time; the newest inputs go next
+            self._compute_in_thread(pn.state.curdoc)
 
-            truth = data.truth
-            model = models.create(data.model, self.fits.settings.n_components)
-            phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
-            for name, runner in self.fits.active.items():
-                result = runner.result or {}
-                if result.get("best"):
-                    maps[name] = ordered_map(result["model"], result["best"], phi_true)
+    def _inputs(self):
+        """What the maps are computed from, read on the event loop: ``(fits, phi_true)``, with
+        ``fits`` ``[(method, model, best factors)]`` (snapshots the workers no longer touch)."""
+        data = self.fits.data
+        if data.release is None or not self.applies:
+            return [], None
+        from lpviz import models
+
+        truth = data.truth
+        model = models.create(data.model, self.fits.settings.n_components)
+        phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
+        fits = [(name, runner.result["model"], runner.result["best"]) for name, runner in self.fits.active.items()
+                if (runner.result or {}).get("best")]
+        return fits, phi_true
+
+    def _compute_in_thread(self, doc):
+        generation, inputs = self._latest
+        self._computing = True
+
+        def work():
+            try:
+                outcome = compute_maps(*inputs)
+            except Exception as exc:  # shown in the view, like any other refusal of the session
+                outcome = exc
+            callback = partial(self._finish, doc, generation, outcome)
+            if doc is not None and doc.session_context is not None:
+                doc.add_next_tick_callback(callback)  # Bokeh's one thread-safe way onto the event loop
+            else:
+                callback()
+
+        threading.Thread(target=work, name="lpviz-topic-map", daemon=True).start()
+
+    def _finish(self, doc, generation, outcome):
+        self._computing = False
+        if generation != self._generation:  # newer results came meanwhile: map those instead
+            self._compute_in_thread(doc)
+            return
+        self._apply(outcome)
+
+    def _apply(self, outcome):
+        if isinstance(outcome, Exception):
+            self.param.update(error=str(outcome))
+            return
+        maps, alignment = outcome
         chosen = self.chosen
         if maps and (chosen is None or chosen[0] not in maps or chosen[1] >= len(maps[chosen[0]].sizes)):
             chosen = (next(iter(maps)), 0)
-        self.maps = maps
+        self._alignment = alignment
+        self.param.update(maps=maps, error="")
         if maps:
             self.choose(*chosen)
         else:
@@ -200,13 +269,15 @@ class TopicMapView(pn.viewable.Viewer):
         topic = int(topic)
         if method not in self.maps:
             raise ValueError(f"{method!r} has no topic map yet; methods with one: {list(self.maps)}")
-        partners = topicmap.aligned_partners({name: m.distributions for name, m in self.maps.items()}, method, topic)
+        partners = topicmap.aligned_partners(self._alignment, method, topic)
         self.param.update(chosen=(method, topic), partners=partners)
         with pn.io.hold():
             for name, topic_map in self.maps.items():
                 panel = self.panels[name]
                 panel.clear_tap(keep=topic if name == method else None)
-                panel.show_map(topic_map, partners[name])
+                panel.show_map(topic_map, partners.get(name))
+                if name not in partners:
+                    panel.clear_bars()  # a topic the others have no match for
             self._show_bars()
 
     @param.depends("relevance_lambda", "n_words", watch=True)
@@ -221,7 +292,7 @@ class TopicMapView(pn.viewable.Viewer):
         """The words ``method`` shows now, most relevant first."""
         return list(self.panels[method].bar_source.data["word"])
 
-    @param.depends("maps", "chosen")
+    @param.depends("maps", "chosen", "error")
     def status(self):
         data = self.fits.data
         if data.release is None:
@@ -236,6 +307,8 @@ class TopicMapView(pn.viewable.Viewer):
                 "(Hungarian algorithm). Bars rank words by relevance, lambda log P(w|k) + (1 - lambda) log "
                 "(P(w|k) / P(w)): lambda = 1 orders by probability in the topic, 0 by lift. Grey: a word's "
                 "expected tokens overall, red: in the topic (from the fitted factors, not the private counts).")
+        if self.error:
+            text += f"\n\n**The map could not be drawn:** {self.error}"
         waiting = [runner.label for name, runner in self.fits.active.items() if name not in self.maps]
         if waiting:
             text += (f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
@@ -249,7 +322,7 @@ class TopicMapView(pn.viewable.Viewer):
         labels_of = {name: self.labels(len(m.word_frequency)) for name, m in self.maps.items()}
         plots = []
         for name, topic_map in self.maps.items():
-            circles = map_frame(topic_map, self.partners[name])
+            circles = map_frame(topic_map, self.partners.get(name))
             angles = np.linspace(0, 2 * np.pi, 65)
             shapes = {True: [], False: []}
             for x, y, radius, colour in zip(circles["x"], circles["y"], circles["radius"], circles["colour"]):

@@ -12,8 +12,8 @@
 - :func:`relevance` and :func:`top_words_by_relevance`:
   ``lambda * log phi_kw + (1 - lambda) * log(phi_kw / p_w)``.
 - :func:`align_to_reference` and :func:`aligned_partners`: which topic of
-  each method matches a given topic of another (the Hungarian matching of
-  :func:`lpviz.metrics.align_topics`).
+  each method matches a given topic of another, through one reference
+  method (the Hungarian matching of :func:`lpviz.metrics.align_topics`).
 - :func:`topic_map`: all of it for one fit, as a :class:`TopicMap`.
 """
 
@@ -233,14 +233,31 @@ def align_to_reference(topics_by_method, reference):
             for method, topics in topics_by_method.items()}
 
 
-def aligned_partners(topics_by_method, method, topic):
-    """The topic of every method matched to topic ``topic`` of ``method`` (``{method: index}``)."""
-    n_topics = len(topics_by_method.get(method, ()))
-    if method not in topics_by_method:
-        raise ValueError(f"method {method!r} is not one of {list(topics_by_method)}")
-    if isinstance(topic, bool) or not isinstance(topic, (int, np.integer)) or not 0 <= topic < n_topics:
-        raise ValueError(f"topic must be an index between 0 and {n_topics - 1}, got {topic!r}")
-    return {name: int(permutation[topic]) for name, permutation in align_to_reference(topics_by_method, method).items()}
+def aligned_partners(alignment, method, topic):
+    """The topic of every method matched to topic ``topic`` of ``method``, through the reference.
+
+    Parameters
+    ----------
+    alignment : dict
+        ``{method: permutation}`` from :func:`align_to_reference` (computed once; a click
+        then costs a look-up, not a matching).
+    method : str
+    topic : int
+        An index into ``method``'s topics.
+
+    Returns
+    -------
+    dict ``{method: topic index}``; a topic the reference has no match for (its method has
+    more topics than the reference) has no partners: ``{method: topic}`` only.
+    """
+    if method not in alignment:
+        raise ValueError(f"method {method!r} is not one of {list(alignment)}")
+    if isinstance(topic, bool) or not isinstance(topic, (int, np.integer)) or topic < 0:
+        raise ValueError(f"topic must be a non-negative index, got {topic!r}")
+    matched = np.flatnonzero(np.asarray(alignment[method]) == topic)
+    if not matched.size:
+        return {method: int(topic)}
+    return {name: int(permutation[matched[0]]) for name, permutation in alignment.items()}
 
 
 @dataclass(frozen=True)

@@ -119,3 +119,29 @@ def test_maps_wait_for_samples_and_empty_on_new_noise():
     fits.data.settings.noise_seed = 11  # a new release (built at once outside a server) resets the runners
     assert view.maps == {} and view.chosen is None
     assert "Waiting for a saved sample" in view.status().object
+
+
+def test_served_views_map_in_a_worker_thread_and_keep_the_newest_results(fitted, monkeypatch):
+    import time
+
+    view = TopicMapView(fits=fitted, background=True)  # its first computation starts in a thread
+    started = []
+    original = TopicMapView._compute_in_thread
+
+    def counted(self, doc):
+        started.append(self._latest[0])
+        original(self, doc)
+
+    monkeypatch.setattr(TopicMapView, "_compute_in_thread", counted)
+    view.refresh()
+    view.refresh()  # while a computation runs: queued, and only the newest inputs are computed
+    deadline = time.monotonic() + 60
+    while (view._computing or not view.maps) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not view._computing and started and started[-1] == view._generation == 3
+    assert len(started) <= 2  # never one thread per refresh
+    reference = TopicMapView(fits=fitted)  # computed on the spot
+    assert list(view.maps) == list(reference.maps)
+    for name in view.maps:
+        np.testing.assert_allclose(view.maps[name].coordinates, reference.maps[name].coordinates)
+        assert view.bar_words(name) == reference.bar_words(name)

@@ -156,21 +156,31 @@ def test_any_fit_has_sizes_summing_to_one_and_valid_distances(theta, n_words, da
 
 # ---- alignment ----------------------------------------------------------------------------
 
-def test_alignment_recovers_a_known_permutation_between_methods():
+def test_alignment_recovers_known_permutations_and_partners_go_through_the_reference():
     rng = np.random.default_rng(4)
     reference = random_topics(rng, 6, 50, concentration=0.1)
-    permutation = rng.permutation(6)
-    noisy = reference[permutation] * rng.uniform(0.9, 1.1, size=reference.shape) * 7.0  # shuffled, rescaled
-    topics = {"private": reference, "naive": noisy}
+    shuffles = {"naive": rng.permutation(6), "nonprivate": rng.permutation(6)}
+    # each method: the reference's topics shuffled, rescaled and slightly perturbed
+    topics = {"private": reference, **{name: reference[order] * rng.uniform(0.9, 1.1, size=reference.shape) * 7.0
+                                       for name, order in shuffles.items()}}
     alignment = topicmap.align_to_reference(topics, "private")
     np.testing.assert_array_equal(alignment["private"], np.arange(6))
-    np.testing.assert_array_equal(noisy[alignment["naive"]].argmax(axis=1), reference.argmax(axis=1))
-    # topic k of "private" sits at position argsort(permutation)[k] of "naive", and back again
+    position = {"private": np.arange(6), **{name: np.argsort(order) for name, order in shuffles.items()}}
+    for name in shuffles:
+        np.testing.assert_array_equal(alignment[name], position[name])  # topic j of the reference sits there
     for k in range(6):
-        partners = topicmap.aligned_partners(topics, "private", k)
-        assert partners == {"private": k, "naive": int(np.argsort(permutation)[k])}
-        assert topicmap.aligned_partners(topics, "naive", partners["naive"])["private"] == k
-    with pytest.raises(ValueError, match="topic must be an index"):
-        topicmap.aligned_partners(topics, "naive", 6)
+        partners = topicmap.aligned_partners(alignment, "private", k)
+        assert partners == {name: int(position[name][k]) for name in topics}
+        # from any method, its partners lead back to the same topics
+        assert topicmap.aligned_partners(alignment, "naive", partners["naive"]) == partners
+    # a method with more topics than the reference: its extra topic has no partner
+    wider = {"private": reference[:4], "naive": topics["naive"]}
+    alignment = topicmap.align_to_reference(wider, "private")
+    extra = sorted(set(range(6)) - set(alignment["naive"].tolist()))[0]
+    assert topicmap.aligned_partners(alignment, "naive", extra) == {"naive": extra}
+    with pytest.raises(ValueError, match="topic must be"):
+        topicmap.aligned_partners(alignment, "naive", -1)
     with pytest.raises(ValueError, match="not one of"):
         topicmap.align_to_reference(topics, "truth")
+    with pytest.raises(ValueError, match="fewer than"):  # lpviz.metrics' own refusal
+        topicmap.align_to_reference(wider, "naive")
