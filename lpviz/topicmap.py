@@ -114,14 +114,15 @@ def jensen_shannon_distances(topics):
     p = word_distributions(topics)
     log_p = np.log2(np.where(p > 0, p, 1.0))  # 0 where p = 0: those words add nothing
     divergence = np.zeros((len(p), len(p)))
-    for i in range(len(p)):  # one row at a time: K x V memory, not K x K x V
-        midpoints = (p[i] + p) / 2
+    for i in range(len(p)):  # one row at a time (K x V memory, not K x K x V), pairs j > i only
+        others = p[i + 1:]
+        midpoints = (p[i] + others) / 2
         log_m = np.log2(np.where(midpoints > 0, midpoints, 1.0))
         # KL(p_i || m) + KL(p_j || m), each summed over the words its distribution uses
         kl_i = np.sum(p[i] * (log_p[i] - log_m), axis=1)
-        kl_j = np.sum(p * (log_p - log_m), axis=1)
-        divergence[i] = (kl_i + kl_j) / 2
-    divergence = np.clip((divergence + divergence.T) / 2, 0.0, 1.0)  # rounding can step outside [0, 1]
+        kl_j = np.sum(others * (log_p[i + 1:] - log_m), axis=1)
+        divergence[i, i + 1:] = (kl_i + kl_j) / 2
+    divergence = np.clip(divergence + divergence.T, 0.0, 1.0)  # rounding can step outside [0, 1]
     distances = np.sqrt(divergence)
     np.fill_diagonal(distances, 0.0)
     return distances
