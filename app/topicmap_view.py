@@ -15,7 +15,7 @@ import threading
 from functools import partial
 
 import holoviews as hv
-import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
+import holoviews.plotting.bokeh  # the backend .opts() needs, also outside a server
 import numpy as np
 import pandas as pd
 import panel as pn
@@ -339,7 +339,7 @@ class TopicMapView(pn.viewable.Viewer):
             word = f"{name} word"
             bars = pd.DataFrame(bar_frame(self.maps[name], topic, labels_of[name], self.relevance_lambda,
                                           self.n_words)).iloc[::-1].rename(columns={"word": word})
-            shown = dict(invert_axes=True, xlabel="expected tokens", ylabel="")
+            shown = {"invert_axes": True, "xlabel": "expected tokens", "ylabel": ""}
             plots.append((hv.Bars(bars, word, "overall", label="overall").opts(color=WORD_COLOUR, **shown)
                           * hv.Bars(bars, word, "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown))
                          .opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}"))

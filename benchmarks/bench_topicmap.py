@@ -39,35 +39,39 @@ def timed(function, repeat=3):
     return best, peak, result
 
 
-def main():
+def bench(name, n_docs, n_topics, n_words, rng):
+    """Print one size's rows."""
     from sklearn.manifold import MDS
 
+    theta = rng.gamma(1.0, 1.0, (n_docs, n_topics))
+    phis = [rng.gamma(0.1, 1.0, (n_topics, n_words)) for _ in range(3)]
+    rows = []
+    seconds, peak, topic_map = timed(lambda: topicmap.topic_map(theta, phis[0]))
+    rows.append(("topic_map (one fit)", seconds, peak))
+    topics = {f"method {i}": phi for i, phi in enumerate(phis)}
+    seconds, peak, _ = timed(lambda: topicmap.align_to_reference(topics, "method 0"))
+    rows.append(("align 3 methods", seconds, peak))
+    seconds, peak, _ = timed(lambda: topic_map.top_words(0, 0.6, 15))
+    rows.append(("bars of one topic", seconds, peak))
+    seconds, peak, ours = timed(lambda: topicmap.jensen_shannon_distances(phis[0]))
+    rows.append(("JS distances", seconds, peak))
+    p = phis[0] / phis[0].sum(axis=1, keepdims=True)
+    seconds, peak, reference = timed(lambda: squareform(pdist(p, lambda u, v: jensenshannon(u, v, base=2))), 1)
+    rows.append(("  scipy JS (reference)", seconds, peak))
+    assert np.allclose(ours, reference, atol=1e-9)
+    seconds, peak, _ = timed(lambda: topicmap.classical_mds(ours))
+    rows.append(("classical MDS", seconds, peak))
+    seconds, peak, _ = timed(lambda: MDS(dissimilarity="precomputed", random_state=0, n_init=1).fit_transform(ours), 1)
+    rows.append(("  sklearn MDS (reference)", seconds, peak))
+    for what, seconds, peak in rows:
+        print(f"{name:<24}{what:<26}{seconds:>10.4f}{peak:>10.1f}")
+
+
+def main():
     rng = np.random.default_rng(0)
     print(f"{'size':<24}{'what':<26}{'seconds':>10}{'peak MB':>10}")
-    for name, n_docs, n_topics, n_words in SIZES:
-        theta = rng.gamma(1.0, 1.0, (n_docs, n_topics))
-        phis = [rng.gamma(0.1, 1.0, (n_topics, n_words)) for _ in range(3)]
-        rows = []
-        seconds, peak, maps = timed(lambda: [topicmap.topic_map(theta, phi) for phi in phis[:1]])
-        rows.append(("topic_map (one fit)", seconds, peak))
-        topics = {f"method {i}": phi for i, phi in enumerate(phis)}
-        seconds, peak, _ = timed(lambda: topicmap.align_to_reference(topics, "method 0"))
-        rows.append(("align 3 methods", seconds, peak))
-        seconds, peak, _ = timed(lambda: maps[0].top_words(0, 0.6, 15))
-        rows.append(("bars of one topic", seconds, peak))
-        seconds, peak, ours = timed(lambda: topicmap.jensen_shannon_distances(phis[0]))
-        rows.append(("JS distances", seconds, peak))
-        p = phis[0] / phis[0].sum(axis=1, keepdims=True)
-        seconds, peak, reference = timed(lambda: squareform(pdist(p, lambda u, v: jensenshannon(u, v, base=2))), 1)
-        rows.append(("  scipy JS (reference)", seconds, peak))
-        assert np.allclose(ours, reference, atol=1e-9)
-        seconds, peak, _ = timed(lambda: topicmap.classical_mds(ours))
-        rows.append(("classical MDS", seconds, peak))
-        seconds, peak, _ = timed(lambda: MDS(dissimilarity="precomputed", random_state=0, n_init=1)
-                                 .fit_transform(ours), 1)
-        rows.append(("  sklearn MDS (reference)", seconds, peak))
-        for what, seconds, peak in rows:
-            print(f"{name:<24}{what:<26}{seconds:>10.4f}{peak:>10.1f}")
+    for size in SIZES:
+        bench(*size, rng)
 
 
 if __name__ == "__main__":

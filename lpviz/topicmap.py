@@ -26,17 +26,17 @@ from lpviz.metrics import align_topics
 __all__ = [
     "DEFAULT_LAMBDA",
     "TopicMap",
-    "expected_word_counts",
-    "topic_sizes",
-    "word_frequency",
-    "word_distributions",
-    "jensen_shannon_distances",
-    "classical_mds",
-    "relevance",
-    "top_words_by_relevance",
     "align_to_reference",
     "aligned_partners",
+    "classical_mds",
+    "expected_word_counts",
+    "jensen_shannon_distances",
+    "relevance",
+    "top_words_by_relevance",
     "topic_map",
+    "topic_sizes",
+    "word_distributions",
+    "word_frequency",
 ]
 
 # Sievert & Shirley's user study found lambda = 0.6 best for interpreting topics.

@@ -5,6 +5,8 @@ clicking a topic's circle highlights its matched topic in every method.
 The bars and circles are read from the Bokeh documents in the page (their data sources).
 """
 
+from itertools import pairwise
+
 import pytest
 
 from lpviz.methods import METHODS
@@ -92,18 +94,19 @@ def click_topic(page, label, topic):
 
 
 def descending(values):
-    return all(a >= b * (1 - 1e-9) for a, b in zip(values, values[1:]))
+    return all(a >= b * (1 - 1e-9) for a, b in pairwise(values))
 
 
 # Whether every method's bars are ordered by the tokens in the topic (lambda = 1) or by those over the
 # word's tokens overall (lambda = 0: lift, P(w | k) / P(w), up to a factor per topic), within rounding.
 ORDERED = """
 (key) => {
-  const bars = (%s)();
+  const bars = (BARS)();
   const value = (b, i) => key === "in_topic" ? b.in_topic[i] : b.in_topic[i] / b.overall[i];
-  return bars.length === %d && bars.every(b => b.words.every((_, i) => i === 0 || value(b, i - 1) >= value(b, i) * (1 - 1e-9)));
+  return bars.length === N_METHODS &&
+    bars.every(b => b.words.every((_, i) => i === 0 || value(b, i - 1) >= value(b, i) * (1 - 1e-9)));
 }
-""" % (BARS, N_METHODS)
+""".replace("BARS", BARS).replace("N_METHODS", str(N_METHODS))
 
 
 def move_lambda(page, key, value, order):

@@ -176,7 +176,7 @@ def test_alignment_recovers_known_permutations_and_partners_go_through_the_refer
     # a method with more topics than the reference: its extra topic has no partner
     wider = {"private": reference[:4], "naive": topics["naive"]}
     alignment = topicmap.align_to_reference(wider, "private")
-    extra = sorted(set(range(6)) - set(alignment["naive"].tolist()))[0]
+    extra = min(set(range(6)) - set(alignment["naive"].tolist()))
     assert topicmap.aligned_partners(alignment, "naive", extra) == {"naive": extra}
     with pytest.raises(ValueError, match="topic must be"):
         topicmap.aligned_partners(alignment, "naive", -1)
