@@ -180,8 +180,7 @@ class TopicMapView(pn.viewable.Viewer):
         self._background = served() if background is None else background
         self._generation, self._latest, self._computing = 0, None, False
         self._alignment = {}
-        self.panels = {name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
-                       for name, runner in self.fits.runners.items()}
+        self._panels = None
         follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
         self.fits.data.param.watch(lambda *events: self.refresh(), ["release", "model"])
         self.refresh()
@@ -258,35 +257,57 @@ class TopicMapView(pn.viewable.Viewer):
         self._alignment = alignment
         self.param.update(maps=maps, error="")
         if maps:
-            self.choose(*chosen)
+            self._set_choice(*chosen)
         else:
             self.param.update(chosen=None, partners={})
-        for name, panel in self.panels.items():
-            panel.pane.visible = name in maps
+        self._draw()
 
     def choose(self, method, topic):
         """Choose ``topic`` of ``method``: it and its matched topics in the other methods are highlighted."""
+        self._set_choice(method, topic)
+        self._draw()
+
+    def _set_choice(self, method, topic):
         topic = int(topic)
         if method not in self.maps:
             raise ValueError(f"{method!r} has no topic map yet; methods with one: {list(self.maps)}")
-        partners = topicmap.aligned_partners(self._alignment, method, topic)
-        self.param.update(chosen=(method, topic), partners=partners)
+        self.param.update(chosen=(method, topic), partners=topicmap.aligned_partners(self._alignment, method, topic))
+
+    @property
+    def panels(self):
+        """Each method's Bokeh map and bars, made when first needed (when the tab is first shown:
+        six Bokeh figures cost a new session a third of a second)."""
+        if self._panels is None:
+            self._panels = {name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
+                            for name, runner in self.fits.runners.items()}
+            self._draw()
+        return self._panels
+
+    def _draw(self):
+        """Show the current maps, choice and bars in the panels (once they exist)."""
+        if self._panels is None:
+            return
+        method, topic = self.chosen or (None, None)
         with pn.io.hold():
-            for name, topic_map in self.maps.items():
-                panel = self.panels[name]
+            for name, panel in self._panels.items():
+                panel.pane.visible = name in self.maps
+                if name not in self.maps:
+                    continue
                 panel.clear_tap(keep=topic if name == method else None)
-                panel.show_map(topic_map, partners.get(name))
-                if name not in partners:
+                panel.show_map(self.maps[name], self.partners.get(name))
+                if name not in self.partners:
                     panel.clear_bars()  # a topic the others have no match for
-            self._show_bars()
+            self._draw_bars()
 
     @param.depends("relevance_lambda", "n_words", watch=True)
-    def _show_bars(self):
+    def _draw_bars(self):
+        if self._panels is None:
+            return
         with pn.io.hold():
             for name, topic in self.partners.items():
                 topic_map = self.maps[name]
-                self.panels[name].show_bars(topic_map, topic, self.labels(len(topic_map.word_frequency)),
-                                            self.relevance_lambda, self.n_words)
+                self._panels[name].show_bars(topic_map, topic, self.labels(len(topic_map.word_frequency)),
+                                             self.relevance_lambda, self.n_words)
 
     def bar_words(self, method):
         """The words ``method`` shows now, most relevant first."""
@@ -345,10 +366,16 @@ class TopicMapView(pn.viewable.Viewer):
                          .opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}"))
         return {"topic_map": hv.Layout(plots).cols(len(self.maps))}
 
+    @param.depends()
+    def _plots(self):
+        return pn.Row(*(panel.pane for panel in self.panels.values()), sizing_mode="stretch_width")
+
     def __panel__(self):
         controls = pn.Row(pn.widgets.FloatSlider.from_param(self.param.relevance_lambda, width=300),
                           pn.widgets.IntSlider.from_param(self.param.n_words, width=250))
-        body = pn.Column(controls, pn.Row(*(panel.pane for panel in self.panels.values()), sizing_mode="stretch_width"),
+        # the figures are made when the tab is first shown, not with the session
+        plots = pn.param.ParamMethod(self._plots, lazy=True, sizing_mode="stretch_width")
+        body = pn.Column(controls, plots,
                          visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
                          sizing_mode="stretch_width")
         return pn.Column(self.status, body, sizing_mode="stretch_width")
