@@ -6,12 +6,14 @@ of the expected tokens. Under each map, the bars of the chosen topic's words,
 ranked by relevance ``lambda log p(w|k) + (1 - lambda) log(p(w|k) / p(w))``:
 grey the expected tokens of the word overall, red those the topic accounts
 for. Clicking a circle chooses that topic; every other method shows its
-topic matched to it (Hungarian algorithm). The computations are
+topic matched to it (Hungarian algorithm, every method's topics matched
+once to the first method's). The computations are
 :mod:`lpviz.topicmap`'s, on each method's best saved sample (the one the
 Topics tab shows, numbered as there); this view only draws them.
 """
 
 import threading
+from collections import Counter
 from functools import partial
 
 import holoviews as hv
@@ -44,7 +46,7 @@ def word_labels(vocab, n_words):
     if vocab is None:
         return [f"word {v}" for v in range(n_words)]
     labels = [str(word) for word in vocab]
-    repeated = {label for label in labels if labels.count(label) > 1} if len(set(labels)) < len(labels) else set()
+    repeated = {label for label, count in Counter(labels).items() if count > 1}
     return [f"{label} #{v}" if label in repeated else label for v, label in enumerate(labels)]
 
 

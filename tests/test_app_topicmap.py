@@ -116,6 +116,13 @@ def test_maps_wait_for_samples_and_empty_on_new_noise():
     fits = run_fits(make_fits(source="synthetic-topics", n_docs=30, n_words=12), n_iter=20, burn_in=10, thin=5)
     view = TopicMapView(fits=fits)
     assert view.maps and view.chosen is not None
+    # the bars name words by the data's vocabulary
+    vocabulary = [f"term{v}" for v in range(12)]
+    fits.data.data.col_labels = vocabulary
+    view.relevance_lambda = 1.0
+    name, topic = view.chosen
+    expected = np.argsort(-view.maps[name].distributions[topic], kind="stable")[:view.n_words]
+    assert view.bar_words(name) == [vocabulary[v] for v in expected]
     fits.data.settings.noise_seed = 11  # a new release (built at once outside a server) resets the runners
     assert view.maps == {} and view.chosen is None
     assert "Waiting for a saved sample" in view.status().object
@@ -145,3 +152,10 @@ def test_served_views_map_in_a_worker_thread_and_keep_the_newest_results(fitted,
     for name in view.maps:
         np.testing.assert_allclose(view.maps[name].coordinates, reference.maps[name].coordinates)
         assert view.bar_words(name) == reference.bar_words(name)
+
+
+def test_word_labels_are_the_vocabulary_made_unique():
+    from app.topicmap_view import word_labels
+
+    assert word_labels(None, 3) == ["word 0", "word 1", "word 2"]
+    assert word_labels(["tax", "gas", "tax", "power"], 4) == ["tax #0", "gas", "tax #2", "power"]
