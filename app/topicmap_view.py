@@ -183,6 +183,7 @@ class TopicMapView(pn.viewable.Viewer):
         self._generation, self._latest, self._computing = 0, None, False
         self._alignment = {}
         self._panels = None
+        self._stale = False  # results came while nothing was shown (served): map them when shown
         follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
         self.fits.data.param.watch(lambda *events: self.refresh(), ["release", "model"])
         self.refresh()
@@ -199,7 +200,11 @@ class TopicMapView(pn.viewable.Viewer):
 
     def refresh(self):
         """Recompute every method's map from the runners' current best samples: at once, or
-        (served) in a worker thread whose result the event loop applies."""
+        (served) in a worker thread whose result the event loop applies. A served session
+        whose tab was never shown computes nothing (while chains run, on a shared machine)."""
+        if self._background and self._panels is None:
+            self._stale = True
+            return
         inputs = self._inputs()
         if not self._background:
             self._apply(compute_maps(*inputs))
@@ -282,6 +287,9 @@ class TopicMapView(pn.viewable.Viewer):
         if self._panels is None:
             self._panels = {name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
                             for name, runner in self.fits.runners.items()}
+            if self._stale:
+                self._stale = False
+                self.refresh()
             self._draw()
         return self._panels
 

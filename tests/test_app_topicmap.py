@@ -131,7 +131,9 @@ def test_maps_wait_for_samples_and_empty_on_new_noise():
 def test_served_views_map_in_a_worker_thread_and_keep_the_newest_results(fitted, monkeypatch):
     import time
 
-    view = TopicMapView(fits=fitted, background=True)  # its first computation starts in a thread
+    view = TopicMapView(fits=fitted, background=True)
+    assert view.maps == {} and view._stale  # served and never shown: nothing is computed
+    assert view.panels  # the tab is shown: the first computation starts in a thread
     started = []
     original = TopicMapView._compute_in_thread
 
