@@ -29,6 +29,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
@@ -50,8 +51,8 @@ def create_app():
     fits = default_session()
     data = fits.data
     views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
-             "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
-    views["Central vs local"] = CentralView(fits=fits)
+             "Topic map": TopicMapView(fits=fits), "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits),
+             "Privacy": PrivacyView(data=data), "Central vs local": CentralView(fits=fits)}
     export = ExportView(fits=fits, views=list(views.values()))
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
