@@ -28,6 +28,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.sweep_view import SweepView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
@@ -51,6 +52,7 @@ def create_app():
     views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
              "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits), "Privacy": PrivacyView(data=data)}
     export = ExportView(fits=fits, views=list(views.values()))
+    views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).

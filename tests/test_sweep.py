@@ -202,7 +202,7 @@ def test_the_shared_local_cluster_runs_a_sweep_on_worker_processes():
         tasks = small_tasks(ratios=[1.0], methods=["private", "naive"])
         with get_task_stream(client) as stream:
             events = _run_to_the_end(SweepRun(tasks).start())  # the default scheduler: the shared cluster
-        assert events[0] == ("where", "the shared local Dask cluster (1 worker)")
+        assert events[0] == ("where", "on the shared local Dask cluster (1 worker)")
         points = [payload for kind, payload in events if kind == "point"]
         assert events[-1][0] == "finished" and sorted(p["task"] for p in points) == sorted(t.id for t in tasks)
         assert len([entry for entry in stream.data if "lpviz-" in str(entry["key"])]) == 2  # run by its worker

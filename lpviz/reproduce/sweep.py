@@ -128,7 +128,8 @@ def sweep_tasks(data, ratios, methods, *, n_components, N=1.0, noise_seed=0, hol
     n_iter : int
         Iterations per fit (:func:`short_schedule`).
     method_options : dict, optional
-        ``{method: {option: value}}`` (e.g. the private method's sampler).
+        ``{method: {option: value}}`` (e.g. the private method's sampler); options
+        of a variational fit only are left out (the fits are chains).
 
     Returns
     -------
@@ -151,11 +152,15 @@ def sweep_tasks(data, ratios, methods, *, n_components, N=1.0, noise_seed=0, hol
               "n_components": int(n_components), **schedule, "chain_seed": int(chain_seed), "keep": {}}
     tasks = []
     for method in methods:
-        fits_truth = registry.get(method).uses_truth
+        method_class = registry.get(method)
+        fits_truth = method_class.uses_truth
+        # the fits are chains: options of the variational fit only (Method.option_inference) stay out
+        options = {option: value for option, value in method_options.get(method, {}).items()
+                   if method_class.option_inference.get(option, "mcmc") == "mcmc"}
         # a fit of the true counts is the same at every noise level; its release (at the
         # middle ratio) only says which cells are observed and held out
         for ratio in [ratios[len(ratios) // 2]] if fits_truth else ratios:
-            params = {**common, "method": method, "method_options": dict(method_options.get(method, {})),
+            params = {**common, "method": method, "method_options": dict(options),
                       "noise": {"epsilon": ratio * float(N), "N": float(N), "seed": int(noise_seed)},
                       "labels": {"method": method, RATIO_COLUMN: None if fits_truth else ratio}}
             name = "true-data" if fits_truth else f"eps_over_N={ratio:.6g}"
@@ -184,10 +189,14 @@ def sweep_frame(rows):
     import pandas as pd
 
     columns = ["method", "label", RATIO_COLUMN, "alpha", *SWEEP_SCORES, "iterations", "seconds", "task"]
+    from lpviz.methods import METHODS
+
     frame = pd.DataFrame(list(rows), columns=columns)
     if frame.empty:
         return frame
-    return frame.sort_values(["method", RATIO_COLUMN], na_position="first", kind="stable").reset_index(drop=True)
+    order = {name: index for index, name in enumerate(METHODS)}  # the registry's order, as every table
+    frame = frame.sort_values(RATIO_COLUMN, na_position="first", kind="stable")
+    return frame.sort_values("method", key=lambda names: names.map(order), kind="stable").reset_index(drop=True)
 
 
 def plotted_scores(frame):
@@ -292,11 +301,12 @@ def close_shared_cluster():
                     pass
 
 
-def default_scheduler():
+def default_scheduler(memory_limit="auto"):
     """Where sweeps run: the address in ``$LPVIZ_SCHEDULER`` (a Dask cluster the server was given),
-    else the shared LocalCluster's client (:func:`shared_local_client`)."""
+    else the shared LocalCluster's client (:func:`shared_local_client`; ``memory_limit`` per worker
+    if this call starts it)."""
     address = os.environ.get(SCHEDULER_ENV, "").strip()
-    return address or shared_local_client()
+    return address or shared_local_client(memory_limit=memory_limit)
 
 
 def describe_scheduler(scheduler):
@@ -304,10 +314,10 @@ def describe_scheduler(scheduler):
     if scheduler == "serial":
         return "in this process"
     if isinstance(scheduler, str):
-        return f"the Dask cluster at {scheduler}"
+        return f"on the Dask cluster at {scheduler}"
     workers = len(scheduler.scheduler_info().get("workers", {}))
     shared = scheduler is _SHARED.get("client")
-    return f"{'the shared local' if shared else 'a'} Dask cluster ({workers} worker{'s' if workers != 1 else ''})"
+    return f"on {'the shared local' if shared else 'a'} Dask cluster ({workers} worker{'s' if workers != 1 else ''})"
 
 
 class SweepRun:
@@ -324,14 +334,16 @@ class SweepRun:
     are cancelled and a point that finishes afterwards is never handed over.
 
     ``scheduler``: as :func:`~lpviz.reproduce.grid.run_tasks` takes it
-    (``"serial"``, an address, a Client), default :func:`default_scheduler`.
+    (``"serial"``, an address, a Client), default :func:`default_scheduler`
+    (found in the sweep's thread; ``memory_limit`` goes to it).
     """
 
-    def __init__(self, tasks, scheduler=None, function=None):
+    def __init__(self, tasks, scheduler=None, function=None, memory_limit="auto"):
         from lpviz.reproduce.chains import chain_task
 
         self.tasks = list(tasks)
         self.scheduler = scheduler
+        self.memory_limit = memory_limit
         self.function = function or chain_task
         self._queue = queue.SimpleQueue()
         self._cancel = threading.Event()
@@ -376,7 +388,7 @@ class SweepRun:
 
     def _work(self):
         try:
-            scheduler = self.scheduler if self.scheduler is not None else default_scheduler()
+            scheduler = self.scheduler if self.scheduler is not None else default_scheduler(self.memory_limit)
             self._post("where", describe_scheduler(scheduler))
             handed = []
             with tempfile.TemporaryDirectory(prefix="lpviz-sweep-") as folder:
