@@ -84,8 +84,9 @@ class SweepView(pn.viewable.Viewer):
         self.png_download = pn.widgets.FileDownload(callback=self._png_file, filename="epsilon_sweep.png",
                                                     label="Download PNG", disabled=True, width=160)
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False)
-        self.table = pn.widgets.Tabulator(pd.DataFrame(), disabled=True, show_index=False, height=260,
-                                          sizing_mode="stretch_width")
+        # a plain HTML table: it needs no extra Panel extension in the template or the notebook
+        self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
+                                       sizing_mode="stretch_width")
         self.param.watch(self._update_widgets, ["state", "points"])
         if pn.state.curdoc is not None and getattr(pn.state.curdoc, "session_context", None) is not None:
             pn.state.on_session_destroyed(lambda session_context: self.cancel())
@@ -288,7 +289,7 @@ class SweepView(pn.viewable.Viewer):
         if running or points.empty:
             self.png_download.disabled = True
         self.plot.object = self.figure(points) if not points.empty else None
-        self.table.value = self.table_frame(points)
+        self.table.object = self.table_frame(points)
 
     @staticmethod
     def table_frame(points):
@@ -299,7 +300,12 @@ class SweepView(pn.viewable.Viewer):
         if points.empty:
             return pd.DataFrame()
         shown = [key for key in SWEEP_SCORES if points[key].notna().any()]
-        frame = points[["label", "epsilon_over_N", "alpha", *shown, "seconds"]]
+        frame = points[["label", "epsilon_over_N", "alpha", *shown, "seconds"]].copy()
+        frame["alpha"] = frame["alpha"].map(lambda value: f"{value:.4g}")  # a text column: "" for a truth fit
+        frame = frame.astype({"epsilon_over_N": object})
+        truth_fit = frame["epsilon_over_N"].isna()
+        frame.loc[truth_fit, "epsilon_over_N"] = "(true counts)"
+        frame.loc[truth_fit, "alpha"] = ""
         return frame.rename(columns={"label": "method", "epsilon_over_N": "epsilon / N",
                                      **{key: SCORE_LABELS[key] for key in shown}})
 
@@ -333,10 +339,12 @@ class SweepView(pn.viewable.Viewer):
                                   .opts(size=8, tools=["hover"], **style))
                 for value in rows.loc[rows[RATIO_COLUMN].isna(), key]:
                     flat = pd.DataFrame({RATIO_COLUMN: span, key: [value, value]})
-                    layers.append(hv.Curve(flat, ratio, score, label=f"{method_class.label} (true counts)")
+                    layers.append(hv.Curve(flat, ratio, score, label=method_class.label)
                                   .opts(line_dash="dashed", **style))
-            plots.append(hv.Overlay(layers).opts(title=SCORE_LABELS[key], logx=True, responsive=True,
-                                                 min_height=300, legend_position="top_right", show_legend=True))
+            # the legend once (the first plot), where the curves are lowest (they fall as epsilon / N grows)
+            plots.append(hv.Overlay(layers).opts(title=SCORE_LABELS[key], logx=True, responsive=True, padding=0.08,
+                                                 min_height=300, legend_position="top_right",
+                                                 show_legend=not plots))
         return hv.Layout(plots).cols(3).opts(shared_axes=False) if plots else None
 
     def __panel__(self):

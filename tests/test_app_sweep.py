@@ -62,7 +62,7 @@ def test_points_arrive_in_the_views_data_plot_and_table_and_the_csv_has_one_row_
     assert [overlay.label or overlay.opts.get().kwargs["title"] for overlay in figure] == \
         ["MAE", "held-out MAE", "NPMI"]
     assert scatter_points(figure) == [6, 6, 6]
-    assert len(view.table.value) == 7 and "held-out MAE" in view.table.value.columns
+    assert len(view.table.object) == 7 and "held-out MAE" in view.table.object.columns
     csv = pd.read_csv(io.StringIO(view.csv_download.callback().getvalue()))
     assert len(csv) == 7 and list(csv["method"]) == list(points["method"])
     np.testing.assert_allclose(csv["mae"], points["mae"])

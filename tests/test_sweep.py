@@ -34,7 +34,7 @@ def dask_client():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+            Client(cluster, set_as_default=False) as client:  # run_tasks must not need a default client
         yield client
 
 

@@ -315,7 +315,8 @@ def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads
             futures[future] = task
         handled = set()
         with _progress(total, total - len(pending), description, progress) as bar:
-            for future in _completed(as_completed(futures), cancel):
+            # the client's loop: it need not be the default client (e.g. a shared one made with set_as_default=False)
+            for future in _completed(as_completed(futures, loop=client.loop), cancel):
                 task = futures[future]
                 handled.add(future)
                 try:
