@@ -64,6 +64,7 @@ class SweepView(pn.viewable.Viewer):
         super().__init__(**params)
         self.scheduler = scheduler
         self._run = None
+        self._grid = []
         self._rows = []
         self._total = 0
         self._where = ""
@@ -156,6 +157,7 @@ class SweepView(pn.viewable.Viewer):
             self.param.update(state="unavailable", progress=f"Cannot sweep: {exc}")
             return
         self._rows, self._total, self._where = [], len(tasks), ""
+        self._grid = sorted({t.params["labels"]["epsilon_over_N"] for t in tasks} - {None})
         self._png, self._png_generation = None, self._png_generation + 1
         # each worker holds one chain at a time: a session's share of the server bounds it
         self._run = SweepRun(tasks, scheduler=self.scheduler, memory_limit=session_limit()).start()
@@ -288,7 +290,7 @@ class SweepView(pn.viewable.Viewer):
         self.csv_download.disabled = points.empty
         if running or points.empty:
             self.png_download.disabled = True
-        self.plot.object = self.figure(points) if not points.empty else None
+        self.plot.object = self.figure(points, self._grid) if not points.empty else None
         self.table.object = self.table_frame(points)
 
     @staticmethod
@@ -310,18 +312,21 @@ class SweepView(pn.viewable.Viewer):
                                      **{key: SCORE_LABELS[key] for key in shown}})
 
     @staticmethod
-    def figure(points):
+    def figure(points, grid=()):
         """One plot per score of :func:`~lpviz.reproduce.sweep.plotted_scores` against epsilon / N
-        (log axis), a line and points per noised method, a dashed line for a fit of the true counts."""
+        (log axis, spanning the ``grid`` of the run from the start, so points fill it in), a line and
+        points per noised method, a dashed line for a fit of the true counts."""
         from lpviz import methods as registry
         from lpviz.metrics import SCORE_LABELS
         from lpviz.reproduce.sweep import RATIO_COLUMN, plotted_scores
 
         ratio = hv.Dimension(RATIO_COLUMN, label="epsilon / N")
         noised = points[points[RATIO_COLUMN].notna()]
-        span = ([noised[RATIO_COLUMN].min(), noised[RATIO_COLUMN].max()] if len(noised) else [0.1, 10.0])
+        values = [*grid, *noised[RATIO_COLUMN]]
+        span = [min(values), max(values)] if values else [0.1, 10.0]
         if span[0] == span[1]:
             span = [span[0] / 1.5, span[0] * 1.5]
+        xlim = (span[0] / 1.25, span[1] * 1.25)
         plots = []
         for key in plotted_scores(points):
             score = hv.Dimension(key, label=SCORE_LABELS[key])
@@ -342,7 +347,7 @@ class SweepView(pn.viewable.Viewer):
                     layers.append(hv.Curve(flat, ratio, score, label=method_class.label)
                                   .opts(line_dash="dashed", **style))
             # the legend once (the first plot), where the curves are lowest (they fall as epsilon / N grows)
-            plots.append(hv.Overlay(layers).opts(title=SCORE_LABELS[key], logx=True, responsive=True, padding=0.08,
+            plots.append(hv.Overlay(layers).opts(title=SCORE_LABELS[key], logx=True, responsive=True, xlim=xlim, padding=(0, 0.08),
                                                  min_height=300, legend_position="top_right",
                                                  show_legend=not plots))
         return hv.Layout(plots).cols(3).opts(shared_axes=False) if plots else None

@@ -90,6 +90,9 @@ def test_cancel_stops_the_sweep_with_fewer_points_and_says_so():
     assert view.state == "cancelled" and "cancelled" in view.progress
     assert 1 <= len(view.points) < 13
     assert f"{len(view.points)} of 13 fits done" in view.progress
+    # the plots span the whole grid (0.125 to 4), not only the points that came in
+    xlim = hv.Store.lookup_options("bokeh", view.plot.object[0], "plot").kwargs["xlim"]
+    assert xlim[0] < 0.125 and xlim[1] > 4
     assert len(pd.read_csv(io.StringIO(view.csv_text()))) == len(view.points)
 
 

@@ -80,7 +80,7 @@ def test_a_sweep_draws_at_least_three_points_and_can_be_cancelled(page, artifact
     text = page.page.get_by_text("Sweep cancelled").first.inner_text()
     done = int(text.split(": ", 1)[1].split(" of ")[0])
     assert 3 <= drawn <= done < 13, text  # fewer than all 6 x 2 + 1 fits
-    page.page.wait_for_timeout(3000)
+    page.page.wait_for_timeout(2000)
     assert points(page) == drawn  # nothing arrives after the cancel
     assert page.page.get_by_role("button", name="Run sweep").is_enabled()
     page.shot(artifacts_dir, "epsilon-sweep-cancelled")
