@@ -224,3 +224,19 @@ def test_the_png_draws_one_panel_per_plotted_score(tmp_path):
 
     width, height = Image.open(io.BytesIO(png)).size
     assert width > 1.8 * height  # two panels side by side
+
+
+def test_a_server_given_a_scheduler_address_runs_its_sweeps_on_that_cluster(dask_client, monkeypatch):
+    from distributed import get_task_stream
+
+    from app.serve import parse_args
+
+    assert parse_args(["--scheduler", "tcp://example:8786"]).scheduler == "tcp://example:8786"
+    address = dask_client.scheduler.address
+    monkeypatch.setenv("LPVIZ_SCHEDULER", address)  # what `python -m app.serve --scheduler` sets
+    tasks = small_tasks(ratios=[1.0], methods=["naive"])
+    with get_task_stream(dask_client) as stream:
+        events = _run_to_the_end(SweepRun(tasks).start())
+    assert events[0] == ("where", f"on the Dask cluster at {address}")
+    assert events[-1][0] == "finished" and [p["task"] for k, p in events if k == "point"] == [tasks[0].id]
+    assert [entry["key"] for entry in stream.data if "lpviz-" in str(entry["key"])]  # ran on that cluster
