@@ -22,6 +22,7 @@ import pandas as pd
 import panel as pn
 import param
 
+from app.datastore import served
 from app.fits import Fits
 
 DRAIN_PERIOD_MS = 200
@@ -70,6 +71,7 @@ class SweepView(pn.viewable.Viewer):
         self._where = ""
         self._drain_callback = None
         self._png = None
+        self._png_thread = None
         self._png_generation = 0
         self._ratios_typed = False
         self._setting_ratios = False
@@ -89,7 +91,7 @@ class SweepView(pn.viewable.Viewer):
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
                                        sizing_mode="stretch_width")
         self.param.watch(self._update_widgets, ["state", "points"])
-        if pn.state.curdoc is not None and getattr(pn.state.curdoc, "session_context", None) is not None:
+        if served():  # a closed page's sweep is cancelled with its session
             pn.state.on_session_destroyed(lambda session_context: self.cancel())
 
     # ---- the grid ---------------------------------------------------------------------
@@ -248,13 +250,13 @@ class SweepView(pn.viewable.Viewer):
         def work():
             png = sweep_png(frame, title=title)
             if generation == self._png_generation:
-                self._png = png  # the download callback reads it; the button is enabled by the next drain
+                self._png = png  # the download callback reads it; _offer_png_when_ready enables the button
 
         self._png_thread = threading.Thread(target=work, name="lpviz-sweep-png", daemon=True)
         self._png_thread.start()
-        self.start_draining_png()
+        self._offer_png_when_ready()
 
-    def start_draining_png(self):
+    def _offer_png_when_ready(self):
         """Enable the PNG download once its thread is done (polled on the event loop)."""
         if pn.state.curdoc is None:
             return
@@ -268,9 +270,8 @@ class SweepView(pn.viewable.Viewer):
 
     def png_bytes(self, timeout=60):
         """The PNG of the last sweep (waits for its thread; tests)."""
-        thread = getattr(self, "_png_thread", None)
-        if thread is not None:
-            thread.join(timeout)
+        if self._png_thread is not None:
+            self._png_thread.join(timeout)
         return self._png
 
     def _png_file(self):
@@ -358,10 +359,10 @@ class SweepView(pn.viewable.Viewer):
         @pn.depends(settings.param.source, settings.param.heterogeneous, settings.param.methods,
                     self.fits.data.param.release)
         def notes(*_):
-            lines = ["Short fits of the session's data set at each epsilon / N (the session's methods, sizes, "
-                     "held-out cells and seeds; only the noise level changes; every point uses the same noise "
-                     "seed, so the point at the session's own epsilon / N is its release). A fit of the true "
-                     "counts does not see the noise: one fit, drawn as a dashed line."]
+            lines = [("Short fits of the session's data set at each epsilon / N (the session's methods, sizes, "
+                      "held-out cells and seeds; only the noise level changes; every point uses the same noise "
+                      "seed, so the point at the session's own epsilon / N is its release). A fit of the true "
+                      "counts does not see the noise: one fit, drawn as a dashed line.")]
             if settings.heterogeneous:
                 lines.append("The session's noise is per row; the sweep noises every row alike, at each epsilon / N.")
             reason = self.unavailable_reason()

@@ -2,7 +2,7 @@
 
 The grid runs on the server's shared local Dask cluster (worker processes the
 server starts at the first sweep). Points are counted in the page's Bokeh
-documents: the scatter sources of the plots whose x axis is epsilon / N.
+documents: the scatter sources of the sweep plots (their epsilon_over_N and alpha columns).
 """
 
 

@@ -30,8 +30,6 @@ import tempfile
 import threading
 import time
 
-import numpy as np
-
 from lpviz.reproduce.grid import ResultStore, Task, local_cluster, run_tasks
 
 __all__ = ["sweep_tasks", "default_ratios", "short_schedule", "point_row", "sweep_frame", "plotted_scores",
