@@ -29,6 +29,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.sweep_view import SweepView  # noqa: E402
 from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
@@ -54,6 +55,7 @@ def create_app():
              "Topic map": TopicMapView(fits=fits), "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits),
              "Privacy": PrivacyView(data=data), "Central vs local": CentralView(fits=fits)}
     export = ExportView(fits=fits, views=list(views.values()))
+    views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).

@@ -168,16 +168,26 @@ class DataStore(param.Parameterized):
         """A function building the data set of the current settings (runs in any thread)."""
         from lpviz.datasets import load_data
 
-        settings, source = self.settings, self.settings.source_spec
-        if not source.spec:  # an upload
+        if not self.settings.source_spec.spec:  # an upload
             upload = self._upload
             if upload is None:
                 raise ValueError("no file uploaded yet: choose a file (edge list, .npz, .mtx, UCI bag-of-words "
                                  "or dense CSV) with the upload button")
             return lambda: upload
+        spec = self.data_spec()
+        return lambda: load_data(spec["spec"], **spec["options"])
+
+    def data_spec(self):
+        """The current settings' data set as a spec another process rebuilds it from
+        (:func:`lpviz.reproduce.chains.build_data`: ``{"source": "spec", "spec": ..., "options": ...}``,
+        what :func:`lpviz.datasets.load_data` takes); a ValueError for an upload, which only this
+        session holds."""
+        settings, source = self.settings, self.settings.source_spec
+        if not source.spec:
+            raise ValueError("an uploaded file lives only in this session: other processes cannot rebuild it. "
+                             "Choose a synthetic or Enron data set to run this on workers")
         spec = f"{source.spec}:{checked_path(settings.path)}" if source.takes_path else source.spec
-        options = source.options(settings)
-        return lambda: load_data(spec, **options)
+        return {"source": "spec", "spec": spec, "options": source.options(settings)}
 
     def _plan(self):
         """The settings the release is made from, read on the event loop (the work may run in a thread)."""

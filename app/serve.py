@@ -12,6 +12,10 @@
 - Memory: each session may use the server's memory limit
   (``LPVIZ_MEMORY_LIMIT``, default 60% of the machine) divided by the
   sessions expected at once (``--sessions``, ``LPVIZ_APP_SESSIONS``, default 4).
+- Epsilon sweeps run on the Dask cluster at ``--scheduler ADDRESS``
+  (``LPVIZ_SCHEDULER``) when given, else on one LocalCluster of worker
+  processes the server starts at the first sweep and shares between sessions
+  (``LPVIZ_SWEEP_WORKERS`` workers, default half the cores).
 - Server-side files are read only from ``--data-folder`` (repeatable;
   default the data cache folder and ``../shared/data``), downloads happen
   only with ``--allow-downloads``.
@@ -49,6 +53,9 @@ def parse_args(argv=None):
     parser.add_argument("--data-folder", action="append", default=[], type=Path,
                         help="folder whose files sessions may read (repeatable)")
     parser.add_argument("--allow-downloads", action="store_true", help="let sessions download the Enron data")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="Dask scheduler the epsilon sweeps run on (e.g. tcp://host:8786; default: a local "
+                             "cluster of worker processes, started at the first sweep)")
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
     if args.sessions is not None and args.sessions < 1:
@@ -67,6 +74,8 @@ def main(argv=None):
         os.environ["LPVIZ_APP_DATA_FOLDERS"] = os.pathsep.join(str(p) for p in args.data_folder)
     if args.allow_downloads:
         os.environ["LPVIZ_ALLOW_DOWNLOADS"] = "1"
+    if args.scheduler:
+        os.environ["LPVIZ_SCHEDULER"] = args.scheduler
     from panel.command import main as panel
 
     origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin

@@ -5,13 +5,18 @@ among them), so a task gives the same numbers wherever it runs. Its pieces:
 
 ``data``
     ``{"source": "synthetic-blocks" | "synthetic-topics" | "synthetic-lda" | "enron-topics" |
-    "enron-network", "seed": int, ...builder keywords}`` (:data:`DATA_SOURCES`).
+    "enron-network", "seed": int, ...builder keywords}`` (:data:`DATA_SOURCES`), or
+    ``{"source": "spec", "spec": str, "options": {...}}``: what
+    :func:`lpviz.datasets.load_data` takes (the CLI's and the dashboard's data
+    specs, e.g. ``"synthetic-topics"`` with ``{"n_docs": 90, ...}``).
 ``noise``
     ``{"epsilon": e, "N": n | "mean", "seed": int}`` (``"mean"``: the
     empirical mean count, Figure 1) or ``{"alpha": "generator", "seed": int}``
     (the synthetic generator's per-document ``alpha_d``, Figure 3).
 ``holdout``
-    ``None`` or ``{"rule": "top actors", "n_actors": k}`` (Figure 5).
+    ``None`` or ``{"rule": "top actors", "n_actors": k}`` (Figure 5) or
+    ``{"rule": "random cells", "fraction": f, "seed": s}``
+    (:func:`lpviz.datasets.holdout_mask`).
 ``method``, ``method_options``, ``model``, ``n_components``, ``n_iter``, ``burn_in``, ``thin``, ``chain_seed``
     The chain (:func:`lpviz.engine.run`).
 ``diagnostics``
@@ -97,12 +102,19 @@ def _enron_network(spec):
     return build_enron_network(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
 
 
+def _load_data_spec(spec):
+    from lpviz.datasets import load_data
+
+    return load_data(spec["spec"], **spec.get("options", {}))
+
+
 DATA_SOURCES = {
     "synthetic-blocks": _synthetic_blocks,
     "synthetic-topics": _synthetic_topics,
     "synthetic-lda": _synthetic_lda,
     "enron-topics": _enron_topics,
     "enron-network": _enron_network,
+    "spec": _load_data_spec,
 }
 
 
@@ -131,7 +143,8 @@ def build_release(params):
     heldout = None
     if params.get("holdout"):
         rule = params["holdout"]
-        mask = holdout_mask(data.dense(), data.model, rule["rule"], n_actors=rule.get("n_actors", 50))
+        mask = holdout_mask(data.dense(), data.model, rule["rule"], n_actors=rule.get("n_actors", 50),
+                            fraction=rule.get("fraction", 0.1), random_state=rule.get("seed"))
         heldout = None if mask is None else ~mask
     if "alpha" in noise:
         if noise["alpha"] != "generator":

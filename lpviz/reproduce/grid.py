@@ -24,6 +24,10 @@ workers to ``cores // workers``. A task that raises is retried
 rescheduled on another worker by the scheduler, up to
 ``distributed.scheduler.allowed-failures`` deaths; a task that still fails
 is reported as failed (its file is not written), never silently skipped.
+A run can be cancelled from another thread (``cancel``, e.g. a
+``threading.Event``): no task starts after it is set, the unfinished ones are
+cancelled (a chain already running on a worker finishes there and is
+discarded) and reported as such, never written.
 """
 
 import json
@@ -44,6 +48,8 @@ __all__ = ["Task", "ResultStore", "RunStats", "StaleResultError", "TaskFailedErr
            "default_workers", "threads_per_worker", "local_cluster"]
 
 RECORD_KEY = "__record__"
+# How often a cancellable run looks at its cancel flag while it waits for results.
+CANCEL_POLL_SECONDS = 0.05
 TASKS_FOLDER = "tasks"
 
 
@@ -154,11 +160,12 @@ class ResultStore:
 
 @dataclass
 class RunStats:
-    """What :func:`run_tasks` did: tasks run now, found done, failed; wall-clock; where."""
+    """What :func:`run_tasks` did: tasks run now, found done, failed, cancelled; wall-clock; where."""
 
     executed: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: list = field(default_factory=list)
+    cancelled: list = field(default_factory=list)
     seconds: float = 0.0
     scheduler: str = "serial"
     workers: int = 1
@@ -176,16 +183,17 @@ def threads_per_worker(workers, cores=None):
     return max(1, cores // workers)
 
 
-def local_cluster(workers, threads=None):
+def local_cluster(workers, threads=None, memory_limit="auto"):
     """A LocalCluster of ``workers`` processes, one Dask thread each, whose chains use
-    ``threads`` kernel threads (``LPVIZ_NUM_THREADS``; default ``cores // workers``)."""
+    ``threads`` kernel threads (``LPVIZ_NUM_THREADS``; default ``cores // workers``);
+    ``memory_limit``: bytes per worker (Dask's; its nanny restarts a worker beyond it)."""
     from distributed import LocalCluster
 
     threads = threads or threads_per_worker(workers)
     env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, env=env,
-                        dashboard_address=None, silence_logs=logging.ERROR)
+                        memory_limit=memory_limit, dashboard_address=None, silence_logs=logging.ERROR)
 
 
 def _progress(total, initial, description, enabled):
@@ -196,7 +204,7 @@ def _progress(total, initial, description, enabled):
 
 
 def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=None, retries=2, progress=False,
-              description="tasks", on_result=None):
+              description="tasks", on_result=None, cancel=None):
     """Run the tasks whose results ``store`` lacks; write each result as it finishes.
 
     Parameters
@@ -216,7 +224,12 @@ def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=N
     progress : bool
         A progress bar with ETA on stderr.
     on_result : callable, optional
-        Called as ``on_result(task)`` after each result is written (the tests interrupt runs with it).
+        Called as ``on_result(task)`` after each result is written (the tests interrupt runs with it;
+        the dashboard's epsilon sweep streams its points with it).
+    cancel : object with ``is_set()``, optional
+        E.g. a ``threading.Event`` set from another thread: once set, no further
+        task starts and the unfinished ones are cancelled (``stats.cancelled``; a
+        chain already running on a Dask worker finishes there and is discarded).
 
     Returns
     -------
@@ -236,7 +249,10 @@ def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=N
     start = time.perf_counter()
     if scheduler == "serial":
         with _progress(len(tasks), len(stats.skipped), description, progress) as bar:
-            for task in pending:
+            for index, task in enumerate(pending):
+                if _cancelled(cancel):
+                    stats.cancelled.extend(pending[index:])
+                    break
                 try:
                     result = function(task.params)
                 except Exception as error:  # noqa: BLE001 - reported, not swallowed
@@ -254,9 +270,13 @@ def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=N
     else:
         _run_on_dask(pending, store, function, stats, scheduler=scheduler, workers=workers, threads=threads,
                      retries=retries, total=len(tasks), progress=progress, description=description,
-                     on_result=on_result)
+                     on_result=on_result, cancel=cancel)
     stats.seconds = time.perf_counter() - start
     return stats
+
+
+def _cancelled(cancel):
+    return cancel is not None and cancel.is_set()
 
 
 def _connect(scheduler, workers, threads, stats):
@@ -282,7 +302,7 @@ def _connect(scheduler, workers, threads, stats):
 
 
 def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads, retries, total, progress,
-                 description, on_result):
+                 description, on_result, cancel=None):
     from distributed import as_completed
 
     client, owned = _connect(scheduler, workers, threads, stats)
@@ -293,9 +313,12 @@ def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads
             future = client.submit(function, task.params, key=f"lpviz-{task.id}-{token}", retries=retries,
                                    pure=False)
             futures[future] = task
+        handled = set()
         with _progress(total, total - len(pending), description, progress) as bar:
-            for future in as_completed(futures):
+            # the client's loop: it need not be the default client (e.g. a shared one made with set_as_default=False)
+            for future in _completed(as_completed(futures, loop=client.loop), cancel):
                 task = futures[future]
+                handled.add(future)
                 try:
                     result = future.result()
                 except Exception as error:  # noqa: BLE001 - KilledWorker included: reported as failed
@@ -307,6 +330,10 @@ def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads
                         on_result(task)
                 future.release()
                 bar.update(1)
+        if _cancelled(cancel):
+            unfinished = [future for future in futures if future not in handled]
+            client.cancel(unfinished)
+            stats.cancelled.extend(futures[future] for future in unfinished)
     except BaseException:
         for future in futures:
             future.cancel()
@@ -317,6 +344,22 @@ def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads
                 thing.close()
             except Exception:  # noqa: BLE001 - closing after an interrupt must not mask it
                 pass
+
+
+def _completed(finished, cancel):
+    """The futures of ``finished`` (an ``as_completed``) as they finish, until ``cancel`` is set
+    (looked at every :data:`CANCEL_POLL_SECONDS` while nothing finishes)."""
+    if cancel is None:
+        yield from finished
+        return
+    while not finished.is_empty() and not cancel.is_set():
+        batch = finished.next_batch(block=False)
+        if not batch:
+            time.sleep(CANCEL_POLL_SECONDS)
+        for future in batch:
+            if cancel.is_set():  # finished, but after the cancel: not handed out (counted as cancelled)
+                return
+            yield future
 
 
 def projected_seconds(task_seconds, workers):
