@@ -53,8 +53,8 @@ CLOSEST_TO_ONE = ("rhat",)
 HEADER_NOTES = {"rhat": "split, 1 chain", "ess": "bulk"}
 CONVERGENCE_NOTE = ("R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
                     "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
-                    "after burn-in; near 1 when mixed, above 1.1 while the chain still drifts. ESS: the effective "
-                    "number of independent draws in that trace.")
+                    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
+                    "chain still drifts. ESS: the effective number of independent draws among those.")
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 

@@ -43,6 +43,10 @@ RHAT_DRIFTING = 1.1
 # R-hat below this counts as converged (Vehtari et al. 2021 recommend 1.01;
 # 1.05 is the older, looser rule many papers used).
 RHAT_OK = 1.01
+# chain_convergence diagnoses at most this many iterations (every k-th of a longer trace): its cost
+# (ArviZ ranks the draws) stays a few milliseconds however long the run, as a live app scores each
+# saved sample.
+MAX_CONVERGENCE_DRAWS = 2000
 N_PROBE_CELLS = 20
 N_PROBE_COLUMNS = 100
 
@@ -127,7 +131,10 @@ def chain_convergence(posterior):
     :func:`trace_name`). ArviZ's R-hat needs two chains, so the chain's first
     and second halves go in as two chains and are split again: the
     rank-normalised split R-hat of its four quarters, near 1 when the quarters
-    agree and above :data:`RHAT_DRIFTING` while the trace still drifts.
+    agree and above :data:`RHAT_DRIFTING` while the trace still drifts. A trace
+    longer than :data:`MAX_CONVERGENCE_DRAWS` is diagnosed at every k-th
+    iteration (evenly spaced, the last one included), so both numbers
+    describe those draws.
 
     Parameters
     ----------
@@ -136,18 +143,21 @@ def chain_convergence(posterior):
     Returns
     -------
     dict
-        ``rhat``, ``ess`` (bulk ESS of the whole trace after burn-in) and
-        ``trace_name``; ``rhat``/``ess`` are None when they do not apply: a
+        ``rhat``, ``ess`` (bulk ESS of the draws diagnosed), ``draws``
+        (how many) and ``trace_name``; ``rhat``/``ess`` are None when they do not apply: a
         variational fit (no chain), fewer than 8 iterations after burn-in, or
         a trace that never varies.
     """
     name = trace_name(posterior.log_marginal)
-    result = {"rhat": None, "ess": None, "trace_name": name}
+    result = {"rhat": None, "ess": None, "draws": 0, "trace_name": name}
     if posterior.inference != "mcmc":
         return result
     full = posterior.log_marginal if name == "log_marginal" else posterior.log_joint
     trace = np.asarray(full[posterior.burn_in:], dtype=np.float64)
     trace = trace[np.isfinite(trace)]
+    stride = max(1, -(-trace.size // MAX_CONVERGENCE_DRAWS))
+    trace = trace[::-1][::stride][::-1]  # every stride-th, ending at the last iteration
+    result["draws"] = int(trace.size)
     half = trace.size // 2
     if half < 4 or np.all(trace == trace[0]):
         return result

@@ -57,9 +57,21 @@ def test_split_rhat_prefers_the_marginal_likelihood_trace_and_does_not_apply_to_
     posterior._log_marginal = list(ar1(400, 0.2, seed=3))  # a marginal likelihood that mixes
     result = chain_convergence(posterior)
     assert result["trace_name"] == "log_marginal" and result["rhat"] < 1.05
-    assert chain_convergence(posterior_with_trace(np.arange(7.0))) == {"rhat": None, "ess": None,
-                                                                      "trace_name": "log_joint"}
+    assert chain_convergence(posterior_with_trace(np.arange(7.0)))["rhat"] is None
     assert chain_convergence(posterior_with_trace(np.ones(100)))["rhat"] is None
+
+
+def test_a_long_trace_is_diagnosed_on_evenly_spaced_draws_ending_at_the_last_iteration():
+    from lpviz.diagnostics import MAX_CONVERGENCE_DRAWS
+
+    n = 3 * MAX_CONVERGENCE_DRAWS + 1
+    trace = -1000 + ar1(n, 0.5, seed=4)
+    long = chain_convergence(posterior_with_trace(trace))
+    assert long["draws"] == 1501 <= MAX_CONVERGENCE_DRAWS  # every 4th of 6001, ending at the last
+    shown = posterior_with_trace(trace[::-1][::4][::-1])
+    assert long["rhat"] == chain_convergence(shown)["rhat"] and long["ess"] == chain_convergence(shown)["ess"]
+    drifting = chain_convergence(posterior_with_trace(trace + np.linspace(0, 8, n)))
+    assert drifting["rhat"] > RHAT_DRIFTING
 
 
 def test_score_reports_split_rhat_and_ess_of_a_real_chain():
