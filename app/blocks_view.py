@@ -126,11 +126,11 @@ class BlocksView(pn.viewable.Viewer):
         shown = np.asarray(matrix, float)[np.ix_(self.order, self.order)][::stride, ::stride]
         ticks = np.arange(0, n, stride)
         names = self._ticks(ticks)
+        options = dict(title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
+                       responsive=True, min_height=280, min_width=240,
+                       **scale_options(self.fits.data.settings.colour_scale, clim, shown))
         image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"],
-                         vdims=["rate"]).opts(
-            title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
-            responsive=True, min_height=280, min_width=240,
-            **scale_options(self.fits.data.settings.colour_scale, clim, shown), **label_options(names, names))
+                         vdims=["rate"]).opts(**{**options, **label_options(names, names)})
         held = self.fits.data.release.heldout_cells
         if held is None:
             return image
@@ -163,9 +163,9 @@ class BlocksView(pn.viewable.Viewer):
             n, C = shares.shape
             plots.append(hv.Image((np.arange(C), np.arange(n), shares),
                                   kdims=["community", "actor (ordered)"], vdims=["share"]).opts(
-                title=f"{name}: memberships", cmap="Blues", clim=(0, 1), colorbar=True, tools=["hover"],
-                invert_yaxis=True, responsive=True, min_height=280, min_width=160,
-                **{**label_options(self._ticks(np.arange(n))), "xticks": [(c, str(c + 1)) for c in range(C)]}))
+                **{"title": f"{name}: memberships", "cmap": "Blues", "clim": (0, 1), "colorbar": True,
+                   "tools": ["hover"], "invert_yaxis": True, "responsive": True, "min_height": 280, "min_width": 160,
+                   **label_options(self._ticks(np.arange(n))), "xticks": [(c, str(c + 1)) for c in range(C)]}))
         return hv.Layout(plots).cols(max(1, len(plots)))
 
     @param.depends("panels", "order", "order_source", "scores")

@@ -70,9 +70,11 @@ class NoiseView(pn.viewable.Viewer):
         clim = (-limit, limit)  # symmetric, so white is exactly zero
         strides = display_slice(Y_obs.shape)
         kind = release.kind
+        # actors named on a network's axes (a corpus's document ids would only clutter them)
+        labels = axis_labels(self.data) if kind == "network" else (None, None)
         # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
         # (colour_limit); the rate colour scale applies to the rate heatmaps
-        options = dict(strides=strides, labels=axis_labels(self.data), heldout=release.heldout_cells)
+        options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)
         images = [count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
                   count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
         if Y_true is not None:

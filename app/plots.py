@@ -10,7 +10,8 @@ import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also 
 import numpy as np
 
 MAX_DISPLAY = 300
-MAX_TICKS = 30  # named ticks per axis at most: more would overlap on a heatmap a few hundred pixels high
+MAX_TICKS = 20  # named ticks per axis at most: more would overlap on a heatmap a few hundred pixels high
+NAMED_MIN_HEIGHT = 440  # a heatmap with names under it: room for the upright names and the cells
 HELDOUT_SHADE = "#303030"
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
@@ -74,14 +75,15 @@ def tick_labels(labels, positions, order=None, max_ticks=MAX_TICKS):
 
 
 def label_options(row_ticks=None, col_ticks=None):
-    """HoloViews options naming a heatmap's axes with ``tick_labels`` (column names turned upright)."""
+    """HoloViews options naming a heatmap's axes with ``tick_labels`` (column names turned upright, the
+    heatmap made taller to leave its cells room beside the names)."""
     options = {}
     if col_ticks:
         options.update(xticks=col_ticks, xrotation=90)
     if row_ticks:
         options["yticks"] = row_ticks
     if options:
-        options["fontsize"] = {"xticks": "7pt", "yticks": "7pt"}
+        options.update(fontsize={"xticks": "7pt", "yticks": "7pt"}, min_height=NAMED_MIN_HEIGHT)
     return options
 
 
@@ -111,9 +113,9 @@ def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, labe
     row_labels, col_labels = labels
     ticks = label_options(tick_labels(row_labels, rows) if row_labels is not None else None,
                           tick_labels(col_labels, cols) if col_labels is not None else None)
-    image = image.opts(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
-                       min_height=260, min_width=220, toolbar="above", framewise=True,
-                       **scale_options(scale, clim, shown), **ticks)
+    options = dict(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
+                   min_height=260, min_width=220, toolbar="above", framewise=True, **scale_options(scale, clim, shown))
+    image = image.opts(**{**options, **ticks})
     if heldout is None or not np.any(heldout):
         return image
     return image * heldout_overlay(np.asarray(heldout)[::row_step, ::col_step], rows, cols, image.kdims)
