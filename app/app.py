@@ -30,6 +30,7 @@ from app.noise_view import NoiseView  # noqa: E402
 from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
+from app.teaching import Teaching  # noqa: E402
 from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
@@ -65,8 +66,8 @@ def create_app():
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(
         title="lpviz: locally private Bayesian inference for count data", busy_indicator=None,
-        header=[spinner], sidebar=[ControlsView(data=data)], main=[tabs], sidebar_width=340,
-        header_background="#b2182b")
+        header=[spinner], sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)], main=[tabs],
+        sidebar_width=340, header_background="#b2182b")
 
 
 if __name__.startswith("bokeh"):

@@ -17,7 +17,8 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, score_frame
-from app.plots import RATE_CMAP, display_slice, scale_options, subsample_note, truth_reference
+from app.plots import (RATE_CMAP, axis_labels, display_slice, heldout_overlay, label_options, scale_options,
+                       subsample_note, tick_labels, truth_reference)
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -113,23 +114,28 @@ class BlocksView(pn.viewable.Viewer):
         return models.create(data.model, self.fits.settings.n_components).memberships(data.truth.factors)
 
     # -- plots -----------------------------------------------------------------
+    def _ticks(self, positions):
+        """Axis ticks naming the actors drawn at ``positions`` (in the community order), or None."""
+        rows, cols = axis_labels(self.fits.data)
+        labels = rows if rows is not None else cols
+        return tick_labels(labels, positions, order=self.order) if labels is not None else None
+
     def _rate_image(self, matrix, title, clim):
         n = matrix.shape[0]
         stride = display_slice(matrix.shape)[0]
         shown = np.asarray(matrix, float)[np.ix_(self.order, self.order)][::stride, ::stride]
         ticks = np.arange(0, n, stride)
+        names = self._ticks(ticks)
+        options = dict(title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
+                       responsive=True, min_height=280, min_width=240,
+                       **scale_options(self.fits.data.settings.colour_scale, clim, shown))
         image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"],
-                         vdims=["rate"]).opts(
-            title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
-            responsive=True, min_height=280, min_width=240,
-            **scale_options(self.fits.data.settings.colour_scale, clim, shown))
+                         vdims=["rate"]).opts(**{**options, **label_options(names, names)})
         held = self.fits.data.release.heldout_cells
         if held is None:
             return image
-        held = np.where(held[np.ix_(self.order, self.order)], 1.0, np.nan)[::stride, ::stride]
-        shade = hv.Image((ticks, ticks, held), kdims=image.kdims, vdims=["held out"]).opts(
-            cmap=["#404040"], alpha=0.35, clipping_colors={"NaN": "transparent"})
-        return image * shade
+        return image * heldout_overlay(held[np.ix_(self.order, self.order)][::stride, ::stride], ticks, ticks,
+                                       image.kdims)
 
     @param.depends("panels", "order", "fits.data.settings.colour_scale")
     def rate_heatmaps(self):
@@ -157,9 +163,9 @@ class BlocksView(pn.viewable.Viewer):
             n, C = shares.shape
             plots.append(hv.Image((np.arange(C), np.arange(n), shares),
                                   kdims=["community", "actor (ordered)"], vdims=["share"]).opts(
-                title=f"{name}: memberships", cmap="Blues", clim=(0, 1), colorbar=True, tools=["hover"],
-                invert_yaxis=True, responsive=True, min_height=280, min_width=160,
-                xticks=[(c, str(c + 1)) for c in range(C)]))
+                **{"title": f"{name}: memberships", "cmap": "Blues", "clim": (0, 1), "colorbar": True,
+                   "tools": ["hover"], "invert_yaxis": True, "responsive": True, "min_height": 280, "min_width": 160,
+                   **label_options(self._ticks(np.arange(n))), "xticks": [(c, str(c + 1)) for c in range(C)]}))
         return hv.Layout(plots).cols(max(1, len(plots)))
 
     @param.depends("panels", "order", "order_source", "scores")

@@ -44,10 +44,17 @@ def overlay(curves, *, title, ylabel, legend):
 
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
-SCOREBOARD_KEYS = (*(key for key in SCORE_KEYS if key not in ("best_log_joint", "samples")),
+SCOREBOARD_KEYS = (*(key for key in SCORE_KEYS if key not in ("best_log_joint", "samples")), "rhat", "ess",
                    "iterations", "samples", "seconds", "iterations_per_second")
 LOWER_IS_BETTER = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "topic_distance")
-HIGHER_IS_BETTER = ("npmi", "umass")
+HIGHER_IS_BETTER = ("npmi", "umass", "ess")
+CLOSEST_TO_ONE = ("rhat",)
+# Under a column's header: what the number is, where the label alone would mislead.
+HEADER_NOTES = {"rhat": "split, 1 chain", "ess": "bulk"}
+CONVERGENCE_NOTE = ("R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
+                    "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
+                    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
+                    "chain still drifts. ESS: the effective number of independent draws among those.")
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 
@@ -57,11 +64,13 @@ def best_cells(frame):
     from lpviz.metrics import SCORE_LABELS
 
     best = {}
-    for keys, pick in ((LOWER_IS_BETTER, "min"), (HIGHER_IS_BETTER, "max")):
+    for keys, pick in ((LOWER_IS_BETTER, "min"), (HIGHER_IS_BETTER, "max"), (CLOSEST_TO_ONE, "one")):
         for column in (SCORE_LABELS[key] for key in keys):
             if column in frame and frame[column].notna().any():
                 values = frame[column].astype(float)
-                optimum = getattr(values, pick)()
+                if pick == "one":
+                    values = (values - 1).abs()
+                optimum = values.max() if pick == "max" else values.min()
                 best[column] = list(frame.loc[values == optimum, "method"])
     return best
 
@@ -76,8 +85,12 @@ def scoreboard_html(frame):
     """The score table as HTML, the best value of each column in bold with a star."""
     if frame.empty:
         return ""
+    from lpviz.metrics import SCORE_LABELS
+
     best = best_cells(frame)
-    head = "".join(f"<th>{column}</th>" for column in frame.columns)
+    notes = {SCORE_LABELS[key]: note for key, note in HEADER_NOTES.items()}
+    head = "".join(f"<th>{column}<br><small>({notes[column]})</small></th>" if column in notes else f"<th>{column}</th>"
+                   for column in frame.columns)
     rows = []
     for _, row in frame.iterrows():
         cells = []
@@ -88,7 +101,8 @@ def scoreboard_html(frame):
             cells.append(f"<td>{text}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return (f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence).</p>")
+            f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence, R-hat nearest 1, "
+            f"largest ESS).</p>" + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else ""))
 
 
 def mae_key(truth):

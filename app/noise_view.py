@@ -12,7 +12,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore
-from app.plots import colour_limit, count_image, display_slice, subsample_note
+from app.plots import axis_labels, colour_limit, count_image, display_slice, subsample_note
 
 
 class NoiseView(pn.viewable.Viewer):
@@ -47,7 +47,7 @@ class NoiseView(pn.viewable.Viewer):
         ]
         if release.heldout_cells is not None:
             lines.append(f"{int(release.heldout_cells.sum()):,} cells held out of the fits "
-                         f"({data.settings.holdout}).")
+                         f"({data.settings.holdout}), shaded grey on the heatmaps.")
         note = subsample_note(Y_true.shape, display_slice(Y_true.shape))
         if note:
             lines.append(note)
@@ -70,9 +70,11 @@ class NoiseView(pn.viewable.Viewer):
         clim = (-limit, limit)  # symmetric, so white is exactly zero
         strides = display_slice(Y_obs.shape)
         kind = release.kind
+        # actors named on a network's axes (a corpus's document ids would only clutter them)
+        labels = axis_labels(self.data) if kind == "network" else (None, None)
         # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
         # (colour_limit); the rate colour scale applies to the rate heatmaps
-        options = dict(strides=strides)
+        options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)
         images = [count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
                   count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
         if Y_true is not None:

@@ -10,6 +10,9 @@ import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also 
 import numpy as np
 
 MAX_DISPLAY = 300
+MAX_TICKS = 20  # named ticks per axis at most: more would overlap on a heatmap a few hundred pixels high
+NAMED_MIN_HEIGHT = 440  # a heatmap with names under it: room for the upright names and the cells
+HELDOUT_SHADE = "#303030"
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind.
@@ -36,17 +39,86 @@ def scale_options(scale, clim, values=None):
     return dict(cnorm="linear", clim=clim)
 
 
-def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count", scale="linear"):
-    """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values."""
+def axis_labels(store):
+    """``(row_labels, col_labels)`` of a :class:`~app.datastore.DataStore`'s data to name axes with
+    (None where there are none): the release's public labels, else, when the session holds the
+    truth (a simulation run by the data's owner, who sees the true counts anyway), the data set's own
+    (the Enron addresses)."""
+    release = store.release
+    if release is None:
+        return None, None
+    rows, cols = release.row_labels, release.col_labels
+    data = store.data
+    if store.truth is not None and data is not None and tuple(data.shape) == tuple(release.shape):
+        rows = rows if rows is not None else getattr(data, "row_labels", None)
+        cols = cols if cols is not None else getattr(data, "col_labels", None)
+    return rows, cols
+
+
+def short_labels(labels):
+    """Labels without the e-mail domain they all share ("jeff.dasovich@enron.com" -> "jeff.dasovich")."""
+    labels = [str(label) for label in labels]
+    domains = {label.rpartition("@")[2] for label in labels if "@" in label}
+    if len(domains) == 1 and all("@" in label for label in labels):
+        return [label.rpartition("@")[0] for label in labels]
+    return labels
+
+
+def tick_labels(labels, positions, order=None, max_ticks=MAX_TICKS):
+    """Axis ticks ``[(position, label), ...]`` naming the drawn ``positions`` (every k-th when there
+    are more than ``max_ticks``): the one at position ``p`` is ``labels[order[p]]`` (the actor drawn
+    there when rows are reordered; ``order`` None: ``labels[p]``)."""
+    labels = short_labels(labels)
+    positions = np.asarray(positions)
+    step = max(1, int(np.ceil(len(positions) / max_ticks)))
+    return [(int(p), labels[int(p) if order is None else int(order[p])]) for p in positions[::step]]
+
+
+def label_options(row_ticks=None, col_ticks=None):
+    """HoloViews options naming a heatmap's axes with ``tick_labels`` (column names turned upright, the
+    heatmap made taller to leave its cells room beside the names)."""
+    options = {}
+    if col_ticks:
+        options.update(xticks=col_ticks, xrotation=90)
+    if row_ticks:
+        options["yticks"] = row_ticks
+    if options:
+        options.update(fontsize={"xticks": "7pt", "yticks": "7pt"}, min_height=NAMED_MIN_HEIGHT)
+    return options
+
+
+def heldout_overlay(heldout, rows, cols, kdims):
+    """The held-out cells of a heatmap drawn at ``rows`` x ``cols`` (the positions shown, after any
+    reordering and subsampling: ``heldout`` is indexed like the drawn matrix), shaded dark grey over
+    the colours; transparent elsewhere."""
+    held = np.where(np.asarray(heldout, dtype=bool), 1.0, np.nan)
+    return hv.Image((cols, rows, held), kdims=kdims, vdims=["held out"]).opts(
+        cmap=[HELDOUT_SHADE], alpha=0.45, clipping_colors={"NaN": "transparent"}, colorbar=False)
+
+
+def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count", scale="linear",
+                labels=(None, None), heldout=None):
+    """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values.
+
+    ``labels``: ``(row_labels, col_labels)`` naming the axes (either None: numbered);
+    ``heldout``: a boolean matrix like ``Y`` whose True cells are shaded over the heatmap
+    (then an overlay is returned).
+    """
     row_step, col_step = strides
     shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
     rows = np.arange(0, Y.shape[0], row_step)
     cols = np.arange(0, Y.shape[1], col_step)
     row_name, col_name = AXES.get(kind, ("row", "column"))
     image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label])
-    return image.opts(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
-                      min_height=260, min_width=220, toolbar="above", framewise=True,
-                      **scale_options(scale, clim, shown))
+    row_labels, col_labels = labels
+    ticks = label_options(tick_labels(row_labels, rows) if row_labels is not None else None,
+                          tick_labels(col_labels, cols) if col_labels is not None else None)
+    options = dict(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
+                   min_height=260, min_width=220, toolbar="above", framewise=True, **scale_options(scale, clim, shown))
+    image = image.opts(**{**options, **ticks})
+    if heldout is None or not np.any(heldout):
+        return image
+    return image * heldout_overlay(np.asarray(heldout)[::row_step, ::col_step], rows, cols, image.kdims)
 
 
 def colour_limit(*matrices, quantile=99.5):

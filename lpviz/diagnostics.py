@@ -35,12 +35,18 @@ import numpy as np
 
 from lpviz.metrics import align_topics
 
-__all__ = ["rhat", "ess", "chain_summary", "combine", "diagnose", "summarize_diagnostics", "probe_cells",
+__all__ = ["rhat", "ess", "chain_convergence", "chain_summary", "combine", "diagnose", "summarize_diagnostics", "probe_cells",
            "probe_columns", "trace_name", "to_inference_data", "RHAT_OK"]
 
+# A chain "still drifting" by the common rule of thumb (Gelman et al., BDA3).
+RHAT_DRIFTING = 1.1
 # R-hat below this counts as converged (Vehtari et al. 2021 recommend 1.01;
 # 1.05 is the older, looser rule many papers used).
 RHAT_OK = 1.01
+# chain_convergence diagnoses at most this many iterations (every k-th of a longer trace): its cost
+# (ArviZ ranks the draws) stays a few milliseconds however long the run, as a live app scores each
+# saved sample.
+MAX_CONVERGENCE_DRAWS = 2000
 N_PROBE_CELLS = 20
 N_PROBE_COLUMNS = 100
 
@@ -114,6 +120,50 @@ def ess(draws, method="bulk"):
     (``"mean"``: the classic autocorrelation-based ESS of the mean).
     """
     return _per_element("ess", _check_draws(draws), method)
+
+
+def chain_convergence(posterior):
+    """Split R-hat and bulk ESS of one chain's likelihood trace after burn-in.
+
+    The trace is the marginal log likelihood where the chain traces it (the
+    private chains; DESIGN.md 1b: it does not depend on the latent counts and
+    mixes far faster than the log joint), else the log joint (see
+    :func:`trace_name`). ArviZ's R-hat needs two chains, so the chain's first
+    and second halves go in as two chains and are split again: the
+    rank-normalised split R-hat of its four quarters, near 1 when the quarters
+    agree and above :data:`RHAT_DRIFTING` while the trace still drifts. A trace
+    longer than :data:`MAX_CONVERGENCE_DRAWS` is diagnosed at every k-th
+    iteration (evenly spaced, the last one included), so both numbers
+    describe those draws.
+
+    Parameters
+    ----------
+    posterior : lpviz.engine.Posterior
+
+    Returns
+    -------
+    dict
+        ``rhat``, ``ess`` (bulk ESS of the draws diagnosed), ``draws``
+        (how many) and ``trace_name``; ``rhat``/``ess`` are None when they do not apply: a
+        variational fit (no chain), fewer than 8 iterations after burn-in, or
+        a trace that never varies.
+    """
+    name = trace_name(posterior.log_marginal)
+    result = {"rhat": None, "ess": None, "draws": 0, "trace_name": name}
+    if posterior.inference != "mcmc":
+        return result
+    full = posterior.log_marginal if name == "log_marginal" else posterior.log_joint
+    trace = np.asarray(full[posterior.burn_in:], dtype=np.float64)
+    trace = trace[np.isfinite(trace)]
+    stride = max(1, -(-trace.size // MAX_CONVERGENCE_DRAWS))
+    trace = trace[::-1][::stride][::-1]  # every stride-th, ending at the last iteration
+    result["draws"] = int(trace.size)
+    half = trace.size // 2
+    if half < 4 or np.all(trace == trace[0]):
+        return result
+    result["rhat"] = float(rhat(np.stack([trace[:half], trace[-half:]])))
+    result["ess"] = float(ess(trace[None, :]))
+    return result
 
 
 # ---------------------------------------------------------------------------

@@ -327,6 +327,8 @@ SCORE_LABELS = {
     "npmi": "NPMI",
     "umass": "UMass",
     "topic_distance": "topic error (TV)",
+    "rhat": "R-hat",
+    "ess": "ESS",
     "log_joint": "log joint",
     "best_log_joint": "best log joint",
     "log_marginal": "log marginal likelihood",
@@ -401,7 +403,10 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True):
         ``topic_distance``: mean total-variation distance of those topics to
         the true ones after Hungarian alignment (simulations);
         ``log_joint`` (last iteration), ``best_log_joint``, ``log_marginal``,
-        ``elbo`` (variational fits: last iteration), ``iterations``,
+        ``elbo`` (variational fits: last iteration); ``rhat``, ``ess``:
+        split R-hat and bulk ESS of the chain's likelihood trace after burn-in
+        (:func:`lpviz.diagnostics.chain_convergence`; posteriors of chains
+        only), ``iterations``,
         ``samples``, ``seconds``, ``iterations_per_second``.
         Structural zeros (a network's self loops) are never scored. Numbers
         that do not apply are None.
@@ -421,6 +426,10 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True):
                 result["elbo"] = _finite_or_none(fit.elbo[-1])
         if fit.best is not None:
             result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
+        from lpviz.diagnostics import chain_convergence  # diagnostics imports this module
+
+        convergence = chain_convergence(fit)
+        result.update(rhat=convergence["rhat"], ess=convergence["ess"])
         factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0

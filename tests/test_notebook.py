@@ -55,7 +55,7 @@ def test_tour_notebook_executes_and_shows_every_view(executed_tour):
     by_source = {cell.source.strip().splitlines()[-1]: _text(cell) for cell in code}
     # Each view displays as a Panel object (a bundle with Panel's mime type), not as a repr.
     for view in ("ControlsView(data=data)", "NoiseView(data=data)", "PrivacyView(data=data)", "FitsView(fits=fits)",
-                 "topics", "bessel_view", "blocks"):
+                 "topics", "bessel_view", "blocks", "teaching"):
         assert "application/vnd.holoviews_exec.v0+json" in json.dumps(
             [o.get("data", {}) for cell in code if cell.source.strip().splitlines()[-1] == view
              for o in cell.outputs]), view
@@ -64,6 +64,7 @@ def test_tour_notebook_executes_and_shows_every_view(executed_tour):
         assert f"'{method}': ('done', 400)" in fitted
     assert "private" in by_source["topics.mean_scores()"] and "NPMI" in by_source["topics.mean_scores()"]
     assert "held-out MAE" in by_source["blocks.scores"]
+    assert "Step 1 of" in by_source["teaching"] and "The true counts" in by_source["teaching"]
     assert "simulation (noise seed" in by_source["ControlsView(data=data)"]
     assert "blocks.png" in by_source["[(path.name, path.stat().st_size) for path in written]"]
 

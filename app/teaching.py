@@ -1,0 +1,170 @@
+"""Teaching mode: a guided walk through the dashboard's own views, one idea per step.
+
+From the true counts, through the noise their owner adds and what the naive
+fit does with the negative counts it leaves, to what the private sampler does
+instead, the scoreboard and the epsilon sweep. Each step selects its tab in the
+dashboard's ``pn.Tabs`` (by name) and does what it needs (the scoreboard step
+starts the fits when none ran). A step whose tab this dashboard lacks says so
+instead. In a notebook, ``Teaching(fits=fits)`` builds the tabs it needs itself.
+"""
+
+from dataclasses import dataclass
+
+import panel as pn
+import param
+
+from app.fits import Fits
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    tab: str
+    text: str
+    starts_fits: bool = False
+
+
+STEPS = (
+    Step("The true counts", "Data & noise",
+         "A person holds counts: how often each word appears in each document, or how many e-mails each "
+         "sender sent each recipient. The first heatmap shows these **true counts**. In this simulation we "
+         "see them; in a real release only their owner does."),
+    Step("The noise a person adds", "Data & noise",
+         "Before releasing anything, the owner adds independent noise τ to every count, drawn from the "
+         "two-sided geometric law P(τ) = (1 − α)/(1 + α) · α^|τ| with α = exp(−ε/N) (or, with per-row noise, "
+         "each row's own α). Counts that differ by at most N then look alike up to a factor e^ε. The second heatmap is the **release**, the histogram "
+         "below it the noise drawn; a larger ε/N means less noise. The Privacy tab shows the guarantee."),
+    Step("What naive does with negative counts", "Data & noise",
+         "Noise makes some released counts negative, which no Poisson count can be. The **naive** fit "
+         "truncates them at 0 (third heatmap) and fits the result as if it were the true counts. A truncated "
+         "count is never below the noised one, whose mean is the true count, so the naive data are biased "
+         "upward, most of all where the true counts are small."),
+    Step("What the private sampler does (Bessel)", "Bessel",
+         "The **private** fit treats the true counts as unknown and samples them with the model: given the "
+         "released count ỹ and the current rate μ, a true count y ≥ 0 has probability ∝ Pois(y; μ) · α^|ỹ − y|. "
+         "The paper gets there by writing the noise as a difference of two Poisson counts: per cell it draws "
+         "a Bessel variable m ~ Bessel(|ỹ|, 2√((λ⁺ + μ) λ⁻)), then splits the positive part binomially into the "
+         "true count and noise. This tab shows the Bessel law (its mean and mode are less than 1 apart). The "
+         "default *collapsed* sampler draws y from the same conditional directly; choose the Bessel sampler "
+         "in the fit settings to see its draws here."),
+    Step("The scoreboard", "Fits",
+         "Every method runs one chain on the same release: **private** (models the noise), **naive** "
+         "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
+         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
+         "better, ★ the best) and R-hat (near 1: the chain has mixed). The private fit should beat the naive "
+         "one and come close to the non-private one.", starts_fits=True),
+    Step("The epsilon sweep", "Epsilon sweep",
+         "The same fits at several privacy levels ε: the smaller ε, the more noise. Naive's error grows "
+         "quickly as the noise grows, private's more slowly, and non-private's does not depend on ε."),
+)
+
+
+class Teaching(pn.viewable.Viewer):
+    """A guided sequence of :data:`STEPS` over the dashboard's tabs: Back, Next, a toggle.
+
+    Parameters
+    ----------
+    fits : Fits
+        The session's chains (the scoreboard step starts them when none ran).
+    tabs : pn.Tabs, optional
+        The dashboard's tabs, selected by their names; without them (a notebook)
+        the views the steps name are built here and shown below the steps.
+    """
+
+    fits = param.ClassSelector(class_=Fits)
+    tabs = param.ClassSelector(class_=pn.Tabs, default=None)
+    on = param.Boolean(default=False, doc="teaching mode: the steps shown and the tabs following them")
+    step = param.Integer(default=0, bounds=(0, len(STEPS) - 1), doc="the step shown (0-based)")
+    note = param.String(default="", doc="what the current step did, or why it could not")
+
+    def __init__(self, **params):
+        standalone = params.get("tabs") is None
+        super().__init__(**params)
+        self._standalone = standalone
+        self._back = pn.widgets.Button(label="Back", width=80, disabled=True)
+        self._next = pn.widgets.Button(label="Next", color="primary", width=80)
+        self._back.on_click(self.back)
+        self._next.on_click(self.next)
+        if standalone:
+            self.tabs = self._own_tabs()
+            self.on = True
+
+    def _own_tabs(self):
+        from app.bessel_view import BesselView
+        from app.fits_view import FitsView
+        from app.noise_view import NoiseView
+        from app.privacy_view import PrivacyView
+
+        data = self.fits.data
+        return pn.Tabs(("Data & noise", NoiseView(data=data)), ("Fits", FitsView(fits=self.fits)),
+                       ("Bessel", BesselView(fits=self.fits)), ("Privacy", PrivacyView(data=data)),
+                       dynamic=True, sizing_mode="stretch_width")
+
+    # ---- navigation -------------------------------------------------------------------
+    @property
+    def tab_names(self):
+        return list(self.tabs._names)  # Panel keeps the tab titles there (no public accessor in 1.9)
+
+    @property
+    def current(self):
+        return STEPS[self.step]
+
+    def select(self, name):
+        """Show the tab called ``name``; False when there is none."""
+        names = self.tab_names
+        if name not in names:
+            return False
+        self.tabs.active = names.index(name)
+        return True
+
+    def go(self, step):
+        """Show step ``step`` (clipped to the first and last): select its tab, do what it needs."""
+        step = min(max(int(step), 0), len(STEPS) - 1)
+        current = STEPS[step]
+        notes = []
+        if not self.select(current.tab):
+            notes.append(f"This dashboard has no *{current.tab}* tab yet: change ε in the sidebar and press "
+                         "Start on the Fits tab again to see the same effect by hand.")
+        elif current.starts_fits:
+            notes.append(self._start_fits())
+        self.param.update(step=step, note=" ".join(note for note in notes if note))
+        self._back.disabled = step == 0
+        self._next.disabled = step == len(STEPS) - 1
+
+    def _start_fits(self):
+        fits = self.fits
+        if fits.data.release is None:
+            return "The data are still being built: press Start once they are there."
+        runners = fits.active.values()
+        if any(runner.result is not None or runner.status in ("running", "pausing", "paused") for runner in runners):
+            return ""
+        fits.start()
+        return "The fits have been started for you; the scoreboard fills in after burn-in."
+
+    def next(self, *_):
+        self.go(self.step + 1)
+
+    def back(self, *_):
+        self.go(self.step - 1)
+
+    @param.depends("on", watch=True)
+    def _turned(self):
+        if self.on:
+            self.go(self.step)
+
+    # ---- view -------------------------------------------------------------------------
+    @param.depends("step", "note")
+    def _text(self):
+        step = self.current
+        text = f"**Step {self.step + 1} of {len(STEPS)}: {step.title}** ({step.tab} tab)\n\n{step.text}"
+        if self.note:
+            text += f"\n\n*{self.note}*"
+        return pn.pane.Markdown(text, sizing_mode="stretch_width", name="teaching-step")
+
+    def __panel__(self):
+        card = pn.Column(pn.Row(self._back, self._next), self._text, visible=self.param.on,
+                         sizing_mode="stretch_width", styles={"border-left": "4px solid #b2182b"})
+        if self._standalone:
+            return pn.Column(card, self.tabs, sizing_mode="stretch_width")
+        toggle = pn.widgets.Toggle.from_param(self.param.on, label="Teaching mode", color="light")
+        return pn.Column(toggle, card, sizing_mode="stretch_width")

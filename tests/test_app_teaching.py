@@ -1,0 +1,292 @@
+"""Issue 15 (teaching): convergence on the scoreboard, network views, teaching mode; in-process."""
+
+import re
+
+import holoviews as hv
+import numpy as np
+import pytest
+
+from lpviz import models
+from lpviz.diagnostics import RHAT_DRIFTING, chain_convergence
+from lpviz.engine import Posterior
+from lpviz.metrics import SCORE_LABELS, score
+
+
+def posterior_with_trace(trace, burn_in=0):
+    """A Posterior whose log-joint trace is ``trace`` (no saved sample: only the traces matter here)."""
+    posterior = Posterior(models.create("topics", 2), "naive", (3, 3), burn_in=burn_in, thin=1)
+    posterior._log_joint = list(trace)
+    posterior._log_marginal = [np.nan] * len(trace)
+    posterior._seconds = [0.001] * len(trace)
+    return posterior
+
+
+def ar1(n, rho, seed):
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal(n)
+    x = np.empty(n)
+    x[0] = noise[0]
+    for t in range(1, n):
+        x[t] = rho * x[t - 1] + noise[t]
+    return x
+
+
+# ---------------------------------------------------------------------------
+# A. Convergence on the scoreboard
+# ---------------------------------------------------------------------------
+
+def test_a_well_mixed_chain_has_split_rhat_near_one_and_a_drifting_one_above_the_threshold():
+    mixed = chain_convergence(posterior_with_trace(-1000 + ar1(2000, 0.5, seed=1)))
+    assert mixed["trace_name"] == "log_joint"
+    assert abs(mixed["rhat"] - 1) < 0.01
+    assert 300 < mixed["ess"] < 2000  # AR(1) with rho 0.5: about n (1 - rho) / (1 + rho) = 667
+    drifting = chain_convergence(posterior_with_trace(-1000 + ar1(2000, 0.5, seed=1) + np.linspace(0, 8, 2000)))
+    assert drifting["rhat"] > RHAT_DRIFTING
+    assert drifting["ess"] < mixed["ess"]
+
+
+def test_split_rhat_reads_the_trace_after_burn_in_only():
+    # a burn-in that climbs, then a stationary chain: diagnosed after burn-in it has mixed
+    trace = np.concatenate([np.linspace(-5000, -1000, 500), -1000 + ar1(1000, 0.3, seed=2)])
+    assert chain_convergence(posterior_with_trace(trace, burn_in=500))["rhat"] < 1.02
+    assert chain_convergence(posterior_with_trace(trace, burn_in=0))["rhat"] > RHAT_DRIFTING
+
+
+def test_split_rhat_prefers_the_marginal_likelihood_trace_and_does_not_apply_to_too_short_or_constant_ones():
+    posterior = posterior_with_trace(np.linspace(0, 10, 400))  # a log joint that drifts
+    posterior._log_marginal = list(ar1(400, 0.2, seed=3))  # a marginal likelihood that mixes
+    result = chain_convergence(posterior)
+    assert result["trace_name"] == "log_marginal" and result["rhat"] < 1.05
+    assert chain_convergence(posterior_with_trace(np.arange(7.0)))["rhat"] is None
+    assert chain_convergence(posterior_with_trace(np.ones(100)))["rhat"] is None
+
+
+def test_a_long_trace_is_diagnosed_on_evenly_spaced_draws_ending_at_the_last_iteration():
+    from lpviz.diagnostics import MAX_CONVERGENCE_DRAWS
+
+    n = 3 * MAX_CONVERGENCE_DRAWS + 1
+    trace = -1000 + ar1(n, 0.5, seed=4)
+    long = chain_convergence(posterior_with_trace(trace))
+    assert long["draws"] == 1501 <= MAX_CONVERGENCE_DRAWS  # every 4th of 6001, ending at the last
+    shown = posterior_with_trace(trace[::-1][::4][::-1])
+    assert long["rhat"] == chain_convergence(shown)["rhat"] and long["ess"] == chain_convergence(shown)["ess"]
+    drifting = chain_convergence(posterior_with_trace(trace + np.linspace(0, 8, n)))
+    assert drifting["rhat"] > RHAT_DRIFTING
+
+
+def test_score_reports_split_rhat_and_ess_of_a_real_chain():
+    from lpviz.engine import run
+    from lpviz.release import Release
+
+    Y = np.random.default_rng(0).poisson(2.0, size=(12, 10))
+    chain_run = run(Release(Y_obs=Y, alpha=0.5, kind="documents"), model="topics", method="naive",
+                    n_components=2, n_iter=300, burn_in=100, thin=10, random_state=0)
+    for _ in chain_run:
+        pass
+    posterior = chain_run.posterior
+    numbers = score(posterior)
+    direct = chain_convergence(posterior)
+    assert numbers["rhat"] == direct["rhat"] and numbers["ess"] == direct["ess"]
+    assert numbers["rhat"] < 1.1 and numbers["ess"] > 10  # a small problem mixes within 200 iterations
+    assert SCORE_LABELS["rhat"] == "R-hat"
+
+
+def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one():
+    import pandas as pd
+
+    from app.fits_view import BEST_MARK, CONVERGENCE_NOTE, SCOREBOARD_KEYS, scoreboard_html
+
+    assert "rhat" in SCOREBOARD_KEYS and "ess" in SCOREBOARD_KEYS
+    frame = pd.DataFrame({"method": ["a", "b", "c"], "MAE": [1.0, 2.0, 3.0], "R-hat": [1.3, 0.995, 1.002],
+                          "ESS": [10.0, 50.0, 40.0]})
+    html = scoreboard_html(frame)
+    assert "R-hat<br><small>(split, 1 chain)</small>" in html and CONVERGENCE_NOTE in html
+    rows = {cells[0]: cells for cells in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", html))}
+    assert BEST_MARK in rows["c"][2] and BEST_MARK not in rows["b"][2] and BEST_MARK not in rows["a"][2]
+    assert BEST_MARK in rows["b"][3]  # the largest ESS
+    assert CONVERGENCE_NOTE not in scoreboard_html(frame.drop(columns=["R-hat", "ESS"]))
+
+
+# ---------------------------------------------------------------------------
+# B. Network views: names on the axes, community order, held-out cells on the Data tab
+# ---------------------------------------------------------------------------
+
+def network_store(holdout="none"):
+    from app.datastore import DataStore
+    from app.settings import Settings
+
+    store = DataStore(Settings(source="synthetic-blocks", noise_seed=3))
+    store.settings.holdout = holdout
+    return store
+
+
+def rendered_axes(element):
+    """``(x tick labels, y tick labels)`` of the Bokeh figure HoloViews draws for ``element``:
+    ``{position: label}`` as the browser gets them."""
+    figure = hv.render(element, backend="bokeh")
+    return figure.xaxis[0].major_label_overrides, figure.yaxis[0].major_label_overrides
+
+
+def heldout_shades(element):
+    return [el for el in (element.values() if isinstance(element, hv.Overlay) else [element])
+            if el.vdims[0].name == "held out"]
+
+
+def test_blocks_heatmaps_name_the_actors_in_the_community_order():
+    from app.blocks_view import BlocksView, memberships
+    from app.fits import Fits
+
+    fits = Fits(network_store("top actors"))
+    view = BlocksView(fits=fits)
+    labels = fits.data.data.row_labels
+    assert labels[:2] == ["actor 0", "actor 1"] and fits.data.release.row_labels is None  # the owner's labels
+    order = view.order
+    theta = fits.data.truth.factors["theta"]
+    main = np.argmax(memberships(theta), axis=1)[order]
+    assert np.all(np.diff(main) >= 0) and sorted(order.tolist()) == list(range(len(labels)))
+    assert order.tolist() != sorted(order.tolist())  # a real reordering, so the names check means something
+    truth_panel = view.rate_heatmaps().values()[0]
+    x_names, y_names = rendered_axes(truth_panel)
+    expected = {position: labels[actor] for position, actor in enumerate(order)}
+    assert x_names == expected and y_names == expected
+    member_panel = view.membership_heatmaps().values()[0]
+    _, y_names = rendered_axes(member_panel)
+    assert y_names == expected
+    # the held-out actors' cells are shaded in the reordered picture
+    shade = heldout_shades(truth_panel)[0]
+    held = fits.data.release.heldout_cells[np.ix_(order, order)]
+    np.testing.assert_array_equal(np.isfinite(shade.dimension_values(2, flat=False)), held)
+
+
+def test_many_names_are_thinned_and_email_domains_dropped():
+    from app.plots import MAX_TICKS, tick_labels
+
+    labels = [f"person.{i}@enron.com" for i in range(84)]
+    order = np.arange(84)[::-1]
+    ticks = tick_labels(labels, np.arange(84), order=order)
+    assert len(ticks) <= MAX_TICKS and ticks[0] == (0, "person.83") and ticks[1] == (5, "person.78")  # every 5th
+    assert tick_labels(["a@x.org", "b@y.org"], [0, 1]) == [(0, "a@x.org"), (1, "b@y.org")]  # domains differ
+
+
+def test_data_tab_names_the_axes_and_shades_held_out_cells_only_when_some_are_held_out():
+    from app.noise_view import NoiseView
+
+    store = network_store("none")
+    view = NoiseView(data=store)
+    layout = view.heatmap_layout()
+    assert len(layout) == 3 and not any(heldout_shades(panel) for panel in layout.values())
+    labels = store.data.row_labels
+    x_names, y_names = rendered_axes(layout.values()[0])
+    assert y_names == dict(enumerate(labels)) and x_names == dict(enumerate(store.data.col_labels))
+
+    store.settings.holdout = "random cells"
+    held = store.release.heldout_cells
+    assert held is not None and held.any()
+    layout = view.heatmap_layout()
+    for panel in layout.values():  # truth, noised, truncated: each shows where the held-out cells are
+        (shade,) = heldout_shades(panel)
+        np.testing.assert_array_equal(np.isfinite(shade.dimension_values(2, flat=False)), held)
+    assert "shaded grey" in view.summary().object
+
+
+# ---------------------------------------------------------------------------
+# C. Teaching mode
+# ---------------------------------------------------------------------------
+
+def dashboard_tabs(fits, *, sweep=False):
+    """Tabs named as app/app.py names them (each a placeholder: only the selection matters here)."""
+    import panel as pn
+
+    names = ["Data & noise", "Fits", "Topics", "Blocks", "Bessel", "Privacy", *(["Epsilon sweep"] if sweep else []),
+             "Export"]
+    return pn.Tabs(*[(name, pn.pane.Markdown(name)) for name in names])
+
+
+@pytest.fixture
+def topic_fits():
+    from app.datastore import DataStore
+    from app.fits import Fits
+    from app.settings import Settings
+
+    fits = Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3)))
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    yield fits
+    fits.close()
+    for runner in fits.runners.values():
+        runner.join(timeout=60)
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+def test_each_step_selects_the_tab_it_names_and_next_back_stop_at_the_ends(topic_fits, sweep):
+    from app.teaching import STEPS, Teaching
+
+    tabs = dashboard_tabs(topic_fits, sweep=sweep)
+    tabs.active = 5
+    teaching = Teaching(fits=topic_fits, tabs=tabs)
+    assert tabs.active == 5 and teaching.step == 0  # nothing moves until teaching mode is on
+    assert 5 <= len(STEPS) <= 7
+    teaching.on = True
+    seen = []
+    for index, step in enumerate(STEPS):
+        assert teaching.step == index
+        text = teaching._text().object
+        assert f"Step {index + 1} of {len(STEPS)}: {step.title}" in text
+        if step.tab in tabs._names:
+            assert tabs._names[tabs.active] == step.tab
+            assert "no *" not in text
+        else:  # the sweep tab of another branch: said so, and the tab stays where it was
+            assert step.tab == "Epsilon sweep" and not sweep
+            assert "no *Epsilon sweep* tab" in text and tabs._names[tabs.active] == seen[-1]
+        seen.append(tabs._names[tabs.active])
+        assert teaching._back.disabled == (index == 0) and teaching._next.disabled == (index == len(STEPS) - 1)
+        teaching.next()
+    assert teaching.step == len(STEPS) - 1  # Next on the last step stays there
+    for index in reversed(range(len(STEPS) - 1)):
+        teaching.back()
+        assert teaching.step == index and tabs._names[tabs.active] == STEPS[index].tab
+    teaching.back()
+    assert teaching.step == 0
+    assert [step.tab for step in STEPS][:6] == ["Data & noise", "Data & noise", "Data & noise", "Bessel", "Fits",
+                                                "Epsilon sweep"]
+
+
+def test_the_scoreboard_step_starts_the_fits_once(topic_fits):
+    from app.teaching import STEPS, Teaching
+
+    teaching = Teaching(fits=topic_fits, tabs=dashboard_tabs(topic_fits))
+    scoreboard = next(i for i, step in enumerate(STEPS) if step.starts_fits)
+    assert all(runner.status == "idle" for runner in topic_fits.runners.values())
+    teaching.on = True
+    teaching.go(scoreboard - 1)
+    assert all(runner.status == "idle" for runner in topic_fits.runners.values())  # not before its step
+    teaching.next()
+    assert all(runner.status == "running" for runner in topic_fits.active.values())
+    assert "started for you" in teaching.note
+    for runner in topic_fits.runners.values():
+        assert runner.join(timeout=120)
+    topic_fits.drain()
+    assert all(runner.status == "done" for runner in topic_fits.active.values())
+    teaching.back()
+    teaching.next()  # back on the scoreboard: the finished fits stay, nothing restarts
+    assert all(runner.status == "done" for runner in topic_fits.active.values()) and teaching.note == ""
+
+
+def test_in_a_notebook_teaching_brings_the_views_its_steps_name(topic_fits):
+    from app.teaching import STEPS, Teaching
+
+    teaching = Teaching(fits=topic_fits)
+    assert teaching.on and {"Data & noise", "Fits", "Bessel"} <= set(teaching.tabs._names)
+    teaching.go(3)
+    assert teaching.tabs._names[teaching.tabs.active] == "Bessel" == STEPS[3].tab
+    assert teaching.__panel__().objects[-1] is teaching.tabs
+
+
+def test_documents_keep_numbered_axes_on_the_data_tab():
+    from app.datastore import DataStore
+    from app.noise_view import NoiseView
+    from app.settings import Settings
+
+    store = DataStore(Settings(source="synthetic-topics", noise_seed=3))
+    assert store.data.row_labels is not None  # it has labels, but they are no actors
+    x_names, y_names = rendered_axes(NoiseView(data=store).heatmap_layout().values()[0])
+    assert x_names == {} and y_names == {}
