@@ -345,7 +345,10 @@ class ChainRunner(param.Parameterized):
         schedule = carry["schedule"]
         stride = schedule["stride"]
         rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
-        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
+        # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
+        # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
+        row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
+        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", None)
         rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
 
         def flush():
@@ -355,7 +358,11 @@ class ChainRunner(param.Parameterized):
                 rows = []
 
         def snapshot():
+            nonlocal posterior_score, scored_at
             if state is not None:
+                saved = _last_saved(chain_run.posterior)
+                if saved != scored_at:  # without a truth: the fit's own numbers
+                    posterior_score, scored_at = score(chain_run.posterior, release, truth), saved
                 post("result", self._snapshot(state, chain_run, posterior_score))
 
         try:
@@ -385,14 +392,13 @@ class ChainRunner(param.Parameterized):
                 except StopIteration:
                     break
                 pace.advance(token)
-                posterior = chain_run.posterior
-                # rescored when a sample is saved (a CAVI fit's one "sample", its q, changes every iteration)
-                saved = posterior.saved_iterations[-1] if posterior.saved_iterations else 0
-                if saved != scored_at:  # without a truth: the fit's own numbers
-                    posterior_score, scored_at = score(posterior, release, truth), saved
+                saved = _last_saved(chain_run.posterior)
+                if saved != row_scored_at:
+                    row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
+                    row_scored_at = saved
                 if state.iteration % stride == 0 or state.iteration == 1:
                     own = score(state, release, truth, topics=False)
-                    rows.append(self._row(state, own, posterior_score))
+                    rows.append(self._row(state, own, row_score))
                 now = time.monotonic()
                 if rows_due.due(now) or state.iteration == 1:
                     flush()
@@ -402,7 +408,7 @@ class ChainRunner(param.Parameterized):
             snapshot()
             if not control.stopped:
                 carry.update(chain_run=chain_run, state=state, posterior_score=posterior_score,
-                             scored_at=scored_at)
+                             scored_at=scored_at, row_score=row_score, row_scored_at=row_scored_at)
                 post("done")
         except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
             flush()
@@ -427,6 +433,12 @@ class ChainRunner(param.Parameterized):
                     samples_saved=posterior.n_saved, score=dict(posterior_score),
                     bessel_draws=getattr(chain_run.chain, "bessel_draws", None), model=chain_run.chain.model_instance,
                     seconds=posterior.seconds)
+
+
+def _last_saved(posterior):
+    """The iteration of the posterior's last saved sample (0 before the first): what its scores
+    depend on (a CAVI fit's one "sample", its q, changes every iteration)."""
+    return posterior.saved_iterations[-1] if posterior.saved_iterations else 0
 
 
 class Lockstep:

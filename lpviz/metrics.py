@@ -370,7 +370,7 @@ def _finite_or_none(value):
     return None if np.isnan(value) else value
 
 
-def score(fit, release=None, truth=None, *, top_n=10, topics=True):
+def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True):
     """Every number a user sees about one fit.
 
     Parameters
@@ -390,6 +390,10 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True):
         Also score the topics (NPMI, UMass, topic distance) of models that
         have them; False gives the error numbers alone, at a fraction of the
         cost (e.g. for every iteration of a streamed chain).
+    diagnostics : bool
+        Also diagnose a posterior's chain (R-hat, ESS: ArviZ, milliseconds
+        per call); False leaves them None (e.g. for every saved sample of a
+        streamed chain).
 
     Returns
     -------
@@ -426,10 +430,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True):
                 result["elbo"] = _finite_or_none(fit.elbo[-1])
         if fit.best is not None:
             result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
-        from lpviz.diagnostics import chain_convergence  # diagnostics imports this module
+        if diagnostics:
+            from lpviz.diagnostics import chain_convergence  # diagnostics imports this module
 
-        convergence = chain_convergence(fit)
-        result.update(rhat=convergence["rhat"], ess=convergence["ess"])
+            convergence = chain_convergence(fit)
+            result.update(rhat=convergence["rhat"], ess=convergence["ess"])
         factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0
