@@ -348,7 +348,7 @@ class ChainRunner(param.Parameterized):
         # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
         # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
         row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
-        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", None)
+        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
         rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
 
         def flush():

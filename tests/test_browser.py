@@ -513,8 +513,8 @@ def test_exports_are_labelled_and_open_offline(browser, page, artifacts_dir, tmp
     assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and saved.stat().st_size > 5_000
     names = {}
     for label in ("Figure as HTML", "Release only", "Simulation with the truth", "Summary"):
-        with page.page.expect_download() as download_info:
-            page.page.get_by_text(label).first.click()
+        with page.page.expect_download() as download_info:  # the button's text begins with its label
+            page.page.get_by_text(re.compile(rf"^{re.escape(label)}")).first.click()
         names[label] = download_info.value.suggested_filename
         download_info.value.save_as(tmp_path / names[label])
     assert names == {"Figure as HTML": "lpviz_simulation_noise_heatmaps.html",
@@ -612,6 +612,7 @@ def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
         page.click("Start")
         page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= {N_METHODS}")
         page.click("Stop")
-        expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(N_METHODS)
+        expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(N_METHODS,
+                                                                                           timeout=TIMEOUT_MS)
         page.shot(artifacts_dir, f"preset-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}")
     assert page.errors == []
