@@ -33,7 +33,7 @@ import param
 
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
-from app.throttle import VIEW_SECONDS
+from app.throttle import VIEW_SECONDS, Periodic
 from lpviz import metrics
 
 STATUSES = ("idle", "calibrating", "running", "scoring", "done", "cancelled", "error")
@@ -145,7 +145,7 @@ class CentralView(pn.viewable.Viewer):
         self._generation = 0
         self._thread = None
         self._cancel = threading.Event()
-        self._drain_callback = None
+        self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         settings = self.fits.settings
         self._follow_session_level()
         settings.param.watch(lambda *events: self._follow_session_level(), ["epsilon", "N"])
@@ -230,7 +230,7 @@ class CentralView(pn.viewable.Viewer):
         self._thread = threading.Thread(target=self._work, args=args, name="lpviz-central", daemon=True)
         self.param.update(status="calibrating", step=0, n_steps=0, error="", result=None)
         self._thread.start()
-        self._start_draining()
+        self._draining.start()
 
     def cancel(self, *_):
         """Stop the central fit after its current step (or once its noise is calibrated)."""
@@ -294,16 +294,7 @@ class CentralView(pn.viewable.Viewer):
         if updates:
             self.param.update(**updates)
         if not self.running:
-            self._stop_draining()
-
-    def _start_draining(self):
-        if self._drain_callback is None and pn.state.curdoc is not None:
-            self._drain_callback = pn.state.add_periodic_callback(self.drain, period=DRAIN_PERIOD_MS)
-
-    def _stop_draining(self):
-        if self._drain_callback is not None:
-            self._drain_callback.stop()
-            self._drain_callback = None
+            self._draining.stop()
 
     # ---- the comparison ---------------------------------------------------------------------
     def refresh(self):

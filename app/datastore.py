@@ -260,8 +260,6 @@ class DataStore(param.Parameterized):
 
     def load_upload(self, contents, filename):
         """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
-        from lpviz.datasets import load_counts
-
         if not contents:
             raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
         from lpviz.budget import check_memory

@@ -28,7 +28,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore, served
-from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Throttle
+from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Periodic, Throttle
 
 STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
@@ -571,7 +571,7 @@ class Fits(param.Parameterized):
         super().__init__(data=data if data is not None else DataStore(), **params)
         pace = Lockstep() if lockstep else None
         self.runners = {name: ChainRunner(name, buffer_length=buffer_length, pace=pace) for name in METHODS}
-        self._drain_callback = None
+        self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._connected, self._lost_at = False, None
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         self._redraw = Throttle(TRACE_SECONDS)
@@ -675,7 +675,7 @@ class Fits(param.Parameterized):
         if busy != self.busy:
             self.busy = busy
         if busy:
-            self.start_draining()
+            self._draining.start()
 
     # ---- event loop ---------------------------------------------------------------------
     def connection(self):
@@ -708,7 +708,7 @@ class Fits(param.Parameterized):
         self.data.poll()
         if not any(runner.has_output for runner in self.runners.values()):
             if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
-                self._stop_draining()  # nothing runs: no periodic work (and no busy flicker) until Start
+                self._draining.stop()  # nothing runs: no periodic work (and no busy flicker) until Start
             return 0
         collected = [(runner, *runner.collect()) for runner in self.runners.values()]
         for runner, frame, _ in collected:
@@ -752,7 +752,7 @@ class Fits(param.Parameterized):
     def _drain_soon(self, done):
         """Drain every 20 ms until ``done()`` (for at most five seconds), instead of
         waiting up to 200 ms for the next periodic drain."""
-        self.start_draining()
+        self._draining.start()
         if pn.state.curdoc is None:
             return
 
@@ -763,22 +763,12 @@ class Fits(param.Parameterized):
 
         callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
 
-    def start_draining(self):
-        """Drain every 200 ms on this session's event loop (served or Jupyter) until nothing runs."""
-        if self._drain_callback is None and pn.state.curdoc is not None:
-            self._drain_callback = pn.state.add_periodic_callback(self.drain, period=DRAIN_PERIOD_MS)
-
-    def _stop_draining(self):
-        if self._drain_callback is not None:
-            self._drain_callback.stop()
-            self._drain_callback = None
-
     def close(self):
         """Stop the workers and the periodic drain (session end). Nothing is redrawn: nobody is
         watching any more, and the views' updates would keep the event loop busy for nothing."""
         for runner in self.runners.values():
             runner.halt()
-        self._stop_draining()
+        self._draining.stop()
 
 
 def _has_sample(result):

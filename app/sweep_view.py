@@ -24,6 +24,7 @@ import param
 
 from app.datastore import served
 from app.fits import Fits
+from app.throttle import Periodic
 
 DRAIN_PERIOD_MS = 200
 ENDED = ("finished", "cancelled", "error")
@@ -69,7 +70,7 @@ class SweepView(pn.viewable.Viewer):
         self._rows = []
         self._total = 0
         self._where = ""
-        self._drain_callback = None
+        self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._png = None
         self._png_thread = None
         self._png_generation = 0
@@ -165,7 +166,7 @@ class SweepView(pn.viewable.Viewer):
         self._run = SweepRun(tasks, scheduler=self.scheduler, memory_limit=session_limit()).start()
         self.param.update(points=self._frame(), state="starting",
                           progress=f"Starting {len(tasks)} fits of {self.n_iter:,} iterations ...")
-        self.start_draining()
+        self._draining.start()
 
     def cancel(self, *_):
         """Cancel the running sweep: no fit starts afterwards, running ones are discarded."""
@@ -173,20 +174,11 @@ class SweepView(pn.viewable.Viewer):
             self._run.cancel()
             self.progress = f"Cancelling ... ({len(self._rows)} of {self._total} fits done)"
 
-    def start_draining(self):
-        if self._drain_callback is None and pn.state.curdoc is not None:
-            self._drain_callback = pn.state.add_periodic_callback(self.drain, period=DRAIN_PERIOD_MS)
-
-    def _stop_draining(self):
-        if self._drain_callback is not None:
-            self._drain_callback.stop()
-            self._drain_callback = None
-
     def drain(self):
         """Take the points the run finished since the last drain (event loop); returns how many."""
         run = self._run
         if run is None:
-            self._stop_draining()
+            self._draining.stop()
             return 0
         new, ended = [], None
         for kind, payload in run.take():
@@ -204,7 +196,7 @@ class SweepView(pn.viewable.Viewer):
         if ended is not None:
             kind, summary = ended
             updates.update(state=kind, progress=self._ended_text(kind, summary, seconds))
-            self._stop_draining()
+            self._draining.stop()
             self._render_png()
         elif self._where or new:
             updates.update(state="running",

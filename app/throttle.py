@@ -12,6 +12,8 @@ import math
 import threading
 import time
 
+import panel as pn
+
 # Trace rows: often enough that the first point is out at once and the plot moves smoothly.
 ROWS_SECONDS = 0.05
 # Result snapshots (copies of rates and factors): twice a second is plenty for heatmaps.
@@ -62,3 +64,28 @@ class Throttle:
 
     def __repr__(self):
         return f"Throttle({self.seconds:g} s)"
+
+
+class Periodic:
+    """Call ``callback`` every ``period_ms`` on the session's event loop (served or Jupyter) from
+    :meth:`start` until :meth:`stop`; without a document (tests, scripts) nothing is scheduled
+    and the owner calls ``callback`` itself. How the chains, the central fit and the sweep hand
+    their workers' output to the page."""
+
+    def __init__(self, callback, period_ms):
+        self.callback = callback
+        self.period_ms = period_ms
+        self._scheduled = None
+
+    @property
+    def running(self):
+        return self._scheduled is not None
+
+    def start(self):
+        if self._scheduled is None and pn.state.curdoc is not None:
+            self._scheduled = pn.state.add_periodic_callback(self.callback, period=self.period_ms)
+
+    def stop(self):
+        if self._scheduled is not None:
+            self._scheduled.stop()
+            self._scheduled = None
