@@ -45,28 +45,32 @@ class Source:
     shape: Callable = field(default=lambda settings: None)  # (rows, columns) when known before building
 
 
+# One alpha for every row and nothing held out: per-row noise and held-out designs belong to an
+# experiment (a preset), and carried over to another data set they would change what it is.
+PLAIN_NOISE = dict(heterogeneous=False, holdout="none")
+
 SOURCES = {
     "synthetic-topics": Source(
         "synthetic topics (Figure 3)", "synthetic-topics", ("n_docs", "n_words", "n_components", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, n_topics=s.n_components, random_state=s.seed),
-        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear"),
+        dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear", **PLAIN_NOISE),
         kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
     "synthetic-blocks": Source(
         "synthetic network (Figure 1)", "synthetic-blocks", ("size", "n_components", "seed"),
         lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
-        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear"), N_from_data=True,
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear", **PLAIN_NOISE), N_from_data=True,
         kind="network", shape=lambda s: (s.size, s.size)),
     "enron-topics": Source(
         "Enron emails x words (Figure 4)", "enron-topics", ("path", "n_docs", "n_words", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, random_state=s.seed),
-        dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile"),
+        dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE),
         takes_path=True, kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
     "enron-network": Source(
         "Enron sender x recipient (Figure 5)", "enron-network", ("path", "min_count"),
         lambda s: dict(min_count=s.min_count),
-        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile"), takes_path=True,
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE), takes_path=True,
         kind="network"),
-    "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile")),
+    "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE)),
 }
 # Settings that only change the noise or the held-out cells (the data set stays).
 NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed",

@@ -570,3 +570,17 @@ def test_a_setting_changed_by_hand_leaves_the_preset(store):
     assert settings.preset == "" and settings.alpha0 == 0.5 and store.release.alpha_per_row.mean() > 0.3
     settings.preset = "Figure 3 (small alpha0)"  # chosen again: applied again
     assert settings.alpha0 == 0.2 and settings.preset == "Figure 3 (small alpha0)"
+
+
+@pytest.mark.parametrize("source", ["synthetic-blocks", "synthetic-topics"])
+def test_per_row_noise_and_held_out_cells_stay_with_their_experiment(source):
+    """The opening preset's per-row noise (and Figure 5's held-out actors) belong to those
+    experiments: another data set starts with one alpha for every row and nothing held out."""
+    store = make_store(preset="Figure 3 (large alpha0)", holdout="random cells", holdout_fraction=0.2)
+    assert store.settings.heterogeneous and store.release.heldout_cells is not None
+    store.settings.source = "synthetic-blocks" if source == "synthetic-blocks" else "upload"
+    if source == "synthetic-topics":  # and back: the data set's own defaults again
+        store.settings.source = "synthetic-topics"
+    assert not store.settings.heterogeneous and store.settings.holdout == "none"
+    if store.release is not None:
+        assert np.ndim(store.release.alpha) == 0 and store.release.heldout_cells is None
