@@ -33,7 +33,7 @@ import param
 
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
-from app.throttle import VIEW_SECONDS, Periodic
+from app.throttle import VIEW_SECONDS, Periodic, messages
 from lpviz import metrics
 
 STATUSES = ("idle", "calibrating", "running", "scoring", "done", "cancelled", "error")
@@ -270,13 +270,7 @@ class CentralView(pn.viewable.Viewer):
     def drain(self):
         """Apply what the worker queued (progress, the result, the end); stops draining once it ended."""
         updates = {}
-        while True:
-            try:
-                generation, kind, payload = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if generation != self._generation:
-                continue
+        for kind, payload in messages(self._queue, self._generation):
             if kind == "progress":
                 step, n_steps = payload
                 updates.update(step=step, n_steps=n_steps,

@@ -28,7 +28,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore, served
-from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Periodic, Throttle
+from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Periodic, Throttle, messages
 
 STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
@@ -280,13 +280,7 @@ class ChainRunner(param.Parameterized):
         """Take what the worker queued: ``(trace rows as a DataFrame or None, parameter updates)``.
         Apply with :meth:`apply` (the buffer first, then the parameters)."""
         rows, result, updates, reached, reached_at = [], None, {}, None, None
-        while True:
-            try:
-                generation, kind, payload = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if generation != self._generation:
-                continue
+        for kind, payload in messages(self._queue, self._generation):
             if kind == "rows":
                 rows.extend(payload[0])
                 reached, reached_at = payload[1], payload[2]
@@ -392,11 +386,11 @@ class ChainRunner(param.Parameterized):
                 except StopIteration:
                     break
                 pace.advance(token)
-                saved = _last_saved(chain_run.posterior)
-                if saved != row_scored_at:
-                    row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
-                    row_scored_at = saved
                 if state.iteration % stride == 0 or state.iteration == 1:
+                    saved = _last_saved(chain_run.posterior)
+                    if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
+                        row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
+                        row_scored_at = saved
                     own = score(state, release, truth, topics=False)
                     rows.append(self._row(state, own, row_score))
                 now = time.monotonic()

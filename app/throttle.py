@@ -6,9 +6,14 @@ snapshots every :data:`SNAPSHOT_SECONDS`; the trace plots redraw at most every
 snapshots (rate heatmaps, topic tables, block panels, Bessel draws) redraw at
 most every :data:`VIEW_SECONDS` while chains run, and at once when a run
 pauses, stops or ends. Every one of them asks a :class:`Throttle`.
+
+Workers hand their output over through a queue that the event loop empties
+on a :class:`Periodic` callback, keeping only the current run's
+:func:`messages`.
 """
 
 import math
+import queue
 import threading
 import time
 
@@ -89,3 +94,15 @@ class Periodic:
         if self._scheduled is not None:
             self._scheduled.stop()
             self._scheduled = None
+
+
+def messages(inbox, generation):
+    """``(kind, payload)`` of every message in ``inbox`` (a queue of ``(generation, kind, payload)``
+    a worker filled) that belongs to ``generation``; a replaced run's messages are dropped."""
+    while True:
+        try:
+            sent_for, kind, payload = inbox.get_nowait()
+        except queue.Empty:
+            return
+        if sent_for == generation:
+            yield kind, payload
