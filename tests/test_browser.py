@@ -595,7 +595,9 @@ def test_closing_the_tab_stops_its_chains_within_a_second(browser, server):
     assert server.cpu_rate(1.0) > 0.5  # the chains keep the cores busy
     page.close()
     time.sleep(1.0)
-    assert server.cpu_rate(1.5) < 0.25
+    # the quietest of three windows: running chains fill every one (more than a core), while the
+    # server's own housekeeping (discarding earlier tests' closed sessions) comes and goes
+    assert min(server.cpu_rate(1.5) for _ in range(3)) < 0.25
 
 
 def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
