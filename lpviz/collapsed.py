@@ -106,7 +106,8 @@ from numba import njit
 from lpviz._random import chain_seed_from, seed_state, uniform
 
 __all__ = [
-    "sample_poisson", "sample_true_count", "sample_true_count_and_log_marginal", "log_marginal_nb",
+    "sample_poisson", "sample_true_count", "sample_true_count_and_log_marginal",
+    "sample_true_count_and_marginal_parts", "add_marginal_factor", "log_marginal_nb",
     "log_poisson_pmf",
     "logpmf", "pmf", "sample", "log_marginal", "mean",
     "MAX_COUNT", "MAX_MU",
@@ -131,6 +132,8 @@ _PTRS_MIN_LAM = 16.0
 # A sum stops once the geometric bound on its remaining terms is below this
 # fraction of it: the rest is below double precision.
 _NEGLIGIBLE = 1e-17
+# Terms of a normaliser summed before its stopping rule is tested (_complete_sum).
+_UNCONDITIONAL_TERMS = 8
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -356,7 +359,19 @@ def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
     """The normaliser relative to w(0), given the terms up to ``m`` (the
     last ``term_m``, their sum ``sum_m`` and the next ratio ``ratio_m``):
     terms are added until the geometric bound on the rest is below
-    :data:`_NEGLIGIBLE` of the sum."""
+    :data:`_NEGLIGIBLE` of the sum.
+
+    The first :data:`_UNCONDITIONAL_TERMS` terms are added without testing:
+    a loop whose exit depends on each term waits on every division and
+    mispredicts its exit, three times the cost for the few terms a cell
+    needs. Terms past the stopping point are below half an ulp of the sum,
+    so adding them leaves it unchanged: the result is the same.
+    """
+    for _ in range(_UNCONDITIONAL_TERMS):
+        term_m *= ratio_m
+        m += 1.0
+        sum_m += term_m
+        ratio_m = _ratio(m, n, a, b)
     while not (ratio_m < 1.0 and term_m * ratio_m <= _NEGLIGIBLE * sum_m * (1.0 - ratio_m)):
         term_m *= ratio_m
         m += 1.0
@@ -529,19 +544,51 @@ def sample_true_count_and_log_marginal(ytil, mu, alpha, state):
     log_geometric_norm = math.log1p(-alpha) - math.log1p(alpha)
     if ytil <= 0:
         return sample_poisson(mu * alpha, state), log_geometric_norm - ytil * log_alpha - mu * (1.0 - alpha)
-    n = float(ytil)
+    y, linear, factor = sample_true_count_and_marginal_parts(float(ytil), mu, alpha, log_alpha, state)
+    return y, log_geometric_norm + linear + math.log(factor)
+
+
+# A factor above this goes to the log at once: a running product of factors
+# at most _FLUSH_PRODUCT times this stays finite.
+_FACTOR_TO_LOG = 1e50
+_FLUSH_PRODUCT = 1e250
+
+
+@njit(nogil=True, cache=True, inline="always")
+def sample_true_count_and_marginal_parts(n, mu, alpha, log_alpha, state):
+    """``(y, linear, factor)`` for a positive noised count ``n`` (float >= 1):
+    the draw of :func:`sample_true_count` (the same value from the same
+    ``state``) and ``log p(n | mu, alpha) = log((1 - alpha) / (1 + alpha)) +
+    linear + log(factor)``, ``factor >= 1`` (``log_alpha = log(alpha)``).
+
+    A kernel that sums the marginal over many cells multiplies their factors
+    and adds their linear parts (:func:`add_marginal_factor`), so the common
+    cell (upward inversion, where the factor is the normaliser the search
+    summed) costs no log at all.
+    """
     if not mu > 0.0:
-        return 0, log_geometric_norm + n * log_alpha
+        return 0, n * log_alpha, 1.0
     a = mu / alpha
     b = mu * alpha
     mode = _mode(n, a, b)
     if _uses_upward(mode, a):
         y, total = _upward_search(uniform(state), n, a, b, True)
-        # log w(0) = log Pois(0; mu) + n log alpha
-        return int(y), log_geometric_norm - mu + n * log_alpha + math.log(total)
+        return int(y), n * log_alpha - mu, total  # log w(0) = log Pois(0; mu) + n log alpha
     y = _sample_rejection(n, a, b, mode, state)
-    return int(y), (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
-                    + _log_relative_normaliser(n, a, b, mode))
+    return int(y), (log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
+                    + _log_relative_normaliser(n, a, b, mode)), 1.0
+
+
+@njit(nogil=True, cache=True, inline="always")
+def add_marginal_factor(logs, product, factor):
+    """``(logs, product)`` after multiplying ``factor >= 1`` in: the sum of logs is
+    ``logs + log(product)``; a log is taken only when the product grows large."""
+    if factor > _FACTOR_TO_LOG:
+        return logs + math.log(factor), product
+    product *= factor
+    if product > _FLUSH_PRODUCT:
+        return logs + math.log(product), 1.0
+    return logs, product
 
 
 # --------------------------------------------------------------------------

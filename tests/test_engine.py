@@ -392,6 +392,32 @@ def test_per_row_alpha_enters_the_log_joint_row_by_row():
     assert chain.log_joint == pytest.approx(_brute_force_log_joint(chain, Y, mask, chain.y_latent), rel=1e-9)
 
 
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("rows", ["sparse", "dense", "bessel"])
+def test_log_marginal_is_the_sum_of_the_cells_marginals_at_the_starting_factors(model, rows, monkeypatch):
+    # per-row alpha, held-out cells and (blocks) the diagonal; every row sparse, or none
+    from lpviz import collapsed
+    from lpviz.methods import private
+
+    monkeypatch.setattr(private, "SPARSE_MAX_SKIP_SHARE", 1.0 if rows == "sparse" else -1.0)
+    Y = data_for(model, "private", n_rows=30, n_cols=30 if model == "blocks" else 25, seed=4)
+    mask = np.random.default_rng(5).random(Y.shape) > 0.15
+    alpha = np.linspace(0.2, 0.7, Y.shape[0])
+    chain = Chain(Y, model=model, method="private", n_components=3, alpha=alpha, mask=mask, random_state=2,
+                  sampler="bessel" if rows == "bessel" else "collapsed")
+    if rows != "bessel":
+        assert chain._latent["use_row"].all() == (rows == "sparse") and chain._latent["use_row"].any() == (
+            rows == "sparse")
+    observed = mask.copy()
+    if model == "blocks":
+        np.fill_diagonal(observed, False)
+    for _ in range(3):
+        mu = chain.mu
+        chain.step()
+        cells = collapsed.log_marginal(Y, mu, alpha[:, None] * np.ones(Y.shape))
+        assert chain.log_marginal == pytest.approx(cells[observed].sum(), rel=1e-11)
+
+
 # ---------------------------------------------------------------------------
 # Stopping
 # ---------------------------------------------------------------------------

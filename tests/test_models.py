@@ -469,18 +469,6 @@ def test_count_loglik_does_not_depend_on_the_chunks(model_class):
     assert single == split
 
 
-@pytest.mark.parametrize("model_class", [topics.TopicModel, blocks.BlockModel])
-def test_cell_rates_are_the_rates_of_listed_cells(model_class):
-    rng = np.random.default_rng(11)
-    model = model_class(3)
-    state = model.init_state((20, 20), 1.0, rng)
-    cells = rng.random((20, 20)) < 0.3
-    cells[4, 4] = True
-    pattern = _kernels.row_csr_pattern(cells)
-    rates = model.cell_rates(state, pattern, make_work((20, 20), parallel=True))
-    np.testing.assert_allclose(rates, model.rates(model.factors(state))[cells], rtol=1e-12)
-
-
 def test_gamma_log_prior_matches_scipy():
     x = np.random.default_rng(8).gamma(0.1, 1.0, (7, 3)) + 1e-12
     assert _kernels.gamma_log_prior(x, 0.1, 2.0) == pytest.approx(

@@ -79,9 +79,6 @@ class CellRates(Model):
     def rate_rows(self, state, rows):
         return state[0][rows].copy()
 
-    def cell_rates(self, state, cells, work):
-        return state[0][_cells(cells, state[0].shape)]
-
     def new_stats(self, state, work):
         return (np.zeros(state[0].shape, dtype=np.int64),)
 

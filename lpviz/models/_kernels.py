@@ -40,6 +40,15 @@ def dot_rows(A, i, B, j):
     return total
 
 
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def row_sum(A, i):
+    """``A[i].sum()``, vectorised (in order, a sum waits on each addition: 4x slower)."""
+    total = 0.0
+    for k in range(A.shape[1]):
+        total += A[i, k]
+    return total
+
+
 @njit(nogil=True, cache=True, inline="always")
 def products(A, i, B, j, out):
     """``out[k] = A[i, k] * B[j, k]``; returns their sum."""

@@ -95,10 +95,10 @@ class Model:
     # Kernel hooks every model implements (see topics.py, blocks.py):
     #   init_state(shape, mean_count, rng) -> state tuple; factors(state) -> dict copies;
     #   set_factors(state, factors); rate_rows(state, rows) -> dense rates of those rows;
-    #   cell_rates(state, (indptr, indices), work) -> rates at listed cells;
     #   new_stats(state, work); allocate(state, counts_csr, stats, work, iteration);
-    #   poisson_allocate(state, (use_row, skip_indptr, skip_indices, scale), stats, work, iteration)
-    #       -> (token rows, token columns, rate sum per row over the cells drawn over);
+    #   poisson_allocate(state, (use_row, noised counts, excluded indptr, excluded indices, scale),
+    #       stats, work, iteration) -> (token rows, token columns): Poisson(scale mu) draws, allocated,
+    #       at the observed cells with noised count <= 0 of the used rows (the sparse step);
     #   update(state, stats, work, iteration); log_prior(state); count_loglik(state, counts_csr, work);
     #   state_bytes(shape).
     # Variational hooks (models with "vi" in ``inferences``; see lpviz.vi), on q, a tuple

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from lpviz._parallel import ROWS_PER_STREAM, run_chunks
-from lpviz._random import seed_state, seed_stream, uniform
+from lpviz._random import seed_state, seed_stream
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
     FAST_DOT,
@@ -35,9 +35,6 @@ UNIT_SWEEP = 0
 UNIT_THETA = 1 << 40
 UNIT_PI = 3 << 40
 UNIT_POISSON = 4 << 40
-# Below this share of a community's mass inside a sender's zero cells, its
-# tokens are placed by a scan of the receivers instead of rejection.
-MIN_ACCEPTANCE = 0.05
 
 
 # ---------------------------------------------------------------------------
@@ -202,45 +199,27 @@ def _loglik_chunk(chunk, first, last, counts, factors, row_log):
 
 
 @njit(nogil=True, cache=True)
-def _cell_rates_chunk(chunk, first, last, cells, factors, out):
-    """``out[idx] = mu`` of every cell of the CSR pattern ``cells`` (0 on the diagonal)."""
-    indptr, indices = cells
-    theta, pi = factors
-    n_actors, n_comm = theta.shape
-    sender_pi = np.zeros((1, n_comm))
-    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
-        for d in range(n_comm):
-            running = 0.0
-            for c in range(n_comm):
-                running += theta[i, c] * pi[c, d]
-            sender_pi[0, d] = running
-        for idx in range(indptr[i], indptr[i + 1]):
-            j = indices[idx]
-            out[idx] = 0.0 if j == i else dot_rows(sender_pi, 0, theta, j)
-
-
-@njit(nogil=True, cache=True)
 def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
-    """Draw ``y_ij ~ Poisson(scale_i mu_ij)`` over the receivers ``j != i`` of the used
-    senders outside their skip lists, without visiting them: per community pair
-    ``T_icd ~ Poisson(scale_i theta_ic pi_cd S_id)``, ``S_id`` the mass of community d
-    over those receivers, each token placed at a receiver j with probability
-    ``theta_jd / S_id`` (alias table over all actors, rejecting skipped ones and i).
+    """Draw ``y_ij ~ Poisson(scale_i mu_ij)`` at the observed cells with ``ytil_ij <= 0`` of
+    the used senders, without visiting them: per community pair ``T_icd ~ Poisson(scale_i
+    theta_ic pi_cd sum_j theta_jd)`` tokens, each placed at a receiver j with probability
+    ``theta_jd / sum_j theta_jd`` (alias table over all actors) and dropped when its cell
+    is not one of those (``j = i``, ``ytil > 0`` or excluded): Poisson thinning, as in the
+    topic model's step.
 
-    ``rows``: (use_row, skip indptr, skip indices (sorted per row), scale);
-    ``tables``: (theta's column sums, alias probability, alias index), (C, V) each;
-    ``stats``: (n_send, n_recv parts, n_cd parts, z_rate). Returns the tokens' (rows, columns).
+    ``rows``: (use_row, noised counts, excluded indptr, excluded indices (sorted per row),
+    scale); ``tables``: (theta's column sums, alias probability, alias index), (C, V) each;
+    ``stats``: (n_send, n_recv parts, n_cd parts). Returns the tokens' (rows, columns).
     """
-    use_row, skip_indptr, skip_indices, scale = rows
+    use_row, Y, excluded_indptr, excluded_indices, scale = rows
     theta, pi = factors
     theta_sum, probability, alias = tables
     chain_seed, iteration, stop = seeds
-    n_send, n_recv_parts, n_cd_parts, z_rate = stats
+    n_send, n_recv_parts, n_cd_parts = stats
     n_recv = n_recv_parts[chunk]
     n_cd = n_cd_parts[chunk]
     n_actors, n_comm = theta.shape
     state = np.empty(4, dtype=np.uint64)
-    mass = np.empty(n_comm)
     token_rows = np.empty(64, dtype=np.int64)
     token_cols = np.empty(64, dtype=np.int64)
     n_tokens = 0
@@ -251,53 +230,24 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
         for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
             if not use_row[i]:
                 continue
-            start, end = skip_indptr[i], skip_indptr[i + 1]
-            self_skipped = in_sorted(skip_indices, start, end, i)
+            start, end = excluded_indptr[i], excluded_indptr[i + 1]
             for d in range(n_comm):
-                mass[d] = theta_sum[d] - (0.0 if self_skipped else theta[i, d])
-            for idx in range(start, end):
-                j = skip_indices[idx]
-                for d in range(n_comm):
-                    mass[d] -= theta[j, d]
-            rate = 0.0
-            for d in range(n_comm):
-                inside = max(mass[d], 0.0)
-                fast = theta_sum[d] > 0.0 and inside >= MIN_ACCEPTANCE * theta_sum[d]
                 for c in range(n_comm):
-                    weight = theta[i, c] * pi[c, d] * inside
-                    rate += weight
-                    tokens = sample_poisson(scale[i] * weight, state)
+                    tokens = sample_poisson(scale[i] * theta[i, c] * pi[c, d] * theta_sum[d], state)
                     if tokens == 0:
                         continue
-                    n_send[i, c] += tokens
-                    n_cd[c, d] += tokens
                     token_rows = grow(token_rows, n_tokens + tokens)
                     token_cols = grow(token_cols, n_tokens + tokens)
                     for _ in range(tokens):
-                        if fast:
-                            j = draw_alias(probability, alias, d, state)
-                            while j == i or in_sorted(skip_indices, start, end, j):
-                                j = draw_alias(probability, alias, d, state)
-                        else:
-                            u = uniform(state) * inside
-                            running = 0.0
-                            pointer = start
-                            j = -1
-                            for w in range(n_actors):
-                                if pointer < end and skip_indices[pointer] == w:
-                                    pointer += 1
-                                    continue
-                                if w == i:
-                                    continue
-                                j = w
-                                running += theta[w, d]
-                                if u < running:
-                                    break
+                        j = draw_alias(probability, alias, d, state)
+                        if j == i or Y[i, j] > 0 or (end > start and in_sorted(excluded_indices, start, end, j)):
+                            continue
+                        n_send[i, c] += 1
+                        n_cd[c, d] += 1
                         n_recv[j, d] += 1
                         token_rows[n_tokens] = i
                         token_cols[n_tokens] = j
                         n_tokens += 1
-            z_rate[i] = rate
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
@@ -511,11 +461,6 @@ class BlockModel(Model):
         mu[np.arange(rows.size), rows] = 0.0
         return mu
 
-    def cell_rates(self, state, cells, work):
-        out = np.empty(cells[1].shape[0])
-        run_chunks(_cell_rates_chunk, work.bounds, work.stop, cells, state, out)
-        return out
-
     def new_stats(self, state, work):
         theta, pi = state
         n, C = theta.shape
@@ -529,10 +474,9 @@ class BlockModel(Model):
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = column_alias_tables(state[0])
-        z_rate = np.zeros(state[0].shape[0])
         tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
-                            (work.chain_seed, iteration, work.stop), (*stats, z_rate))
-        return (np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens]), z_rate)
+                            (work.chain_seed, iteration, work.stop), stats)
+        return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
     def update(self, state, stats, work, iteration):
         theta, pi = state

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from lpviz._parallel import ROWS_PER_STREAM, run_chunks
-from lpviz._random import seed_state, seed_stream, uniform
+from lpviz._random import seed_state, seed_stream
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
     FAST_DOT,
@@ -38,9 +38,6 @@ UNIT_SWEEP = 0
 UNIT_THETA = 1 << 40
 UNIT_PHI = 2 << 40
 UNIT_POISSON = 4 << 40
-# Below this share of a topic's mass inside a row's zero cells, the row's
-# tokens of that topic are placed by a scan of the row instead of rejection.
-MIN_ACCEPTANCE = 0.05
 
 
 # ---------------------------------------------------------------------------
@@ -143,38 +140,28 @@ def _excluded_rate_sum(theta, phiT, missing_indptr, missing_indices):
 
 
 @njit(nogil=True, cache=True)
-def _cell_rates_chunk(chunk, first, last, cells, factors, out):
-    """``out[idx] = mu`` of every cell of the CSR pattern ``cells`` in rows of blocks [first, last)."""
-    indptr, indices = cells
-    theta, phiT = factors
-    for d in range(first * ROWS_PER_STREAM, min(theta.shape[0], last * ROWS_PER_STREAM)):
-        for idx in range(indptr[d], indptr[d + 1]):
-            out[idx] = dot_rows(theta, d, phiT, indices[idx])
-
-
-@njit(nogil=True, cache=True)
 def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
-    """Draw ``y_dv ~ Poisson(scale_d mu_dv)`` over the cells of the used rows outside their
-    skip lists, without visiting them: per topic ``T_dk ~ Poisson(scale_d theta_dk S_dk)``
-    with ``S_dk`` the topic's mass over those cells, each token placed at a word ``v``
-    with probability ``phi_kv / S_dk`` (alias table of the whole row, rejecting skipped
-    words; a scan of the row when rejection would be slow).
+    """Draw ``y_dv ~ Poisson(scale_d mu_dv)`` at the observed cells with ``ytil_dv <= 0``
+    of the used rows, without visiting them: per topic ``T_dk ~ Poisson(scale_d theta_dk
+    sum_v phi_kv)`` tokens, each placed at a word ``v`` with probability ``phi_kv / sum_v
+    phi_kv`` (alias table) and dropped when its cell is not one of those (``ytil > 0``
+    or excluded). The tokens at each cell then form ``Poisson(scale_d theta_dk phi_kv)``,
+    independently over cells and topics (Poisson thinning): no rate sums over a row's
+    cells, no rejection loop; the tokens dropped are about ``scale_d`` times the rate of
+    the other cells.
 
-    ``rows``: (use_row, skip indptr, skip indices (sorted per row), scale);
-    ``tables``: (phi column sums, alias probability, alias index), (K, V) each;
-    ``stats``: (n_dk, n_vk parts, z_rate): allocations are added, ``z_rate[d]`` gets
-    the rate sum over the row's drawn-over cells. Returns the tokens' (rows, columns).
+    ``rows``: (use_row, noised counts, excluded indptr, excluded indices (sorted per row),
+    scale); ``tables``: (phi column sums, alias probability, alias index), (K, V) each;
+    ``stats``: (n_dk, n_vk parts): allocations are added. Returns the tokens' (rows, columns).
     """
-    use_row, skip_indptr, skip_indices, scale = rows
+    use_row, Y, excluded_indptr, excluded_indices, scale = rows
     theta, phiT = factors
     phi_sum, probability, alias = tables
     chain_seed, iteration, stop = seeds
-    n_dk, n_vk_parts, z_rate = stats
+    n_dk, n_vk_parts = stats
     n_vk = n_vk_parts[chunk]
     n_docs, n_topics = theta.shape
-    n_words = phiT.shape[0]
     state = np.empty(4, dtype=np.uint64)
-    mass = np.empty(n_topics)
     token_rows = np.empty(64, dtype=np.int64)
     token_cols = np.empty(64, dtype=np.int64)
     n_tokens = 0
@@ -185,46 +172,22 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
         for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
             if not use_row[d]:
                 continue
-            start, end = skip_indptr[d], skip_indptr[d + 1]
-            mass[:] = phi_sum
-            for idx in range(start, end):
-                v = skip_indices[idx]
-                for k in range(n_topics):
-                    mass[k] -= phiT[v, k]
-            rate = 0.0
+            start, end = excluded_indptr[d], excluded_indptr[d + 1]
             for k in range(n_topics):
-                inside = max(mass[k], 0.0)
-                rate += theta[d, k] * inside
-                tokens = sample_poisson(scale[d] * theta[d, k] * inside, state)
+                tokens = sample_poisson(scale[d] * theta[d, k] * phi_sum[k], state)
                 if tokens == 0:
                     continue
-                n_dk[d, k] += tokens
                 token_rows = grow(token_rows, n_tokens + tokens)
                 token_cols = grow(token_cols, n_tokens + tokens)
-                fast = phi_sum[k] > 0.0 and inside >= MIN_ACCEPTANCE * phi_sum[k]
                 for _ in range(tokens):
-                    if fast:
-                        v = draw_alias(probability, alias, k, state)
-                        while in_sorted(skip_indices, start, end, v):
-                            v = draw_alias(probability, alias, k, state)
-                    else:
-                        u = uniform(state) * inside
-                        running = 0.0
-                        pointer = start
-                        v = -1
-                        for w in range(n_words):
-                            if pointer < end and skip_indices[pointer] == w:
-                                pointer += 1
-                                continue
-                            v = w  # the last word in the row's zero cells, if rounding leaves u above the sum
-                            running += phiT[w, k]
-                            if u < running:
-                                break
+                    v = draw_alias(probability, alias, k, state)
+                    if Y[d, v] > 0 or (end > start and in_sorted(excluded_indices, start, end, v)):
+                        continue
+                    n_dk[d, k] += 1
                     n_vk[v, k] += 1
                     token_rows[n_tokens] = d
                     token_cols[n_tokens] = v
                     n_tokens += 1
-            z_rate[d] = rate
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
@@ -402,11 +365,6 @@ class TopicModel(Model):
         theta, phiT = state
         return theta[rows] @ phiT.T
 
-    def cell_rates(self, state, cells, work):
-        out = np.empty(cells[1].shape[0])
-        run_chunks(_cell_rates_chunk, work.bounds, work.stop, cells, state, out)
-        return out
-
     def new_stats(self, state, work):
         theta, phiT = state
         K = self.n_components
@@ -419,10 +377,9 @@ class TopicModel(Model):
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = column_alias_tables(state[1])
-        z_rate = np.zeros(state[0].shape[0])
         tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
-                            (work.chain_seed, iteration, work.stop), (*stats, z_rate))
-        return (np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens]), z_rate)
+                            (work.chain_seed, iteration, work.stop), stats)
+        return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
     def update(self, state, stats, work, iteration):
         theta, phiT = state
