@@ -55,16 +55,16 @@ from lpviz.models._variational import (
 )
 
 UNIT_LATENT = 5 << 40
-UNIT_CELLS = 6 << 40
 # A row takes the sparse step when at most this share of its cells has a
-# positive noised count or is excluded. Each such cell costs the sparse step
-# about three K-long loops (its mass removed, its rate gathered, its
-# allocation), each cell of a dense row one K-long product inside a matrix
-# product (BLAS) and a cheap Poisson draw; measured at 1000 x 1000, K = 50
-# (benchmarks/bench_private_iteration.py), the sparse step wins below about
-# a third: on Enron-like counts at eps/N = 1 (28% of a row's cells have
-# ytil > 0) it halves the iteration, on dense counts (45%) it loses (DESIGN.md 1b).
-SPARSE_MAX_SKIP_SHARE = 0.35
+# positive noised count or is excluded. A sparse row costs its ytil > 0 cells,
+# a pass summing its rates and a few Poisson draws per component plus the
+# thinned tokens (about alpha times the row's rate); a dense row draws every
+# cell, a Poisson(alpha mu) draw at each zero cell. Measured at 1000 x 1000,
+# K = 50 (ms per iteration, every row dense / every row sparse): Enron-like
+# counts 31.6 / 21.8 at eps/N = 1 (28% of cells positive), 29.5 / 18.0 at 3;
+# dense synthetic counts 98.8 / 87.5 at eps/N = 1 (45%), 84.2 / 75.0 at 3,
+# 99.9 / 102.7 at 0.5 (58%): the sparse step wins up to about half.
+SPARSE_MAX_SKIP_SHARE = 0.5
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
 # The CAVI step holds four dense blocks (E[mu], V[mu], G products, E[y]) of at most this many cells.
