@@ -89,6 +89,24 @@ def thread_cpu_seconds(pid):
     return seconds
 
 
+def browser_cpu_seconds():
+    """CPU seconds of every chromium process on the machine (the browser competes with the
+    server for the same cores here; a user's browser runs on the user's machine)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if "chrom" in stat[stat.index("(") + 1:stat.rindex(")")].lower():
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
 def session(case):
     settings = Settings(noise_seed=0)
     data = DataStore(settings)
@@ -266,12 +284,13 @@ def served_run(case, seconds, app_dir):
                 return (performance.now() - start) / 1000;
             }}""", button)
             samples, begin, cpu_before = [], time.perf_counter(), thread_cpu_seconds(server.pid)
+            browser_before = browser_cpu_seconds()
             while (now := time.perf_counter() - begin) < seconds:
                 page.wait_for_timeout(2000)
                 samples.append((now, rss_mb(server.pid), page.evaluate(TRACE_POINTS_JS)))
             cpu_after, wall = thread_cpu_seconds(server.pid), time.perf_counter() - begin
-            cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / wall for name in cpu_after
-                   }
+            cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / wall for name in cpu_after}
+            cpu["chromium (all its processes)"] = (browser_cpu_seconds() - browser_before) / wall
             lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,.]+ it/s")).all_inner_texts()
             rates = [float(re.search(r"([\d,.]+) it/s", line).group(1).replace(",", "")) for line in lines]
             iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
@@ -339,7 +358,7 @@ def main():
               f"{', '.join(f'{n:,}' for n in after)}")
         print(f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
               f"{int(samples[-1, 2]):,}")
-        print("   CPU seconds per second of the run, by thread: "
+        print("   CPU seconds per second of the run (server threads; the browser): "
               + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01))
 
 

@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numba
 import numpy as np
 
-__all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag"]
+__all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag",
+           "limit_blas_threads"]
 
 # Rows that share one random stream: fixed (not tied to the thread count) so
 # the chain is the same for any number of threads; large enough that seeding
@@ -37,6 +38,7 @@ _CHUNKS_PER_THREAD = 4
 
 _pool = None
 _pool_lock = threading.Lock()
+_blas_limited = False
 
 
 def n_threads():
@@ -59,6 +61,36 @@ def _executor():
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=n_threads(), thread_name_prefix="lpviz-kernel")
         return _pool
+
+
+def limit_blas_threads():
+    """Run BLAS (numpy's matrix products) on one thread, once per process, from the first chain on.
+
+    A chain's parallelism is this module's pool, and the dashboard and the
+    experiment grids run several chains at once. OpenBLAS's own worker threads
+    spin between the chains' frequent small products and take the cores the
+    pool's kernels need: three Enron chains (1000 x 1000, K = 10) ran at 26-28
+    it/s each with two BLAS threads and at 43-45 with one, and a 10,000 x
+    10,000 private iteration (the largest products lpviz makes) took the same
+    time either way (benchmarks/bench_app.py, bench_private_iteration.py).
+    ``LPVIZ_BLAS_THREADS`` sets another count; ``0`` leaves BLAS alone.
+    """
+    global _blas_limited
+    with _pool_lock:
+        if _blas_limited:
+            return
+        _blas_limited = True
+    value = os.environ.get("LPVIZ_BLAS_THREADS", "1")
+    try:
+        count = int(value)
+    except ValueError:
+        raise ValueError(f"LPVIZ_BLAS_THREADS must be a whole number >= 0, got {value!r}") from None
+    if count < 0:
+        raise ValueError(f"LPVIZ_BLAS_THREADS must be >= 0, got {count}")
+    if count:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=count, user_api="blas")
 
 
 def n_stream_blocks(n_rows):

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from lpviz import methods as method_registry
 from lpviz import models as model_registry
-from lpviz._parallel import chunk_bounds, new_stop_flag
+from lpviz._parallel import chunk_bounds, limit_blas_threads, new_stop_flag
 from lpviz._random import chain_seed_from
 from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count
@@ -275,6 +275,7 @@ class Chain:
         missing = user_excluded if model_zeros is None or user_excluded is None else user_excluded & ~model_zeros
         self._chain_seed = chain_seed_from(random_state)
         n_cells = n_rows * n_cols
+        limit_blas_threads()
         self._work = Work(
             bounds=chunk_bounds(n_rows, n_cells, parallel), column_bounds=chunk_bounds(n_cols, n_cells, parallel),
             parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
