@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 __all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag",
-           "limit_blas_threads"]
+           "limit_blas_threads", "submit_chunks", "submit_call", "Pending"]
 
 # Rows that share one random stream: fixed (not tied to the thread count) so
 # the chain is the same for any number of threads; large enough that seeding
@@ -123,14 +123,40 @@ def run_chunks(kernel, bounds, stop, *args):
     (Ctrl-C) while waiting, ``stop`` is raised so the running chunks leave at
     their next row, and the interrupt propagates once they have.
     """
+    return submit_chunks(kernel, bounds, stop, *args).result()
+
+
+class Pending:
+    """Work handed to the pool: :meth:`result` waits for it (results in order)."""
+
+    def __init__(self, futures, stop, done=None):
+        self._futures, self._stop, self._done = futures, stop, done
+
+    def result(self):
+        if self._done is not None:
+            return self._done
+        try:
+            return [future.result() for future in self._futures]
+        except BaseException:
+            self._stop[0] = 1
+            wait(self._futures)
+            raise
+
+
+def submit_chunks(kernel, bounds, stop, *args):
+    """:func:`run_chunks` without waiting: the caller does other work meanwhile, then calls
+    ``.result()`` (a single chunk runs at once, in the caller's thread)."""
     if len(bounds) == 1:
         first, last = bounds[0]
-        return [kernel(0, first, last, *args)]
+        return Pending(None, stop, [kernel(0, first, last, *args)])
     pool = _executor()
-    futures = [pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)]
-    try:
-        return [future.result() for future in futures]
-    except BaseException:
-        stop[0] = 1
-        wait(futures)
-        raise
+    return Pending([pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)],
+                   stop)
+
+
+def submit_call(function, *args, parallel=True):
+    """``function(*args)`` on the pool (it should release the GIL: a matrix product, a
+    kernel) when ``parallel``, else at once; returns a :class:`Pending` of one result."""
+    if not parallel:
+        return Pending(None, None, [function(*args)])
+    return Pending([_executor().submit(function, *args)], np.zeros(1, dtype=np.uint8))

@@ -150,10 +150,15 @@ def test_row_blocks_cover_the_rows_aligned_to_stream_blocks():
 
 
 @pytest.mark.parametrize("model", ["topics", "blocks"])
-def test_the_private_sweep_by_row_blocks_gives_the_same_chain(model, monkeypatch):
-    # large matrices get their rates a block of rows at a time: the chain must not notice
+@pytest.mark.parametrize("rows", ["dense", "sparse"])
+def test_the_private_sweep_by_row_blocks_gives_the_same_chain(model, rows, monkeypatch):
+    # large matrices get their rates a block of rows at a time (pipelined on the pool): the chain
+    # must not notice, whether its rows draw every cell or take the sparse step
     rng = np.random.default_rng(2)
-    Y_obs = rng.poisson(2.0, (50, 50)) - rng.poisson(1.0, (50, 50))
+    mean = 2.0 if rows == "dense" else 0.2
+    Y_obs = rng.poisson(mean, (50, 50)) - rng.poisson(mean / 2, (50, 50))
+    assert private.Private().start(private.Private().prepare(Y_obs, np.full(50, 0.4), exclusions(
+        np.zeros(Y_obs.shape, dtype=bool))), None, None, None, None)["use_row"].all() == (rows == "sparse")
     whole = Chain(Y_obs, model=model, method="private", n_components=3, alpha=0.4, random_state=3)
     whole.step(3)
     monkeypatch.setattr(private, "BLOCK_CELLS", 16 * 50)  # blocks of 16 rows

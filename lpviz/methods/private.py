@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
+from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks, submit_call, submit_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import (
@@ -670,22 +670,32 @@ class Private(Method):
 
         # a block of rows at a time, rates by the model's dense product: dense rows draw every
         # cell, sparse rows their listed ones (a matrix product beats gathering the listed
-        # cells' rates one dot product at a time, even when a fifth of the cells is listed)
+        # cells' rates one dot product at a time, even when a fifth of the cells is listed).
+        # Pipelined: the next block's product runs on the pool beside this block's kernels, and
+        # the previous block's counts are gathered here meanwhile, so no core waits on another.
         cells = latent["cells"]
         data = (Y, alpha, *prepared.excluded)
         pieces = []
         position = np.full(n_rows, -1, dtype=np.int64)
-        for start, stop in row_blocks(n_rows, n_cols):
+        blocks = row_blocks(n_rows, n_cols)
+        pipelined = work.parallel and len(blocks) > 1
+        rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
+        previous = None
+        for index, (start, stop) in enumerate(blocks):
+            mu = rates.result()[0]
+            if index + 1 < len(blocks):
+                rates = submit_call(model.rate_rows, state, np.arange(*blocks[index + 1]), parallel=pipelined)
             dense_rows = np.flatnonzero(~use_row[start:stop]) + start
             position[dense_rows] = np.arange(dense_rows.size)
             y_dense = np.empty((dense_rows.size, n_cols), dtype=np.int64)  # the kernel writes every cell
             y_cells = np.empty(cells[0][stop] - cells[0][start], dtype=np.int64)
-            mu = model.rate_rows(state, np.arange(start, stop))
             bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
-            run_chunks(_collapsed_rows_chunk, bounds, work.stop, data, (mu, start, position), cells,
-                       (y_dense, y_cells), seeds, (noise_log, marginal_log))
-            pieces.append(_block_counts(start, stop, position, y_dense, (*cells, y_cells)))
-            position[dense_rows] = -1
+            pending = submit_chunks(_collapsed_rows_chunk, bounds, work.stop, data, (mu, start, position), cells,
+                                    (y_dense, y_cells), seeds, (noise_log, marginal_log))
+            if previous is not None:
+                pieces.append(_gather_block(previous, position, cells))
+            previous = (pending, start, stop, y_dense, y_cells, dense_rows)
+        pieces.append(_gather_block(previous, position, cells))
         counts = _concatenate_csr(pieces)
         model.allocate(state, counts, stats, work, iteration)
         if tokens is not None and tokens[0].size:
@@ -729,6 +739,15 @@ class Private(Method):
             alpha = prepared.alpha[:, None]
             latent["lambda_plus"][...] = alpha * (vi_latent["g_plus"] + 1.0)
             latent["lambda_minus"][...] = alpha * (vi_latent["g_minus"] + 1.0)
+
+
+def _gather_block(block, position, cells):
+    """Wait for a block's collapsed draws; their CSR of positive draws."""
+    pending, start, stop, y_dense, y_cells, dense_rows = block
+    pending.result()
+    counts = _block_counts(start, stop, position, y_dense, (*cells, y_cells))
+    position[dense_rows] = -1
+    return counts
 
 
 def _concatenate_csr(pieces):
