@@ -7,6 +7,10 @@ brute force, stopping a chain from another thread, and the posterior's
 summaries and file.
 """
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -258,6 +262,45 @@ def test_thread_count_and_chunking_do_not_change_the_chain(model, method, monkey
     serial.step(3)
     assert_same_chain(chains[0], chains[1])
     assert_same_chain(chains[0], serial)
+
+
+_BLAS_THREADS_AFTER_A_CHAIN = """
+import numpy as np
+from threadpoolctl import threadpool_info
+import lpviz
+def blas():
+    return sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+before = blas()
+lpviz.Chain(np.ones((4, 3), dtype=int), model="topics", method="nonprivate", n_components=2, random_state=0).step()
+print(before, blas(), sep=";")
+"""
+
+
+@pytest.mark.parametrize("setting", [None, "2", "0"])
+def test_a_chain_runs_blas_on_one_thread_unless_told_otherwise(setting):
+    # fresh processes: the limit is set once per process, at the first chain
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LPVIZ_BLAS", "OPENBLAS", "OMP_"))}
+    if setting is not None:
+        env["LPVIZ_BLAS_THREADS"] = setting
+    done = subprocess.run([sys.executable, "-c", _BLAS_THREADS_AFTER_A_CHAIN], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    before, after = (json.loads(part) for part in done.stdout.strip().splitlines()[-1].split(";"))
+    assert len(before) == 1 and before[0] >= 1  # OpenBLAS's own default: one thread per core
+    expected = {None: [1], "2": [min(2, before[0])], "0": before}[setting]
+    assert after == expected
+
+
+def test_a_bad_blas_thread_count_is_refused_with_the_variable_named(monkeypatch):
+    monkeypatch.setattr(_parallel, "_blas_limited", False)
+    monkeypatch.setenv("LPVIZ_BLAS_THREADS", "two")
+    with pytest.raises(ValueError, match=r"LPVIZ_BLAS_THREADS must be a whole number >= 0, got 'two'"):
+        _parallel.limit_blas_threads()
+    monkeypatch.setattr(_parallel, "_blas_limited", False)
+    monkeypatch.setenv("LPVIZ_BLAS_THREADS", "-1")
+    with pytest.raises(ValueError, match=r"LPVIZ_BLAS_THREADS must be >= 0, got -1"):
+        _parallel.limit_blas_threads()
+    monkeypatch.setattr(_parallel, "_blas_limited", True)
 
 
 @pytest.mark.parametrize("model", MODELS)
