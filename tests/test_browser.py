@@ -592,7 +592,9 @@ def test_closing_the_tab_stops_its_chains_within_a_second(browser, server):
     page.long_runs()
     page.click("Start")
     page.statuses("running")
-    assert server.cpu_rate(1.0) > 0.5  # the chains keep the cores busy
+    # the chains keep the cores busy: the busiest of three windows (the other test worker shares the
+    # machine, and the chains, light since BLAS stopped spinning, then get about half of it)
+    assert max(server.cpu_rate(1.0) for _ in range(3)) > 0.5
     page.close()
     time.sleep(1.0)
     # the quietest of three windows: running chains fill every one (more than a core), while the
