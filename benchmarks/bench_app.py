@@ -283,8 +283,10 @@ def served_run(case, seconds, app_dir):
                 while (count() === 0) await new Promise(resolve => setTimeout(resolve, 5));
                 return (performance.now() - start) / 1000;
             }}""", button)
+            iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
+                                  for line in page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()]
             samples, begin, cpu_before = [], time.perf_counter(), thread_cpu_seconds(server.pid)
-            browser_before = browser_cpu_seconds()
+            browser_before, first_iterations = browser_cpu_seconds(), iterations()
             while (now := time.perf_counter() - begin) < seconds:
                 page.wait_for_timeout(2000)
                 samples.append((now, rss_mb(server.pid), page.evaluate(TRACE_POINTS_JS)))
@@ -293,9 +295,9 @@ def served_run(case, seconds, app_dir):
             cpu["chromium (all its processes)"] = (browser_cpu_seconds() - browser_before) / wall
             lines = page.get_by_text(re.compile(r"iteration [\d,]+ / [\d,]+, [\d,.]+ it/s")).all_inner_texts()
             rates = [float(re.search(r"([\d,.]+) it/s", line).group(1).replace(",", "")) for line in lines]
-            iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
-                                  for line in page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()]
             at_click = iterations()
+            # the page's iteration counts over the whole run (its it/s reads the last second or so)
+            averages = [(b - a) / (time.perf_counter() - begin) for a, b in zip(first_iterations, at_click)]
             pause = page.get_by_role("button", name="Pause").element_handle()
             pause_latency = page.evaluate(f"""async (button) => {{
                 const count = {TRACE_POINTS_JS};
@@ -311,7 +313,7 @@ def served_run(case, seconds, app_dir):
             }}""", pause)
             after = [b - a for a, b in zip(at_click, iterations())]
             browser.close()
-        return latency, rates, pause_latency, after, np.array(samples), cpu
+        return latency, (rates, averages), pause_latency, after, np.array(samples), cpu
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -353,7 +355,9 @@ def main():
         print(f"\n== {case}: served app ({args.app_dir}) in chromium, {args.served_seconds:.0f} s run")
         latency, rates, pause, after, samples, cpu = served_run(case, args.served_seconds, args.app_dir.resolve())
         print(f"   Start click -> first point in the browser: {latency:.2f} s")
-        print(f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}")
+        rates, averages = rates
+        print(f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}; "
+              f"over the whole run (the page's iteration counts): {', '.join(f'{r:,.0f}' for r in averages)}")
         print(f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
               f"{', '.join(f'{n:,}' for n in after)}")
         print(f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
