@@ -18,6 +18,7 @@
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 
 __all__ = [
     "mae",
@@ -282,7 +283,8 @@ def _topic_distances(phi_est, phi_true):
             raise ValueError(f"{name} has a topic with all-zero weights; it cannot be normalised")
     est = phi_est / phi_est.sum(axis=1, keepdims=True)
     true = phi_true / phi_true.sum(axis=1, keepdims=True)
-    return np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
+    # pairwise, without a (true topics x estimated topics x words) array: 389 MB at K = 50, V = 10,000
+    return cdist(true, est, "cityblock")
 
 
 def align_topics(phi_est, phi_true):
