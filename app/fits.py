@@ -621,12 +621,10 @@ class Fits(param.Parameterized):
     def start(self, *_):
         """Start (or resume) the chosen methods' chains (refused if they would not fit this
         session's share of the server's memory)."""
-        from app.memory import check_session
-
         problem = self.problem()
         if problem is not None:
-            check_session(problem.release.shape, f"{problem.release.shape[0]:,} x {problem.release.shape[1]:,} counts",
-                          problem.model, problem.n_components, list(self.active), fix="Fit fewer methods or components.")
+            settings = self.settings
+            self._check_memory(problem, (settings.n_iter, settings.burn_in, settings.thin))
         with self._batched():
             for runner in self.active.values():
                 runner.start()
@@ -637,8 +635,23 @@ class Fits(param.Parameterized):
             runner.pause()
         self._drain_soon(lambda: not any(r.status == "pausing" for r in self.runners.values()))
 
+    def _check_memory(self, problem, run):
+        """Refuse a start whose data, chains and (MCMC) saved samples would not fit this session."""
+        from app.memory import check_session
+
+        shape = problem.release.shape
+        check_session(shape, f"{shape[0]:,} x {shape[1]:,} counts", problem.model, problem.n_components,
+                      list(self.active), fix="Fit fewer methods or components.",
+                      run=None if problem.inference == "vi" else run)
+
     def resume(self, *_):
         """Go on after a pause; runs that ended run as many iterations again."""
+        done = [runner for runner in self.active.values() if runner.status == "done"]
+        problem = self.problem()
+        if done and problem is not None:  # extended runs keep saving samples: the longest one decides
+            settings = self.settings
+            target = max(runner.target for runner in done) + settings.n_iter
+            self._check_memory(problem, (target, settings.burn_in, settings.thin))
         with self._batched():
             for runner in self.active.values():
                 runner.resume()

@@ -43,16 +43,21 @@ def session_limit():
     return memory_limit() // expected_sessions()
 
 
-def session_bytes(shape, model_name, n_components, method_names):
-    """Bytes a session needs for a data set of ``shape`` and one chain per method of ``method_names``."""
+def session_bytes(shape, model_name, n_components, method_names, run=None):
+    """Bytes a session needs for a data set of ``shape`` and one chain per method of ``method_names``;
+    with ``run = (n_iter, burn_in, thin)``, also each chain's posterior at the end of that run
+    (:func:`lpviz.engine.posterior_bytes`: its saved samples and traces)."""
     from lpviz import methods, models
     from lpviz.budget import dense_bytes
+    from lpviz.engine import posterior_bytes
 
     cells = dense_bytes(shape, "int64") // 8
     model = models.create(model_name, n_components)
     total = DATA_ARRAYS * 8 * cells
     for name in method_names:
         total += model.state_bytes(shape) + methods.get(name)().state_bytes(shape, model) + CHAIN_ARRAYS * 8 * cells
+        if run is not None:
+            total += posterior_bytes(model, shape, *run)
     return total
 
 
@@ -70,15 +75,24 @@ def largest_square(limit, model_name, n_components, method_names):
     return low
 
 
-def check_session(shape, what, model_name, n_components, method_names, fix=""):
+def check_session(shape, what, model_name, n_components, method_names, fix="", run=None):
     """Raise :class:`lpviz.budget.MemoryBudgetError` if the data set and its chains do not fit
-    this session's share of the server; the message says the largest square that does."""
+    this session's share of the server; the message says the largest square that does. With
+    ``run = (n_iter, burn_in, thin)`` the chains' posteriors at the end of that run count too,
+    and a run whose saved samples are what does not fit is told the thinning that would."""
     from lpviz.budget import check_memory, format_bytes, memory_limit
 
     limit = session_limit()
-    need = session_bytes(shape, model_name, n_components, method_names)
+    need = session_bytes(shape, model_name, n_components, method_names, run)
     if need <= limit:
         return
+    without_run = session_bytes(shape, model_name, n_components, method_names)
+    if run is not None and without_run <= limit:  # the data and chains fit: the saved samples do not
+        from lpviz import models
+        from lpviz.engine import check_posterior_memory
+
+        room = (limit - without_run) // max(1, len(method_names))
+        check_posterior_memory(models.create(model_name, n_components), shape, *run, limit=room)
     side = largest_square(limit, model_name, n_components, method_names)
     chains = f"{len(method_names)} chain{'s' if len(method_names) != 1 else ''}"
     check_memory(need, f"{what} with {chains}", limit=limit,

@@ -40,7 +40,8 @@ from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
 
-__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit", "chain_bytes"]
+__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit", "chain_bytes",
+           "posterior_bytes", "check_posterior_memory"]
 
 # Up to this many cells the posterior keeps a running sum of the rates; larger
 # matrices keep only the saved factors and compute rates by row blocks.
@@ -474,6 +475,44 @@ class Chain:
         return time.perf_counter() - start
 
 
+# A Posterior's traces (log joint, log marginal, seconds) are lists of Python floats:
+# a 24-byte object and an 8-byte slot each, and the lists' spare capacity.
+TRACE_BYTES_PER_ITERATION = 3 * 36
+# A saved sample beyond its factors' values: the dict, the arrays' headers, its iteration.
+SAMPLE_OVERHEAD_BYTES = 512
+
+
+def posterior_bytes(model, shape, n_iter, burn_in, thin):
+    """Bytes a :class:`Posterior` of ``n_iter`` iterations holds at the end: the saved samples of
+    the factors (one every ``thin`` after ``burn_in``) and the per-iteration traces."""
+    saved = max(0, int(n_iter) - int(burn_in)) // max(1, int(thin))
+    return int(saved * (model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES) + int(n_iter) * TRACE_BYTES_PER_ITERATION)
+
+
+def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
+    """Refuse (:class:`lpviz.budget.MemoryBudgetError`) a run whose saved samples would not fit,
+    before it starts, naming the thinning that would."""
+    from lpviz.budget import check_memory, memory_limit
+
+    need = posterior_bytes(model, shape, n_iter, burn_in, thin)
+    saved = max(0, int(n_iter) - int(burn_in)) // max(1, int(thin))
+    room = (memory_limit() if limit is None else int(limit)) - int(n_iter) * TRACE_BYTES_PER_ITERATION
+    kept = max(0, int(n_iter) - int(burn_in))
+    if room > 0 and kept:
+        fits = -(-kept * (model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES) // room)
+        fix = f"Save fewer samples: thin = {fits:,} or more fits, or run fewer iterations."
+    else:  # the traces alone are too long: fewer iterations, at this thinning
+        sample = model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES
+        per_iteration = TRACE_BYTES_PER_ITERATION + sample / max(1, int(thin))
+        most = int(((memory_limit() if limit is None else int(limit)) + int(burn_in) * sample / max(1, int(thin)))
+                   // per_iteration)
+        fix = (f"Run fewer iterations: each keeps {TRACE_BYTES_PER_ITERATION} bytes of traces; at most about "
+               f"{most:,} fit at thin = {int(thin)}.")
+    check_memory(need, f"a run of {int(n_iter):,} iterations saving {saved:,} samples of the factors "
+                 f"({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)", limit=limit,
+                 fix=fix)
+
+
 def chain_bytes(model, method, shape):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
     the model's state and statistics, the method's latent state, the counts (one estimate for
@@ -668,6 +707,7 @@ class Run:
     feeding :attr:`posterior` as it goes (see :func:`run`)."""
 
     def __init__(self, chain, n_iter, burn_in, thin):
+        check_posterior_memory(chain.model_instance, chain.shape, n_iter, burn_in, thin)
         self.chain = chain
         self.init = None  # the variational fit the chain started from (run(..., init="vi"))
         self.n_iter = n_iter

@@ -5,6 +5,7 @@ Every number the runners stream is checked against the library run on its own
 """
 
 import inspect
+import re
 import threading
 import time
 from pathlib import Path
@@ -512,3 +513,40 @@ def test_vi_fits_every_method_with_cavi_and_every_number_is_the_librarys():
         assert fits.settings.inference == "mcmc" and not fits.runners["private"].label.endswith(", VI")
     finally:
         fits.close()
+
+
+def test_a_run_whose_saved_samples_would_not_fit_is_refused_at_start_with_the_thinning_that_fits(fits, monkeypatch):
+    from lpviz.budget import MemoryBudgetError
+
+    # sessions of 64 MiB: the 90 x 15 data and its chains fit, every one of 100,000 samples does not
+    monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "256MiB")
+    monkeypatch.setenv("LPVIZ_APP_SESSIONS", "4")
+    fits.settings.param.update(n_iter=100_000, burn_in=0, thin=1)
+    with pytest.raises(MemoryBudgetError, match=r"100,000 iterations saving 100,000 samples .* "
+                                                r"Save fewer samples: thin = [\d,]+ or more fits") as refused:
+        fits.start()
+    assert all(runner.status == "idle" for runner in fits.runners.values())  # nothing started
+    thin = int(re.search(r"thin = ([\d,]+)", str(refused.value)).group(1).replace(",", ""))
+    assert thin > 1
+    fits.settings.param.update(thin=thin)  # the thinning it names fits
+    fits.start()
+    assert all(runner.status == "running" for runner in fits.active.values())
+    fits.stop()
+    # 20 million iterations: their traces alone are too much, whatever the thinning
+    fits.reset()
+    fits.settings.param.update(n_iter=20_000_000)
+    with pytest.raises(MemoryBudgetError, match=r"Run fewer iterations: .* at most about [\d,]+ fit at thin"):
+        fits.start()
+
+
+def test_resume_after_the_end_checks_the_longer_run(fits, monkeypatch):
+    from lpviz.budget import MemoryBudgetError
+
+    fits.settings.param.update(n_iter=120, burn_in=0, thin=1)
+    fits.start()
+    drain_until(fits, lambda: all(r.status == "done" for r in fits.active.values()))
+    monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "256MiB")
+    fits.settings.param.update(n_iter=20_000_000)  # Resume would run 20 million more
+    with pytest.raises(MemoryBudgetError, match=r"20,000,120 iterations"):
+        fits.resume()
+    assert all(runner.status == "done" for runner in fits.active.values())

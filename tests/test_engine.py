@@ -747,3 +747,32 @@ def test_input_arrays_are_not_modified():
     np.testing.assert_array_equal(Y, before)
     np.testing.assert_array_equal(sparse.toarray(), before)
     assert mask.all() and np.all(alpha == 0.5)
+
+
+def test_a_run_whose_samples_would_not_fit_is_refused_before_it_starts(monkeypatch):
+    from lpviz.budget import MemoryBudgetError
+
+    Y = data_for("topics", "nonprivate")
+    monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "64MiB")
+    with pytest.raises(MemoryBudgetError, match=r"200,000 iterations saving 200,000 samples .* thin = [\d,]+ or"):
+        run(Y, model="topics", method="nonprivate", n_components=3, n_iter=200_000, burn_in=0, thin=1)
+    run(Y, model="topics", method="nonprivate", n_components=3, n_iter=200_000, burn_in=0, thin=100)  # fits
+
+
+def test_posterior_bytes_is_what_a_posterior_holds():
+    import tracemalloc
+
+    Y = data_for("topics", "nonprivate", n_rows=40, n_cols=30)
+    chain_run = run(Y, model="topics", method="nonprivate", n_components=3, n_iter=3000, burn_in=0, thin=1,
+                    random_state=0)
+    next(chain_run)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in chain_run:
+            pass
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    estimate = engine.posterior_bytes(chain_run.chain.model_instance, Y.shape, 2999, 0, 1)
+    assert 0.7 * held <= estimate <= 1.5 * held, (estimate, held)

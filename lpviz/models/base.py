@@ -78,6 +78,12 @@ class Model:
         """Boolean matrix of the cells the model has no rate for (None: every cell has one)."""
         return None
 
+    def factor_bytes(self, shape):
+        """Bytes of one saved sample of the factors (float64) for data of ``shape``: per row and
+        per column a vector of components, and a components x components block (a model whose
+        factors differ overrides this)."""
+        return 8 * self.n_components * (int(shape[0]) + int(shape[1]) + self.n_components)
+
     # -- rates -----------------------------------------------------------------------------
     def low_rank(self, factors):
         """``(left, right)`` with ``mu = left @ right.T`` (before structural zeros)."""

@@ -424,6 +424,9 @@ class BlockModel(Model):
     def structural_zeros(self, shape):
         return np.eye(shape[0], shape[1], dtype=bool)
 
+    def factor_bytes(self, shape):
+        return 8 * self.n_components * (int(shape[0]) + self.n_components)  # theta and pi
+
     def state_bytes(self, shape):
         n = shape[0]
         C = self.n_components

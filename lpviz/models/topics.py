@@ -327,6 +327,9 @@ class TopicModel(Model):
     def check_shape(self, shape):
         pass
 
+    def factor_bytes(self, shape):
+        return 8 * self.n_components * (int(shape[0]) + int(shape[1]))  # theta and phi
+
     def state_bytes(self, shape):
         n_rows, n_cols = shape
         # factors, their statistics (n_dk, n_vk, and one n_vk part per chunk)
