@@ -15,8 +15,6 @@ chain's copy of the counts, the posterior's running sum of the rates and the
 snapshots on their way to the views (float64 each).
 """
 
-import os
-
 SESSIONS_ENV = "LPVIZ_APP_SESSIONS"
 DEFAULT_SESSIONS = 4
 DATA_ARRAYS = 6  # counts, truth, release, noise working copies (2), true rates: 8 bytes a cell each
@@ -24,16 +22,9 @@ CHAIN_ARRAYS = 5  # counts copy, running sum of the rates, snapshots in flight (
 
 
 def expected_sessions():
-    text = os.environ.get(SESSIONS_ENV, "").strip()
-    if not text:
-        return DEFAULT_SESSIONS
-    try:
-        sessions = int(text)
-    except ValueError:
-        raise ValueError(f"{SESSIONS_ENV}={text!r} is not a number of sessions; give a whole number >= 1") from None
-    if sessions < 1:
-        raise ValueError(f"{SESSIONS_ENV} must be >= 1, got {sessions}")
-    return sessions
+    from lpviz._env import env_count
+
+    return env_count(SESSIONS_ENV, DEFAULT_SESSIONS)
 
 
 def session_limit():

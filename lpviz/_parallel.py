@@ -16,12 +16,13 @@ and checks the chain's stop flag (a one-element array) between rows, so a
 stop request ends a sweep within milliseconds whatever the data.
 """
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
+
+from lpviz._env import env_count
 
 __all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag",
            "limit_blas_threads", "submit_chunks", "submit_call", "Pending"]
@@ -43,16 +44,7 @@ _blas_limited = False
 
 def n_threads():
     """Worker threads for the kernels: ``LPVIZ_NUM_THREADS``, else Numba's thread count."""
-    value = os.environ.get("LPVIZ_NUM_THREADS")
-    if value:
-        try:
-            count = int(value)
-        except ValueError:
-            raise ValueError(f"LPVIZ_NUM_THREADS must be a whole number >= 1, got {value!r}") from None
-        if count < 1:
-            raise ValueError(f"LPVIZ_NUM_THREADS must be >= 1, got {count}")
-        return count
-    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+    return env_count("LPVIZ_NUM_THREADS", max(1, int(numba.config.NUMBA_NUM_THREADS)))
 
 
 def _executor():
@@ -80,13 +72,7 @@ def limit_blas_threads():
         if _blas_limited:
             return
         _blas_limited = True
-    value = os.environ.get("LPVIZ_BLAS_THREADS", "1")
-    try:
-        count = int(value)
-    except ValueError:
-        raise ValueError(f"LPVIZ_BLAS_THREADS must be a whole number >= 0, got {value!r}") from None
-    if count < 0:
-        raise ValueError(f"LPVIZ_BLAS_THREADS must be >= 0, got {count}")
+    count = env_count("LPVIZ_BLAS_THREADS", 1, minimum=0)
     if count:
         from threadpoolctl import threadpool_limits
 

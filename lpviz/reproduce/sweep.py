@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 
+from lpviz._env import env_count
 from lpviz.reproduce.grid import ResultStore, Task, local_cluster, run_tasks
 
 __all__ = ["sweep_tasks", "default_ratios", "short_schedule", "point_row", "sweep_frame", "plotted_scores",
@@ -254,17 +255,7 @@ _SHARED_LOCK = threading.Lock()
 def sweep_workers():
     """Workers of the shared LocalCluster: ``$LPVIZ_SWEEP_WORKERS``, else half the cores (at
     least one), leaving the rest to the sessions' own chains and the event loop."""
-    text = os.environ.get(SWEEP_WORKERS_ENV, "").strip()
-    if text:
-        try:
-            workers = int(text)
-        except ValueError:
-            raise ValueError(f"{SWEEP_WORKERS_ENV}={text!r} is not a number of workers; give a whole number "
-                             ">= 1") from None
-        if workers < 1:
-            raise ValueError(f"{SWEEP_WORKERS_ENV} must be >= 1, got {workers}")
-        return workers
-    return max(1, (os.cpu_count() or 1) // 2)
+    return env_count(SWEEP_WORKERS_ENV, max(1, (os.cpu_count() or 1) // 2))
 
 
 def shared_local_client(workers=None, memory_limit="auto"):
