@@ -44,6 +44,12 @@ FIGURE3_SMALL = _figure3(
     "here; compare with the large alpha0. The paper's 6,000 iterations, every 25th saved after 1,000.")
 
 
+def _enron_browser(epsilon):
+    """Enron emails x words at Figure 4's reduced browser size, noised at eps/N = ``epsilon``."""
+    return dict(source="enron-topics", n_docs=400, n_words=800, n_components=10, seed=0, heterogeneous=False,
+                epsilon=epsilon, N=1.0, holdout="none", n_iter=400, burn_in=150, thin=10)
+
+
 # lpviz.reproduce.fig5.heldout_actors(84): the shared Enron subset has 84 actors at min_count 100
 # (importing lpviz.reproduce would cost the app's start a second and a half).
 FIGURE5_HELDOUT_ACTORS = 26
@@ -62,8 +68,7 @@ PRESETS = {preset.name: preset for preset in (
            "Enron emails x words at eps/N = 2 (also try 3 and 1). Reduced for the browser: 400 emails x "
            "800 words, K = 10, 400 iterations (every 10th saved after 150); the paper used 10,000 x 10,000, "
            "K = 50 and 7,500 iterations. Look at MAE and at the NPMI and UMass columns of the scoreboard.",
-           dict(source="enron-topics", n_docs=400, n_words=800, n_components=10, seed=0, heterogeneous=False,
-                epsilon=2.0, N=1.0, holdout="none", n_iter=400, burn_in=150, thin=10)),
+           _enron_browser(2.0)),
     Preset("Central vs local",
            "Central against local privacy on Enron emails x words (Figure 4's reduced browser size: 400 emails x "
            "800 words, K = 10, 400 iterations, every 10th saved after 150). Press Start on the Fits tab for the "
@@ -73,8 +78,7 @@ PRESETS = {preset.name: preset for preset in (
            "counts; local, (N, epsilon) per document with nobody trusted. On 400 documents the noise a small "
            "central epsilon needs swamps the statistics (the paper had 400,000 documents): raise the central "
            "epsilon or the sampling rate and watch its topics sharpen.",
-           dict(source="enron-topics", n_docs=400, n_words=800, n_components=10, seed=0, heterogeneous=False,
-                epsilon=1.0, N=1.0, holdout="none", n_iter=400, burn_in=150, thin=10)),
+           _enron_browser(1.0)),
     Preset("Table 1 (VI paper, reduced)",
            "Variational inference (CAVI, Bessel mode) for every method: private VI against naive VI and the "
            "non-private VI fit, at eps/N = 1 on synthetic topics. Each fit runs until its ELBO stops changing "
