@@ -33,6 +33,7 @@ import param
 
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
+from app.plots import table_cell
 from app.throttle import VIEW_SECONDS, Periodic, messages
 from lpviz import metrics
 
@@ -433,18 +434,12 @@ class CentralView(pn.viewable.Viewer):
         return pn.Column(self.explanation, body, sizing_mode="stretch_width")
 
 
-def _cell(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
-
-
 def table_html(frame):
     """The comparison table as HTML (every number as lpviz.metrics.score gave it, four digits)."""
     if frame.empty:
         return ("<p><i>No results yet: press <b>Fit central model</b> here and <b>Start</b> on the Fits tab; "
                 "a local fit gets a row with its first saved sample.</i></p>")
     head = "".join(f"<th>{column}</th>" for column in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(value)}</td>" for value in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{table_cell(value)}</td>" for value in row) + "</tr>"
                    for row in frame.itertuples(index=False))
     return f"<table class='central-vs-local'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -17,7 +17,7 @@ import panel as pn
 import param
 
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
-from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, truth_reference
+from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
 from app.throttle import VIEW_SECONDS
 
 
@@ -75,12 +75,6 @@ def best_cells(frame):
     return best
 
 
-def _cell(value):
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    return f"{value:,.4g}" if isinstance(value, (float, np.floating)) else str(value)
-
-
 def scoreboard_html(frame):
     """The score table as HTML, the best value of each column in bold with a star."""
     if frame.empty:
@@ -95,7 +89,7 @@ def scoreboard_html(frame):
     for _, row in frame.iterrows():
         cells = []
         for column in frame.columns:
-            text = _cell(row[column])
+            text = table_cell(row[column])
             if row["method"] in best.get(column, ()):
                 text = f"<b>{text} {BEST_MARK}</b>"
             cells.append(f"<td>{text}</td>")

@@ -165,3 +165,10 @@ def truth_reference(truth, release):
     if truth.mu is not None:
         return truth.mu, "truth (true rates)"
     return truth.Y, "truth (true counts)"
+
+
+def table_cell(value):
+    """A number as the tables show it (four significant digits; blank for a missing one)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return f"{value:,.4g}" if isinstance(value, (float, np.floating)) else str(value)
