@@ -124,7 +124,8 @@ class Pending:
         try:
             return [future.result() for future in self._futures]
         except BaseException:
-            self._stop[0] = 1
+            if self._stop is not None:  # the chunks still running leave at their next row
+                self._stop[0] = 1
             wait(self._futures)
             raise
 
@@ -145,4 +146,4 @@ def submit_call(function, *args, parallel=True):
     kernel) when ``parallel``, else at once; returns a :class:`Pending` of one result."""
     if not parallel:
         return Pending(None, None, [function(*args)])
-    return Pending([_executor().submit(function, *args)], np.zeros(1, dtype=np.uint8))
+    return Pending([_executor().submit(function, *args)], None)

@@ -495,22 +495,22 @@ def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
     from lpviz.budget import check_memory, memory_limit
 
     need = posterior_bytes(model, shape, n_iter, burn_in, thin)
-    saved = max(0, int(n_iter) - int(burn_in)) // max(1, int(thin))
-    room = (memory_limit() if limit is None else int(limit)) - int(n_iter) * TRACE_BYTES_PER_ITERATION
+    available = memory_limit() if limit is None else int(limit)
+    if need <= available:
+        return
     kept = max(0, int(n_iter) - int(burn_in))
+    sample = model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES
+    room = available - int(n_iter) * TRACE_BYTES_PER_ITERATION
     if room > 0 and kept:
-        fits = -(-kept * (model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES) // room)
-        fix = f"Save fewer samples: thin = {fits:,} or more fits, or run fewer iterations."
+        fix = f"Save fewer samples: thin = {-(-kept * sample // room):,} or more fits, or run fewer iterations."
     else:  # the traces alone are too long: fewer iterations, at this thinning
-        sample = model.factor_bytes(shape) + SAMPLE_OVERHEAD_BYTES
         per_iteration = TRACE_BYTES_PER_ITERATION + sample / max(1, int(thin))
-        most = int(((memory_limit() if limit is None else int(limit)) + int(burn_in) * sample / max(1, int(thin)))
-                   // per_iteration)
+        most = int((available + int(burn_in) * sample / max(1, int(thin))) // per_iteration)
         fix = (f"Run fewer iterations: each keeps {TRACE_BYTES_PER_ITERATION} bytes of traces; at most about "
                f"{most:,} fit at thin = {int(thin)}.")
-    check_memory(need, f"a run of {int(n_iter):,} iterations saving {saved:,} samples of the factors "
-                 f"({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)", limit=limit,
-                 fix=fix)
+    check_memory(need, f"a run of {int(n_iter):,} iterations saving {kept // max(1, int(thin)):,} samples of the "
+                 f"factors ({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)",
+                 limit=limit, fix=fix)
 
 
 def chain_bytes(model, method, shape):
