@@ -619,7 +619,11 @@ class Private(Method):
                 use_row = skipped <= SPARSE_MAX_SKIP_SHARE * shape[1]
             # the listed (ytil > 0) cells of sparse rows; dense rows draw every cell themselves
             cells = _listed_cells(counts, use_row, excluded_indptr, excluded_indices, n_positive)
-            return {"use_row": use_row, "cells": cells, "zero_cells": zero_cells, "zero_abs": zero_abs,
+            # a sparse row's zero cells' log terms that need no rates: the same every sweep
+            alpha, log_alpha = prepared.alpha, np.log(prepared.alpha)
+            zero_terms = np.where(use_row, zero_cells * (np.log1p(-alpha) - np.log1p(alpha)) + zero_abs * log_alpha,
+                                  0.0)
+            return {"use_row": use_row, "cells": cells, "zero_terms": zero_terms, "log_alpha": log_alpha,
                     "y_counts": None}
         # Exponential prior on lambda with mean alpha/(1-alpha).
         prior_mean = (prepared.alpha / (1.0 - prepared.alpha))[:, None]
@@ -662,11 +666,10 @@ class Private(Method):
         tokens = None
         if use_row.any():
             tokens = model.poisson_allocate(state, (use_row, Y, *prepared.excluded, alpha), stats, work, iteration)
+            # each token adds one to its cell's |ytil - y| (tokens land in sparse rows only)
             per_row = np.bincount(tokens[0], minlength=n_rows)
-            log_norm = np.log1p(-alpha) - np.log1p(alpha)
-            zero_cells, zero_abs = latent["zero_cells"], latent["zero_abs"]
-            noise_log += np.where(use_row, zero_cells * log_norm + (zero_abs + per_row) * np.log(alpha), 0.0)
-            marginal_log += np.where(use_row, zero_cells * log_norm + zero_abs * np.log(alpha), 0.0)
+            noise_log += latent["zero_terms"] + per_row * latent["log_alpha"]
+            marginal_log += latent["zero_terms"]
 
         # a block of rows at a time, rates by the model's dense product: dense rows draw every
         # cell, sparse rows their listed ones (a matrix product beats gathering the listed
