@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 5006
 PYTEST_ARGS ?=
 
-.PHONY: venv browser demo serve notebook test test-slow bench clean
+.PHONY: venv browser demo serve notebook lint format test test-slow bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +36,21 @@ notebook: $(VENV)/.jupyterlab
 serve: venv
 	$(PY) -m app.serve --port $(PORT)
 
-test: venv browser
+# ruff (lint + format check) and mypy over the library and the app; `make format` fixes the layout.
+LINTED := lpviz app tests benchmarks
+lint: venv
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
+
+format: venv
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+
+test: venv browser lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
-test-slow: venv browser
+test-slow: venv browser lint
 	$(PY) -m pytest -n 2 --dist loadfile --runslow $(PYTEST_ARGS)
 
 bench: venv

@@ -52,22 +52,35 @@ pn.config.exception_handler = show_refusal
 def create_app():
     fits = default_session()
     data = fits.data
-    views = {"Data & noise": NoiseView(data=data), "Fits": FitsView(fits=fits), "Topics": TopicsView(fits=fits),
-             "Topic map": TopicMapView(fits=fits), "Blocks": BlocksView(fits=fits), "Bessel": BesselView(fits=fits),
-             "Privacy": PrivacyView(data=data), "Central vs local": CentralView(fits=fits)}
+    views = {
+        "Data & noise": NoiseView(data=data),
+        "Fits": FitsView(fits=fits),
+        "Topics": TopicsView(fits=fits),
+        "Topic map": TopicMapView(fits=fits),
+        "Blocks": BlocksView(fits=fits),
+        "Bessel": BesselView(fits=fits),
+        "Privacy": PrivacyView(data=data),
+        "Central vs local": CentralView(fits=fits),
+    }
     export = ExportView(fits=fits, views=list(views.values()))
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
-    spinner = pn.indicators.LoadingSpinner(value=fits.param.busy, visible=fits.param.busy, width=24, height=24,
-                                           color="light", margin=(8, 10))
+    spinner = pn.indicators.LoadingSpinner(
+        value=fits.param.busy, visible=fits.param.busy, width=24, height=24, color="light", margin=(8, 10)
+    )
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
     return pn.template.BootstrapTemplate(
-        title="lpviz: locally private Bayesian inference for count data", busy_indicator=None,
-        header=[spinner], sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)], main=[tabs],
-        sidebar_width=340, header_background="#b2182b")
+        title="lpviz: locally private Bayesian inference for count data",
+        busy_indicator=None,
+        header=[spinner],
+        sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)],
+        main=[tabs],
+        sidebar_width=340,
+        header_background="#b2182b",
+    )
 
 
 if __name__.startswith("bokeh"):

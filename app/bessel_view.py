@@ -61,10 +61,20 @@ class BesselView(pn.viewable.Viewer):
         distribution only.
     """
 
-    nu = param.Number(default=3.0, bounds=(0, None), softbounds=(0, 60), step=0.5,
-                      doc="Order nu >= 0 (in the sampler: |noised count|).")
-    a = param.Number(default=8.0, bounds=(1e-3, None), softbounds=(0.01, 120), step=0.5,
-                     doc="Argument a > 0 (in the sampler: 2 sqrt((lambda+ + mu) lambda-)).")
+    nu = param.Number(
+        default=3.0,
+        bounds=(0, None),
+        softbounds=(0, 60),
+        step=0.5,
+        doc="Order nu >= 0 (in the sampler: |noised count|).",
+    )
+    a = param.Number(
+        default=8.0,
+        bounds=(1e-3, None),
+        softbounds=(0.01, 120),
+        step=0.5,
+        doc="Argument a > 0 (in the sampler: 2 sqrt((lambda+ + mu) lambda-)).",
+    )
     map_nu_max = param.Number(default=50.0, bounds=(1, 2000), doc="Largest nu on the map.")
     map_a_max = param.Number(default=100.0, bounds=(1, 5000), doc="Largest a on the map.")
     map_resolution = param.Integer(default=81, bounds=(11, 301), doc="Grid points per axis of the map.")
@@ -120,30 +130,41 @@ class BesselView(pn.viewable.Viewer):
         m, p = self.pmf_frame()
         marks = self.marks()
         peak = float(p.max())
-        spikes = hv.Spikes((m, p), "m", "P(m)").opts(
-            line_width=5, color="#4c72b0", tools=["hover"])
+        spikes = hv.Spikes((m, p), "m", "P(m)").opts(line_width=5, color="#4c72b0", tools=["hover"])
         mean_line = hv.VLine(marks["mean"]).opts(color="#d62728", line_dash="dashed", line_width=2)
         mode_line = hv.VLine(marks["mode"]).opts(color="#2ca02c", line_width=2)
         labels = hv.Labels(
-            {"x": [marks["mean"], marks["mode"]], "y": [peak * 1.08, peak * 0.98],
-             "text": [f"mean {marks['mean']:.2f}", f"mode {marks['mode']}"]},
-            ["x", "y"], "text").opts(text_color="black", text_font_size="9pt", text_align="left",
-                                     xoffset=0.3)
+            {
+                "x": [marks["mean"], marks["mode"]],
+                "y": [peak * 1.08, peak * 0.98],
+                "text": [f"mean {marks['mean']:.2f}", f"mode {marks['mode']}"],
+            },
+            ["x", "y"],
+            "text",
+        ).opts(text_color="black", text_font_size="9pt", text_align="left", xoffset=0.3)
         gap = abs(marks["mean"] - marks["mode"])
-        title = (f"Bessel(nu={self.nu:g}, a={self.a:g}): mean {marks['mean']:.3f}, "
-                 f"mode {marks['mode']}, |mean - mode| = {gap:.3f}")
+        title = (
+            f"Bessel(nu={self.nu:g}, a={self.a:g}): mean {marks['mean']:.3f}, "
+            f"mode {marks['mode']}, |mean - mode| = {gap:.3f}"
+        )
         return (spikes * mean_line * mode_line * labels).opts(
-            title=title, responsive=True, min_height=300, ylim=(0, peak * 1.2))
+            title=title, responsive=True, min_height=300, ylim=(0, peak * 1.2)
+        )
 
     @param.depends("nu", "a", "map_nu_max", "map_a_max", "map_resolution")
     def gap_map(self):
         nu_grid, a_grid, gap = self.gap_grid()
         image = hv.Image((a_grid, nu_grid, gap), kdims=["a", "nu"], vdims=["|mean - mode|"])
-        image = image.opts(cmap="viridis", clim=(0, 1), colorbar=True, tools=["hover"],
-                           title=f"|mean - mode| over the grid: max {gap.max():.3f} <= 1",
-                           responsive=True, min_height=300)
-        here = hv.Points([(self.a, self.nu)], ["a", "nu"]).opts(
-            color="red", marker="x", size=14, line_width=3)
+        image = image.opts(
+            cmap="viridis",
+            clim=(0, 1),
+            colorbar=True,
+            tools=["hover"],
+            title=f"|mean - mode| over the grid: max {gap.max():.3f} <= 1",
+            responsive=True,
+            min_height=300,
+        )
+        here = hv.Points([(self.a, self.nu)], ["a", "nu"]).opts(color="red", marker="x", size=14, line_width=3)
         return image * here
 
     @param.depends("map_nu_max", "map_a_max", "map_resolution")
@@ -151,17 +172,24 @@ class BesselView(pn.viewable.Viewer):
         """Largest gap over nu for each a, under the line at 1."""
         _, a_grid, gap = self.gap_grid()
         worst = hv.Curve((a_grid, gap.max(axis=0)), "a", "max over nu of |mean - mode|").opts(
-            color="#4c72b0", line_width=2)
+            color="#4c72b0", line_width=2
+        )
         bound = hv.HLine(1.0).opts(color="#d62728", line_dash="dashed", line_width=2)
         label = hv.Text(a_grid[len(a_grid) // 2], 1.04, "bound 1").opts(text_color="#d62728")
         return (worst * bound * label).opts(
-            title="The gap never reaches 1", ylim=(0, 1.15), responsive=True, min_height=220)
+            title="The gap never reaches 1", ylim=(0, 1.15), responsive=True, min_height=220
+        )
 
     def draws_plot(self, data):
         edges, counts = data
         return hv.Histogram((edges, counts), kdims=["m (Bessel draw)"], vdims=["cells"]).opts(
-            color="#8172b2", line_color=None, tools=["hover"], responsive=True, min_height=250,
-            title="Bessel draws of the chain's last sweep")
+            color="#8172b2",
+            line_color=None,
+            tools=["hover"],
+            responsive=True,
+            min_height=250,
+            title="Bessel draws of the chain's last sweep",
+        )
 
     # -- chain draws -----------------------------------------------------------
     def refresh_draws(self):
@@ -171,18 +199,23 @@ class BesselView(pn.viewable.Viewer):
             sampler = getattr(self.fits.settings.method_options, "sampler", None) if self.fits is not None else None
             if sampler is not None and sampler != "bessel":
                 # the collapsed sampler draws the true counts directly: there are no Bessel variables
-                self._draws_note.object = (f"*The private method runs the {sampler} sampler, which has no Bessel "
-                                           "variables: choose Sampler = bessel in the fit controls and start the "
-                                           "fits to see the draws the Bessel sampler makes.*")
+                self._draws_note.object = (
+                    f"*The private method runs the {sampler} sampler, which has no Bessel "
+                    "variables: choose Sampler = bessel in the fit controls and start the "
+                    "fits to see the draws the Bessel sampler makes.*"
+                )
             else:
-                self._draws_note.object = ("*Start the fits (Fits tab) to see the Bessel draws the private "
-                                           "sampler makes, one per observed cell per sweep.*")
+                self._draws_note.object = (
+                    "*Start the fits (Fits tab) to see the Bessel draws the private "
+                    "sampler makes, one per observed cell per sweep.*"
+                )
             self._draws_pipe.send((np.array([0.0, 1.0]), np.zeros(1)))
             return
         runner = self.draws_runner()
         self._draws_note.object = (
             f"{runner.label}, iteration {runner.result['iteration']}: {draws.size:,} draws, mean {draws.mean():.2f}, "
-            f"max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros.")
+            f"max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros."
+        )
         self._draws_pipe.send(draws_histogram(draws))
 
     @param.depends("show_chain_draws", watch=True)
@@ -191,8 +224,11 @@ class BesselView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
-        return {"bessel_pmf": self.pmf_plot(), "bessel_gap_map": self.gap_map(),
-                "bessel_gap_bound": self.gap_bound_plot()}
+        return {
+            "bessel_pmf": self.pmf_plot(),
+            "bessel_gap_map": self.gap_map(),
+            "bessel_gap_bound": self.gap_bound_plot(),
+        }
 
     def __panel__(self):
         controls = pn.Column(
@@ -204,19 +240,27 @@ class BesselView(pn.viewable.Viewer):
                 "`m ~ Bessel(|noised count|, 2 sqrt((lambda+ + mu) lambda-))` is the smaller of "
                 "the two latent Poisson counts whose difference is the noised count (Theorem 3). "
                 "Its mean and mode are never more than 1 apart, which is why a variational fit "
-                "may use the mode instead.", sizing_mode="stretch_width"),
+                "may use the mode instead.",
+                sizing_mode="stretch_width",
+            ),
             pn.widgets.FloatInput.from_param(self.param.map_nu_max),
             pn.widgets.FloatInput.from_param(self.param.map_a_max),
             pn.widgets.Checkbox.from_param(self.param.show_chain_draws),
             width=320,
         )
-        plots = [pn.pane.HoloViews(self.pmf_plot, sizing_mode="stretch_width"),
-                 pn.Row(pn.pane.HoloViews(self.gap_map, sizing_mode="stretch_width"),
-                        pn.pane.HoloViews(self.gap_bound_plot, sizing_mode="stretch_width"),
-                        sizing_mode="stretch_width")]
+        plots = [
+            pn.pane.HoloViews(self.pmf_plot, sizing_mode="stretch_width"),
+            pn.Row(
+                pn.pane.HoloViews(self.gap_map, sizing_mode="stretch_width"),
+                pn.pane.HoloViews(self.gap_bound_plot, sizing_mode="stretch_width"),
+                sizing_mode="stretch_width",
+            ),
+        ]
         if self.fits is not None:
-            plots += [self._draws_note,
-                      pn.pane.HoloViews(hv.DynamicMap(self.draws_plot, streams=[self._draws_pipe]),
-                                        sizing_mode="stretch_width")]
-        return pn.Row(controls, pn.Column(*plots, sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width")
+            plots += [
+                self._draws_note,
+                pn.pane.HoloViews(
+                    hv.DynamicMap(self.draws_plot, streams=[self._draws_pipe]), sizing_mode="stretch_width"
+                ),
+            ]
+        return pn.Row(controls, pn.Column(*plots, sizing_mode="stretch_width"), sizing_mode="stretch_width")

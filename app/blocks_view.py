@@ -17,8 +17,17 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, score_frame
-from app.plots import (RATE_CMAP, axis_labels, display_slice, heldout_overlay, label_options, scale_options,
-                       subsample_note, tick_labels, truth_reference)
+from app.plots import (
+    RATE_CMAP,
+    axis_labels,
+    display_slice,
+    heldout_overlay,
+    label_options,
+    scale_options,
+    subsample_note,
+    tick_labels,
+    truth_reference,
+)
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -42,8 +51,12 @@ def actor_order(theta):
 def community_order(theta, theta_ref):
     """Columns of ``theta`` matched to those of ``theta_ref`` (Hungarian), unmatched ones last."""
     theta = np.asarray(theta, dtype=float)
-    if theta_ref is None or theta.shape[1] < np.shape(theta_ref)[1] or np.any(theta.sum(axis=0) == 0) \
-            or np.any(np.asarray(theta_ref).sum(axis=0) == 0):
+    if (
+        theta_ref is None
+        or theta.shape[1] < np.shape(theta_ref)[1]
+        or np.any(theta.sum(axis=0) == 0)
+        or np.any(np.asarray(theta_ref).sum(axis=0) == 0)
+    ):
         return np.arange(theta.shape[1])
     matched = metrics.align_topics(theta.T, np.asarray(theta_ref, dtype=float).T)
     taken = set(matched.tolist())
@@ -99,11 +112,11 @@ class BlocksView(pn.viewable.Viewer):
         panels = {}
         for runner in runners:
             theta = np.asarray(fitted[runner.label])
-            panels[runner.label] = dict(mu_hat=runner.result["mu_hat"],
-                                        theta=theta[:, community_order(theta, theta_ref)])
+            panels[runner.label] = dict(
+                mu_hat=runner.result["mu_hat"], theta=theta[:, community_order(theta, theta_ref)]
+            )
         order = actor_order(theta_ref) if theta_ref is not None else np.arange(data.release.shape[0])
-        self.param.update(panels=panels, order=order, order_source=source,
-                          scores=score_frame(runners, keys=SCORE_KEYS))
+        self.param.update(panels=panels, order=order, order_source=source, scores=score_frame(runners, keys=SCORE_KEYS))
 
     def _truth_memberships(self):
         from lpviz import models
@@ -126,16 +139,26 @@ class BlocksView(pn.viewable.Viewer):
         shown = np.asarray(matrix, float)[np.ix_(self.order, self.order)][::stride, ::stride]
         ticks = np.arange(0, n, stride)
         names = self._ticks(ticks)
-        options = dict(title=title, cmap=RATE_CMAP, colorbar=True, tools=["hover"], invert_yaxis=True,
-                       responsive=True, min_height=280, min_width=240,
-                       **scale_options(self.fits.data.settings.colour_scale, clim, shown))
-        image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"],
-                         vdims=["rate"]).opts(**{**options, **label_options(names, names)})
+        options = dict(
+            title=title,
+            cmap=RATE_CMAP,
+            colorbar=True,
+            tools=["hover"],
+            invert_yaxis=True,
+            responsive=True,
+            min_height=280,
+            min_width=240,
+            **scale_options(self.fits.data.settings.colour_scale, clim, shown),
+        )
+        image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"], vdims=["rate"]).opts(
+            **{**options, **label_options(names, names)}
+        )
         held = self.fits.data.release.heldout_cells
         if held is None:
             return image
-        return image * heldout_overlay(held[np.ix_(self.order, self.order)][::stride, ::stride], ticks, ticks,
-                                       image.kdims)
+        return image * heldout_overlay(
+            held[np.ix_(self.order, self.order)][::stride, ::stride], ticks, ticks, image.kdims
+        )
 
     @param.depends("panels", "order", "fits.data.settings.colour_scale")
     def rate_heatmaps(self):
@@ -155,17 +178,36 @@ class BlocksView(pn.viewable.Viewer):
         panels = [("truth", truth_theta)] if truth_theta is not None else []
         panels += [(label, shown["theta"]) for label, shown in self.panels.items()]
         if not panels:  # no true memberships (real data) and no fit yet
-            return hv.Layout([hv.Text(0.5, 0.5, "Memberships appear with the first saved sample of a fit").opts(
-                xaxis=None, yaxis=None, toolbar=None, height=120, responsive=True)])
+            return hv.Layout(
+                [
+                    hv.Text(0.5, 0.5, "Memberships appear with the first saved sample of a fit").opts(
+                        xaxis=None, yaxis=None, toolbar=None, height=120, responsive=True
+                    )
+                ]
+            )
         plots = []
         for name, theta in panels:
             shares = memberships(theta)[self.order]
             n, C = shares.shape
-            plots.append(hv.Image((np.arange(C), np.arange(n), shares),
-                                  kdims=["community", "actor (ordered)"], vdims=["share"]).opts(
-                **{"title": f"{name}: memberships", "cmap": "Blues", "clim": (0, 1), "colorbar": True,
-                   "tools": ["hover"], "invert_yaxis": True, "responsive": True, "min_height": 280, "min_width": 160,
-                   **label_options(self._ticks(np.arange(n))), "xticks": [(c, str(c + 1)) for c in range(C)]}))
+            plots.append(
+                hv.Image(
+                    (np.arange(C), np.arange(n), shares), kdims=["community", "actor (ordered)"], vdims=["share"]
+                ).opts(
+                    **{
+                        "title": f"{name}: memberships",
+                        "cmap": "Blues",
+                        "clim": (0, 1),
+                        "colorbar": True,
+                        "tools": ["hover"],
+                        "invert_yaxis": True,
+                        "responsive": True,
+                        "min_height": 280,
+                        "min_width": 160,
+                        **label_options(self._ticks(np.arange(n))),
+                        "xticks": [(c, str(c + 1)) for c in range(C)],
+                    }
+                )
+            )
         return hv.Layout(plots).cols(max(1, len(plots)))
 
     @param.depends("panels", "order", "order_source", "scores")
@@ -174,21 +216,29 @@ class BlocksView(pn.viewable.Viewer):
         if data.release is None:
             return pn.pane.Markdown("No data yet.")
         if not self.applies:
-            return pn.pane.Markdown("The current data are documents x words: see the **Topics** tab. "
-                                    "Choose a network source (synthetic network, Enron network or an "
-                                    "edge list) to see communities here.")
+            return pn.pane.Markdown(
+                "The current data are documents x words: see the **Topics** tab. "
+                "Choose a network source (synthetic network, Enron network or an "
+                "edge list) to see communities here."
+            )
         lines = []
         if self.order_source:
-            lines.append(f"Actors ordered by their main community in {self.order_source}; "
-                         "communities of each fit matched to those.")
+            lines.append(
+                f"Actors ordered by their main community in {self.order_source}; "
+                "communities of each fit matched to those."
+            )
         waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.panels]
         if waiting:
-            lines.append(f"*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                         f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
+            lines.append(
+                f"*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
+                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
+            )
         held = data.release.heldout_cells
         if held is not None:
-            lines.append(f"Shaded: {int(held.sum()):,} held-out cells ({data.settings.holdout}); the fits never see "
-                         "them, the held-out MAE scores how well they are predicted.")
+            lines.append(
+                f"Shaded: {int(held.sum()):,} held-out cells ({data.settings.holdout}); the fits never see "
+                "them, the held-out MAE scores how well they are predicted."
+            )
         note = subsample_note(data.release.shape, display_slice(data.release.shape))
         if note:
             lines.append(note)
@@ -200,10 +250,18 @@ class BlocksView(pn.viewable.Viewer):
 
     def __panel__(self):
         # made once, shown only for a network (the status explains otherwise)
-        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
-                                   sizing_mode="stretch_width", name="block-scores")
-        body = pn.Column(scores, pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
-                         pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
-                         visible=pn.bind(lambda release: self.applies, self.fits.data.param.release),
-                         sizing_mode="stretch_width")
+        scores = pn.pane.DataFrame(
+            self.param.scores,
+            index=False,
+            float_format="{:.4g}".format,
+            sizing_mode="stretch_width",
+            name="block-scores",
+        )
+        body = pn.Column(
+            scores,
+            pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
+            pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
+            visible=pn.bind(lambda release: self.applies, self.fits.data.param.release),
+            sizing_mode="stretch_width",
+        )
         return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -44,8 +44,10 @@ CENTRAL_LABEL = "central DP: private online LDA (VIPS)"
 CENTRAL_TRUST = "central: the curator sees the true counts and is trusted"
 LOCAL_TRUST = "local: nobody is trusted (each owner noised their own counts)"
 NONPRIVATE_TRUST = "none: fits the true counts (no privacy; the reference)"
-MAE_NOT_DEFINED = ("n/a: only the topics are released; a document's rates need its topic proportions, which the "
-                   "curator computes from the true counts and the guarantee does not cover")
+MAE_NOT_DEFINED = (
+    "n/a: only the topics are released; a document's rates need its topic proportions, which the "
+    "curator computes from the true counts and the guarantee does not cover"
+)
 # the scores of lpviz.metrics.score shown per approach, in this order
 SCORES = ("npmi", "umass", "topic_distance", "mae")
 TABLE_COLUMNS = ("approach", "privacy unit and guarantee", "trust", *(metrics.SCORE_LABELS[key] for key in SCORES))
@@ -64,21 +66,29 @@ def local_guarantee(release):
     """The local guarantee of ``release`` in words: its (N, epsilon) per document, or its per-row noise."""
     if np.ndim(release.alpha):
         per_row = -np.log(np.asarray(release.alpha))
-        return (f"local: (N, epsilon)-limited-precision local privacy per document, each document at its own "
-                f"eps/N = -ln alpha_d ({per_row.min():.3g} to {per_row.max():.3g})")
+        return (
+            f"local: (N, epsilon)-limited-precision local privacy per document, each document at its own "
+            f"eps/N = -ln alpha_d ({per_row.min():.3g} to {per_row.max():.3g})"
+        )
     if release.epsilon is not None and release.N is not None:
-        return (f"local: (N={release.N:g}, epsilon={release.epsilon:g})-limited-precision local privacy per "
-                f"document (eps/N = {release.epsilon / release.N:.3g})")
-    return (f"local: (N, epsilon)-limited-precision local privacy per document, eps/N = -ln alpha = "
-            f"{-math.log(release.alpha):.3g}")
+        return (
+            f"local: (N={release.N:g}, epsilon={release.epsilon:g})-limited-precision local privacy per "
+            f"document (eps/N = {release.epsilon / release.N:.3g})"
+        )
+    return (
+        f"local: (N, epsilon)-limited-precision local privacy per document, eps/N = -ln alpha = "
+        f"{-math.log(release.alpha):.3g}"
+    )
 
 
 def central_guarantee(result):
     """The central guarantee of a finished fit in words: the epsilon spent under both accountants."""
     if result["noise_multiplier"] == 0:
         return "none: noise_multiplier = 0 (plain online LDA on the true counts)"
-    return (f"central: (epsilon, delta)-DP per document; spent epsilon {result['epsilon_pld']:.3g} (PLD) / "
-            f"{result['epsilon_rdp']:.3g} (RDP) at delta {result['delta']:g}")
+    return (
+        f"central: (epsilon, delta)-DP per document; spent epsilon {result['epsilon_pld']:.3g} (PLD) / "
+        f"{result['epsilon_rdp']:.3g} (RDP) at delta {result['delta']:g}"
+    )
 
 
 def fit_central(Y, truth, n_components, options, random_state, progress=None):
@@ -98,12 +108,20 @@ def fit_central(Y, truth, n_components, options, random_state, progress=None):
     model = PrivateLDA(n_components, random_state=random_state, **options).fit(Y, callback=progress)
     fit = central_posterior(model, Y)
     batches = model.trace_["n_documents"].to_numpy()
-    return dict(score=metrics.score(fit, None, truth), phi=fit.model_instance.topics(fit.best),
-                epsilon_rdp=epsilon_spent(model, "rdp"), epsilon_pld=epsilon_spent(model, "pld"),
-                delta=model.delta_, noise_multiplier=model.noise_multiplier_, sampling_rate=model.sampling_rate_,
-                batch_size=int(options["batch_size"]), n_steps=int(model.n_steps_),
-                clipped_share=float(model.trace_["n_clipped"].sum() / max(batches.sum(), 1)),
-                seconds=float(model.trace_["seconds"].sum()), n_components=int(n_components))
+    return dict(
+        score=metrics.score(fit, None, truth),
+        phi=fit.model_instance.topics(fit.best),
+        epsilon_rdp=epsilon_spent(model, "rdp"),
+        epsilon_pld=epsilon_spent(model, "pld"),
+        delta=model.delta_,
+        noise_multiplier=model.noise_multiplier_,
+        sampling_rate=model.sampling_rate_,
+        batch_size=int(options["batch_size"]),
+        n_steps=int(model.n_steps_),
+        clipped_share=float(model.trace_["n_clipped"].sum() / max(batches.sum(), 1)),
+        seconds=float(model.trace_["seconds"].sum()),
+        n_components=int(n_components),
+    )
 
 
 class CentralView(pn.viewable.Viewer):
@@ -116,28 +134,43 @@ class CentralView(pn.viewable.Viewer):
     """
 
     fits = param.ClassSelector(class_=Fits)
-    budget = param.Selector(default="epsilon", objects=["epsilon", "noise_multiplier"],
-                            doc="calibrate the noise to epsilon, or fix the noise multiplier and report epsilon")
+    budget: param.Selector = param.Selector(
+        default="epsilon",
+        objects=["epsilon", "noise_multiplier"],
+        doc="calibrate the noise to epsilon, or fix the noise multiplier and report epsilon",
+    )
     epsilon = param.Number(default=1.0, bounds=(0.01, 100), doc="central epsilon of the whole fit, per document")
     delta = param.Number(default=1e-5, bounds=(1e-12, 0.1), doc="delta of the guarantee")
-    noise_multiplier = param.Number(default=1.0, bounds=(0, 1000),
-                                    doc="noise std / sensitivity (0: no noise, plain online LDA on the true counts)")
-    sampling_rate = param.Number(default=0.1, bounds=(0.001, 1.0),
-                                 doc="q: each document joins each minibatch with this probability")
+    noise_multiplier = param.Number(
+        default=1.0, bounds=(0, 1000), doc="noise std / sensitivity (0: no noise, plain online LDA on the true counts)"
+    )
+    sampling_rate = param.Number(
+        default=0.1, bounds=(0.001, 1.0), doc="q: each document joins each minibatch with this probability"
+    )
     n_epochs = param.Integer(default=5, bounds=(1, 1000), doc="expected passes over the documents")
-    clip = param.Number(default=0.1, bounds=(0.001, 1.0),
-                        doc="each document's statistic is clipped to clip x doc_length (the sensitivity)")
-    doc_length = param.Number(default=500.0, bounds=(1, None),
-                              doc="N of the sensitivity bound: a public document length, not read from the data")
-    accountant = param.Selector(default="pld", objects=["pld", "rdp"], doc="accountant the noise is calibrated with")
+    clip = param.Number(
+        default=0.1,
+        bounds=(0.001, 1.0),
+        doc="each document's statistic is clipped to clip x doc_length (the sensitivity)",
+    )
+    doc_length = param.Number(
+        default=500.0,
+        bounds=(1, None),
+        doc="N of the sensitivity bound: a public document length, not read from the data",
+    )
+    accountant: param.Selector = param.Selector(
+        default="pld", objects=["pld", "rdp"], doc="accountant the noise is calibrated with"
+    )
 
-    status = param.Selector(default="idle", objects=list(STATUSES))
+    status: param.Selector = param.Selector(default="idle", objects=list(STATUSES))
     step = param.Integer(default=0, bounds=(0, None))
     n_steps = param.Integer(default=0, bounds=(0, None))
     error = param.String(default="")
     result = param.Dict(default=None, allow_None=True, doc="the central fit's numbers (see fit_central)")
-    table = param.DataFrame(default=pd.DataFrame(columns=list(TABLE_COLUMNS)),
-                            doc="one row per approach: its guarantee, trust model and lpviz.metrics.score numbers")
+    table = param.DataFrame(
+        default=pd.DataFrame(columns=list(TABLE_COLUMNS)),
+        doc="one row per approach: its guarantee, trust model and lpviz.metrics.score numbers",
+    )
     topic_words = param.DataFrame(default=pd.DataFrame(), doc="top words of the central and private topics, aligned")
 
     def __init__(self, **params):
@@ -172,25 +205,35 @@ class CentralView(pn.viewable.Viewer):
         if data.release is None:
             return "No data yet."
         if not model_shows(data.model, "topics"):
-            return (f"The current data are fitted with the {data.model} model (a sender x recipient network). The "
-                    "central baseline, VIPS (private online LDA), is a topic model for documents x words: there "
-                    "is nothing to compare it with here. Choose a documents x words source (synthetic topics or "
-                    "Enron topics) to see central against local privacy.")
+            return (
+                f"The current data are fitted with the {data.model} model (a sender x recipient network). The "
+                "central baseline, VIPS (private online LDA), is a topic model for documents x words: there "
+                "is nothing to compare it with here. Choose a documents x words source (synthetic topics or "
+                "Enron topics) to see central against local privacy."
+            )
         if data.truth is None:
-            return ("This release came without its true counts: it is already noised, and no true counts exist on "
-                    "this server. Central DP needs a trusted curator holding the true documents (the central "
-                    "model fits them and noises only its statistics), so the central model cannot run here. The "
-                    "local fits (Fits tab) need nothing but the release: that is the point of local privacy.")
+            return (
+                "This release came without its true counts: it is already noised, and no true counts exist on "
+                "this server. Central DP needs a trusted curator holding the true documents (the central "
+                "model fits them and noises only its statistics), so the central model cannot run here. The "
+                "local fits (Fits tab) need nothing but the release: that is the point of local privacy."
+            )
         return ""
 
     def options(self):
         """PrivateLDA's parameters from the widgets and the data size (the batch size from the sampling rate)."""
         n_docs = self.fits.data.truth.Y.shape[0]
         batch_size = min(n_docs, max(1, round(self.sampling_rate * n_docs)))
-        budget = ({"epsilon": self.epsilon} if self.budget == "epsilon"
-                  else {"noise_multiplier": self.noise_multiplier})
-        return dict(budget, delta=self.delta, batch_size=batch_size, n_epochs=self.n_epochs, clip=self.clip,
-                    doc_length=self.doc_length, accountant=self.accountant)
+        budget = {"epsilon": self.epsilon} if self.budget == "epsilon" else {"noise_multiplier": self.noise_multiplier}
+        return dict(
+            budget,
+            delta=self.delta,
+            batch_size=batch_size,
+            n_epochs=self.n_epochs,
+            clip=self.clip,
+            doc_length=self.doc_length,
+            accountant=self.accountant,
+        )
 
     # ---- control (event loop) -------------------------------------------------------------
     @property
@@ -213,21 +256,29 @@ class CentralView(pn.viewable.Viewer):
         options = self.options()
         steps = self.n_epochs * math.ceil(shape[0] / options["batch_size"])
         if steps > MAX_STEPS:
-            self.param.update(status="error", error=(
-                f"{self.n_epochs:,} epochs of batches of {options['batch_size']:,} of {shape[0]:,} documents are "
-                f"{steps:,} steps; the dashboard runs at most {MAX_STEPS:,}: raise the sampling rate or lower the "
-                "epochs"))
+            self.param.update(
+                status="error",
+                error=(
+                    f"{self.n_epochs:,} epochs of batches of {options['batch_size']:,} of {shape[0]:,} documents are "
+                    f"{steps:,} steps; the dashboard runs at most {MAX_STEPS:,}: raise the sampling rate or lower the "
+                    "epochs"
+                ),
+            )
             raise ValueError(self.error)
         try:
-            check_central(shape, f"{shape[0]:,} x {shape[1]:,} true counts", data.model, settings.n_components,
-                          list(self.fits.active))
+            check_central(
+                shape,
+                f"{shape[0]:,} x {shape[1]:,} true counts",
+                data.model,
+                settings.n_components,
+                list(self.fits.active),
+            )
         except ValueError as exc:
             self.param.update(status="error", error=str(exc))
             raise
         self._generation += 1
         self._cancel = threading.Event()
-        args = (self._generation, data.truth, settings.n_components, options, settings.chain_seed,
-                self._cancel)
+        args = (self._generation, data.truth, settings.n_components, options, settings.chain_seed, self._cancel)
         self._thread = threading.Thread(target=self._work, args=args, name="lpviz-central", daemon=True)
         self.param.update(status="calibrating", step=0, n_steps=0, error="", result=None)
         self._thread.start()
@@ -274,8 +325,7 @@ class CentralView(pn.viewable.Viewer):
         for kind, payload in messages(self._queue, self._generation):
             if kind == "progress":
                 step, n_steps = payload
-                updates.update(step=step, n_steps=n_steps,
-                               status="scoring" if step == n_steps else "running")
+                updates.update(step=step, n_steps=n_steps, status="scoring" if step == n_steps else "running")
             elif kind == "result":
                 updates.update(result=payload, status="done", step=payload["n_steps"])
             elif kind == "cancelled":
@@ -300,8 +350,11 @@ class CentralView(pn.viewable.Viewer):
         release = self.fits.data.release
         rows = []
         if self.result is not None:
-            row = {"approach": CENTRAL_LABEL, "privacy unit and guarantee": central_guarantee(self.result),
-                   "trust": CENTRAL_TRUST}
+            row = {
+                "approach": CENTRAL_LABEL,
+                "privacy unit and guarantee": central_guarantee(self.result),
+                "trust": CENTRAL_TRUST,
+            }
             row.update({metrics.SCORE_LABELS[key]: self.result["score"].get(key) for key in SCORES})
             row[metrics.SCORE_LABELS["mae"]] = MAE_NOT_DEFINED
             rows.append(row)
@@ -310,9 +363,11 @@ class CentralView(pn.viewable.Viewer):
             if not scores:
                 continue
             own_truth = runner.method_class.uses_truth
-            row = {"approach": f"local: {runner.label}" if not own_truth else runner.label,
-                   "privacy unit and guarantee": "none (the true counts)" if own_truth else local_guarantee(release),
-                   "trust": NONPRIVATE_TRUST if own_truth else LOCAL_TRUST}
+            row = {
+                "approach": f"local: {runner.label}" if not own_truth else runner.label,
+                "privacy unit and guarantee": "none (the true counts)" if own_truth else local_guarantee(release),
+                "trust": NONPRIVATE_TRUST if own_truth else LOCAL_TRUST,
+            }
             row.update({metrics.SCORE_LABELS[key]: scores.get(key) for key in SCORES})
             rows.append(row)
         table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
@@ -322,8 +377,14 @@ class CentralView(pn.viewable.Viewer):
 
     def private_runner(self):
         """The local fit that models the noise (the private MCMC: its method needs the noise level), or None."""
-        return next((runner for runner in self.fits.runners.values()
-                     if runner.method_class.needs_alpha and not runner.method_class.uses_truth), None)
+        return next(
+            (
+                runner
+                for runner in self.fits.runners.values()
+                if runner.method_class.needs_alpha and not runner.method_class.uses_truth
+            ),
+            None,
+        )
 
     def private_topics(self):
         """The private MCMC's topics (its best saved sample), or None before its first saved sample."""
@@ -349,8 +410,13 @@ class CentralView(pn.viewable.Viewer):
             return pd.DataFrame({"topic": np.arange(1, len(central) + 1), "central DP": words(central)})
         order = metrics.align_topics(central, private)  # central[order] lines up with private, row by row
         label = f"local: {self.private_runner().label}"
-        return pd.DataFrame({"topic": np.arange(1, len(private) + 1), label: words(private),
-                             "central DP (aligned)": words(central[order])})
+        return pd.DataFrame(
+            {
+                "topic": np.arange(1, len(private) + 1),
+                label: words(private),
+                "central DP (aligned)": words(central[order]),
+            }
+        )
 
     # ---- display ------------------------------------------------------------------------------
     def figures(self):
@@ -365,13 +431,16 @@ class CentralView(pn.viewable.Viewer):
             text = "Calibrating the noise to the budget (dp-accounting) ..."
         elif self.status in ("running", "scoring"):
             text = f"Central model: step {self.step:,} / {self.n_steps:,}" + (
-                ", scoring ..." if self.status == "scoring" else "")
+                ", scoring ..." if self.status == "scoring" else ""
+            )
         elif self.status == "done":
             result = self.result
-            text = (f"Central model done: {result['n_steps']:,} steps of expected batch {result['batch_size']:,} "
-                    f"(sampling rate {result['sampling_rate']:.3g}), noise multiplier "
-                    f"{result['noise_multiplier']:.3g}, {result['clipped_share']:.0%} of the batched documents "
-                    f"clipped, {result['seconds']:.2f} s. {central_guarantee(result)}.")
+            text = (
+                f"Central model done: {result['n_steps']:,} steps of expected batch {result['batch_size']:,} "
+                f"(sampling rate {result['sampling_rate']:.3g}), noise multiplier "
+                f"{result['noise_multiplier']:.3g}, {result['clipped_share']:.0%} of the batched documents "
+                f"clipped, {result['seconds']:.2f} s. {central_guarantee(result)}."
+            )
         elif self.status == "cancelled":
             text = "Central fit cancelled."
         else:
@@ -391,16 +460,30 @@ class CentralView(pn.viewable.Viewer):
             "epsilon starts at the session's eps/N (N = 1 token: each model spends the same number on its own "
             "unit), so at the same number the central guarantee covers a whole document, the local one N tokens. "
             "Scores: NPMI and UMass of the top-10 words against the true counts (higher is better), from "
-            "lpviz.metrics.score for every row.", sizing_mode="stretch_width", name="central-explanation")
+            "lpviz.metrics.score for every row.",
+            sizing_mode="stretch_width",
+            name="central-explanation",
+        )
 
     def controls(self):
         widgets = [
-            pn.widgets.RadioButtonGroup.from_param(self.param.budget, options={"epsilon": "epsilon",
-                                                   "noise multiplier": "noise_multiplier"}, width=260),
-            pn.widgets.FloatInput.from_param(self.param.epsilon, name="central epsilon", step=0.1, width=130,
-                                             visible=self.param.budget.rx() == "epsilon"),
-            pn.widgets.FloatInput.from_param(self.param.noise_multiplier, name="noise multiplier", step=0.1,
-                                             width=130, visible=self.param.budget.rx() == "noise_multiplier"),
+            pn.widgets.RadioButtonGroup.from_param(
+                self.param.budget, options={"epsilon": "epsilon", "noise multiplier": "noise_multiplier"}, width=260
+            ),
+            pn.widgets.FloatInput.from_param(
+                self.param.epsilon,
+                name="central epsilon",
+                step=0.1,
+                width=130,
+                visible=self.param.budget.rx() == "epsilon",
+            ),
+            pn.widgets.FloatInput.from_param(
+                self.param.noise_multiplier,
+                name="noise multiplier",
+                step=0.1,
+                width=130,
+                visible=self.param.budget.rx() == "noise_multiplier",
+            ),
             pn.widgets.FloatInput.from_param(self.param.delta, name="delta", width=110),
             pn.widgets.FloatInput.from_param(self.param.sampling_rate, name="sampling rate q", step=0.05, width=120),
             pn.widgets.IntInput.from_param(self.param.n_epochs, name="epochs", width=90),
@@ -408,38 +491,60 @@ class CentralView(pn.viewable.Viewer):
             pn.widgets.FloatInput.from_param(self.param.doc_length, name="doc length N", width=110),
             pn.widgets.Select.from_param(self.param.accountant, name="accountant", width=90),
         ]
-        fit = pn.widgets.Button(label="Fit central model", color="success", width=150,
-                                disabled=self.param.status.rx().rx.in_(BUSY_STATUSES))
+        fit = pn.widgets.Button(
+            label="Fit central model", color="success", width=150, disabled=self.param.status.rx().rx.in_(BUSY_STATUSES)
+        )
         fit.on_click(self.fit)
-        cancel = pn.widgets.Button(label="Cancel", color="danger", width=90,
-                                   disabled=self.param.status.rx().rx.in_(BUSY_STATUSES).rx.not_())
+        cancel = pn.widgets.Button(
+            label="Cancel", color="danger", width=90, disabled=self.param.status.rx().rx.in_(BUSY_STATUSES).rx.not_()
+        )
         cancel.on_click(self.cancel)
-        bar = pn.indicators.Progress(value=self.param.step, max=pn.bind(lambda n: max(n, 1), self.param.n_steps),
-                                     width=200, bar_color="primary", active=self.param.status.rx() == "calibrating",
-                                     visible=self.param.status.rx().rx.in_(BUSY_STATUSES))
-        return pn.Column(pn.FlexBox(*widgets, sizing_mode="stretch_width"),
-                         pn.Row(fit, cancel, bar, self.progress_text), sizing_mode="stretch_width")
+        bar = pn.indicators.Progress(
+            value=self.param.step,
+            max=pn.bind(lambda n: max(n, 1), self.param.n_steps),
+            width=200,
+            bar_color="primary",
+            active=self.param.status.rx() == "calibrating",
+            visible=self.param.status.rx().rx.in_(BUSY_STATUSES),
+        )
+        return pn.Column(
+            pn.FlexBox(*widgets, sizing_mode="stretch_width"),
+            pn.Row(fit, cancel, bar, self.progress_text),
+            sizing_mode="stretch_width",
+        )
 
     def __panel__(self):
-        available = pn.bind(lambda *_: not self.unavailable_reason, self.fits.data.param.release,
-                            self.fits.data.param.truth, self.fits.data.param.model)
-        table = pn.pane.HTML(pn.bind(table_html, self.param.table), sizing_mode="stretch_width",
-                             name="central-table")
-        words = pn.pane.DataFrame(self.param.topic_words, index=False, sizing_mode="stretch_width",
-                                  name="central-topics")
+        available = pn.bind(
+            lambda *_: not self.unavailable_reason,
+            self.fits.data.param.release,
+            self.fits.data.param.truth,
+            self.fits.data.param.model,
+        )
+        table = pn.pane.HTML(pn.bind(table_html, self.param.table), sizing_mode="stretch_width", name="central-table")
+        words = pn.pane.DataFrame(
+            self.param.topic_words, index=False, sizing_mode="stretch_width", name="central-topics"
+        )
         body = pn.Column(
-            self.controls(), table,
+            self.controls(),
+            table,
             pn.pane.Markdown("### Top words: central topics beside the private MCMC's (Hungarian-aligned)"),
-            words, visible=available, sizing_mode="stretch_width")
+            words,
+            visible=available,
+            sizing_mode="stretch_width",
+        )
         return pn.Column(self.explanation, body, sizing_mode="stretch_width")
 
 
 def table_html(frame):
     """The comparison table as HTML (every number as lpviz.metrics.score gave it, four digits)."""
     if frame.empty:
-        return ("<p><i>No results yet: press <b>Fit central model</b> here and <b>Start</b> on the Fits tab; "
-                "a local fit gets a row with its first saved sample.</i></p>")
+        return (
+            "<p><i>No results yet: press <b>Fit central model</b> here and <b>Start</b> on the Fits tab; "
+            "a local fit gets a row with its first saved sample.</i></p>"
+        )
     head = "".join(f"<th>{column}</th>" for column in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{table_cell(value)}</td>" for value in row) + "</tr>"
-                   for row in frame.itertuples(index=False))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{table_cell(value)}</td>" for value in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
     return f"<table class='central-vs-local'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -30,8 +30,9 @@ def widget(settings, parameter_name, **options):
     """
     name, parameter = parameter_name, settings.param[parameter_name]
     if name == "epsilon":
-        return pn.widgets.EditableFloatSlider.from_param(parameter, step=0.05, fixed_start=None, fixed_end=None,
-                                                         **options)
+        return pn.widgets.EditableFloatSlider.from_param(
+            parameter, step=0.05, fixed_start=None, fixed_end=None, **options
+        )
     if name == "alpha0":
         return pn.widgets.FloatSlider.from_param(parameter, step=0.01, **options)
     if name == "path":
@@ -55,17 +56,23 @@ def guarantee(release, source=""):
         rows, units = ("emails" if source.startswith("enron") else "documents"), "words"
     if np.ndim(release.alpha) > 0:  # one alpha per row: a guarantee per row
         ratio = -np.log(release.alpha_per_row)
-        return (f"Each row has its own noise: any two {rows} that differ by at most N {units} are "
-                f"e^(N x {ratio.min():.3g}) to e^(N x {ratio.max():.3g})-indistinguishable "
-                "(eps/N = ln(1/alpha) of the row).")
+        return (
+            f"Each row has its own noise: any two {rows} that differ by at most N {units} are "
+            f"e^(N x {ratio.min():.3g}) to e^(N x {ratio.max():.3g})-indistinguishable "
+            "(eps/N = ln(1/alpha) of the row)."
+        )
     if release.epsilon is None or release.N is None:
         ratio = -math.log(float(release.alpha))
-        return (f"Any two {rows} that differ by at most N {units} are e^(N x {ratio:.3g})-indistinguishable "
-                f"(eps/N = ln(1/alpha) = {ratio:.3g}).")
+        return (
+            f"Any two {rows} that differ by at most N {units} are e^(N x {ratio:.3g})-indistinguishable "
+            f"(eps/N = ln(1/alpha) = {ratio:.3g})."
+        )
     units = units[:-1] if release.N == 1 else units
-    return (f"Any two {rows} that differ by at most N = {release.N:g} {units} are e^eps = "
-            f"e^{release.epsilon:g} = {math.exp(release.epsilon):,.3g}-indistinguishable: no one who sees the "
-            f"noised counts can tell which of the two it was by more than that factor.")
+    return (
+        f"Any two {rows} that differ by at most N = {release.N:g} {units} are e^eps = "
+        f"e^{release.epsilon:g} = {math.exp(release.epsilon):,.3g}-indistinguishable: no one who sees the "
+        f"noised counts can tell which of the two it was by more than that factor."
+    )
 
 
 class ControlsView(pn.viewable.Viewer):
@@ -79,8 +86,9 @@ class ControlsView(pn.viewable.Viewer):
 
     def data_controls(self):
         settings = self.settings
-        source = pn.widgets.Select.from_param(settings.param.source, label="Data",
-                                              options={spec.label: name for name, spec in SOURCES.items()})
+        source = pn.widgets.Select.from_param(
+            settings.param.source, label="Data", options={spec.label: name for name, spec in SOURCES.items()}
+        )
         upload = pn.widgets.FileInput(accept=".csv,.tsv,.txt,.npz,.mtx,.gz,.edges")
         download = pn.widgets.Button(label="Download Enron", color="light")
         download.on_click(lambda event: self.data.fetch_enron())
@@ -109,12 +117,22 @@ class ControlsView(pn.viewable.Viewer):
             return column
 
         status = self.status()
-        defaults = pn.widgets.Button(label="Reset to this data set's defaults", color="light",
-                                     sizing_mode="stretch_width")
+        defaults = pn.widgets.Button(
+            label="Reset to this data set's defaults", color="light", sizing_mode="stretch_width"
+        )
         defaults.on_click(settings.reset_to_defaults)
         scale = pn.widgets.RadioButtonGroup.from_param(settings.param.colour_scale, sizing_mode="stretch_width")
-        return pn.Card(source, size_widgets, defaults, status, pn.pane.Markdown("Colour scale of the rates", margin=(5, 10, 0, 10)),
-                       scale, title="Data", collapsible=False, sizing_mode="stretch_width")
+        return pn.Card(
+            source,
+            size_widgets,
+            defaults,
+            status,
+            pn.pane.Markdown("Colour scale of the rates", margin=(5, 10, 0, 10)),
+            scale,
+            title="Data",
+            collapsible=False,
+            sizing_mode="stretch_width",
+        )
 
     def status(self):
         """The data's state: an error with its reason, or what is loaded (with a spinner while building).
@@ -130,10 +148,16 @@ class ControlsView(pn.viewable.Viewer):
     def preset_controls(self):
         """The paper's experiments, one choice each, and what to look at in the chosen one."""
         settings = self.settings
-        choice = pn.widgets.Select.from_param(settings.param.preset, label="The paper's experiments",
-                                              options={"(settings of your own)": "", **{name: name for name in PRESETS}})
-        text = pn.pane.Markdown(pn.bind(lambda name: PRESETS[name].text if name else "", settings.param.preset),
-                                sizing_mode="stretch_width", name="preset-text")
+        choice = pn.widgets.Select.from_param(
+            settings.param.preset,
+            label="The paper's experiments",
+            options={"(settings of your own)": "", **{name: name for name in PRESETS}},
+        )
+        text = pn.pane.Markdown(
+            pn.bind(lambda name: PRESETS[name].text if name else "", settings.param.preset),
+            sizing_mode="stretch_width",
+            name="preset-text",
+        )
         return pn.Card(choice, text, title="Presets", collapsible=False, sizing_mode="stretch_width")
 
     def privacy_controls(self):
@@ -144,45 +168,73 @@ class ControlsView(pn.viewable.Viewer):
         @param.depends(settings.param.heterogeneous)
         def noise_widgets(heterogeneous):
             if heterogeneous:
-                return pn.Column(*[widget(settings, name) for name in ("alpha0", "concentration")],
-                                 sizing_mode="stretch_width")
+                return pn.Column(
+                    *[widget(settings, name) for name in ("alpha0", "concentration")], sizing_mode="stretch_width"
+                )
             # typed values beside the slider: the settings apply 0.01 to 100 and refuse others with the reason
-            typed = pn.widgets.FloatInput.from_param(settings.param.epsilon, start=None, end=None, step=0.1,
-                                                     label="epsilon (type 0.01 to 100)", width=130)
-            return pn.Column(pn.Row(widget(settings, "epsilon"), typed, sizing_mode="stretch_width"),
-                             widget(settings, "N"), sizing_mode="stretch_width")
+            typed = pn.widgets.FloatInput.from_param(
+                settings.param.epsilon, start=None, end=None, step=0.1, label="epsilon (type 0.01 to 100)", width=130
+            )
+            return pn.Column(
+                pn.Row(widget(settings, "epsilon"), typed, sizing_mode="stretch_width"),
+                widget(settings, "N"),
+                sizing_mode="stretch_width",
+            )
 
         @param.depends(settings.param.holdout)
         def holdout_widgets(holdout):
-            return pn.Column(*[widget(settings, name) for name in _HOLDOUT_PARAMETERS.get(holdout, ())],
-                             sizing_mode="stretch_width")
+            return pn.Column(
+                *[widget(settings, name) for name in _HOLDOUT_PARAMETERS.get(holdout, ())], sizing_mode="stretch_width"
+            )
 
         summary = pn.bind(lambda *_: pn.pane.Markdown(self.data.noise_summary), self.data.param.release)
-        promise = pn.pane.Markdown(pn.bind(lambda release: guarantee(release, settings.source), self.data.param.release),
-                                   sizing_mode="stretch_width", name="guarantee")
-        return pn.Card(pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
-                       noise_widgets, summary, promise,
-                       pn.widgets.Select.from_param(settings.param.holdout, label="Held-out cells"), holdout_widgets,
-                       widget(settings, "noise_seed", label="Noise seed (simulation)"), redraw,
-                       title="Privacy", collapsible=False, sizing_mode="stretch_width")
+        promise = pn.pane.Markdown(
+            pn.bind(lambda release: guarantee(release, settings.source), self.data.param.release),
+            sizing_mode="stretch_width",
+            name="guarantee",
+        )
+        return pn.Card(
+            pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
+            noise_widgets,
+            summary,
+            promise,
+            pn.widgets.Select.from_param(settings.param.holdout, label="Held-out cells"),
+            holdout_widgets,
+            widget(settings, "noise_seed", label="Noise seed (simulation)"),
+            redraw,
+            title="Privacy",
+            collapsible=False,
+            sizing_mode="stretch_width",
+        )
 
     def fit_controls(self):
         settings = self.settings
         from lpviz.methods import METHODS
 
         methods = pn.widgets.CheckBoxGroup.from_param(
-            settings.param.methods, options={METHODS[name].label: name for name in settings.param.methods.objects})
-        options = [pn.widgets.Select.from_param(settings.method_options.param[name])
-                   for name in list(settings.method_options.param)[1:]]
+            settings.param.methods, options={METHODS[name].label: name for name in settings.param.methods.objects}
+        )
+        options = [
+            pn.widgets.Select.from_param(settings.method_options.param[name])
+            for name in list(settings.method_options.param)[1:]
+        ]
         from app.settings import INFERENCE_LABELS
 
         inference = pn.widgets.RadioButtonGroup.from_param(
-            settings.param.inference, options={label: name for name, label in INFERENCE_LABELS.items()},
-            sizing_mode="stretch_width")
-        return pn.Card(inference, *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every",
-                                                                        "chain_seed")],
-                       pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)), methods, *options,
-                       title="Fit settings", collapsed=True, sizing_mode="stretch_width")
+            settings.param.inference,
+            options={label: name for name, label in INFERENCE_LABELS.items()},
+            sizing_mode="stretch_width",
+        )
+        return pn.Card(
+            inference,
+            *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every", "chain_seed")],
+            pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)),
+            methods,
+            *options,
+            title="Fit settings",
+            collapsed=True,
+            sizing_mode="stretch_width",
+        )
 
     def question(self):
         """Changes held back because they would discard running fits, with a yes and a no.
@@ -206,5 +258,11 @@ class ControlsView(pn.viewable.Viewer):
         return box
 
     def __panel__(self):
-        return pn.Column(self.question(), self.preset_controls(), self.data_controls(), self.privacy_controls(), self.fit_controls(),
-                         sizing_mode="stretch_width")
+        return pn.Column(
+            self.question(),
+            self.preset_controls(),
+            self.data_controls(),
+            self.privacy_controls(),
+            self.fit_controls(),
+            sizing_mode="stretch_width",
+        )

@@ -54,13 +54,13 @@ def allowed_folders():
     ``LPVIZ_APP_DATA_FOLDERS`` (folders separated by ``os.pathsep``) when
     set, else the data cache folder and ``../shared/data`` beside the repository.
     """
+    from app.settings import DEFAULT_ENRON
     from lpviz.datasets.cache import default_cache_dir
 
-    from app.settings import DEFAULT_ENRON
-
     text = os.environ.get(DATA_FOLDERS_ENV, "").strip()
-    folders = [Path(p) for p in text.split(os.pathsep) if p.strip()] if text else \
-        [default_cache_dir(), DEFAULT_ENRON.parent]
+    folders = (
+        [Path(p) for p in text.split(os.pathsep) if p.strip()] if text else [default_cache_dir(), DEFAULT_ENRON.parent]
+    )
     return [folder.expanduser().resolve() for folder in folders]
 
 
@@ -69,11 +69,15 @@ def checked_path(text):
     path = Path(text).expanduser().resolve()
     folders = allowed_folders()
     if not any(path == folder or folder in path.parents for folder in folders):
-        raise ValueError(f"the dashboard reads data files only from {' or '.join(map(str, folders))} "
-                         f"(the server's allow-list, {DATA_FOLDERS_ENV}); put the file there or upload it")
+        raise ValueError(
+            f"the dashboard reads data files only from {' or '.join(map(str, folders))} "
+            f"(the server's allow-list, {DATA_FOLDERS_ENV}); put the file there or upload it"
+        )
     if not path.exists():
-        raise ValueError(f"no data at {path}: give the path of enron_sent_subset.tar.gz (or the CMU maildir "
-                         "tarball) in an allowed folder, or upload a file")
+        raise ValueError(
+            f"no data at {path}: give the path of enron_sent_subset.tar.gz (or the CMU maildir "
+            "tarball) in an allowed folder, or upload a file"
+        )
     return path
 
 
@@ -91,7 +95,8 @@ def check_counts(Y, name):
             f"fits up to {MAX_CELL_COUNT:,} per cell and {MAX_TOTAL_COUNT:,} in all. Poisson factorization "
             "allocates every count to a component in every iteration, so counts like these would take minutes "
             "to hours per iteration: they are not event counts of the kind the models are for. Rescale or "
-            "aggregate them (or fit them with `lpviz fit`, which warns)")
+            "aggregate them (or fit them with `lpviz fit`, which warns)"
+        )
 
 
 def derive(data, plan):
@@ -107,23 +112,44 @@ def derive(data, plan):
     from lpviz.release import Release
 
     model = models.default_for(data.kind)
-    check_session(data.shape, f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts", model,
-                  plan["n_components"], plan["methods"], fix="Choose a smaller data set.")
+    check_session(
+        data.shape,
+        f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts",
+        model,
+        plan["n_components"],
+        plan["methods"],
+        fix="Choose a smaller data set.",
+    )
     if isinstance(data, Release):  # an uploaded release: its noise is what it is, no truth comes with it
         check_counts(data.Y_obs, data.name)
-        observed = holdout_mask(data.Y_obs, model, plan["holdout"], fraction=plan["holdout_fraction"],
-                                n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+        observed = holdout_mask(
+            data.Y_obs,
+            model,
+            plan["holdout"],
+            fraction=plan["holdout_fraction"],
+            n_actors=plan["holdout_actors"],
+            random_state=plan["noise_seed"],
+        )
         release = data.with_heldout(None if observed is None else ~observed)
         return dict(data=data, release=release, truth=None, model=model, N=data.N or plan["N"])
     check_counts(data.Y, data.name)
     N = max(1.0, float(data.info["N"])) if plan["N_from_data"] and "N" in data.info else plan["N"]
     truth = data.truth()
-    observed = holdout_mask(truth.Y, model, plan["holdout"], fraction=plan["holdout_fraction"],
-                            n_actors=plan["holdout_actors"], random_state=plan["noise_seed"])
+    observed = holdout_mask(
+        truth.Y,
+        model,
+        plan["holdout"],
+        fraction=plan["holdout_fraction"],
+        n_actors=plan["holdout_actors"],
+        random_state=plan["noise_seed"],
+    )
     heldout = None if observed is None else ~observed
     if plan["heterogeneous"]:
-        level = dict(alpha=heterogeneous_alpha(data.shape[0], plan["alpha0"], plan["concentration"],
-                                               random_state=plan["noise_seed"]))
+        level = dict(
+            alpha=heterogeneous_alpha(
+                data.shape[0], plan["alpha0"], plan["concentration"], random_state=plan["noise_seed"]
+            )
+        )
     else:
         level = dict(epsilon=plan["epsilon"], N=N)
     # seeded: a simulation by whoever holds the truth (the release says so)
@@ -171,8 +197,10 @@ class DataStore(param.Parameterized):
         if not self.settings.source_spec.spec:  # an upload
             upload = self._upload
             if upload is None:
-                raise ValueError("no file uploaded yet: choose a file (edge list, .npz, .mtx, UCI bag-of-words "
-                                 "or dense CSV) with the upload button")
+                raise ValueError(
+                    "no file uploaded yet: choose a file (edge list, .npz, .mtx, UCI bag-of-words "
+                    "or dense CSV) with the upload button"
+                )
             return lambda: upload
         spec = self.data_spec()
         return lambda: load_data(spec["spec"], **spec["options"])
@@ -184,8 +212,10 @@ class DataStore(param.Parameterized):
         session holds."""
         settings, source = self.settings, self.settings.source_spec
         if not source.spec:
-            raise ValueError("an uploaded file lives only in this session: other processes cannot rebuild it. "
-                             "Choose a synthetic or Enron data set to run this on workers")
+            raise ValueError(
+                "an uploaded file lives only in this session: other processes cannot rebuild it. "
+                "Choose a synthetic or Enron data set to run this on workers"
+            )
         spec = f"{source.spec}:{checked_path(settings.path)}" if source.takes_path else source.spec
         return {"source": "spec", "spec": spec, "options": source.options(settings)}
 
@@ -205,9 +235,14 @@ class DataStore(param.Parameterized):
         settings, source = self.settings, self.settings.source_spec
         shape = source.shape(settings)
         if shape is not None:
-            check_session(shape, f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
-                          models.default_for(source.kind), settings.n_components, settings.methods,
-                          fix="Choose fewer rows or columns.")
+            check_session(
+                shape,
+                f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
+                models.default_for(source.kind),
+                settings.n_components,
+                settings.methods,
+                fix="Choose fewer rows or columns.",
+            )
 
     def load(self, events=()):
         """(Re)build the data set for the current settings and noise it.
@@ -262,13 +297,16 @@ class DataStore(param.Parameterized):
         """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
         if not contents:
             raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
+        from app.memory import session_limit
         from lpviz.budget import check_memory
 
-        from app.memory import session_limit
-
         # the text read into numbers takes a few times its size: refuse before parsing
-        check_memory(4 * len(contents), f"reading the upload {filename!r}", limit=session_limit(),
-                     fix="Upload a smaller file (or a compressed one: .gz).")
+        check_memory(
+            4 * len(contents),
+            f"reading the upload {filename!r}",
+            limit=session_limit(),
+            fix="Upload a smaller file (or a compressed one: .gz).",
+        )
         suffix = "".join(Path(filename).suffixes[-2:]) or ".txt"
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp) / f"upload{suffix}"
@@ -304,7 +342,8 @@ class DataStore(param.Parameterized):
                     f"{filename} has negative counts: this looks like a noised release. Upload the .npz that "
                     "`lpviz privatize` writes: it records the release's epsilon and N (or alpha), which fitting "
                     "it privately needs; a table alone does not say how much noise it carries "
-                    f"({str(exc).split(': ', 1)[-1]})") from None
+                    f"({str(exc).split(': ', 1)[-1]})"
+                ) from None
             raise
         data.source = filename
         return data
@@ -314,8 +353,10 @@ class DataStore(param.Parameterized):
         from lpviz.datasets import fetch_enron
 
         if not downloads_allowed():
-            self.error = (f"downloads are off on this server (set {ALLOW_DOWNLOADS_ENV}=1 where it runs to allow "
-                          "them); use the shared file or upload one")
+            self.error = (
+                f"downloads are off on this server (set {ALLOW_DOWNLOADS_ENV}=1 where it runs to allow "
+                "them); use the shared file or upload one"
+            )
             return
 
         def work():
@@ -372,9 +413,15 @@ class DataStore(param.Parameterized):
             data = payload["data"]
             name = data.name or self.settings.source
             # one update, so every view reacting to any of these sees them consistent
-            self.param.update(data=data, release=payload["release"], truth=payload["truth"], model=payload["model"],
-                              error="", loading=False,
-                              message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})")
+            self.param.update(
+                data=data,
+                release=payload["release"],
+                truth=payload["truth"],
+                model=payload["model"],
+                error="",
+                loading=False,
+                message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})",
+            )
         elif kind == "path":
             self.param.update(loading=False, message=f"downloaded to {payload}")
             self.settings.path = payload
@@ -399,9 +446,11 @@ class DataStore(param.Parameterized):
             self.load(events)
         elif names & set(NOISE_PARAMETERS) - HELDOUT_PARAMETERS and self.truth is None and self.release is not None:
             self.settings.refuse(events)
-            self.error = (f"{self.release.name or 'this release'} was noised once, at "
-                          f"{self.noise_summary}: without the true counts its noise cannot be drawn again; "
-                          "only the held-out cells can change")
+            self.error = (
+                f"{self.release.name or 'this release'} was noised once, at "
+                f"{self.noise_summary}: without the true counts its noise cannot be drawn again; "
+                "only the held-out cells can change"
+            )
         elif names & set(NOISE_PARAMETERS):
             self.renoise()
 
@@ -418,7 +467,6 @@ class DataStore(param.Parameterized):
             return f"alpha = {format_alpha(release.alpha)}"
         if release.epsilon is None:
             alpha = release.alpha_per_row
-            return (f"heterogeneous alpha per row: mean {alpha.mean():.3g}, "
-                    f"range {alpha.min():.3g} - {alpha.max():.3g}")
+            return f"heterogeneous alpha per row: mean {alpha.mean():.3g}, range {alpha.min():.3g} - {alpha.max():.3g}"
         ratio = release.epsilon / release.N
         return f"eps/N = {ratio:.3g}, alpha = exp(-eps/N) = {format_alpha(release.alpha)}"

@@ -36,8 +36,14 @@ SUMMARY_FILE = "lpviz_simulation_summary.json"
 SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
 # Bokeh option names the views use, as matplotlib spells them.
-_MPL_NAMES = {"line_width": "linewidth", "line_dash": "linestyle", "size": "s",
-              "text_color": "color", "text_font_size": "fontsize", "line_color": "edgecolor"}
+_MPL_NAMES = {
+    "line_width": "linewidth",
+    "line_dash": "linestyle",
+    "size": "s",
+    "text_color": "color",
+    "text_font_size": "fontsize",
+    "line_color": "edgecolor",
+}
 
 
 def _matplotlib_styled(figure):
@@ -54,7 +60,7 @@ def _matplotlib_styled(figure):
             for name, value in hv.Store.lookup_options("bokeh", obj, group).kwargs.items():
                 name = _MPL_NAMES.get(name, name)
                 if name in allowed and value is not None:
-                    options[name] = value ** 2 if name == "s" else value  # bokeh: diameter, mpl: area
+                    options[name] = value**2 if name == "s" else value  # bokeh: diameter, mpl: area
         options.pop("fontsize", None)  # bokeh's '9pt' strings are no matplotlib sizes
         if isinstance(obj, (hv.Overlay, hv.Element)) and "fig_inches" in allowed:
             options["fig_inches"] = 5
@@ -115,11 +121,19 @@ def result_arrays(fits):
     data = fits.data
     release, truth = data.release, data.truth
     if truth is None:
-        raise ValueError("this release came without its true counts: there is no simulation with a truth to "
-                         "export; export the release and the summary")
-    arrays = {"format": np.asarray(SIMULATION_FORMAT), "simulated": np.asarray(release.simulated),
-              "Y_true": truth.Y, "Y_obs": release.Y_obs, "alpha": np.asarray(release.alpha, float),
-              "kind": np.asarray(release.kind), "model": np.asarray(data.model)}
+        raise ValueError(
+            "this release came without its true counts: there is no simulation with a truth to "
+            "export; export the release and the summary"
+        )
+    arrays = {
+        "format": np.asarray(SIMULATION_FORMAT),
+        "simulated": np.asarray(release.simulated),
+        "Y_true": truth.Y,
+        "Y_obs": release.Y_obs,
+        "alpha": np.asarray(release.alpha, float),
+        "kind": np.asarray(release.kind),
+        "model": np.asarray(data.model),
+    }
     if release.noise_seed is not None:
         arrays["noise_seed"] = np.asarray(release.noise_seed)
     for key in ("heldout", "structural_zeros"):
@@ -143,17 +157,49 @@ def result_summary(fits):
     """Settings and each method's :func:`lpviz.metrics.score` as a JSON-ready dict."""
     data, settings = fits.data, fits.settings
     release = data.release
-    names = ("source", "epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed", "holdout",
-             "holdout_fraction", "holdout_actors", "n_components", "n_iter", "burn_in", "thin", "chain_seed")
-    note = ("a simulation: the dashboard noised data it holds the truth of, with the seed above"
-            if data.truth is not None else "an uploaded release (no truth): the fits saw only the noised counts")
-    summary = {"simulated": bool(release.simulated), "noise_seed": release.noise_seed, "note": note,
-               "data": {"source": data.data.name or settings.source, "model": data.model, "kind": release.kind,
-                        "shape": list(release.shape), "release": release.describe()},
-               "settings": {name: getattr(settings, name) for name in names}, "methods": {}}
+    names = (
+        "source",
+        "epsilon",
+        "N",
+        "heterogeneous",
+        "alpha0",
+        "concentration",
+        "noise_seed",
+        "holdout",
+        "holdout_fraction",
+        "holdout_actors",
+        "n_components",
+        "n_iter",
+        "burn_in",
+        "thin",
+        "chain_seed",
+    )
+    note = (
+        "a simulation: the dashboard noised data it holds the truth of, with the seed above"
+        if data.truth is not None
+        else "an uploaded release (no truth): the fits saw only the noised counts"
+    )
+    summary = {
+        "simulated": bool(release.simulated),
+        "noise_seed": release.noise_seed,
+        "note": note,
+        "data": {
+            "source": data.data.name or settings.source,
+            "model": data.model,
+            "kind": release.kind,
+            "shape": list(release.shape),
+            "release": release.describe(),
+        },
+        "settings": {name: getattr(settings, name) for name in names},
+        "methods": {},
+    }
     for name, runner in fits.active.items():
-        entry = {"label": runner.label, "status": runner.status, "iteration": int(runner.iteration),
-                 "options": dict(runner.options)}
+        entry = {
+            "label": runner.label,
+            "status": runner.status,
+            "iteration": int(runner.iteration),
+            "options": dict(runner.options),
+        }
         result = runner.result or {}
         if result.get("best") is not None:
             entry.update(samples_saved=int(result["samples_saved"]), score=result["score"])
@@ -198,7 +244,7 @@ class ExportView(pn.viewable.Viewer):
 
     fits = param.ClassSelector(class_=Fits)
     views = param.List(default=[], doc="Views whose figures() can be exported.")
-    figure = param.Selector(default=None, objects=[], doc="Figure to export.")
+    figure: param.Selector = param.Selector(default=None, objects=[], doc="Figure to export.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -230,8 +276,10 @@ class ExportView(pn.viewable.Viewer):
     def _download(self, label, filename, make_bytes):
         def callback():
             return io.BytesIO(make_bytes())
-        return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
-                                       embed=False, sizing_mode="stretch_width")
+
+        return pn.widgets.FileDownload(
+            callback=callback, filename=filename, label=label, embed=False, sizing_mode="stretch_width"
+        )
 
     def file_names(self):
         """File names that say what the files are: a simulation (the dashboard holds the truth) or
@@ -239,16 +287,18 @@ class ExportView(pn.viewable.Viewer):
         release = self.fits.data.release
         simulated = release is None or release.simulated or self.fits.data.truth is not None
         prefix = "lpviz_simulation" if simulated else "lpviz_release"
-        return {"figure": f"{prefix}_{self.figure}", "release": RELEASE_FILE if simulated else "lpviz_release.npz",
-                "truth": TRUTH_FILE, "summary": SUMMARY_FILE if simulated else "lpviz_release_summary.json"}
+        return {
+            "figure": f"{prefix}_{self.figure}",
+            "release": RELEASE_FILE if simulated else "lpviz_release.npz",
+            "truth": TRUTH_FILE,
+            "summary": SUMMARY_FILE if simulated else "lpviz_release_summary.json",
+        }
 
     def __panel__(self):
         png = self._download("Figure as PNG", "figure.png", lambda: figure_bytes(self.current_figure(), ".png"))
-        html = self._download("Figure as HTML", "figure.html",
-                              lambda: figure_bytes(self.current_figure(), ".html"))
+        html = self._download("Figure as HTML", "figure.html", lambda: figure_bytes(self.current_figure(), ".html"))
         release = self._download("Release only: noised counts (.npz)", RELEASE_FILE, lambda: release_bytes(self.fits))
-        truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE,
-                               lambda: results_bytes(self.fits, ".npz"))
+        truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE, lambda: results_bytes(self.fits, ".npz"))
         summary = self._download("Summary (.json)", SUMMARY_FILE, lambda: results_bytes(self.fits, ".json"))
         note = pn.pane.Markdown("", sizing_mode="stretch_width")
 
@@ -257,20 +307,29 @@ class ExportView(pn.viewable.Viewer):
             png.filename, html.filename = f"{names['figure']}.png", f"{names['figure']}.html"
             release.filename, summary.filename = names["release"], names["summary"]
             truth.visible = self.fits.data.truth is not None  # no truth, no file with it
-            note.object = ("Everything here is a **simulation**: the dashboard noised data it holds the truth of, "
-                           "with the noise seed shown in the sidebar; file names say so."
-                           if truth.visible else "An **uploaded release**: the fits saw only its noised counts.")
+            note.object = (
+                "Everything here is a **simulation**: the dashboard noised data it holds the truth of, "
+                "with the noise seed shown in the sidebar; file names say so."
+                if truth.visible
+                else "An **uploaded release**: the fits saw only its noised counts."
+            )
 
         self.param.watch(name_files, "figure")
         self.fits.data.param.watch(name_files, ["release", "truth"])
         name_files()
         return pn.Column(
-            "### Export", note,
+            "### Export",
+            note,
             pn.widgets.Select.from_param(self.param.figure, label="Figure"),
-            pn.Row(png, html), pn.Row(release, truth), summary,
-            pn.pane.Markdown("*Release only*: the noised counts, the noise level, held-out cells and structural "
-                             "zeros (the lpviz release schema) -- what an analyst would hold. *Simulation with the "
-                             "truth*: also the true counts (and rates) and each method's posterior-mean rates, best "
-                             "factors and trace.", sizing_mode="stretch_width"),
+            pn.Row(png, html),
+            pn.Row(release, truth),
+            summary,
+            pn.pane.Markdown(
+                "*Release only*: the noised counts, the noise level, held-out cells and structural "
+                "zeros (the lpviz release schema) -- what an analyst would hold. *Simulation with the "
+                "truth*: also the true counts (and rates) and each method's posterior-mean rates, best "
+                "factors and trace.",
+                sizing_mode="stretch_width",
+            ),
             sizing_mode="stretch_width",
         )

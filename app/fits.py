@@ -33,7 +33,14 @@ from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, TRACE_SECONDS, Periodic
 STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
 TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
-TRACE_COLUMNS = ("iteration", "log_joint", "log_marginal", "elbo", *TRACE_SCORES, *(f"mean_{key}" for key in TRACE_SCORES))
+TRACE_COLUMNS = (
+    "iteration",
+    "log_joint",
+    "log_marginal",
+    "elbo",
+    *TRACE_SCORES,
+    *(f"mean_{key}" for key in TRACE_SCORES),
+)
 # Rows kept per trace: more than a plot a few hundred pixels wide can show;
 # long runs trace every k-th iteration so the buffer spans the whole run.
 BUFFER_LENGTH = 2_000
@@ -119,7 +126,7 @@ class ChainRunner(param.Parameterized):
     """
 
     method = param.String(default="", constant=True, doc="registry name of the method")
-    status = param.Selector(default="idle", objects=list(STATUSES))
+    status: param.Selector = param.Selector(default="idle", objects=list(STATUSES))
     iteration = param.Integer(default=0, bounds=(0, None))
     n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations to run")
     target = param.Integer(default=6000, bounds=(0, None), doc="iterations the current run goes to")
@@ -136,8 +143,9 @@ class ChainRunner(param.Parameterized):
         super().__init__(method=method, **params)
         self.pace = pace
         # a name of its own for the buffer's data, so several buffers trigger together
-        self.buffer = hv.streams.Buffer(empty_trace(), length=buffer_length, index=False,
-                                        rename={"data": f"trace_{method}"})
+        self.buffer = hv.streams.Buffer(
+            empty_trace(), length=buffer_length, index=False, rename={"data": f"trace_{method}"}
+        )
         self.problem = None
         self._queue = queue.SimpleQueue()
         self._generation = 0
@@ -189,8 +197,9 @@ class ChainRunner(param.Parameterized):
             raise RuntimeError("no data to fit: configure the runner with a Problem first")
         self.reset()
         self._generation += 1
-        schedule = dict(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride,
-                        options=dict(self.options))
+        schedule = dict(
+            n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride, options=dict(self.options)
+        )
         self._carry = {"schedule": schedule}
         self._launch(self.n_iter)
 
@@ -203,8 +212,11 @@ class ChainRunner(param.Parameterized):
     def _launch(self, target):
         self._control = Control()
         self._thread = threading.Thread(
-            target=self._work, name=f"lpviz-{self.method}-chain",
-            args=(self._generation, self.problem, self._carry, target, self._control), daemon=True)
+            target=self._work,
+            name=f"lpviz-{self.method}-chain",
+            args=(self._generation, self.problem, self._carry, target, self._control),
+            daemon=True,
+        )
         self.param.update(status="running", target=target, error="")
         self._rate_mark = (time.perf_counter(), self.iteration)
         self._thread.start()
@@ -243,8 +255,11 @@ class ChainRunner(param.Parameterized):
             self.buffer.clear()
         self._carry = {}
         fresh = dict(status="idle", iteration=0, iterations_per_second=0.0, result=None, error="")
-        changed = {name: value for name, value in fresh.items() if getattr(self, name) is not value
-                   and getattr(self, name) != value}
+        changed = {
+            name: value
+            for name, value in fresh.items()
+            if getattr(self, name) is not value and getattr(self, name) != value
+        }
         if changed:
             self.param.update(**changed)
 
@@ -253,8 +268,7 @@ class ChainRunner(param.Parameterized):
         """Iterations per trace row: ``trace_every``, or coarser so that the bounded buffer
         spans the whole run and scoring the states stays a small share of the work."""
         cells = self.problem.release.shape[0] * self.problem.release.shape[1] if self.problem else 0
-        return max(self.trace_every, -(-self.n_iter // self.buffer.length),
-                   -(-cells // SCORED_CELLS_PER_ITERATION))
+        return max(self.trace_every, -(-self.n_iter // self.buffer.length), -(-cells // SCORED_CELLS_PER_ITERATION))
 
     def join(self, timeout=None):
         """Wait for the worker thread to finish (tests, session teardown)."""
@@ -363,11 +377,21 @@ class ChainRunner(param.Parameterized):
             if chain_run is None:
                 method = methods.create(self.method, **schedule["options"])
                 # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
-                plan = (dict(inference="vi") if problem.inference == "vi"
-                        else dict(burn_in=schedule["burn_in"], thin=schedule["thin"]))
-                chain_run = run(release, model=problem.model, method=method, n_components=problem.n_components,
-                                n_iter=target, truth=truth if method.uses_truth else None, random_state=problem.seed,
-                                **plan)
+                plan = (
+                    dict(inference="vi")
+                    if problem.inference == "vi"
+                    else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
+                )
+                chain_run = run(
+                    release,
+                    model=problem.model,
+                    method=method,
+                    n_components=problem.n_components,
+                    n_iter=target,
+                    truth=truth if method.uses_truth else None,
+                    random_state=problem.seed,
+                    **plan,
+                )
             chain_run.n_iter = target  # a finished run continues to the new target
             control.attach(chain_run)
             pace.join(token)
@@ -401,8 +425,14 @@ class ChainRunner(param.Parameterized):
             flush()
             snapshot()
             if not control.stopped:
-                carry.update(chain_run=chain_run, state=state, posterior_score=posterior_score,
-                             scored_at=scored_at, row_score=row_score, row_scored_at=row_scored_at)
+                carry.update(
+                    chain_run=chain_run,
+                    state=state,
+                    posterior_score=posterior_score,
+                    scored_at=scored_at,
+                    row_score=row_score,
+                    row_scored_at=row_scored_at,
+                )
                 post("done")
         except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
             flush()
@@ -413,20 +443,31 @@ class ChainRunner(param.Parameterized):
 
     @staticmethod
     def _row(state, own, posterior_score):
-        return (state.iteration, _number(state.log_joint), _number(state.log_marginal),
-                _number(getattr(state, "elbo", None)),
-                *(_number(own.get(key)) for key in TRACE_SCORES),
-                *(_number(posterior_score.get(key)) for key in TRACE_SCORES))
+        return (
+            state.iteration,
+            _number(state.log_joint),
+            _number(state.log_marginal),
+            _number(getattr(state, "elbo", None)),
+            *(_number(own.get(key)) for key in TRACE_SCORES),
+            *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
+        )
 
     @staticmethod
     def _snapshot(state, chain_run, posterior_score):
         """What the views read, copied in the worker (nothing here is touched by the chain again)."""
         posterior = chain_run.posterior
-        return dict(iteration=state.iteration, mu=state.mu.copy(), mu_hat=posterior.mu_hat,
-                    best=posterior.best, best_log_joint=posterior.best_log_joint if posterior.best else None,
-                    samples_saved=posterior.n_saved, score=dict(posterior_score),
-                    bessel_draws=getattr(chain_run.chain, "bessel_draws", None), model=chain_run.chain.model_instance,
-                    seconds=posterior.seconds)
+        return dict(
+            iteration=state.iteration,
+            mu=state.mu.copy(),
+            mu_hat=posterior.mu_hat,
+            best=posterior.best,
+            best_log_joint=posterior.best_log_joint if posterior.best else None,
+            samples_saved=posterior.n_saved,
+            score=dict(posterior_score),
+            bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
+            model=chain_run.chain.model_instance,
+            seconds=posterior.seconds,
+        )
 
 
 def _last_saved(posterior):
@@ -506,9 +547,17 @@ def warm_up_kernels():
             truth = Truth(Y)
             for method_name, method_class in methods.METHODS.items():
                 try:
-                    for _ in run(release, model=model_name, method=method_name, n_components=2, n_iter=2,
-                                 burn_in=0, thin=1, truth=truth if method_class.uses_truth else None,
-                                 random_state=0):
+                    for _ in run(
+                        release,
+                        model=model_name,
+                        method=method_name,
+                        n_components=2,
+                        n_iter=2,
+                        burn_in=0,
+                        thin=1,
+                        truth=truth if method_class.uses_truth else None,
+                        random_state=0,
+                    ):
                         pass
                 except Exception:  # a warm-up only saves time; a real run reports any error
                     pass
@@ -572,10 +621,13 @@ class Fits(param.Parameterized):
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
-        settings.param.watch(lambda *events: settings.still(events) and self.configure(),
-                             ["inference", "n_components", "chain_seed"])
-        settings.param.watch(lambda *events: settings.still(events) and self._sync_schedule(),
-                             ["n_iter", "burn_in", "thin", "trace_every"])
+        settings.param.watch(
+            lambda *events: settings.still(events) and self.configure(), ["inference", "n_components", "chain_seed"]
+        )
+        settings.param.watch(
+            lambda *events: settings.still(events) and self._sync_schedule(),
+            ["n_iter", "burn_in", "thin", "trace_every"],
+        )
         settings.discard_check = self.would_discard
         settings.method_options.param.watch(lambda *events: self.configure(), list(settings.method_options.param)[1:])
         for runner in self.runners.values():
@@ -600,9 +652,14 @@ class Fits(param.Parameterized):
         data = self.data
         if data.release is None:
             return None
-        return Problem(release=data.release, truth=data.truth, model=data.model,
-                       n_components=self.settings.n_components, seed=self.settings.chain_seed,
-                       inference=self.settings.inference)
+        return Problem(
+            release=data.release,
+            truth=data.truth,
+            model=data.model,
+            n_components=self.settings.n_components,
+            seed=self.settings.chain_seed,
+            inference=self.settings.inference,
+        )
 
     def configure(self):
         """Point every runner at the current release (stopping and clearing what ran before)."""
@@ -640,9 +697,15 @@ class Fits(param.Parameterized):
         from app.memory import check_session
 
         shape = problem.release.shape
-        check_session(shape, f"{shape[0]:,} x {shape[1]:,} counts", problem.model, problem.n_components,
-                      list(self.active), fix="Fit fewer methods or components.",
-                      run=None if problem.inference == "vi" else run)
+        check_session(
+            shape,
+            f"{shape[0]:,} x {shape[1]:,} counts",
+            problem.model,
+            problem.n_components,
+            list(self.active),
+            fix="Fit fewer methods or components.",
+            run=None if problem.inference == "vi" else run,
+        )
 
     def resume(self, *_):
         """Go on after a pause; runs that ended run as many iterations again."""
@@ -813,8 +876,17 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
 
 
 # Numbers of lpviz.metrics.score shown in the score tables, in this order (those that apply).
-SCORE_KEYS = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "npmi", "umass", "topic_distance",
-              "best_log_joint", "samples")
+SCORE_KEYS = (
+    "mae",
+    "heldout_mae",
+    "rate_mae",
+    "heldout_rate_mae",
+    "npmi",
+    "umass",
+    "topic_distance",
+    "best_log_joint",
+    "samples",
+)
 
 
 def score_frame(runners, keys=SCORE_KEYS):
@@ -822,8 +894,11 @@ def score_frame(runners, keys=SCORE_KEYS):
     (the same dict every tab shows), columns headed by :data:`lpviz.metrics.SCORE_LABELS`."""
     from lpviz.metrics import SCORE_LABELS
 
-    rows = [{"method": runner.label, **{key: (runner.result or {}).get("score", {}).get(key) for key in keys}}
-            for runner in runners if (runner.result or {}).get("score")]
+    rows = [
+        {"method": runner.label, **{key: (runner.result or {}).get("score", {}).get(key) for key in keys}}
+        for runner in runners
+        if (runner.result or {}).get("score")
+    ]
     shown = [key for key in keys if any(row[key] is not None for row in rows)]
     frame = pd.DataFrame(rows, columns=["method", *keys])[["method", *shown]]
     return frame.rename(columns={key: SCORE_LABELS[key] for key in shown})

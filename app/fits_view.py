@@ -26,7 +26,8 @@ def trace_curve(runner, column, *, line_dash="solid"):
     # Styled once; each redraw clones it around the buffer's data (keeping its
     # options), which costs half of building and styling a new curve per drain.
     styled = hv.Curve(runner.buffer.data, "iteration", column, label=runner.label).opts(
-        color=runner.color, line_width=1.5, line_dash=line_dash, tools=["hover"])
+        color=runner.color, line_width=1.5, line_dash=line_dash, tools=["hover"]
+    )
     name = f"trace_{runner.method}"  # the buffer's renamed data
 
     def curve(**contents):
@@ -44,17 +45,26 @@ def overlay(curves, *, title, ylabel, legend):
 
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
-SCOREBOARD_KEYS = (*(key for key in SCORE_KEYS if key not in ("best_log_joint", "samples")), "rhat", "ess",
-                   "iterations", "samples", "seconds", "iterations_per_second")
+SCOREBOARD_KEYS = (
+    *(key for key in SCORE_KEYS if key not in ("best_log_joint", "samples")),
+    "rhat",
+    "ess",
+    "iterations",
+    "samples",
+    "seconds",
+    "iterations_per_second",
+)
 LOWER_IS_BETTER = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "topic_distance")
 HIGHER_IS_BETTER = ("npmi", "umass", "ess")
 CLOSEST_TO_ONE = ("rhat",)
 # Under a column's header: what the number is, where the label alone would mislead.
 HEADER_NOTES = {"rhat": "split, 1 chain", "ess": "bulk"}
-CONVERGENCE_NOTE = ("R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
-                    "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
-                    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
-                    "chain still drifts. ESS: the effective number of independent draws among those.")
+CONVERGENCE_NOTE = (
+    "R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
+    "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
+    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
+    "chain still drifts. ESS: the effective number of independent draws among those."
+)
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 
@@ -83,8 +93,10 @@ def scoreboard_html(frame):
 
     best = best_cells(frame)
     notes = {SCORE_LABELS[key]: note for key, note in HEADER_NOTES.items()}
-    head = "".join(f"<th>{column}<br><small>({notes[column]})</small></th>" if column in notes else f"<th>{column}</th>"
-                   for column in frame.columns)
+    head = "".join(
+        f"<th>{column}<br><small>({notes[column]})</small></th>" if column in notes else f"<th>{column}</th>"
+        for column in frame.columns
+    )
     rows = []
     for _, row in frame.iterrows():
         cells = []
@@ -94,9 +106,11 @@ def scoreboard_html(frame):
                 text = f"<b>{text} {BEST_MARK}</b>"
             cells.append(f"<td>{text}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    return (f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence, R-hat nearest 1, "
-            f"largest ESS).</p>" + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else ""))
+    return (
+        f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence, R-hat nearest 1, "
+        f"largest ESS).</p>" + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
+    )
 
 
 def mae_key(truth):
@@ -121,34 +135,56 @@ class FitsView(pn.viewable.Viewer):
     # ---- controls ---------------------------------------------------------------------
     def controls(self):
         buttons = []
-        for name, kind, action in (("Start", "success", self.fits.start), ("Pause", "warning", self.fits.pause),
-                                   ("Resume", "primary", self.fits.resume), ("Stop", "danger", self.fits.stop),
-                                   ("Reset", "light", self.fits.reset)):
+        for name, kind, action in (
+            ("Start", "success", self.fits.start),
+            ("Pause", "warning", self.fits.pause),
+            ("Resume", "primary", self.fits.resume),
+            ("Stop", "danger", self.fits.stop),
+            ("Reset", "light", self.fits.reset),
+        ):
             button = pn.widgets.Button(label=name, color=kind, width=90)
             button.on_click(action)
             buttons.append(button)
         return pn.Row(*buttons)
 
     def progress_row(self, runner):
-        goal = pn.bind(lambda status, target, n_iter: n_iter if status in ("idle", "unavailable") else target,
-                       runner.param.status, runner.param.target, runner.param.n_iter)
-        bar = pn.indicators.Progress(value=pn.bind(lambda i, g: min(i, g), runner.param.iteration, goal),
-                                     max=goal, width=220, bar_color="primary")
+        goal = pn.bind(
+            lambda status, target, n_iter: n_iter if status in ("idle", "unavailable") else target,
+            runner.param.status,
+            runner.param.target,
+            runner.param.n_iter,
+        )
+        bar = pn.indicators.Progress(
+            value=pn.bind(lambda i, g: min(i, g), runner.param.iteration, goal),
+            max=goal,
+            width=220,
+            bar_color="primary",
+        )
 
         def text(status, iteration, goal, rate, error):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
             line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}, {speed} it/s"
             return line + (f" - {error}" if error else "")
 
-        label = pn.pane.Markdown(pn.bind(text, runner.param.status, runner.param.iteration, goal,
-                                         runner.param.iterations_per_second, runner.param.error),
-                                 margin=(0, 10), sizing_mode="stretch_width")
+        label = pn.pane.Markdown(
+            pn.bind(
+                text,
+                runner.param.status,
+                runner.param.iteration,
+                goal,
+                runner.param.iterations_per_second,
+                runner.param.error,
+            ),
+            margin=(0, 10),
+            sizing_mode="stretch_width",
+        )
         return pn.Row(bar, label, sizing_mode="stretch_width")
 
     @param.depends("fits.data.settings.methods", "fits.data.settings.inference")
     def progress(self):
-        return pn.Column(*[self.progress_row(runner) for runner in self.fits.active.values()],
-                         sizing_mode="stretch_width")
+        return pn.Column(
+            *[self.progress_row(runner) for runner in self.fits.active.values()], sizing_mode="stretch_width"
+        )
 
     def _update_scores(self):
         self.scores = score_frame(self.fits.active.values(), SCOREBOARD_KEYS)
@@ -161,15 +197,28 @@ class FitsView(pn.viewable.Viewer):
             return None
         runners = list(self.fits.active.values())
         if data.settings.inference == "vi":  # a CAVI fit has no sample to score: its objective instead
-            joint_plot = overlay([trace_curve(runner, "elbo") for runner in runners],
-                                 title="ELBO (each method's own model)", ylabel="ELBO", legend="bottom_right")
+            joint_plot = overlay(
+                [trace_curve(runner, "elbo") for runner in runners],
+                title="ELBO (each method's own model)",
+                ylabel="ELBO",
+                legend="bottom_right",
+            )
         else:
-            joint_plot = overlay([trace_curve(runner, "log_joint") for runner in runners],
-                                 title="Log joint (each method's own model)", ylabel="log joint",
-                                 legend="bottom_right")
+            joint_plot = overlay(
+                [trace_curve(runner, "log_joint") for runner in runners],
+                title="Log joint (each method's own model)",
+                ylabel="log joint",
+                legend="bottom_right",
+            )
         if data.truth is None:
-            return None, joint_plot, ("No MAE: this release came without its true counts. The log joint of each "
-                                      "chain shows its convergence.")
+            return (
+                None,
+                joint_plot,
+                (
+                    "No MAE: this release came without its true counts. The log joint of each "
+                    "chain shows its convergence."
+                ),
+            )
         key = mae_key(data.truth)
         held_out = data.release.heldout_cells is not None
         curves = []
@@ -180,11 +229,14 @@ class FitsView(pn.viewable.Viewer):
                 curves.append(trace_curve(runner, f"mean_heldout_{key}", line_dash="dotted"))
         reference = "true rates" if key == "rate_mae" else "true counts"
         mae_plot = overlay(curves, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
-        text = ("Solid: the current sample. Dashed: the posterior mean over the saved samples"
-                + (". Dotted: the posterior mean on the held-out cells." if held_out else "."))
+        text = "Solid: the current sample. Dashed: the posterior mean over the saved samples" + (
+            ". Dotted: the posterior mean on the held-out cells." if held_out else "."
+        )
         if data.settings.inference == "vi":
-            text = ("VI: a CAVI fit keeps one q, no samples, so solid (the current q) and dashed (its mean rates "
-                    "E_q[mu]) coincide" + ("; dotted: on the held-out cells." if held_out else "."))
+            text = (
+                "VI: a CAVI fit keeps one q, no samples, so solid (the current q) and dashed (its mean rates "
+                "E_q[mu]) coincide" + ("; dotted: on the held-out cells." if held_out else ".")
+            )
         return mae_plot, joint_plot, text
 
     @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference")
@@ -196,8 +248,11 @@ class FitsView(pn.viewable.Viewer):
         panes = [pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace")]
         if mae_plot is not None:
             panes.insert(0, pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"))
-        return pn.Column(pn.Row(*panes, sizing_mode="stretch_width"),
-                         pn.pane.Markdown(text, margin=(0, 10)), sizing_mode="stretch_width")
+        return pn.Column(
+            pn.Row(*panes, sizing_mode="stretch_width"),
+            pn.pane.Markdown(text, margin=(0, 10)),
+            sizing_mode="stretch_width",
+        )
 
     # ---- live rates -----------------------------------------------------------------
     def _reference(self):
@@ -211,8 +266,7 @@ class FitsView(pn.viewable.Viewer):
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
-        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
-                              scale=scale)]
+        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate", scale=scale)]
         self._rate_pipes = {}
         for name, runner in self.fits.active.items():
             pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
@@ -220,8 +274,16 @@ class FitsView(pn.viewable.Viewer):
 
             def image(data, runner=runner):
                 values, subtitle = data
-                return count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
-                                   cmap=RATE_CMAP, label="rate", scale=scale)
+                return count_image(
+                    values,
+                    kind,
+                    f"{runner.label}: {subtitle}",
+                    clim,
+                    strides=strides,
+                    cmap=RATE_CMAP,
+                    label="rate",
+                    scale=scale,
+                )
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
@@ -253,30 +315,47 @@ class FitsView(pn.viewable.Viewer):
             return {}
         runners = list(self.fits.active.values())
         traces = {runner.method: runner.trace() for runner in runners}
-        joint = hv.Overlay([hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color)
-                            for r in runners]).opts(title="Log joint", ylabel="log joint")
+        joint = hv.Overlay(
+            [hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color) for r in runners]
+        ).opts(title="Log joint", ylabel="log joint")
         figures = {"fits_log_joint_trace": joint}
         if data.truth is not None:
             key = mae_key(data.truth)
             figures["fits_mae_trace"] = hv.Overlay(
-                [hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color)
-                 for r in runners]).opts(title="MAE of the current sample", ylabel="MAE")
+                [hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color) for r in runners]
+            ).opts(title="MAE of the current sample", ylabel="MAE")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
-        rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate",
-                             scale=scale)]
+        rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate", scale=scale)]
         for runner in runners:
             values, subtitle = self._rate_frame(runner, reference.shape)
-            rates.append(count_image(values, kind, f"{runner.label}: {subtitle}", clim, strides=strides,
-                                     cmap=RATE_CMAP, label="rate", scale=scale))
+            rates.append(
+                count_image(
+                    values,
+                    kind,
+                    f"{runner.label}: {subtitle}",
+                    clim,
+                    strides=strides,
+                    cmap=RATE_CMAP,
+                    label="rate",
+                    scale=scale,
+                )
+            )
         return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
-        table = pn.pane.HTML(pn.bind(scoreboard_html, self.param.scores),
-                             visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
-                             sizing_mode="stretch_width", name="fit-scores")
+        table = pn.pane.HTML(
+            pn.bind(scoreboard_html, self.param.scores),
+            visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
+            sizing_mode="stretch_width",
+            name="fit-scores",
+        )
         return pn.Column(
-            self.controls(), self.progress, table, self.traces,
-            pn.pane.Markdown("### Rates: truth and each method's estimate"), self.rates,
-            sizing_mode="stretch_width")
-
+            self.controls(),
+            self.progress,
+            table,
+            self.traces,
+            pn.pane.Markdown("### Rates: truth and each method's estimate"),
+            self.rates,
+            sizing_mode="stretch_width",
+        )

@@ -86,10 +86,14 @@ def check_session(shape, what, model_name, n_components, method_names, fix="", r
         check_posterior_memory(models.create(model_name, n_components), shape, *run, limit=room)
     side = largest_square(limit, model_name, n_components, method_names)
     chains = f"{len(method_names)} chain{'s' if len(method_names) != 1 else ''}"
-    check_memory(need, f"{what} with {chains}", limit=limit,
-                 fix=f"Each session may use {format_bytes(limit)} (the server's {format_bytes(memory_limit())} "
-                     f"shared by {expected_sessions()} sessions); the largest square that fits is about "
-                     f"{side:,} x {side:,}. {fix}".strip())
+    check_memory(
+        need,
+        f"{what} with {chains}",
+        limit=limit,
+        fix=f"Each session may use {format_bytes(limit)} (the server's {format_bytes(memory_limit())} "
+        f"shared by {expected_sessions()} sessions); the largest square that fits is about "
+        f"{side:,} x {side:,}. {fix}".strip(),
+    )
 
 
 # The central fit (lpviz.central.PrivateLDA on the true counts): its float64 copy of the counts
@@ -107,8 +111,11 @@ def central_bytes(shape, n_components):
 
     cells = dense_bytes(shape, "int64") // 8
     n_docs, n_words = shape
-    return (CENTRAL_CELL_BYTES * cells + 8 * CENTRAL_TOPIC_WORD_ARRAYS * n_components * n_words
-            + 8 * CENTRAL_DOC_TOPIC_ARRAYS * n_docs * n_components)
+    return (
+        CENTRAL_CELL_BYTES * cells
+        + 8 * CENTRAL_TOPIC_WORD_ARRAYS * n_components * n_words
+        + 8 * CENTRAL_DOC_TOPIC_ARRAYS * n_docs * n_components
+    )
 
 
 def check_central(shape, what, model_name, n_components, method_names):
@@ -118,6 +125,9 @@ def check_central(shape, what, model_name, n_components, method_names):
 
     limit = session_limit()
     need = session_bytes(shape, model_name, n_components, method_names) + central_bytes(shape, n_components)
-    check_memory(need, f"a central fit of {what} beside {len(method_names)} chains", limit=limit,
-                 fix=f"Each session may use {format_bytes(limit)}: choose fewer documents or words, or "
-                     "fewer components.")
+    check_memory(
+        need,
+        f"a central fit of {what} beside {len(method_names)} chains",
+        limit=limit,
+        fix=f"Each session may use {format_bytes(limit)}: choose fewer documents or words, or fewer components.",
+    )

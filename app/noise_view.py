@@ -28,9 +28,11 @@ class NoiseView(pn.viewable.Viewer):
             return pn.pane.Markdown("No data yet.")
         if truth is None:
             Y_obs = release.Y_obs
-            lines = [f"**{release.name or 'an uploaded release'}**: {Y_obs.shape[0]:,} x {Y_obs.shape[1]:,} "
-                     f"({data.model}), a release without its true counts: {release.describe()}.",
-                     f"{data.noise_summary}. {float((Y_obs < 0).mean()):.0%} of the noised counts are negative."]
+            lines = [
+                f"**{release.name or 'an uploaded release'}**: {Y_obs.shape[0]:,} x {Y_obs.shape[1]:,} "
+                f"({data.model}), a release without its true counts: {release.describe()}.",
+                f"{data.noise_summary}. {float((Y_obs < 0).mean()):.0%} of the noised counts are negative.",
+            ]
             note = subsample_note(Y_obs.shape, display_slice(Y_obs.shape))
             return pn.pane.Markdown("\n\n".join(lines + ([note] if note else [])), sizing_mode="stretch_width")
         Y_true, Y_obs = truth.Y, release.Y_obs
@@ -46,15 +48,19 @@ class NoiseView(pn.viewable.Viewer):
             "a real release uses exact noise, `lpviz privatize` without --seed).",
         ]
         if release.heldout_cells is not None:
-            lines.append(f"{int(release.heldout_cells.sum()):,} cells held out of the fits "
-                         f"({data.settings.holdout}), shaded grey on the heatmaps.")
+            lines.append(
+                f"{int(release.heldout_cells.sum()):,} cells held out of the fits "
+                f"({data.settings.holdout}), shaded grey on the heatmaps."
+            )
         note = subsample_note(Y_true.shape, display_slice(Y_true.shape))
         if note:
             lines.append(note)
         limit, clipped = colour_limit(Y_true, Y_obs)
         if clipped:
-            lines.append(f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
-                         f"count is {int(Y_true.max()):,}); hover shows exact values.")
+            lines.append(
+                f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
+                f"count is {int(Y_true.max()):,}); hover shows exact values."
+            )
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
 
     def heatmap_layout(self):
@@ -75,8 +81,10 @@ class NoiseView(pn.viewable.Viewer):
         # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
         # (colour_limit); the rate colour scale applies to the rate heatmaps
         options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)
-        images = [count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
-                  count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options)]
+        images = [
+            count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
+            count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options),
+        ]
         if Y_true is not None:
             images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim, **options))
         return hv.Layout(images).cols(3).opts(shared_axes=True)
@@ -86,7 +94,7 @@ class NoiseView(pn.viewable.Viewer):
         release, truth = self.data.release, self.data.truth
         if release is None or truth is None:  # the noise drawn is known only beside the truth
             return None
-        tau = (release.Y_obs - truth.Y)
+        tau = release.Y_obs - truth.Y
         if release.structural_zeros is not None:
             tau = tau[~release.structural_zeros]  # cells that do not exist were not noised
         tau = tau.ravel()
@@ -94,8 +102,9 @@ class NoiseView(pn.viewable.Viewer):
         counts = np.bincount(tau - low)
         edges = np.arange(low, low + len(counts) + 1) - 0.5
         histogram = hv.Histogram((edges, counts), kdims=["noise tau = noised - true"], vdims=["cells"])
-        return histogram.opts(title="Noise drawn (two-sided geometric)", tools=["hover"],
-                              responsive=True, height=220, color="#888888")
+        return histogram.opts(
+            title="Noise drawn (two-sided geometric)", tools=["hover"], responsive=True, height=220, color="#888888"
+        )
 
     @param.depends("data.release")
     def heatmaps(self):

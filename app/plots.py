@@ -93,11 +93,23 @@ def heldout_overlay(heldout, rows, cols, kdims):
     the colours; transparent elsewhere."""
     held = np.where(np.asarray(heldout, dtype=bool), 1.0, np.nan)
     return hv.Image((cols, rows, held), kdims=kdims, vdims=["held out"]).opts(
-        cmap=[HELDOUT_SHADE], alpha=0.45, clipping_colors={"NaN": "transparent"}, colorbar=False)
+        cmap=[HELDOUT_SHADE], alpha=0.45, clipping_colors={"NaN": "transparent"}, colorbar=False
+    )
 
 
-def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, label="count", scale="linear",
-                labels=(None, None), heldout=None):
+def count_image(
+    Y,
+    kind,
+    title,
+    clim,
+    *,
+    strides=(1, 1),
+    cmap=HEATMAP_CMAP,
+    label="count",
+    scale="linear",
+    labels=(None, None),
+    heldout=None,
+):
     """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values.
 
     ``labels``: ``(row_labels, col_labels)`` naming the axes (either None: numbered);
@@ -111,10 +123,23 @@ def count_image(Y, kind, title, clim, *, strides=(1, 1), cmap=HEATMAP_CMAP, labe
     row_name, col_name = AXES.get(kind, ("row", "column"))
     image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label])
     row_labels, col_labels = labels
-    ticks = label_options(tick_labels(row_labels, rows) if row_labels is not None else None,
-                          tick_labels(col_labels, cols) if col_labels is not None else None)
-    options = dict(title=title, cmap=cmap, colorbar=True, tools=["hover"], invert_yaxis=True, responsive=True,
-                   min_height=260, min_width=220, toolbar="above", framewise=True, **scale_options(scale, clim, shown))
+    ticks = label_options(
+        tick_labels(row_labels, rows) if row_labels is not None else None,
+        tick_labels(col_labels, cols) if col_labels is not None else None,
+    )
+    options = dict(
+        title=title,
+        cmap=cmap,
+        colorbar=True,
+        tools=["hover"],
+        invert_yaxis=True,
+        responsive=True,
+        min_height=260,
+        min_width=220,
+        toolbar="above",
+        framewise=True,
+        **scale_options(scale, clim, shown),
+    )
     image = image.opts(**{**options, **ticks})
     if heldout is None or not np.any(heldout):
         return image
@@ -150,8 +175,10 @@ def every(n, what):
 def subsample_note(shape, strides):
     if strides == (1, 1):
         return ""
-    return (f"**Display subsampled:** {every(strides[0], 'row')} and {every(strides[1], 'column')} "
-            f"of the {shape[0]:,} x {shape[1]:,} matrix is drawn; fits and metrics use all cells.")
+    return (
+        f"**Display subsampled:** {every(strides[0], 'row')} and {every(strides[1], 'column')} "
+        f"of the {shape[0]:,} x {shape[1]:,} matrix is drawn; fits and metrics use all cells."
+    )
 
 
 def truth_reference(truth, release):

@@ -74,8 +74,12 @@ class PrivacyView(pn.viewable.Viewer):
     """
 
     data = param.ClassSelector(class_=DataStore, doc="The session's data (settings and release).")
-    y = param.Integer(default=3, bounds=(0, None), softbounds=(0, 50),
-                      doc="True count y whose neighbour y + N the adversary must tell apart.")
+    y = param.Integer(
+        default=3,
+        bounds=(0, None),
+        softbounds=(0, 50),
+        doc="True count y whose neighbour y + N the adversary must tell apart.",
+    )
 
     # -- the numbers shown (tested against lpviz.privacy) ---------------------
     @property
@@ -121,91 +125,118 @@ class PrivacyView(pn.viewable.Viewer):
         half = noise_support(alpha)
         tau = np.arange(-half, half + 1)
         curves = []
-        for (lam_plus, lam_minus), color in zip(component_rates(alpha), _COMPONENT_COLORS):
+        for (lam_plus, lam_minus), color in zip(component_rates(alpha), _COMPONENT_COLORS, strict=True):
             p = np.exp(np.asarray(privacy.skellam_logpmf(tau, lam_plus, lam_minus), float))
             label = f"Skellam({lam_plus:.2f}, {lam_minus:.2f})"
-            curves.append(hv.Curve((tau, p), "tau", "P(tau)", label=label).opts(
-                color=color, interpolation="steps-mid", line_width=2, tools=["hover"]))
+            curves.append(
+                hv.Curve((tau, p), "tau", "P(tau)", label=label).opts(
+                    color=color, interpolation="steps-mid", line_width=2, tools=["hover"]
+                )
+            )
         return hv.Overlay(curves).opts(
             title="Skellam laws with fixed rates: shifted, asymmetric",
-            legend_position="top_right", responsive=True, min_height=300)
+            legend_position="top_right",
+            responsive=True,
+            min_height=300,
+        )
 
     @param.depends("data.settings.epsilon", "data.settings.N")
     def geometric_plot(self):
         tau, geometric, mixture = self.noise_frame()
         bars = hv.Spikes((tau, geometric), "tau", "P(tau)", label="2Geo(alpha)").opts(
-            color="#4c72b0", line_width=5, tools=["hover"])
-        mix = hv.Scatter((tau, mixture), "tau", "P(tau)",
-                         label="Skellam mixed over Exp rates").opts(
-            color="#ff7f0e", size=6, tools=["hover"])
+            color="#4c72b0", line_width=5, tools=["hover"]
+        )
+        mix = hv.Scatter((tau, mixture), "tau", "P(tau)", label="Skellam mixed over Exp rates").opts(
+            color="#ff7f0e", size=6, tools=["hover"]
+        )
         return (bars * mix).opts(
-            title=f"2Geo(alpha = {format_alpha(self.alpha)}) = the Skellam mixture (gap {np.abs(mixture - geometric).max():.0e})",
-            legend_position="top_right", responsive=True, min_height=300)
+            title=(
+                f"2Geo(alpha = {format_alpha(self.alpha)}) = the Skellam mixture "
+                f"(gap {np.abs(mixture - geometric).max():.0e})"
+            ),
+            legend_position="top_right",
+            responsive=True,
+            min_height=300,
+        )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "y")
     def adversary_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         y, N = self.y, self.distance
-        p_y = hv.Curve((y_tilde, np.exp(log_p_y)), "noised count", "probability",
-                       label=f"true count y = {y}").opts(
-            color="#1f77b4", interpolation="steps-mid", line_width=2, tools=["hover"])
-        p_yN = hv.Curve((y_tilde, np.exp(log_p_yN)), "noised count", "probability",
-                        label=f"true count y + N = {y + N}").opts(
-            color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
+        p_y = hv.Curve((y_tilde, np.exp(log_p_y)), "noised count", "probability", label=f"true count y = {y}").opts(
+            color="#1f77b4", interpolation="steps-mid", line_width=2, tools=["hover"]
+        )
+        p_yN = hv.Curve(
+            (y_tilde, np.exp(log_p_yN)), "noised count", "probability", label=f"true count y + N = {y + N}"
+        ).opts(color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
         return (p_y * p_yN).opts(
             title="What an adversary sees, under y and under y + N",
-            legend_position="top_right", responsive=True, min_height=280)
+            legend_position="top_right",
+            responsive=True,
+            min_height=280,
+        )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "y")
     def log_ratio_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         bound = self.log_ratio_bound
-        ratio = hv.Curve((y_tilde, log_p_y - log_p_yN), "noised count",
-                         "log P(. | y) - log P(. | y + N)").opts(
-            color="black", interpolation="steps-mid", line_width=2, tools=["hover"])
-        bounds = (hv.HLine(bound).opts(color="#d62728", line_dash="dashed", line_width=2)
-                  * hv.HLine(-bound).opts(color="#d62728", line_dash="dashed", line_width=2))
+        ratio = hv.Curve((y_tilde, log_p_y - log_p_yN), "noised count", "log P(. | y) - log P(. | y + N)").opts(
+            color="black", interpolation="steps-mid", line_width=2, tools=["hover"]
+        )
+        bounds = hv.HLine(bound).opts(color="#d62728", line_dash="dashed", line_width=2) * hv.HLine(-bound).opts(
+            color="#d62728", line_dash="dashed", line_width=2
+        )
         if self.distance == self.N:
             title = f"Log-ratio within +/- epsilon = {bound:g} (odds x e^{bound:g} at most)"
         else:
-            title = (f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N "
-                     f"= {bound:.3g}")
-        return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound),
-                                     responsive=True, min_height=250)
+            title = f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N = {bound:.3g}"
+        return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound), responsive=True, min_height=250)
 
     @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
     def summary(self):
         eps, N, alpha = self.epsilon, self.N, self.alpha
-        text = (f"**epsilon = {eps:g}, N = {N:g}: epsilon/N = {eps / N:.3g}, "
-                f"alpha = exp(-epsilon/N) = {format_alpha(alpha)}.** The noise is discrete Laplace with "
-                f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
-                f"noised counts whose probabilities differ by a factor of at most "
-                f"e^epsilon = {np.exp(eps):.3g}.")
+        text = (
+            f"**epsilon = {eps:g}, N = {N:g}: epsilon/N = {eps / N:.3g}, "
+            f"alpha = exp(-epsilon/N) = {format_alpha(alpha)}.** The noise is discrete Laplace with "
+            f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
+            f"noised counts whose probabilities differ by a factor of at most "
+            f"e^epsilon = {np.exp(eps):.3g}."
+        )
         release = self.data.release
         row_alpha = np.asarray(release.alpha if release is not None else alpha, float)
         if row_alpha.ndim == 1 and row_alpha.size:
             row_eps = np.asarray(privacy.epsilon_from(row_alpha, N), float)
-            text += (f"\n\n*Heterogeneous noise: each row has its own alpha "
-                     f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"
-                     f"{row_alpha.max():.3f}), so each row's own epsilon ranges "
-                     f"{row_eps.min():.3g}-{row_eps.max():.3g} for N = {N:g}. "
-                     f"The plots use the scalar settings above.*")
+            text += (
+                f"\n\n*Heterogeneous noise: each row has its own alpha "
+                f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"
+                f"{row_alpha.max():.3f}), so each row's own epsilon ranges "
+                f"{row_eps.min():.3g}-{row_eps.max():.3g} for N = {N:g}. "
+                f"The plots use the scalar settings above.*"
+            )
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
-        return {"privacy_skellam": self.skellam_plot(), "privacy_geometric": self.geometric_plot(),
-                "privacy_adversary": self.adversary_plot(), "privacy_log_ratio": self.log_ratio_plot()}
+        return {
+            "privacy_skellam": self.skellam_plot(),
+            "privacy_geometric": self.geometric_plot(),
+            "privacy_adversary": self.adversary_plot(),
+            "privacy_log_ratio": self.log_ratio_plot(),
+        }
 
     def __panel__(self):
         return pn.Column(
             self.summary,
-            pn.Row(pn.pane.HoloViews(self.skellam_plot, sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(self.geometric_plot, sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            pn.Row(
+                pn.pane.HoloViews(self.skellam_plot, sizing_mode="stretch_width"),
+                pn.pane.HoloViews(self.geometric_plot, sizing_mode="stretch_width"),
+                sizing_mode="stretch_width",
+            ),
             pn.widgets.IntSlider.from_param(self.param.y, width=300),
-            pn.Row(pn.pane.HoloViews(self.adversary_plot, sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(self.log_ratio_plot, sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            pn.Row(
+                pn.pane.HoloViews(self.adversary_plot, sizing_mode="stretch_width"),
+                pn.pane.HoloViews(self.log_ratio_plot, sizing_mode="stretch_width"),
+                sizing_mode="stretch_width",
+            ),
             sizing_mode="stretch_width",
         )

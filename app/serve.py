@@ -38,31 +38,60 @@ DEFAULT_MAX_UPLOAD = 64 * 2**20
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m app.serve", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m app.serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--port", type=int, default=5006)
-    parser.add_argument("--address", default="127.0.0.1",
-                        help="interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves the "
-                             "network, with --allow-websocket-origin for the name people use)")
-    parser.add_argument("--allow-websocket-origin", action="append", default=[], metavar="HOST[:PORT]",
-                        help="extra host names browsers may connect from (needed with --address 0.0.0.0)")
-    parser.add_argument("--sessions", type=int, default=None,
-                        help="sessions expected at once; each gets the memory limit divided by this (default 4)")
-    parser.add_argument("--max-upload", type=int, default=DEFAULT_MAX_UPLOAD, metavar="BYTES",
-                        help="largest websocket message, so the largest upload (default 64 MiB)")
-    parser.add_argument("--data-folder", action="append", default=[], type=Path,
-                        help="folder whose files sessions may read (repeatable)")
+    parser.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves the "
+        "network, with --allow-websocket-origin for the name people use)",
+    )
+    parser.add_argument(
+        "--allow-websocket-origin",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="extra host names browsers may connect from (needed with --address 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="sessions expected at once; each gets the memory limit divided by this (default 4)",
+    )
+    parser.add_argument(
+        "--max-upload",
+        type=int,
+        default=DEFAULT_MAX_UPLOAD,
+        metavar="BYTES",
+        help="largest websocket message, so the largest upload (default 64 MiB)",
+    )
+    parser.add_argument(
+        "--data-folder",
+        action="append",
+        default=[],
+        type=Path,
+        help="folder whose files sessions may read (repeatable)",
+    )
     parser.add_argument("--allow-downloads", action="store_true", help="let sessions download the Enron data")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="Dask scheduler the epsilon sweeps run on (e.g. tcp://host:8786; default: a local "
-                             "cluster of worker processes, started at the first sweep)")
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="Dask scheduler the epsilon sweeps run on (e.g. tcp://host:8786; default: a local "
+        "cluster of worker processes, started at the first sweep)",
+    )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
     if args.sessions is not None and args.sessions < 1:
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
     if args.address not in LOCAL and not args.allow_websocket_origin:
-        parser.error(f"--address {args.address} serves the network: also say which host name browsers use, "
-                     "e.g. --allow-websocket-origin myhost.example.org:5006")
+        parser.error(
+            f"--address {args.address} serves the network: also say which host name browsers use, "
+            "e.g. --allow-websocket-origin myhost.example.org:5006"
+        )
     return args
 
 
@@ -82,10 +111,19 @@ def main(argv=None):
     where = "this machine only" if args.address in LOCAL else "THE NETWORK (no authentication)"
     print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
     # Panel's own command (its resources served locally, like `panel serve`), with these flags
-    sys.argv = ["panel", "serve", str(REPO / "app" / "app.py"), "--port", str(args.port), "--address", args.address,
-                "--websocket-max-message-size", str(args.max_upload),
-                *[flag for origin in origins for flag in ("--allow-websocket-origin", origin)],
-                *(["--show"] if args.show else [])]
+    sys.argv = [
+        "panel",
+        "serve",
+        str(REPO / "app" / "app.py"),
+        "--port",
+        str(args.port),
+        "--address",
+        args.address,
+        "--websocket-max-message-size",
+        str(args.max_upload),
+        *[flag for origin in origins for flag in ("--allow-websocket-origin", origin)],
+        *(["--show"] if args.show else []),
+    ]
     panel()
 
 

@@ -12,10 +12,10 @@ settings shape the data set, how they map onto :func:`lpviz.datasets.load_data`
 and the source's own defaults (the paper's, where there is one).
 """
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import panel as pn
@@ -51,37 +51,76 @@ PLAIN_NOISE = dict(heterogeneous=False, holdout="none")
 
 SOURCES = {
     "synthetic-topics": Source(
-        "synthetic topics (Figure 3)", "synthetic-topics", ("n_docs", "n_words", "n_components", "seed"),
+        "synthetic topics (Figure 3)",
+        "synthetic-topics",
+        ("n_docs", "n_words", "n_components", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, n_topics=s.n_components, random_state=s.seed),
         dict(n_docs=90, n_words=15, n_components=3, epsilon=1.0, N=1.0, colour_scale="linear", **PLAIN_NOISE),
-        kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
+        kind="documents",
+        shape=lambda s: (s.n_docs, s.n_words),
+    ),
     "synthetic-blocks": Source(
-        "synthetic network (Figure 1)", "synthetic-blocks", ("size", "n_components", "seed"),
+        "synthetic network (Figure 1)",
+        "synthetic-blocks",
+        ("size", "n_components", "seed"),
         lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
-        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear", **PLAIN_NOISE), N_from_data=True,
-        kind="network", shape=lambda s: (s.size, s.size)),
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear", **PLAIN_NOISE),
+        N_from_data=True,
+        kind="network",
+        shape=lambda s: (s.size, s.size),
+    ),
     "enron-topics": Source(
-        "Enron emails x words (Figure 4)", "enron-topics", ("path", "n_docs", "n_words", "seed"),
+        "Enron emails x words (Figure 4)",
+        "enron-topics",
+        ("path", "n_docs", "n_words", "seed"),
         lambda s: dict(n_docs=s.n_docs, n_words=s.n_words, random_state=s.seed),
         dict(n_docs=1000, n_words=1000, n_components=10, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE),
-        takes_path=True, kind="documents", shape=lambda s: (s.n_docs, s.n_words)),
+        takes_path=True,
+        kind="documents",
+        shape=lambda s: (s.n_docs, s.n_words),
+    ),
     "enron-network": Source(
-        "Enron sender x recipient (Figure 5)", "enron-network", ("path", "min_count"),
+        "Enron sender x recipient (Figure 5)",
+        "enron-network",
+        ("path", "min_count"),
         lambda s: dict(min_count=s.min_count),
-        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE), takes_path=True,
-        kind="network"),
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE),
+        takes_path=True,
+        kind="network",
+    ),
     "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE)),
 }
 # Settings that only change the noise or the held-out cells (the data set stays).
-NOISE_PARAMETERS = ("epsilon", "N", "heterogeneous", "alpha0", "concentration", "noise_seed",
-                    "holdout", "holdout_fraction", "holdout_actors")
+NOISE_PARAMETERS = (
+    "epsilon",
+    "N",
+    "heterogeneous",
+    "alpha0",
+    "concentration",
+    "noise_seed",
+    "holdout",
+    "holdout_fraction",
+    "holdout_actors",
+)
 # Settings of the chains.
 # The engine's inferences (lpviz.engine.INFERENCES), as the dashboard names them.
 INFERENCE_LABELS = {"mcmc": "MCMC (Gibbs chains)", "vi": "VI (CAVI; runs to convergence, no burn-in)"}
 FIT_PARAMETERS = ("inference", "n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
 # Settings whose change discards fits (a new data set, release or model).
-DISCARDING_PARAMETERS = ("preset", "source", "path", "n_docs", "n_words", "size", "min_count", "seed", *NOISE_PARAMETERS,
-                         "inference", "n_components", "chain_seed")
+DISCARDING_PARAMETERS = (
+    "preset",
+    "source",
+    "path",
+    "n_docs",
+    "n_words",
+    "size",
+    "min_count",
+    "seed",
+    *NOISE_PARAMETERS,
+    "inference",
+    "n_components",
+    "chain_seed",
+)
 
 
 class ExplainedNumber(param.Number):
@@ -117,18 +156,24 @@ def method_options_class():
             choices.setdefault(option, [])
             choices[option] += [value for value in values if value not in choices[option]]
             owners.setdefault(option, []).append(name)
-    parameters = {option: param.Selector(default=values[0], objects=list(values),
-                                         doc=f"{option} of the {', '.join(owners[option])} method")
-                  for option, values in choices.items()}
+    parameters = {
+        option: param.Selector(
+            default=values[0], objects=list(values), doc=f"{option} of the {', '.join(owners[option])} method"
+        )
+        for option, values in choices.items()
+    }
     return param.parameterized_class("MethodOptions", parameters)
 
 
 class Settings(param.Parameterized):
     """Every value a person sets in the dashboard (and nothing derived from them)."""
 
-    preset = param.Selector(default="", objects=["", *PRESETS],
-                            doc="one of the paper's experiments (app.presets.PRESETS), '' for settings of your own")
-    source = param.Selector(default="synthetic-topics", objects=list(SOURCES), doc="data source")
+    preset: param.Selector = param.Selector(
+        default="",
+        objects=["", *PRESETS],
+        doc="one of the paper's experiments (app.presets.PRESETS), '' for settings of your own",
+    )
+    source: param.Selector = param.Selector(default="synthetic-topics", objects=list(SOURCES), doc="data source")
     path = param.String(default=str(DEFAULT_ENRON), doc="Enron tarball, maildir or emails.csv")
     n_docs = param.Integer(default=90, bounds=(2, 50_000), doc="documents")
     n_words = param.Integer(default=15, bounds=(2, 50_000), doc="vocabulary size")
@@ -137,25 +182,42 @@ class Settings(param.Parameterized):
     n_components = param.Integer(default=3, bounds=(1, 500), doc="topics or communities")
     seed = param.Integer(default=0, bounds=(0, None), doc="seed of the data set")
 
-    epsilon = ExplainedNumber(default=1.0, bounds=(0.01, 100), softbounds=(0.05, 10),
-                              reason="epsilon goes from 0.01 (almost nothing but noise) to 100 (almost no noise)",
-                              doc="privacy level: smaller is more private (more noise)")
-    N = ExplainedNumber(default=1.0, bounds=(1, None), softbounds=(1, 50),
-                        reason="two different count vectors are at least 1 apart, so N < 1 protects nothing",
-                        doc="precision: counts within N of each other are hard to tell apart")
+    epsilon = ExplainedNumber(
+        default=1.0,
+        bounds=(0.01, 100),
+        softbounds=(0.05, 10),
+        reason="epsilon goes from 0.01 (almost nothing but noise) to 100 (almost no noise)",
+        doc="privacy level: smaller is more private (more noise)",
+    )
+    N = ExplainedNumber(
+        default=1.0,
+        bounds=(1, None),
+        softbounds=(1, 50),
+        reason="two different count vectors are at least 1 apart, so N < 1 protects nothing",
+        doc="precision: counts within N of each other are hard to tell apart",
+    )
     heterogeneous = param.Boolean(default=False, doc="one alpha per row, drawn from a Beta")
-    alpha0 = param.Number(default=0.5, bounds=(0, 1), inclusive_bounds=(False, False),
-                          doc="mean alpha of the heterogeneous noise")
-    concentration = param.Number(default=10.0, bounds=(0, None), inclusive_bounds=(False, True),
-                                 doc="concentration of the per-row alphas around alpha0")
-    noise_seed = param.Integer(default=None, allow_None=True, bounds=(0, None),
-                               doc="seed of the simulated noise (random unless given)")
-    holdout = param.Selector(default="none", objects=list(HOLDOUTS), doc="cells left out of the fits")
+    alpha0 = param.Number(
+        default=0.5, bounds=(0, 1), inclusive_bounds=(False, False), doc="mean alpha of the heterogeneous noise"
+    )
+    concentration = param.Number(
+        default=10.0,
+        bounds=(0, None),
+        inclusive_bounds=(False, True),
+        doc="concentration of the per-row alphas around alpha0",
+    )
+    noise_seed = param.Integer(
+        default=None, allow_None=True, bounds=(0, None), doc="seed of the simulated noise (random unless given)"
+    )
+    holdout: param.Selector = param.Selector(default="none", objects=list(HOLDOUTS), doc="cells left out of the fits")
     holdout_fraction = param.Number(default=0.1, bounds=(0.01, 0.9), doc="share of cells held out")
     holdout_actors = param.Integer(default=3, bounds=(1, None), doc="top senders/recipients held out")
 
-    inference = param.Selector(default="mcmc", objects=list(INFERENCE_LABELS),
-                               doc="how every method fits: Gibbs chains (MCMC) or coordinate-ascent VI (CAVI)")
+    inference: param.Selector = param.Selector(
+        default="mcmc",
+        objects=list(INFERENCE_LABELS),
+        doc="how every method fits: Gibbs chains (MCMC) or coordinate-ascent VI (CAVI)",
+    )
     n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations per chain")
     burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
     thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
@@ -163,8 +225,11 @@ class Settings(param.Parameterized):
     chain_seed = param.Integer(default=0, bounds=(0, None), doc="seed of the chains")
     methods = param.ListSelector(default=[], objects=[], doc="methods to run")
     method_options = param.ClassSelector(class_=param.Parameterized, doc="options of the methods")
-    colour_scale = param.Selector(default="linear", objects=["linear", "log", "quantile"],
-                                  doc="colour scale of the rate heatmaps (log or quantile for heavy-tailed counts)")
+    colour_scale: param.Selector = param.Selector(
+        default="linear",
+        objects=["linear", "log", "quantile"],
+        doc="colour scale of the rate heatmaps (log or quantile for heavy-tailed counts)",
+    )
     pending = param.Dict(default={}, doc="changes held back because they would discard running fits")
     question = param.String(default="", doc="what confirming the pending changes would discard")
 
@@ -223,8 +288,7 @@ class Settings(param.Parameterized):
         self.param.update(pending={}, question="")
         # A put-back still waiting for its tick (the yes can arrive first on a busy server)
         # must not undo the yes; a value it never put back is already set: announce it again.
-        unchanged = [name for name, value in pending.items()
-                     if name in self._refused and getattr(self, name) == value]
+        unchanged = [name for name, value in pending.items() if name in self._refused and getattr(self, name) == value]
         for name in pending:
             self._refused.pop(name, None)
         with self.unguarded():
@@ -251,9 +315,13 @@ class Settings(param.Parameterized):
             self._reverting = True
             try:
                 with self.unguarded():
-                    self.param.update(**{event.name: event.old for event in events_left
-                                         if getattr(self, event.name) is event.new or
-                                         getattr(self, event.name) == event.new})
+                    self.param.update(
+                        **{
+                            event.name: event.old
+                            for event in events_left
+                            if getattr(self, event.name) is event.new or getattr(self, event.name) == event.new
+                        }
+                    )
             finally:
                 self._reverting = False
                 for event in events:
@@ -270,14 +338,20 @@ class Settings(param.Parameterized):
         whose new value is still the setting's value (a change refused or held back for a yes is not)."""
         if self._reverting:
             return []
-        return [event for event in events if event.name not in self._refused
-                and (getattr(self, event.name) is event.new or getattr(self, event.name) == event.new)]
+        return [
+            event
+            for event in events
+            if event.name not in self._refused
+            and (getattr(self, event.name) is event.new or getattr(self, event.name) == event.new)
+        ]
 
     def _check_schedule(self, *events):
         if self.burn_in + self.thin <= self.n_iter:
             return
-        reason = (f"burn-in {self.burn_in:,} + thin {self.thin:,} exceeds {self.n_iter:,} iterations, so no sample "
-                  "would be saved: raise the iterations first (or lower the burn-in or thin)")
+        reason = (
+            f"burn-in {self.burn_in:,} + thin {self.thin:,} exceeds {self.n_iter:,} iterations, so no sample "
+            "would be saved: raise the iterations first (or lower the burn-in or thin)"
+        )
         self.refuse(events)
         raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
 
@@ -309,9 +383,11 @@ class Settings(param.Parameterized):
             return
         self.refuse(events)
         changes = ", ".join(f"{event.name} = {event.new:g}" for event in events)
-        raise ValueError(f"{changes} refused: epsilon/N = {ratio:.3g} above {limit:.3g} noises a cell with probability "
-                         f"below {2 * NEGLIGIBLE_ALPHA:.0e}, so the release would be the true counts: raise N "
-                         "first (or lower epsilon)")
+        raise ValueError(
+            f"{changes} refused: epsilon/N = {ratio:.3g} above {limit:.3g} noises a cell with probability "
+            f"below {2 * NEGLIGIBLE_ALPHA:.0e}, so the release would be the true counts: raise N "
+            "first (or lower epsilon)"
+        )
 
     @property
     def source_spec(self):
@@ -322,8 +398,7 @@ class Settings(param.Parameterized):
         """Set the current source's own defaults (sizes, K, privacy level), except the settings
         named in ``keep`` (set together with the source, as a preset does)."""
         with self.unguarded():
-            self.param.update(**{name: value for name, value in self.source_spec.defaults.items()
-                                 if name not in keep})
+            self.param.update(**{name: value for name, value in self.source_spec.defaults.items() if name not in keep})
 
     def reset_to_defaults(self, *_):
         """Back to the current source's defaults (asking first if that discards running fits)."""
@@ -333,8 +408,11 @@ class Settings(param.Parameterized):
 
     def options_for(self, method_class):
         """The options of ``method_class`` as set here (``{option: value}``)."""
-        return {option: getattr(self.method_options, option) for option in method_class.options
-                if option in self.method_options.param}
+        return {
+            option: getattr(self.method_options, option)
+            for option in method_class.options
+            if option in self.method_options.param
+        }
 
     def redraw_noise(self, *_):
         """A fresh random noise seed: a new noised copy of the same data."""

@@ -52,11 +52,18 @@ class SweepView(pn.viewable.Viewer):
     """MAE, held-out MAE and NPMI against epsilon / N, drawn as a background grid of short fits finishes."""
 
     fits = param.ClassSelector(class_=Fits)
-    ratios = param.String(default="", label="epsilon / N values",
-                          doc="the noise levels of the sweep, separated by commas (default: 6 around the session's)")
-    n_iter = param.Integer(default=300, bounds=(10, 100_000), label="Iterations per fit",
-                           doc="iterations of each short fit (the first half burn-in)")
-    state = param.Selector(default="idle", objects=list(STATES))
+    ratios = param.String(
+        default="",
+        label="epsilon / N values",
+        doc="the noise levels of the sweep, separated by commas (default: 6 around the session's)",
+    )
+    n_iter = param.Integer(
+        default=300,
+        bounds=(10, 100_000),
+        label="Iterations per fit",
+        doc="iterations of each short fit (the first half burn-in)",
+    )
+    state: param.Selector = param.Selector(default="idle", objects=list(STATES))
     progress = param.String(default="")
     points = param.DataFrame(default=None, allow_None=True, doc="the finished fits, one row each")
 
@@ -83,14 +90,17 @@ class SweepView(pn.viewable.Viewer):
         self.cancel_button = pn.widgets.Button(label="Cancel", color="warning", width=100, disabled=True)
         self.run_button.on_click(self.run)
         self.cancel_button.on_click(self.cancel)
-        self.csv_download = pn.widgets.FileDownload(callback=self._csv, filename="epsilon_sweep.csv",
-                                                    label="Download CSV", disabled=True, width=160)
-        self.png_download = pn.widgets.FileDownload(callback=self._png_file, filename="epsilon_sweep.png",
-                                                    label="Download PNG", disabled=True, width=160)
+        self.csv_download = pn.widgets.FileDownload(
+            callback=self._csv, filename="epsilon_sweep.csv", label="Download CSV", disabled=True, width=160
+        )
+        self.png_download = pn.widgets.FileDownload(
+            callback=self._png_file, filename="epsilon_sweep.png", label="Download PNG", disabled=True, width=160
+        )
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False)
         # a plain HTML table: it needs no extra Panel extension in the template or the notebook
-        self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
-                                       sizing_mode="stretch_width")
+        self.table = pn.pane.DataFrame(
+            pd.DataFrame(), index=False, float_format="{:.4g}".format, sizing_mode="stretch_width"
+        )
         self.param.watch(self._update_widgets, ["state", "points"])
         if served():  # a closed page's sweep is cancelled with its session
             pn.state.on_session_destroyed(lambda session_context: self.cancel())
@@ -119,8 +129,10 @@ class SweepView(pn.viewable.Viewer):
         if data.release is None:
             return "no data yet: choose a data set first"
         if data.truth is None:
-            return ("this release came without its true counts: a sweep noises the true counts at other "
-                    "levels, which this release does not allow")
+            return (
+                "this release came without its true counts: a sweep noises the true counts at other "
+                "levels, which this release does not allow"
+            )
         try:
             data.data_spec()
         except ValueError as exc:
@@ -135,13 +147,26 @@ class SweepView(pn.viewable.Viewer):
         data, settings = self.fits.data, self.fits.settings
         holdout = None
         if settings.holdout != "none":
-            holdout = {"rule": settings.holdout, "fraction": settings.holdout_fraction,
-                       "n_actors": settings.holdout_actors, "seed": settings.noise_seed}
+            holdout = {
+                "rule": settings.holdout,
+                "fraction": settings.holdout_fraction,
+                "n_actors": settings.holdout_actors,
+                "seed": settings.noise_seed,
+            }
         methods = list(settings.methods)
-        return sweep_tasks(data.data_spec(), parse_ratios(self.ratios), methods, n_components=settings.n_components,
-                           N=float(settings.N), noise_seed=settings.noise_seed, holdout=holdout, model=data.model,
-                           n_iter=self.n_iter, chain_seed=settings.chain_seed,
-                           method_options={m: settings.options_for(registry.get(m)) for m in methods})
+        return sweep_tasks(
+            data.data_spec(),
+            parse_ratios(self.ratios),
+            methods,
+            n_components=settings.n_components,
+            N=float(settings.N),
+            noise_seed=settings.noise_seed,
+            holdout=holdout,
+            model=data.model,
+            n_iter=self.n_iter,
+            chain_seed=settings.chain_seed,
+            method_options={m: settings.options_for(registry.get(m)) for m in methods},
+        )
 
     # ---- control (event loop) -----------------------------------------------------------
     def run(self, *_):
@@ -164,8 +189,11 @@ class SweepView(pn.viewable.Viewer):
         self._png, self._png_generation = None, self._png_generation + 1
         # each worker holds one chain at a time: a session's share of the server bounds it
         self._run = SweepRun(tasks, scheduler=self.scheduler, memory_limit=session_limit()).start()
-        self.param.update(points=self._frame(), state="starting",
-                          progress=f"Starting {len(tasks)} fits of {self.n_iter:,} iterations ...")
+        self.param.update(
+            points=self._frame(),
+            state="starting",
+            progress=f"Starting {len(tasks)} fits of {self.n_iter:,} iterations ...",
+        )
         self._draining.start()
 
     def cancel(self, *_):
@@ -199,9 +227,11 @@ class SweepView(pn.viewable.Viewer):
             self._draining.stop()
             self._render_png()
         elif self._where or new:
-            updates.update(state="running",
-                           progress=f"Running {self._where or 'on the workers'}: {len(self._rows)} of {self._total} "
-                                    f"fits done, {seconds:.0f} s.")
+            updates.update(
+                state="running",
+                progress=f"Running {self._where or 'on the workers'}: {len(self._rows)} of {self._total} "
+                f"fits done, {seconds:.0f} s.",
+            )
         if updates:
             self.param.update(**updates)
         return len(new)
@@ -272,8 +302,10 @@ class SweepView(pn.viewable.Viewer):
     # ---- view -----------------------------------------------------------------------------
     def _title(self):
         settings = self.fits.settings
-        return (f"{settings.source_spec.label}, K = {settings.n_components}, {self.n_iter:,} iterations per fit "
-                f"(noise seed {settings.noise_seed}, chain seed {settings.chain_seed})")
+        return (
+            f"{settings.source_spec.label}, K = {settings.n_components}, {self.n_iter:,} iterations per fit "
+            f"(noise seed {settings.noise_seed}, chain seed {settings.chain_seed})"
+        )
 
     def _update_widgets(self, *_):
         running = self.state in ("starting", "running")
@@ -301,8 +333,9 @@ class SweepView(pn.viewable.Viewer):
         truth_fit = frame["epsilon_over_N"].isna()
         frame.loc[truth_fit, "epsilon_over_N"] = "(true counts)"
         frame.loc[truth_fit, "alpha"] = ""
-        return frame.rename(columns={"label": "method", "epsilon_over_N": "epsilon / N",
-                                     **{key: SCORE_LABELS[key] for key in shown}})
+        return frame.rename(
+            columns={"label": "method", "epsilon_over_N": "epsilon / N", **{key: SCORE_LABELS[key] for key in shown}}
+        )
 
     @staticmethod
     def figure(points, grid=()):
@@ -333,28 +366,46 @@ class SweepView(pn.viewable.Viewer):
                 marked = rows[rows[RATIO_COLUMN].notna()]
                 if len(marked):
                     layers.append(hv.Curve(marked, ratio, score, label=method_class.label).opts(**style))
-                    layers.append(hv.Scatter(marked, ratio, [score, "alpha", "seconds"], label=method_class.label)
-                                  .opts(size=8, tools=["hover"], **style))
+                    layers.append(
+                        hv.Scatter(marked, ratio, [score, "alpha", "seconds"], label=method_class.label).opts(
+                            size=8, tools=["hover"], **style
+                        )
+                    )
                 for value in rows.loc[rows[RATIO_COLUMN].isna(), key]:
                     flat = pd.DataFrame({RATIO_COLUMN: span, key: [value, value]})
-                    layers.append(hv.Curve(flat, ratio, score, label=method_class.label)
-                                  .opts(line_dash="dashed", **style))
+                    layers.append(
+                        hv.Curve(flat, ratio, score, label=method_class.label).opts(line_dash="dashed", **style)
+                    )
             # the legend once (the first plot), where the curves are lowest (they fall as epsilon / N grows)
-            plots.append(hv.Overlay(layers).opts(title=SCORE_LABELS[key], logx=True, responsive=True, xlim=xlim, padding=(0, 0.08),
-                                                 min_height=300, legend_position="top_right",
-                                                 show_legend=not plots))
+            plots.append(
+                hv.Overlay(layers).opts(
+                    title=SCORE_LABELS[key],
+                    logx=True,
+                    responsive=True,
+                    xlim=xlim,
+                    padding=(0, 0.08),
+                    min_height=300,
+                    legend_position="top_right",
+                    show_legend=not plots,
+                )
+            )
         return hv.Layout(plots).cols(3).opts(shared_axes=False) if plots else None
 
     def __panel__(self):
         settings = self.fits.settings
 
-        @pn.depends(settings.param.source, settings.param.heterogeneous, settings.param.methods,
-                    self.fits.data.param.release)
+        @pn.depends(
+            settings.param.source, settings.param.heterogeneous, settings.param.methods, self.fits.data.param.release
+        )
         def notes(*_):
-            lines = [("Short fits of the session's data set at each epsilon / N (the session's methods, sizes, "
-                      "held-out cells and seeds; only the noise level changes; every point uses the same noise "
-                      "seed, so the point at the session's own epsilon / N is its release). A fit of the true "
-                      "counts does not see the noise: one fit, drawn as a dashed line.")]
+            lines = [
+                (
+                    "Short fits of the session's data set at each epsilon / N (the session's methods, sizes, "
+                    "held-out cells and seeds; only the noise level changes; every point uses the same noise "
+                    "seed, so the point at the session's own epsilon / N is its release). A fit of the true "
+                    "counts does not see the noise: one fit, drawn as a dashed line."
+                )
+            ]
             if settings.heterogeneous:
                 lines.append("The session's noise is per row; the sweep noises every row alike, at each epsilon / N.")
             reason = self.unavailable_reason()
@@ -367,6 +418,7 @@ class SweepView(pn.viewable.Viewer):
             pn.widgets.IntInput.from_param(self.param.n_iter, width=140),
             pn.Column(pn.Spacer(height=18), pn.Row(self.run_button, self.cancel_button)),
             pn.Column(pn.Spacer(height=18), pn.Row(self.csv_download, self.png_download)),
-            sizing_mode="stretch_width")
+            sizing_mode="stretch_width",
+        )
         progress = pn.pane.Markdown(self.param.progress, sizing_mode="stretch_width")
         return pn.Column(notes, controls, progress, self.plot, self.table, sizing_mode="stretch_width")

@@ -25,37 +25,57 @@ class Step:
 
 
 STEPS = (
-    Step("The true counts", "Data & noise",
-         "A person holds counts: how often each word appears in each document, or how many e-mails each "
-         "sender sent each recipient. The first heatmap shows these **true counts**. In this simulation we "
-         "see them; in a real release only their owner does."),
-    Step("The noise a person adds", "Data & noise",
-         "Before releasing anything, the owner adds independent noise τ to every count, drawn from the "
-         "two-sided geometric law P(τ) = (1 − α)/(1 + α) · α^|τ| with α = exp(−ε/N) (or, with per-row noise, "
-         "each row's own α). Counts that differ by at most N then look alike up to a factor e^ε. The second heatmap is the **release**, the histogram "
-         "below it the noise drawn; a larger ε/N means less noise. The Privacy tab shows the guarantee."),
-    Step("What naive does with negative counts", "Data & noise",
-         "Noise makes some released counts negative, which no Poisson count can be. The **naive** fit "
-         "truncates them at 0 (third heatmap) and fits the result as if it were the true counts. A truncated "
-         "count is never below the noised one, whose mean is the true count, so the naive data are biased "
-         "upward, most of all where the true counts are small."),
-    Step("What the private sampler does (Bessel)", "Bessel",
-         "The **private** fit treats the true counts as unknown and samples them with the model: given the "
-         "released count ỹ and the current rate μ, a true count y ≥ 0 has probability ∝ Pois(y; μ) · α^|ỹ − y|. "
-         "The paper gets there by writing the noise as a difference of two Poisson counts: per cell it draws "
-         "a Bessel variable m ~ Bessel(|ỹ|, 2√((λ⁺ + μ) λ⁻)), then splits the positive part binomially into the "
-         "true count and noise. This tab shows the Bessel law (its mean and mode are less than 1 apart). The "
-         "default *collapsed* sampler draws y from the same conditional directly; choose the Bessel sampler "
-         "in the fit settings to see its draws here."),
-    Step("The scoreboard", "Fits",
-         "Every method runs one chain on the same release: **private** (models the noise), **naive** "
-         "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
-         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
-         "better, ★ the best) and R-hat (near 1: the chain has mixed). The private fit should beat the naive "
-         "one and come close to the non-private one.", starts_fits=True),
-    Step("The epsilon sweep", "Epsilon sweep",
-         "The same fits at several privacy levels ε: the smaller ε, the more noise. Naive's error grows "
-         "quickly as the noise grows, private's more slowly, and non-private's does not depend on ε."),
+    Step(
+        "The true counts",
+        "Data & noise",
+        "A person holds counts: how often each word appears in each document, or how many e-mails each "
+        "sender sent each recipient. The first heatmap shows these **true counts**. In this simulation we "
+        "see them; in a real release only their owner does.",
+    ),
+    Step(
+        "The noise a person adds",
+        "Data & noise",
+        "Before releasing anything, the owner adds independent noise τ to every count, drawn from the "
+        "two-sided geometric law P(τ) = (1 − α)/(1 + α) · α^|τ| with α = exp(−ε/N) (or, with per-row noise, "
+        "each row's own α). Counts that differ by at most N then look alike up to a factor e^ε. "
+        "The second heatmap is the **release**, the histogram "
+        "below it the noise drawn; a larger ε/N means less noise. The Privacy tab shows the guarantee.",
+    ),
+    Step(
+        "What naive does with negative counts",
+        "Data & noise",
+        "Noise makes some released counts negative, which no Poisson count can be. The **naive** fit "
+        "truncates them at 0 (third heatmap) and fits the result as if it were the true counts. A truncated "
+        "count is never below the noised one, whose mean is the true count, so the naive data are biased "
+        "upward, most of all where the true counts are small.",
+    ),
+    Step(
+        "What the private sampler does (Bessel)",
+        "Bessel",
+        "The **private** fit treats the true counts as unknown and samples them with the model: given the "
+        "released count ỹ and the current rate μ, a true count y ≥ 0 has probability ∝ Pois(y; μ) · α^|ỹ − y|. "
+        "The paper gets there by writing the noise as a difference of two Poisson counts: per cell it draws "
+        "a Bessel variable m ~ Bessel(|ỹ|, 2√((λ⁺ + μ) λ⁻)), then splits the positive part binomially into the "
+        "true count and noise. This tab shows the Bessel law (its mean and mode are less than 1 apart). The "
+        "default *collapsed* sampler draws y from the same conditional directly; choose the Bessel sampler "
+        "in the fit settings to see its draws here.",
+    ),
+    Step(
+        "The scoreboard",
+        "Fits",
+        "Every method runs one chain on the same release: **private** (models the noise), **naive** "
+        "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
+        "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
+        "better, ★ the best) and R-hat (near 1: the chain has mixed). The private fit should beat the naive "
+        "one and come close to the non-private one.",
+        starts_fits=True,
+    ),
+    Step(
+        "The epsilon sweep",
+        "Epsilon sweep",
+        "The same fits at several privacy levels ε: the smaller ε, the more noise. Naive's error grows "
+        "quickly as the noise grows, private's more slowly, and non-private's does not depend on ε.",
+    ),
 )
 
 
@@ -96,9 +116,14 @@ class Teaching(pn.viewable.Viewer):
         from app.privacy_view import PrivacyView
 
         data = self.fits.data
-        return pn.Tabs(("Data & noise", NoiseView(data=data)), ("Fits", FitsView(fits=self.fits)),
-                       ("Bessel", BesselView(fits=self.fits)), ("Privacy", PrivacyView(data=data)),
-                       dynamic=True, sizing_mode="stretch_width")
+        return pn.Tabs(
+            ("Data & noise", NoiseView(data=data)),
+            ("Fits", FitsView(fits=self.fits)),
+            ("Bessel", BesselView(fits=self.fits)),
+            ("Privacy", PrivacyView(data=data)),
+            dynamic=True,
+            sizing_mode="stretch_width",
+        )
 
     # ---- navigation -------------------------------------------------------------------
     @property
@@ -123,8 +148,10 @@ class Teaching(pn.viewable.Viewer):
         current = STEPS[step]
         notes = []
         if not self.select(current.tab):
-            notes.append(f"This dashboard has no *{current.tab}* tab yet: change ε in the sidebar and press "
-                         "Start on the Fits tab again to see the same effect by hand.")
+            notes.append(
+                f"This dashboard has no *{current.tab}* tab yet: change ε in the sidebar and press "
+                "Start on the Fits tab again to see the same effect by hand."
+            )
         elif current.starts_fits:
             notes.append(self._start_fits())
         self.param.update(step=step, note=" ".join(note for note in notes if note))
@@ -162,8 +189,13 @@ class Teaching(pn.viewable.Viewer):
         return pn.pane.Markdown(text, sizing_mode="stretch_width", name="teaching-step")
 
     def __panel__(self):
-        card = pn.Column(pn.Row(self._back, self._next), self._text, visible=self.param.on,
-                         sizing_mode="stretch_width", styles={"border-left": "4px solid #b2182b"})
+        card = pn.Column(
+            pn.Row(self._back, self._next),
+            self._text,
+            visible=self.param.on,
+            sizing_mode="stretch_width",
+            styles={"border-left": "4px solid #b2182b"},
+        )
         if self._standalone:
             return pn.Column(card, self.tabs, sizing_mode="stretch_width")
         toggle = pn.widgets.Toggle.from_param(self.param.on, label="Teaching mode", color="light")

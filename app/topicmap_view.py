@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LabelSet, TapTool
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, TapTool
+from bokeh.models.annotations import LabelSet
 from bokeh.plotting import figure
 
 from app.datastore import served
@@ -31,9 +32,9 @@ from app.throttle import VIEW_SECONDS
 from app.topics_view import topic_order
 from lpviz import topicmap
 
-CHOSEN_COLOUR = "#b2182b"   # the chosen topic and its partners (the header's red)
+CHOSEN_COLOUR = "#b2182b"  # the chosen topic and its partners (the header's red)
 TOPIC_COLOUR = "#92c5de"
-WORD_COLOUR = "#bdbdbd"     # a word's expected tokens overall
+WORD_COLOUR = "#bdbdbd"  # a word's expected tokens overall
 MAP_HEIGHT = 300
 BAR_ROW_PIXELS = 18
 # Circle radii in the map's units (Jensen-Shannon distances, at most 1 apart): area proportional to the
@@ -66,8 +67,11 @@ def compute_maps(fits, phi_true):
     :func:`lpviz.topicmap.align_to_reference`). Runs in any thread.
     """
     maps = {name: ordered_map(model, factors, phi_true) for name, model, factors in fits}
-    alignment = topicmap.align_to_reference({name: m.distributions for name, m in maps.items()},
-                                            next(iter(maps))) if maps else {}
+    alignment = (
+        topicmap.align_to_reference({name: m.distributions for name, m in maps.items()}, next(iter(maps)))
+        if maps
+        else {}
+    )
     return maps, alignment
 
 
@@ -75,60 +79,125 @@ def map_frame(topic_map, highlighted):
     """Columns of one map's circles: position, radius (area ~ size), label, colour."""
     sizes = topic_map.sizes
     colours = [CHOSEN_COLOUR if k == highlighted else TOPIC_COLOUR for k in range(len(sizes))]
-    return {"x": topic_map.coordinates[:, 0], "y": topic_map.coordinates[:, 1], "radius": RADIUS_SCALE * np.sqrt(sizes),
-            "topic": [str(k + 1) for k in range(len(sizes))], "share": 100 * sizes, "colour": colours,
-            "outline": [2.5 if k == highlighted else 1.0 for k in range(len(sizes))]}
+    return {
+        "x": topic_map.coordinates[:, 0],
+        "y": topic_map.coordinates[:, 1],
+        "radius": RADIUS_SCALE * np.sqrt(sizes),
+        "topic": [str(k + 1) for k in range(len(sizes))],
+        "share": 100 * sizes,
+        "colour": colours,
+        "outline": [2.5 if k == highlighted else 1.0 for k in range(len(sizes))],
+    }
 
 
 def bar_frame(topic_map, topic, labels, lambda_, n_words):
     """Columns of one topic's word bars, most relevant word first."""
     words = topic_map.top_words(topic, lambda_, n_words)
     totals = topic_map.word_counts.sum(axis=0)
-    return {"word": [labels[v] for v in words], "word_index": words, "overall": totals[words],
-            "in_topic": topic_map.word_counts[topic, words],
-            "relevance": topicmap.relevance(topic_map.distributions[topic:topic + 1], topic_map.word_frequency,
-                                            lambda_)[0, words]}
+    return {
+        "word": [labels[v] for v in words],
+        "word_index": words,
+        "overall": totals[words],
+        "in_topic": topic_map.word_counts[topic, words],
+        "relevance": topicmap.relevance(topic_map.distributions[topic : topic + 1], topic_map.word_frequency, lambda_)[
+            0, words
+        ],
+    }
 
 
 class MethodPanel:
     """One method's Bokeh map and bars, made once and updated in place (no figure is rebuilt)."""
 
     def __init__(self, title, on_tap):
-        self.map_source = ColumnDataSource({key: [] for key in ("x", "y", "radius", "topic", "share", "colour",
-                                                                "outline")})
-        self.bar_source = ColumnDataSource({key: [] for key in ("word", "word_index", "overall", "in_topic",
-                                                                "relevance")})
-        self.map = figure(title=title, height=MAP_HEIGHT, sizing_mode="stretch_width", match_aspect=True,
-                          tools="tap,pan,wheel_zoom,reset", toolbar_location="above",
-                          x_axis_label="PC1", y_axis_label="PC2")
-        circles = self.map.circle("x", "y", radius="radius", source=self.map_source, fill_color="colour",
-                                   fill_alpha=0.6, line_color="#2166ac", line_width="outline",
-                                   nonselection_fill_alpha=0.6, nonselection_fill_color="colour",
-                                   nonselection_line_alpha=1.0, selection_fill_alpha=0.6,
-                                   selection_fill_color="colour")
-        self.map.add_layout(LabelSet(x="x", y="y", text="topic", source=self.map_source, text_align="center",
-                                     text_baseline="middle", text_font_size="11pt"))
-        self.map.add_tools(HoverTool(renderers=[circles], tooltips=[("topic", "@topic"),
-                                                                    ("share of tokens", "@share{0.0}%")]))
+        self.map_source = ColumnDataSource(
+            {key: [] for key in ("x", "y", "radius", "topic", "share", "colour", "outline")}
+        )
+        self.bar_source = ColumnDataSource(
+            {key: [] for key in ("word", "word_index", "overall", "in_topic", "relevance")}
+        )
+        self.map = figure(
+            title=title,
+            height=MAP_HEIGHT,
+            sizing_mode="stretch_width",
+            match_aspect=True,
+            tools="tap,pan,wheel_zoom,reset",
+            toolbar_location="above",
+            x_axis_label="PC1",
+            y_axis_label="PC2",
+        )
+        circles = self.map.circle(
+            "x",
+            "y",
+            radius="radius",
+            source=self.map_source,
+            fill_color="colour",
+            fill_alpha=0.6,
+            line_color="#2166ac",
+            line_width="outline",
+            nonselection_fill_alpha=0.6,
+            nonselection_fill_color="colour",
+            nonselection_line_alpha=1.0,
+            selection_fill_alpha=0.6,
+            selection_fill_color="colour",
+        )
+        self.map.add_layout(
+            LabelSet(
+                x="x",
+                y="y",
+                text="topic",
+                source=self.map_source,
+                text_align="center",
+                text_baseline="middle",
+                text_font_size="11pt",
+            )
+        )
+        self.map.add_tools(
+            HoverTool(renderers=[circles], tooltips=[("topic", "@topic"), ("share of tokens", "@share{0.0}%")])
+        )
         self.map.select_one(TapTool).renderers = [circles]
         self.map.x_range.range_padding = self.map.y_range.range_padding = 0.1
-        self.bars = figure(title="", height=MAP_HEIGHT, sizing_mode="stretch_width", y_range=FactorRange(),
-                           tools="", toolbar_location=None, x_axis_label="expected tokens")
-        self.bars.hbar(y="word", right="overall", height=0.8, source=self.bar_source, color=WORD_COLOUR,
-                       legend_label="overall")
-        self.bars.hbar(y="word", right="in_topic", height=0.8, source=self.bar_source, color=CHOSEN_COLOUR,
-                       legend_label="in the topic")
-        self.bars.add_tools(HoverTool(tooltips=[("word", "@word"), ("overall", "@overall{0.0}"),
-                                                ("in the topic", "@in_topic{0.0}"),
-                                                ("relevance", "@relevance{0.000}")]))
+        self.bars = figure(
+            title="",
+            height=MAP_HEIGHT,
+            sizing_mode="stretch_width",
+            y_range=FactorRange(),
+            tools="",
+            toolbar_location=None,
+            x_axis_label="expected tokens",
+        )
+        self.bars.hbar(
+            y="word", right="overall", height=0.8, source=self.bar_source, color=WORD_COLOUR, legend_label="overall"
+        )
+        self.bars.hbar(
+            y="word",
+            right="in_topic",
+            height=0.8,
+            source=self.bar_source,
+            color=CHOSEN_COLOUR,
+            legend_label="in the topic",
+        )
+        self.bars.add_tools(
+            HoverTool(
+                tooltips=[
+                    ("word", "@word"),
+                    ("overall", "@overall{0.0}"),
+                    ("in the topic", "@in_topic{0.0}"),
+                    ("relevance", "@relevance{0.000}"),
+                ]
+            )
+        )
         legend = self.bars.legend[0]  # beneath the bars, never over them
         legend.orientation = "horizontal"
         self.bars.add_layout(legend, "below")
         self.bars.ygrid.grid_line_color = None
         self.map_source.selected.on_change("indices", lambda attr, old, new: new and on_tap(new[0]))
-        self.pane = pn.Column(pn.pane.Bokeh(self.map, sizing_mode="stretch_width"),
-                              pn.pane.Bokeh(self.bars, sizing_mode="stretch_width"),
-                              visible=False, sizing_mode="stretch_width", min_width=260)
+        self.pane = pn.Column(
+            pn.pane.Bokeh(self.map, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.bars, sizing_mode="stretch_width"),
+            visible=False,
+            sizing_mode="stretch_width",
+            min_width=260,
+        )
 
     def show_map(self, topic_map, highlighted):
         self.map_source.data = map_frame(topic_map, highlighted)
@@ -167,9 +236,13 @@ class TopicMapView(pn.viewable.Viewer):
     """
 
     fits = param.ClassSelector(class_=Fits)
-    relevance_lambda = param.Number(default=topicmap.DEFAULT_LAMBDA, bounds=(0.0, 1.0), step=0.01,
-                                    label="lambda (relevance)",
-                                    doc="1 ranks words by P(word | topic), 0 by lift P(word | topic) / P(word).")
+    relevance_lambda = param.Number(
+        default=topicmap.DEFAULT_LAMBDA,
+        bounds=(0.0, 1.0),
+        step=0.01,
+        label="lambda (relevance)",
+        doc="1 ranks words by P(word | topic), 0 by lift P(word | topic) / P(word).",
+    )
     n_words = param.Integer(default=15, bounds=(5, 40), doc="Words shown per topic.")
     maps = param.Dict(default={}, doc="method -> its TopicMap (topics numbered as on the Topics tab).")
     chosen = param.Tuple(default=None, length=2, allow_None=True, doc="(method, topic index) clicked last.")
@@ -225,8 +298,11 @@ class TopicMapView(pn.viewable.Viewer):
         truth = data.truth
         model = models.create(data.model, self.fits.settings.n_components)
         phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
-        fits = [(name, runner.result["model"], runner.result["best"]) for name, runner in self.fits.active.items()
-                if (runner.result or {}).get("best")]
+        fits = [
+            (name, runner.result["model"], runner.result["best"])
+            for name, runner in self.fits.active.items()
+            if (runner.result or {}).get("best")
+        ]
         return fits, phi_true
 
     def _compute_in_thread(self, doc):
@@ -285,8 +361,10 @@ class TopicMapView(pn.viewable.Viewer):
         """Each method's Bokeh map and bars, made when first needed (when the tab is first shown:
         six Bokeh figures cost a new session a third of a second)."""
         if self._panels is None:
-            self._panels = {name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
-                            for name, runner in self.fits.runners.items()}
+            self._panels = {
+                name: MethodPanel(runner.label, lambda topic, name=name: self.choose(name, topic))
+                for name, runner in self.fits.runners.items()
+            }
             if self._stale:
                 self._stale = False
                 self.refresh()
@@ -316,8 +394,9 @@ class TopicMapView(pn.viewable.Viewer):
         with pn.io.hold():
             for name, topic in self.partners.items():
                 topic_map = self.maps[name]
-                self._panels[name].show_bars(topic_map, topic, self.labels(len(topic_map.word_frequency)),
-                                             self.relevance_lambda, self.n_words)
+                self._panels[name].show_bars(
+                    topic_map, topic, self.labels(len(topic_map.word_frequency)), self.relevance_lambda, self.n_words
+                )
 
     def bar_words(self, method):
         """The words ``method`` shows now, most relevant first."""
@@ -329,21 +408,27 @@ class TopicMapView(pn.viewable.Viewer):
         if data.release is None:
             return pn.pane.Markdown("No data yet.")
         if not self.applies:
-            return pn.pane.Markdown(f"The topic map is for topic models; the current data are fitted with the "
-                                    f"{data.model} model: see the **Blocks** tab. Choose a documents x words source "
-                                    "(synthetic topics, Enron topics or a documents x words file) to map topics.")
-        text = ("Each circle is a topic of the method's best saved sample (numbered as on the Topics tab), placed "
-                "by classical scaling of the Jensen-Shannon distances between topics; its area is the topic's "
-                "share of the expected tokens. **Click a topic**: the other methods highlight their matching topic "
-                "(Hungarian algorithm). Bars rank words by relevance, lambda log P(w|k) + (1 - lambda) log "
-                "(P(w|k) / P(w)): lambda = 1 orders by probability in the topic, 0 by lift. Grey: a word's "
-                "expected tokens overall, red: in the topic (from the fitted factors, not the private counts).")
+            return pn.pane.Markdown(
+                f"The topic map is for topic models; the current data are fitted with the "
+                f"{data.model} model: see the **Blocks** tab. Choose a documents x words source "
+                "(synthetic topics, Enron topics or a documents x words file) to map topics."
+            )
+        text = (
+            "Each circle is a topic of the method's best saved sample (numbered as on the Topics tab), placed "
+            "by classical scaling of the Jensen-Shannon distances between topics; its area is the topic's "
+            "share of the expected tokens. **Click a topic**: the other methods highlight their matching topic "
+            "(Hungarian algorithm). Bars rank words by relevance, lambda log P(w|k) + (1 - lambda) log "
+            "(P(w|k) / P(w)): lambda = 1 orders by probability in the topic, 0 by lift. Grey: a word's "
+            "expected tokens overall, red: in the topic (from the fitted factors, not the private counts)."
+        )
         if self.error:
             text += f"\n\n**The map could not be drawn:** {self.error}"
         waiting = [runner.label for name, runner in self.fits.active.items() if name not in self.maps]
         if waiting:
-            text += (f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                     f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
+            text += (
+                f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
+                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
+            )
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 
     def figures(self):
@@ -356,24 +441,36 @@ class TopicMapView(pn.viewable.Viewer):
             circles = map_frame(topic_map, self.partners.get(name))
             angles = np.linspace(0, 2 * np.pi, 65)
             shapes = {True: [], False: []}
-            for x, y, radius, colour in zip(circles["x"], circles["y"], circles["radius"], circles["colour"]):
-                shapes[colour == CHOSEN_COLOUR].append({"x": x + radius * np.cos(angles),
-                                                        "y": y + radius * np.sin(angles)})
+            for x, y, radius, colour in zip(
+                circles["x"], circles["y"], circles["radius"], circles["colour"], strict=True
+            ):
+                shapes[colour == CHOSEN_COLOUR].append(
+                    {"x": x + radius * np.cos(angles), "y": y + radius * np.sin(angles)}
+                )
             # circles as polygons in map units: the same picture in Bokeh (HTML) and matplotlib (PNG)
-            plots.append((hv.Polygons(shapes[False]).opts(color=TOPIC_COLOUR, alpha=0.6, line_color="#2166ac")
-                          * hv.Polygons(shapes[True]).opts(color=CHOSEN_COLOUR, alpha=0.6, line_color="#2166ac")
-                          * hv.Labels(pd.DataFrame(circles), ["x", "y"], "topic").opts(text_color="black"))
-                         .opts(title=self.fits.runners[name].label, xlabel="PC1", ylabel="PC2", data_aspect=1))
+            plots.append(
+                (
+                    hv.Polygons(shapes[False]).opts(color=TOPIC_COLOUR, alpha=0.6, line_color="#2166ac")
+                    * hv.Polygons(shapes[True]).opts(color=CHOSEN_COLOUR, alpha=0.6, line_color="#2166ac")
+                    * hv.Labels(pd.DataFrame(circles), ["x", "y"], "topic").opts(text_color="black")
+                ).opts(title=self.fits.runners[name].label, xlabel="PC1", ylabel="PC2", data_aspect=1)
+            )
         for name, topic in self.partners.items():
             # each method's own word dimension: a layout shares axes of the same dimension, and would
             # give every method one merged word order
             word = f"{name} word"
-            bars = pd.DataFrame(bar_frame(self.maps[name], topic, labels_of[name], self.relevance_lambda,
-                                          self.n_words)).iloc[::-1].rename(columns={"word": word})
+            bars = (
+                pd.DataFrame(bar_frame(self.maps[name], topic, labels_of[name], self.relevance_lambda, self.n_words))
+                .iloc[::-1]
+                .rename(columns={"word": word})
+            )
             shown = {"invert_axes": True, "xlabel": "expected tokens", "ylabel": ""}
-            plots.append((hv.Bars(bars, word, "overall", label="overall").opts(color=WORD_COLOUR, **shown)
-                          * hv.Bars(bars, word, "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown))
-                         .opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}"))
+            plots.append(
+                (
+                    hv.Bars(bars, word, "overall", label="overall").opts(color=WORD_COLOUR, **shown)
+                    * hv.Bars(bars, word, "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown)
+                ).opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}")
+            )
         return {"topic_map": hv.Layout(plots).cols(len(self.maps))}
 
     @param.depends()
@@ -381,11 +478,16 @@ class TopicMapView(pn.viewable.Viewer):
         return pn.Row(*(panel.pane for panel in self.panels.values()), sizing_mode="stretch_width")
 
     def __panel__(self):
-        controls = pn.Row(pn.widgets.FloatSlider.from_param(self.param.relevance_lambda, width=300),
-                          pn.widgets.IntSlider.from_param(self.param.n_words, width=250))
+        controls = pn.Row(
+            pn.widgets.FloatSlider.from_param(self.param.relevance_lambda, width=300),
+            pn.widgets.IntSlider.from_param(self.param.n_words, width=250),
+        )
         # the figures are made when the tab is first shown, not with the session
         plots = pn.param.ParamMethod(self._plots, lazy=True, sizing_mode="stretch_width")
-        body = pn.Column(controls, plots,
-                         visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
-                         sizing_mode="stretch_width")
+        body = pn.Column(
+            controls,
+            plots,
+            visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
+            sizing_mode="stretch_width",
+        )
         return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -52,7 +52,7 @@ def _scores(top, Y_ref, n_top):
     npmi = metrics.npmi(top, Y_ref, top_n=n_top)
     for k in range(len(top)):  # one topic with a word absent from the reference must not blank the rest
         try:
-            coherence[k] = metrics.umass_coherence(top[k:k + 1], Y_ref, top_n=n_top)[0]
+            coherence[k] = metrics.umass_coherence(top[k : k + 1], Y_ref, top_n=n_top)[0]
         except ValueError:
             pass
     return npmi, coherence
@@ -73,16 +73,19 @@ def summarize_topics(phi, Y_ref, *, vocab=None, n_top=10, phi_true=None, method=
     distance = np.full(len(topics), np.nan)
     if phi_true is not None:
         truth = normalized_topics(phi_true)
-        distance[:len(truth)] = np.abs(topics[:len(truth)] - truth).sum(axis=1)
+        distance[: len(truth)] = np.abs(topics[: len(truth)] - truth).sum(axis=1)
     words = metrics.top_words(topics, n=n_top, vocab=list(vocab)) if vocab is not None else top.tolist()
-    table = pd.DataFrame({
-        "method": method,
-        "topic": np.arange(1, len(topics) + 1),
-        "top words": [", ".join(map(str, row)) for row in words],
-        "NPMI": npmi,
-        "coherence": coherence,
-        "L1 to truth": distance,
-    }, columns=list(TABLE_COLUMNS))
+    table = pd.DataFrame(
+        {
+            "method": method,
+            "topic": np.arange(1, len(topics) + 1),
+            "top words": [", ".join(map(str, row)) for row in words],
+            "NPMI": npmi,
+            "coherence": coherence,
+            "L1 to truth": distance,
+        },
+        columns=list(TABLE_COLUMNS),
+    )
     return topics, table
 
 
@@ -92,11 +95,13 @@ def term_topic_frame(topics, vocab, n_words):
     terms = list(dict.fromkeys(top.ravel().tolist()))  # topic by topic, first appearance kept
     labels = [str(vocab[v]) if vocab is not None else str(v) for v in terms]
     k_idx, t_idx = np.meshgrid(np.arange(len(topics)), np.arange(len(terms)), indexing="ij")
-    return pd.DataFrame({
-        "topic": (k_idx.ravel() + 1).astype(str),
-        "term": np.asarray(labels, dtype=object)[t_idx.ravel()],
-        "P(term | topic)": topics[:, terms][k_idx.ravel(), t_idx.ravel()] if len(terms) else [],
-    })
+    return pd.DataFrame(
+        {
+            "topic": (k_idx.ravel() + 1).astype(str),
+            "term": np.asarray(labels, dtype=object)[t_idx.ravel()],
+            "P(term | topic)": topics[:, terms][k_idx.ravel(), t_idx.ravel()] if len(terms) else [],
+        }
+    )
 
 
 class TopicsView(pn.viewable.Viewer):
@@ -116,8 +121,9 @@ class TopicsView(pn.viewable.Viewer):
     n_top = param.Integer(default=10, bounds=(2, 30), doc="Top words listed and scored per topic.")
     n_heatmap_words = param.Integer(default=5, bounds=(1, 20), doc="Top words per topic in the heatmap.")
     topics = param.Dict(default={}, doc="method label -> aligned P(word | topic), rows in display order.")
-    table = param.DataFrame(default=pd.DataFrame(columns=list(TABLE_COLUMNS)),
-                            doc="One row per method and topic: top words and scores.")
+    table = param.DataFrame(
+        default=pd.DataFrame(columns=list(TABLE_COLUMNS)), doc="One row per method and topic: top words and scores."
+    )
     scores = param.DataFrame(default=pd.DataFrame(), doc="Each method's topic scores (lpviz.metrics.score).")
 
     def __init__(self, **params):
@@ -152,12 +158,14 @@ class TopicsView(pn.viewable.Viewer):
         for runner in runners:
             phi = runner.result["model"].topics(runner.result["best"])
             aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
-            topics[runner.label], table = summarize_topics(phi, reference, vocab=vocab, n_top=self.n_top,
-                                                           phi_true=aligned_to, method=runner.label)
+            topics[runner.label], table = summarize_topics(
+                phi, reference, vocab=vocab, n_top=self.n_top, phi_true=aligned_to, method=runner.label
+            )
             tables.append(table)
         table = pd.concat(tables, ignore_index=True) if tables else self.param.table.default
-        self.param.update(topics=topics, table=table,
-                          scores=score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples")))
+        self.param.update(
+            topics=topics, table=table, scores=score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples"))
+        )
 
     def mean_scores(self):
         """Each method's NPMI, UMass and topic error: its :func:`lpviz.metrics.score`."""
@@ -173,10 +181,20 @@ class TopicsView(pn.viewable.Viewer):
             frame = term_topic_frame(topics, vocab, self.n_heatmap_words)
             n_terms = frame["term"].nunique()
             # one row of text per term (a fixed height made the labels of large vocabularies overlap)
-            plots.append(hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
-                title=name, cmap="Blues", colorbar=True, tools=["hover"], invert_yaxis=True,
-                height=max(320, TERM_ROW_PIXELS * n_terms + 90), responsive=True, xlabel="topic", ylabel="term",
-                fontsize={"yticks": "8pt"}))
+            plots.append(
+                hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
+                    title=name,
+                    cmap="Blues",
+                    colorbar=True,
+                    tools=["hover"],
+                    invert_yaxis=True,
+                    height=max(320, TERM_ROW_PIXELS * n_terms + 90),
+                    responsive=True,
+                    xlabel="topic",
+                    ylabel="term",
+                    fontsize={"yticks": "8pt"},
+                )
+            )
         return hv.Layout(plots).cols(len(plots))
 
     @param.depends("topics")
@@ -185,17 +203,24 @@ class TopicsView(pn.viewable.Viewer):
         if data.release is None:
             return pn.pane.Markdown("No data yet.")
         if not self.applies:
-            return pn.pane.Markdown(f"The current data are fitted with the {data.model} model, which has no "
-                                    "topics: see the **Blocks** tab. Choose a documents x words source "
-                                    "(synthetic topics, Enron topics or a documents x words file) to see topics here.")
+            return pn.pane.Markdown(
+                f"The current data are fitted with the {data.model} model, which has no "
+                "topics: see the **Blocks** tab. Choose a documents x words source "
+                "(synthetic topics, Enron topics or a documents x words file) to see topics here."
+            )
         waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.topics]
         truth = "Topics are aligned to the true topics (Hungarian algorithm); " if TRUTH in self.topics else ""
-        corpus = (f"scores use the true counts as reference corpus, top {self.n_top} words. "
-                  if data.truth is not None else "no scores: this release came without its true counts. ")
+        corpus = (
+            f"scores use the true counts as reference corpus, top {self.n_top} words. "
+            if data.truth is not None
+            else "no scores: this release came without its true counts. "
+        )
         text = f"{truth}{corpus}Each method shows the saved sample with the highest log joint."
         if waiting:
-            text += (f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                     f"{', '.join(waiting)}. Start the fits in the Fits tab.*")
+            text += (
+                f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
+                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
+            )
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 
     def figures(self):
@@ -204,14 +229,26 @@ class TopicsView(pn.viewable.Viewer):
 
     def __panel__(self):
         # Plain HTML tables: they need no extra Panel extension in the template or the notebook.
-        scores = pn.pane.DataFrame(self.param.scores, index=False, float_format="{:.4g}".format,
-                                   sizing_mode="stretch_width", name="topic-scores")
-        table = pn.pane.DataFrame(self.param.table, index=False, float_format="{:.3f}".format,
-                                  sizing_mode="stretch_width")
+        scores = pn.pane.DataFrame(
+            self.param.scores,
+            index=False,
+            float_format="{:.4g}".format,
+            sizing_mode="stretch_width",
+            name="topic-scores",
+        )
+        table = pn.pane.DataFrame(
+            self.param.table, index=False, float_format="{:.3f}".format, sizing_mode="stretch_width"
+        )
         # made once, shown only when the model has topics (the status explains otherwise)
         body = pn.Column(
-            pn.Row(pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
-                   pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250)),
-            scores, table, pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
-            visible=pn.bind(lambda model: self.applies, self.fits.data.param.model), sizing_mode="stretch_width")
+            pn.Row(
+                pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
+                pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250),
+            ),
+            scores,
+            table,
+            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
+            visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
+            sizing_mode="stretch_width",
+        )
         return pn.Column(self.status, body, sizing_mode="stretch_width")

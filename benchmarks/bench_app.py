@@ -44,8 +44,16 @@ from app.fits import Fits, warm_up_kernels  # noqa: E402
 from app.settings import DEFAULT_ENRON, Settings  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 N_ITER_LONG = 2_000_000
 # Enron's factors are 160 KB a sample: 2,000,000 iterations would save more than a session may
 # hold (the dashboard refuses them at Start), and a run here is a minute at most anyway.
@@ -55,6 +63,8 @@ N_ITER_LONG_ENRON = 50_000
 def long_run(source):
     """Iterations of a run that does not end during a measurement."""
     return N_ITER_LONG if source == "synthetic-topics" else N_ITER_LONG_ENRON
+
+
 TRACE_POINTS_JS = """
 () => {
   let total = 0;
@@ -92,7 +102,7 @@ def thread_cpu_seconds(pid):
         except OSError:
             continue
         name = "event loop" if task.name == str(pid) else "other threads"
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
     return seconds
 
@@ -109,8 +119,8 @@ def browser_cpu_seconds():
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if "chrom" in stat[stat.index("(") + 1:stat.rindex(")")].lower():
-            fields = stat[stat.rindex(")") + 2:].split()
+        if "chrom" in stat[stat.index("(") + 1 : stat.rindex(")")].lower():
+            fields = stat[stat.rindex(")") + 2 :].split()
             total += (int(fields[11]) + int(fields[12])) / ticks
     return total
 
@@ -178,9 +188,17 @@ def bare_chain_rate(problem, name, seconds, out=None):
     from lpviz.engine import run
 
     method = methods.create(name)
-    chain_run = run(problem.release, model=problem.model, method=method, n_components=problem.n_components,
-                    n_iter=N_ITER_LONG_ENRON, burn_in=100, thin=25,
-                    truth=problem.truth if method.uses_truth else None, random_state=0)
+    chain_run = run(
+        problem.release,
+        model=problem.model,
+        method=method,
+        n_components=problem.n_components,
+        n_iter=N_ITER_LONG_ENRON,
+        burn_in=100,
+        thin=25,
+        truth=problem.truth if method.uses_truth else None,
+        random_state=0,
+    )
     next(chain_run)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -210,8 +228,14 @@ def memory_run(fits, seconds, sample_every=5.0):
         time.sleep(0.2)
         fits.drain()
         if now >= next_sample:
-            samples.append((now, rss_mb(), sum(len(r.buffer.data) for r in fits.runners.values()),
-                            sum(r.iteration for r in fits.runners.values())))
+            samples.append(
+                (
+                    now,
+                    rss_mb(),
+                    sum(len(r.buffer.data) for r in fits.runners.values()),
+                    sum(r.iteration for r in fits.runners.values()),
+                )
+            )
             next_sample += sample_every
     fits.reset()
     return np.array(samples)
@@ -232,9 +256,11 @@ def in_process(case, seconds):
     print(f"   {'method':<11} {'bare, alone':>12} {'bare, threads':>14} {'app runners':>12}")
     for m in names:
         print(f"   {m:<11} {reference[m]:>12,.1f} {threaded[m]:>14,.1f} {app[m]:>12,.1f}")
-    print(f"   slowest chain in the app: {min(app.values()):,.1f} it/s; pause (click -> every worker "
-          f"acknowledged, rows handed over) {pause * 1000:.0f} ms; stop (click -> every worker gone) "
-          f"{stop * 1000:.0f} ms")
+    print(
+        f"   slowest chain in the app: {min(app.values()):,.1f} it/s; pause (click -> every worker "
+        f"acknowledged, rows handed over) {pause * 1000:.0f} ms; stop (click -> every worker gone) "
+        f"{stop * 1000:.0f} ms"
+    )
     fits.close()
     return fits
 
@@ -247,12 +273,26 @@ def served_run(case, seconds, app_dir):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=str(app_dir))
-    command = ([sys.executable, "-m", "app.serve", "--port", str(port)] if (app_dir / "app" / "serve.py").exists()
-               else [sys.executable, "-m", "panel", "serve", str(app_dir / "app" / "app.py"), "--port", str(port),
-                     "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"])
-    server = subprocess.Popen(command,
-                              cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    command = (
+        [sys.executable, "-m", "app.serve", "--port", str(port)]
+        if (app_dir / "app" / "serve.py").exists()
+        else [
+            sys.executable,
+            "-m",
+            "panel",
+            "serve",
+            str(app_dir / "app" / "app.py"),
+            "--port",
+            str(port),
+            "--address",
+            "127.0.0.1",
+            "--allow-websocket-origin",
+            f"127.0.0.1:{port}",
+        ]
+    )
+    server = subprocess.Popen(
+        command, cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}/app"
     try:
         for _ in range(480):
@@ -271,8 +311,9 @@ def served_run(case, seconds, app_dir):
                 # the data selector: the one offering an Enron source (the presets have their own)
                 select = page.locator("select:has(option:has-text('Enron'))").last
                 labels = select.locator("option").all_inner_texts()
-                label = next((text for text in labels if "Enron" in text and ("words" in text or "topics" in text)),
-                             None)
+                label = next(
+                    (text for text in labels if "Enron" in text and ("words" in text or "topics" in text)), None
+                )
                 select.select_option(label=label) if label else select.select_option(CASES[case]["source"])
                 page.get_by_text(re.compile(r"1,000 x 1,000")).first.wait_for()
             page.get_by_text("Fit settings").first.click()
@@ -284,15 +325,21 @@ def served_run(case, seconds, app_dir):
             page.wait_for_timeout(5000)  # the session's kernel warm-up
             # timed inside the page: from the click to the first point in the plot data
             button = page.get_by_role("button", name="Start").element_handle()
-            latency = page.evaluate(f"""async (button) => {{
+            latency = page.evaluate(
+                f"""async (button) => {{
                 const count = {TRACE_POINTS_JS};
                 const start = performance.now();
                 button.click();
                 while (count() === 0) await new Promise(resolve => setTimeout(resolve, 5));
                 return (performance.now() - start) / 1000;
-            }}""", button)
-            iterations = lambda: [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", ""))  # noqa
-                                  for line in page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()]
+            }}""",
+                button,
+            )
+
+            def iterations(page=page):
+                lines = page.get_by_text(re.compile(r"iteration [\d,]+ / ")).all_inner_texts()
+                return [int(re.search(r"iteration ([\d,]+) /", line).group(1).replace(",", "")) for line in lines]
+
             samples, begin, cpu_before = [], time.perf_counter(), thread_cpu_seconds(server.pid)
             browser_before, first_iterations = browser_cpu_seconds(), iterations()
             while (now := time.perf_counter() - begin) < seconds:
@@ -305,9 +352,12 @@ def served_run(case, seconds, app_dir):
             rates = [float(re.search(r"([\d,.]+) it/s", line).group(1).replace(",", "")) for line in lines]
             at_click = iterations()
             # the page's iteration counts over the whole run (its it/s reads the last second or so)
-            averages = [(b - a) / (time.perf_counter() - begin) for a, b in zip(first_iterations, at_click)]
+            averages = [
+                (b - a) / (time.perf_counter() - begin) for a, b in zip(first_iterations, at_click, strict=True)
+            ]
             pause = page.get_by_role("button", name="Pause").element_handle()
-            pause_latency = page.evaluate(f"""async (button) => {{
+            pause_latency = page.evaluate(
+                f"""async (button) => {{
                 const count = {TRACE_POINTS_JS};
                 const start = performance.now();
                 button.click();
@@ -318,8 +368,10 @@ def served_run(case, seconds, app_dir):
                     if (now !== last) {{ last = now; changed = performance.now(); }}
                 }}
                 return (changed - start) / 1000;
-            }}""", pause)
-            after = [b - a for a, b in zip(at_click, iterations())]
+            }}""",
+                pause,
+            )
+            after = [b - a for a, b in zip(at_click, iterations(), strict=True)]
             browser.close()
         return latency, (rates, averages), pause_latency, after, np.array(samples), cpu
     finally:
@@ -349,9 +401,11 @@ def main():
             fits = session("figure3")
             samples = memory_run(fits, args.memory_seconds)
             for t, rss, rows, iterations in samples[:: max(1, len(samples) // 6)]:
-                print(f"   t={t:6.1f} s  RSS {rss:7.1f} MB  buffered rows {int(rows):>6,}  "
-                      f"iterations {int(iterations):>9,}")
-            half = samples[len(samples) // 2:]
+                print(
+                    f"   t={t:6.1f} s  RSS {rss:7.1f} MB  buffered rows {int(rows):>6,}  "
+                    f"iterations {int(iterations):>9,}"
+                )
+            half = samples[len(samples) // 2 :]
             slope = np.polyfit(half[:, 0], half[:, 1], 1)[0] * 60 if len(half) > 2 else float("nan")
             print(f"   RSS slope over the second half: {slope:+.2f} MB/min")
             fits.close()
@@ -364,14 +418,22 @@ def main():
         latency, rates, pause, after, samples, cpu = served_run(case, args.served_seconds, args.app_dir.resolve())
         print(f"   Start click -> first point in the browser: {latency:.2f} s")
         rates, averages = rates
-        print(f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}; "
-              f"over the whole run (the page's iteration counts): {', '.join(f'{r:,.0f}' for r in averages)}")
-        print(f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
-              f"{', '.join(f'{n:,}' for n in after)}")
-        print(f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
-              f"{int(samples[-1, 2]):,}")
-        print("   CPU seconds per second of the run (server threads; the browser): "
-              + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01))
+        print(
+            f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}; "
+            f"over the whole run (the page's iteration counts): {', '.join(f'{r:,.0f}' for r in averages)}"
+        )
+        print(
+            f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
+            f"{', '.join(f'{n:,}' for n in after)}"
+        )
+        print(
+            f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
+            f"{int(samples[-1, 2]):,}"
+        )
+        print(
+            "   CPU seconds per second of the run (server threads; the browser): "
+            + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01)
+        )
 
 
 if __name__ == "__main__":

@@ -52,13 +52,23 @@ from lpviz import accounting
 from lpviz.central import PrivateLDA
 from lpviz.metrics import aligned_topic_distance
 
-PAPER = dict(n_docs=400_000, batch_size=20_000, noise_multiplier=1.24, delta=1e-4, epsilon=2.44,
-             n_topics=50, n_words=8_000, doc_length=500, clip=0.1)
+PAPER = dict(
+    n_docs=400_000,
+    batch_size=20_000,
+    noise_multiplier=1.24,
+    delta=1e-4,
+    epsilon=2.44,
+    n_topics=50,
+    n_words=8_000,
+    doc_length=500,
+    clip=0.1,
+)
 
 
 # ---------------------------------------------------------------------------
 # 1. accountants
 # ---------------------------------------------------------------------------
+
 
 def accountant_comparison():
     q = PAPER["batch_size"] / PAPER["n_docs"]
@@ -81,6 +91,7 @@ def accountant_comparison():
 # 2. what it would take
 # ---------------------------------------------------------------------------
 
+
 def lambda_noise_factor(steps, learning_offset=10.0, learning_decay=0.7):
     """sqrt(sum w_t^2) / sum w_t for the M-step weights w_t = rho_t prod_{s>t} (1 - rho_s)."""
     rho = (learning_offset + np.arange(1, steps + 1)) ** -learning_decay
@@ -99,9 +110,11 @@ def requirement_table(batch_sizes, epsilons, accountants, n_docs=400_000, delta=
         return per_step, per_step * lambda_noise_factor(math.ceil(n_docs / batch_size))
 
     paper_step, paper_final = ratios(PAPER["batch_size"], PAPER["noise_multiplier"])
-    print(f"2. What it takes: D = {n_docs:,} documents, one epoch, delta = {delta:g}; "
-          f"Delta = a N = {PAPER['clip']} x {PAPER['doc_length']} = {sensitivity:g}; "
-          f"K = {PAPER['n_topics']}, V = {PAPER['n_words']:,}")
+    print(
+        f"2. What it takes: D = {n_docs:,} documents, one epoch, delta = {delta:g}; "
+        f"Delta = a N = {PAPER['clip']} x {PAPER['doc_length']} = {sensitivity:g}; "
+        f"K = {PAPER['n_topics']}, V = {PAPER['n_words']:,}"
+    )
     print("   noise/mean = per-entry noise std over the mean entry of the batch statistic (S N / (K V));")
     print("   final = the same for the topics lambda_T after the M-step's averaging over T steps")
     print(f"   paper's run (S = 20,000, sigma = 1.24, T = 20): noise/mean {paper_step:.2f}, final {paper_final:.3f}")
@@ -120,8 +133,10 @@ def requirement_table(batch_sizes, epsilons, accountants, n_docs=400_000, delta=
             mean_entry = batch_size * PAPER["doc_length"] / cells
             row = f"   {epsilon:>7g} {batch_size:>8,} {steps:>5} {q:>7.4f}"
             row += "".join(f" {sigma:>10.3f}" for sigma in sigmas)
-            row += (f" {sigmas[0] * sensitivity:>10.1f} {mean_entry:>10.2f} {per_step:>10.2f} {final:>7.3f}"
-                    f" {final / paper_final:>7.2f}x")
+            row += (
+                f" {sigmas[0] * sensitivity:>10.1f} {mean_entry:>10.2f} {per_step:>10.2f} {final:>7.3f}"
+                f" {final / paper_final:>7.2f}x"
+            )
             print(row, flush=True)
     print("   vs paper <= 1x: the final topics are at most as noisy, relative to their signal, as in the")
     print("   paper's published run (its Figure 2 perplexity regime); larger batches buy that with fewer steps.")
@@ -131,6 +146,7 @@ def requirement_table(batch_sizes, epsilons, accountants, n_docs=400_000, delta=
 # ---------------------------------------------------------------------------
 # 3. fit speed against scikit-learn
 # ---------------------------------------------------------------------------
+
 
 def synthetic_corpus(n_docs, n_words, n_topics, mean_length, seed=0):
     """LDA documents with log-normal lengths (mean ``mean_length``) and sparse Dirichlet(0.01) topics."""
@@ -157,15 +173,18 @@ def time_fits(X, n_topics, batch_size, topics=None, label="", repeats=1):
 
     n_docs = X.shape[0]
     steps = math.ceil(n_docs / batch_size)
-    print(f"   {label}: {n_docs:,} x {X.shape[1]:,}, {X.nnz:,} nonzeros, {X.sum() / n_docs:.0f} tokens/document, "
-          f"K = {n_topics}, batch {batch_size}, one epoch ({steps} steps)")
+    print(
+        f"   {label}: {n_docs:,} x {X.shape[1]:,}, {X.nnz:,} nonzeros, {X.sum() / n_docs:.0f} tokens/document, "
+        f"K = {n_topics}, batch {batch_size}, one epoch ({steps} steps)"
+    )
     print(f"   {'fit':<44} {'total s':>8} {'s/step':>8} {'accounting s':>12} {'distance':>8}")
     # compile (or load) the serial and the parallel E-step outside the timings
     PrivateLDA(n_topics, noise_multiplier=0, batch_size=10, random_state=0).fit(X[:20])
     PrivateLDA(n_topics, noise_multiplier=0, batch_size=1000, random_state=0).fit(X[:1000])
-    runs = [("PrivateLDA, noise_multiplier=0, clip=None",
-             dict(noise_multiplier=0, clip=None)),
-            ("PrivateLDA, epsilon=1 (PLD), clip=0.1, N=100", dict(epsilon=1.0, doc_length=100))]
+    runs = [
+        ("PrivateLDA, noise_multiplier=0, clip=None", dict(noise_multiplier=0, clip=None)),
+        ("PrivateLDA, epsilon=1 (PLD), clip=0.1, N=100", dict(epsilon=1.0, doc_length=100)),
+    ]
     for name, params in runs:
         totals, loops = [], []
         for _ in range(repeats):  # best of the repeats (the machine may be shared)
@@ -175,18 +194,24 @@ def time_fits(X, n_topics, batch_size, topics=None, label="", repeats=1):
             loops.append(model.trace_.seconds.sum())
         total, step_seconds = min(totals), min(loops)
         distance = "" if topics is None else f"{aligned_topic_distance(model.components_, topics):8.3f}"
-        print(f"   {name:<44} {total:>8.2f} {step_seconds / model.n_steps_:>8.4f} {total - step_seconds:>12.2f} "
-              f"{distance}", flush=True)
+        print(
+            f"   {name:<44} {total:>8.2f} {step_seconds / model.n_steps_:>8.4f} {total - step_seconds:>12.2f} "
+            f"{distance}",
+            flush=True,
+        )
     totals = []
     for _ in range(repeats):
         started = time.perf_counter()
-        reference = LatentDirichletAllocation(n_topics, learning_method="online", batch_size=batch_size,
-                                              max_iter=1, total_samples=n_docs, random_state=0).fit(X)
+        reference = LatentDirichletAllocation(
+            n_topics, learning_method="online", batch_size=batch_size, max_iter=1, total_samples=n_docs, random_state=0
+        ).fit(X)
         totals.append(time.perf_counter() - started)
     total = min(totals)
     distance = "" if topics is None else f"{aligned_topic_distance(reference.components_, topics):8.3f}"
-    print(f"   {'scikit-learn online LDA (reference)':<44} {total:>8.2f} {total / steps:>8.4f} {'-':>12} "
-          f"{distance}", flush=True)
+    print(
+        f"   {'scikit-learn online LDA (reference)':<44} {total:>8.2f} {total / steps:>8.4f} {'-':>12} {distance}",
+        flush=True,
+    )
 
 
 def speed(quick, enron, repeats):
@@ -212,8 +237,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="time each fit this many times, keep the best")
     args = parser.parse_args()
     accountant_comparison()
-    requirement_table(batch_sizes=(5_000, 10_000, 20_000, 50_000, 100_000), epsilons=(0.5, 1, 2, 4),
-                      accountants=("rdp",) if args.quick else ("pld", "rdp"))
+    requirement_table(
+        batch_sizes=(5_000, 10_000, 20_000, 50_000, 100_000),
+        epsilons=(0.5, 1, 2, 4),
+        accountants=("rdp",) if args.quick else ("pld", "rdp"),
+    )
     speed(args.quick, args.enron, args.repeats)
 
 

@@ -33,10 +33,18 @@ import time
 import numpy as np
 from numba import njit
 
-from lpviz.methods import private as models  # the Bessel route's per-cell steps
 from lpviz._random import seed_state, seed_stream, uniform
-from lpviz.collapsed import (_UPWARD_MAX_MODE, _mode, _sample_rejection, _upward_search, log_marginal_nb,
-                             sample_poisson, sample_true_count, sample_true_count_and_log_marginal)
+from lpviz.collapsed import (
+    _UPWARD_MAX_MODE,
+    _mode,
+    _sample_rejection,
+    _upward_search,
+    log_marginal_nb,
+    sample_poisson,
+    sample_true_count,
+    sample_true_count_and_log_marginal,
+)
+from lpviz.methods import private as models  # the Bessel route's per-cell steps
 
 N_CELLS = 100_000
 N_SWEEPS = 4
@@ -91,8 +99,7 @@ def bessel_sweeps(ytil, mu, alpha, lambda_plus, lambda_minus, n_sweeps, chain_se
         seed_stream(chain_seed, sweep, 0)
         seed_state(state, chain_seed, sweep, 0)
         for i in range(ytil.size):
-            y, g_plus, g_minus, _ = models.sample_true_count(ytil[i], mu[i], lambda_plus[i], lambda_minus[i],
-                                                             state)
+            y, g_plus, g_minus, _ = models.sample_true_count(ytil[i], mu[i], lambda_plus[i], lambda_minus[i], state)
             lambda_plus[i], lambda_minus[i] = models.draw_noise_rates(g_plus, g_minus, alpha, state)
             total += y
     return total
@@ -174,8 +181,10 @@ def main():
     rng = np.random.default_rng(20190609)
     regimes = ["fig3", "synthetic", "network a=e^-1", "network a=e^-0.1"]
     print(f"{N_CELLS:,} cells x {N_SWEEPS} sweeps, one thread; ns per cell (M draws/s)")
-    print(f"{'regime':<18}{'ytil>0':>7}{'collapsed':>16}{'+ log marg.':>16}{'bessel route':>16}{'speed-up':>9}"
-          f"{'log marg. alone':>16}{'brute':>9}")
+    print(
+        f"{'regime':<18}{'ytil>0':>7}{'collapsed':>16}{'+ log marg.':>16}{'bessel route':>16}{'speed-up':>9}"
+        f"{'log marg. alone':>16}{'brute':>9}"
+    )
     for name in regimes:
         key = "network=" + name.split("e^-")[1] if name.startswith("network") else name
         ytil, mu, alpha = make_cells(key, rng)
@@ -190,10 +199,12 @@ def main():
         t_marginal = seconds(log_marginal_sum, ytil, mu, alpha) / N_CELLS * 1e9
         few = slice(0, N_CELLS // 20)
         t_brute = seconds(brute_log_marginal_sum, ytil[few], mu[few], alpha) / (N_CELLS // 20) * 1e9
-        print(f"{name:<18}{np.mean(ytil > 0):>7.0%}"
-              f"{t_collapsed:>8.1f} ({1e3 / t_collapsed:5.1f}){t_fused:>8.1f} ({1e3 / t_fused:5.1f})"
-              f"{t_bessel:>8.1f} ({1e3 / t_bessel:5.1f}){t_bessel / t_collapsed:>8.1f}x"
-              f"{t_marginal:>16.1f}{t_brute:>9.0f}")
+        print(
+            f"{name:<18}{np.mean(ytil > 0):>7.0%}"
+            f"{t_collapsed:>8.1f} ({1e3 / t_collapsed:5.1f}){t_fused:>8.1f} ({1e3 / t_fused:5.1f})"
+            f"{t_bessel:>8.1f} ({1e3 / t_bessel:5.1f}){t_bessel / t_collapsed:>8.1f}x"
+            f"{t_marginal:>16.1f}{t_brute:>9.0f}"
+        )
 
     n = 200_000
     print("\nPoisson draws, ns per draw: sample_poisson (xoshiro) vs numba np.random.poisson")
@@ -203,8 +214,10 @@ def main():
         print(f"  lam={lam:<9g}{ours:8.1f}{numba_ref:10.1f}")
 
     n = 100_000
-    print("\nForced branches, ns per draw (upward inversion / rejection); "
-          f"sample_true_count inverts up to mode {_UPWARD_MAX_MODE:g}")
+    print(
+        "\nForced branches, ns per draw (upward inversion / rejection); "
+        f"sample_true_count inverts up to mode {_UPWARD_MAX_MODE:g}"
+    )
     for mode in [2, 4, 8, 12, 16, 24, 32, 48, 64]:
         # both pieces in play: ytil at the mode of Pois(mu), alpha = 0.8
         mu = mode + 0.5
@@ -213,8 +226,7 @@ def main():
         for ytil, m, alpha in cells:
             row.append(seconds(forced_branch, 0, ytil, m, alpha, n) / n * 1e9)
             row.append(seconds(forced_branch, 1, ytil, m, alpha, n) / n * 1e9)
-        print(f"  mode~{mode:<4} kink: {row[0]:6.1f} / {row[1]:6.1f}    "
-              f"below the kink: {row[2]:6.1f} / {row[3]:6.1f}")
+        print(f"  mode~{mode:<4} kink: {row[0]:6.1f} / {row[1]:6.1f}    below the kink: {row[2]:6.1f} / {row[3]:6.1f}")
 
 
 if __name__ == "__main__":

@@ -56,8 +56,12 @@ def stdlib_reference(source, limit):
             if not member.isfile():
                 continue
             message = email.message_from_bytes(archive.extractfile(member).read(), policy=email.policy.compat32)
-            email.utils.getaddresses(message.get_all("To", []) + message.get_all("Cc", [])
-                                     + message.get_all("Bcc", []) + message.get_all("From", []))
+            email.utils.getaddresses(
+                message.get_all("To", [])
+                + message.get_all("Cc", [])
+                + message.get_all("Bcc", [])
+                + message.get_all("From", [])
+            )
             for part in message.walk():
                 if part.get_content_maintype() == "text":
                     part.get_payload(decode=True).decode(part.get_content_charset() or "cp1252", "replace")
@@ -70,8 +74,12 @@ def stdlib_reference(source, limit):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", default=str(DEFAULT_SOURCE), help="tarball, maildir or emails.csv")
-    parser.add_argument("--reference-limit", type=int, default=20000,
-                        help="messages the stdlib reference parses (0: all); its rate is extrapolated")
+    parser.add_argument(
+        "--reference-limit",
+        type=int,
+        default=20000,
+        help="messages the stdlib reference parses (0: all); its rate is extrapolated",
+    )
     parser.add_argument("--src", default=None, help="folder holding the lpviz package to measure")
     args = parser.parse_args()
     source = Path(args.source)
@@ -91,32 +99,43 @@ def main():
         network = build_enron_network(source, cache_dir=store)
         network_seconds = time.perf_counter() - start
         build_peak = peak_mib()
-        reload = subprocess.run([sys.executable, "-c", RELOAD, str(source), store, SOURCE_TREE],
-                                capture_output=True, text=True, check=True)
+        reload = subprocess.run(
+            [sys.executable, "-c", RELOAD, str(source), store, SOURCE_TREE], capture_output=True, text=True, check=True
+        )
         reload_seconds = float(reload.stdout.split()[0])
         cache_mib = sum(p.stat().st_size for p in Path(store).iterdir()) / 2**20
 
     n_messages = corpus.report["n_read"]
     total = parse_seconds + topics_seconds + network_seconds
     print(f"lpviz from {SOURCE_TREE}; source: {source} ({n_messages} messages, {len(corpus)} kept)")
-    print(f"read + parse + tokenize (once, cached): {parse_seconds:7.2f} s "
-          f"({n_messages / parse_seconds:,.0f} messages/s)")
-    print(f"topic matrix {topics.shape[0]}x{topics.shape[1]} ({topics.Y.nnz:,} nonzeros): "
-          f"{topics_seconds:7.2f} s from the parsed corpus")
-    print(f"network {network.Y.shape[0]}x{network.Y.shape[1]} ({int(network.Y.sum()):,} emails): "
-          f"{network_seconds:7.2f} s from the parsed corpus")
+    print(
+        f"read + parse + tokenize (once, cached): {parse_seconds:7.2f} s ({n_messages / parse_seconds:,.0f} messages/s)"
+    )
+    print(
+        f"topic matrix {topics.shape[0]}x{topics.shape[1]} ({topics.Y.nnz:,} nonzeros): "
+        f"{topics_seconds:7.2f} s from the parsed corpus"
+    )
+    print(
+        f"network {network.Y.shape[0]}x{network.Y.shape[1]} ({int(network.Y.sum()):,} emails): "
+        f"{network_seconds:7.2f} s from the parsed corpus"
+    )
     print(f"both matrices from the tarball: {total:7.2f} s (target < 60 s)")
-    print(f"cached reload of both, fresh process: {reload_seconds:7.3f} s (target < 1 s); "
-          f"cache size {cache_mib:.0f} MiB")
+    print(
+        f"cached reload of both, fresh process: {reload_seconds:7.3f} s (target < 1 s); cache size {cache_mib:.0f} MiB"
+    )
     print(f"peak memory of the build: {build_peak:,.0f} MiB")
 
     n_ref, ref_seconds = stdlib_reference(source, args.reference_limit)
     rate = n_ref / ref_seconds
-    print(f"reference, stdlib email parser (headers, addresses, payload; no tokenization): "
-          f"{n_ref} messages in {ref_seconds:.2f} s = {rate:,.0f} messages/s, "
-          f"about {n_messages / rate:.1f} s for all {n_messages}")
-    print(f"lpviz reads, parses AND tokenizes {n_messages / parse_seconds / rate:.1f}x the rate the stdlib "
-          "parser only parses")
+    print(
+        f"reference, stdlib email parser (headers, addresses, payload; no tokenization): "
+        f"{n_ref} messages in {ref_seconds:.2f} s = {rate:,.0f} messages/s, "
+        f"about {n_messages / rate:.1f} s for all {n_messages}"
+    )
+    print(
+        f"lpviz reads, parses AND tokenizes {n_messages / parse_seconds / rate:.1f}x the rate the stdlib "
+        "parser only parses"
+    )
 
 
 if __name__ == "__main__":

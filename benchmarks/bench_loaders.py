@@ -80,6 +80,7 @@ def reference_uci(path):
 
 # ---------------------------------------------------------------- hostile input
 
+
 def _write(path, text):
     path.write_text(text)
     return path
@@ -95,40 +96,67 @@ def _build_hostile(folder):
     def add(name, what, path):
         built[name] = (what, path)
 
-    add("mtx-1e12", "85-byte .mtx declaring 1e12 x 1e12",
-        _write(folder / "huge.mtx", "%%MatrixMarket matrix coordinate integer general\n"
-                                    "1000000000000 1000000000000 1\n1 1 1\n"))
-    add("mtx-50k-array", ".mtx array header 50,000 x 50,000 (dense)",
-        _write(folder / "dense50k.mtx", "%%MatrixMarket matrix array integer general\n50000 50000\n1\n"))
-    add("mtx-50k-dense", ".mtx 50,000 x 50,000, 1 entry, then .dense()",
-        _write(folder / "coord50k.mtx", "%%MatrixMarket matrix coordinate integer general\n50000 50000 1\n1 1 1\n"))
+    add(
+        "mtx-1e12",
+        "85-byte .mtx declaring 1e12 x 1e12",
+        _write(
+            folder / "huge.mtx",
+            "%%MatrixMarket matrix coordinate integer general\n1000000000000 1000000000000 1\n1 1 1\n",
+        ),
+    )
+    add(
+        "mtx-50k-array",
+        ".mtx array header 50,000 x 50,000 (dense)",
+        _write(folder / "dense50k.mtx", "%%MatrixMarket matrix array integer general\n50000 50000\n1\n"),
+    )
+    add(
+        "mtx-50k-dense",
+        ".mtx 50,000 x 50,000, 1 entry, then .dense()",
+        _write(folder / "coord50k.mtx", "%%MatrixMarket matrix coordinate integer general\n50000 50000 1\n1 1 1\n"),
+    )
     (folder / "vocab.huge.txt").write_text("a\n")
-    add("uci-1e12", "UCI docword declaring 1e12 documents",
-        _write(folder / "docword.huge.txt", "1000000000000\n1\n1\n1 1 1\n"))
-    add("npz-ones", ".npz of ones 21,000 x 21,000 float64 (3.5 GB inside)",
-        hostile_files.npz_bomb(folder / "ones.npz"))
-    add("npz-liar", ".npz whose Y header declares 1e12 x 1e12",
-        hostile_files.npy_header_only_npz(folder / "liar.npz", (10**12, 10**12)))
-    add("edges-30k", "edge list with 30,000 actors, then .dense()",
-        _write(folder / "ring.csv", "".join(f"{i},{(i + 1) % 30000}\n" for i in range(30000))))
-    add("edges-longname", "edge list, 50,000 lines, one 200,000-character name",
-        _write(folder / "longname.csv", "".join(f"x{i},y{i}\n" for i in range(50000)) + "A" * 200000 + ",b\n"))
-    add("csv-gzip-bomb", ".csv.gz of 10 GB of 'a,b,1' lines",
-        hostile_files.gzip_bomb(folder / "bomb.csv.gz", total=10 * 10**9))
-    add("tar-1.5g", "tar.gz with a 1.5 GB message among 4 emails",
-        hostile_files.tar_bomb(folder / "bomb.tar.gz", member_bytes=1_500_000_000))
+    add(
+        "uci-1e12",
+        "UCI docword declaring 1e12 documents",
+        _write(folder / "docword.huge.txt", "1000000000000\n1\n1\n1 1 1\n"),
+    )
+    add("npz-ones", ".npz of ones 21,000 x 21,000 float64 (3.5 GB inside)", hostile_files.npz_bomb(folder / "ones.npz"))
+    add(
+        "npz-liar",
+        ".npz whose Y header declares 1e12 x 1e12",
+        hostile_files.npy_header_only_npz(folder / "liar.npz", (10**12, 10**12)),
+    )
+    add(
+        "edges-30k",
+        "edge list with 30,000 actors, then .dense()",
+        _write(folder / "ring.csv", "".join(f"{i},{(i + 1) % 30000}\n" for i in range(30000))),
+    )
+    add(
+        "edges-longname",
+        "edge list, 50,000 lines, one 200,000-character name",
+        _write(folder / "longname.csv", "".join(f"x{i},y{i}\n" for i in range(50000)) + "A" * 200000 + ",b\n"),
+    )
+    add(
+        "csv-gzip-bomb",
+        ".csv.gz of 10 GB of 'a,b,1' lines",
+        hostile_files.gzip_bomb(folder / "bomb.csv.gz", total=10 * 10**9),
+    )
+    add(
+        "tar-1.5g",
+        "tar.gz with a 1.5 GB message among 4 emails",
+        hostile_files.tar_bomb(folder / "bomb.tar.gz", member_bytes=1_500_000_000),
+    )
     whole = gzip.compress("".join(f"a{i},b{i},1\n" for i in range(200000)).encode())
     (folder / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
     add("csv-gz-truncated", ".csv.gz cut in half", folder / "cut.csv.gz")
-    add("csv-latin1-deep", ".csv with a Latin-1 byte on line 5,000",
-        folder / "latin.csv")
-    (folder / "latin.csv").write_bytes("".join(f"a{i},b{i},1\n" for i in range(4999)).encode()
-                                       + "jos\xe9,ana,1\n".encode("latin-1"))
+    add("csv-latin1-deep", ".csv with a Latin-1 byte on line 5,000", folder / "latin.csv")
+    (folder / "latin.csv").write_bytes(
+        "".join(f"a{i},b{i},1\n" for i in range(4999)).encode() + "jos\xe9,ana,1\n".encode("latin-1")
+    )
     if ENRON_SUBSET.is_file():
         data = ENRON_SUBSET.read_bytes()
         (folder / "enron_half.tar.gz").write_bytes(data[: len(data) // 2])
-        add("tar-truncated", "the shared Enron subset cut in half, build-enron network",
-            folder / "enron_half.tar.gz")
+        add("tar-truncated", "the shared Enron subset cut in half, build-enron network", folder / "enron_half.tar.gz")
     return built
 
 
@@ -143,6 +171,7 @@ def _hostile_action(name, path):
             emails, report = read_emails(path)
             n = sum(1 for _ in emails)
             return f"{n} emails kept; {report}"
+
         return read
     if name == "tar-truncated":
         from lpviz.datasets import build_enron_network
@@ -151,8 +180,11 @@ def _hostile_action(name, path):
             cache = path.parent / "cache"
             data = build_enron_network(path, cache_dir=cache)
             entries = sorted(p.name.split("-")[1] for p in cache.glob("*.npz"))
-            return (f"{data.shape[0]} actors from {data.info['report']['n_read']:,} messages; cached: "
-                    f"{', '.join(entries) or 'nothing'}")
+            return (
+                f"{data.shape[0]} actors from {data.info['report']['n_read']:,} messages; cached: "
+                f"{', '.join(entries) or 'nothing'}"
+            )
+
         return build
     return lambda: load_counts(path)
 
@@ -199,11 +231,22 @@ def _clear_cache(folder):
 
 
 def _build_hostile_paths(folder):
-    names = {"mtx-1e12": "huge.mtx", "mtx-50k-array": "dense50k.mtx", "mtx-50k-dense": "coord50k.mtx",
-             "uci-1e12": "docword.huge.txt", "npz-ones": "ones.npz", "npz-liar": "liar.npz",
-             "edges-30k": "ring.csv", "edges-30k-dense": "ring.csv", "edges-longname": "longname.csv",
-             "csv-gzip-bomb": "bomb.csv.gz", "tar-1.5g": "bomb.tar.gz", "csv-gz-truncated": "cut.csv.gz",
-             "csv-latin1-deep": "latin.csv", "tar-truncated": "enron_half.tar.gz"}
+    names = {
+        "mtx-1e12": "huge.mtx",
+        "mtx-50k-array": "dense50k.mtx",
+        "mtx-50k-dense": "coord50k.mtx",
+        "uci-1e12": "docword.huge.txt",
+        "npz-ones": "ones.npz",
+        "npz-liar": "liar.npz",
+        "edges-30k": "ring.csv",
+        "edges-30k-dense": "ring.csv",
+        "edges-longname": "longname.csv",
+        "csv-gzip-bomb": "bomb.csv.gz",
+        "tar-1.5g": "bomb.tar.gz",
+        "csv-gz-truncated": "cut.csv.gz",
+        "csv-latin1-deep": "latin.csv",
+        "tar-truncated": "enron_half.tar.gz",
+    }
     return {name: folder / file for name, file in names.items()}
 
 
@@ -231,9 +274,11 @@ def hostile(args):
     del cases["edges-30k"]
     if args.cases:
         cases = {name: cases[name] for name in args.cases}
-    print(f"files written to {folder} in {time.perf_counter() - start:.1f} s; lpviz from "
-          f"{args.src or REPO}; address space capped at {args.address_limit}; "
-          f"LPVIZ_MEMORY_LIMIT={os.environ.get('LPVIZ_MEMORY_LIMIT', '(unset: 60% of RAM)')}")
+    print(
+        f"files written to {folder} in {time.perf_counter() - start:.1f} s; lpviz from "
+        f"{args.src or REPO}; address space capped at {args.address_limit}; "
+        f"LPVIZ_MEMORY_LIMIT={os.environ.get('LPVIZ_MEMORY_LIMIT', '(unset: 60% of RAM)')}"
+    )
     limit = _parse_size(args.address_limit)
 
     def cap():
@@ -249,13 +294,14 @@ def hostile(args):
             fields = child.stdout.strip().rsplit("\t", 3)
             if child.returncode != 0 or len(fields) != 4:
                 tail = (child.stderr.strip().splitlines() or ["?"])[-1]
-                print(f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  died with code "
-                      f"{child.returncode}: {tail}")
+                print(f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  died with code {child.returncode}: {tail}")
                 continue
             outcome, seconds, peak, rss = fields
             traced = f"traced peak {int(peak) / 2**20:.1f} MiB" if int(peak) >= 0 else "not traced (slow)"
-            print(f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  {outcome[:600]}\n"
-                  f"  {float(seconds):.2f} s, {traced}, max RSS {int(rss) / 2**20:.0f} MiB")
+            print(
+                f"\n{name}: {what} ({path.stat().st_size:,} bytes)\n  {outcome[:600]}\n"
+                f"  {float(seconds):.2f} s, {traced}, max RSS {int(rss) / 2**20:.0f} MiB"
+            )
         except subprocess.TimeoutExpired:
             print(f"\n{name}: {what}\n  still running after {args.timeout} s: killed")
 
@@ -282,8 +328,10 @@ def main():
         return
     with tempfile.TemporaryDirectory() as tmp:
         docword, mtx, truth = write_files(Path(tmp), args.docs, args.words, args.nnz)
-        print(f"{truth.shape[0]:,} x {truth.shape[1]:,}, {truth.nnz:,} nonzeros "
-              f"(docword {docword.stat().st_size / 2**20:.0f} MB)")
+        print(
+            f"{truth.shape[0]:,} x {truth.shape[1]:,}, {truth.nnz:,} nonzeros "
+            f"(docword {docword.stat().st_size / 2**20:.0f} MB)"
+        )
         rows = [
             ("UCI docword   lpviz load_counts", lambda: load_counts(docword).Y),
             ("              np.loadtxt + csr ", lambda: reference_uci(docword)),

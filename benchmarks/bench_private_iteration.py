@@ -53,6 +53,7 @@ ESS_SEEDS = 4
 # The plain reference: one private iteration, written the obvious way
 # ---------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, alpha, a0, b0, seed):
     """One private Gibbs iteration of the topic model (Bessel route); phi is (K, V)."""
@@ -106,6 +107,7 @@ def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, al
 # Data
 # ---------------------------------------------------------------------------
 
+
 def dense_counts(n_docs, n_words, n_topics, seed=0):
     """Topic-model counts with gamma(0.1) factors scaled to a mean rate of 0.5
     per cell (about a third of the cells non-zero)."""
@@ -126,7 +128,7 @@ def enron_like_counts(n_docs, n_words, n_topics, seed=0, nonzero=0.015):
     phi /= phi.sum(axis=1, keepdims=True)
     rows = []
     for start in range(0, n_docs, 1000):  # by blocks: never a dense float matrix of the whole size
-        rows.append(rng.poisson(theta[start:start + 1000] @ phi).astype(np.int32))
+        rows.append(rng.poisson(theta[start : start + 1000] @ phi).astype(np.int32))
     Y = np.vstack(rows)
     share = np.mean(Y > 0)
     if share > nonzero * 1.5:  # thin the counts down to the asked share of non-zero cells
@@ -137,13 +139,19 @@ def enron_like_counts(n_docs, n_words, n_topics, seed=0, nonzero=0.015):
 def noised(Y, seed):
     import lpviz
 
-    return lpviz.privatize(Y, epsilon=EPSILON_OVER_N if seed is None else None, N=1,
-                           alpha=None if seed is None else None, random_state=seed)
+    return lpviz.privatize(
+        Y,
+        epsilon=EPSILON_OVER_N if seed is None else None,
+        N=1,
+        alpha=None if seed is None else None,
+        random_state=seed,
+    )
 
 
 # ---------------------------------------------------------------------------
 # One configuration, in its own process
 # ---------------------------------------------------------------------------
+
 
 def peak_rss_mb():
     """This process's peak resident memory: VmHWM (getrusage's ru_maxrss survives exec, so a
@@ -171,12 +179,14 @@ def run_one(config):
     method = config["method"]
     options = {k: config[k] for k in ("sampler",) if k in config}
     start = time.perf_counter()
-    chain = Chain(release, model="topics", method=method, n_components=config["K"],
-                  truth=None, random_state=0, **options)
+    chain = Chain(
+        release, model="topics", method=method, n_components=config["K"], truth=None, random_state=0, **options
+    )
     if "sparse_step" in config:
         chain.method_instance.settings["sparse_step"] = config["sparse_step"]
-        chain._latent = chain.method_instance.start(chain._prepared, chain.model_instance, chain._state,
-                                                    chain._work, None)
+        chain._latent = chain.method_instance.start(
+            chain._prepared, chain.model_instance, chain._state, chain._work, None
+        )
     start_seconds = time.perf_counter() - start
     chain.step()  # compiled kernels load; the first sweep settles
     best_wall, best_cpu = math.inf, math.inf
@@ -188,17 +198,30 @@ def run_one(config):
     latent = chain._latent or {}
     sparse_rows = float(np.mean(latent["use_row"])) if "use_row" in latent else 0.0
     # cells whose true count is drawn one by one: every cell of a dense row, the ytil > 0 cells of a sparse one
-    visited = (int((~latent["use_row"]).sum()) * config["size"] + latent["cells"][1].size if "cells" in latent
-               else config["size"] ** 2)
-    return {"wall": best_wall, "cpu": best_cpu, "start": start_seconds, "rss": peak_rss_mb(),
-            "rss_data": rss_data, "sparse_rows": sparse_rows,
-            "visited_share": visited / (config["size"] ** 2)}
+    visited = (
+        int((~latent["use_row"]).sum()) * config["size"] + latent["cells"][1].size
+        if "cells" in latent
+        else config["size"] ** 2
+    )
+    return {
+        "wall": best_wall,
+        "cpu": best_cpu,
+        "start": start_seconds,
+        "rss": peak_rss_mb(),
+        "rss_data": rss_data,
+        "sparse_rows": sparse_rows,
+        "visited_share": visited / (config["size"] ** 2),
+    }
 
 
 def in_child(config):
     """``run_one(config)`` in a fresh Python process (its own peak memory)."""
-    done = subprocess.run([sys.executable, __file__, "--one", json.dumps(config)], capture_output=True,
-                          text=True, timeout=config.get("timeout", 3600))
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=config.get("timeout", 3600),
+    )
     if done.returncode != 0:
         raise RuntimeError(f"configuration {config} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -207,6 +230,7 @@ def in_child(config):
 # ---------------------------------------------------------------------------
 # Sections
 # ---------------------------------------------------------------------------
+
 
 def section_headline(repeats):
     import lpviz
@@ -217,9 +241,12 @@ def section_headline(repeats):
     release = lpviz.privatize(Y, epsilon=EPSILON_OVER_N, N=1, random_state=1)
     truth = lpviz.Truth(Y)
     rows = []
-    for label, method, options in (("private (collapsed, default)", "private", {}),
-                                   ("private (bessel)", "private", {"sampler": "bessel"}),
-                                   ("naive", "naive", {}), ("nonprivate", "nonprivate", {})):
+    for label, method, options in (
+        ("private (collapsed, default)", "private", {}),
+        ("private (bessel)", "private", {"sampler": "bessel"}),
+        ("naive", "naive", {}),
+        ("nonprivate", "nonprivate", {}),
+    ):
         chain = Chain(release, method=method, n_components=50, truth=truth, random_state=0, **options)
         chain.step(2)
         best = min(_timed(chain.step) for _ in range(repeats))
@@ -230,15 +257,19 @@ def section_headline(repeats):
     lp, lm = rng.exponential(alpha / (1 - alpha), Y.shape), rng.exponential(alpha / (1 - alpha), Y.shape)
     Y_obs = np.asarray(release.Y_obs, dtype=np.int64)
     reference_private_iteration(Y_obs, theta, phi, lp, lm, alpha, 0.1, 1.0, 0)
-    reference = min(_timed(lambda: reference_private_iteration(Y_obs, theta, phi, lp, lm, alpha, 0.1, 1.0, 1))
-                    for _ in range(max(2, repeats // 2)))
+    reference = min(
+        _timed(lambda: reference_private_iteration(Y_obs, theta, phi, lp, lm, alpha, 0.1, 1.0, 1))
+        for _ in range(max(2, repeats // 2))
+    )
     print(f"   {'':<34} {'ms/it':>8}")
     for label, seconds in rows:
         print(f"   {label:<34} {seconds * 1e3:8.1f}   {reference / seconds:5.1f}x the plain reference")
     print(f"   {'plain Numba reference (1 thread)':<34} {reference * 1e3:8.1f}")
     collapsed = rows[0][1]
-    print(f"   target <= 35 ms per private iteration: {collapsed * 1e3:.1f} ms "
-          f"({'met' if collapsed <= 0.035 else 'missed'})")
+    print(
+        f"   target <= 35 ms per private iteration: {collapsed * 1e3:.1f} ms "
+        f"({'met' if collapsed <= 0.035 else 'missed'})"
+    )
 
 
 def _timed(call):
@@ -249,19 +280,36 @@ def _timed(call):
 
 def section_samplers(repeats, epsilons):
     print("\n2. The private samplers at 1000 x 1000, K = 50 (each chain in its own process)")
-    print(f"   {'data':<7} {'eps/N':>5}  {'sampler':<18} {'ms/it':>8} {'cpu ms':>8} {'peak MB':>8} "
-          f"{'sparse rows':>11} {'cells visited':>13}")
-    variants = [("bessel", {"sampler": "bessel"}), ("collapsed dense", {"sampler": "collapsed", "sparse_step": "off"}),
-                ("collapsed sparse", {"sampler": "collapsed", "sparse_step": "auto"})]
+    print(
+        f"   {'data':<7} {'eps/N':>5}  {'sampler':<18} {'ms/it':>8} {'cpu ms':>8} {'peak MB':>8} "
+        f"{'sparse rows':>11} {'cells visited':>13}"
+    )
+    variants = [
+        ("bessel", {"sampler": "bessel"}),
+        ("collapsed dense", {"sampler": "collapsed", "sparse_step": "off"}),
+        ("collapsed sparse", {"sampler": "collapsed", "sparse_step": "auto"}),
+    ]
     for data in ("dense", "enron"):
         for eps in epsilons:
             for label, options in variants:
-                figures = in_child({"data": data, "size": 1000, "K": 50, "eps": eps, "method": "private",
-                                    "repeats": repeats, **options})
+                figures = in_child(
+                    {
+                        "data": data,
+                        "size": 1000,
+                        "K": 50,
+                        "eps": eps,
+                        "method": "private",
+                        "repeats": repeats,
+                        **options,
+                    }
+                )
                 visited = f"{figures['visited_share']:.0%}"
-                print(f"   {data:<7} {eps:>5g}  {label:<18} {figures['wall'] * 1e3:8.1f} "
-                      f"{figures['cpu'] * 1e3:8.1f} {figures['rss']:8.0f} {figures['sparse_rows']:11.0%} "
-                      f"{visited:>13}", flush=True)
+                print(
+                    f"   {data:<7} {eps:>5g}  {label:<18} {figures['wall'] * 1e3:8.1f} "
+                    f"{figures['cpu'] * 1e3:8.1f} {figures['rss']:8.0f} {figures['sparse_rows']:11.0%} "
+                    f"{visited:>13}",
+                    flush=True,
+                )
 
 
 def section_big(repeats):
@@ -276,13 +324,29 @@ def section_big(repeats):
         Y = enron_like_counts(10_000, 10_000, 50)
         np.save(path, lpviz.privatize(Y, epsilon=1.0, N=1, random_state=1).Y_obs)
         del Y
-        for label, options, reps in (("collapsed sparse", {"sampler": "collapsed"}, repeats),
-                                     ("bessel", {"sampler": "bessel"}, 2)):
-            figures = in_child({"data": "enron", "size": 10_000, "K": 50, "eps": 1.0, "method": "private",
-                                "repeats": reps, "timeout": 7200, "release": path, **options})
-            print(f"   {label:<18} start {figures['start']:6.1f} s   {figures['wall']:6.2f} s/it "
-                  f"({figures['cpu']:5.2f} CPU-s)   peak {figures['rss'] / 1024:5.2f} GB "
-                  f"(the loaded release alone {figures['rss_data'] / 1024:4.2f} GB)", flush=True)
+        for label, options, reps in (
+            ("collapsed sparse", {"sampler": "collapsed"}, repeats),
+            ("bessel", {"sampler": "bessel"}, 2),
+        ):
+            figures = in_child(
+                {
+                    "data": "enron",
+                    "size": 10_000,
+                    "K": 50,
+                    "eps": 1.0,
+                    "method": "private",
+                    "repeats": reps,
+                    "timeout": 7200,
+                    "release": path,
+                    **options,
+                }
+            )
+            print(
+                f"   {label:<18} start {figures['start']:6.1f} s   {figures['wall']:6.2f} s/it "
+                f"({figures['cpu']:5.2f} CPU-s)   peak {figures['rss'] / 1024:5.2f} GB "
+                f"(the loaded release alone {figures['rss_data'] / 1024:4.2f} GB)",
+                flush=True,
+            )
     print("   targets: <= 1.0 s per iteration, chain memory <= 1.5 GB, chain start <= 5 s")
 
 
@@ -301,14 +365,21 @@ def section_network(repeats):
     truth = lpviz.Truth(Y)
     print(f"   counts: mean {Y.mean():.1f}, 99th percentile {np.percentile(Y, 99):.0f}, max {Y.max()}")
     times = {}
-    for label, method, options in (("nonprivate", "nonprivate", {}), ("private (collapsed)", "private", {}),
-                                   ("private (bessel)", "private", {"sampler": "bessel"})):
+    for label, method, options in (
+        ("nonprivate", "nonprivate", {}),
+        ("private (collapsed)", "private", {}),
+        ("private (bessel)", "private", {"sampler": "bessel"}),
+    ):
         chain = Chain(release, method=method, n_components=5, truth=truth, random_state=0, **options)
         chain.step(3)
         times[label] = min(_timed(chain.step) for _ in range(repeats * 3))
-        print(f"   {label:<22} {times[label] * 1e3:8.2f} ms/it   {times[label] / times['nonprivate']:5.1f}x non-private")
-    print(f"   target: private within 3x of non-private: "
-          f"{'met' if times['private (collapsed)'] <= 3 * times['nonprivate'] else 'missed'}")
+        print(
+            f"   {label:<22} {times[label] * 1e3:8.2f} ms/it   {times[label] / times['nonprivate']:5.1f}x non-private"
+        )
+    print(
+        f"   target: private within 3x of non-private: "
+        f"{'met' if times['private (collapsed)'] <= 3 * times['nonprivate'] else 'missed'}"
+    )
 
 
 def section_ess(n_iter):
@@ -317,8 +388,10 @@ def section_ess(n_iter):
     import lpviz
     from lpviz.datasets import holdout_mask, make_blocks, make_topics
 
-    print(f"\n5. Effective samples per second ({ESS_SEEDS} chains of {n_iter:,} iterations per sampler, burn-in "
-          f"{n_iter // 5:,}; ArviZ bulk ESS summed over the chains, per second of all of them)")
+    print(
+        f"\n5. Effective samples per second ({ESS_SEEDS} chains of {n_iter:,} iterations per sampler, burn-in "
+        f"{n_iter // 5:,}; ArviZ bulk ESS summed over the chains, per second of all of them)"
+    )
     cases = []
     topics = make_topics(random_state=0)
     cases.append(("Figure 3 topics", topics, "topics", 3))
@@ -334,8 +407,16 @@ def section_ess(n_iter):
             # pooled over SEEDS chains, ESS summed over the chains, per second of all of them
             ess_marginal, ess_rates, seconds = 0.0, 0.0, 0.0
             for seed in range(ESS_SEEDS):
-                chain_run = lpviz.run(release, method="private", sampler=sampler, n_components=K, n_iter=n_iter,
-                                      burn_in=n_iter // 5, thin=1, random_state=seed)
+                chain_run = lpviz.run(
+                    release,
+                    method="private",
+                    sampler=sampler,
+                    n_components=K,
+                    n_iter=n_iter,
+                    burn_in=n_iter // 5,
+                    thin=1,
+                    random_state=seed,
+                )
                 marginal, rates = [], []
                 for state in chain_run:
                     seconds += state.seconds
@@ -346,12 +427,16 @@ def section_ess(n_iter):
                 ess_rates += float(np.median([float(az.ess(series[None, :])) for series in np.asarray(rates).T]))
             kept = n_iter - n_iter // 5
             rows[sampler] = (ess_marginal / seconds, ess_rates / seconds, seconds / (n_iter * ESS_SEEDS), kept)
-        for sampler, (marginal_rate, rates_rate, per_iteration, kept) in rows.items():
-            print(f"   {name:<17} {sampler:<10} {per_iteration * 1e3:7.2f} ms/it   ESS/s log marginal "
-                  f"{marginal_rate:8.1f}   median ESS/s held-out rates {rates_rate:8.1f}")
+        for sampler, (marginal_rate, rates_rate, per_iteration, _kept) in rows.items():
+            print(
+                f"   {name:<17} {sampler:<10} {per_iteration * 1e3:7.2f} ms/it   ESS/s log marginal "
+                f"{marginal_rate:8.1f}   median ESS/s held-out rates {rates_rate:8.1f}"
+            )
         gain = rows["collapsed"][0] / rows["bessel"][0], rows["collapsed"][1] / rows["bessel"][1]
-        print(f"   {name:<17} collapsed / bessel: {gain[0]:.1f}x (log marginal), {gain[1]:.1f}x (held-out rates)"
-              + ("   target >= 3x on Figure 3" if model == "topics" else ""))
+        print(
+            f"   {name:<17} collapsed / bessel: {gain[0]:.1f}x (log marginal), {gain[1]:.1f}x (held-out rates)"
+            + ("   target >= 3x on Figure 3" if model == "topics" else "")
+        )
 
 
 def main():
@@ -370,8 +455,10 @@ def main():
 
     from lpviz._parallel import n_threads
 
-    print(f"kernel threads: {n_threads()}  numba threads: {numba.get_num_threads()}  cpus: {os.cpu_count()}  "
-          f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"kernel threads: {n_threads()}  numba threads: {numba.get_num_threads()}  cpus: {os.cpu_count()}  "
+        f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     section_headline(repeats)
     section_samplers(repeats, (1.0,) if args.quick else (0.5, 1.0, 3.0))
     if args.quick:

@@ -43,8 +43,11 @@ def _same(folder_a, folder_b):
         (record_a, arrays_a), (record_b, arrays_b) = a.read(task_id), b.read(task_id)
         if record_a["scores"].get("mae") != record_b["scores"].get("mae"):
             return False
-        if not all(np.array_equal(arrays_a[k], arrays_b[k], equal_nan=arrays_a[k].dtype.kind == "f")
-                   for k in arrays_a if k != "iteration_seconds"):
+        if not all(
+            np.array_equal(arrays_a[k], arrays_b[k], equal_nan=arrays_a[k].dtype.kind == "f")
+            for k in arrays_a
+            if k != "iteration_seconds"
+        ):
             return False
     return True
 
@@ -60,8 +63,10 @@ def main():
 
     experiment = get(args.name)
     tasks = experiment.tasks(args.preset)
-    print(f"{args.name} ({args.preset}): {len(tasks)} tasks; {os.cpu_count()} cores; load average "
-          f"{os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.name} ({args.preset}): {len(tasks)} tasks; {os.cpu_count()} cores; load average "
+        f"{os.getloadavg()[0]:.1f}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         experiment.prepare(experiment.settings(args.preset))
@@ -77,8 +82,9 @@ def main():
         client = Client(cluster)
         startup = time.perf_counter() - start
         try:
-            run_tasks(tasks[:args.workers], ResultStore(folder / "warm-cluster"), experiment.task_function,
-                      scheduler=client)  # each worker loads the compiled kernels once
+            run_tasks(
+                tasks[: args.workers], ResultStore(folder / "warm-cluster"), experiment.task_function, scheduler=client
+            )  # each worker loads the compiled kernels once
             start = time.perf_counter()
             dask = run_tasks(tasks, ResultStore(folder / "dask"), experiment.task_function, scheduler=client)
             dask_seconds = time.perf_counter() - start
@@ -96,11 +102,15 @@ def main():
         print(f"{'LocalCluster start-up':28}{startup:>14.2f}")
         print(f"{f'LocalCluster, {args.workers} workers':28}{dask_seconds:>14.2f}{len(dask.executed):>11}")
         print(f"{'resume with all done':28}{resume_seconds:>14.2f}{len(resumed.executed):>11}")
-        print(f"task seconds, sum: {sum(work):.2f} in the loop, {sum(worker_work):.2f} on the workers (above the "
-              "loop's when the workers share the cores with other processes)")
-        print(f"median task {np.median(work):.3f} s; Dask overhead per task {overhead * 1000:.0f} ms; "
-              f"speed-up over the loop {serial_seconds / dask_seconds:.2f}x (ideal {args.workers}x); "
-              f"results equal: {_same(folder / 'serial', folder / 'dask')}")
+        print(
+            f"task seconds, sum: {sum(work):.2f} in the loop, {sum(worker_work):.2f} on the workers (above the "
+            "loop's when the workers share the cores with other processes)"
+        )
+        print(
+            f"median task {np.median(work):.3f} s; Dask overhead per task {overhead * 1000:.0f} ms; "
+            f"speed-up over the loop {serial_seconds / dask_seconds:.2f}x (ideal {args.workers}x); "
+            f"results equal: {_same(folder / 'serial', folder / 'dask')}"
+        )
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ TARGET_SECONDS = 0.100
 # The plain reference: one private CAVI iteration in numpy (topic model, no held-out cells)
 # ---------------------------------------------------------------------------
 
+
 def bessel_mode(nu, a):
     """floor((sqrt(a^2 + nu^2) - nu) / 2), then nudged so m (m + nu) <= a^2/4 < (m + 1)(m + 1 + nu)."""
     quarter = 0.25 * a * a
@@ -60,8 +61,16 @@ def gamma_refresh(shape, rate, a0, b0):
     """Expectations of Gamma(shape, rate) and the entries' prior + entropy ELBO terms."""
     psi = digamma(shape)
     elog = psi - np.log(rate)
-    terms = np.sum(a0 * np.log(b0) - gammaln(a0) + (a0 - 1) * elog - b0 * shape / rate
-                   + shape - np.log(rate) + gammaln(shape) + (1 - shape) * psi)
+    terms = np.sum(
+        a0 * np.log(b0)
+        - gammaln(a0)
+        + (a0 - 1) * elog
+        - b0 * shape / rate
+        + shape
+        - np.log(rate)
+        + gammaln(shape)
+        + (1 - shape) * psi
+    )
     return {"mean": shape / rate, "var": shape / rate**2, "geo": np.exp(elog), "elog": elog}, terms
 
 
@@ -86,8 +95,14 @@ def reference_iteration(Y_obs, alpha, state, a0=0.1, b0=1.0):
     split = geo_plus + weight
     new_g_plus = y_plus * geo_plus / split
     expected_y = y_plus * weight / split
-    cells = (y_plus * np.log(split) - gammaln(y_plus + 1) - new_g_plus * elog_plus + gammaln(new_g_plus + 1)
-             + (new_g_plus + new_g_minus) * np.log(a) + 2 * np.log1p(-a))
+    cells = (
+        y_plus * np.log(split)
+        - gammaln(y_plus + 1)
+        - new_g_plus * elog_plus
+        + gammaln(new_g_plus + 1)
+        + (new_g_plus + new_g_minus) * np.log(a)
+        + 2 * np.log1p(-a)
+    )
     # expected allocation, summed: n_dk = G[theta] ((E[y] / W) G[phi]), n_vk likewise
     ratio = np.divide(expected_y, weight, out=np.zeros_like(weight), where=weight > 0)
     n_dk = theta["geo"] * (ratio @ phi["geo"])
@@ -96,21 +111,31 @@ def reference_iteration(Y_obs, alpha, state, a0=0.1, b0=1.0):
     old = theta["elog"], phi["elog"]
     theta_new, theta_terms = gamma_refresh(a0 + n_dk, b0 + phi["mean"].sum(0), a0, b0)
     phi_new, phi_terms = gamma_refresh(a0 + n_vk, b0 + theta_new["mean"].sum(0), a0, b0)
-    elbo = (cells.sum() + np.sum(n_dk * (theta_new["elog"] - old[0])) + np.sum(n_vk * (phi_new["elog"] - old[1]))
-            - theta_new["mean"].sum(0) @ phi_new["mean"].sum(0) + theta_terms + phi_terms)
+    elbo = (
+        cells.sum()
+        + np.sum(n_dk * (theta_new["elog"] - old[0]))
+        + np.sum(n_vk * (phi_new["elog"] - old[1]))
+        - theta_new["mean"].sum(0) @ phi_new["mean"].sum(0)
+        + theta_terms
+        + phi_terms
+    )
     return (theta_new, phi_new, new_g_plus, new_g_minus), elbo
 
 
 def reference_state(fit):
     """The reference's copy of a lpviz fit's q."""
     theta, phiT = fit.q
-    as_dict = lambda q: {"mean": q.mean.copy(), "var": q.var.copy(), "geo": q.geo.copy(), "elog": q.elog.copy()}
+
+    def as_dict(q):
+        return {"mean": q.mean.copy(), "var": q.var.copy(), "geo": q.geo.copy(), "elog": q.elog.copy()}
+
     return (as_dict(theta), as_dict(phiT), fit._latent["g_plus"].copy(), fit._latent["g_minus"].copy())
 
 
 # ---------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------
+
 
 def time_calls(run, repeats):
     """(best wall seconds, CPU seconds of that call) over ``repeats`` calls."""
@@ -135,25 +160,41 @@ def mode_against_mean(seeds, enron_size):
 
     def summary(table):
         last = table.groupby("bessel_point").tail(1).set_index("bessel_point")
-        return {point: (last.loc[point, "mae"], last.loc[point, "rate_mae"] if "rate_mae" in last else np.nan,
-                        last.loc[point, "elbo"], int(last.loc[point, "iteration"]), last.loc[point, "elapsed"])
-                for point in ("mode", "mean")}
+        return {
+            point: (
+                last.loc[point, "mae"],
+                last.loc[point, "rate_mae"] if "rate_mae" in last else np.nan,
+                last.loc[point, "elbo"],
+                int(last.loc[point, "iteration"]),
+                last.loc[point, "elapsed"],
+            )
+            for point in ("mode", "mean")
+        }
 
-    print("mode against mean, private CAVI to convergence from the same q "
-          "(MAE vs counts, MAE vs rates, ELBO, iterations, seconds)")
+    print(
+        "mode against mean, private CAVI to convergence from the same q "
+        "(MAE vs counts, MAE vs rates, ELBO, iterations, seconds)"
+    )
     rows = []
     for seed in range(seeds):
         data = make_topics(random_state=seed)
-        result = summary(compare_bessel_points(data.release(), truth=data.truth(), n_components=3, n_iter=1000,
-                                               random_state=seed))
+        result = summary(
+            compare_bessel_points(data.release(), truth=data.truth(), n_components=3, n_iter=1000, random_state=seed)
+        )
         rows.append(result)
-        print(f"  Figure 3 data, seed {seed}: " + "; ".join(
-            f"{point} {mae:.3f} / {rate:.3f}, ELBO {elbo:.1f}, {it} it, {sec:.2f} s"
-            for point, (mae, rate, elbo, it, sec) in result.items()))
+        print(
+            f"  Figure 3 data, seed {seed}: "
+            + "; ".join(
+                f"{point} {mae:.3f} / {rate:.3f}, ELBO {elbo:.1f}, {it} it, {sec:.2f} s"
+                for point, (mae, rate, elbo, it, sec) in result.items()
+            )
+        )
     for point in ("mode", "mean"):
         values = np.array([row[point][:2] for row in rows])
-        print(f"  Figure 3 data, mean over {seeds} seeds, {point}: MAE vs counts {values[:, 0].mean():.3f}, "
-              f"vs rates {values[:, 1].mean():.3f}")
+        print(
+            f"  Figure 3 data, mean over {seeds} seeds, {point}: MAE vs counts {values[:, 0].mean():.3f}, "
+            f"vs rates {values[:, 1].mean():.3f}"
+        )
     tarball = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "enron_sent_subset.tar.gz"
     if enron_size and tarball.is_file():
         from lpviz.privacy import privatize
@@ -162,9 +203,13 @@ def mode_against_mean(seeds, enron_size):
         truth = data.truth()
         release = privatize(truth.Y, epsilon=1.0, random_state=1)
         result = summary(compare_bessel_points(release, truth=truth, n_components=20, n_iter=300, random_state=0))
-        print(f"  Enron {release.shape[0]} x {release.shape[1]}, K=20, eps/N=1: " + "; ".join(
-            f"{point} MAE vs counts {mae:.4f}, ELBO {elbo:.1f}, {it} it, {sec:.1f} s"
-            for point, (mae, _, elbo, it, sec) in result.items()))
+        print(
+            f"  Enron {release.shape[0]} x {release.shape[1]}, K=20, eps/N=1: "
+            + "; ".join(
+                f"{point} MAE vs counts {mae:.4f}, ELBO {elbo:.1f}, {it} it, {sec:.1f} s"
+                for point, (mae, _, elbo, it, sec) in result.items()
+            )
+        )
     elif enron_size:
         print(f"  (no Enron data at {tarball})")
 
@@ -183,22 +228,29 @@ def main():
     repeats = args.repeats or (3 if args.quick else 5)
     n = 400 if args.quick else 1000
     K = 50
-    print(f"kernel threads: {n_threads()}  cpus: {os.cpu_count()}  "
-          f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"kernel threads: {n_threads()}  cpus: {os.cpu_count()}  "
+        f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     release, truth = table1_data(n, n, K, random_state=0)
     alpha = float(release.alpha)
-    print(f"data: D = V = {n}, K = {K}, eps/N = 1 (alpha = {alpha:.3f}), mean rate {truth.mu.mean():.2f}, "
-          f"{np.mean(truth.Y > 0):.0%} of true counts nonzero")
+    print(
+        f"data: D = V = {n}, K = {K}, eps/N = 1 (alpha = {alpha:.3f}), mean rate {truth.mu.mean():.2f}, "
+        f"{np.mean(truth.Y > 0):.0%} of true counts nonzero"
+    )
 
     print(f"\none CAVI iteration at D = V = {n}, K = {K}")
     print(f"{'':<44} {'wall ms':>9} {'cpu ms':>9}")
     fits = {}
-    for label, method, point in (("private, Bessel mode", "private", "mode"),
-                                 ("private, Bessel mean", "private", "mean"), ("naive", "naive", None)):
+    for label, method, point in (
+        ("private, Bessel mode", "private", "mode"),
+        ("private, Bessel mean", "private", "mean"),
+        ("naive", "naive", None),
+    ):
         fit = VariationalFit(release, method=method, bessel_point=point, n_components=K, tol=0.0, random_state=0)
         fit.step(3)  # load the kernels, leave the first iterations behind
         fits[label] = fit
-        wall, cpu = time_calls(lambda: fit.step(), repeats)
+        wall, cpu = time_calls(fit.step, repeats)
         row(f"lpviz {label}", wall, cpu)
         if label == "private, Bessel mode":
             lpviz_wall = wall
@@ -214,20 +266,25 @@ def main():
     same = np.max(np.abs(fit.mu - theta["mean"] @ phi["mean"].T) / (theta["mean"] @ phi["mean"].T))
     print(f"the reference agrees: rates to {same:.1e} (relative), ELBO {fit.elbo:.6f} vs {ref_elbo:.6f}")
     verdict = "meets" if lpviz_wall <= TARGET_SECONDS else "misses"
-    print(f"target <= {TARGET_SECONDS * 1e3:.0f} ms per private iteration: {lpviz_wall * 1e3:.1f} ms ({verdict} it); "
-          "the paper's implementation: 2800 ms")
+    print(
+        f"target <= {TARGET_SECONDS * 1e3:.0f} ms per private iteration: {lpviz_wall * 1e3:.1f} ms ({verdict} it); "
+        "the paper's implementation: 2800 ms"
+    )
 
     print(f"\nprivate CAVI to convergence (relative ELBO change <= {DEFAULT_TOL:g}), from a random q")
     for point in ("mode", "mean"):
-        vi_run = variational_run(release, method="private", bessel_point=point, n_components=K, n_iter=1000,
-                                 random_state=1)
+        vi_run = variational_run(
+            release, method="private", bessel_point=point, n_components=K, n_iter=1000, random_state=1
+        )
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in vi_run:
             pass
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         numbers = score(vi_run.posterior, release, truth)
-        print(f"  Bessel {point}: {vi_run.fit.iteration} iterations, {wall:.1f} s wall ({cpu:.1f} s CPU), "
-              f"ELBO {vi_run.fit.elbo:.1f}, MAE vs rates {numbers['rate_mae']:.3f}, vs counts {numbers['mae']:.3f}")
+        print(
+            f"  Bessel {point}: {vi_run.fit.iteration} iterations, {wall:.1f} s wall ({cpu:.1f} s CPU), "
+            f"ELBO {vi_run.fit.elbo:.1f}, MAE vs rates {numbers['rate_mae']:.3f}, vs counts {numbers['mae']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,23 @@ _ATTRIBUTES = {
     "PrivateLDA": "lpviz.central",
     "VariationalFit": "lpviz.vi",
 }
-_SUBMODULES = {"privacy", "release", "bessel", "collapsed", "models", "methods", "engine", "inference", "metrics",
-               "datasets", "accounting", "central", "budget", "vi", "reproduce"}
+_SUBMODULES = {
+    "privacy",
+    "release",
+    "bessel",
+    "collapsed",
+    "models",
+    "methods",
+    "engine",
+    "inference",
+    "metrics",
+    "datasets",
+    "accounting",
+    "central",
+    "budget",
+    "vi",
+    "reproduce",
+}
 
 __all__ = sorted(_ATTRIBUTES) + sorted(_SUBMODULES)
 

@@ -24,8 +24,9 @@ def atomic_write(path, write):
     missing = _missing_folder(path)
     if missing is not None:
         what = "is a file, not a folder" if missing.exists() else "does not exist"
-        raise FileNotFoundError(f"{path}: the folder {missing} {what}; create the folder first "
-                                "or choose a path in an existing folder")
+        raise FileNotFoundError(
+            f"{path}: the folder {missing} {what}; create the folder first or choose a path in an existing folder"
+        )
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(temporary, "xb") as handle:

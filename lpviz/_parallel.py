@@ -24,8 +24,18 @@ import numpy as np
 
 from lpviz._env import env_count
 
-__all__ = ["ROWS_PER_STREAM", "PARALLEL_MIN_CELLS", "n_threads", "chunk_bounds", "run_chunks", "new_stop_flag",
-           "limit_blas_threads", "submit_chunks", "submit_call", "Pending"]
+__all__ = [
+    "ROWS_PER_STREAM",
+    "PARALLEL_MIN_CELLS",
+    "n_threads",
+    "chunk_bounds",
+    "run_chunks",
+    "new_stop_flag",
+    "limit_blas_threads",
+    "submit_chunks",
+    "submit_call",
+    "Pending",
+]
 
 # Rows that share one random stream: fixed (not tied to the thread count) so
 # the chain is the same for any number of threads; large enough that seeding
@@ -137,8 +147,7 @@ def submit_chunks(kernel, bounds, stop, *args):
         first, last = bounds[0]
         return Pending(None, stop, [kernel(0, first, last, *args)])
     pool = _executor()
-    return Pending([pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)],
-                   stop)
+    return Pending([pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)], stop)
 
 
 def submit_call(function, *args, parallel=True):

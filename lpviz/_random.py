@@ -104,12 +104,15 @@ def uniform(state):
 @overload(uniform, inline="always")
 def _uniform_overload(state):
     if isinstance(state, (types.NoneType, types.Omitted)):
+
         def from_numpy(state):
             return np.random.random()
+
         return from_numpy
 
     def from_state(state):
         return _xoshiro_uniform(state)
+
     return from_state
 
 

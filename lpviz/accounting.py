@@ -44,8 +44,7 @@ import numbers
 
 import numpy as np
 from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
-from dp_accounting.pld import PLDAccountant
-from dp_accounting.pld import privacy_loss_distribution
+from dp_accounting.pld import PLDAccountant, privacy_loss_distribution
 from dp_accounting.rdp import RdpAccountant, rdp_privacy_accountant
 from scipy.optimize import brentq
 
@@ -63,28 +62,34 @@ _CALIBRATION_RTOL = 1e-5
 # argument checks
 # ---------------------------------------------------------------------------
 
+
 def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _check_sampling_rate(sampling_rate):
     if not _is_real(sampling_rate) or not 0 < sampling_rate <= 1:
-        raise ValueError(f"sampling_rate must be a number in (0, 1] (the probability that a document is "
-                         f"in a minibatch, batch_size / n_documents), got {sampling_rate!r}")
+        raise ValueError(
+            f"sampling_rate must be a number in (0, 1] (the probability that a document is "
+            f"in a minibatch, batch_size / n_documents), got {sampling_rate!r}"
+        )
     return float(sampling_rate)
 
 
 def _check_noise_multiplier(noise_multiplier):
     if not _is_real(noise_multiplier) or not np.isfinite(noise_multiplier) or noise_multiplier < 0:
-        raise ValueError(f"noise_multiplier must be a finite number >= 0 (noise std / sensitivity; "
-                         f"0 = no noise), got {noise_multiplier!r}")
+        raise ValueError(
+            f"noise_multiplier must be a finite number >= 0 (noise std / sensitivity; "
+            f"0 = no noise), got {noise_multiplier!r}"
+        )
     return float(noise_multiplier)
 
 
 def _check_delta(delta):
     if not _is_real(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must be a number in (0, 1), typically well below 1 / n_documents "
-                         f"(e.g. 1e-5), got {delta!r}")
+        raise ValueError(
+            f"delta must be a number in (0, 1), typically well below 1 / n_documents (e.g. 1e-5), got {delta!r}"
+        )
     return float(delta)
 
 
@@ -104,8 +109,9 @@ def _check_steps(steps):
         raise TypeError(f"steps must be an integer >= 1 (or an increasing sequence of them), got {steps!r}")
     array = np.asarray(steps)
     if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer):
-        raise TypeError("steps must be an integer >= 1 or a non-empty 1-D sequence of increasing "
-                        f"integers, got {steps!r}")
+        raise TypeError(
+            f"steps must be an integer >= 1 or a non-empty 1-D sequence of increasing integers, got {steps!r}"
+        )
     if array[0] < 1 or np.any(np.diff(array) <= 0):
         raise ValueError(f"a sequence of steps must be strictly increasing integers >= 1, got {array.tolist()}")
     return array.astype(np.int64)
@@ -113,14 +119,17 @@ def _check_steps(steps):
 
 def _check_accountant(accountant):
     if accountant not in ACCOUNTANTS:
-        raise ValueError(f"accountant must be one of {ACCOUNTANTS} ('pld': privacy loss distributions, "
-                         f"tight; 'rdp': Renyi DP), got {accountant!r}")
+        raise ValueError(
+            f"accountant must be one of {ACCOUNTANTS} ('pld': privacy loss distributions, "
+            f"tight; 'rdp': Renyi DP), got {accountant!r}"
+        )
     return accountant
 
 
 # ---------------------------------------------------------------------------
 # the accountants
 # ---------------------------------------------------------------------------
+
 
 def _pld_interval(noise_multiplier):
     """dp-accounting's default PLD grid for sigma >= 1, widened like 1 / sigma**2 below."""
@@ -175,15 +184,20 @@ def _epsilon_curve(sampling_rate, noise_multiplier, steps, delta, accountant):
         ledger = RdpAccountant()
         with _quiet_rdp_orders():
             ledger.compose(_step_event(sampling_rate, noise_multiplier))
-            return np.array([rdp_privacy_accountant.compute_epsilon(ledger._orders, count * ledger._rdp, delta)[0]
-                             for count in steps])
+            return np.array(
+                [
+                    rdp_privacy_accountant.compute_epsilon(ledger._orders, count * ledger._rdp, delta)[0]
+                    for count in steps
+                ]
+            )
     # The PLD accountant rebuilds the one-step distribution on every compose
     # (~1 s); build it once with the same call the accountant makes and
     # compose the distributions directly.
     one_step = privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=noise_multiplier,
         value_discretization_interval=_pld_interval(noise_multiplier),
-        sampling_prob=sampling_rate)
+        sampling_prob=sampling_rate,
+    )
     out = np.empty(len(steps))
     composed = None
     for i, gap in enumerate(np.diff(steps, prepend=0)):
@@ -239,16 +253,20 @@ def _bracket(gap, start, factor, target, delta):
             if gap(high) <= 0:
                 return low, high
             low = high
-        raise ValueError(f"no noise multiplier up to {high:g} reaches epsilon={target} at "
-                         f"delta={delta}; raise epsilon or delta, or lower sampling_rate or steps")
+        raise ValueError(
+            f"no noise multiplier up to {high:g} reaches epsilon={target} at "
+            f"delta={delta}; raise epsilon or delta, or lower sampling_rate or steps"
+        )
     low = high = start
     for _ in range(200):  # enough noise: lower it until over budget
         low /= factor
         if gap(low) > 0:
             return low, high
         high = low
-    raise ValueError(f"even noise_multiplier={low:g} spends at most epsilon={target}; "
-                     "use a smaller epsilon (or noise_multiplier=0 for no privacy)")
+    raise ValueError(
+        f"even noise_multiplier={low:g} spends at most epsilon={target}; "
+        "use a smaller epsilon (or noise_multiplier=0 for no privacy)"
+    )
 
 
 def noise_multiplier(epsilon, delta, sampling_rate, steps, accountant="pld"):
@@ -284,14 +302,15 @@ def noise_multiplier(epsilon, delta, sampling_rate, steps, accountant="pld"):
         raise TypeError(f"steps must be one integer >= 1 here (the planned number of releases), got {steps!r}")
     accountant = _check_accountant(accountant)
 
-    @functools.lru_cache(maxsize=None)  # brentq re-evaluates the bracket ends
+    @functools.cache  # brentq re-evaluates the bracket ends
     def gap(sigma):
         return _epsilon_after(q, sigma, steps, delta, accountant) - target
 
     # A PLD evaluation costs ~1 s, an RDP one ~0.1 s: start the PLD search
     # from the RDP answer (RDP is looser, so PLD needs a little less noise).
-    start, factor = (1.0, 2.0) if accountant == "rdp" else \
-        (noise_multiplier(target, delta, q, steps, accountant="rdp"), 1.25)
+    start, factor = (
+        (1.0, 2.0) if accountant == "rdp" else (noise_multiplier(target, delta, q, steps, accountant="rdp"), 1.25)
+    )
     low, high = _bracket(gap, start, factor, target, delta)
     # invariant: gap(low) > 0 >= gap(high)
     xtol = _CALIBRATION_RTOL * low

@@ -60,6 +60,7 @@ A_MAX = 1e15
 # Numba kernels
 # --------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def mode_nb(nu, a):
     """Mode of Bessel(nu, a): the largest m with m (m + nu) <= a^2 / 4."""
@@ -133,8 +134,8 @@ def _log_gamma_ratio(x, d):
     # Stirling series, differenced term by term; the first term rewritten
     # with log1p so the O(x log x) parts cancel exactly.
     main = (x - 0.5) * math.log1p(d / x) + d * math.log(y) - d
-    corr_y = 1.0 / (12.0 * y) - 1.0 / (360.0 * y ** 3) + 1.0 / (1260.0 * y ** 5)
-    corr_x = 1.0 / (12.0 * x) - 1.0 / (360.0 * x ** 3) + 1.0 / (1260.0 * x ** 5)
+    corr_y = 1.0 / (12.0 * y) - 1.0 / (360.0 * y**3) + 1.0 / (1260.0 * y**5)
+    corr_x = 1.0 / (12.0 * x) - 1.0 / (360.0 * x**3) + 1.0 / (1260.0 * x**5)
     return main + corr_y - corr_x
 
 
@@ -142,9 +143,7 @@ def _log_gamma_ratio(x, d):
 def _log_relative_pmf(m, mode, nu, log_half_a):
     """log P(m) - log P(mode)."""
     d = m - mode
-    return (2.0 * d * log_half_a
-            - _log_gamma_ratio(mode + 1.0, d)
-            - _log_gamma_ratio(mode + nu + 1.0, d))
+    return 2.0 * d * log_half_a - _log_gamma_ratio(mode + 1.0, d) - _log_gamma_ratio(mode + nu + 1.0, d)
 
 
 @njit(nogil=True, cache=True)
@@ -217,7 +216,7 @@ def _sample_rejection(nu, a, mode, state):
 
     right = mode + width
     log_p_right = _log_relative_pmf(right, mode, nu, log_half_a)
-    log_r = (math.log(quarter_a2) - math.log(right + 1.0) - math.log(right + nu + 1.0))
+    log_r = math.log(quarter_a2) - math.log(right + 1.0) - math.log(right + nu + 1.0)
     r = math.exp(log_r)
     mass_right = math.exp(log_p_right) * r / (1.0 - r)
 
@@ -378,17 +377,21 @@ def _sample_many(nu, a, out, chain_seed):
 # Vectorised public functions
 # --------------------------------------------------------------------------
 
+
 def _as_parameters(nu, a, *, allow_zero_a=True):
     """Broadcast and check (nu, a); raise a ValueError naming the fix."""
     nu = np.asarray(nu, dtype=float)
     a = np.asarray(a, dtype=float)
     if not np.all(np.isfinite(nu)) or np.any(nu < 0):
-        raise ValueError("Bessel order nu must be finite and >= 0 (nu = |noised count|); "
-                         f"got {nu[~(np.isfinite(nu) & (nu >= 0))].ravel()[:3]}")
+        raise ValueError(
+            "Bessel order nu must be finite and >= 0 (nu = |noised count|); "
+            f"got {nu[~(np.isfinite(nu) & (nu >= 0))].ravel()[:3]}"
+        )
     if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > A_MAX):
         bad = a[~(np.isfinite(a) & (a >= 0) & (a <= A_MAX))].ravel()[:3]
-        raise ValueError(f"Bessel argument a must be finite, >= 0 and <= {A_MAX:g} "
-                         f"(a = 2 sqrt(lambda1 lambda2)); got {bad}")
+        raise ValueError(
+            f"Bessel argument a must be finite, >= 0 and <= {A_MAX:g} (a = 2 sqrt(lambda1 lambda2)); got {bad}"
+        )
     return np.broadcast_arrays(nu, a)
 
 
@@ -404,12 +407,16 @@ def _debye_log_iv(nu, a):
     eta = root + np.log(z / (1.0 + root))
     t2 = t * t
     u1 = t * (3.0 - 5.0 * t2) / 24.0
-    u2 = t2 * (81.0 - 462.0 * t2 + 385.0 * t2 ** 2) / 1152.0
-    u3 = t * t2 * (30375.0 - 369603.0 * t2 + 765765.0 * t2 ** 2 - 425425.0 * t2 ** 3) / 414720.0
-    u4 = t2 * t2 * (4465125.0 - 94121676.0 * t2 + 349922430.0 * t2 ** 2
-                    - 446185740.0 * t2 ** 3 + 185910725.0 * t2 ** 4) / 39813120.0
-    series = 1.0 + u1 / nu + u2 / nu ** 2 + u3 / nu ** 3 + u4 / nu ** 4
-    return (nu * eta - 0.5 * np.log(2.0 * np.pi * nu) + 0.5 * np.log(t) + np.log(series))
+    u2 = t2 * (81.0 - 462.0 * t2 + 385.0 * t2**2) / 1152.0
+    u3 = t * t2 * (30375.0 - 369603.0 * t2 + 765765.0 * t2**2 - 425425.0 * t2**3) / 414720.0
+    u4 = (
+        t2
+        * t2
+        * (4465125.0 - 94121676.0 * t2 + 349922430.0 * t2**2 - 446185740.0 * t2**3 + 185910725.0 * t2**4)
+        / 39813120.0
+    )
+    series = 1.0 + u1 / nu + u2 / nu**2 + u3 / nu**3 + u4 / nu**4
+    return nu * eta - 0.5 * np.log(2.0 * np.pi * nu) + 0.5 * np.log(t) + np.log(series)
 
 
 def _series_log_ive(nu, a):
@@ -420,7 +427,7 @@ def _series_log_ive(nu, a):
     the Debye expansion applies. One element at a time.
     """
     out = np.empty(nu.shape)
-    for i, (n, x) in enumerate(zip(nu.ravel(), a.ravel())):
+    for i, (n, x) in enumerate(zip(nu.ravel(), a.ravel(), strict=True)):
         centre = float(mode_nb(n, x))
         spread = math.sqrt(1.0 / (1.0 / (centre + 1.0) + 1.0 / (centre + n + 1.0)))
         m = np.arange(0.0, centre + 40.0 * spread + 60.0)
@@ -535,8 +542,9 @@ def _log_term_part(x, a, log_half_a):
         ratio = al / (2.0 * xl)
         near = (ratio > 0.5) & (ratio < 2.0)
         log_ratio = np.where(near, np.log1p((al - 2.0 * xl) / (2.0 * xl)), np.log(ratio))
-        out[large] = ((xl - 0.5) * log_ratio - 0.5 * log_half_a[large]
-                      - 0.5 * np.log(2.0 * np.pi) - _stirling_correction(xl))
+        out[large] = (
+            (xl - 0.5) * log_ratio - 0.5 * log_half_a[large] - 0.5 * np.log(2.0 * np.pi) - _stirling_correction(xl)
+        )
     return out
 
 
@@ -548,8 +556,12 @@ def _log_scaled_term(m, nu, a):
     a = 1e8, where the direct formula loses 8 digits to cancellation.
     """
     log_half_a = np.log(0.5 * a)
-    return (_log_term_part(m + 1.0, a, log_half_a) + _log_term_part(m + nu + 1.0, a, log_half_a)
-            + ((2.0 * m + 2.0) - a) + nu)
+    return (
+        _log_term_part(m + 1.0, a, log_half_a)
+        + _log_term_part(m + nu + 1.0, a, log_half_a)
+        + ((2.0 * m + 2.0) - a)
+        + nu
+    )
 
 
 def pmf(m, nu, a):
@@ -560,7 +572,7 @@ def pmf(m, nu, a):
 def mode(nu, a):
     """Mode ``floor((sqrt(a^2 + nu^2) - nu) / 2)`` (int64; the larger one on ties)."""
     nu, a = _as_parameters(nu, a)
-    out = np.array([mode_nb(n, x) for n, x in zip(nu.ravel(), a.ravel())], dtype=np.int64)
+    out = np.array([mode_nb(n, x) for n, x in zip(nu.ravel(), a.ravel(), strict=True)], dtype=np.int64)
     return out.reshape(nu.shape)[()]
 
 
@@ -614,8 +626,9 @@ def sample(nu, a, size=None, random_state=None):
         nu = np.ascontiguousarray(np.broadcast_to(nu, shape)).ravel()
         a = np.ascontiguousarray(np.broadcast_to(a, shape)).ravel()
     except ValueError:
-        raise ValueError(f"size {shape} does not fit nu and a of shape {nu.shape}: "
-                         "give a size they broadcast to") from None
+        raise ValueError(
+            f"size {shape} does not fit nu and a of shape {nu.shape}: give a size they broadcast to"
+        ) from None
     out = np.empty(nu.size, dtype=np.int64)
     _sample_many(nu, a, out, chain_seed_from(random_state))
     out = out.reshape(shape)

@@ -19,8 +19,15 @@ import re
 
 import numpy as np
 
-__all__ = ["MemoryBudgetError", "check_memory", "dense_bytes", "format_bytes", "largest_square_that_fits",
-           "memory_limit", "parse_bytes"]
+__all__ = [
+    "MemoryBudgetError",
+    "check_memory",
+    "dense_bytes",
+    "format_bytes",
+    "largest_square_that_fits",
+    "memory_limit",
+    "parse_bytes",
+]
 
 ENV_VAR = "LPVIZ_MEMORY_LIMIT"
 DEFAULT_FRACTION = 0.6  # leaves room for the interpreter, the other sessions and the page cache
@@ -28,11 +35,24 @@ DEFAULT_FRACTION = 0.6  # leaves room for the interpreter, the other sessions an
 # Bare letters and IEC names are powers of 1024 (as Docker and the JVM read "512m"); an SI
 # name spelled with a B ("2GB", "500kB") is a power of 1000, as written.
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 2**10, "ki": 2**10, "kib": 2**10, "kb": 10**3,
-    "m": 2**20, "mi": 2**20, "mib": 2**20, "mb": 10**6,
-    "g": 2**30, "gi": 2**30, "gib": 2**30, "gb": 10**9,
-    "t": 2**40, "ti": 2**40, "tib": 2**40, "tb": 10**12,
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "ki": 2**10,
+    "kib": 2**10,
+    "kb": 10**3,
+    "m": 2**20,
+    "mi": 2**20,
+    "mib": 2**20,
+    "mb": 10**6,
+    "g": 2**30,
+    "gi": 2**30,
+    "gib": 2**30,
+    "gb": 10**9,
+    "t": 2**40,
+    "ti": 2**40,
+    "tib": 2**40,
+    "tb": 10**12,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 # cgroup v2, then v1; "max" or a huge number means no limit
@@ -98,8 +118,10 @@ def memory_limit() -> int:
         try:
             return parse_bytes(text)
         except ValueError as error:
-            raise ValueError(f"{ENV_VAR}={text!r} is not a memory limit: {error}; "
-                             f"unset it for {DEFAULT_FRACTION:.0%} of the machine's memory") from None
+            raise ValueError(
+                f"{ENV_VAR}={text!r} is not a memory limit: {error}; "
+                f"unset it for {DEFAULT_FRACTION:.0%} of the machine's memory"
+            ) from None
     return int(physical_memory() * DEFAULT_FRACTION)
 
 

@@ -44,6 +44,7 @@ _PHI_FLOOR = 1e-100
 # Numba kernels: per-document E-step, clipped statistic, evidence bound
 # ---------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def _digamma(x):
     """psi(x) for x > 0: recurrence up to x >= 6, then the asymptotic series (abs. error < 1e-13)."""
@@ -109,8 +110,9 @@ def _fit_documents_parallel(indptr, indices, counts, word_topic_weights, alpha, 
     """Per-document fixed points for every row of a CSR matrix; ``gamma`` (D, K) holds the start."""
     for d in prange(indptr.shape[0] - 1):
         start, stop = indptr[d], indptr[d + 1]
-        _document_fixed_point(indices[start:stop], counts[start:stop], word_topic_weights,
-                              alpha, max_iter, tol, gamma[d])
+        _document_fixed_point(
+            indices[start:stop], counts[start:stop], word_topic_weights, alpha, max_iter, tol, gamma[d]
+        )
 
 
 @njit(nogil=True, cache=True)
@@ -118,8 +120,9 @@ def _fit_documents_serial(indptr, indices, counts, word_topic_weights, alpha, ma
     """:func:`_fit_documents_parallel` on one thread (small batches)."""
     for d in range(indptr.shape[0] - 1):
         start, stop = indptr[d], indptr[d + 1]
-        _document_fixed_point(indices[start:stop], counts[start:stop], word_topic_weights,
-                              alpha, max_iter, tol, gamma[d])
+        _document_fixed_point(
+            indices[start:stop], counts[start:stop], word_topic_weights, alpha, max_iter, tol, gamma[d]
+        )
 
 
 @njit(nogil=True, cache=True)
@@ -205,6 +208,7 @@ def _document_bounds(indptr, indices, counts, elog_topic_word_T, gamma, alpha, o
 # input checks
 # ---------------------------------------------------------------------------
 
+
 def _is_int(value):
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -236,12 +240,15 @@ def _as_counts(X, name="X"):
         values = matrix.data
     else:
         if isinstance(X, (str, bytes)) or X is None:
-            raise TypeError(f"{name} must be a documents x words count matrix (numpy array or "
-                            f"scipy.sparse), got {type(X).__name__}")
+            raise TypeError(
+                f"{name} must be a documents x words count matrix (numpy array or scipy.sparse), got {type(X).__name__}"
+            )
         array = np.asarray(X)
         if array.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D documents x words matrix, got shape {array.shape}; "
-                             "one row per document, one column per word")
+            raise ValueError(
+                f"{name} must be a 2-D documents x words matrix, got shape {array.shape}; "
+                "one row per document, one column per word"
+            )
         matrix, values = array, array
     if matrix.dtype == np.bool_:
         raise TypeError(f"{name} is boolean: pass word counts, e.g. {name}.astype(np.int64)")
@@ -254,12 +261,15 @@ def _as_counts(X, name="X"):
         if np.issubdtype(values.dtype, np.floating) and not np.all(np.isfinite(values)):
             raise ValueError(f"{name} contains NaN or infinite values; pass finite word counts")
         if values.min() < 0:
-            raise ValueError(f"{name} has negative counts (min {values.min()}); word counts must be >= 0 "
-                             "(central DP noises the statistics, not the data)")
+            raise ValueError(
+                f"{name} has negative counts (min {values.min()}); word counts must be >= 0 "
+                "(central DP noises the statistics, not the data)"
+            )
         if np.issubdtype(values.dtype, np.floating) and np.any(values != np.floor(values)):
             bad = values[values != np.floor(values)].flat[0]
-            raise ValueError(f"{name} has non-integer counts (e.g. {bad}); pass raw word counts "
-                             "(round or re-count them)")
+            raise ValueError(
+                f"{name} has non-integer counts (e.g. {bad}); pass raw word counts (round or re-count them)"
+            )
     csr = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
     csr.sum_duplicates()
     csr.eliminate_zeros()
@@ -293,6 +303,7 @@ def _fit_documents(indptr, indices, counts, word_topic_weights, alpha, max_iter,
 # pure steps of the algorithm
 # ---------------------------------------------------------------------------
 
+
 def _elog_topic_word(components):
     """E[log beta] for beta_k ~ Dirichlet(components[k])."""
     return digamma(components) - digamma(components.sum(axis=1))[:, None]
@@ -310,8 +321,9 @@ def _word_scaled_topic_weights(components):
     return np.ascontiguousarray(np.exp(elog - elog.max(axis=0)).T)
 
 
-def expected_statistics(X, components, doc_topic_prior, *, clip_norm=None,
-                        max_doc_update_iter=100, mean_change_tol=1e-3):
+def expected_statistics(
+    X, components, doc_topic_prior, *, clip_norm=None, max_doc_update_iter=100, mean_change_tol=1e-3
+):
     """E-step on documents ``X`` and their summed, per-document clipped statistics.
 
     For document ``d`` the expected sufficient statistic is the K x V matrix
@@ -350,14 +362,21 @@ def expected_statistics(X, components, doc_topic_prior, *, clip_norm=None,
         raise ValueError("components must be finite and > 0 (Dirichlet parameters of the topics)")
     csr = _as_counts(X)
     if csr.shape[1] != components.shape[1]:
-        raise ValueError(f"X has {csr.shape[1]} words (columns) but components has "
-                         f"{components.shape[1]}; both must use the same vocabulary")
+        raise ValueError(
+            f"X has {csr.shape[1]} words (columns) but components has "
+            f"{components.shape[1]}; both must use the same vocabulary"
+        )
     alpha = _check_positive("doc_topic_prior", doc_topic_prior)
     if clip_norm is not None:
         clip_norm = _check_positive("clip_norm", clip_norm, " (or None for no clipping)")
-    return _expected_statistics(csr, _word_scaled_topic_weights(components), alpha, clip_norm,
-                                _check_int("max_doc_update_iter", max_doc_update_iter, 1),
-                                _check_positive("mean_change_tol", mean_change_tol))
+    return _expected_statistics(
+        csr,
+        _word_scaled_topic_weights(components),
+        alpha,
+        clip_norm,
+        _check_int("max_doc_update_iter", max_doc_update_iter, 1),
+        _check_positive("mean_change_tol", mean_change_tol),
+    )
 
 
 def _expected_statistics(csr, word_topic_weights, alpha, clip_norm, max_iter, tol):
@@ -366,8 +385,9 @@ def _expected_statistics(csr, word_topic_weights, alpha, clip_norm, max_iter, to
     doc_topic = np.ones((csr.shape[0], n_topics))
     _fit_documents(indptr, indices, counts, word_topic_weights, alpha, max_iter, tol, doc_topic)
     statistic_T = np.zeros((n_words, n_topics))
-    n_clipped = _accumulate_clipped(indptr, indices, counts, word_topic_weights, doc_topic,
-                                    -1.0 if clip_norm is None else clip_norm, statistic_T)
+    n_clipped = _accumulate_clipped(
+        indptr, indices, counts, word_topic_weights, doc_topic, -1.0 if clip_norm is None else clip_norm, statistic_T
+    )
     return statistic_T.T, doc_topic, int(n_clipped)
 
 
@@ -398,6 +418,7 @@ def noisy_statistics(statistic, noise_std, rng):
 # ---------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------
+
 
 def _seed_sequence(random_state):
     """The SeedSequence behind PrivateLDA's three streams (see its ``random_state``)."""
@@ -543,10 +564,26 @@ class PrivateLDA:
     >>> model.epsilon_, model.noise_multiplier_                       # doctest: +SKIP
     """
 
-    def __init__(self, n_components, *, noise_multiplier=None, epsilon=None, delta=1e-5,
-                 batch_size=128, n_epochs=1, clip=0.1, doc_length=500, learning_offset=10.0,
-                 learning_decay=0.7, doc_topic_prior=None, topic_word_prior=None,
-                 max_doc_update_iter=100, mean_change_tol=1e-3, accountant="pld", random_state=None):
+    def __init__(
+        self,
+        n_components,
+        *,
+        noise_multiplier=None,
+        epsilon=None,
+        delta=1e-5,
+        batch_size=128,
+        n_epochs=1,
+        clip=0.1,
+        doc_length=500,
+        learning_offset=10.0,
+        learning_decay=0.7,
+        doc_topic_prior=None,
+        topic_word_prior=None,
+        max_doc_update_iter=100,
+        mean_change_tol=1e-3,
+        accountant="pld",
+        random_state=None,
+    ):
         self.n_components = n_components
         self.noise_multiplier = noise_multiplier
         self.epsilon = epsilon
@@ -565,10 +602,15 @@ class PrivateLDA:
         self.random_state = random_state
 
     def __repr__(self):
-        budget = (f"epsilon={self.epsilon!r}" if self.noise_multiplier is None
-                  else f"noise_multiplier={self.noise_multiplier!r}")
-        return (f"PrivateLDA({self.n_components!r}, {budget}, delta={self.delta!r}, "
-                f"batch_size={self.batch_size!r}, n_epochs={self.n_epochs!r}, clip={self.clip!r})")
+        budget = (
+            f"epsilon={self.epsilon!r}"
+            if self.noise_multiplier is None
+            else f"noise_multiplier={self.noise_multiplier!r}"
+        )
+        return (
+            f"PrivateLDA({self.n_components!r}, {budget}, delta={self.delta!r}, "
+            f"batch_size={self.batch_size!r}, n_epochs={self.n_epochs!r}, clip={self.clip!r})"
+        )
 
     # -- parameter checks -------------------------------------------------
 
@@ -576,9 +618,11 @@ class PrivateLDA:
         """Every constructor parameter that does not depend on the data, checked."""
         n_topics = _check_int("n_components", self.n_components, 1)
         if (self.noise_multiplier is None) == (self.epsilon is None):
-            raise ValueError("give exactly one of noise_multiplier (noise std / sensitivity; 0 = no "
-                             "privacy) and epsilon (the budget to calibrate the noise to), got "
-                             f"noise_multiplier={self.noise_multiplier!r}, epsilon={self.epsilon!r}")
+            raise ValueError(
+                "give exactly one of noise_multiplier (noise std / sensitivity; 0 = no "
+                "privacy) and epsilon (the budget to calibrate the noise to), got "
+                f"noise_multiplier={self.noise_multiplier!r}, epsilon={self.epsilon!r}"
+            )
         if self.noise_multiplier is not None:
             accounting._check_noise_multiplier(self.noise_multiplier)
         else:
@@ -589,22 +633,33 @@ class PrivateLDA:
         _check_int("n_epochs", self.n_epochs, 1)
         if self.clip is None:
             if self.noise_multiplier != 0:
-                raise ValueError("clip=None (no clipping) leaves the sensitivity unbounded, so it is only "
-                                 "allowed with noise_multiplier=0; give clip in (0, 1] for a private fit")
+                raise ValueError(
+                    "clip=None (no clipping) leaves the sensitivity unbounded, so it is only "
+                    "allowed with noise_multiplier=0; give clip in (0, 1] for a private fit"
+                )
         elif not _is_real(self.clip) or not 0 < self.clip <= 1:
-            raise ValueError(f"clip must be a fraction in (0, 1] of the worst-case sensitivity doc_length "
-                             f"(or None with noise_multiplier=0), got {self.clip!r}")
+            raise ValueError(
+                f"clip must be a fraction in (0, 1] of the worst-case sensitivity doc_length "
+                f"(or None with noise_multiplier=0), got {self.clip!r}"
+            )
         _check_positive("doc_length", self.doc_length, " (the document length the sensitivity is stated for)")
-        if not _is_real(self.learning_offset) or not np.isfinite(self.learning_offset) \
-                or self.learning_offset < 0:
+        if not _is_real(self.learning_offset) or not np.isfinite(self.learning_offset) or self.learning_offset < 0:
             raise ValueError(f"learning_offset must be a finite number >= 0, got {self.learning_offset!r}")
         if not _is_real(self.learning_decay) or not 0.5 < self.learning_decay <= 1:
-            raise ValueError(f"learning_decay must be in (0.5, 1] (Hoffman et al.'s convergence "
-                             f"condition), got {self.learning_decay!r}")
-        alpha = 1.0 / n_topics if self.doc_topic_prior is None else \
-            _check_positive("doc_topic_prior", self.doc_topic_prior, " (or None for 1 / n_components)")
-        eta = 1.0 / n_topics if self.topic_word_prior is None else \
-            _check_positive("topic_word_prior", self.topic_word_prior, " (or None for 1 / n_components)")
+            raise ValueError(
+                f"learning_decay must be in (0.5, 1] (Hoffman et al.'s convergence "
+                f"condition), got {self.learning_decay!r}"
+            )
+        alpha = (
+            1.0 / n_topics
+            if self.doc_topic_prior is None
+            else _check_positive("doc_topic_prior", self.doc_topic_prior, " (or None for 1 / n_components)")
+        )
+        eta = (
+            1.0 / n_topics
+            if self.topic_word_prior is None
+            else _check_positive("topic_word_prior", self.topic_word_prior, " (or None for 1 / n_components)")
+        )
         _check_int("max_doc_update_iter", self.max_doc_update_iter, 1)
         _check_positive("mean_change_tol", self.mean_change_tol)
         seeds = _seed_sequence(self.random_state)
@@ -636,9 +691,11 @@ class PrivateLDA:
         csr = _as_counts(X)
         n_docs, n_words = csr.shape
         if self.batch_size > n_docs:
-            raise ValueError(f"batch_size={self.batch_size} exceeds the number of documents ({n_docs}); "
-                             f"use batch_size <= {n_docs} (batch_size={n_docs} samples every document "
-                             "each step, with no amplification by subsampling)")
+            raise ValueError(
+                f"batch_size={self.batch_size} exceeds the number of documents ({n_docs}); "
+                f"use batch_size <= {n_docs} (batch_size={n_docs} samples every document "
+                "each step, with no amplification by subsampling)"
+            )
         if csr.nnz == 0:
             raise ValueError("X has no words (all counts are 0): there is nothing to fit")
         q = self.batch_size / n_docs
@@ -660,8 +717,13 @@ class PrivateLDA:
             started = time.perf_counter()
             batch = np.flatnonzero(batch_rng.random(n_docs) < q)
             statistic, _, n_clipped = _expected_statistics(
-                csr[batch], _word_scaled_topic_weights(components), alpha, clip_norm, self.max_doc_update_iter,
-                self.mean_change_tol)
+                csr[batch],
+                _word_scaled_topic_weights(components),
+                alpha,
+                clip_norm,
+                self.max_doc_update_iter,
+                self.mean_change_tol,
+            )
             statistic = noisy_statistics(statistic, noise_std, noise_rng)
             rho = (self.learning_offset + step) ** -self.learning_decay
             components *= 1.0 - rho
@@ -683,8 +745,7 @@ class PrivateLDA:
         self.delta_ = float(self.delta)
         epsilons = accounting.epsilon(q, sigma, np.arange(1, n_steps + 1), self.delta, self.accountant)
         self.epsilon_ = float(epsilons[-1])
-        self.trace_ = pd.DataFrame(rows, columns=["step", "n_documents", "n_clipped", "rho",
-                                                  "noise_std", "seconds"])
+        self.trace_ = pd.DataFrame(rows, columns=["step", "n_documents", "n_clipped", "rho", "noise_std", "seconds"])
         self.trace_.insert(5, "epsilon", epsilons)
         return self
 
@@ -695,15 +756,25 @@ class PrivateLDA:
             raise ValueError("this PrivateLDA is not fitted yet: call fit(X) first")
         csr = _as_counts(X)
         if csr.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {csr.shape[1]} words (columns) but the model was fitted on "
-                             f"{self.n_features_in_}; use the same vocabulary")
+            raise ValueError(
+                f"X has {csr.shape[1]} words (columns) but the model was fitted on "
+                f"{self.n_features_in_}; use the same vocabulary"
+            )
         return csr
 
     def _doc_topic(self, csr):
         indptr, indices, counts = _kernel_arrays(csr)
         doc_topic = np.ones((csr.shape[0], self.n_components))
-        _fit_documents(indptr, indices, counts, _word_scaled_topic_weights(self.components_), self.doc_topic_prior_,
-                       self.max_doc_update_iter, self.mean_change_tol, doc_topic)
+        _fit_documents(
+            indptr,
+            indices,
+            counts,
+            _word_scaled_topic_weights(self.components_),
+            self.doc_topic_prior_,
+            self.max_doc_update_iter,
+            self.mean_change_tol,
+            doc_topic,
+        )
         return doc_topic
 
     def transform(self, X):
@@ -753,8 +824,9 @@ def epsilon_spent(model, accountant):
         return float(model.epsilon_)
     if model.noise_multiplier_ == 0:
         return math.inf
-    return float(accounting.epsilon(model.sampling_rate_, model.noise_multiplier_, model.n_steps_, model.delta_,
-                                    accountant))
+    return float(
+        accounting.epsilon(model.sampling_rate_, model.noise_multiplier_, model.n_steps_, model.delta_, accountant)
+    )
 
 
 def posterior(model, X):

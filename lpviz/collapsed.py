@@ -106,11 +106,20 @@ from numba import njit
 from lpviz._random import chain_seed_from, seed_state, uniform
 
 __all__ = [
-    "sample_poisson", "sample_true_count", "sample_true_count_and_log_marginal",
-    "sample_true_count_and_marginal_parts", "add_marginal_factor", "log_marginal_nb",
+    "sample_poisson",
+    "sample_true_count",
+    "sample_true_count_and_log_marginal",
+    "sample_true_count_and_marginal_parts",
+    "add_marginal_factor",
+    "log_marginal_nb",
     "log_poisson_pmf",
-    "logpmf", "pmf", "sample", "log_marginal", "mean",
-    "MAX_COUNT", "MAX_MU",
+    "logpmf",
+    "pmf",
+    "sample",
+    "log_marginal",
+    "mean",
+    "MAX_COUNT",
+    "MAX_MU",
 ]
 
 # Largest |ytil| and mu accepted by the Python functions: the sums of
@@ -140,6 +149,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 # --------------------------------------------------------------------------
 # Log Poisson pmf (Loader 2000: stirlerr and bd0)
 # --------------------------------------------------------------------------
+
 
 def _stirlerr_table(n_max=15):
     """stirlerr(k) = log k! - [(k + 1/2) log k - k + log(2 pi)/2] for k <= n_max.
@@ -222,6 +232,7 @@ def log_poisson_pmf(k, lam):
 # Poisson sampler
 # --------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True, inline="always")
 def _poisson_inversion(lam, state):
     """Poisson(lam), 0 < lam < _PTRS_MIN_LAM, by inversion from 0."""
@@ -289,6 +300,7 @@ def sample_poisson(lam, state):
 # The conditional of y given ytil: weights relative to the mode
 # --------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True, inline="always")
 def _ratio(y, n, a, b):
     """w(y + 1) / w(y)."""
@@ -315,8 +327,7 @@ def _lgamma_correction(x):
     """lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2] for x >= _STIRLING_MIN."""
     inv = 1.0 / x
     inv2 = inv * inv
-    return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0
-                                                                                  - inv2 / 1188.0))))
+    return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 / 1188.0))))
 
 
 @njit(nogil=True, cache=True)
@@ -334,8 +345,7 @@ def _log_rate_ratio(k, d, c):
     z = x + d
     if x < _STIRLING_MIN or z < _STIRLING_MIN:
         return d * math.log(c) - (math.lgamma(z) - math.lgamma(x))
-    return (d * (math.log(c / z) + 1.0) - (x - 0.5) * math.log1p(d / x)
-            - (_lgamma_correction(z) - _lgamma_correction(x)))
+    return d * (math.log(c / z) + 1.0) - (x - 0.5) * math.log1p(d / x) - (_lgamma_correction(z) - _lgamma_correction(x))
 
 
 @njit(nogil=True, cache=True)
@@ -353,6 +363,7 @@ def _log_relative_weight(y, mode, n, a, b):
 # --------------------------------------------------------------------------
 # The conditional of y given ytil: sampler
 # --------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True, inline="always")
 def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
@@ -575,8 +586,11 @@ def sample_true_count_and_marginal_parts(n, mu, alpha, log_alpha, state):
         y, total = _upward_search(uniform(state), n, a, b, True)
         return int(y), n * log_alpha - mu, total  # log w(0) = log Pois(0; mu) + n log alpha
     y = _sample_rejection(n, a, b, mode, state)
-    return int(y), (log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
-                    + _log_relative_normaliser(n, a, b, mode)), 1.0
+    return (
+        int(y),
+        (log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha + _log_relative_normaliser(n, a, b, mode)),
+        1.0,
+    )
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -594,6 +608,7 @@ def add_marginal_factor(logs, product, factor):
 # --------------------------------------------------------------------------
 # The marginal p(ytil | mu, alpha) and the normaliser
 # --------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True)
 def _up_sum(s, x):
@@ -684,8 +699,12 @@ def log_marginal_nb(ytil, mu, alpha):
         # few terms: sum them relative to w(0) = Pois(0; mu) alpha^n
         total = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
         return log_geometric_norm - mu + n * log_alpha + math.log(total)
-    return (log_geometric_norm + log_poisson_pmf(mode, mu) + abs(n - mode) * log_alpha
-            + _log_relative_normaliser(n, a, b, mode))
+    return (
+        log_geometric_norm
+        + log_poisson_pmf(mode, mu)
+        + abs(n - mode) * log_alpha
+        + _log_relative_normaliser(n, a, b, mode)
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -709,14 +728,16 @@ def _mean_nb(ytil, mu, alpha):
     mode, log_norm = _log_normaliser_at_mode(n, mu, alpha)
     mode_before, log_norm_before = _log_normaliser_at_mode(n - 1.0, mu, alpha)
     # log w_{n-1}(mode_before) - log w_n(mode): the modes differ by at most 1
-    log_peaks = (_log_rate_ratio(mode, mode_before - mode, mu)
-                 + (abs(n - 1.0 - mode_before) - abs(n - mode)) * math.log(alpha))
+    log_peaks = _log_rate_ratio(mode, mode_before - mode, mu) + (abs(n - 1.0 - mode_before) - abs(n - mode)) * math.log(
+        alpha
+    )
     return mu * math.exp(log_peaks + log_norm_before - log_norm)
 
 
 # --------------------------------------------------------------------------
 # Vectorised loops
 # --------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True)
 def _normalisers_many(ytil, mu, alpha, modes, log_norms):
@@ -740,8 +761,9 @@ def _logpmf_many(y, ytil, mu, alpha, modes, log_norms, out):
         elif not mu[i] > 0.0:
             out[i] = 0.0 if y[i] == 0.0 else -math.inf
         else:
-            out[i] = (_log_relative_weight(y[i], modes[i], float(ytil[i]), mu[i] / alpha[i], mu[i] * alpha[i])
-                      - log_norms[i])
+            out[i] = (
+                _log_relative_weight(y[i], modes[i], float(ytil[i]), mu[i] / alpha[i], mu[i] * alpha[i]) - log_norms[i]
+            )
 
 
 @njit(nogil=True, cache=True)
@@ -768,27 +790,30 @@ def _sample_many(ytil, mu, alpha, out, chain_seed):
 # Public functions
 # --------------------------------------------------------------------------
 
+
 def _as_parameters(ytil, mu, alpha):
     """Check and broadcast (ytil, mu, alpha); raise naming the fix."""
     ytil = np.asarray(ytil)
-    if ytil.dtype == bool or not (np.issubdtype(ytil.dtype, np.integer)
-                                  or np.issubdtype(ytil.dtype, np.floating)):
+    if ytil.dtype == bool or not (np.issubdtype(ytil.dtype, np.integer) or np.issubdtype(ytil.dtype, np.floating)):
         raise TypeError(f"ytil must hold integer noised counts; got dtype {ytil.dtype}")
     ytil_float = ytil.astype(float)
     bad = ~np.isfinite(ytil_float) | (ytil_float != np.floor(ytil_float)) | (np.abs(ytil_float) > MAX_COUNT)
     if np.any(bad):
-        raise ValueError(f"ytil must be integer-valued noised counts with |ytil| <= {MAX_COUNT:g}; "
-                         f"got {ytil[bad].ravel()[:3]}")
+        raise ValueError(
+            f"ytil must be integer-valued noised counts with |ytil| <= {MAX_COUNT:g}; got {ytil[bad].ravel()[:3]}"
+        )
     mu = np.asarray(mu, dtype=float)
     bad = ~(np.isfinite(mu) & (mu >= 0) & (mu <= MAX_MU))
     if np.any(bad):
-        raise ValueError(f"mu (the Poisson rate of the true count) must be finite, >= 0 and "
-                         f"<= {MAX_MU:g}; got {mu[bad].ravel()[:3]}")
+        raise ValueError(
+            f"mu (the Poisson rate of the true count) must be finite, >= 0 and <= {MAX_MU:g}; got {mu[bad].ravel()[:3]}"
+        )
     alpha = np.asarray(alpha, dtype=float)
     bad = ~((alpha > 0) & (alpha < 1))
     if np.any(bad):
-        raise ValueError("alpha (the geometric noise parameter, exp(-epsilon/N)) must lie in (0, 1); "
-                         f"got {alpha[bad].ravel()[:3]}")
+        raise ValueError(
+            f"alpha (the geometric noise parameter, exp(-epsilon/N)) must lie in (0, 1); got {alpha[bad].ravel()[:3]}"
+        )
     return np.broadcast_arrays(ytil.astype(np.int64), mu, alpha)
 
 
@@ -891,8 +916,9 @@ def sample(ytil, mu, alpha, size=None, random_state=None):
     try:
         ytil, mu, alpha = (np.broadcast_to(x, shape) for x in (ytil, mu, alpha))
     except ValueError:
-        raise ValueError(f"size {shape} does not fit parameters of shape {ytil.shape}: "
-                         "give a size they broadcast to") from None
+        raise ValueError(
+            f"size {shape} does not fit parameters of shape {ytil.shape}: give a size they broadcast to"
+        ) from None
     out = np.empty(int(np.prod(shape)), dtype=np.int64)
     _sample_many(*_flat(ytil, mu, alpha), out, chain_seed_from(random_state))
     out = out.reshape(shape)

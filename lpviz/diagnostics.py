@@ -35,8 +35,20 @@ import numpy as np
 
 from lpviz.metrics import align_topics
 
-__all__ = ["rhat", "ess", "chain_convergence", "chain_summary", "combine", "diagnose", "summarize_diagnostics", "probe_cells",
-           "probe_columns", "trace_name", "to_inference_data", "RHAT_OK"]
+__all__ = [
+    "rhat",
+    "ess",
+    "chain_convergence",
+    "chain_summary",
+    "combine",
+    "diagnose",
+    "summarize_diagnostics",
+    "probe_cells",
+    "probe_columns",
+    "trace_name",
+    "to_inference_data",
+    "RHAT_OK",
+]
 
 # A chain "still drifting" by the common rule of thumb (Gelman et al., BDA3).
 RHAT_DRIFTING = 1.1
@@ -62,11 +74,14 @@ def _arviz():
 def _check_draws(draws, name="draws"):
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim < 2:
-        raise ValueError(f"{name} must be shaped (chain, draw, ...), got shape {draws.shape}; "
-                         "for one chain use draws[None, :]")
+        raise ValueError(
+            f"{name} must be shaped (chain, draw, ...), got shape {draws.shape}; for one chain use draws[None, :]"
+        )
     if draws.shape[1] < 4:
-        raise ValueError(f"{name} has {draws.shape[1]} draws per chain; R-hat and ESS need at least 4 "
-                         "(split chains in halves): save more samples (lower thin or burn-in)")
+        raise ValueError(
+            f"{name} has {draws.shape[1]} draws per chain; R-hat and ESS need at least 4 "
+            "(split chains in halves): save more samples (lower thin or burn-in)"
+        )
     if not np.all(np.isfinite(draws)):
         raise ValueError(f"{name} contains NaN or infinite values; diagnose finite traces only")
     return draws
@@ -153,7 +168,7 @@ def chain_convergence(posterior):
     if posterior.inference != "mcmc":
         return result
     full = posterior.log_marginal if name == "log_marginal" else posterior.log_joint
-    trace = np.asarray(full[posterior.burn_in:], dtype=np.float64)
+    trace = np.asarray(full[posterior.burn_in :], dtype=np.float64)
     trace = trace[np.isfinite(trace)]
     stride = max(1, -(-trace.size // MAX_CONVERGENCE_DRAWS))
     trace = trace[::-1][::stride][::-1]  # every stride-th, ending at the last iteration
@@ -169,6 +184,7 @@ def chain_convergence(posterior):
 # ---------------------------------------------------------------------------
 # What to diagnose
 # ---------------------------------------------------------------------------
+
 
 def probe_cells(observed, n_cells=N_PROBE_CELLS, random_state=0):
     """``(rows, cols)`` of ``n_cells`` observed cells drawn at random (without replacement).
@@ -240,7 +256,7 @@ def chain_summary(posterior, cells=None, columns=None):
     log_marginal = posterior.log_marginal
     name = trace_name(log_marginal)
     full = log_marginal if name == "log_marginal" else posterior.log_joint
-    summary = {"trace": np.asarray(full[posterior.burn_in:], dtype=np.float64), "trace_name": name}
+    summary = {"trace": np.asarray(full[posterior.burn_in :], dtype=np.float64), "trace_name": name}
     model = posterior.model_instance
     if cells is not None:
         summary["rates"] = np.array([_cell_rates(model, factors, cells) for factors in posterior.samples])
@@ -262,8 +278,11 @@ def chain_summary(posterior, cells=None, columns=None):
 def _stack(arrays, name):
     length = min(len(a) for a in arrays)
     if length != max(len(a) for a in arrays):
-        warnings.warn(f"chains have different numbers of {name} draws; using the first {length} of each",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"chains have different numbers of {name} draws; using the first {length} of each",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return np.stack([np.asarray(a)[:length] for a in arrays])
 
 
@@ -279,16 +298,18 @@ def combine(summaries, reference=0):
         raise ValueError("no chain to combine")
     names = {s["trace_name"] for s in summaries}
     if len(names) > 1:
-        raise ValueError(f"chains trace different quantities ({', '.join(sorted(names))}); "
-                         "combine chains of one method")
+        raise ValueError(
+            f"chains trace different quantities ({', '.join(sorted(names))}); combine chains of one method"
+        )
     quantities = {names.pop(): _stack([s["trace"] for s in summaries], "trace")}
     if all("rates" in s for s in summaries):
         quantities["rate"] = _stack([s["rates"] for s in summaries], "rate")
     if all("topics" in s for s in summaries):
         target = summaries[reference]["topics_mean"]
         permutations = [align_topics(s["topics_mean"], target) for s in summaries]
-        quantities["topic_word"] = _stack([s["topics"][:, p, :] for s, p in zip(summaries, permutations)],
-                                          "topic")
+        quantities["topic_word"] = _stack(
+            [s["topics"][:, p, :] for s, p in zip(summaries, permutations, strict=True)], "topic"
+        )
         quantities["topic_permutations"] = np.array(permutations)
     return quantities
 
@@ -316,9 +337,15 @@ def diagnose(quantities):
         values = {"rhat": rhat(draws), "ess_bulk": ess(draws, "bulk"), "ess_tail": ess(draws, "tail")}
         shape = draws.shape[2:]
         for index in np.ndindex(*shape) if shape else [()]:
-            rows.append({"quantity": name, "element": ",".join(map(str, index)),
-                         **{key: float(np.asarray(value)[index]) for key, value in values.items()},
-                         "chains": draws.shape[0], "draws": draws.shape[1]})
+            rows.append(
+                {
+                    "quantity": name,
+                    "element": ",".join(map(str, index)),
+                    **{key: float(np.asarray(value)[index]) for key, value in values.items()},
+                    "chains": draws.shape[0],
+                    "draws": draws.shape[1],
+                }
+            )
     return rows
 
 
@@ -332,20 +359,26 @@ def summarize_diagnostics(rows, threshold=RHAT_OK):
         finite = rhats[np.isfinite(rhats)]
         bulk = np.array([row["ess_bulk"] for row in these])
         tail = np.array([row["ess_tail"] for row in these])
-        out.append({
-            "quantity": name, "elements": len(these), "chains": these[0]["chains"], "draws": these[0]["draws"],
-            "rhat_max": float(finite.max()) if finite.size else math.nan,
-            "rhat_median": float(np.median(finite)) if finite.size else math.nan,
-            "share_rhat_above": float(np.mean(finite > threshold)) if finite.size else math.nan,
-            "ess_bulk_min": float(np.nanmin(bulk)) if np.isfinite(bulk).any() else math.nan,
-            "ess_tail_min": float(np.nanmin(tail)) if np.isfinite(tail).any() else math.nan,
-        })
+        out.append(
+            {
+                "quantity": name,
+                "elements": len(these),
+                "chains": these[0]["chains"],
+                "draws": these[0]["draws"],
+                "rhat_max": float(finite.max()) if finite.size else math.nan,
+                "rhat_median": float(np.median(finite)) if finite.size else math.nan,
+                "share_rhat_above": float(np.mean(finite > threshold)) if finite.size else math.nan,
+                "ess_bulk_min": float(np.nanmin(bulk)) if np.isfinite(bulk).any() else math.nan,
+                "ess_tail_min": float(np.nanmin(tail)) if np.isfinite(tail).any() else math.nan,
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------------------
 # ArviZ export
 # ---------------------------------------------------------------------------
+
 
 def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
     """Several chains of one method as an ArviZ ``InferenceData``.
@@ -371,7 +404,7 @@ def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
     if "rate" in quantities:
         posterior["rate"] = quantities["rate"]
         dims["rate"] = ["cell"]
-        coords["cell"] = [f"{r},{c}" for r, c in zip(*cells)]
+        coords["cell"] = [f"{r},{c}" for r, c in zip(*cells, strict=True)]
     if "topic_word" in quantities:
         posterior["topic_word"] = quantities["topic_word"]
         dims["topic_word"] = ["topic", "word"]
@@ -379,17 +412,28 @@ def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
         coords["topic"] = np.arange(quantities["topic_word"].shape[2])
         coords["word"] = np.arange(n_words) if columns is None else np.asarray(columns)
     first = posteriors[0]
-    sample_stats = {name: quantities[name],
-                    "iteration_seconds": _stack([p.iteration_seconds[p.burn_in:] for p in posteriors], "seconds")}
-    info = {"model": first.model, "method": first.method, "method_label": first.method_label,
-            "n_components": first.n_components, "shape": list(first.shape), "burn_in": first.burn_in,
-            "thin": first.thin, "trace": name, "created_by": "lpviz.diagnostics.to_inference_data"}
+    sample_stats = {
+        name: quantities[name],
+        "iteration_seconds": _stack([p.iteration_seconds[p.burn_in :] for p in posteriors], "seconds"),
+    }
+    info = {
+        "model": first.model,
+        "method": first.method,
+        "method_label": first.method_label,
+        "n_components": first.n_components,
+        "shape": list(first.shape),
+        "burn_in": first.burn_in,
+        "thin": first.thin,
+        "trace": name,
+        "created_by": "lpviz.diagnostics.to_inference_data",
+    }
     info.update(attrs or {})
     info = {key: (str(value) if isinstance(value, (list, dict, tuple)) else value) for key, value in info.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        idata = az.from_dict(posterior=posterior or None, sample_stats=sample_stats, dims=dims, coords=coords,
-                             attrs=info)
+        idata = az.from_dict(
+            posterior=posterior or None, sample_stats=sample_stats, dims=dims, coords=coords, attrs=info
+        )
     for group in idata.groups():  # also on each group: tools that open one group keep the provenance
         idata[group].attrs.update(info)
     return idata

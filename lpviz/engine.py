@@ -40,8 +40,19 @@ from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
 
-__all__ = ["Chain", "ChainState", "ChainStopped", "Posterior", "FitResult", "Run", "run", "fit", "chain_bytes",
-           "posterior_bytes", "check_posterior_memory"]
+__all__ = [
+    "Chain",
+    "ChainState",
+    "ChainStopped",
+    "Posterior",
+    "FitResult",
+    "Run",
+    "run",
+    "fit",
+    "chain_bytes",
+    "posterior_bytes",
+    "check_posterior_memory",
+]
 
 # Up to this many cells the posterior keeps a running sum of the rates; larger
 # matrices keep only the saved factors and compute rates by row blocks.
@@ -87,7 +98,7 @@ class ChainState:
     """
 
     iteration: int
-    mu: np.ndarray = _LazyRates()
+    mu: np.ndarray = _LazyRates()  # type: ignore[assignment]  # a descriptor: computed on first access
     log_joint: float = math.nan
     seconds: float = 0.0
     factors: dict = field(default_factory=dict)
@@ -95,23 +106,28 @@ class ChainState:
     # after lpviz 0.1's fields, so positional construction keeps working
     log_marginal: float = math.nan
     model_instance: object = field(default=None, repr=False)
-    _mu: np.ndarray = field(default=None, init=False, repr=False)
+    _mu: np.ndarray | None = field(default=None, init=False, repr=False)
 
 
 # ---------------------------------------------------------------------------
 # Input checks (the array face)
 # ---------------------------------------------------------------------------
 
+
 def _integer_values(values, what):
     """int64 copy of ``values`` after checking they are finite integers."""
     values = np.asarray(values)
     if values.dtype == bool or values.dtype.kind not in "iuf":
-        raise TypeError(f"{what} must hold integer counts, got dtype {values.dtype}; "
-                        "pass an integer array (e.g. Y.astype(np.int64))")
+        raise TypeError(
+            f"{what} must hold integer counts, got dtype {values.dtype}; "
+            "pass an integer array (e.g. Y.astype(np.int64))"
+        )
     if values.dtype.kind == "f":
         if not np.all(np.isfinite(values)):
-            raise ValueError(f"{what} has NaN or infinite entries; counts must be finite integers. "
-                             "For held-out cells put any integer there (e.g. 0) and set them False in mask")
+            raise ValueError(
+                f"{what} has NaN or infinite entries; counts must be finite integers. "
+                "For held-out cells put any integer there (e.g. 0) and set them False in mask"
+            )
         if np.any(values != np.floor(values)):
             raise ValueError(f"{what} has non-integer entries; counts must be integers")
     return values.astype(np.int64)
@@ -138,14 +154,15 @@ def _check_alpha(alpha, n_rows, method_name):
     from lpviz.privacy import _check_alpha as check_range
 
     if alpha is None:
-        raise ValueError(f"method={method_name!r} needs the noise level: pass alpha (a scalar in (0, 1) "
-                         "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N), or a Release")
+        raise ValueError(
+            f"method={method_name!r} needs the noise level: pass alpha (a scalar in (0, 1) "
+            "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N), or a Release"
+        )
     values = check_range(alpha)  # the mechanism's own check: numbers strictly in (0, 1)
     if values.ndim == 0:
         values = np.full(n_rows, float(values))
     elif values.shape != (n_rows,):
-        raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), "
-                         f"got shape {values.shape}")
+        raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), got shape {values.shape}")
     return np.ascontiguousarray(values, dtype=np.float64)
 
 
@@ -156,8 +173,7 @@ def _check_mask(mask, shape):
     if mask.dtype != bool:
         raise TypeError(f"mask must be a boolean array (True = observed), got dtype {mask.dtype}")
     if mask.shape != tuple(shape):
-        raise ValueError(f"mask has shape {mask.shape} but Y_obs has shape {tuple(shape)}; "
-                         "they must match")
+        raise ValueError(f"mask has shape {mask.shape} but Y_obs has shape {tuple(shape)}; they must match")
     return mask
 
 
@@ -181,6 +197,7 @@ def _lists(mask, n_rows):
 # ---------------------------------------------------------------------------
 # The chain
 # ---------------------------------------------------------------------------
+
 
 class Chain:
     """A Gibbs sampler for Poisson factorization of (possibly noised) counts.
@@ -221,15 +238,28 @@ class Chain:
         the same either way.
     """
 
-    def __init__(self, data, *, model=None, method="private", n_components, alpha=None, mask=None,
-                 truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None):
+    def __init__(
+        self,
+        data,
+        *,
+        model=None,
+        method="private",
+        n_components,
+        alpha=None,
+        mask=None,
+        truth=None,
+        sampler=None,
+        a0=0.1,
+        b0=1.0,
+        random_state=None,
+        parallel=None,
+    ):
         self.method_instance = method_registry.create(method, sampler=sampler)
         self.method = self.method_instance.name
         if isinstance(data, Release):
             model = model_registry.default_for(data.kind) if model is None else model
         elif model is None:
-            raise ValueError("model= is required with a count matrix (or pass a Release, whose kind "
-                             "picks the model)")
+            raise ValueError("model= is required with a count matrix (or pass a Release, whose kind picks the model)")
         self.model_instance = model_registry.create(model, n_components, a0=a0, b0=b0)
         self.model = self.model_instance.name
         self.n_components = self.model_instance.n_components
@@ -239,8 +269,10 @@ class Chain:
             self._check_memory()
         if isinstance(data, Release):
             if alpha is not None or mask is not None:
-                raise ValueError("a Release carries its own alpha and held-out cells: drop alpha= and mask= "
-                                 "(make a new release with release.with_heldout(...) to change them)")
+                raise ValueError(
+                    "a Release carries its own alpha and held-out cells: drop alpha= and mask= "
+                    "(make a new release with release.with_heldout(...) to change them)"
+                )
             counts, alpha_rows, user_excluded = self._from_release(data, truth)
             self.release = data
         else:
@@ -248,8 +280,7 @@ class Chain:
                 raise ValueError("truth= goes with a Release; with a count matrix, the matrix is what is fitted")
             counts = _check_counts(data)
             mask = _check_mask(mask, counts.shape)
-            alpha_rows = (_check_alpha(alpha, counts.shape[0], self.method)
-                          if self.method_instance.needs_alpha else None)
+            alpha_rows = _check_alpha(alpha, counts.shape[0], self.method) if self.method_instance.needs_alpha else None
             user_excluded = None if mask is None else ~mask
             self.release = None
         self.shape = tuple(counts.shape)
@@ -278,11 +309,14 @@ class Chain:
         n_cells = n_rows * n_cols
         limit_blas_threads()
         self._work = Work(
-            bounds=chunk_bounds(n_rows, n_cells, parallel), column_bounds=chunk_bounds(n_cols, n_cells, parallel),
+            bounds=chunk_bounds(n_rows, n_cells, parallel),
+            column_bounds=chunk_bounds(n_cols, n_cells, parallel),
             parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
-            stop=new_stop_flag(), chain_seed=self._chain_seed,
+            stop=new_stop_flag(),
+            chain_seed=self._chain_seed,
             missing_by_row=_lists(missing, n_rows),
-            missing_by_column=_lists(None if missing is None else missing.T, n_cols))
+            missing_by_column=_lists(None if missing is None else missing.T, n_cols),
+        )
         self._prepared = self.method_instance.prepare(counts, alpha_rows, exclusions)
         self._start(np.random.default_rng(self._chain_seed))
         self._iteration = 0
@@ -299,18 +333,23 @@ class Chain:
     def _check_memory(self):
         from lpviz.budget import check_memory
 
-        check_memory(self.memory_estimate(), f"a {self.method} chain of the {self.model} model on "
-                     f"{self.shape[0]:,} x {self.shape[1]:,} counts with {self.n_components} components",
-                     fix="Fit fewer rows or columns, or fewer components.")
+        check_memory(
+            self.memory_estimate(),
+            f"a {self.method} chain of the {self.model} model on "
+            f"{self.shape[0]:,} x {self.shape[1]:,} counts with {self.n_components} components",
+            fix="Fit fewer rows or columns, or fewer components.",
+        )
 
     @staticmethod
     def _warn_on_huge_counts(counts):
         values = counts.data if sp.issparse(counts) else counts
         largest = int(np.abs(values).max(initial=0))
         if largest > LARGE_COUNT_WARNING:
-            warnings.warn(f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
-                          "counts is meant for (the sampler stays O(K) per cell, but check the units of the data)",
-                          stacklevel=3)
+            warnings.warn(
+                f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
+                "counts is meant for (the sampler stays O(K) per cell, but check the units of the data)",
+                stacklevel=3,
+            )
 
     def _start(self, rng):
         """The initial state: random factors and the method's latent state."""
@@ -320,8 +359,10 @@ class Chain:
     def _from_release(self, release, truth):
         if self.method_instance.uses_truth:
             if truth is None:
-                raise ValueError(f"method={self.method!r} fits the true counts: pass truth=Truth(Y) beside "
-                                 "the release (an analyst who holds only the release cannot run it)")
+                raise ValueError(
+                    f"method={self.method!r} fits the true counts: pass truth=Truth(Y) beside "
+                    "the release (an analyst who holds only the release cannot run it)"
+                )
             if not isinstance(truth, Truth):
                 truth = Truth(truth)
             if truth.Y.shape != release.shape:
@@ -401,8 +442,10 @@ class Chain:
         it from a variational fit's means (``lpviz.run(..., init="vi")``)."""
         expected = set(self.model_instance.factor_names)
         if not isinstance(factors, dict) or set(factors) != expected:
-            raise ValueError(f"factors must be a dict with keys {sorted(expected)} (model={self.model!r}); "
-                             f"got {sorted(factors) if isinstance(factors, dict) else type(factors).__name__}")
+            raise ValueError(
+                f"factors must be a dict with keys {sorted(expected)} (model={self.model!r}); "
+                f"got {sorted(factors) if isinstance(factors, dict) else type(factors).__name__}"
+            )
         current = self.factors
         for name, value in factors.items():
             value = np.asarray(value, dtype=np.float64)
@@ -434,8 +477,10 @@ class Chain:
         self._work.stop[0] = 1
 
     def __repr__(self):
-        return (f"Chain(model={self.model!r}, method={self.method!r}, n_components={self.n_components}, "
-                f"shape={self.shape}, iteration={self._iteration})")
+        return (
+            f"Chain(model={self.model!r}, method={self.method!r}, n_components={self.n_components}, "
+            f"shape={self.shape}, iteration={self._iteration})"
+        )
 
     # -- internals ------------------------------------------------------------
 
@@ -445,8 +490,15 @@ class Chain:
             yield self._snapshot(seconds)
 
     def _snapshot(self, seconds):
-        return ChainState(iteration=self._iteration, log_joint=self._log_joint, log_marginal=self._log_marginal,
-                          seconds=seconds, factors=self.factors, model=self.model, model_instance=self.model_instance)
+        return ChainState(
+            iteration=self._iteration,
+            log_joint=self._log_joint,
+            log_marginal=self._log_marginal,
+            seconds=seconds,
+            factors=self.factors,
+            model=self.model,
+            model_instance=self.model_instance,
+        )
 
     def _advance(self):
         """One iteration; returns its wall-clock seconds."""
@@ -458,8 +510,9 @@ class Chain:
         model, work = self.model_instance, self._work
         try:
             stats = model.new_stats(self._state, work)
-            counts, terms = self.method_instance.sweep(self._prepared, self._latent, model, self._state, stats,
-                                                       work, iteration)
+            counts, terms = self.method_instance.sweep(
+                self._prepared, self._latent, model, self._state, stats, work, iteration
+            )
             if work.stop[0]:
                 raise ChainStopped("stopped during the sweep")
             model.update(self._state, stats, work, iteration)
@@ -506,11 +559,17 @@ def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
     else:  # the traces alone are too long: fewer iterations, at this thinning
         per_iteration = TRACE_BYTES_PER_ITERATION + sample / max(1, int(thin))
         most = int((available + int(burn_in) * sample / max(1, int(thin))) // per_iteration)
-        fix = (f"Run fewer iterations: each keeps {TRACE_BYTES_PER_ITERATION} bytes of traces; at most about "
-               f"{most:,} fit at thin = {int(thin)}.")
-    check_memory(need, f"a run of {int(n_iter):,} iterations saving {kept // max(1, int(thin)):,} samples of the "
-                 f"factors ({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)",
-                 limit=limit, fix=fix)
+        fix = (
+            f"Run fewer iterations: each keeps {TRACE_BYTES_PER_ITERATION} bytes of traces; at most about "
+            f"{most:,} fit at thin = {int(thin)}."
+        )
+    check_memory(
+        need,
+        f"a run of {int(n_iter):,} iterations saving {kept // max(1, int(thin)):,} samples of the "
+        f"factors ({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)",
+        limit=limit,
+        fix=fix,
+    )
 
 
 def chain_bytes(model, method, shape):
@@ -518,13 +577,18 @@ def chain_bytes(model, method, shape):
     the model's state and statistics, the method's latent state, the counts (one estimate for
     the CLI, the loaders and the dashboard's budget)."""
     n_cells = int(shape[0]) * int(shape[1])
-    return int(model.state_bytes(shape) + method.state_bytes(shape, model) + 8 * n_cells
-               + 2 * 8 * (shape[0] + shape[1]) * model.n_components)
+    return int(
+        model.state_bytes(shape)
+        + method.state_bytes(shape, model)
+        + 8 * n_cells
+        + 2 * 8 * (shape[0] + shape[1]) * model.n_components
+    )
 
 
 # ---------------------------------------------------------------------------
 # The posterior
 # ---------------------------------------------------------------------------
+
 
 class Posterior:
     """What a run leaves: thinned samples after burn-in and their summaries.
@@ -657,13 +721,20 @@ class Posterior:
         if self.mu_hat is None:
             raise ValueError("the fit has no saved sample yet; run past burn_in + thin iterations first")
         zeros = self.structural_zeros
-        arrays = {"format": np.asarray(FIT_FORMAT), "model": np.asarray(self.model),
-                  "method": np.asarray(self.method), "method_label": np.asarray(self.method_label),
-                  "n_components": np.asarray(self.n_components), "mu_hat": self.mu_hat,
-                  "log_joint": self.log_joint, "log_marginal": self.log_marginal,
-                  "iteration_seconds": self.iteration_seconds,
-                  "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
-                  "best_iteration": np.asarray(self.best_iteration), "best_log_joint": np.asarray(self.best_log_joint)}
+        arrays = {
+            "format": np.asarray(FIT_FORMAT),
+            "model": np.asarray(self.model),
+            "method": np.asarray(self.method),
+            "method_label": np.asarray(self.method_label),
+            "n_components": np.asarray(self.n_components),
+            "mu_hat": self.mu_hat,
+            "log_joint": self.log_joint,
+            "log_marginal": self.log_marginal,
+            "iteration_seconds": self.iteration_seconds,
+            "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
+            "best_iteration": np.asarray(self.best_iteration),
+            "best_log_joint": np.asarray(self.best_log_joint),
+        }
         arrays.update({f"best_{name}": value for name, value in self.best.items()})
         arrays.update(self._extra_arrays())
         if self.heldout is not None:
@@ -681,8 +752,10 @@ class Posterior:
         return {}
 
     def __repr__(self):
-        return (f"Posterior(model={self.model!r}, method={self.method!r}, shape={self.shape}, "
-                f"iterations={self.iterations}, saved={self.n_saved})")
+        return (
+            f"Posterior(model={self.model!r}, method={self.method!r}, shape={self.shape}, "
+            f"iterations={self.iterations}, saved={self.n_saved})"
+        )
 
 
 FitResult = Posterior  # the name lpviz 0.1 gave what fit() returns
@@ -692,13 +765,16 @@ FitResult = Posterior  # the name lpviz 0.1 gave what fit() returns
 # The driver
 # ---------------------------------------------------------------------------
 
+
 def _schedule(n_iter, burn_in, thin):
     n_iter = check_count("n_iter", n_iter, 1)
     burn_in = n_iter // 6 if burn_in is None else check_count("burn_in", burn_in, 0)
     thin = check_count("thin", thin, 1)
     if burn_in + thin > n_iter:
-        raise ValueError(f"no sample would be saved: burn_in + thin = {burn_in + thin} exceeds "
-                         f"n_iter = {n_iter}; raise n_iter or lower burn_in/thin")
+        raise ValueError(
+            f"no sample would be saved: burn_in + thin = {burn_in + thin} exceeds "
+            f"n_iter = {n_iter}; raise n_iter or lower burn_in/thin"
+        )
     return n_iter, burn_in, thin
 
 
@@ -711,9 +787,15 @@ class Run:
         self.chain = chain
         self.init = None  # the variational fit the chain started from (run(..., init="vi"))
         self.n_iter = n_iter
-        self.posterior = Posterior(chain.model_instance, chain.method_instance, chain.shape,
-                                   burn_in=burn_in, thin=thin, heldout=chain.heldout,
-                                   structural_zeros=chain.structural_zeros)
+        self.posterior = Posterior(
+            chain.model_instance,
+            chain.method_instance,
+            chain.shape,
+            burn_in=burn_in,
+            thin=thin,
+            heldout=chain.heldout,
+            structural_zeros=chain.structural_zeros,
+        )
 
     def __iter__(self):
         return self
@@ -736,9 +818,29 @@ class Run:
 INFERENCES = ("mcmc", "vi")
 
 
-def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25,
-        truth=None, alpha=None, mask=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None,
-        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
+def run(
+    data,
+    *,
+    model=None,
+    method="private",
+    n_components,
+    n_iter=1000,
+    burn_in=None,
+    thin=25,
+    truth=None,
+    alpha=None,
+    mask=None,
+    sampler=None,
+    a0=0.1,
+    b0=1.0,
+    random_state=None,
+    parallel=None,
+    inference="mcmc",
+    init=None,
+    bessel_point=None,
+    tol=None,
+    **options,
+):
     """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
 
     Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
@@ -775,10 +877,22 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
 
     if inference not in INFERENCES:
         raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
-    arguments = dict(model=model, method=method, n_components=n_components, truth=truth, alpha=alpha, mask=mask,
-                     a0=a0, b0=b0, parallel=parallel)
-    options = {key: value for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
-               if value is not None}
+    arguments = dict(
+        model=model,
+        method=method,
+        n_components=n_components,
+        truth=truth,
+        alpha=alpha,
+        mask=mask,
+        a0=a0,
+        b0=b0,
+        parallel=parallel,
+    )
+    options = {
+        key: value
+        for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
+        if value is not None
+    }
     if inference == "vi":
         if burn_in is not None:
             raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
@@ -788,21 +902,56 @@ def run(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
     n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
     chain_options, vi_options = vi.split_options(method, options)
     if init is None and (vi_options or tol is not None):
-        raise ValueError(f"{', '.join(sorted(vi_options)) or 'tol'} set{'s' if len(vi_options) < 2 else ''} a "
-                         "variational fit: use with inference='vi' or init='vi'")
-    chain = Chain(data, model=model, method=method_registry.create(method, **chain_options), n_components=n_components,
-                  alpha=alpha, mask=mask, truth=truth, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
+        raise ValueError(
+            f"{', '.join(sorted(vi_options)) or 'tol'} set{'s' if len(vi_options) < 2 else ''} a "
+            "variational fit: use with inference='vi' or init='vi'"
+        )
+    chain = Chain(
+        data,
+        model=model,
+        method=method_registry.create(method, **chain_options),
+        n_components=n_components,
+        alpha=alpha,
+        mask=mask,
+        truth=truth,
+        a0=a0,
+        b0=b0,
+        random_state=random_state,
+        parallel=parallel,
+    )
     chain_run = Run(chain, n_iter, burn_in, thin)
     if init is not None:
         vi_seed = int(np.random.SeedSequence(chain._chain_seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
-        chain_run.init = vi.warm_start(chain, init, data=data, n_iter=vi.DEFAULT_MAX_ITER, tol=tol,
-                                       random_state=vi_seed, **arguments, **vi_options)
+        chain_run.init = vi.warm_start(
+            chain, init, data=data, n_iter=vi.DEFAULT_MAX_ITER, tol=tol, random_state=vi_seed, **arguments, **vi_options
+        )
     return chain_run
 
 
-def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_in=None, thin=25, alpha=None,
-        mask=None, truth=None, sampler=None, a0=0.1, b0=1.0, random_state=None, parallel=None, callback=None,
-        inference="mcmc", init=None, bessel_point=None, tol=None, **options):
+def fit(
+    data,
+    *,
+    model=None,
+    method="private",
+    n_components,
+    n_iter=1000,
+    burn_in=None,
+    thin=25,
+    alpha=None,
+    mask=None,
+    truth=None,
+    sampler=None,
+    a0=0.1,
+    b0=1.0,
+    random_state=None,
+    parallel=None,
+    callback=None,
+    inference="mcmc",
+    init=None,
+    bessel_point=None,
+    tol=None,
+    **options,
+):
     """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
@@ -811,10 +960,28 @@ def fit(data, *, model=None, method="private", n_components, n_iter=1000, burn_i
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
-    chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in,
-                    thin=thin, truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0,
-                    random_state=random_state, parallel=parallel, inference=inference, init=init,
-                    bessel_point=bessel_point, tol=tol, **options)
+    chain_run = run(
+        data,
+        model=model,
+        method=method,
+        n_components=n_components,
+        n_iter=n_iter,
+        burn_in=burn_in,
+        thin=thin,
+        truth=truth,
+        alpha=alpha,
+        mask=mask,
+        sampler=sampler,
+        a0=a0,
+        b0=b0,
+        random_state=random_state,
+        parallel=parallel,
+        inference=inference,
+        init=init,
+        bessel_point=bessel_point,
+        tol=tol,
+        **options,
+    )
     for state in chain_run:
         if callback is not None:
             callback(state)

@@ -43,11 +43,14 @@ def _as_2d_float(name, values):
 def _check_mask(mask, shape):
     mask = np.asarray(mask)
     if mask.dtype != np.bool_:
-        raise TypeError(f"mask must be a boolean array (True = observed), got dtype {mask.dtype}; "
-                        "build it with e.g. `mask = np.ones(Y.shape, bool)` and set held-out cells to False")
+        raise TypeError(
+            f"mask must be a boolean array (True = observed), got dtype {mask.dtype}; "
+            "build it with e.g. `mask = np.ones(Y.shape, bool)` and set held-out cells to False"
+        )
     if mask.shape != tuple(shape):
-        raise ValueError(f"mask has shape {mask.shape} but the data have shape {tuple(shape)}; "
-                         "give one boolean per cell")
+        raise ValueError(
+            f"mask has shape {mask.shape} but the data have shape {tuple(shape)}; give one boolean per cell"
+        )
     return mask
 
 
@@ -68,8 +71,10 @@ def _checked_pair(mu_hat, Y_true):
     mu_hat = _as_2d_float("mu_hat", mu_hat)
     shape = Y_true.shape if sp.issparse(Y_true) else np.shape(Y_true)
     if tuple(shape) != mu_hat.shape:
-        raise ValueError(f"mu_hat has shape {mu_hat.shape} but Y_true has shape {tuple(shape)}; "
-                         "compare the posterior mean rates with the true counts of the same matrix")
+        raise ValueError(
+            f"mu_hat has shape {mu_hat.shape} but Y_true has shape {tuple(shape)}; "
+            "compare the posterior mean rates with the true counts of the same matrix"
+        )
     if not np.all(np.isfinite(mu_hat)):
         raise ValueError("mu_hat contains NaN or infinite values; check the fit that produced it")
     return mu_hat
@@ -143,23 +148,30 @@ def _checked_top_words(topics_top_words, Y_ref, top_n):
     else:
         negative = np.asarray(Y_ref).min(initial=0) < 0
     if negative:
-        raise ValueError("Y_ref has negative counts; the reference corpus must be the non-private "
-                         "counts (privatized data can be negative)")
+        raise ValueError(
+            "Y_ref has negative counts; the reference corpus must be the non-private "
+            "counts (privatized data can be negative)"
+        )
     try:
         topics = np.asarray(topics_top_words, dtype=np.int64)
     except (TypeError, ValueError):
-        raise TypeError("topics_top_words must be word indices, one row per topic, e.g. "
-                        "top_words(phi, n=10) (not words as strings)") from None
+        raise TypeError(
+            "topics_top_words must be word indices, one row per topic, e.g. top_words(phi, n=10) (not words as strings)"
+        ) from None
     if topics.ndim != 2:
-        raise ValueError("topics_top_words must be a (n_topics, n_top) array of word indices, "
-                         f"got shape {topics.shape}")
+        raise ValueError(
+            f"topics_top_words must be a (n_topics, n_top) array of word indices, got shape {topics.shape}"
+        )
     if topics.shape[1] < top_n:
-        raise ValueError(f"each topic lists {topics.shape[1]} words but top_n={top_n}; "
-                         f"pass more top words or a smaller top_n")
+        raise ValueError(
+            f"each topic lists {topics.shape[1]} words but top_n={top_n}; pass more top words or a smaller top_n"
+        )
     topics = topics[:, :top_n]
     if topics.size and (topics.min() < 0 or topics.max() >= n_words):
-        raise ValueError(f"word indices must lie in [0, {n_words}) (the columns of Y_ref), "
-                         f"got values from {topics.min()} to {topics.max()}")
+        raise ValueError(
+            f"word indices must lie in [0, {n_words}) (the columns of Y_ref), "
+            f"got values from {topics.min()} to {topics.max()}"
+        )
     for k, row in enumerate(topics):
         if len(set(row.tolist())) != len(row):
             raise ValueError(f"topic {k} repeats a word among its top {top_n}: {row.tolist()}")
@@ -225,15 +237,17 @@ def umass_coherence(topics_top_words, Y_ref, top_n=10):
     scores = np.empty(len(topics))
     for k, words in enumerate(topics):
         single, joint = _document_frequencies(Y_ref, words)
-        absent = [int(words[l]) for l in range(top_n - 1) if single[l] == 0]
+        absent = [int(words[i]) for i in range(top_n - 1) if single[i] == 0]
         if absent:
-            raise ValueError(f"topic {k}: word(s) {absent} never occur in the reference corpus, so "
-                             "UMass coherence (which divides by their document frequency) is "
-                             "undefined; drop words the reference corpus lacks from the vocabulary")
+            raise ValueError(
+                f"topic {k}: word(s) {absent} never occur in the reference corpus, so "
+                "UMass coherence (which divides by their document frequency) is "
+                "undefined; drop words the reference corpus lacks from the vocabulary"
+            )
         total = 0.0
         for m in range(1, top_n):
-            for l in range(m):
-                total += np.log((joint[m, l] + 1) / single[l])
+            for earlier in range(m):
+                total += np.log((joint[m, earlier] + 1) / single[earlier])
         scores[k] = total
     return scores
 
@@ -271,11 +285,15 @@ def _topic_distances(phi_est, phi_true):
     phi_est = _as_2d_float("phi_est", phi_est)
     phi_true = _as_2d_float("phi_true", phi_true)
     if phi_est.shape[1] != phi_true.shape[1]:
-        raise ValueError(f"phi_est has {phi_est.shape[1]} words but phi_true has {phi_true.shape[1]}; "
-                         "topics must be over the same vocabulary")
+        raise ValueError(
+            f"phi_est has {phi_est.shape[1]} words but phi_true has {phi_true.shape[1]}; "
+            "topics must be over the same vocabulary"
+        )
     if phi_est.shape[0] < phi_true.shape[0]:
-        raise ValueError(f"phi_est has {phi_est.shape[0]} topics, fewer than the {phi_true.shape[0]} "
-                         "true topics: every true topic needs its own estimated topic")
+        raise ValueError(
+            f"phi_est has {phi_est.shape[0]} topics, fewer than the {phi_true.shape[0]} "
+            "true topics: every true topic needs its own estimated topic"
+        )
     for name, phi in (("phi_est", phi_est), ("phi_true", phi_true)):
         if phi.min(initial=0) < 0 or not np.all(np.isfinite(phi)):
             raise ValueError(f"{name} must be finite and non-negative (topic-word weights)")
@@ -481,7 +499,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             coherence = []
             for k in range(len(top)):  # a topic whose word is absent from the corpus has no UMass score
                 try:
-                    coherence.append(umass_coherence(top[k:k + 1], truth.Y, top_n=n_top)[0])
+                    coherence.append(umass_coherence(top[k : k + 1], truth.Y, top_n=n_top)[0])
                 except ValueError:
                     pass
             result["umass"] = float(np.mean(coherence)) if coherence else None

@@ -72,6 +72,7 @@ _MAX_COUNT = 2**62
 # Privacy accounting
 # ---------------------------------------------------------------------------
 
+
 def _as_scalar_or_array(x):
     """``float`` for a scalar input, a float ndarray otherwise."""
     arr = np.asarray(x, dtype=float)
@@ -86,9 +87,7 @@ def _check_epsilon(epsilon):
     if eps.size == 0:
         raise ValueError("epsilon is empty: give one positive number (or one per row)")
     if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
-        raise ValueError(
-            f"epsilon must be finite and > 0 (smaller epsilon = more noise), got {epsilon!r}"
-        )
+        raise ValueError(f"epsilon must be finite and > 0 (smaller epsilon = more noise), got {epsilon!r}")
     return eps
 
 
@@ -140,12 +139,16 @@ def alpha_from(epsilon, N=1):
     ratio = eps / _check_N(N)
     alpha = np.exp(-ratio)
     if np.any(alpha == 0.0):
-        raise ValueError(f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
-                         "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
-                         "(below about 28 any noise is already rare)")
+        raise ValueError(
+            f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
+            "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
+            "(below about 28 any noise is already rare)"
+        )
     if np.any(alpha == 1.0):
-        raise ValueError(f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
-                         "infinite noise, nothing could be released; use epsilon/N of at least 1e-12")
+        raise ValueError(
+            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
+            "infinite noise, nothing could be released; use epsilon/N of at least 1e-12"
+        )
     return _as_scalar_or_array(alpha)
 
 
@@ -211,6 +214,7 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
 # The mechanism
 # ---------------------------------------------------------------------------
 
+
 def _check_counts(Y):
     """Y as a new int64 ndarray of non-negative counts (dense), or an error."""
     if sp.issparse(Y):
@@ -219,8 +223,11 @@ def _check_counts(Y):
         from lpviz.budget import check_memory, dense_bytes
 
         # the dense counts, their noised copy and the release's own copy
-        check_memory(3 * dense_bytes(shape, np.int64), f"noising the {shape[0]:,} x {shape[1]:,} matrix",
-                     fix="Every cell gets noise, so a release is dense: noise a smaller matrix.")
+        check_memory(
+            3 * dense_bytes(shape, np.int64),
+            f"noising the {shape[0]:,} x {shape[1]:,} matrix",
+            fix="Every cell gets noise, so a release is dense: noise a smaller matrix.",
+        )
     else:
         try:
             values = np.asarray(Y)
@@ -231,8 +238,7 @@ def _check_counts(Y):
         raise TypeError("Y is boolean: convert it to counts first, e.g. Y.astype(np.int64)")
     if values.dtype.kind not in "iuf":
         raise TypeError(
-            f"Y must hold integer counts, got dtype {values.dtype}; "
-            "convert it with np.asarray(Y, dtype=np.int64)"
+            f"Y must hold integer counts, got dtype {values.dtype}; convert it with np.asarray(Y, dtype=np.int64)"
         )
     if len(shape) == 0:
         raise ValueError("Y is a scalar: pass an array of counts (e.g. np.atleast_1d(y))")
@@ -262,8 +268,11 @@ def _check_counts(Y):
     if not sp.issparse(Y):
         from lpviz.budget import check_memory, dense_bytes
 
-        check_memory(3 * dense_bytes(shape, np.int64), f"noising the {' x '.join(f'{n:,}' for n in shape)} matrix",
-                     fix="Noise a smaller matrix.")
+        check_memory(
+            3 * dense_bytes(shape, np.int64),
+            f"noising the {' x '.join(f'{n:,}' for n in shape)} matrix",
+            fix="Noise a smaller matrix.",
+        )
     if sp.issparse(Y):
         return np.asarray(Y.toarray(), dtype=np.int64)
     return np.array(values, dtype=np.int64, copy=True)
@@ -304,11 +313,11 @@ def _geometric_noise_fast(out, alpha, rng):
     block = max(1, _CELLS_PER_BLOCK // row_size)
     extra_dims = (1,) * (out.ndim - 1)
     for start in range(0, n_rows, block):
-        rows = out[start:start + block]
+        rows = out[start : start + block]
         if np.ndim(alpha) == 0:
             p = 1.0 - alpha
         else:
-            p = np.broadcast_to((1.0 - alpha[start:start + block]).reshape((-1,) + extra_dims), rows.shape)
+            p = np.broadcast_to((1.0 - alpha[start : start + block]).reshape((-1,) + extra_dims), rows.shape)
         rows += rng.geometric(p, size=rows.shape)
         rows -= rng.geometric(p, size=rows.shape)
 
@@ -333,7 +342,7 @@ def _geometric_noise_exact(out, alpha):
         measurement = dp.m.make_laplace(*space, scale=-1.0 / np.log(value))
         rows = np.flatnonzero(row_group.ravel() == group)
         for start in range(0, rows.size, rows_per_call):
-            batch = rows[start:start + rows_per_call]
+            batch = rows[start : start + rows_per_call]
             noised = measurement(flat[batch].ravel().tolist())
             flat[batch] = np.asarray(noised, dtype=np.int64).reshape(batch.size, -1)
 
@@ -343,8 +352,22 @@ def _geometric_noise_exact(out, alpha):
 NEGLIGIBLE_ALPHA = 1e-12
 
 
-def privatize(Y, epsilon=None, N=1, *, alpha=None, kind="documents", heldout=None, structural_zeros=None,
-              row_labels=None, col_labels=None, name="", random_state=None, exact=None, allow_no_noise=False):
+def privatize(
+    Y,
+    epsilon=None,
+    N=1,
+    *,
+    alpha=None,
+    kind="documents",
+    heldout=None,
+    structural_zeros=None,
+    row_labels=None,
+    col_labels=None,
+    name="",
+    random_state=None,
+    exact=None,
+    allow_no_noise=False,
+):
     """Release counts through the geometric mechanism: a :class:`~lpviz.release.Release`.
 
     Each cell gets independent two-sided geometric noise
@@ -402,21 +425,32 @@ def privatize(Y, epsilon=None, N=1, *, alpha=None, kind="documents", heldout=Non
         raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
     a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
     if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
-        raise ValueError(f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
-                         f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
-                         "epsilon (or larger N), or pass allow_no_noise=True if that is really meant")
+        raise ValueError(
+            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
+            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
+            "epsilon (or larger N), or pass allow_no_noise=True if that is really meant"
+        )
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
         raise TypeError(f"exact must be True, False or None, got {exact!r}")
     if exact and random_state is not None:
         raise ValueError(
             "exact noise is drawn from OpenDP's cryptographically secure generator, which cannot be "
             "seeded (seeded noise could be replayed to undo the privacy); drop random_state, or leave "
-            "exact unset for a reproducible simulation")
+            "exact unset for a reproducible simulation"
+        )
     if kind == "network" and structural_zeros is None and counts.shape[0] == counts.shape[1]:
         structural_zeros = np.eye(*counts.shape, dtype=bool)
-    release_fields = dict(alpha=a, epsilon=None if epsilon is None else epsilon, N=None if epsilon is None else N,
-                          kind=kind, heldout=heldout, structural_zeros=structural_zeros,
-                          row_labels=row_labels, col_labels=col_labels, name=name)
+    release_fields = dict(
+        alpha=a,
+        epsilon=None if epsilon is None else epsilon,
+        N=None if epsilon is None else N,
+        kind=kind,
+        heldout=heldout,
+        structural_zeros=structural_zeros,
+        row_labels=row_labels,
+        col_labels=col_labels,
+        name=name,
+    )
     if np.ndim(epsilon):  # per-row epsilon: the release records alpha per row
         release_fields.update(epsilon=None, N=None)
     # the release's other fields are checked before any time goes into noise
@@ -478,6 +512,7 @@ def truncate(Y_obs):
 # ---------------------------------------------------------------------------
 # Log pmfs that stay finite far in the tails
 # ---------------------------------------------------------------------------
+
 
 def geometric_logpmf(tau, alpha):
     """Log pmf of the two-sided geometric distribution.

@@ -105,15 +105,15 @@ class Release:
 
     Y_obs: np.ndarray
     alpha: object
-    epsilon: float = None
-    N: float = None
+    epsilon: float | None = None
+    N: float | None = None
     kind: str = "documents"
-    heldout: np.ndarray = None
-    structural_zeros: np.ndarray = None
-    row_labels: tuple = None
-    col_labels: tuple = None
+    heldout: np.ndarray | None = None
+    structural_zeros: np.ndarray | None = None
+    row_labels: tuple | None = None
+    col_labels: tuple | None = None
     simulated: bool = False
-    noise_seed: int = None
+    noise_seed: int | None = None
     name: str = ""
 
     def __post_init__(self):
@@ -134,8 +134,9 @@ class Release:
         if alpha.ndim == 0:
             alpha = float(alpha)
         elif alpha.shape != (Y.shape[0],):
-            raise ValueError(f"alpha must be a scalar or have one value per row ({Y.shape[0]}), "
-                             f"got shape {alpha.shape}")
+            raise ValueError(
+                f"alpha must be a scalar or have one value per row ({Y.shape[0]}), got shape {alpha.shape}"
+            )
         else:
             alpha = _read_only(alpha.astype(np.float64))
         structural = self.structural_zeros
@@ -191,10 +192,10 @@ class Release:
 
     def describe(self):
         """One line: shape, kind and the noise level in words."""
-        level = (f"epsilon={self.epsilon:g}, N={self.N:g}, " if self.epsilon is not None and self.N is not None
-                 else "")
+        level = f"epsilon={self.epsilon:g}, N={self.N:g}, " if self.epsilon is not None and self.N is not None else ""
         if np.ndim(self.alpha):
-            noise = f"per-row alpha, mean {np.mean(self.alpha):.3g} (from {np.min(self.alpha):.3g} to {np.max(self.alpha):.3g})"
+            low, high = np.min(self.alpha), np.max(self.alpha)
+            noise = f"per-row alpha, mean {np.mean(self.alpha):.3g} (from {low:.3g} to {high:.3g})"
         else:
             noise = f"{level}alpha={format_alpha(self.alpha)}"
         seed = f" (noise seed {self.noise_seed})" if self.noise_seed is not None else ""
@@ -239,17 +240,21 @@ class Release:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file; a release is written by `lpviz privatize`")
         if not zipfile.is_zipfile(path):
-            raise ValueError(f"{path}: not an .npz release (a .csv from `lpviz privatize` is a plain table "
-                             "without its noise level); write one with `lpviz privatize IN OUT.npz`")
+            raise ValueError(
+                f"{path}: not an .npz release (a .csv from `lpviz privatize` is a plain table "
+                "without its noise level); write one with `lpviz privatize IN OUT.npz`"
+            )
         try:
             archive = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as error:
             raise ValueError(f"{path}: not an .npz release ({error})") from None
         with archive:
             if "Y_obs" not in archive.files:
-                raise ValueError(f"{path}: no noised counts 'Y_obs' in it (it holds "
-                                 f"{', '.join(sorted(archive.files)) or 'nothing'}); a release is written by "
-                                 "`lpviz privatize`")
+                raise ValueError(
+                    f"{path}: no noised counts 'Y_obs' in it (it holds "
+                    f"{', '.join(sorted(archive.files)) or 'nothing'}); a release is written by "
+                    "`lpviz privatize`"
+                )
 
             def get(key, default=None):
                 return archive[key] if key in archive.files else default
@@ -260,16 +265,19 @@ class Release:
             epsilon, N = get("epsilon"), get("N")
             try:
                 return cls(
-                    Y_obs=archive["Y_obs"], alpha=float(alpha) if alpha.ndim == 0 else alpha,
+                    Y_obs=archive["Y_obs"],
+                    alpha=float(alpha) if alpha.ndim == 0 else alpha,
                     epsilon=None if epsilon is None or np.isnan(epsilon) else float(epsilon),
                     N=None if N is None or np.isnan(N) else float(N),
-                    kind=str(get("kind", "documents")), heldout=get("heldout"),
+                    kind=str(get("kind", "documents")),
+                    heldout=get("heldout"),
                     structural_zeros=get("structural_zeros"),
                     row_labels=None if get("row_labels") is None else get("row_labels").tolist(),
                     col_labels=None if get("col_labels") is None else get("col_labels").tolist(),
                     simulated=bool(get("simulated", False)),
                     noise_seed=None if get("noise_seed") is None else int(get("noise_seed")),
-                    name=str(get("name", "")))
+                    name=str(get("name", "")),
+                )
             except (TypeError, ValueError) as error:
                 raise ValueError(f"{path}: not a valid release: {error}") from None
 
@@ -280,8 +288,8 @@ class Truth:
     and, for simulated data, the true rates ``mu`` and factors."""
 
     Y: np.ndarray
-    mu: np.ndarray = None
-    factors: dict = field(default=None)
+    mu: np.ndarray | None = None
+    factors: dict | None = field(default=None)
 
     def __post_init__(self):
         Y = np.asarray(self.Y.toarray() if hasattr(self.Y, "toarray") else self.Y)

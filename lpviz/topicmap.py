@@ -78,9 +78,11 @@ def expected_word_counts(memberships, topics):
     memberships = _nonnegative_matrix("memberships", memberships)
     topics = _nonnegative_matrix("topics", topics)
     if memberships.shape[1] != topics.shape[0]:
-        raise ValueError(f"memberships have {memberships.shape[1]} topics (columns) but topics have "
-                         f"{topics.shape[0]} (rows): pass theta (documents x topics) and phi (topics x words) "
-                         "of the same fit")
+        raise ValueError(
+            f"memberships have {memberships.shape[1]} topics (columns) but topics have "
+            f"{topics.shape[0]} (rows): pass theta (documents x topics) and phi (topics x words) "
+            "of the same fit"
+        )
     return memberships.sum(axis=0)[:, None] * topics
 
 
@@ -115,13 +117,13 @@ def jensen_shannon_distances(topics):
     log_p = np.log2(np.where(p > 0, p, 1.0))  # 0 where p = 0: those words add nothing
     divergence = np.zeros((len(p), len(p)))
     for i in range(len(p)):  # one row at a time (K x V memory, not K x K x V), pairs j > i only
-        others = p[i + 1:]
+        others = p[i + 1 :]
         midpoints = (p[i] + others) / 2
         log_m = np.log2(np.where(midpoints > 0, midpoints, 1.0))
         # KL(p_i || m) + KL(p_j || m), each summed over the words its distribution uses
         kl_i = np.sum(p[i] * (log_p[i] - log_m), axis=1)
-        kl_j = np.sum(others * (log_p[i + 1:] - log_m), axis=1)
-        divergence[i, i + 1:] = (kl_i + kl_j) / 2
+        kl_j = np.sum(others * (log_p[i + 1 :] - log_m), axis=1)
+        divergence[i, i + 1 :] = (kl_i + kl_j) / 2
     divergence = np.clip(divergence + divergence.T, 0.0, 1.0)  # rounding can step outside [0, 1]
     distances = np.sqrt(divergence)
     np.fill_diagonal(distances, 0.0)
@@ -153,19 +155,22 @@ def classical_mds(distances, n_components=2):
         raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
     n = distances.shape[0]
     centring = np.eye(n) - np.full((n, n), 1.0 / n)
-    inner = -0.5 * centring @ (distances ** 2) @ centring
+    inner = -0.5 * centring @ (distances**2) @ centring
     eigenvalues, eigenvectors = np.linalg.eigh((inner + inner.T) / 2)
     order = np.argsort(-eigenvalues, kind="stable")[:n_components]
     coordinates = np.zeros((n, n_components))
     kept = eigenvectors[:, order] * np.sqrt(np.clip(eigenvalues[order], 0.0, None))
     signs = np.sign(kept[np.argmax(np.abs(kept), axis=0), np.arange(kept.shape[1])])
-    coordinates[:, :kept.shape[1]] = kept * np.where(signs == 0, 1.0, signs)
+    coordinates[:, : kept.shape[1]] = kept * np.where(signs == 0, 1.0, signs)
     return coordinates
 
 
 def _check_lambda(lambda_):
-    if isinstance(lambda_, bool) or not isinstance(lambda_, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= float(lambda_) <= 1.0:
+    if (
+        isinstance(lambda_, bool)
+        or not isinstance(lambda_, (int, float, np.integer, np.floating))
+        or not 0.0 <= float(lambda_) <= 1.0
+    ):
         raise ValueError(f"lambda_ must be a number between 0 and 1, got {lambda_!r}")
     return float(lambda_)
 
@@ -197,8 +202,10 @@ def relevance(topics, word_frequency, lambda_=DEFAULT_LAMBDA):
     p = p / p.sum()
     used = phi > 0
     if np.any(used & (p[None, :] <= 0)):
-        raise ValueError("word_frequency is 0 for a word a topic uses: p_w must cover every topic's words "
-                         "(take it from the same fit, e.g. lpviz.topicmap.word_frequency)")
+        raise ValueError(
+            "word_frequency is 0 for a word a topic uses: p_w must cover every topic's words "
+            "(take it from the same fit, e.g. lpviz.topicmap.word_frequency)"
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         log_phi = np.where(used, np.log(phi), -np.inf)
         lift = np.where(used, log_phi - np.log(np.where(p > 0, p, 1.0))[None, :], -np.inf)
@@ -217,7 +224,7 @@ def top_words_by_relevance(topics, word_frequency, lambda_=DEFAULT_LAMBDA, n=15)
     scores = relevance(topics, word_frequency, lambda_)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    return np.argsort(-scores, axis=1, kind="stable")[:, :min(n, scores.shape[1])]
+    return np.argsort(-scores, axis=1, kind="stable")[:, : min(n, scores.shape[1])]
 
 
 def align_to_reference(topics_by_method, reference):
@@ -229,9 +236,10 @@ def align_to_reference(topics_by_method, reference):
     if reference not in topics_by_method:
         raise ValueError(f"reference {reference!r} is not one of the methods {list(topics_by_method)}")
     reference_topics = topics_by_method[reference]
-    return {method: (np.arange(len(reference_topics)) if method == reference else
-                     align_topics(topics, reference_topics))
-            for method, topics in topics_by_method.items()}
+    return {
+        method: (np.arange(len(reference_topics)) if method == reference else align_topics(topics, reference_topics))
+        for method, topics in topics_by_method.items()
+    }
 
 
 def aligned_partners(alignment, method, topic):
@@ -292,7 +300,7 @@ class TopicMap:
         """The ``n`` most relevant words of ``topic`` (indices), most relevant first."""
         if isinstance(topic, bool) or not isinstance(topic, (int, np.integer)) or not 0 <= topic < len(self.sizes):
             raise ValueError(f"topic must be an index between 0 and {len(self.sizes) - 1}, got {topic!r}")
-        return top_words_by_relevance(self.distributions[topic:topic + 1], self.word_frequency, lambda_, n)[0]
+        return top_words_by_relevance(self.distributions[topic : topic + 1], self.word_frequency, lambda_, n)[0]
 
 
 def topic_map(memberships, topics):
@@ -301,6 +309,11 @@ def topic_map(memberships, topics):
     total = _total(counts)
     distributions = word_distributions(topics)
     distances = jensen_shannon_distances(distributions)
-    return TopicMap(coordinates=classical_mds(distances), sizes=counts.sum(axis=1) / total,
-                    distributions=distributions, word_frequency=counts.sum(axis=0) / total,
-                    word_counts=counts, distances=distances)
+    return TopicMap(
+        coordinates=classical_mds(distances),
+        sizes=counts.sum(axis=1) / total,
+        distributions=distributions,
+        word_frequency=counts.sum(axis=0) / total,
+        word_counts=counts,
+        distances=distances,
+    )

@@ -47,9 +47,19 @@ from lpviz import methods as method_registry
 from lpviz.engine import Chain, ChainState, ChainStopped, Posterior
 from lpviz.models.base import check_count
 
-__all__ = ["VariationalFit", "VariationalState", "VariationalPosterior", "VariationalRun", "variational_run",
-           "fit_variational", "warm_start", "iterate_bessel_points", "compare_bessel_points", "split_options",
-           "DEFAULT_TOL"]
+__all__ = [
+    "VariationalFit",
+    "VariationalState",
+    "VariationalPosterior",
+    "VariationalRun",
+    "variational_run",
+    "fit_variational",
+    "warm_start",
+    "iterate_bessel_points",
+    "compare_bessel_points",
+    "split_options",
+    "DEFAULT_TOL",
+]
 
 # Relative ELBO change below which a fit has converged. At the paper's Table 1
 # size this stops private CAVI after a few dozen iterations (the paper: 42).
@@ -96,8 +106,10 @@ def check_options(method, inference, **options):
     for option, value in options.items():
         applies = method_class.option_inference.get(option)
         if value is not None and applies is not None and applies != inference:
-            raise ValueError(f"{option}={value!r} applies to inference={applies!r}, not to inference={inference!r}; "
-                             f"drop it or set inference={applies!r}")
+            raise ValueError(
+                f"{option}={value!r} applies to inference={applies!r}, not to inference={inference!r}; "
+                f"drop it or set inference={applies!r}"
+            )
 
 
 @dataclass(eq=False)
@@ -141,12 +153,39 @@ class VariationalFit(Chain):
         ``noise_split`` (:mod:`lpviz.methods.private`).
     """
 
-    def __init__(self, data, *, model=None, method="private", n_components, alpha=None, mask=None, truth=None,
-                 bessel_point=None, tol=DEFAULT_TOL, a0=0.1, b0=1.0, random_state=None, parallel=None, **options):
+    def __init__(
+        self,
+        data,
+        *,
+        model=None,
+        method="private",
+        n_components,
+        alpha=None,
+        mask=None,
+        truth=None,
+        bessel_point=None,
+        tol=DEFAULT_TOL,
+        a0=0.1,
+        b0=1.0,
+        random_state=None,
+        parallel=None,
+        **options,
+    ):
         self.tol = check_tol(tol)
         method_instance = vi_method(method, bessel_point=bessel_point, **options)
-        super().__init__(data, model=model, method=method_instance, n_components=n_components, alpha=alpha,
-                         mask=mask, truth=truth, a0=a0, b0=b0, random_state=random_state, parallel=parallel)
+        super().__init__(
+            data,
+            model=model,
+            method=method_instance,
+            n_components=n_components,
+            alpha=alpha,
+            mask=mask,
+            truth=truth,
+            a0=a0,
+            b0=b0,
+            random_state=random_state,
+            parallel=parallel,
+        )
 
     def _start(self, rng):
         model = self.model_instance
@@ -199,14 +238,23 @@ class VariationalFit(Chain):
         return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
 
     def __repr__(self):
-        return (f"VariationalFit(model={self.model!r}, method={self.method!r}, n_components={self.n_components}, "
-                f"shape={self.shape}, iteration={self._iteration}, elbo={self._elbo:.6g})")
+        return (
+            f"VariationalFit(model={self.model!r}, method={self.method!r}, n_components={self.n_components}, "
+            f"shape={self.shape}, iteration={self._iteration}, elbo={self._elbo:.6g})"
+        )
 
     # -- internals ------------------------------------------------------------------------
     def _snapshot(self, seconds):
-        return VariationalState(iteration=self._iteration, seconds=seconds, factors=self.factors, model=self.model,
-                                model_instance=self.model_instance, elbo=self._elbo,
-                                elbo_change=self._elbo_change, converged=self.converged)
+        return VariationalState(
+            iteration=self._iteration,
+            seconds=seconds,
+            factors=self.factors,
+            model=self.model,
+            model_instance=self.model_instance,
+            elbo=self._elbo,
+            elbo_change=self._elbo_change,
+            converged=self.converged,
+        )
 
     def _advance(self):
         """One CAVI iteration; returns its wall-clock seconds."""
@@ -283,8 +331,13 @@ class VariationalRun:
     def __init__(self, fit, n_iter):
         self.chain = self.fit = fit
         self.n_iter = check_count("n_iter", n_iter, 1)
-        self.posterior = VariationalPosterior(fit.model_instance, fit.method_instance, fit.shape,
-                                              heldout=fit.heldout, structural_zeros=fit.structural_zeros)
+        self.posterior = VariationalPosterior(
+            fit.model_instance,
+            fit.method_instance,
+            fit.shape,
+            heldout=fit.heldout,
+            structural_zeros=fit.structural_zeros,
+        )
 
     def __iter__(self):
         return self
@@ -304,18 +357,46 @@ class VariationalRun:
         return f"VariationalRun({self.fit!r}, n_iter={self.n_iter})"
 
 
-def variational_run(data, *, model=None, method="private", n_components, n_iter=DEFAULT_MAX_ITER, tol=None,
-                    truth=None, alpha=None, mask=None, bessel_point=None, a0=0.1, b0=1.0, random_state=None,
-                    parallel=None, **options):
+def variational_run(
+    data,
+    *,
+    model=None,
+    method="private",
+    n_components,
+    n_iter=DEFAULT_MAX_ITER,
+    tol=None,
+    truth=None,
+    alpha=None,
+    mask=None,
+    bessel_point=None,
+    a0=0.1,
+    b0=1.0,
+    random_state=None,
+    parallel=None,
+    **options,
+):
     """A CAVI fit as an iterator of :class:`VariationalState` feeding a :class:`VariationalPosterior`.
 
     ``n_iter`` is the maximum number of iterations; the run ends earlier
     when the ELBO's relative change falls to ``tol`` (default
     :data:`DEFAULT_TOL`). Other parameters: :class:`VariationalFit`.
     """
-    fit = VariationalFit(data, model=model, method=method, n_components=n_components, alpha=alpha, mask=mask,
-                         truth=truth, bessel_point=bessel_point, tol=DEFAULT_TOL if tol is None else tol, a0=a0,
-                         b0=b0, random_state=random_state, parallel=parallel, **options)
+    fit = VariationalFit(
+        data,
+        model=model,
+        method=method,
+        n_components=n_components,
+        alpha=alpha,
+        mask=mask,
+        truth=truth,
+        bessel_point=bessel_point,
+        tol=DEFAULT_TOL if tol is None else tol,
+        a0=a0,
+        b0=b0,
+        random_state=random_state,
+        parallel=parallel,
+        **options,
+    )
     return VariationalRun(fit, n_iter)
 
 
@@ -375,8 +456,21 @@ def warm_start(chain, init, **vi_arguments):
 BESSEL_POINTS = ("mode", "mean")
 
 
-def iterate_bessel_points(data, *, truth=None, model=None, n_components, n_iter=200, tol=None, alpha=None,
-                          mask=None, a0=0.1, b0=1.0, random_state=0, parallel=None):
+def iterate_bessel_points(
+    data,
+    *,
+    truth=None,
+    model=None,
+    n_components,
+    n_iter=200,
+    tol=None,
+    alpha=None,
+    mask=None,
+    a0=0.1,
+    b0=1.0,
+    random_state=0,
+    parallel=None,
+):
     """Private CAVI with ``bessel_point="mode"`` and ``"mean"`` in lockstep from the
     same initial ``q``: yields one dict per fit and iteration, for live views.
 
@@ -391,10 +485,24 @@ def iterate_bessel_points(data, *, truth=None, model=None, n_components, n_iter=
     from lpviz.metrics import score
 
     release = data if hasattr(data, "Y_obs") else None
-    runs = {point: variational_run(data, model=model, method="private", n_components=n_components, n_iter=n_iter,
-                                   tol=tol, alpha=alpha, mask=mask, bessel_point=point, a0=a0, b0=b0,
-                                   random_state=random_state, parallel=parallel)
-            for point in BESSEL_POINTS}
+    runs = {
+        point: variational_run(
+            data,
+            model=model,
+            method="private",
+            n_components=n_components,
+            n_iter=n_iter,
+            tol=tol,
+            alpha=alpha,
+            mask=mask,
+            bessel_point=point,
+            a0=a0,
+            b0=b0,
+            random_state=random_state,
+            parallel=parallel,
+        )
+        for point in BESSEL_POINTS
+    }
     elapsed = dict.fromkeys(BESSEL_POINTS, 0.0)
     active = list(BESSEL_POINTS)
     while active:
@@ -405,8 +513,14 @@ def iterate_bessel_points(data, *, truth=None, model=None, n_components, n_iter=
                 active.remove(point)
                 continue
             elapsed[point] += state.seconds
-            row = {"bessel_point": point, "iteration": state.iteration, "seconds": state.seconds,
-                   "elapsed": elapsed[point], "elbo": state.elbo, "converged": state.converged}
+            row = {
+                "bessel_point": point,
+                "iteration": state.iteration,
+                "seconds": state.seconds,
+                "elapsed": elapsed[point],
+                "elbo": state.elbo,
+                "converged": state.converged,
+            }
             if truth is not None:
                 scores = score(runs[point].posterior, release, truth)
                 row.update(mae=scores["mae"], rate_mae=scores["rate_mae"])

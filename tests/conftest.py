@@ -3,6 +3,9 @@ from pathlib import Path
 
 import pytest
 
+# the served-dashboard fixtures (server, browser, page) for every browser test module
+pytest_plugins = ["tests.browser_harness"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 ENRON_TARBALL = SHARED_DATA / "enron_sent_subset.tar.gz"
@@ -29,8 +32,10 @@ def enron_tarball():
     """The shared real Enron subset. Required in CI; elsewhere skip with a hint."""
     if ENRON_TARBALL.is_file():
         return ENRON_TARBALL
-    message = (f"{ENRON_TARBALL} is missing: put the shared data beside the repo "
-               "(../shared/data/enron_sent_subset.tar.gz) or run `lpviz fetch-enron`")
+    message = (
+        f"{ENRON_TARBALL} is missing: put the shared data beside the repo "
+        "(../shared/data/enron_sent_subset.tar.gz) or run `lpviz fetch-enron`"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

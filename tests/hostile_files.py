@@ -100,8 +100,9 @@ def npz_bomb(path, shape=(21000, 21000), dtype=np.float64, value=1):
     """
     dtype = np.dtype(dtype)
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                  "fortran_order": False, "shape": tuple(shape)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    )
     cells = int(np.prod(shape, dtype=object))
     block = np.full(BLOCK // dtype.itemsize, value, dtype=dtype).tobytes()
     count, rest = divmod(cells * dtype.itemsize, len(block))
@@ -113,8 +114,9 @@ def npz_bomb(path, shape=(21000, 21000), dtype=np.float64, value=1):
 def npy_header_only_npz(path, shape, dtype=np.float64, name="Y.npy"):
     """An .npz whose member declares ``shape`` but holds no data at all (a lie in 100 bytes)."""
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                                  "fortran_order": False, "shape": tuple(shape)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    )
     raw = header.getvalue()
     _write_zip(path, name, raw, zlib.crc32(raw), len(raw), method=0)
     return path
@@ -128,8 +130,25 @@ def _write_zip(path, name, data, crc, size, method=8):
     sizes = (0xFFFFFFFF, 0xFFFFFFFF) if zip64 else (len(data), size)
     version = 45 if zip64 else 20
     local = struct.pack("<IHHHHHIIIHH", 0x04034B50, version, 0, method, 0, 0x21, crc, *sizes, len(name), len(extra))
-    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, version, version, 0, method, 0, 0x21, crc, *sizes,
-                          len(name), len(extra), 0, 0, 0, 0, 0)
+    central = struct.pack(
+        "<IHHHHHHIIIHHHHHII",
+        0x02014B50,
+        version,
+        version,
+        0,
+        method,
+        0,
+        0x21,
+        crc,
+        *sizes,
+        len(name),
+        len(extra),
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
     with open(path, "wb") as out:
         out.write(local + name + extra)
         out.write(data)
@@ -142,6 +161,7 @@ def _write_zip(path, name, data, crc, size, method=8):
 
 def tar_bomb(path, member_bytes=1_500_000_000, others=3):
     """A .tar.gz with ``others`` ordinary emails, one message of ``member_bytes`` bytes, one more email."""
+
     def email(i, body):
         return f"Message-ID: <{i}@bomb>\r\nFrom: a@x.com\r\nTo: b@x.com\r\n\r\n".encode() + body
 
@@ -159,6 +179,10 @@ def tar_bomb(path, member_bytes=1_500_000_000, others=3):
     info.size = len(head) + member_bytes
     body = b"word " * (BLOCK // 5)
     count, rest = divmod(member_bytes, len(body))
-    after = (body[:rest] + b"\0" * (-info.size % 512)
-             + members([("maildir/a/sent/after.", email("after", b"after the bomb\n"))]) + b"\0" * 1024)
+    after = (
+        body[:rest]
+        + b"\0" * (-info.size % 512)
+        + members([("maildir/a/sent/after.", email("after", b"after the bomb\n"))])
+        + b"\0" * 1024
+    )
     return _gzip(path, *_repeated_deflate(before + info.tobuf(format=tarfile.GNU_FORMAT) + head, body, count, after))

@@ -15,6 +15,7 @@ def _event(q, sigma, steps):
 
 # -- the paper's setting ------------------------------------------------------
 
+
 def test_reference_values_of_the_paper_setting():
     # Park et al. (2016), Wikipedia: q = 20,000 / 400,000, sigma = 1.24, one
     # epoch = 20 steps. dp-accounting 0.6.0: RDP 1.213, PLD 0.932 at delta
@@ -26,20 +27,27 @@ def test_reference_values_of_the_paper_setting():
 
 # -- equal to dp-accounting's own accountants ---------------------------------
 
-@pytest.mark.parametrize("q, sigma, steps, delta", [
-    (0.01, 1.0, 100, 1e-5),
-    (0.2, 3.0, 7, 1e-6),
-    (1.0, 2.0, 1, 1e-5),
-])
+
+@pytest.mark.parametrize(
+    "q, sigma, steps, delta",
+    [
+        (0.01, 1.0, 100, 1e-5),
+        (0.2, 3.0, 7, 1e-6),
+        (1.0, 2.0, 1, 1e-5),
+    ],
+)
 def test_rdp_matches_dp_accounting(q, sigma, steps, delta):
     expected = RdpAccountant().compose(_event(q, sigma, steps)).get_epsilon(delta)
     assert accounting.epsilon(q, sigma, steps, delta, accountant="rdp") == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("q, sigma, steps, delta", [
-    (0.01, 1.0, 100, 1e-5),
-    (0.2, 3.0, 7, 1e-6),
-])
+@pytest.mark.parametrize(
+    "q, sigma, steps, delta",
+    [
+        (0.01, 1.0, 100, 1e-5),
+        (0.2, 3.0, 7, 1e-6),
+    ],
+)
 def test_pld_matches_dp_accounting_default_grid_for_sigma_at_least_one(q, sigma, steps, delta):
     expected = PLDAccountant().compose(_event(q, sigma, steps)).get_epsilon(delta)
     assert accounting.epsilon(q, sigma, steps, delta, accountant="pld") == pytest.approx(expected, rel=1e-12)
@@ -73,7 +81,7 @@ def test_epsilon_after_each_step_equals_separate_calls(accountant):
     # last only, each PLD call costs a second)
     checked = steps if accountant == "rdp" else steps[-1:]
     separate = [accounting.epsilon(q, sigma, s, delta, accountant=accountant) for s in checked]
-    assert curve[-len(checked):] == pytest.approx(separate, rel=1e-8)
+    assert curve[-len(checked) :] == pytest.approx(separate, rel=1e-8)
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
@@ -91,6 +99,7 @@ def test_epsilon_moves_the_right_way():
 
 
 # -- calibration inverts the accountant ---------------------------------------
+
 
 @pytest.mark.parametrize("target", [0.5, 1.0, 4.0])
 def test_rdp_calibration_inverts_epsilon(target):
@@ -122,21 +131,25 @@ def test_calibration_handles_budgets_needing_little_noise():
 
 # -- bad arguments -----------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(sampling_rate=0.0), ValueError, "sampling_rate"),
-    (dict(sampling_rate=1.5), ValueError, "sampling_rate"),
-    (dict(sampling_rate="0.1"), ValueError, "sampling_rate"),
-    (dict(noise_multiplier=-1.0), ValueError, "noise_multiplier"),
-    (dict(noise_multiplier=np.inf), ValueError, "noise_multiplier"),
-    (dict(steps=0), ValueError, "steps"),
-    (dict(steps=2.5), TypeError, "steps"),
-    (dict(steps=True), TypeError, "steps"),
-    (dict(steps=[3, 2]), ValueError, "increasing"),
-    (dict(steps=[0, 1]), ValueError, "increasing"),
-    (dict(delta=0.0), ValueError, "delta"),
-    (dict(delta=1.0), ValueError, "delta"),
-    (dict(accountant="moments"), ValueError, "accountant"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(sampling_rate=0.0), ValueError, "sampling_rate"),
+        (dict(sampling_rate=1.5), ValueError, "sampling_rate"),
+        (dict(sampling_rate="0.1"), ValueError, "sampling_rate"),
+        (dict(noise_multiplier=-1.0), ValueError, "noise_multiplier"),
+        (dict(noise_multiplier=np.inf), ValueError, "noise_multiplier"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(steps=2.5), TypeError, "steps"),
+        (dict(steps=True), TypeError, "steps"),
+        (dict(steps=[3, 2]), ValueError, "increasing"),
+        (dict(steps=[0, 1]), ValueError, "increasing"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=1.0), ValueError, "delta"),
+        (dict(accountant="moments"), ValueError, "accountant"),
+    ],
+)
 def test_epsilon_rejects_bad_arguments(kwargs, error, match):
     arguments = dict(sampling_rate=0.1, noise_multiplier=1.0, steps=10, delta=1e-5, accountant="rdp")
     arguments.update(kwargs)
@@ -144,16 +157,19 @@ def test_epsilon_rejects_bad_arguments(kwargs, error, match):
         accounting.epsilon(**arguments)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(epsilon=0.0), ValueError, "epsilon"),
-    (dict(epsilon=-1.0), ValueError, "epsilon"),
-    (dict(epsilon=np.inf), ValueError, "epsilon"),
-    (dict(delta=2.0), ValueError, "delta"),
-    (dict(sampling_rate=0.0), ValueError, "sampling_rate"),
-    (dict(steps=0), ValueError, "steps"),
-    (dict(steps=[1, 2]), TypeError, "one integer"),
-    (dict(accountant="gdp"), ValueError, "accountant"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(epsilon=0.0), ValueError, "epsilon"),
+        (dict(epsilon=-1.0), ValueError, "epsilon"),
+        (dict(epsilon=np.inf), ValueError, "epsilon"),
+        (dict(delta=2.0), ValueError, "delta"),
+        (dict(sampling_rate=0.0), ValueError, "sampling_rate"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(steps=[1, 2]), TypeError, "one integer"),
+        (dict(accountant="gdp"), ValueError, "accountant"),
+    ],
+)
 def test_noise_multiplier_rejects_bad_arguments(kwargs, error, match):
     arguments = dict(epsilon=1.0, delta=1e-5, sampling_rate=0.1, steps=10, accountant="rdp")
     arguments.update(kwargs)

@@ -83,8 +83,9 @@ def test_the_table_holds_the_librarys_scores_for_central_and_local_fits(view):
     view.refresh()  # the runners' last results (the view follows them at most every 2 s while running)
     # the same central fit by the library alone: the same options and seed
     truth = view.fits.data.truth
-    model = PrivateLDA(view.fits.settings.n_components, random_state=view.fits.settings.chain_seed,
-                       **view.options()).fit(truth.Y)
+    model = PrivateLDA(
+        view.fits.settings.n_components, random_state=view.fits.settings.chain_seed, **view.options()
+    ).fit(truth.Y)
     expected = score(central_posterior(model, truth.Y), None, truth)
     row = central_row(view)
     for key in ("npmi", "umass", "topic_distance"):
@@ -99,8 +100,11 @@ def test_the_table_holds_the_librarys_scores_for_central_and_local_fits(view):
         assert len(rows) == 1
         for key in ("npmi", "umass", "topic_distance", "mae"):
             assert rows.iloc[0][SCORE_LABELS[key]] == runner.result["score"][key]
-        expected_unit = ("none" if runner.method_class.uses_truth
-                         else "(N=1, epsilon=1)-limited-precision local privacy per document")
+        expected_unit = (
+            "none"
+            if runner.method_class.uses_truth
+            else "(N=1, epsilon=1)-limited-precision local privacy per document"
+        )
         assert expected_unit in rows.iloc[0]["privacy unit and guarantee"]
     assert "nobody is trusted" in local[local["approach"].str.startswith("local:")]["trust"].iloc[0]
     # the top words: the central topics lined up with the private MCMC's by the Hungarian algorithm

@@ -273,8 +273,19 @@ def test_noise_view_subsamples_big_matrices_with_a_note(store):
 
 
 def test_ordinals_are_english():
-    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == \
-        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+    ]
     assert every(1, "row") == "every row" and every(2, "column") == "every 2nd column"
 
 
@@ -302,7 +313,7 @@ def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(s
         tracemalloc.stop()
     assert peak < 50 * 2**20  # nothing of the size asked was allocated
     assert "50,000 x 50,000" in store.error and "largest square that fits" in store.error
-    assert f"shared by 4 sessions" in store.error
+    assert "shared by 4 sessions" in store.error
     # refused, so the settings show what is in force beside the reason
     assert (store.settings.n_docs, store.settings.n_words) == (90, 15) and store.release.shape == (90, 15)
     from app.memory import check_session, session_limit
@@ -396,12 +407,14 @@ def test_a_yes_that_arrives_before_the_put_back_stands(monkeypatch):
 
 # ---- presets, typed epsilon, N and the guarantee in words ----------------------------------
 
+
 def _release_matches(store, preset):
     settings, release = store.settings, store.release
     assert release.shape[0] == store.data.shape[0]
     if preset.settings.get("heterogeneous"):
-        expected = heterogeneous_alpha(release.shape[0], settings.alpha0, settings.concentration,
-                                       random_state=settings.noise_seed)
+        expected = heterogeneous_alpha(
+            release.shape[0], settings.alpha0, settings.concentration, random_state=settings.noise_seed
+        )
         np.testing.assert_allclose(release.alpha_per_row, expected)
     else:
         assert release.epsilon == settings.epsilon and release.N == settings.N
@@ -490,7 +503,9 @@ def test_typed_epsilon_from_001_to_100_is_applied(store, value):
 def test_typed_epsilon_outside_001_to_100_is_refused_with_the_reason(store, value):
     typed, _ = _privacy_inputs(ControlsView(data=store))
     typed.value = 3.0
-    with pytest.raises(ValueError, match=r"epsilon must be at (least 0.01|most 100), not .*: epsilon goes from 0.01 .* to 100"):
+    with pytest.raises(
+        ValueError, match=r"epsilon must be at (least 0.01|most 100), not .*: epsilon goes from 0.01 .* to 100"
+    ):
         typed.value = value
     assert store.settings.epsilon == 3.0 and typed.value == 3.0 and store.release.epsilon == 3.0
 
@@ -498,7 +513,9 @@ def test_typed_epsilon_outside_001_to_100_is_refused_with_the_reason(store, valu
 def test_an_epsilon_over_N_that_leaves_no_noise_is_refused_with_the_reason(store):
     typed, typed_N = _privacy_inputs(ControlsView(data=store))
     typed.value = 20.0
-    with pytest.raises(ValueError, match=r"epsilon = 30 refused: epsilon/N = 30 above 27.6 .* the true counts: raise N"):
+    with pytest.raises(
+        ValueError, match=r"epsilon = 30 refused: epsilon/N = 30 above 27.6 .* the true counts: raise N"
+    ):
         typed.value = 30.0
     assert store.settings.epsilon == 20.0 and typed.value == 20.0 and store.release.epsilon == 20.0
     typed_N.value = 2.0
@@ -519,7 +536,10 @@ def test_N_accepts_1_and_more_and_refuses_less_with_the_reason(store):
     assert store.settings.N == 1 and store.release.N == 1.0
     typed.value = 250.0
     assert store.release.N == 250.0
-    with pytest.raises(ValueError, match="N must be at least 1, not 0.99: two different count vectors are at least 1 apart, so N < 1 protects"):
+    with pytest.raises(
+        ValueError,
+        match="N must be at least 1, not 0.99: two different count vectors are at least 1 apart, so N < 1 protects",
+    ):
         typed.value = 0.99
     assert store.settings.N == 250.0 and typed.value == 250.0 and store.release.N == 250.0
 

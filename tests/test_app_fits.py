@@ -33,7 +33,9 @@ def drain_until(fits, condition, timeout=TIMEOUT, errors_expected=False):
     while not condition():
         failed = [r.error for r in fits.runners.values() if r.status == "error"]
         if time.monotonic() > deadline or (failed and not errors_expected):
-            pytest.fail(f"timed out; runners: { {m: (r.status, r.iteration, r.error) for m, r in fits.runners.items()} }")
+            pytest.fail(
+                f"timed out; runners: { {m: (r.status, r.iteration, r.error) for m, r in fits.runners.items()} }"
+            )
         time.sleep(0.02)
         fits.drain()
 
@@ -57,9 +59,17 @@ def library_run(fits, name, n_iter):
     """The same chain as the runner's, run by the library alone; returns (last state, posterior)."""
     problem, settings = fits.problem(), fits.settings
     method = methods.create(name, **settings.options_for(methods.get(name)))
-    chain_run = run(problem.release, model=problem.model, method=method, n_components=problem.n_components,
-                    n_iter=n_iter, burn_in=settings.burn_in, thin=settings.thin,
-                    truth=problem.truth if method.uses_truth else None, random_state=problem.seed)
+    chain_run = run(
+        problem.release,
+        model=problem.model,
+        method=method,
+        n_components=problem.n_components,
+        n_iter=n_iter,
+        burn_in=settings.burn_in,
+        thin=settings.thin,
+        truth=problem.truth if method.uses_truth else None,
+        random_state=problem.seed,
+    )
     states = list(chain_run)
     return states[-1], chain_run.posterior
 
@@ -84,12 +94,12 @@ def test_a_run_streams_every_iteration_and_every_number_is_the_librarys(fits):
         result = runner.result
         timing = {"seconds", "iterations_per_second"}  # wall-clock: the app shares the cores
         assert {k: v for k, v in result["score"].items() if k not in timing} == pytest.approx(
-            {k: v for k, v in expected.items() if k not in timing}, nan_ok=True)  # NPMI, UMass, topic error too
+            {k: v for k, v in expected.items() if k not in timing}, nan_ok=True
+        )  # NPMI, UMass, topic error too
         last = trace.iloc[-1]
         for key in TRACE_SCORES:
             assert last[key] == pytest.approx(own[key], nan_ok=True) if own[key] is not None else np.isnan(last[key])
-            assert last[f"mean_{key}"] == pytest.approx(np.nan if expected[key] is None else expected[key],
-                                                        nan_ok=True)
+            assert last[f"mean_{key}"] == pytest.approx(np.nan if expected[key] is None else expected[key], nan_ok=True)
         assert last["log_joint"] == pytest.approx(state.log_joint)
         assert result["samples_saved"] == 8 and result["iteration"] == 120
         np.testing.assert_allclose(result["mu_hat"], posterior.mu_hat)
@@ -128,7 +138,7 @@ def test_pause_is_acknowledged_after_the_last_rows_and_resume_continues(fits):
     drain_until(fits, lambda: all(r.status == "paused" for r in fits.runners.values()))
     # "paused" arrives after the worker handed over every row up to where it stopped
     paused_at = {m: len(r.buffer.data) for m, r in fits.runners.items()}
-    for name, runner in fits.runners.items():
+    for _name, runner in fits.runners.items():
         last_traced = runner.trace()["iteration"].iloc[-1]
         assert runner.iteration - runner.stride < last_traced <= runner.iteration  # every row is in
         assert runner.result["iteration"] == runner.iteration and runner.iterations_per_second == 0
@@ -278,10 +288,12 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
     assert len(rates.object) == 1 + n_methods  # truth + each method
     # rendered, each heatmap carries its own title (the truth's, then one per method)
     from bokeh.models import Plot
+
     rendered = hv.render(rates.object, backend="bokeh")
     titles = sorted(plot.title.text for plot in rendered.select({"type": Plot}) if plot.title is not None)
-    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}: mean of 4 samples"] + \
-        [f"{fits.runners[name].label}: not started" for name in ("private", "naive")]
+    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}: mean of 4 samples"] + [
+        f"{fits.runners[name].label}: not started" for name in ("private", "naive")
+    ]
     assert titles == sorted(expected)
     assert view.scores["method"].tolist() == [fits.runners["nonprivate"].label]
     fits.settings.holdout = "random cells"
@@ -375,6 +387,7 @@ def test_a_sessions_runners_share_one_lockstep(fits):
 
 # ---- the registry drives the app ------------------------------------------------------
 
+
 class PriorOnly(FixedCountsMethod):
     """A toy method registered by this test alone: it fits no counts (the chain samples the prior)."""
 
@@ -409,8 +422,9 @@ def test_a_method_registered_elsewhere_appears_everywhere_in_the_app(toy_method)
     fits.settings.methods = ["prior-only"]
     fits.start()
     drain_until(fits, lambda: runner.status == "done")
-    assert runner.result["score"]["mae"] > 0 and all(r.status == "idle" for n, r in fits.runners.items()
-                                                     if n != "prior-only")
+    assert runner.result["score"]["mae"] > 0 and all(
+        r.status == "idle" for n, r in fits.runners.items() if n != "prior-only"
+    )
     assert view.scores["method"].tolist() == ["prior only (toy)"]
 
 
@@ -485,8 +499,10 @@ def test_vi_fits_every_method_with_cavi_and_every_number_is_the_librarys():
     its ELBO (no log joint: no sample), and scores the fit exactly as lpviz.fit does."""
     from lpviz.engine import fit
 
-    fits = Fits(DataStore(Settings(preset="Table 1 (VI paper, reduced)", n_docs=60, n_words=40, n_components=4,
-                                   noise_seed=7)), buffer_length=10_000)
+    fits = Fits(
+        DataStore(Settings(preset="Table 1 (VI paper, reduced)", n_docs=60, n_words=40, n_components=4, noise_seed=7)),
+        buffer_length=10_000,
+    )
     try:
         assert fits.settings.inference == "vi" and fits.settings.burn_in == 0
         fits.start()
@@ -498,9 +514,16 @@ def test_vi_fits_every_method_with_cavi_and_every_number_is_the_librarys():
             assert trace["log_joint"].isna().all() and np.isfinite(trace["elbo"]).all()
             assert np.all(np.diff(trace["elbo"]) >= -1e-6 * np.abs(trace["elbo"][1:]))  # CAVI climbs
             method = methods.create(name, **fits.settings.options_for(methods.get(name)))
-            posterior = fit(problem.release, model=problem.model, method=method, n_components=4,
-                            n_iter=fits.settings.n_iter, inference="vi", random_state=problem.seed,
-                            truth=problem.truth if method.uses_truth else None)
+            posterior = fit(
+                problem.release,
+                model=problem.model,
+                method=method,
+                n_components=4,
+                n_iter=fits.settings.n_iter,
+                inference="vi",
+                random_state=problem.seed,
+                truth=problem.truth if method.uses_truth else None,
+            )
             assert runner.iteration == len(posterior.elbo) < fits.settings.n_iter  # converged, as alone
             expected = score(posterior, problem.release, problem.truth)
             assert runner.result["score"].keys() == expected.keys()
@@ -522,8 +545,11 @@ def test_a_run_whose_saved_samples_would_not_fit_is_refused_at_start_with_the_th
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "256MiB")
     monkeypatch.setenv("LPVIZ_APP_SESSIONS", "4")
     fits.settings.param.update(n_iter=100_000, burn_in=0, thin=1)
-    with pytest.raises(MemoryBudgetError, match=r"100,000 iterations saving 100,000 samples .* "
-                                                r"Save fewer samples: thin = [\d,]+ or more fits") as refused:
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"100,000 iterations saving 100,000 samples .* "
+        r"Save fewer samples: thin = [\d,]+ or more fits",
+    ) as refused:
         fits.start()
     assert all(runner.status == "idle" for runner in fits.runners.values())  # nothing started
     thin = int(re.search(r"thin = ([\d,]+)", str(refused.value)).group(1).replace(",", ""))

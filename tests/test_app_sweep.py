@@ -15,8 +15,18 @@ from app.settings import Settings
 from app.sweep_view import SweepView, parse_ratios
 from lpviz.reproduce.chains import build_release
 
-SMALL = dict(source="synthetic-topics", n_docs=30, n_words=10, n_components=2, seed=1, heterogeneous=False,
-             epsilon=1.0, N=1.0, noise_seed=7, chain_seed=2)
+SMALL = dict(
+    source="synthetic-topics",
+    n_docs=30,
+    n_words=10,
+    n_components=2,
+    seed=1,
+    heterogeneous=False,
+    epsilon=1.0,
+    N=1.0,
+    noise_seed=7,
+    chain_seed=2,
+)
 
 
 def make_view(**settings):
@@ -59,8 +69,11 @@ def test_points_arrive_in_the_views_data_plot_and_table_and_the_csv_has_one_row_
     assert points["heldout_mae"].notna().all() and points["npmi"].notna().all()
     # one plot per score (MAE, held-out MAE, NPMI), each with the six noised points
     figure = view.plot.object
-    assert [overlay.label or overlay.opts.get().kwargs["title"] for overlay in figure] == \
-        ["MAE", "held-out MAE", "NPMI"]
+    assert [overlay.label or overlay.opts.get().kwargs["title"] for overlay in figure] == [
+        "MAE",
+        "held-out MAE",
+        "NPMI",
+    ]
     assert scatter_points(figure) == [6, 6, 6]
     assert len(view.table.object) == 7 and "held-out MAE" in view.table.object.columns
     csv = pd.read_csv(io.StringIO(view.csv_download.callback().getvalue()))

@@ -35,6 +35,7 @@ def ar1(n, rho, seed):
 # A. Convergence on the scoreboard
 # ---------------------------------------------------------------------------
 
+
 def test_a_well_mixed_chain_has_split_rhat_near_one_and_a_drifting_one_above_the_threshold():
     mixed = chain_convergence(posterior_with_trace(-1000 + ar1(2000, 0.5, seed=1)))
     assert mixed["trace_name"] == "log_joint"
@@ -79,8 +80,16 @@ def test_score_reports_split_rhat_and_ess_of_a_real_chain():
     from lpviz.release import Release
 
     Y = np.random.default_rng(0).poisson(2.0, size=(12, 10))
-    chain_run = run(Release(Y_obs=Y, alpha=0.5, kind="documents"), model="topics", method="naive",
-                    n_components=2, n_iter=300, burn_in=100, thin=10, random_state=0)
+    chain_run = run(
+        Release(Y_obs=Y, alpha=0.5, kind="documents"),
+        model="topics",
+        method="naive",
+        n_components=2,
+        n_iter=300,
+        burn_in=100,
+        thin=10,
+        random_state=0,
+    )
     for _ in chain_run:
         pass
     posterior = chain_run.posterior
@@ -97,11 +106,15 @@ def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one()
     from app.fits_view import BEST_MARK, CONVERGENCE_NOTE, SCOREBOARD_KEYS, scoreboard_html
 
     assert "rhat" in SCOREBOARD_KEYS and "ess" in SCOREBOARD_KEYS
-    frame = pd.DataFrame({"method": ["a", "b", "c"], "MAE": [1.0, 2.0, 3.0], "R-hat": [1.3, 0.995, 1.002],
-                          "ESS": [10.0, 50.0, 40.0]})
+    frame = pd.DataFrame(
+        {"method": ["a", "b", "c"], "MAE": [1.0, 2.0, 3.0], "R-hat": [1.3, 0.995, 1.002], "ESS": [10.0, 50.0, 40.0]}
+    )
     html = scoreboard_html(frame)
     assert "R-hat<br><small>(split, 1 chain)</small>" in html and CONVERGENCE_NOTE in html
-    rows = {cells[0]: cells for cells in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", html))}
+    rows = {
+        cells[0]: cells
+        for cells in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", html))
+    }
     assert BEST_MARK in rows["c"][2] and BEST_MARK not in rows["b"][2] and BEST_MARK not in rows["a"][2]
     assert BEST_MARK in rows["b"][3]  # the largest ESS
     assert CONVERGENCE_NOTE not in scoreboard_html(frame.drop(columns=["R-hat", "ESS"]))
@@ -110,6 +123,7 @@ def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one()
 # ---------------------------------------------------------------------------
 # B. Network views: names on the axes, community order, held-out cells on the Data tab
 # ---------------------------------------------------------------------------
+
 
 def network_store(holdout="none"):
     from app.datastore import DataStore
@@ -128,8 +142,11 @@ def rendered_axes(element):
 
 
 def heldout_shades(element):
-    return [el for el in (element.values() if isinstance(element, hv.Overlay) else [element])
-            if el.vdims[0].name == "held out"]
+    return [
+        el
+        for el in (element.values() if isinstance(element, hv.Overlay) else [element])
+        if el.vdims[0].name == "held out"
+    ]
 
 
 def test_blocks_heatmaps_name_the_actors_in_the_community_order():
@@ -193,12 +210,21 @@ def test_data_tab_names_the_axes_and_shades_held_out_cells_only_when_some_are_he
 # C. Teaching mode
 # ---------------------------------------------------------------------------
 
+
 def dashboard_tabs(fits, *, sweep=False):
     """Tabs named as app/app.py names them (each a placeholder: only the selection matters here)."""
     import panel as pn
 
-    names = ["Data & noise", "Fits", "Topics", "Blocks", "Bessel", "Privacy", *(["Epsilon sweep"] if sweep else []),
-             "Export"]
+    names = [
+        "Data & noise",
+        "Fits",
+        "Topics",
+        "Blocks",
+        "Bessel",
+        "Privacy",
+        *(["Epsilon sweep"] if sweep else []),
+        "Export",
+    ]
     return pn.Tabs(*[(name, pn.pane.Markdown(name)) for name in names])
 
 
@@ -246,8 +272,14 @@ def test_each_step_selects_the_tab_it_names_and_next_back_stop_at_the_ends(topic
         assert teaching.step == index and tabs._names[tabs.active] == STEPS[index].tab
     teaching.back()
     assert teaching.step == 0
-    assert [step.tab for step in STEPS][:6] == ["Data & noise", "Data & noise", "Data & noise", "Bessel", "Fits",
-                                                "Epsilon sweep"]
+    assert [step.tab for step in STEPS][:6] == [
+        "Data & noise",
+        "Data & noise",
+        "Data & noise",
+        "Bessel",
+        "Fits",
+        "Epsilon sweep",
+    ]
 
 
 def test_the_scoreboard_step_starts_the_fits_once(topic_fits):

@@ -22,8 +22,9 @@ def test_one_map_per_method_from_its_best_sample(fitted):
     for name, runner in fitted.active.items():
         topic_map, panel = view.maps[name], view.panels[name]
         assert panel.pane.visible
-        expected = ordered_map(runner.result["model"], runner.result["best"],
-                               runner.result["model"].topics(truth.factors))
+        expected = ordered_map(
+            runner.result["model"], runner.result["best"], runner.result["model"].topics(truth.factors)
+        )
         np.testing.assert_allclose(topic_map.coordinates, expected.coordinates)
         # what is drawn: one circle per topic at its MDS coordinates, area proportional to its share
         data = panel.map_source.data
@@ -45,8 +46,10 @@ def test_the_exported_figure_shows_each_method_its_own_word_order(fitted, tmp_pa
     view = TopicMapView(fits=fitted)
     view.choose(list(view.maps)[-1], 2)
     figure = view.figures()["topic_map"]
-    bars = {element.kdims[0].name: list(element.dimension_values(0))
-            for element in figure.traverse(lambda element: element, [hv.Bars])}
+    bars = {
+        element.kdims[0].name: list(element.dimension_values(0))
+        for element in figure.traverse(lambda element: element, [hv.Bars])
+    }
     for name in view.maps:
         assert bars[f"{name} word"] == view.bar_words(name)[::-1]  # drawn bottom up: most relevant on top
     labels = [list(element.dimension_values("topic")) for element in figure.traverse(lambda e: e, [hv.Labels])]
@@ -64,8 +67,9 @@ def test_the_bar_order_follows_lambda(fitted):
     for lambda_ in (1.0, 0.0, 0.6):
         view.relevance_lambda = lambda_
         orders[lambda_] = view.bar_words(name)
-        expected = topicmap.top_words_by_relevance(topic_map.distributions[topic:topic + 1],
-                                                   topic_map.word_frequency, lambda_, 15)[0]
+        expected = topicmap.top_words_by_relevance(
+            topic_map.distributions[topic : topic + 1], topic_map.word_frequency, lambda_, 15
+        )[0]
         assert orders[lambda_] == [labels[v] for v in expected]
         assert list(view.panels[name].bars.y_range.factors) == orders[lambda_][::-1]  # most relevant on top
     p = topic_map.distributions[topic]
@@ -73,8 +77,10 @@ def test_the_bar_order_follows_lambda(fitted):
     lift = p / topic_map.word_frequency
     assert orders[0.0] == [labels[v] for v in np.argsort(-lift, kind="stable")[:15]]  # by lift
     assert orders[1.0] != orders[0.0]  # on these data the two rankings differ
-    assert view.panels[name].bar_source.data["in_topic"].tolist() == \
-        topic_map.word_counts[topic, [labels.index(w) for w in orders[0.6]]].tolist()
+    assert (
+        view.panels[name].bar_source.data["in_topic"].tolist()
+        == topic_map.word_counts[topic, [labels.index(w) for w in orders[0.6]]].tolist()
+    )
 
 
 def test_clicking_a_topic_highlights_its_matched_partner_in_every_method(fitted):
@@ -87,8 +93,11 @@ def test_clicking_a_topic_highlights_its_matched_partner_in_every_method(fitted)
         assert view.chosen == (clicked, topic)
         for name in names:
             partner = view.partners[name]
-            expected = topic if name == clicked else int(metrics.align_topics(distributions[name],
-                                                                              distributions[clicked])[topic])
+            expected = (
+                topic
+                if name == clicked
+                else int(metrics.align_topics(distributions[name], distributions[clicked])[topic])
+            )
             assert partner == expected
             colours = view.panels[name].map_source.data["colour"]
             assert [k for k, colour in enumerate(colours) if colour == CHOSEN_COLOUR] == [partner]
@@ -121,7 +130,7 @@ def test_maps_wait_for_samples_and_empty_on_new_noise():
     fits.data.data.col_labels = vocabulary
     view.relevance_lambda = 1.0
     name, topic = view.chosen
-    expected = np.argsort(-view.maps[name].distributions[topic], kind="stable")[:view.n_words]
+    expected = np.argsort(-view.maps[name].distributions[topic], kind="stable")[: view.n_words]
     assert view.bar_words(name) == [vocabulary[v] for v in expected]
     fits.data.settings.noise_seed = 11  # a new release (built at once outside a server) resets the runners
     assert view.maps == {} and view.chosen is None

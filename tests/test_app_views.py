@@ -46,11 +46,15 @@ LABELS = {name: method.label for name, method in methods.METHODS.items()}
 
 
 def _elements(overlay, kind):
-    return [el for el in overlay.values() if isinstance(el, kind)] if isinstance(overlay, hv.Overlay) \
+    return (
+        [el for el in overlay.values() if isinstance(el, kind)]
+        if isinstance(overlay, hv.Overlay)
         else ([overlay] if isinstance(overlay, kind) else [])
+    )
 
 
 # ---- Bessel view ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("nu, a", [(0.0, 0.05), (3.0, 8.0), (12.5, 40.0), (0.0, 90.0), (60.0, 2.0)])
 def test_bessel_marks_follow_parameters_and_match_library(nu, a):
@@ -113,6 +117,7 @@ def test_bessel_draws_histogram_counts_every_draw():
 
 
 # ---- privacy view ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("epsilon, N", [(1.0, 1), (0.25, 1), (3.0, 1), (2.0, 4)])
 def test_skellam_mixture_is_the_geometric_law(epsilon, N):
@@ -191,6 +196,7 @@ def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
 
 # ---- topics view ----------------------------------------------------------------------
 
+
 def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     from app.topics_view import TopicsView
     from lpviz import metrics
@@ -203,7 +209,7 @@ def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     vocab = fits.data.data.col_labels
     table = view.table
     assert list(table["method"].unique()) == ["truth", *LABELS.values()]
-    for name, runner in fits.runners.items():
+    for _name, runner in fits.runners.items():
         phi = runner.result["best"]["phi"]
         order = metrics.align_topics(phi, phi_true)
         expected = phi[order] / phi[order].sum(axis=1, keepdims=True)
@@ -211,8 +217,9 @@ def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
         rows = table[table["method"] == runner.label]
         assert len(rows) == K
         top = metrics.top_words(expected, n=10)
-        assert rows["top words"].tolist() == [", ".join(words) for words in
-                                              metrics.top_words(expected, n=10, vocab=vocab)]
+        assert rows["top words"].tolist() == [
+            ", ".join(words) for words in metrics.top_words(expected, n=10, vocab=vocab)
+        ]
         np.testing.assert_allclose(rows["NPMI"], metrics.npmi(top, truth.Y, top_n=10))
         np.testing.assert_allclose(rows["coherence"], metrics.umass_coherence(top, truth.Y, top_n=10))
         norm_truth = phi_true / phi_true.sum(axis=1, keepdims=True)
@@ -248,6 +255,7 @@ def test_topics_view_waits_for_samples_and_explains_networks():
 
 # ---- blocks view ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def fitted_blocks():
     fits = make_fits(source="synthetic-blocks")
@@ -257,9 +265,17 @@ def fitted_blocks():
 
 def library_posterior(fits, name):
     settings, problem = fits.settings, fits.problem()
-    chain_run = run(problem.release, model=problem.model, method=name, n_components=problem.n_components,
-                    n_iter=settings.n_iter, burn_in=settings.burn_in, thin=settings.thin,
-                    truth=problem.truth if methods.get(name).uses_truth else None, random_state=problem.seed)
+    chain_run = run(
+        problem.release,
+        model=problem.model,
+        method=name,
+        n_components=problem.n_components,
+        n_iter=settings.n_iter,
+        burn_in=settings.burn_in,
+        thin=settings.thin,
+        truth=problem.truth if methods.get(name).uses_truth else None,
+        random_state=problem.seed,
+    )
     for _ in chain_run:
         pass
     return chain_run.posterior
@@ -277,8 +293,11 @@ def test_held_out_mae_is_the_same_in_the_fits_and_blocks_tabs_and_the_library(fi
     assert held is not None and not held.diagonal().any()
     for name, runner in fits.runners.items():
         expected = score(library_posterior(fits, name), release, truth)  # what `lpviz fit` prints
-        for column, key in (("held-out MAE", "heldout_mae"), ("MAE", "mae"),
-                            ("held-out MAE vs true rates", "heldout_rate_mae")):
+        for column, key in (
+            ("held-out MAE", "heldout_mae"),
+            ("MAE", "mae"),
+            ("held-out MAE vs true rates", "heldout_rate_mae"),
+        ):
             assert fits_table.loc[runner.label, column] == blocks_table.loc[runner.label, column]
             assert fits_table.loc[runner.label, column] == pytest.approx(expected[key], rel=1e-12)
         # never over a self loop: the held-out cells are the held-out actors' cells off the diagonal
@@ -299,14 +318,13 @@ def test_blocks_view_orders_actors_and_shades_held_out_cells(fitted_blocks):
     assert "true memberships" in view.order_source
     held = release.heldout_cells
     scores = view.scores.set_index("method")
-    for name, runner in fits.runners.items():
+    for _name, runner in fits.runners.items():
         theta = runner.result["best"]["theta"]
         shown = view.panels[runner.label]["theta"]
         assert sorted(shown.sum(axis=0).round(9).tolist()) == sorted(theta.sum(axis=0).round(9).tolist())
         # Matched columns are never farther from the truth than the unmatched ones.
         norm = theta_true / theta_true.sum(axis=0)
-        assert (np.abs(shown / shown.sum(axis=0) - norm).sum()
-                <= np.abs(theta / theta.sum(axis=0) - norm).sum() + 1e-9)
+        assert np.abs(shown / shown.sum(axis=0) - norm).sum() <= np.abs(theta / theta.sum(axis=0) - norm).sum() + 1e-9
     # The fit of the true counts beats the one that ignores the noise on observed cells.
     assert scores.loc[LABELS["nonprivate"], "MAE"] < scores.loc[LABELS["naive"], "MAE"]
 
@@ -337,12 +355,22 @@ def test_blocks_view_empties_on_new_noise_and_explains_documents():
 
 # ---- export ---------------------------------------------------------------------------
 
+
 def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_topics, tmp_path):
     import json
 
     from app.bessel_view import BesselView
-    from app.export import (RELEASE_FILE, SUMMARY_FILE, TRUTH_FILE, ExportView, release_bytes, results_bytes,
-                            save_figure, save_release, save_results)
+    from app.export import (
+        RELEASE_FILE,
+        SUMMARY_FILE,
+        TRUTH_FILE,
+        ExportView,
+        release_bytes,
+        results_bytes,
+        save_figure,
+        save_release,
+        save_results,
+    )
     from app.topics_view import TopicsView
     from lpviz.release import Release
 
@@ -398,9 +426,13 @@ def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_to
     view.figure = "topics_heatmaps"
     layout = view.__panel__()
     downloads = list(layout.select(pn.widgets.FileDownload))
-    assert [d.filename for d in downloads] == ["lpviz_simulation_topics_heatmaps.png",
-                                               "lpviz_simulation_topics_heatmaps.html",
-                                               RELEASE_FILE, TRUTH_FILE, SUMMARY_FILE]
+    assert [d.filename for d in downloads] == [
+        "lpviz_simulation_topics_heatmaps.png",
+        "lpviz_simulation_topics_heatmaps.html",
+        RELEASE_FILE,
+        TRUTH_FILE,
+        SUMMARY_FILE,
+    ]
     assert all("simulat" in d.filename for d in downloads) and "truth" in downloads[3].filename
     assert downloads[0].callback().getvalue()[:4] == b"\x89PNG"
     assert downloads[2].callback().getvalue() == release_bytes(fits)
@@ -417,11 +449,12 @@ def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics, tmp_path):
     assert set(noise) == {"noise_heatmaps", "noise_histogram"}
     assert set(shown) == {"fits_mae_trace", "fits_log_joint_trace", "fits_rates"}
     # the exported rates are each method's current posterior mean, not a placeholder
-    for runner, panel in zip(fits.runners.values(), list(shown["fits_rates"])[1:]):
+    for runner, panel in zip(fits.runners.values(), list(shown["fits_rates"])[1:], strict=True):
         np.testing.assert_allclose(panel.dimension_values(2, flat=False), runner.result["mu_hat"], rtol=1e-12)
     # the exported noised panel is the released matrix
-    np.testing.assert_array_equal(list(noise["noise_heatmaps"])[1].dimension_values(2, flat=False),
-                                  fits.data.release.Y_obs)
+    np.testing.assert_array_equal(
+        list(noise["noise_heatmaps"])[1].dimension_values(2, flat=False), fits.data.release.Y_obs
+    )
     for name, figure in {**noise, **shown}.items():
         png = save_figure(figure, tmp_path / f"{name}.png")
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5_000
@@ -440,7 +473,7 @@ def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
     assert all(fits.runners[name].status == "unavailable" for name in truth_methods)
     fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
     fits.start()
-    for name, runner in fits.runners.items():
+    for _name, runner in fits.runners.items():
         assert runner.join(timeout=300)
     fits.drain()
     fitted = [runner for name, runner in fits.runners.items() if name not in truth_methods]
@@ -461,6 +494,7 @@ def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
 
 
 # ---- the default session and the scoreboard ---------------------------------------------
+
 
 def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
     """The default session, run to its end with its own schedule: the paper's effect is visible."""
@@ -509,8 +543,15 @@ def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
         marked |= {(cells[0], header[i]) for i, cell in enumerate(cells) if BEST_MARK in cell}
     optima = set()
     nearest_one = lambda values: min(values, key=lambda value: abs(value - 1))  # noqa: E731
-    for key, pick in (("mae", min), ("rate_mae", min), ("topic_distance", min), ("npmi", max), ("umass", max),
-                      ("rhat", nearest_one), ("ess", max)):
+    for key, pick in (
+        ("mae", min),
+        ("rate_mae", min),
+        ("topic_distance", min),
+        ("npmi", max),
+        ("umass", max),
+        ("rhat", nearest_one),
+        ("ess", max),
+    ):
         best = pick(expected[label][key] for label in expected if expected[label][key] is not None)
         optima |= {(label, SCORE_LABELS[key]) for label in expected if expected[label][key] == best}
     assert marked == optima

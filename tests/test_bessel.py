@@ -16,11 +16,19 @@ from scipy import special, stats
 
 from lpviz import bessel
 from lpviz._random import seed_stream
-from lpviz.bessel import (_INVERSION_MAX_MODE, _UPWARD_MAX_MODE, _log_gamma_ratio, _sample_inversion,
-                          _sample_rejection, _sample_upward, mode_nb, sample_nb)
+from lpviz.bessel import (
+    _INVERSION_MAX_MODE,
+    _UPWARD_MAX_MODE,
+    _log_gamma_ratio,
+    _sample_inversion,
+    _sample_rejection,
+    _sample_upward,
+    mode_nb,
+    sample_nb,
+)
 
-ALPHA_FIT = 1e-3      # a correct sampler passes at this level (fixed seeds)
-ALPHA_POWER = 1e-6    # the same test must reject a slightly wrong pmf this hard
+ALPHA_FIT = 1e-3  # a correct sampler passes at this level (fixed seeds)
+ALPHA_POWER = 1e-6  # the same test must reject a slightly wrong pmf this hard
 
 
 def series_log_iv(nu, a):
@@ -55,7 +63,7 @@ def chi_square_pvalue(draws, nu, a, min_expected=10.0):
 
     observed, expected = [], []
     obs_acc = exp_acc = 0.0
-    for o, e in zip(observed_cells, expected_cells):
+    for o, e in zip(observed_cells, expected_cells, strict=True):
         obs_acc += o
         exp_acc += e
         if exp_acc >= min_expected:
@@ -73,8 +81,8 @@ def chi_square_pvalue(draws, nu, a, min_expected=10.0):
 # (nu, a, wrong nu, wrong a, draws): a grid over both sampler branches and the
 # extremes; the wrong parameters are off by 10% at most, mostly far less.
 SAMPLER_CASES = [
-    (0.0, 0.1, 0.0, 0.11, 1_000_000),          # inversion, mode 0, rare 1s
-    (1e4, 10.0, 1e4, 11.0, 1_000_000),         # huge nu, small a: ive underflows
+    (0.0, 0.1, 0.0, 0.11, 1_000_000),  # inversion, mode 0, rare 1s
+    (1e4, 10.0, 1e4, 11.0, 1_000_000),  # huge nu, small a: ive underflows
     (0.0, 1.0, 0.0, 1.04, 200_000),
     # mode 0 with r_0 = (a^2/4) / (nu + 1) near 1: the upward inversion
     # must sum many terms before its bounds on the normaliser decide a draw
@@ -83,23 +91,24 @@ SAMPLER_CASES = [
     # the largest mode inverted upward from 0, and the next (outward)
     (0.0, 2 * math.sqrt(_UPWARD_MAX_MODE * (_UPWARD_MAX_MODE + 1) + 8), 0.0, 17.5, 200_000),
     (0.0, 2 * (_UPWARD_MAX_MODE + 1) + 0.1, 0.0, 18.5, 200_000),
-    (3.0, 2.5, 3.5, 2.5, 200_000),             # wrong nu
-    (0.5, 4.0, 0.5, 4.1, 200_000),             # non-integer nu
-    (20.0, 10.0, 20.0, 10.3, 200_000),         # where the chains live
-    (2.7, 7.3, 3.2, 7.3, 200_000),             # non-integer nu and a, wrong nu
+    (3.0, 2.5, 3.5, 2.5, 200_000),  # wrong nu
+    (0.5, 4.0, 0.5, 4.1, 200_000),  # non-integer nu
+    (20.0, 10.0, 20.0, 10.3, 200_000),  # where the chains live
+    (2.7, 7.3, 3.2, 7.3, 200_000),  # non-integer nu and a, wrong nu
     # nu = 0: mode = floor(a/2); the widest inversion and narrowest rejection
     (0.0, 2 * _INVERSION_MAX_MODE - 1, 0.0, 2 * _INVERSION_MAX_MODE - 3, 200_000),
     (0.0, 2 * _INVERSION_MAX_MODE + 1, 0.0, 2 * _INVERSION_MAX_MODE + 3, 200_000),
     (0.5, 1000.0, 0.5, 990.0, 200_000),
     (0.0, 1e4, 0.0, 1e4 * 0.998, 200_000),
-    (1e4, 1e4, 1.01e4, 1e4, 200_000),          # large nu and a, wrong nu
+    (1e4, 1e4, 1.01e4, 1e4, 200_000),  # large nu and a, wrong nu
     (37.5, 1e6, 37.5, 1e6 * 0.9998, 200_000),
-    (0.5, 1e8, 0.5, 1e8 * 0.99998, 200_000),   # far beyond the chains
+    (0.5, 1e8, 0.5, 1e8 * 0.99998, 200_000),  # far beyond the chains
 ]
 
 
-@pytest.mark.parametrize("nu, a, wrong_nu, wrong_a, n_draws", SAMPLER_CASES,
-                         ids=[f"nu={c[0]:g}-a={c[1]:g}" for c in SAMPLER_CASES])
+@pytest.mark.parametrize(
+    "nu, a, wrong_nu, wrong_a, n_draws", SAMPLER_CASES, ids=[f"nu={c[0]:g}-a={c[1]:g}" for c in SAMPLER_CASES]
+)
 def test_sample_matches_exact_pmf_and_rejects_wrong_one(nu, a, wrong_nu, wrong_a, n_draws):
     draws = bessel.sample(nu, a, size=n_draws, random_state=20190609)
     assert draws.dtype == np.int64 and draws.min() >= 0
@@ -135,16 +144,19 @@ def _forced_draws(branch, nu, a, n, seed):
 # rejection at mode 0, 1 and 30 (its envelope loses the left tail at the
 # first two), outward inversion at mode 0, 30 and 500 (a long walk, both
 # directions) and upward inversion at mode 4 and 30.
-@pytest.mark.parametrize("branch, nu, a, wrong_a", [
-    (1, 3.0, 2.5, 2.6),
-    (1, 0.5, 4.0, 4.15),
-    (1, 0.0, 60.0, 61.0),
-    (0, 0.0, 60.0, 61.0),
-    (0, 0.5, 1000.0, 990.0),
-    (0, 0.0, 1.0, 1.04),   # outward inversion at mode 0, where upward is used
-    (2, 3.0, 12.0, 12.3),  # upward inversion at mode 4 and mode 30
-    (2, 0.0, 60.0, 61.0),
-])
+@pytest.mark.parametrize(
+    "branch, nu, a, wrong_a",
+    [
+        (1, 3.0, 2.5, 2.6),
+        (1, 0.5, 4.0, 4.15),
+        (1, 0.0, 60.0, 61.0),
+        (0, 0.0, 60.0, 61.0),
+        (0, 0.5, 1000.0, 990.0),
+        (0, 0.0, 1.0, 1.04),  # outward inversion at mode 0, where upward is used
+        (2, 3.0, 12.0, 12.3),  # upward inversion at mode 4 and mode 30
+        (2, 0.0, 60.0, 61.0),
+    ],
+)
 def test_each_sampler_branch_alone(branch, nu, a, wrong_a):
     draws = _forced_draws(branch, nu, a, 200_000, 7)
     assert chi_square_pvalue(draws, nu, a) > ALPHA_FIT
@@ -195,9 +207,22 @@ def test_log_iv_at_zero_and_scalar_types():
     assert bessel.log_iv(1.0, 2.0) == pytest.approx(math.log(special.iv(1.0, 2.0)), rel=1e-14)
 
 
-MOMENT_CASES = [(0.0, 1e-8), (3.0, 1e-3), (0.0, 0.5), (1.0, 1.0), (0.5, 4.0), (2.7, 7.3),
-                (20.0, 10.0), (1e4, 10.0), (0.0, 127.0), (5.0, 300.0), (300.5, 1000.0),
-                (0.0, 1e4), (1e4, 1e4), (37.5, 1e5)]
+MOMENT_CASES = [
+    (0.0, 1e-8),
+    (3.0, 1e-3),
+    (0.0, 0.5),
+    (1.0, 1.0),
+    (0.5, 4.0),
+    (2.7, 7.3),
+    (20.0, 10.0),
+    (1e4, 10.0),
+    (0.0, 127.0),
+    (5.0, 300.0),
+    (300.5, 1000.0),
+    (0.0, 1e4),
+    (1e4, 1e4),
+    (37.5, 1e5),
+]
 
 
 @pytest.mark.parametrize("nu, a", MOMENT_CASES, ids=[f"nu={n:g}-a={x:g}" for n, x in MOMENT_CASES])
@@ -235,7 +260,7 @@ def test_mean_within_one_of_mode_on_a_wide_grid():
 def test_mode_follows_the_closed_form():
     nu = np.array([0.0, 0.0, 1.0, 2.5, 1e4, 1e4, 7.0])
     a = np.array([1e-8, 2.0, 10.0, 6.0, 10.0, 1e4, 1e6])
-    expected = np.floor((np.sqrt(a ** 2 + nu ** 2) - nu) / 2)
+    expected = np.floor((np.sqrt(a**2 + nu**2) - nu) / 2)
     np.testing.assert_array_equal(bessel.mode(nu, a), expected)
     # the exact tie m (m + nu) = a^2 / 4 (a = 2 sqrt(6), nu = 1 -> P(1) == P(2))
     a_tie = 2.0 * math.sqrt(6.0)
@@ -288,16 +313,23 @@ def test_kernel_draws_follow_the_callers_stream():
     assert not np.array_equal(first, _stream_draws(99, 6, 2.0, 40.0, 200))
 
 
-@pytest.mark.parametrize("nu, a, needle", [
-    (-1.0, 1.0, "nu must be"),
-    (np.nan, 1.0, "nu must be"),
-    (1.0, -0.5, "a must be"),
-    (1.0, np.inf, "a must be"),
-    (1.0, 1e20, "a must be"),
-])
+@pytest.mark.parametrize(
+    "nu, a, needle",
+    [
+        (-1.0, 1.0, "nu must be"),
+        (np.nan, 1.0, "nu must be"),
+        (1.0, -0.5, "a must be"),
+        (1.0, np.inf, "a must be"),
+        (1.0, 1e20, "a must be"),
+    ],
+)
 def test_bad_parameters_are_named(nu, a, needle):
-    for call in (lambda: bessel.sample(nu, a), lambda: bessel.logpmf(0, nu, a),
-                 lambda: bessel.mean(nu, a), lambda: bessel.log_iv(nu, a)):
+    for call in (
+        lambda: bessel.sample(nu, a),
+        lambda: bessel.logpmf(0, nu, a),
+        lambda: bessel.mean(nu, a),
+        lambda: bessel.log_iv(nu, a),
+    ):
         with pytest.raises(ValueError, match=needle):
             call()
 

@@ -11,298 +11,27 @@ benchmarks/bench_app.py; tests assert behaviour).
 """
 
 import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from app.settings import SOURCES
-from lpviz.methods import METHODS
+from tests.browser_harness import (
+    COUNT_PLOTS,
+    COUNT_TRACE_POINTS,
+    FIGURES,
+    IMAGE_CHECKSUMS,
+    N_METHODS,
+    SOURCE_LABELS,
+    SPINNING,
+    TIMEOUT_MS,
+    Page,
+    count_texts,
+    record_latency,
+)
 
 pytestmark = pytest.mark.browser
-
-REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TIMEOUT_MS = 120_000  # a loaded 2-core CI machine, cold numba caches
-N_METHODS = len(METHODS)
-LABELS = {name: method.label for name, method in METHODS.items()}
-SOURCE_LABELS = {name: source.label for name, source in SOURCES.items()}
-
-# Sum of the lengths of every data source holding a trace column, per column.
-COUNT_TRACE_POINTS = """
-() => {
-  let total = 0;
-  for (const doc of window.Bokeh.documents) {
-    for (const model of doc.all_models) {
-      if (model.type !== "ColumnDataSource" && model.constructor.name !== "ColumnDataSource") continue;
-      const data = model.data instanceof Map ? Object.fromEntries(model.data) : model.data;
-      if (data && data.iteration !== undefined) total += data.iteration.length;
-    }
-  }
-  return total;
-}
-"""
-
-# A checksum of every image (heatmap) in the page, to see which ones were redrawn.
-IMAGE_CHECKSUMS = """
-() => {
-  const sums = [];
-  for (const doc of window.Bokeh.documents) {
-    for (const model of doc.all_models) {
-      if (model.type !== "ColumnDataSource" && model.constructor.name !== "ColumnDataSource") continue;
-      const data = model.data instanceof Map ? Object.fromEntries(model.data) : model.data;
-      if (!data || data.image === undefined) continue;
-      for (const image of data.image) {
-        let sum = 0, weighted = 0, i = 0;
-        for (const value of image) { sum += value; weighted += value * ((i++ % 97) + 1); }
-        sums.push(`${image.length}:${sum}:${weighted}`);
-      }
-    }
-  }
-  return sums.sort();
-}
-"""
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self, url, pid, port):
-        self.url, self.pid, self.port = url, pid, port
-
-    def cpu_seconds(self):
-        """CPU time the server process has used (all its threads)."""
-        with open(f"/proc/{self.pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def cpu_rate(self, seconds):
-        """Cores the server keeps busy over the next ``seconds``."""
-        start = self.cpu_seconds()
-        time.sleep(seconds)
-        return (self.cpu_seconds() - start) / seconds
-
-
-@pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    panel = [sys.executable, "-m", "app.serve", "--port", str(port)]  # as `make serve` runs it
-    log = open(REPO / "artifacts" / f"browser-server-{port}.log", "w") if (REPO / "artifacts").is_dir() \
-        else subprocess.DEVNULL
-    process = subprocess.Popen(panel, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://localhost:{port}/app"
-    deadline = time.monotonic() + 120
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"panel serve exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"panel serve did not answer on {url} within 120 s")
-            time.sleep(0.5)
-    yield Server(url, process.pid, port)
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    if log is not subprocess.DEVNULL:
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-# Panel 1.9 points the style sheets of some components it updates after the first render (data frames,
-# its loading style) at its CDN instead of the server; offline those fetches fail, harmlessly (the page
-# has the same styles from the first render). Every other console error counts.
-PANEL_CDN_STYLES = re.compile(r"Failed to load resource: net::ERR_NAME_NOT_RESOLVED")
-
-
-class Page:
-    """One browser session on the dashboard, collecting console errors."""
-
-    def __init__(self, browser, url):
-        self.context = browser.new_context(viewport={"width": 1500, "height": 1000})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(TIMEOUT_MS)
-        self.errors = []
-        self.page.on("console", lambda message: self.errors.append(message.text)
-                     if message.type == "error" and not PANEL_CDN_STYLES.search(message.text) else None)
-        self.page.on("requestfailed", lambda request: self.errors.append(f"failed: {request.url}")
-                     if not request.url.startswith("https://cdn.holoviz.org/panel/") or
-                     not request.url.split("?")[0].endswith(".css") else None)
-        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.goto(url)
-        self.page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
-        self.page.get_by_text("Noise changed").first.wait_for()
-        self.page.wait_for_function(f"() => ({IMAGE_CHECKSUMS})().length === 3")
-
-    def tab(self, name):
-        # the tab header itself: the same word may also stand in the sidebar (e.g. "Privacy")
-        self.page.locator(".bk-tab").get_by_text(name, exact=True).click()
-
-    def evaluate(self, script):
-        return self.page.evaluate(script)
-
-    def wait_until(self, script, argument=None):
-        self.page.wait_for_function(script, arg=argument, timeout=TIMEOUT_MS)
-
-    def shot(self, artifacts_dir, name):
-        self.page.screenshot(path=str(artifacts_dir / f"browser-{name}.png"), full_page=True)
-
-    def close(self):
-        self.context.close()
-
-    def fill(self, label, value):
-        field = self.page.get_by_label(label, exact=True)
-        field.fill(str(value))
-        field.press("Enter")
-
-    def choose(self, source):
-        self.source_select().select_option(label=SOURCE_LABELS[source])
-
-    def one_alpha(self):
-        """Untick per-row noise (the opening preset's): one alpha for every row, set by epsilon and N.
-        The box and its label share a shadow root; the label is no <label>."""
-        self.page.get_by_text("heterogeneous noise", exact=True).first.evaluate(
-            "label => label.parentNode.querySelector('input[type=checkbox]').click()")
-        self.page.get_by_label("N", exact=True).wait_for()
-
-    def source_select(self):
-        """The data selector (the presets have a selector of their own)."""
-        label = SOURCE_LABELS["synthetic-topics"]
-        return self.page.locator(f"select:has(option:text-is('{label}'))").first
-
-    def click(self, name):
-        self.page.get_by_role("button", name=name).click()
-
-    def statuses(self, status, count=N_METHODS):
-        """Wait until ``count`` progress lines read ``status``."""
-        expect(self.page.get_by_text(f"{status}, iteration")).to_have_count(count, timeout=TIMEOUT_MS)
-
-    def timed(self, action, done, poll_ms=5):
-        """Seconds from ``action`` (a button name, clicked inside the page) until the JavaScript
-        condition ``done`` holds, timed by the page itself."""
-        button = self.page.get_by_role("button", name=action).element_handle()
-        return self.page.evaluate(f"""async (button) => {{
-            const done = {done};
-            const start = performance.now();
-            button.click();
-            while (!done()) {{
-                if (performance.now() - start > {TIMEOUT_MS}) throw new Error("timed out waiting after " + "{action}");
-                await new Promise(resolve => setTimeout(resolve, {poll_ms}));
-            }}
-            return (performance.now() - start) / 1000;
-        }}""", button)
-
-    def long_runs(self, iterations=100_000):
-        self.page.get_by_text("Fit settings").first.click()
-        self.fill("N iter", iterations)
-        self.tab("Fits")
-        self.page.get_by_text(f"/ {iterations:,}").first.wait_for()
-
-
-def count_texts(text):
-    """JavaScript: how many text models (Markdown panes) of the page say ``text``."""
-    return f"""() => {{
-      let n = 0;
-      for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
-        if (typeof m.text === "string" && m.text.includes({json.dumps(text)})) n++;
-      return n; }}"""
-
-
-def record_latency(name, seconds):
-    """Add a latency a user feels to artifacts/browser-latency.json (reported, not asserted)."""
-    path = REPO / "artifacts" / "browser-latency.json"
-    path.parent.mkdir(exist_ok=True)
-    figures = json.loads(path.read_text()) if path.exists() else {}
-    figures[name] = round(seconds, 3)
-    path.write_text(json.dumps(figures, indent=2))
-
-
-@pytest.fixture
-def page(browser, server):
-    page = Page(browser, server.url)
-    yield page
-    page.close()
-
-
-COUNT_PLOTS = """
-() => {
-  let plots = 0;
-  for (const doc of window.Bokeh.documents)
-    for (const model of doc.all_models)
-      if (model.type === "Figure" || model.type === "Plot" || model.constructor.name === "Figure") plots += 1;
-  return plots;
-}
-"""
-
-# Every figure: its title, x range and the sizes of the images it draws.
-FIGURES = """
-() => {
-  const figures = [];
-  for (const doc of window.Bokeh.documents)
-    for (const model of doc.all_models) {
-      if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
-      const images = [];
-      for (const renderer of model.renderers || []) {
-        const source = renderer.data_source;
-        if (!source) continue;
-        const data = source.data instanceof Map ? Object.fromEntries(source.data) : source.data;
-        if (data && data.image !== undefined) for (const image of data.image) images.push(image.length);
-      }
-      const axis = (model.below || [])[0];
-      figures.push({title: model.title ? model.title.text : "", start: model.x_range.start,
-                    end: model.x_range.end, images, xlabel: axis ? axis.axis_label : ""});
-    }
-  return figures;
-}
-"""
-
-# Whether any loading spinner of the page spins (Panel's spinners are HTML models classed "loader", plus
-# "spin" while their value is true).
-SPINNING = """
-() => {
-  for (const doc of window.Bokeh.documents)
-    for (const model of doc.all_models) {
-      const classes = model.css_classes || [];
-      if (classes.includes("loader") && classes.includes("spin")) return true;
-    }
-  return false;
-}
-"""
 
 
 def test_server_listens_on_this_machine_only(server):
@@ -333,8 +62,10 @@ def test_opening_the_app_and_pressing_start_shows_private_best_on_mae(page, arti
     board = page.page.locator("table.scoreboard")
     header = board.locator("th").all_inner_texts()
     column = header.index("MAE vs true rates")
-    rows = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(column).inner_text()
-            for r in board.locator("tbody tr").all()}
+    rows = {
+        r.locator("td").nth(0).inner_text(): r.locator("td").nth(column).inner_text()
+        for r in board.locator("tbody tr").all()
+    }
     assert len(rows) == N_METHODS
     private = next(name for name in rows if name.startswith("private"))
     naive = next(name for name in rows if name.startswith("naive"))
@@ -350,14 +81,18 @@ def test_settings_are_applied_or_refused_with_the_reason(page, artifacts_dir):
     opening = page.evaluate(IMAGE_CHECKSUMS)
     page.one_alpha()
     page.page.get_by_text("eps/N = 1, alpha").first.wait_for()
-    page.wait_until("""([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 2""",
-                    [IMAGE_CHECKSUMS, opening])  # the noised heatmaps of the new release are in
+    page.wait_until(
+        """([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 2""",
+        [IMAGE_CHECKSUMS, opening],
+    )  # the noised heatmaps of the new release are in
     before = page.evaluate(IMAGE_CHECKSUMS)
     page.fill("N", 4)
     page.page.get_by_text("eps/N = 0.25").first.wait_for()
     # (replaced models may linger in the document for a while: look for new images, not a count)
-    page.wait_until("""([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 2""",
-                    [IMAGE_CHECKSUMS, before])
+    page.wait_until(
+        """([script, before]) => eval(script)().filter(sum => !before.includes(sum)).length >= 2""",
+        [IMAGE_CHECKSUMS, before],
+    )
     changed = [sum for sum in page.evaluate(IMAGE_CHECKSUMS) if sum not in before]
     assert len(changed) == 2  # the noised and truncated heatmaps change; the true counts stay
     page.fill("N", 0.5)  # below the mechanism's N >= 1: refused, visibly, and not applied
@@ -517,10 +252,12 @@ def test_exports_are_labelled_and_open_offline(browser, page, artifacts_dir, tmp
             page.page.get_by_text(re.compile(rf"^{re.escape(label)}")).first.click()
         names[label] = download_info.value.suggested_filename
         download_info.value.save_as(tmp_path / names[label])
-    assert names == {"Figure as HTML": "lpviz_simulation_noise_heatmaps.html",
-                     "Release only": "lpviz_release_simulated.npz",
-                     "Simulation with the truth": "lpviz_simulation_with_truth.npz",
-                     "Summary": "lpviz_simulation_summary.json"}
+    assert names == {
+        "Figure as HTML": "lpviz_simulation_noise_heatmaps.html",
+        "Release only": "lpviz_release_simulated.npz",
+        "Simulation with the truth": "lpviz_simulation_with_truth.npz",
+        "Summary": "lpviz_simulation_summary.json",
+    }
     assert json.loads((tmp_path / names["Summary"]).read_text())["simulated"] is True
     page.shot(artifacts_dir, "tab-export")
     render_offline(browser, tmp_path / names["Figure as HTML"], artifacts_dir, "export-offline")
@@ -536,9 +273,12 @@ def render_offline(browser, html, artifacts_dir, name, figures=1):
         errors = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(html.as_uri())
-        page.wait_for_function(f"""() => window.Bokeh && window.Bokeh.documents.length > 0 &&
+        page.wait_for_function(
+            f"""() => window.Bokeh && window.Bokeh.documents.length > 0 &&
             window.Bokeh.documents.reduce((n, doc) => n + [...doc.all_models].filter(
-                m => m.type === "Figure").length, 0) >= {figures}""", timeout=TIMEOUT_MS)
+                m => m.type === "Figure").length, 0) >= {figures}""",
+            timeout=TIMEOUT_MS,
+        )
         page.wait_for_timeout(500)
         page.screenshot(path=str(artifacts_dir / f"browser-{name}.png"), full_page=True)
         assert errors == []
@@ -616,7 +356,8 @@ def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
         page.click("Start")
         page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= {N_METHODS}")
         page.click("Stop")
-        expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(N_METHODS,
-                                                                                           timeout=TIMEOUT_MS)
+        expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(
+            N_METHODS, timeout=TIMEOUT_MS
+        )
         page.shot(artifacts_dir, f"preset-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}")
     assert page.errors == []

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.central_view import CENTRAL_LABEL
-from tests.test_browser import LABELS, TIMEOUT_MS, Page, browser, page, server  # noqa: F401
+from tests.browser_harness import LABELS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
 

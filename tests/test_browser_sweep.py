@@ -5,11 +5,10 @@ server starts at the first sweep). Points are counted in the page's Bokeh
 documents: the scatter sources of the sweep plots (their epsilon_over_N and alpha columns).
 """
 
-
 import pandas as pd
 import pytest
 
-from tests.test_browser import TIMEOUT_MS, Page, browser, server  # noqa: F401
+from tests.browser_harness import TIMEOUT_MS, Page
 
 pytestmark = pytest.mark.browser
 

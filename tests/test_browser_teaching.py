@@ -6,10 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.teaching import STEPS
-from tests.test_browser import Page, browser, page, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
-
 
 
 def tab_names(page):
@@ -96,8 +94,11 @@ def test_the_enron_network_is_drawn_with_its_addresses_and_the_held_out_cells(pa
     page.wait_until(f"""() => ({AXIS_NAMES})().filter(f => f.images === 2 && f.y.length > 0
                                                       && f.y.every(name => !name.includes("@"))).length === 3""")
     figures = [f for f in page.evaluate(AXIS_NAMES) if f["images"] == 2]
-    assert {f["title"] for f in figures} == {"True counts (private to the owner)", "Noised counts (released)",
-                                             "Noised counts truncated at 0"}
+    assert {f["title"] for f in figures} == {
+        "True counts (private to the owner)",
+        "Noised counts (released)",
+        "Noised counts truncated at 0",
+    }
     for figure in figures:
         assert 10 <= len(figure["y"]) <= 20 and figure["x"] == figure["y"]  # senders and recipients, thinned
         assert all(re.fullmatch(r"[a-z0-9._'-]+", name) for name in figure["y"]), figure["y"]

@@ -10,7 +10,7 @@ from itertools import pairwise
 import pytest
 
 from lpviz.methods import METHODS
-from tests.test_browser import N_METHODS, Page, browser, page, server  # noqa: F401
+from tests.browser_harness import N_METHODS
 
 pytestmark = pytest.mark.browser
 
@@ -84,12 +84,16 @@ def click_topic(page, label, topic):
     """Click circle ``topic`` of the map ``label``; each method's highlighted topic, once its bars show it."""
     where = page.page.evaluate(CIRCLES, [label, topic])
     page.page.mouse.click(where["x"], where["y"])
-    page.wait_until(f"([label, topic]) => ({CIRCLES})([label, 0]).colours.indexOf('{CHOSEN}') === topic",
-                    [label, topic])
+    page.wait_until(
+        f"([label, topic]) => ({CIRCLES})([label, 0]).colours.indexOf('{CHOSEN}') === topic", [label, topic]
+    )
     shown = highlighted(page)
     prefixes = sorted(f"topic {k + 1} " for k in shown.values())
-    page.wait_until(f"(prefixes) => {{ const titles = ({BAR_TITLES})();"
-                    f" return prefixes.every((prefix, i) => titles[i] && titles[i].startsWith(prefix)); }}", prefixes)
+    page.wait_until(
+        f"(prefixes) => {{ const titles = ({BAR_TITLES})();"
+        f" return prefixes.every((prefix, i) => titles[i] && titles[i].startsWith(prefix)); }}",
+        prefixes,
+    )
     return shown
 
 
@@ -135,7 +139,7 @@ def test_the_lambda_slider_reorders_the_word_bars(page, artifacts_dir):
         assert descending(bars["in_topic"])
     by_lift = move_lambda(page, "Home", 0, "lift")  # lambda = 0: by lift
     for bars in by_lift:
-        assert descending([t / o for t, o in zip(bars["in_topic"], bars["overall"])])
+        assert descending([t / o for t, o in zip(bars["in_topic"], bars["overall"], strict=True)])
     for shown in (opening, by_probability, by_lift):
         assert len(shown) == N_METHODS and all(len(bars["words"]) == 15 for bars in shown)
     assert [b["words"] for b in by_probability] != [b["words"] for b in by_lift]

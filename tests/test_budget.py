@@ -9,11 +9,21 @@ from lpviz import budget
 from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, largest_square_that_fits
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("1000", 1000), ("512M", 512 * 2**20), ("512m", 512 * 2**20), ("8G", 8 * 2**30),
-    ("1.5GiB", 3 * 2**29), ("2GB", 2 * 10**9), ("500kB", 500_000), ("1 TiB", 2**40), (" 64 Mi ", 64 * 2**20),
-    ("12b", 12),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1000", 1000),
+        ("512M", 512 * 2**20),
+        ("512m", 512 * 2**20),
+        ("8G", 8 * 2**30),
+        ("1.5GiB", 3 * 2**29),
+        ("2GB", 2 * 10**9),
+        ("500kB", 500_000),
+        ("1 TiB", 2**40),
+        (" 64 Mi ", 64 * 2**20),
+        ("12b", 12),
+    ],
+)
 def test_memory_limit_reads_the_environment(monkeypatch, text, expected):
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", text)
     assert budget.memory_limit() == expected
@@ -22,8 +32,11 @@ def test_memory_limit_reads_the_environment(monkeypatch, text, expected):
 @pytest.mark.parametrize("text", ["lots", "12 parsecs", "-5G", "0", "1e9", "G", "0.0001"])
 def test_malformed_memory_limit_names_the_variable(monkeypatch, text):
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", text)
-    with pytest.raises(ValueError, match=rf"LPVIZ_MEMORY_LIMIT={re.escape(repr(text))} is not a memory "
-                                         r"limit: .*512M, 8G, 1.5GiB.*unset it"):
+    with pytest.raises(
+        ValueError,
+        match=rf"LPVIZ_MEMORY_LIMIT={re.escape(repr(text))} is not a memory "
+        r"limit: .*512M, 8G, 1.5GiB.*unset it",
+    ):
         budget.memory_limit()
 
 
@@ -48,14 +61,23 @@ def test_physical_memory_falls_back_to_sysconf(monkeypatch):
 
     monkeypatch.setattr("builtins.open", no_proc)
     import os
+
     assert budget.physical_memory() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-@pytest.mark.parametrize("n, text", [
-    (0, "0 bytes"), (1023, "1023 bytes"), (1024, "1.0 KiB"), (50_000 * 50_000 * 8, "18.6 GiB"),
-    (int(14.4 * 2**30), "14.4 GiB"), (10**12 * 10**12 * 8, "6938893.9 EiB"), (3 * 2**40, "3.0 TiB"),
-    (8 * 10**12, "7.3 TiB"),
-])
+@pytest.mark.parametrize(
+    "n, text",
+    [
+        (0, "0 bytes"),
+        (1023, "1023 bytes"),
+        (1024, "1.0 KiB"),
+        (50_000 * 50_000 * 8, "18.6 GiB"),
+        (int(14.4 * 2**30), "14.4 GiB"),
+        (10**12 * 10**12 * 8, "6938893.9 EiB"),
+        (3 * 2**40, "3.0 TiB"),
+        (8 * 10**12, "7.3 TiB"),
+    ],
+)
 def test_format_bytes(n, text):
     assert format_bytes(n) == text
 
@@ -75,10 +97,11 @@ def test_check_memory_message_names_sizes_limit_and_fix(monkeypatch):
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", str(int(14.4 * 2**30)))
     check_memory(int(14.4 * 2**30), "exactly the limit")  # no error
     with pytest.raises(MemoryBudgetError) as error:
-        check_memory(dense_bytes((50_000, 50_000), np.int64), "a 50,000 x 50,000 matrix",
-                     fix="Use a sparse format.")
-    assert str(error.value) == ("a 50,000 x 50,000 matrix needs 18.6 GiB but the memory limit is 14.4 GiB "
-                                "(set LPVIZ_MEMORY_LIMIT to change it). Use a sparse format.")
+        check_memory(dense_bytes((50_000, 50_000), np.int64), "a 50,000 x 50,000 matrix", fix="Use a sparse format.")
+    assert str(error.value) == (
+        "a 50,000 x 50,000 matrix needs 18.6 GiB but the memory limit is 14.4 GiB "
+        "(set LPVIZ_MEMORY_LIMIT to change it). Use a sparse format."
+    )
     assert isinstance(error.value, ValueError)
     with pytest.raises(MemoryBudgetError, match=r"^x needs 2.0 KiB but the memory limit is 1.0 KiB\.$"):
         check_memory(2048, "x", limit=1024)  # a caller's own limit: the variable would not change it

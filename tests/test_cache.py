@@ -6,13 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from lpviz.datasets import build_enron_network, build_enron_topics
-from lpviz.datasets import cache
+from lpviz.datasets import build_enron_network, build_enron_topics, cache
 
 
 def sample_arrays():
-    return {"counts": np.arange(12, dtype=np.int64).reshape(3, 4), "mask": np.array([True, False, True]),
-            "labels": ["caf\u00e9", "", "b\u00f6b\nnewline", "\U0001f600"]}
+    return {
+        "counts": np.arange(12, dtype=np.int64).reshape(3, 4),
+        "mask": np.array([True, False, True]),
+        "labels": ["caf\u00e9", "", "b\u00f6b\nnewline", "\U0001f600"],
+    }
 
 
 def entry_files(directory, key):
@@ -130,16 +132,24 @@ def test_default_directory_honours_the_environment(tmp_path, monkeypatch):
 
 # --- the builders use the cache ---------------------------------------------------------------
 
-EMAIL = ("Message-ID: <{i}@x>\r\nFrom: {sender}@x.com\r\nTo: {recipient}@x.com\r\n"
-         "Content-Type: text/plain; charset=us-ascii\r\n\r\n{body}\n")
+EMAIL = (
+    "Message-ID: <{i}@x>\r\nFrom: {sender}@x.com\r\nTo: {recipient}@x.com\r\n"
+    "Content-Type: text/plain; charset=us-ascii\r\n\r\n{body}\n"
+)
 
 
 def write_maildir(root, n=6):
     for i in range(n):
         path = root / "maildir" / f"user{i % 2}" / "sent" / f"{i}."
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(EMAIL.format(i=i, sender=f"user{i % 2}", recipient=f"user{(i + 1) % 3}",
-                                     body=f"pipeline turbine gas word{'x' * i} " * 3))
+        path.write_text(
+            EMAIL.format(
+                i=i,
+                sender=f"user{i % 2}",
+                recipient=f"user{(i + 1) % 3}",
+                body=f"pipeline turbine gas word{'x' * i} " * 3,
+            )
+        )
     return root / "maildir"
 
 
@@ -163,7 +173,6 @@ def test_builders_reuse_rebuild_after_corruption_and_follow_source_changes(tmp_p
         rebuilt = build_enron_network(source, min_count=1, cache_dir=store)
     np.testing.assert_array_equal(rebuilt.Y, first.Y)
 
-    (source / "user0" / "sent" / "9.").write_text(EMAIL.format(i=9, sender="user0", recipient="user1",
-                                                               body="late"))
+    (source / "user0" / "sent" / "9.").write_text(EMAIL.format(i=9, sender="user0", recipient="user1", body="late"))
     changed = build_enron_network(source, min_count=1, cache_dir=store)
     assert changed.Y.sum() == first.Y.sum() + 1

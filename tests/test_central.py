@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import digamma, gammaln, logsumexp
 
@@ -13,8 +14,8 @@ from lpviz import accounting
 from lpviz.central import PrivateLDA, expected_statistics
 from lpviz.metrics import aligned_topic_distance
 
-
 # -- data ---------------------------------------------------------------------
+
 
 def lda_corpus(seed, n_topics=4, n_words=60, n_docs=600, doc_length=60):
     """Synthetic LDA documents whose topics each put 85% of their mass on their own block of words."""
@@ -22,13 +23,14 @@ def lda_corpus(seed, n_topics=4, n_words=60, n_docs=600, doc_length=60):
     block = n_words // n_topics
     topics = np.full((n_topics, n_words), 0.15 / (n_words - block))
     for k in range(n_topics):
-        topics[k, k * block:(k + 1) * block] = 0.85 * rng.dirichlet(np.ones(block))
+        topics[k, k * block : (k + 1) * block] = 0.85 * rng.dirichlet(np.ones(block))
     theta = rng.dirichlet(np.full(n_topics, 0.3), n_docs)
     X = np.array([rng.multinomial(doc_length, t @ topics) for t in theta])
     return X, topics
 
 
 # -- an independent plain online LDA (Hoffman et al. 2010) in numpy ----------
+
 
 def reference_doc_topic(counts_row, exp_elog_beta, alpha, max_iter=100, tol=1e-3):
     """Hoffman's per-document loop (as scikit-learn orders it), gamma started at 1."""
@@ -91,6 +93,7 @@ def reference_perplexity(X, lam, alpha):
 
 # -- noise_multiplier = 0 is plain online LDA ---------------------------------
 
+
 def test_without_noise_and_clipping_it_is_plain_online_lda():
     X, _ = lda_corpus(0, n_docs=120, n_words=40, doc_length=30)
     model = PrivateLDA(3, noise_multiplier=0, clip=None, batch_size=30, n_epochs=2, random_state=11).fit(X)
@@ -102,16 +105,15 @@ def test_without_noise_and_clipping_it_is_plain_online_lda():
     heldout, _ = lda_corpus(1, n_docs=20, n_words=40, doc_length=30)
     gamma = np.array([reference_doc_topic(row, model.exp_dirichlet_component_, 1 / 3)[0] for row in heldout])
     np.testing.assert_allclose(model.transform(heldout), gamma / gamma.sum(axis=1, keepdims=True), rtol=1e-9)
-    assert model.perplexity(heldout) == pytest.approx(reference_perplexity(heldout, model.components_, 1 / 3),
-                                                      rel=1e-9)
+    assert model.perplexity(heldout) == pytest.approx(reference_perplexity(heldout, model.components_, 1 / 3), rel=1e-9)
 
 
 def test_sparse_and_dense_input_fit_the_same():
     X, _ = lda_corpus(2, n_docs=80, n_words=30, doc_length=20)
-    dense = PrivateLDA(3, noise_multiplier=1.0, batch_size=20, doc_length=20, accountant="rdp",
-                       random_state=5).fit(X)
-    sparse = PrivateLDA(3, noise_multiplier=1.0, batch_size=20, doc_length=20, accountant="rdp",
-                        random_state=5).fit(sp.csr_matrix(X).astype(np.float32))
+    dense = PrivateLDA(3, noise_multiplier=1.0, batch_size=20, doc_length=20, accountant="rdp", random_state=5).fit(X)
+    sparse = PrivateLDA(3, noise_multiplier=1.0, batch_size=20, doc_length=20, accountant="rdp", random_state=5).fit(
+        sp.csr_matrix(X).astype(np.float32)
+    )
     np.testing.assert_array_equal(dense.components_, sparse.components_)
 
 
@@ -139,6 +141,7 @@ def test_e_step_is_the_same_on_one_thread_and_on_many():
 
 # -- the noise is N(0, (sigma Delta)^2) on every entry, negatives set to 0 ------
 
+
 def _first_step_noise(noise_multiplier, clip=0.1, doc_length=100.0, seed=3):
     """Fit one step (batch = all documents, q = 1) with and without noise; return (noise, sigma*Delta).
 
@@ -149,8 +152,7 @@ def _first_step_noise(noise_multiplier, clip=0.1, doc_length=100.0, seed=3):
     corpus, _ = lda_corpus(seed, n_topics=4, n_words=60, n_docs=50, doc_length=40)
     X = np.zeros((50, 2000), dtype=np.int64)
     X[:, :60] = corpus
-    settings_ = dict(batch_size=50, n_epochs=1, clip=clip, doc_length=doc_length, accountant="rdp",
-                     random_state=seed)
+    settings_ = dict(batch_size=50, n_epochs=1, clip=clip, doc_length=doc_length, accountant="rdp", random_state=seed)
     noisy = PrivateLDA(8, noise_multiplier=noise_multiplier, **settings_).fit(X)
     plain = PrivateLDA(8, noise_multiplier=0, **settings_).fit(X)
     rho = (10 + 1) ** -0.7
@@ -183,16 +185,20 @@ def test_noise_std_is_noise_multiplier_times_sensitivity():
 # -- per-document clipping bounds each document's contribution ---------------
 
 documents = st.integers(min_value=1, max_value=12).flatmap(
-    lambda n_words: st.lists(st.lists(st.integers(0, 40), min_size=n_words, max_size=n_words),
-                             min_size=1, max_size=4).map(np.array))
+    lambda n_words: st.lists(
+        st.lists(st.integers(0, 40), min_size=n_words, max_size=n_words), min_size=1, max_size=4
+    ).map(np.array)
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(docs=documents,
-       n_topics=st.integers(1, 5),
-       clip_norm=st.floats(0.05, 200.0),
-       log_lambda=st.floats(-3.0, 6.0),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    docs=documents,
+    n_topics=st.integers(1, 5),
+    clip_norm=st.floats(0.05, 200.0),
+    log_lambda=st.floats(-3.0, 6.0),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_clipped_contribution_of_one_document_never_exceeds_the_bound(docs, n_topics, clip_norm, log_lambda, seed):
     rng = np.random.default_rng(seed)
     lam = np.exp(log_lambda + rng.normal(0.0, 2.0, (n_topics, docs.shape[1])))
@@ -225,14 +231,15 @@ def test_fit_clips_documents_whose_statistic_exceeds_the_bound():
 
 # -- Poisson subsampling: each document joins each batch with probability q ---
 
+
 def _batch_size_pvalue(sizes, n_docs, q):
     """Chi-square goodness of fit of batch sizes to Binomial(n_docs, q), tails pooled to expected >= 5."""
     expected = stats.binom.pmf(np.arange(n_docs + 1), n_docs, q) * len(sizes)
     observed = np.bincount(sizes, minlength=n_docs + 1).astype(float)
     low = np.searchsorted(np.cumsum(expected), 5.0)
     high = n_docs - np.searchsorted(np.cumsum(expected[::-1]), 5.0)
-    bins_expected = np.concatenate([[expected[:low + 1].sum()], expected[low + 1:high], [expected[high:].sum()]])
-    bins_observed = np.concatenate([[observed[:low + 1].sum()], observed[low + 1:high], [observed[high:].sum()]])
+    bins_expected = np.concatenate([[expected[: low + 1].sum()], expected[low + 1 : high], [expected[high:].sum()]])
+    bins_observed = np.concatenate([[observed[: low + 1].sum()], observed[low + 1 : high], [observed[high:].sum()]])
     return stats.chisquare(bins_observed, bins_expected).pvalue
 
 
@@ -247,10 +254,12 @@ def test_batches_are_poisson_subsamples():
 
 # -- accounting wired to the fit ---------------------------------------------
 
+
 def test_given_epsilon_the_noise_is_calibrated_to_the_planned_steps():
     X, _ = lda_corpus(6, n_docs=100, n_words=20, doc_length=20)
-    model = PrivateLDA(3, epsilon=2.0, delta=1e-4, batch_size=5, n_epochs=2, doc_length=20,
-                       accountant="rdp", random_state=0).fit(X)
+    model = PrivateLDA(
+        3, epsilon=2.0, delta=1e-4, batch_size=5, n_epochs=2, doc_length=20, accountant="rdp", random_state=0
+    ).fit(X)
     assert model.n_steps_ == 40 and model.sampling_rate_ == 0.05
     assert model.noise_multiplier_ == accounting.noise_multiplier(2.0, 1e-4, 0.05, 40, accountant="rdp")
     assert 2.0 * (1 - 1e-3) <= model.epsilon_ <= 2.0 and model.delta_ == 1e-4
@@ -264,13 +273,15 @@ def test_given_epsilon_the_noise_is_calibrated_to_the_planned_steps():
 
 def test_given_noise_multiplier_epsilon_is_reported():
     X, _ = lda_corpus(7, n_docs=100, n_words=20, doc_length=20)
-    model = PrivateLDA(3, noise_multiplier=1.5, delta=1e-5, batch_size=10, doc_length=20, accountant="rdp",
-                       random_state=0).fit(X)
+    model = PrivateLDA(
+        3, noise_multiplier=1.5, delta=1e-5, batch_size=10, doc_length=20, accountant="rdp", random_state=0
+    ).fit(X)
     assert model.epsilon_ == accounting.epsilon(0.1, 1.5, 10, 1e-5, accountant="rdp")
     assert model.noise_multiplier_ == 1.5
 
 
 # -- the fitted model ---------------------------------------------------------
+
 
 def test_plain_online_lda_recovers_topics_about_as_well_as_scikit_learn():
     from sklearn.decomposition import LatentDirichletAllocation
@@ -279,8 +290,9 @@ def test_plain_online_lda_recovers_topics_about_as_well_as_scikit_learn():
     for seed in range(100, 105):
         X, topics = lda_corpus(seed)
         model = PrivateLDA(4, noise_multiplier=0, clip=None, batch_size=50, n_epochs=5, random_state=seed).fit(X)
-        reference = LatentDirichletAllocation(4, learning_method="online", batch_size=50, max_iter=5,
-                                              total_samples=len(X), random_state=seed).fit(X)
+        reference = LatentDirichletAllocation(
+            4, learning_method="online", batch_size=50, max_iter=5, total_samples=len(X), random_state=seed
+        ).fit(X)
         ours.append(aligned_topic_distance(model.components_, topics))
         theirs.append(aligned_topic_distance(reference.components_, topics))
     # Tolerance, from 30 seeds of this setting: median distance 0.060 (ours)
@@ -295,8 +307,12 @@ def test_plain_online_lda_recovers_topics_about_as_well_as_scikit_learn():
 def test_perplexity_is_finite_and_decreases_with_training():
     X, _ = lda_corpus(8, n_docs=500)
     train, heldout = X[:400], X[400:]
-    perplexities = [PrivateLDA(4, noise_multiplier=0, clip=None, batch_size=40, n_epochs=n_epochs,
-                               random_state=0).fit(train).perplexity(heldout) for n_epochs in (1, 3, 10)]
+    perplexities = [
+        PrivateLDA(4, noise_multiplier=0, clip=None, batch_size=40, n_epochs=n_epochs, random_state=0)
+        .fit(train)
+        .perplexity(heldout)
+        for n_epochs in (1, 3, 10)
+    ]
     assert np.all(np.isfinite(perplexities))
     assert perplexities[0] > perplexities[1] > perplexities[2]
     assert perplexities[0] < 60  # already better than the uniform model over 60 words
@@ -305,8 +321,9 @@ def test_perplexity_is_finite_and_decreases_with_training():
 def test_private_fit_has_finite_perplexity_and_normalised_transform():
     X, _ = lda_corpus(9, n_docs=500)
     train, heldout = X[:400], X[400:]
-    model = PrivateLDA(4, noise_multiplier=2.0, batch_size=200, n_epochs=2, doc_length=60, accountant="rdp",
-                       random_state=0).fit(train)
+    model = PrivateLDA(
+        4, noise_multiplier=2.0, batch_size=200, n_epochs=2, doc_length=60, accountant="rdp", random_state=0
+    ).fit(train)
     assert np.isfinite(model.perplexity(heldout)) and np.isfinite(model.epsilon_)
     proportions = model.transform(heldout)
     assert proportions.shape == (100, 4) and np.all(proportions >= 0)
@@ -315,33 +332,37 @@ def test_private_fit_has_finite_perplexity_and_normalised_transform():
 
 # -- bad input ----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def small_corpus():
     return lda_corpus(10, n_docs=40, n_words=12, doc_length=10)[0]
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(), ValueError, "exactly one of noise_multiplier"),
-    (dict(epsilon=1.0, noise_multiplier=1.0), ValueError, "exactly one of noise_multiplier"),
-    (dict(epsilon=0.0), ValueError, "epsilon must be"),
-    (dict(epsilon=-2.0), ValueError, "epsilon must be"),
-    (dict(noise_multiplier=-1.0), ValueError, "noise_multiplier must be"),
-    (dict(noise_multiplier=1.0, delta=0.0), ValueError, "delta"),
-    (dict(noise_multiplier=1.0, delta=1.5), ValueError, "delta"),
-    (dict(noise_multiplier=1.0, batch_size=41), ValueError, "exceeds the number of documents"),
-    (dict(noise_multiplier=1.0, batch_size=0), ValueError, "batch_size"),
-    (dict(noise_multiplier=1.0, batch_size=2.5), TypeError, "batch_size"),
-    (dict(noise_multiplier=1.0, n_epochs=0), ValueError, "n_epochs"),
-    (dict(noise_multiplier=1.0, clip=None), ValueError, "clip=None"),
-    (dict(noise_multiplier=1.0, clip=1.5), ValueError, "clip"),
-    (dict(noise_multiplier=1.0, doc_length=0), ValueError, "doc_length"),
-    (dict(noise_multiplier=1.0, learning_decay=0.5), ValueError, "learning_decay"),
-    (dict(noise_multiplier=1.0, learning_offset=-1.0), ValueError, "learning_offset"),
-    (dict(noise_multiplier=1.0, doc_topic_prior=0.0), ValueError, "doc_topic_prior"),
-    (dict(noise_multiplier=1.0, topic_word_prior=-1.0), ValueError, "topic_word_prior"),
-    (dict(noise_multiplier=1.0, accountant="moments"), ValueError, "accountant"),
-    (dict(noise_multiplier=1.0, random_state="seed"), TypeError, "random_state"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(), ValueError, "exactly one of noise_multiplier"),
+        (dict(epsilon=1.0, noise_multiplier=1.0), ValueError, "exactly one of noise_multiplier"),
+        (dict(epsilon=0.0), ValueError, "epsilon must be"),
+        (dict(epsilon=-2.0), ValueError, "epsilon must be"),
+        (dict(noise_multiplier=-1.0), ValueError, "noise_multiplier must be"),
+        (dict(noise_multiplier=1.0, delta=0.0), ValueError, "delta"),
+        (dict(noise_multiplier=1.0, delta=1.5), ValueError, "delta"),
+        (dict(noise_multiplier=1.0, batch_size=41), ValueError, "exceeds the number of documents"),
+        (dict(noise_multiplier=1.0, batch_size=0), ValueError, "batch_size"),
+        (dict(noise_multiplier=1.0, batch_size=2.5), TypeError, "batch_size"),
+        (dict(noise_multiplier=1.0, n_epochs=0), ValueError, "n_epochs"),
+        (dict(noise_multiplier=1.0, clip=None), ValueError, "clip=None"),
+        (dict(noise_multiplier=1.0, clip=1.5), ValueError, "clip"),
+        (dict(noise_multiplier=1.0, doc_length=0), ValueError, "doc_length"),
+        (dict(noise_multiplier=1.0, learning_decay=0.5), ValueError, "learning_decay"),
+        (dict(noise_multiplier=1.0, learning_offset=-1.0), ValueError, "learning_offset"),
+        (dict(noise_multiplier=1.0, doc_topic_prior=0.0), ValueError, "doc_topic_prior"),
+        (dict(noise_multiplier=1.0, topic_word_prior=-1.0), ValueError, "topic_word_prior"),
+        (dict(noise_multiplier=1.0, accountant="moments"), ValueError, "accountant"),
+        (dict(noise_multiplier=1.0, random_state="seed"), TypeError, "random_state"),
+    ],
+)
 def test_bad_parameters_are_rejected(small_corpus, kwargs, error, match):
     arguments = dict(batch_size=10)
     arguments.update(kwargs)
@@ -356,18 +377,21 @@ def test_bad_n_components_is_rejected(small_corpus):
         PrivateLDA(2.0, noise_multiplier=1.0, batch_size=10).fit(small_corpus)
 
 
-@pytest.mark.parametrize("make_X, error, match", [
-    (lambda X: -X, ValueError, "negative counts"),
-    (lambda X: X + 0.5, ValueError, "non-integer counts"),
-    (lambda X: np.where(X > 0, np.nan, 0.0), ValueError, "NaN"),
-    (lambda X: X[0], ValueError, "2-D"),
-    (lambda X: X > 0, TypeError, "boolean"),
-    (lambda X: X.astype(str), TypeError, "numeric"),
-    (lambda X: X[:, :0], ValueError, "empty"),
-    (lambda X: np.zeros_like(X), ValueError, "no words"),
-    (lambda X: sp.csr_matrix(-X), ValueError, "negative counts"),
-    (lambda X: "counts.csv", TypeError, "count matrix"),
-])
+@pytest.mark.parametrize(
+    "make_X, error, match",
+    [
+        (lambda X: -X, ValueError, "negative counts"),
+        (lambda X: X + 0.5, ValueError, "non-integer counts"),
+        (lambda X: np.where(X > 0, np.nan, 0.0), ValueError, "NaN"),
+        (lambda X: X[0], ValueError, "2-D"),
+        (lambda X: X > 0, TypeError, "boolean"),
+        (lambda X: X.astype(str), TypeError, "numeric"),
+        (lambda X: X[:, :0], ValueError, "empty"),
+        (lambda X: np.zeros_like(X), ValueError, "no words"),
+        (lambda X: sp.csr_matrix(-X), ValueError, "negative counts"),
+        (lambda X: "counts.csv", TypeError, "count matrix"),
+    ],
+)
 def test_bad_counts_are_rejected(small_corpus, make_X, error, match):
     with pytest.raises(error, match=match):
         PrivateLDA(3, noise_multiplier=1.0, batch_size=10).fit(make_X(small_corpus))
@@ -386,11 +410,13 @@ def test_transform_and_perplexity_need_a_fit_and_the_same_vocabulary(small_corpu
 
 # -- progress and cancellation (the dashboard runs fits in a worker thread) ---
 
+
 def test_callback_sees_every_step_and_an_exception_it_raises_aborts_the_fit():
     X, _ = lda_corpus(8, n_docs=60, n_words=20, doc_length=20)
     calls = []
-    model = PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp",
-                       random_state=0)
+    model = PrivateLDA(
+        3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp", random_state=0
+    )
     model.fit(X, callback=lambda step, n_steps: calls.append((step, n_steps)))
     assert calls == [(step, 12) for step in range(13)]  # step 0: calibrated; then after each of the 12 steps
     reference = model.components_.copy()
@@ -402,14 +428,19 @@ def test_callback_sees_every_step_and_an_exception_it_raises_aborts_the_fit():
         if step == 3:
             raise Cancelled
 
-    aborted = PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp",
-                         random_state=0)
+    aborted = PrivateLDA(
+        3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp", random_state=0
+    )
     with pytest.raises(Cancelled):
         aborted.fit(X, callback=cancel_at_three)
     assert not hasattr(aborted, "components_")  # left unfitted
     # the callback changes nothing about the fit itself
-    np.testing.assert_array_equal(PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20,
-                                             accountant="rdp", random_state=0).fit(X).components_, reference)
+    np.testing.assert_array_equal(
+        PrivateLDA(3, noise_multiplier=1.0, batch_size=10, n_epochs=2, doc_length=20, accountant="rdp", random_state=0)
+        .fit(X)
+        .components_,
+        reference,
+    )
     with pytest.raises(TypeError, match="callback"):
         PrivateLDA(3, noise_multiplier=1.0, batch_size=10).fit(X, callback="progress")
 
@@ -418,8 +449,9 @@ def test_epsilon_spent_under_either_accountant():
     from lpviz.central import epsilon_spent
 
     X, _ = lda_corpus(9, n_docs=100, n_words=20, doc_length=20)
-    model = PrivateLDA(3, noise_multiplier=1.5, delta=1e-5, batch_size=10, doc_length=20, accountant="rdp",
-                       random_state=0).fit(X)
+    model = PrivateLDA(
+        3, noise_multiplier=1.5, delta=1e-5, batch_size=10, doc_length=20, accountant="rdp", random_state=0
+    ).fit(X)
     assert epsilon_spent(model, "rdp") == model.epsilon_
     pld = epsilon_spent(model, "pld")
     assert pld == accounting.epsilon(0.1, 1.5, 10, 1e-5, accountant="pld")

@@ -37,10 +37,12 @@ def fails_with(capsys, argv, message):
 
 # ---------------------------------------------------------------- privatize
 
+
 def test_privatize_writes_a_release_that_matches_the_library(tmp_path, counts_file, capsys):
     output = tmp_path / "noised.npz"
-    summary = run_json(capsys, ["privatize", str(counts_file), str(output), "--epsilon", "2", "--N", "4",
-                                "--simulate", "--seed", "7"])
+    summary = run_json(
+        capsys, ["privatize", str(counts_file), str(output), "--epsilon", "2", "--N", "4", "--simulate", "--seed", "7"]
+    )
     assert summary["alpha"] == pytest.approx(np.exp(-0.5))
     assert summary["shape"] == [12, 8] and summary["simulated"] and summary["seed"] == 7
     release = read_release(output)
@@ -55,8 +57,10 @@ def test_privatize_writes_a_release_that_matches_the_library(tmp_path, counts_fi
 def test_privatize_csv_output_and_human_summary(tmp_path, counts_file, capsys):
     output = tmp_path / "noised.csv"
     assert main(["privatize", str(counts_file), str(output), "--alpha", "0.5", "--simulate", "--seed", "1"]) == 0
-    assert (f"wrote {output}: 12 x 8 noised counts (alpha=0.5), a SIMULATION with seed 1 (replayable: not private)"
-            in capsys.readouterr().out)
+    assert (
+        f"wrote {output}: 12 x 8 noised counts (alpha=0.5), a SIMULATION with seed 1 (replayable: not private)"
+        in capsys.readouterr().out
+    )
     table = np.loadtxt(output, delimiter=",", skiprows=1, dtype=str)[:, 1:].astype(int)
     np.testing.assert_array_equal(table, privatize(COUNTS, alpha=0.5, random_state=1).Y_obs)
 
@@ -64,8 +68,11 @@ def test_privatize_csv_output_and_human_summary(tmp_path, counts_file, capsys):
 def test_privatize_never_overwrites_without_force(tmp_path, counts_file, capsys):
     output = tmp_path / "noised.npz"
     output.write_bytes(b"precious")
-    fails_with(capsys, ["privatize", str(counts_file), str(output), "--epsilon", "1"],
-               "already exists; choose another name or pass --force")
+    fails_with(
+        capsys,
+        ["privatize", str(counts_file), str(output), "--epsilon", "1"],
+        "already exists; choose another name or pass --force",
+    )
     assert output.read_bytes() == b"precious"
     assert main(["privatize", str(counts_file), str(output), "--epsilon", "1", "--force"]) == 0
     assert read_release(output).Y_obs.shape == (12, 8)
@@ -83,8 +90,9 @@ def test_privatize_is_exact_unless_simulated(tmp_path, counts_file, capsys):
     assert main(["privatize", str(counts_file), str(tmp_path / "c.npz"), "--epsilon", "1"]) == 0
     assert "exact noise (OpenDP, secure generator)" in capsys.readouterr().out
     # --simulate without --seed: a fresh seed, reported and recorded, so the simulation can be replayed
-    simulated = run_json(capsys, ["privatize", str(counts_file), str(tmp_path / "d.npz"), "--epsilon", "1",
-                                  "--simulate"])
+    simulated = run_json(
+        capsys, ["privatize", str(counts_file), str(tmp_path / "d.npz"), "--epsilon", "1", "--simulate"]
+    )
     replay = read_release(tmp_path / "d.npz")
     assert simulated["simulated"] and replay.simulated and replay.noise_seed == simulated["seed"]
     np.testing.assert_array_equal(replay.Y_obs, privatize(COUNTS, epsilon=1.0, random_state=simulated["seed"]).Y_obs)
@@ -126,19 +134,22 @@ def test_a_release_never_contains_the_input_path(tmp_path, capsys):
         assert read_release(output).name == "mailbox-counts.npz"  # the file's name at most, never its folder
 
 
-@pytest.mark.parametrize("extra, message", [
-    ([], "give the privacy level: --epsilon E [--N N] or --alpha A"),
-    (["--epsilon", "0"], "--epsilon must be > 0"),
-    (["--epsilon", "-1"], "--epsilon must be > 0"),
-    (["--epsilon", "1", "--alpha", "0.5"], "not both"),
-    (["--alpha", "1.5"], "--alpha must lie strictly between 0 and 1"),
-    (["--N", "3"], "--N goes with --epsilon"),
-    (["--epsilon", "1", "--N", "0.5"], "--N must be >= 1"),
-    (["--epsilon", "1", "--seed", "1"], "only for simulations; add --simulate"),
-    (["--epsilon", "1", "--simulate", "--seed", "-1"], "--seed must be >= 0"),
-    (["--epsilon", "40"], "allow_no_noise=True"),
-    (["--epsilon", "1e6"], "underflows to 0"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "give the privacy level: --epsilon E [--N N] or --alpha A"),
+        (["--epsilon", "0"], "--epsilon must be > 0"),
+        (["--epsilon", "-1"], "--epsilon must be > 0"),
+        (["--epsilon", "1", "--alpha", "0.5"], "not both"),
+        (["--alpha", "1.5"], "--alpha must lie strictly between 0 and 1"),
+        (["--N", "3"], "--N goes with --epsilon"),
+        (["--epsilon", "1", "--N", "0.5"], "--N must be >= 1"),
+        (["--epsilon", "1", "--seed", "1"], "only for simulations; add --simulate"),
+        (["--epsilon", "1", "--simulate", "--seed", "-1"], "--seed must be >= 0"),
+        (["--epsilon", "40"], "allow_no_noise=True"),
+        (["--epsilon", "1e6"], "underflows to 0"),
+    ],
+)
 def test_privatize_rejects_bad_privacy_arguments(tmp_path, counts_file, capsys, extra, message):
     output = tmp_path / "out.npz"
     fails_with(capsys, ["privatize", str(counts_file), str(output)] + extra, message)
@@ -146,10 +157,10 @@ def test_privatize_rejects_bad_privacy_arguments(tmp_path, counts_file, capsys, 
 
 
 def test_privatize_rejects_bad_files(tmp_path, counts_file, capsys):
-    fails_with(capsys, ["privatize", str(tmp_path / "missing.npz"), str(tmp_path / "o.npz"), "--epsilon", "1"],
-               "missing.npz")
-    fails_with(capsys, ["privatize", str(counts_file), str(tmp_path / "o.txt"), "--epsilon", "1"],
-               "must end in .npz")
+    fails_with(
+        capsys, ["privatize", str(tmp_path / "missing.npz"), str(tmp_path / "o.npz"), "--epsilon", "1"], "missing.npz"
+    )
+    fails_with(capsys, ["privatize", str(counts_file), str(tmp_path / "o.txt"), "--epsilon", "1"], "must end in .npz")
     negative = tmp_path / "negative.npz"
     np.savez(negative, Y=np.array([[1, -2], [3, 4]]))
     fails_with(capsys, ["privatize", str(negative), str(tmp_path / "o.npz"), "--epsilon", "1"], "negative")
@@ -157,10 +168,24 @@ def test_privatize_rejects_bad_files(tmp_path, counts_file, capsys):
 
 # ---------------------------------------------------------------- fit
 
+
 def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
     out = tmp_path / "fit"
-    argv = ["fit", "--data", "synthetic-topics", "--method", "all", "--iterations", "40", "--thin", "5",
-            "--seed", "3", "--output", str(out)]
+    argv = [
+        "fit",
+        "--data",
+        "synthetic-topics",
+        "--method",
+        "all",
+        "--iterations",
+        "40",
+        "--thin",
+        "5",
+        "--seed",
+        "3",
+        "--output",
+        str(out),
+    ]
     summary = run_json(capsys, argv)
     assert summary["shape"] == [90, 15] and summary["n_components"] == 3
     assert summary["alpha"]["per_row"] and 0 < summary["alpha"]["mean"] < 1
@@ -178,8 +203,29 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
 
 
 def test_fit_noises_true_counts_here_and_prints_a_table(counts_file, capsys):
-    assert main(["fit", "--data", str(counts_file), "--components", "2", "--method", "all", "--epsilon", "1",
-                 "--iterations", "30", "--thin", "5", "--seed", "0", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                str(counts_file),
+                "--components",
+                "2",
+                "--method",
+                "all",
+                "--epsilon",
+                "1",
+                "--iterations",
+                "30",
+                "--thin",
+                "5",
+                "--seed",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "noise: 12 x 8 documents, epsilon=1, N=1, alpha=0.3679; simulation" in out
     lines = out.splitlines()
@@ -192,28 +238,69 @@ def test_fit_reads_an_already_noised_release(tmp_path, counts_file, capsys):
     release = tmp_path / "noised.npz"
     assert main(["privatize", str(counts_file), str(release), "--alpha", "0.4"]) == 0
     capsys.readouterr()
-    summary = run_json(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
-                                "--method", "all", "--iterations", "20", "--thin", "5", "--seed", "0"])
+    summary = run_json(
+        capsys,
+        [
+            "fit",
+            "--data",
+            str(release),
+            "--already-noised",
+            "--components",
+            "2",
+            "--method",
+            "all",
+            "--iterations",
+            "20",
+            "--thin",
+            "5",
+            "--seed",
+            "0",
+        ],
+    )
     assert summary["alpha"] == pytest.approx(0.4) and summary["simulated"] is False
     assert set(summary["methods"]) == {"private", "naive"}  # no truth, so no non-private fit and no MAE
     assert all(summary["methods"]["private"][key] is None for key in ("mae", "heldout_mae", "npmi"))
     assert summary["methods"]["private"]["iterations"] == 20
-    fails_with(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
-                        "--method", "nonprivate"], "needs the true counts")
-    fails_with(capsys, ["fit", "--data", str(release), "--already-noised", "--components", "2",
-                        "--epsilon", "1"], "drop --epsilon/--N/--alpha")
-    fails_with(capsys, ["fit", "--data", str(counts_file), "--already-noised", "--components", "2"],
-               "no noised counts 'Y_obs'")
+    fails_with(
+        capsys,
+        ["fit", "--data", str(release), "--already-noised", "--components", "2", "--method", "nonprivate"],
+        "needs the true counts",
+    )
+    fails_with(
+        capsys,
+        ["fit", "--data", str(release), "--already-noised", "--components", "2", "--epsilon", "1"],
+        "drop --epsilon/--N/--alpha",
+    )
+    fails_with(
+        capsys, ["fit", "--data", str(counts_file), "--already-noised", "--components", "2"], "no noised counts 'Y_obs'"
+    )
     table = tmp_path / "noised.csv"
     assert main(["privatize", str(counts_file), str(table), "--alpha", "0.4"]) == 0
     capsys.readouterr()
-    fails_with(capsys, ["fit", "--data", str(table), "--already-noised", "--components", "2", "--alpha", "0.4"],
-               "noised.csv: not an .npz release (a .csv from `lpviz privatize` is a plain table")
+    fails_with(
+        capsys,
+        ["fit", "--data", str(table), "--already-noised", "--components", "2", "--alpha", "0.4"],
+        "noised.csv: not an .npz release (a .csv from `lpviz privatize` is a plain table",
+    )
 
 
 def test_fit_blocks_scores_off_diagonal_cells(capsys):
-    summary = run_json(capsys, ["fit", "--data", "synthetic-blocks", "--method", "nonprivate",
-                                "--iterations", "30", "--thin", "5", "--seed", "1"])
+    summary = run_json(
+        capsys,
+        [
+            "fit",
+            "--data",
+            "synthetic-blocks",
+            "--method",
+            "nonprivate",
+            "--iterations",
+            "30",
+            "--thin",
+            "5",
+            "--seed",
+            "1",
+        ],
+    )
     assert summary["model"] == "blocks" and summary["n_components"] == 5 and summary["shape"] == [20, 20]
     assert summary["N"] > 0 and summary["alpha"] == pytest.approx(np.exp(-1.0 / summary["N"]))
 
@@ -227,8 +314,25 @@ def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp
     from lpviz.metrics import heldout_mae, score
 
     out = tmp_path / "run"
-    argv = ["fit", "--data", "synthetic-blocks", "--method", "all", "--holdout", "top-actors",
-            "--holdout-actors", "2", "--iterations", "60", "--thin", "5", "--seed", "1", "--output", str(out)]
+    argv = [
+        "fit",
+        "--data",
+        "synthetic-blocks",
+        "--method",
+        "all",
+        "--holdout",
+        "top-actors",
+        "--holdout-actors",
+        "2",
+        "--iterations",
+        "60",
+        "--thin",
+        "5",
+        "--seed",
+        "1",
+        "--output",
+        str(out),
+    ]
     summary = run_json(capsys, argv)
     assert summary["holdout"] == "top-actors"
     for method in ("private", "naive", "nonprivate"):
@@ -264,14 +368,22 @@ def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp
     np.testing.assert_array_equal(release.heldout, ~library_mask)
     with np.load(out / "nonprivate.npz") as saved:
         assert summary["methods"]["nonprivate"]["heldout_mae"] == pytest.approx(
-            heldout_mae(saved["mu_hat"], data.Y, library_mask | np.eye(20, dtype=bool)), rel=1e-12)
+            heldout_mae(saved["mu_hat"], data.Y, library_mask | np.eye(20, dtype=bool)), rel=1e-12
+        )
 
     # 3. the library's score of the same fit (the CLI seeds every chain from --seed's chain stream)
     chain_seed = np.random.SeedSequence(1).spawn(3)[1]
     truth = data.truth()
     for method in ("private", "nonprivate"):
-        posterior = fit(release, method=method, truth=truth, n_components=5, n_iter=60, thin=5,
-                        random_state=np.random.default_rng(chain_seed))
+        posterior = fit(
+            release,
+            method=method,
+            truth=truth,
+            n_components=5,
+            n_iter=60,
+            thin=5,
+            random_state=np.random.default_rng(chain_seed),
+        )
         with np.load(out / f"{method}.npz") as saved:
             np.testing.assert_array_equal(posterior.mu_hat, saved["mu_hat"])
         library = score(posterior, release, truth)
@@ -279,23 +391,27 @@ def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp
             assert summary["methods"][method][key] == library[key], key
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--holdout", "top-actors", "--holdout-actors", "40"], "--holdout top-actors: holding out the top 40"),
-    (["--holdout", "random", "--holdout-fraction", "2"], "--holdout random: fraction"),
-    (["--iterations", "0"], "--iterations must be >= 1"),
-    (["--iterations", "10", "--burn-in", "10"], "no sample would be saved"),
-    (["--thin", "0"], "--thin must be >= 1"),
-    (["--seed", "-1"], "--seed must be >= 0"),
-    (["--components", "0"], "--components must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--holdout", "top-actors", "--holdout-actors", "40"], "--holdout top-actors: holding out the top 40"),
+        (["--holdout", "random", "--holdout-fraction", "2"], "--holdout random: fraction"),
+        (["--iterations", "0"], "--iterations must be >= 1"),
+        (["--iterations", "10", "--burn-in", "10"], "no sample would be saved"),
+        (["--thin", "0"], "--thin must be >= 1"),
+        (["--seed", "-1"], "--seed must be >= 0"),
+        (["--components", "0"], "--components must be >= 1"),
+    ],
+)
 def test_fit_rejects_bad_run_lengths(capsys, extra, message):
     fails_with(capsys, ["fit", "--data", "synthetic-topics"] + extra, message)
 
 
 def test_fit_needs_components_and_noise_for_plain_files(counts_file, capsys):
     fails_with(capsys, ["fit", "--data", str(counts_file), "--epsilon", "1"], "--components K")
-    fails_with(capsys, ["fit", "--data", str(counts_file), "--components", "2"],
-               "give --epsilon E [--N N] or --alpha A")
+    fails_with(
+        capsys, ["fit", "--data", str(counts_file), "--components", "2"], "give --epsilon E [--N N] or --alpha A"
+    )
     fails_with(capsys, ["fit", "--data", "no-such-file.npz", "--components", "2"], "no-such-file.npz")
 
 
@@ -307,6 +423,7 @@ def test_unknown_choices_exit_with_usage(capsys):
 
 
 # ---------------------------------------------------------------- demo
+
 
 def test_demo_writes_table_picture_and_summary(tmp_path, capsys):
     out = tmp_path / "demo"
@@ -325,16 +442,36 @@ def test_demo_writes_table_picture_and_summary(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the installed entry point
 
+
 def test_installed_entry_point(tmp_path, counts_file):
     lpviz = Path(sys.executable).with_name("lpviz")
     assert lpviz.exists(), "the `lpviz` console script is not installed next to this Python"
     output = tmp_path / "noised.npz"
-    done = subprocess.run([str(lpviz), "privatize", str(counts_file), str(output), "--epsilon", "1",
-                           "--simulate", "--seed", "0", "--json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            str(lpviz),
+            "privatize",
+            str(counts_file),
+            str(output),
+            "--epsilon",
+            "1",
+            "--simulate",
+            "--seed",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == str(output)
-    refused = subprocess.run([str(lpviz), "privatize", str(counts_file), str(output), "--epsilon", "1"],
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [str(lpviz), "privatize", str(counts_file), str(output), "--epsilon", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("lpviz privatize: error:") and "--force" in refused.stderr
 
@@ -351,15 +488,44 @@ def test_privatize_accepts_a_matrix_without_counts(tmp_path, capsys):
 
 # ---------------------------------------------------------------- central
 
+
 def test_central_reports_its_guarantee_and_scores_through_score(capsys):
-    private = run_json(capsys, ["central", "--data", "synthetic-topics", "--epsilon", "2", "--seed", "1",
-                                "--batch-size", "20", "--epochs", "3"])
+    private = run_json(
+        capsys,
+        [
+            "central",
+            "--data",
+            "synthetic-topics",
+            "--epsilon",
+            "2",
+            "--seed",
+            "1",
+            "--batch-size",
+            "20",
+            "--epochs",
+            "3",
+        ],
+    )
     assert private["epsilon"] <= 2.0 + 1e-9 and private["epsilon"] > 1.9 and private["delta"] == 1e-5
     assert private["privacy_unit"] == "one document" and private["steps"] == 3 * 5  # ceil(83 / 20) = 5
     assert private["heldout_documents"] > 0 and np.isfinite(private["heldout_perplexity"])
     assert set(private["scores"]) >= {"mae", "npmi", "umass", "topic_distance"}
-    plain = run_json(capsys, ["central", "--data", "synthetic-topics", "--noise-multiplier", "0", "--seed", "1",
-                              "--batch-size", "20", "--epochs", "3"])
+    plain = run_json(
+        capsys,
+        [
+            "central",
+            "--data",
+            "synthetic-topics",
+            "--noise-multiplier",
+            "0",
+            "--seed",
+            "1",
+            "--batch-size",
+            "20",
+            "--epochs",
+            "3",
+        ],
+    )
     assert plain["epsilon"] == float("inf")
     # the noise costs accuracy: non-private online LDA recovers the topics better
     assert plain["scores"]["topic_distance"] < private["scores"]["topic_distance"]

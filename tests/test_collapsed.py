@@ -18,20 +18,33 @@ from numba import njit
 from scipy import special, stats
 
 from lpviz import collapsed
-from lpviz.methods import private as models  # the Bessel route's per-cell steps
 from lpviz._random import new_state, seed_state, seed_stream, uniform
-from lpviz.collapsed import (_PTRS_MIN_LAM, _UPWARD_MAX_A, _UPWARD_MAX_MODE, _log_rate_ratio, _mode,
-                             _sample_rejection, _stirlerr, _upward_search, log_marginal_nb, log_poisson_pmf, sample_poisson,
-                             sample_true_count, sample_true_count_and_log_marginal)
+from lpviz.collapsed import (
+    _PTRS_MIN_LAM,
+    _UPWARD_MAX_A,
+    _UPWARD_MAX_MODE,
+    _log_rate_ratio,
+    _mode,
+    _sample_rejection,
+    _stirlerr,
+    _upward_search,
+    log_marginal_nb,
+    log_poisson_pmf,
+    sample_poisson,
+    sample_true_count,
+    sample_true_count_and_log_marginal,
+)
+from lpviz.methods import private as models  # the Bessel route's per-cell steps
 from lpviz.privacy import geometric_logpmf, skellam_logpmf
 
-P_FIT = 1e-3     # a correct sampler passes at this level (fixed seeds)
-P_POWER = 1e-6   # the same test must reject a slightly wrong pmf this hard
+P_FIT = 1e-3  # a correct sampler passes at this level (fixed seeds)
+P_POWER = 1e-6  # the same test must reject a slightly wrong pmf this hard
 
 
 # ---------------------------------------------------------------------------
 # Brute-force references
 # ---------------------------------------------------------------------------
+
 
 def stirling_remainder(k):
     """log k! - [(k + 1/2) log k - k + log(2 pi)/2] by Stirling's series, k >= 20."""
@@ -51,14 +64,13 @@ def ref_log_poisson(y, mu):
     if k0 < 20:
         anchor = k0 * math.log(mu) - mu - math.lgamma(k0 + 1.0)
     else:
-        anchor = (k0 * math.log1p((mu - k0) / k0) - (mu - k0) - 0.5 * math.log(2 * math.pi * k0)
-                  - stirling_remainder(k0))
+        anchor = k0 * math.log1p((mu - k0) / k0) - (mu - k0) - 0.5 * math.log(2 * math.pi * k0) - stirling_remainder(k0)
     lo, hi = min(int(y.min()), k0), max(int(y.max()), k0)
     steps = np.log(mu / np.arange(lo + 1, hi + 1, dtype=float))  # log Pois(i)/Pois(i-1), i = lo+1..hi
     table = np.empty(hi - lo + 1)
     table[k0 - lo] = anchor
-    table[k0 - lo + 1:] = anchor + np.cumsum(steps[k0 - lo:])
-    table[:k0 - lo] = anchor - np.cumsum(steps[:k0 - lo][::-1])[::-1]
+    table[k0 - lo + 1 :] = anchor + np.cumsum(steps[k0 - lo :])
+    table[: k0 - lo] = anchor - np.cumsum(steps[: k0 - lo][::-1])[::-1]
     return table[y - lo]
 
 
@@ -84,7 +96,7 @@ def ref_conditional(ytil, mu, alpha):
         top = 0
     log_relative = np.empty(y.size)
     log_relative[top] = 0.0
-    np.cumsum(log_steps[top:], out=log_relative[top + 1:])
+    np.cumsum(log_steps[top:], out=log_relative[top + 1 :])
     log_relative[:top] = -np.cumsum(log_steps[:top][::-1])[::-1]
     largest = log_relative.max()
     log_norm = largest + math.log(np.sum(np.exp(log_relative - largest)))
@@ -109,12 +121,12 @@ def chi_square_pvalue(draws, first, log_probs, min_expected=5.0):
     n = draws.size
     clipped = np.clip(draws - first, lo, hi) - lo
     observed_cells = np.bincount(clipped, minlength=hi - lo + 1).astype(float)
-    expected_cells = n * probs[lo:hi + 1]
+    expected_cells = n * probs[lo : hi + 1]
     expected_cells[0] += n * probs[:lo].sum()
-    expected_cells[-1] += n * max(0.0, 1.0 - probs[:hi + 1].sum())
+    expected_cells[-1] += n * max(0.0, 1.0 - probs[: hi + 1].sum())
     observed, expected = [], []
     obs_acc = exp_acc = 0.0
-    for o, e in zip(observed_cells, expected_cells):
+    for o, e in zip(observed_cells, expected_cells, strict=True):
         obs_acc += o
         exp_acc += e
         if exp_acc >= min_expected:
@@ -138,6 +150,7 @@ def gof(draws, ytil, mu, alpha):
 # ---------------------------------------------------------------------------
 # Numba drivers
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True)
 def draw_true_counts(ytil, mu, alpha, n, seed):
@@ -254,10 +267,10 @@ def test_fused_kernel_draws_the_same_counts_and_the_log_marginal():
     ytil = rng.poisson(mu) + rng.integers(-30, 30, n)
     separate, fused, log_marginals = fused_and_separate(ytil, mu, alpha, 17)
     np.testing.assert_array_equal(fused, separate)
-    expected = np.array([log_marginal_nb(t, m, a) for t, m, a in zip(ytil, mu, alpha)])
+    expected = np.array([log_marginal_nb(t, m, a) for t, m, a in zip(ytil, mu, alpha, strict=True)])
     np.testing.assert_allclose(log_marginals, expected, rtol=1e-13, atol=1e-13)
     # both branches and both signs of ytil were met
-    modes = np.array([_mode(float(t), m / a, m * a) for t, m, a in zip(ytil, mu, alpha)])
+    modes = np.array([_mode(float(t), m / a, m * a) for t, m, a in zip(ytil, mu, alpha, strict=True)])
     assert np.sum((ytil > 0) & (modes <= _UPWARD_MAX_MODE)) > 1000
     assert np.sum((ytil > 0) & (modes > _UPWARD_MAX_MODE)) > 1000
     assert np.sum(ytil <= 0) > 1000
@@ -272,11 +285,11 @@ def test_zero_rate_is_a_point_mass_at_zero():
             assert np.all(draw_true_counts(ytil, 0.0, alpha, 1000, 1) == 0)
             # the marginal is then the noise pmf at ytil
             assert collapsed.log_marginal(ytil, 0.0, alpha) == pytest.approx(
-                geometric_logpmf(ytil, alpha), rel=1e-14, abs=1e-14)
+                geometric_logpmf(ytil, alpha), rel=1e-14, abs=1e-14
+            )
 
 
-@pytest.mark.parametrize("mu, alpha", [(0.3, 0.2), (2.0, 0.6), (7.0, 0.8), (40.0, math.exp(-0.1)),
-                                       (1e3, 0.99)])
+@pytest.mark.parametrize("mu, alpha", [(0.3, 0.2), (2.0, 0.6), (7.0, 0.8), (40.0, math.exp(-0.1)), (1e3, 0.99)])
 def test_marginal_sums_to_one_over_ytil(mu, alpha):
     spread = int(mu + 40 * math.sqrt(mu + 1) + 60 / (1 - alpha))
     ytil = np.arange(-spread, 2 * spread)
@@ -286,8 +299,9 @@ def test_marginal_sums_to_one_over_ytil(mu, alpha):
     assert math.fsum(ytil * np.exp(log_p)) == pytest.approx(mu, rel=1e-10)
 
 
-@pytest.mark.parametrize("ytil, mu, alpha", [(3, 2.0, 0.6), (-2, 1.5, 0.5), (0, 0.7, 0.3),
-                                             (12, 9.0, 0.8), (-7, 3.0, 0.9)])
+@pytest.mark.parametrize(
+    "ytil, mu, alpha", [(3, 2.0, 0.6), (-2, 1.5, 0.5), (0, 0.7, 0.3), (12, 9.0, 0.8), (-7, 3.0, 0.9)]
+)
 def test_marginal_is_the_skellam_integrated_over_exponential_noise_rates(ytil, mu, alpha):
     # The Bessel route's model: ytil ~ Skellam(lambda+ + mu, lambda-) with
     # lambda+- ~ Exp(mean alpha / (1 - alpha)); Gauss-Laguerre in both rates.
@@ -305,12 +319,14 @@ def test_log_poisson_pmf_matches_reference():
     for lam in [1e-300, 1e-3, 0.5, 7.0, 15.5, 99.9, 1234.5, 1e6, 3e9]:
         centre = int(lam)
         near = np.unique(np.clip([centre - 40, centre - 3, centre, centre + 1, centre + 40], 0, None))
-        np.testing.assert_allclose([log_poisson_pmf(float(k), lam) for k in near], ref_log_poisson(near, lam),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            [log_poisson_pmf(float(k), lam) for k in near], ref_log_poisson(near, lam), rtol=1e-12, atol=1e-12
+        )
         # far from lam the log pmf is large and the direct formula accurate
         # relative to it (both branches of bd0, every range of stirlerr)
-        far = np.array([k for k in [0, 1, 2, 15, 16, 35, 36, 80, 81, 500, 501, 2 * centre + 5]
-                        if abs(k - lam) > 0.5 * lam + 10])
+        far = np.array(
+            [k for k in [0, 1, 2, 15, 16, 35, 36, 80, 81, 500, 501, 2 * centre + 5] if abs(k - lam) > 0.5 * lam + 10]
+        )
         direct = far * math.log(lam) - lam - special.gammaln(far + 1.0)
         np.testing.assert_allclose([log_poisson_pmf(float(k), lam) for k in far], direct, rtol=1e-12)
     assert log_poisson_pmf(0.0, 0.0) == 0.0 and log_poisson_pmf(3.0, 0.0) == -np.inf
@@ -318,8 +334,9 @@ def test_log_poisson_pmf_matches_reference():
 
 def test_stirling_remainder_table_matches_exact_sums():
     for k in range(1, 60):
-        exact = math.fsum(math.log(i) for i in range(1, k + 1)) - ((k + 0.5) * math.log(k) - k
-                                                                  + 0.5 * math.log(2 * math.pi))
+        exact = math.fsum(math.log(i) for i in range(1, k + 1)) - (
+            (k + 0.5) * math.log(k) - k + 0.5 * math.log(2 * math.pi)
+        )
         # the reference subtracts numbers of size k log k
         assert _stirlerr(float(k)) == pytest.approx(exact, abs=1e-15 * max(1.0, k * math.log(k)))
 
@@ -348,31 +365,34 @@ E01 = math.exp(-0.1)
 
 # (ytil, mu, alpha, [(wrong mu, wrong alpha), ...], draws)
 SAMPLER_CASES = [
-    (-3, 4.0, 0.5, [(4.0, 0.51), (4.04, 0.5)], 200_000),                 # ytil <= 0: Poisson(mu alpha)
-    (2, 0.3, 0.5, [(0.3, 0.51), (0.306, 0.5)], 200_000),                 # mode 0: the first test
-    (3, 2.0, 0.6, [(2.0, 0.61), (2.04, 0.6)], 200_000),                  # mode at the kink
-    (5, 2.5, 0.5, [(2.5, 0.51), (2.55, 0.5)], 200_000),                  # tie: a = ytil, w(4) = w(5)
-    (5, 12.0, 0.5, [(12.0, 0.51), (12.24, 0.5)], 200_000),               # tie: b = ytil + 1, w(5) = w(6)
-    (7, 7.0, 0.8, [(7.0, 0.82), (7.14, 0.8)], 200_000),                  # both pieces heavy (Figure 3)
+    (-3, 4.0, 0.5, [(4.0, 0.51), (4.04, 0.5)], 200_000),  # ytil <= 0: Poisson(mu alpha)
+    (2, 0.3, 0.5, [(0.3, 0.51), (0.306, 0.5)], 200_000),  # mode 0: the first test
+    (3, 2.0, 0.6, [(2.0, 0.61), (2.04, 0.6)], 200_000),  # mode at the kink
+    (5, 2.5, 0.5, [(2.5, 0.51), (2.55, 0.5)], 200_000),  # tie: a = ytil, w(4) = w(5)
+    (5, 12.0, 0.5, [(12.0, 0.51), (12.24, 0.5)], 200_000),  # tie: b = ytil + 1, w(5) = w(6)
+    (7, 7.0, 0.8, [(7.0, 0.82), (7.14, 0.8)], 200_000),  # both pieces heavy (Figure 3)
     (40, 16.5 * 0.9, 0.9, [(16.5 * 0.9, 0.918), (15.15, 0.9)], 200_000),  # the largest upward mode (16)
     (40, 17.5 * 0.9, 0.9, [(17.5 * 0.9, 0.918), (16.07, 0.9)], 200_000),  # the smallest rejection mode (17)
-    (100, 202.0, 0.5, [(202.0, 0.51), (206.0, 0.5)], 200_000),           # rejection at a tie b = ytil + 1
-    (100, 50.0, 0.5, [(50.0, 0.51), (51.0, 0.5)], 200_000),              # rejection at a tie a = ytil
-    (300, 300.0, E01, [(300.0, E01 * 1.02), (306.0, E01)], 200_000),     # heavy-tailed network cells
+    (100, 202.0, 0.5, [(202.0, 0.51), (206.0, 0.5)], 200_000),  # rejection at a tie b = ytil + 1
+    (100, 50.0, 0.5, [(50.0, 0.51), (51.0, 0.5)], 200_000),  # rejection at a tie a = ytil
+    (300, 300.0, E01, [(300.0, E01 * 1.02), (306.0, E01)], 200_000),  # heavy-tailed network cells
     (300, 300.0, E1, [(300.0, E1 * 1.02), (303.0, E1)], 200_000),
-    (10_050, 1e4, 0.9, [(1e4, 0.918), (1.02e4, 0.9)], 200_000),          # large mu
-    (-5, 2e4, 0.7, [(2e4, 0.714), (2.04e4, 0.7)], 200_000),              # PTRS through ytil <= 0
-    (9_900, 1e4, 1.0 - 1e-6, [(1.005e4, 1.0 - 1e-6)], 200_000),          # alpha near 1: wrong mu only
+    (10_050, 1e4, 0.9, [(1e4, 0.918), (1.02e4, 0.9)], 200_000),  # large mu
+    (-5, 2e4, 0.7, [(2e4, 0.714), (2.04e4, 0.7)], 200_000),  # PTRS through ytil <= 0
+    (9_900, 1e4, 1.0 - 1e-6, [(1.005e4, 1.0 - 1e-6)], 200_000),  # alpha near 1: wrong mu only
     (10_000, 30.0, 1.0 - 1e-12, [(30.6, 1.0 - 1e-12)], 200_000),
-    (7, 5.0, 0.01, [(5.0, 0.012), (4.0, 0.01)], 200_000),                # alpha small: y = ytil mostly
-    (50, 1e3, 1e-3, [(1e3, 1.2e-3), (1.2e3, 1e-3)], 1_000_000),          # huge a: rejection at the kink
-    (1_000_000, 1e6, 0.5, [(1e6, 0.51)], 200_000),                       # mu = ytil = 1e6
-    (1_002_000, 1e6, 1.0 - 1e-3, [(1e6, 0.9985)], 200_000),              # mode floor(a) < ytil, wide
+    (7, 5.0, 0.01, [(5.0, 0.012), (4.0, 0.01)], 200_000),  # alpha small: y = ytil mostly
+    (50, 1e3, 1e-3, [(1e3, 1.2e-3), (1.2e3, 1e-3)], 1_000_000),  # huge a: rejection at the kink
+    (1_000_000, 1e6, 0.5, [(1e6, 0.51)], 200_000),  # mu = ytil = 1e6
+    (1_002_000, 1e6, 1.0 - 1e-3, [(1e6, 0.9985)], 200_000),  # mode floor(a) < ytil, wide
 ]
 
 
-@pytest.mark.parametrize("ytil, mu, alpha, wrong, n_draws", SAMPLER_CASES,
-                         ids=[f"ytil={c[0]}-mu={c[1]:g}-alpha={c[2]:.6g}" for c in SAMPLER_CASES])
+@pytest.mark.parametrize(
+    "ytil, mu, alpha, wrong, n_draws",
+    SAMPLER_CASES,
+    ids=[f"ytil={c[0]}-mu={c[1]:g}-alpha={c[2]:.6g}" for c in SAMPLER_CASES],
+)
 def test_sample_true_count_matches_exact_pmf_and_rejects_wrong_ones(ytil, mu, alpha, wrong, n_draws):
     draws = draw_true_counts(ytil, mu, alpha, n_draws, 20190609)
     assert draws.min() >= 0
@@ -402,15 +422,18 @@ def test_sampler_grid_covers_every_branch():
 # Each branch on its own, also where sample_true_count does not pick it:
 # rejection at modes 0, 3, 5 (a tie at the kink) and 6 (a tie past it),
 # where its left tail is cut at 0; upward inversion at modes 30 and 100.
-@pytest.mark.parametrize("branch, ytil, mu, alpha, wrong_mu", [
-    (1, 2, 0.3, 0.5, 0.33),
-    (1, 3, 2.0, 0.6, 2.1),
-    (1, 5, 2.5, 0.5, 2.6),
-    (1, 5, 12.0, 0.5, 12.5),
-    (1, 1, 1e-3, 0.5, 2e-3),
-    (0, 40, 27.0, 0.9, 27.8),
-    (0, 100, 50.0, 0.5, 51.0),
-])
+@pytest.mark.parametrize(
+    "branch, ytil, mu, alpha, wrong_mu",
+    [
+        (1, 2, 0.3, 0.5, 0.33),
+        (1, 3, 2.0, 0.6, 2.1),
+        (1, 5, 2.5, 0.5, 2.6),
+        (1, 5, 12.0, 0.5, 12.5),
+        (1, 1, 1e-3, 0.5, 2e-3),
+        (0, 40, 27.0, 0.9, 27.8),
+        (0, 100, 50.0, 0.5, 51.0),
+    ],
+)
 def test_each_sampler_branch_alone(branch, ytil, mu, alpha, wrong_mu):
     draws = forced_branch_draws(branch, ytil, mu, alpha, 200_000, 7)
     assert gof(draws, ytil, mu, alpha) > P_FIT
@@ -441,7 +464,7 @@ def test_sampler_is_exact_in_every_regime():
                 mean_error = math.sqrt(variance / n)
                 assert abs(draws.mean() - exact_mean) <= 6.0 * mean_error + 1e-9 * (1 + exact_mean), case
                 # the sample variance's standard error is sqrt((mu_4 - var^2) / n)
-                variance_error = math.sqrt(max(fourth - variance ** 2, 0.0) / n)
+                variance_error = math.sqrt(max(fourth - variance**2, 0.0) / n)
                 assert abs(draws.var() - variance) <= 6.0 * variance_error + 1e-9, case
 
 
@@ -459,8 +482,10 @@ def test_degenerate_corners():
 # Agreement with the model: the generative process and the Bessel route
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ytil, mu, alpha, wrong_alpha", [(3, 2.0, 0.6, 0.63), (-1, 1.5, 0.5, 0.53),
-                                                          (6, 4.0, 0.75, 0.78)])
+
+@pytest.mark.parametrize(
+    "ytil, mu, alpha, wrong_alpha", [(3, 2.0, 0.6, 0.63), (-1, 1.5, 0.5, 0.53), (6, 4.0, 0.75, 0.78)]
+)
 def test_generative_process_and_bessel_route_follow_the_collapsed_law(ytil, mu, alpha, wrong_alpha):
     # Exact draws from p(y, lambda+-, g+- | ytil): simulate the model
     # (lambda+- ~ Exp(mean alpha/(1-alpha)), y ~ Pois(mu), g+- ~ Pois(lambda+-))
@@ -491,9 +516,22 @@ def test_generative_process_and_bessel_route_follow_the_collapsed_law(ytil, mu, 
 # The Poisson sampler
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("lam, wrong_lam", [(1e-3, 1.5e-3), (0.5, 0.51), (5.0, 5.1), (10.0, 10.15),
-                                            (15.99, 16.2), (16.0, 16.2), (37.2, 37.7), (1e4, 1.0025e4),
-                                            (1e6, 1.00025e6), (1e8, 1.000025e8)])
+
+@pytest.mark.parametrize(
+    "lam, wrong_lam",
+    [
+        (1e-3, 1.5e-3),
+        (0.5, 0.51),
+        (5.0, 5.1),
+        (10.0, 10.15),
+        (15.99, 16.2),
+        (16.0, 16.2),
+        (37.2, 37.7),
+        (1e4, 1.0025e4),
+        (1e6, 1.00025e6),
+        (1e8, 1.000025e8),
+    ],
+)
 def test_sample_poisson_matches_exact_pmf_and_rejects_wrong_one(lam, wrong_lam):
     draws = draw_poisson(lam, 200_000, 20190609)
     first = max(0, int(lam - 12 * math.sqrt(lam) - 20))
@@ -510,6 +548,7 @@ def test_sample_poisson_at_zero_and_tiny_rates():
 # ---------------------------------------------------------------------------
 # Streams, wrappers and input checks
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True)
 def _draws_from_state(chain_seed, unit, ytil, mu, alpha, n):
@@ -564,23 +603,30 @@ def test_logpmf_off_support_and_broadcasting():
     assert collapsed.log_marginal(3.0, 2.0, 0.5) == collapsed.log_marginal(3, 2.0, 0.5)
 
 
-@pytest.mark.parametrize("ytil, mu, alpha, error, needle", [
-    (2.5, 1.0, 0.5, ValueError, "ytil must be integer"),
-    (np.nan, 1.0, 0.5, ValueError, "ytil must be integer"),
-    (1e13, 1.0, 0.5, ValueError, "ytil must be integer"),
-    ("3", 1.0, 0.5, TypeError, "ytil must hold integer"),
-    (True, 1.0, 0.5, TypeError, "ytil must hold integer"),
-    (3, -1.0, 0.5, ValueError, "mu"),
-    (3, np.inf, 0.5, ValueError, "mu"),
-    (3, np.nan, 0.5, ValueError, "mu"),
-    (3, 1.0, 0.0, ValueError, "alpha"),
-    (3, 1.0, 1.0, ValueError, "alpha"),
-    (3, 1.0, np.nan, ValueError, "alpha"),
-    (3, 1.0, -0.2, ValueError, "alpha"),
-])
+@pytest.mark.parametrize(
+    "ytil, mu, alpha, error, needle",
+    [
+        (2.5, 1.0, 0.5, ValueError, "ytil must be integer"),
+        (np.nan, 1.0, 0.5, ValueError, "ytil must be integer"),
+        (1e13, 1.0, 0.5, ValueError, "ytil must be integer"),
+        ("3", 1.0, 0.5, TypeError, "ytil must hold integer"),
+        (True, 1.0, 0.5, TypeError, "ytil must hold integer"),
+        (3, -1.0, 0.5, ValueError, "mu"),
+        (3, np.inf, 0.5, ValueError, "mu"),
+        (3, np.nan, 0.5, ValueError, "mu"),
+        (3, 1.0, 0.0, ValueError, "alpha"),
+        (3, 1.0, 1.0, ValueError, "alpha"),
+        (3, 1.0, np.nan, ValueError, "alpha"),
+        (3, 1.0, -0.2, ValueError, "alpha"),
+    ],
+)
 def test_bad_parameters_are_named(ytil, mu, alpha, error, needle):
-    for call in (lambda: collapsed.sample(ytil, mu, alpha), lambda: collapsed.logpmf(0, ytil, mu, alpha),
-                 lambda: collapsed.log_marginal(ytil, mu, alpha), lambda: collapsed.mean(ytil, mu, alpha)):
+    for call in (
+        lambda: collapsed.sample(ytil, mu, alpha),
+        lambda: collapsed.logpmf(0, ytil, mu, alpha),
+        lambda: collapsed.log_marginal(ytil, mu, alpha),
+        lambda: collapsed.mean(ytil, mu, alpha),
+    ):
         with pytest.raises(error, match=needle):
             call()
 

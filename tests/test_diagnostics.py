@@ -26,6 +26,7 @@ def _arviz():
 # R-hat and ESS
 # ---------------------------------------------------------------------------
 
+
 def test_rhat_matches_the_hand_computed_gelman_rubin_formula():
     # two chains of four draws: means 2.5 and 4.5, within-chain variances 5/3
     draws = np.array([[1.0, 2.0, 3.0, 4.0], [3.0, 4.0, 5.0, 6.0]])
@@ -53,16 +54,18 @@ def test_rhat_and_ess_equal_arviz_on_the_same_draws():
     draws = np.random.default_rng(2).normal(size=(3, 200, 2, 2)).cumsum(axis=1)
     dataset = az.convert_to_dataset({"x": draws})
     for method in ("rank", "split", "folded", "identity"):
-        np.testing.assert_allclose(diagnostics.rhat(draws, method), az.rhat(dataset, method=method)["x"].values,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            diagnostics.rhat(draws, method), az.rhat(dataset, method=method)["x"].values, rtol=1e-12
+        )
     for method in ("bulk", "tail", "mean"):
-        np.testing.assert_allclose(diagnostics.ess(draws, method), az.ess(dataset, method=method)["x"].values,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            diagnostics.ess(draws, method), az.ess(dataset, method=method)["x"].values, rtol=1e-12
+        )
 
 
 def _ar1(rho, n_chains, n_draws, seed):
     rng = np.random.default_rng(seed)
-    noise = rng.normal(size=(n_chains, n_draws)) * math.sqrt(1 - rho ** 2)
+    noise = rng.normal(size=(n_chains, n_draws)) * math.sqrt(1 - rho**2)
     draws = np.empty((n_chains, n_draws))
     draws[:, 0] = rng.normal(size=n_chains)
     for t in range(1, n_draws):
@@ -108,11 +111,12 @@ def test_bad_draws_are_refused_with_the_fix():
 # Label-invariant summaries: alignment within and across chains
 # ---------------------------------------------------------------------------
 
+
 def _fake_posterior(phi_samples, theta, log_marginal, burn_in=2):
     """A Posterior fed with given samples, as a chain would (no sampling)."""
     model = TopicModel(phi_samples[0].shape[0])
     posterior = Posterior(model, "private", (theta.shape[0], phi_samples[0].shape[1]), burn_in=burn_in, thin=1)
-    for iteration, value in enumerate(log_marginal, start=1):
+    for _iteration, value in enumerate(log_marginal, start=1):
         posterior._log_joint.append(value - 10.0)
         posterior._log_marginal.append(value)
         posterior._seconds.append(0.01)
@@ -136,16 +140,18 @@ def test_topics_are_aligned_within_and_across_chains_before_rhat():
     trace = rng.normal(size=40)
     # chain A keeps its labels; chain B uses other labels and switches them halfway
     chain_a = _fake_posterior(_topics(rng, 200, lambda s: [0, 1, 2]), theta, trace)
-    chain_b = _fake_posterior(_topics(rng, 200, lambda s: [2, 0, 1] if s < 100 else [1, 2, 0]), theta,
-                              rng.normal(size=40))
+    chain_b = _fake_posterior(
+        _topics(rng, 200, lambda s: [2, 0, 1] if s < 100 else [1, 2, 0]), theta, rng.normal(size=40)
+    )
     summaries = [diagnostics.chain_summary(p) for p in (chain_a, chain_b)]
     quantities = diagnostics.combine(summaries)
     assert quantities["topic_word"].shape == (2, 200, 3, 6)
     assert quantities["log_marginal"].shape == (2, 38)  # iterations after burn-in
     aligned = diagnostics.rhat(quantities["topic_word"])
     assert np.nanmax(aligned) < 1.05
-    raw = np.stack([np.array([f["phi"] / f["phi"].sum(axis=1, keepdims=True) for f in p.samples])
-                    for p in (chain_a, chain_b)])
+    raw = np.stack(
+        [np.array([f["phi"] / f["phi"].sum(axis=1, keepdims=True) for f in p.samples]) for p in (chain_a, chain_b)]
+    )
     assert np.nanmax(diagnostics.rhat(raw)) > 1.5  # without alignment the labels look like non-convergence
     rows = diagnostics.summarize_diagnostics(diagnostics.diagnose(quantities))
     names = [row["quantity"] for row in rows]
@@ -170,7 +176,7 @@ def test_probe_cells_are_observed_distinct_and_reproducible():
     observed[:10] = False
     rows, cols = diagnostics.probe_cells(observed, 25, random_state=3)
     assert len(rows) == 25 and rows.min() >= 10
-    assert len(set(zip(rows.tolist(), cols.tolist()))) == 25
+    assert len(set(zip(rows.tolist(), cols.tolist(), strict=True))) == 25
     again = diagnostics.probe_cells(observed, 25, random_state=3)
     assert np.array_equal(rows, again[0]) and np.array_equal(cols, again[1])
     assert len(diagnostics.probe_cells(np.eye(3, dtype=bool), 20)[0]) == 3
@@ -181,14 +187,16 @@ def test_probe_cells_are_observed_distinct_and_reproducible():
 # Real chains, InferenceData, the CLI
 # ---------------------------------------------------------------------------
 
+
 def test_inference_data_round_trips_through_netcdf(tmp_path):
     from lpviz.datasets import make_topics
     from lpviz.engine import fit
 
     data = make_topics(alpha0=0.5, random_state=0)
     release = data.release()
-    chains = [fit(release, method="private", n_components=3, n_iter=40, burn_in=10, thin=2, random_state=s)
-              for s in range(2)]
+    chains = [
+        fit(release, method="private", n_components=3, n_iter=40, burn_in=10, thin=2, random_state=s) for s in range(2)
+    ]
     cells = diagnostics.probe_cells(release.observed_cells, 5, random_state=0)
     idata = diagnostics.to_inference_data(chains, cells=cells)
     path = tmp_path / "chains.nc"
@@ -199,8 +207,9 @@ def test_inference_data_round_trips_through_netcdf(tmp_path):
     assert back.sample_stats["log_marginal"].shape == (2, 30)
     np.testing.assert_allclose(back.sample_stats["log_marginal"].values[1], chains[1].log_marginal[10:])
     assert back.attrs["method"] == "private" and back.posterior.attrs["trace"] == "log_marginal"
-    expected = diagnostics.rhat(diagnostics.combine([diagnostics.chain_summary(c, cells=cells)
-                                                     for c in chains])["rate"])
+    expected = diagnostics.rhat(
+        diagnostics.combine([diagnostics.chain_summary(c, cells=cells) for c in chains])["rate"]
+    )
     np.testing.assert_allclose(diagnostics.rhat(back.posterior["rate"].values), expected)
 
 
@@ -210,8 +219,19 @@ def _fit_json(capsys, argv):
 
 
 def test_fit_chains_adds_diagnostics_and_writes_inference_data(tmp_path, capsys):
-    base = ["fit", "--data", "synthetic-topics", "--method", "naive", "--iterations", "40", "--thin", "2",
-            "--seed", "5"]
+    base = [
+        "fit",
+        "--data",
+        "synthetic-topics",
+        "--method",
+        "naive",
+        "--iterations",
+        "40",
+        "--thin",
+        "2",
+        "--seed",
+        "5",
+    ]
     single = _fit_json(capsys, base)
     several = _fit_json(capsys, base + ["--chains", "3", "--save-idata", str(tmp_path / "fit.nc")])
     # the first of several chains is the chain a single run gets (timings aside)

@@ -17,8 +17,9 @@ def _small_tarball():
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for n in range(40):
-            text = (f"Message-ID: <{n}@test>\r\nFrom: a@enron.com\r\nTo: b@enron.com\r\n\r\n"
-                    + "word " * (50 + n)).encode()
+            text = (
+                f"Message-ID: <{n}@test>\r\nFrom: a@enron.com\r\nTo: b@enron.com\r\n\r\n" + "word " * (50 + n)
+            ).encode()
             info = tarfile.TarInfo(f"maildir/a/sent/{n}.")
             info.size = len(text)
             archive.addfile(info, io.BytesIO(text))
@@ -156,8 +157,10 @@ def test_size_check_without_content_length_keeps_nothing_wrong(server, tmp_path,
     # the server cannot announce a size: only expected_size can tell a short or long file
     server.send_length = False
     dest = tmp_path / "enron.tar.gz"
-    with pytest.raises(ValueError, match=f"{len(server.payload)} bytes, expected "
-                                         f"{len(server.payload) + difference}: the file is truncated"):
+    with pytest.raises(
+        ValueError,
+        match=f"{len(server.payload)} bytes, expected {len(server.payload) + difference}: the file is truncated",
+    ):
         _fetch(server, dest, expected_size=len(server.payload) + difference)
     assert not dest.exists() and not (tmp_path / "enron.tar.gz.part").exists()
 
@@ -202,6 +205,7 @@ def test_default_destination_is_the_data_cache_folder(server, tmp_path, monkeypa
 
 # --- checksums ------------------------------------------------------------------------------
 
+
 def test_known_hash_accepts_the_right_file_even_after_a_resume(server, tmp_path):
     digest = hashlib.sha256(server.payload).hexdigest()
     server.cut_first = 1  # the hash covers the bytes of both transfers
@@ -216,8 +220,11 @@ def test_known_hash_accepts_the_right_file_even_after_a_resume(server, tmp_path)
 def test_known_hash_mismatch_deletes_the_download_and_says_so(server, tmp_path):
     wrong = hashlib.sha256(b"another release").hexdigest()
     dest = tmp_path / "enron.tar.gz"
-    with pytest.raises(ValueError, match=rf"has sha256 {hashlib.sha256(server.payload).hexdigest()}, not the "
-                                         rf"known {wrong}: the file was deleted.*check the URL and the hash"):
+    with pytest.raises(
+        ValueError,
+        match=rf"has sha256 {hashlib.sha256(server.payload).hexdigest()}, not the "
+        rf"known {wrong}: the file was deleted.*check the URL and the hash",
+    ):
         _fetch(server, dest, known_hash=f"sha256:{wrong}")
     assert list(tmp_path.iterdir()) == []  # neither the file nor its .part is kept
 
@@ -231,12 +238,15 @@ def test_known_hash_checks_an_existing_file_without_touching_it(server, tmp_path
     assert _fetch(server, dest, known_hash="sha256:" + hashlib.sha256(b"mine").hexdigest()) == dest
 
 
-@pytest.mark.parametrize("known_hash, error, message", [
-    ("sha256:abc", ValueError, "a sha256 checksum is 64 hex digits"),
-    ("crc32:" + "0" * 8, ValueError, "unknown algorithm 'crc32'"),
-    ("sha256:" + "g" * 64, ValueError, "64 hex digits"),
-    (12, TypeError, "known_hash must be a string"),
-])
+@pytest.mark.parametrize(
+    "known_hash, error, message",
+    [
+        ("sha256:abc", ValueError, "a sha256 checksum is 64 hex digits"),
+        ("crc32:" + "0" * 8, ValueError, "unknown algorithm 'crc32'"),
+        ("sha256:" + "g" * 64, ValueError, "64 hex digits"),
+        (12, TypeError, "known_hash must be a string"),
+    ],
+)
 def test_malformed_known_hash_is_refused_before_any_request(server, tmp_path, known_hash, error, message):
     with pytest.raises(error, match=message):
         _fetch(server, tmp_path / "enron.tar.gz", known_hash=known_hash)

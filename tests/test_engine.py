@@ -99,6 +99,7 @@ def assert_same_chain(a, b):
 # API
 # ---------------------------------------------------------------------------
 
+
 def test_top_level_names():
     assert lpviz.Chain is engine.Chain and lpviz.fit is engine.fit and lpviz.run is engine.run
     assert lpviz.Posterior is Posterior
@@ -141,8 +142,9 @@ def test_step_and_iterate_report_the_state(model, method):
         assert np.isfinite(chain.log_marginal)
     else:
         assert chain.y_latent is None and chain.bessel_draws is None and chain.alpha is None
-    assert repr(chain) == (f"Chain(model={model!r}, method={chain.method!r}, n_components=3, "
-                           f"shape={Y.shape}, iteration=7)")
+    assert repr(chain) == (
+        f"Chain(model={model!r}, method={chain.method!r}, n_components=3, shape={Y.shape}, iteration=7)"
+    )
 
 
 def test_chain_state_mu_is_computed_from_the_factors_when_read():
@@ -158,6 +160,7 @@ def test_chain_state_mu_is_computed_from_the_factors_when_read():
 # ---------------------------------------------------------------------------
 # The Release face
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", METHODS)
@@ -203,17 +206,26 @@ def test_release_structural_zeros_are_left_out_like_held_out_cells():
     np.testing.assert_array_equal(chain.structural_zeros, zeros)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(alpha=0.5), ValueError, "a Release carries its own alpha and held-out cells: drop alpha="),
-    (dict(mask=np.ones((12, 9), dtype=bool)), ValueError, "drop alpha= and mask="),
-    (dict(method="nonprivate"), ValueError, "method='nonprivate' fits the true counts: pass truth=Truth"),
-    (dict(method="nonprivate", truth=Truth(np.ones((3, 3), dtype=int))), ValueError,
-     r"true counts have shape \(3, 3\) but the release \(12, 9\)"),
-    (dict(model="blocks"), ValueError, "model='blocks' needs a square"),
-    (dict(sampler="gibbs"), ValueError, "sampler must be one of 'collapsed', 'bessel'; got 'gibbs'"),
-    (dict(method="naive", sampler="bessel"), ValueError,
-     "sampler='bessel' applies to methods with that option \\(private\\), not to method='naive'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(alpha=0.5), ValueError, "a Release carries its own alpha and held-out cells: drop alpha="),
+        (dict(mask=np.ones((12, 9), dtype=bool)), ValueError, "drop alpha= and mask="),
+        (dict(method="nonprivate"), ValueError, "method='nonprivate' fits the true counts: pass truth=Truth"),
+        (
+            dict(method="nonprivate", truth=Truth(np.ones((3, 3), dtype=int))),
+            ValueError,
+            r"true counts have shape \(3, 3\) but the release \(12, 9\)",
+        ),
+        (dict(model="blocks"), ValueError, "model='blocks' needs a square"),
+        (dict(sampler="gibbs"), ValueError, "sampler must be one of 'collapsed', 'bessel'; got 'gibbs'"),
+        (
+            dict(method="naive", sampler="bessel"),
+            ValueError,
+            "sampler='bessel' applies to methods with that option \\(private\\), not to method='naive'",
+        ),
+    ],
+)
 def test_release_misuse_is_refused_with_a_helpful_message(kwargs, error, match):
     release, _ = release_for("topics")
     arguments = dict(method="private", n_components=2)
@@ -234,6 +246,7 @@ def test_array_face_needs_a_model_and_takes_no_truth():
 # Reproducibility
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", METHODS)
 def test_same_seed_same_chain(model, method):
@@ -243,8 +256,9 @@ def test_same_seed_same_chain(model, method):
     assert not np.array_equal(other.factors["theta"], run_chain(Y, model, method, random_state=3).factors["theta"])
 
 
-@pytest.mark.parametrize("model,method", [("topics", "private"), ("blocks", "private"), ("topics", "naive"),
-                                          ("blocks", "nonprivate")])
+@pytest.mark.parametrize(
+    "model,method", [("topics", "private"), ("blocks", "private"), ("topics", "naive"), ("blocks", "nonprivate")]
+)
 def test_thread_count_and_chunking_do_not_change_the_chain(model, method, monkeypatch):
     # 210 x 200 cells: above PARALLEL_MIN_CELLS, so sweeps are split into chunks on the pool.
     Y = data_for(model, method, n_rows=210, n_cols=200, k=4, seed=5)
@@ -282,8 +296,9 @@ def test_a_chain_runs_blas_on_one_thread_unless_told_otherwise(setting):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LPVIZ_BLAS", "OPENBLAS", "OMP_"))}
     if setting is not None:
         env["LPVIZ_BLAS_THREADS"] = setting
-    done = subprocess.run([sys.executable, "-c", _BLAS_THREADS_AFTER_A_CHAIN], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _BLAS_THREADS_AFTER_A_CHAIN], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     before, after = (json.loads(part) for part in done.stdout.strip().splitlines()[-1].split(";"))
     assert len(before) == 1 and before[0] >= 1  # OpenBLAS's own default: one thread per core
@@ -314,8 +329,9 @@ def test_parallel_small_data_gives_the_serial_chain(model, method):
     split.step(4)
     default.step(4)
     assert_same_chain(split, default)
-    result = fit(Y, model=model, method=method, n_components=3, n_iter=4, thin=1, alpha=0.5, random_state=6,
-                 parallel=True)
+    result = fit(
+        Y, model=model, method=method, n_components=3, n_iter=4, thin=1, alpha=0.5, random_state=6, parallel=True
+    )
     np.testing.assert_array_equal(result.samples[-1]["theta"], default.factors["theta"])
 
 
@@ -340,6 +356,7 @@ def test_chains_in_worker_threads_match_sequential_runs():
 # ---------------------------------------------------------------------------
 # Held-out cells, structural zeros, sparse input
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", METHODS)
@@ -393,13 +410,15 @@ def test_block_model_ignores_self_loops(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_sparse_input_gives_the_dense_chain(model, method):
     Y = data_for(model, method)
-    assert_same_chain(run_chain(Y, model, method, random_state=9),
-                      run_chain(sp.csr_matrix(Y), model, method, random_state=9))
+    assert_same_chain(
+        run_chain(Y, model, method, random_state=9), run_chain(sp.csr_matrix(Y), model, method, random_state=9)
+    )
 
 
 # ---------------------------------------------------------------------------
 # The log joint
 # ---------------------------------------------------------------------------
+
 
 def _brute_force_log_joint(chain, Y_obs, mask, counts):
     factors = chain.factors
@@ -420,8 +439,9 @@ def test_log_joint_matches_brute_force(model, method):
     Y = data_for(model, method)
     mask = np.random.default_rng(3).random(Y.shape) > 0.2
     chain = run_chain(Y, model, method, n_iter=7, mask=mask, random_state=5)
-    counts = {"private": chain.y_latent, "private-bessel": chain.y_latent, "naive": np.maximum(Y, 0),
-              "nonprivate": Y}[method]
+    counts = {"private": chain.y_latent, "private-bessel": chain.y_latent, "naive": np.maximum(Y, 0), "nonprivate": Y}[
+        method
+    ]
     assert chain.log_joint == pytest.approx(_brute_force_log_joint(chain, Y, mask, counts), rel=1e-9)
 
 
@@ -446,11 +466,20 @@ def test_log_marginal_is_the_sum_of_the_cells_marginals_at_the_starting_factors(
     Y = data_for(model, "private", n_rows=30, n_cols=30 if model == "blocks" else 25, seed=4)
     mask = np.random.default_rng(5).random(Y.shape) > 0.15
     alpha = np.linspace(0.2, 0.7, Y.shape[0])
-    chain = Chain(Y, model=model, method="private", n_components=3, alpha=alpha, mask=mask, random_state=2,
-                  sampler="bessel" if rows == "bessel" else "collapsed")
+    chain = Chain(
+        Y,
+        model=model,
+        method="private",
+        n_components=3,
+        alpha=alpha,
+        mask=mask,
+        random_state=2,
+        sampler="bessel" if rows == "bessel" else "collapsed",
+    )
     if rows != "bessel":
         assert chain._latent["use_row"].all() == (rows == "sparse") and chain._latent["use_row"].any() == (
-            rows == "sparse")
+            rows == "sparse"
+        )
     observed = mask.copy()
     if model == "blocks":
         np.fill_diagonal(observed, False)
@@ -464,6 +493,7 @@ def test_log_marginal_is_the_sum_of_the_cells_marginals_at_the_starting_factors(
 # ---------------------------------------------------------------------------
 # Stopping
 # ---------------------------------------------------------------------------
+
 
 def test_stop_from_another_thread_ends_the_running_step():
     # a biggish problem: each iteration takes a while, and step() is asked for a million of them
@@ -541,6 +571,7 @@ def test_run_stop_stops_its_chain():
 # Huge counts: the allocation is O(K) per cell whatever the count
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("method", METHODS)
 def test_counts_of_a_trillion_run(model, method):
@@ -567,11 +598,21 @@ def test_counts_of_a_trillion_run(model, method):
 # run, fit and the Posterior
 # ---------------------------------------------------------------------------
 
+
 def test_fit_saves_thinned_samples_after_burn_in():
     Y = data_for("topics", "private")
     calls = []
-    result = fit(Y, model="topics", method="private", n_components=3, n_iter=60, thin=10,
-                 alpha=0.5, random_state=0, callback=calls.append)
+    result = fit(
+        Y,
+        model="topics",
+        method="private",
+        n_components=3,
+        n_iter=60,
+        thin=10,
+        alpha=0.5,
+        random_state=0,
+        callback=calls.append,
+    )
     assert isinstance(result, FitResult)
     assert result.saved_iterations == [20, 30, 40, 50, 60]  # burn_in defaults to 60 // 6 = 10
     assert len(result.samples) == 5 and result.log_joint.shape == (60,) and result.iterations == 60
@@ -625,8 +666,7 @@ def test_posterior_save_writes_the_fit_schema(tmp_path):
     heldout[2, :] = heldout[:, 2] = True
     Y, Y_obs, _ = synthetic("blocks")
     labels = [f"actor {i}" for i in range(12)]
-    release = Release(Y_obs=Y_obs, alpha=0.5, kind="network", heldout=heldout, row_labels=labels,
-                      col_labels=labels)
+    release = Release(Y_obs=Y_obs, alpha=0.5, kind="network", heldout=heldout, row_labels=labels, col_labels=labels)
     posterior = fit(release, n_components=3, n_iter=15, thin=5, random_state=0)
     path = posterior.save(tmp_path / "private.npz", release)
     with np.load(path, allow_pickle=False) as saved:
@@ -659,20 +699,24 @@ def test_private_fit_beats_naive_under_strong_noise():
     Y_obs = privatize(rng.poisson(mu), alpha=alpha, random_state=4).Y_obs
     errors = {}
     for method in ("private", "naive"):
-        result = fit(Y_obs, model="topics", method=method, n_components=3, n_iter=600, thin=10,
-                     alpha=alpha, random_state=2)
+        result = fit(
+            Y_obs, model="topics", method=method, n_components=3, n_iter=600, thin=10, alpha=alpha, random_state=2
+        )
         errors[method] = np.abs(result.mu_hat - mu).mean()
     assert errors["private"] < 0.75 * errors["naive"], errors
 
 
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(n_iter=0), ValueError, "n_iter must be >= 1"),
-    (dict(n_iter=10, burn_in=5, thin=10), ValueError, "no sample would be saved"),
-    (dict(thin=0), ValueError, "thin must be >= 1"),
-    (dict(burn_in=-1), ValueError, "burn_in must be >= 0"),
-    (dict(n_iter=2.5), TypeError, "n_iter must be an integer"),
-    (dict(callback=3), TypeError, "callback must be callable"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(n_iter=0), ValueError, "n_iter must be >= 1"),
+        (dict(n_iter=10, burn_in=5, thin=10), ValueError, "no sample would be saved"),
+        (dict(thin=0), ValueError, "thin must be >= 1"),
+        (dict(burn_in=-1), ValueError, "burn_in must be >= 0"),
+        (dict(n_iter=2.5), TypeError, "n_iter must be an integer"),
+        (dict(callback=3), TypeError, "callback must be callable"),
+    ],
+)
 def test_fit_rejects_bad_schedules(kwargs, error, match):
     with pytest.raises(error, match=match):
         fit(np.ones((3, 3), dtype=int), model="topics", method="nonprivate", n_components=2, **kwargs)
@@ -685,30 +729,33 @@ def test_fit_rejects_bad_schedules(kwargs, error, match):
 GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
 
 
-@pytest.mark.parametrize("Y,kwargs,error,match", [
-    (GOOD, dict(model="lda"), ValueError, "model must be one of 'topics', 'blocks'"),
-    (GOOD, dict(method="fancy"), ValueError, "method must be one of 'private', 'naive', 'nonprivate'"),
-    (GOOD, dict(n_components=0), ValueError, "n_components must be >= 1"),
-    (GOOD, dict(n_components=2.5), TypeError, "n_components must be an integer"),
-    (GOOD, dict(a0=0), ValueError, "a0 must be a positive"),
-    (GOOD, dict(b0=float("nan")), ValueError, "b0 must be a positive"),
-    (GOOD.astype(float) + 0.5, {}, ValueError, "non-integer"),
-    (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
-    (GOOD.astype(bool), {}, TypeError, "integer counts"),
-    (np.array(["a", "b"]), {}, TypeError, "integer counts"),
-    (np.arange(4), {}, ValueError, "2-D"),
-    (np.zeros((0, 3), dtype=int), {}, ValueError, "empty"),
-    (-GOOD, dict(method="nonprivate"), ValueError, "negative entries.*method='private'"),
-    (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),
-    (GOOD, dict(method="private", alpha=None), ValueError, "needs the noise level: pass alpha"),
-    (GOOD, dict(method="private", alpha=1.0), ValueError, "strictly between 0 and 1"),
-    (GOOD, dict(method="private", alpha="0.5x"), TypeError, "alpha must be a number in \\(0, 1\\)"),
-    (GOOD, dict(method="private", alpha=[0.5, 0.5]), ValueError, "one value per row \\(3\\)"),
-    (GOOD, dict(mask=np.ones((3, 3))), TypeError, "mask must be a boolean array"),
-    (GOOD, dict(mask=np.ones((2, 3), dtype=bool)), ValueError, "mask has shape"),
-    (GOOD, dict(mask=np.zeros((3, 3), dtype=bool)), ValueError, "no observed cell"),
-    (GOOD, dict(model="blocks", mask=np.eye(3, dtype=bool)), ValueError, "no observed cell"),
-])
+@pytest.mark.parametrize(
+    "Y,kwargs,error,match",
+    [
+        (GOOD, dict(model="lda"), ValueError, "model must be one of 'topics', 'blocks'"),
+        (GOOD, dict(method="fancy"), ValueError, "method must be one of 'private', 'naive', 'nonprivate'"),
+        (GOOD, dict(n_components=0), ValueError, "n_components must be >= 1"),
+        (GOOD, dict(n_components=2.5), TypeError, "n_components must be an integer"),
+        (GOOD, dict(a0=0), ValueError, "a0 must be a positive"),
+        (GOOD, dict(b0=float("nan")), ValueError, "b0 must be a positive"),
+        (GOOD.astype(float) + 0.5, {}, ValueError, "non-integer"),
+        (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
+        (GOOD.astype(bool), {}, TypeError, "integer counts"),
+        (np.array(["a", "b"]), {}, TypeError, "integer counts"),
+        (np.arange(4), {}, ValueError, "2-D"),
+        (np.zeros((0, 3), dtype=int), {}, ValueError, "empty"),
+        (-GOOD, dict(method="nonprivate"), ValueError, "negative entries.*method='private'"),
+        (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),
+        (GOOD, dict(method="private", alpha=None), ValueError, "needs the noise level: pass alpha"),
+        (GOOD, dict(method="private", alpha=1.0), ValueError, "strictly between 0 and 1"),
+        (GOOD, dict(method="private", alpha="0.5x"), TypeError, "alpha must be a number in \\(0, 1\\)"),
+        (GOOD, dict(method="private", alpha=[0.5, 0.5]), ValueError, "one value per row \\(3\\)"),
+        (GOOD, dict(mask=np.ones((3, 3))), TypeError, "mask must be a boolean array"),
+        (GOOD, dict(mask=np.ones((2, 3), dtype=bool)), ValueError, "mask has shape"),
+        (GOOD, dict(mask=np.zeros((3, 3), dtype=bool)), ValueError, "no observed cell"),
+        (GOOD, dict(model="blocks", mask=np.eye(3, dtype=bool)), ValueError, "no observed cell"),
+    ],
+)
 def test_bad_input_is_rejected_with_a_helpful_message(Y, kwargs, error, match):
     arguments = dict(model="topics", method="naive", n_components=2, alpha=0.5)
     arguments.update(kwargs)
@@ -763,8 +810,9 @@ def test_posterior_bytes_is_what_a_posterior_holds():
     import tracemalloc
 
     Y = data_for("topics", "nonprivate", n_rows=40, n_cols=30)
-    chain_run = run(Y, model="topics", method="nonprivate", n_components=3, n_iter=3000, burn_in=0, thin=1,
-                    random_state=0)
+    chain_run = run(
+        Y, model="topics", method="nonprivate", n_components=3, n_iter=3000, burn_in=0, thin=1, random_state=0
+    )
     next(chain_run)
     tracemalloc.start()
     try:

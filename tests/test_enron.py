@@ -29,43 +29,92 @@ def message(headers, body, *, body_bytes=None):
 STANDARD = ["Mime-Version: 1.0", "Content-Type: text/plain; charset=us-ascii", "Content-Transfer-Encoding: 7bit"]
 
 EMAIL_A = message(
-    ["Message-ID: <A@thyme>", "Date: Mon, 1 Jan 2001 10:00:00 -0800 (PST)", "From: Alice.Smith@Enron.com",
-     "To: bob@enron.com, ", "\tcarol@enron.com", "Subject: budget", "Cc: dave@enron.com", *STANDARD,
-     "Bcc: dave@enron.com", "X-From: Alice Smith", "X-To: Bob Jones <bob@enron.com>, Carol",
-     "X-cc: ", "X-bcc: "],
+    [
+        "Message-ID: <A@thyme>",
+        "Date: Mon, 1 Jan 2001 10:00:00 -0800 (PST)",
+        "From: Alice.Smith@Enron.com",
+        "To: bob@enron.com, ",
+        "\tcarol@enron.com",
+        "Subject: budget",
+        "Cc: dave@enron.com",
+        *STANDARD,
+        "Bcc: dave@enron.com",
+        "X-From: Alice Smith",
+        "X-To: Bob Jones <bob@enron.com>, Carol",
+        "X-cc: ",
+        "X-bcc: ",
+    ],
     "Pipeline capacity pipeline capacity pipeline meeting.\n\n"
     " -----Original Message-----\nFrom: \tBob Jones\nSent:\tMonday, January 01, 2001 9:00 AM\n"
-    "To:\tAlice Smith\nSubject:\tBudget review\n\nTurbine turbine.\n")
+    "To:\tAlice Smith\nSubject:\tBudget review\n\nTurbine turbine.\n",
+)
 EMAIL_B = message(
-    ["Message-ID: <B@thyme>", "Date: Tue, 2 Jan 2001 10:00:00 -0800 (PST)",
-     'From: "Jones, Bob" <BOB@enron.com>', "To: alice.smith@enron.com, frank@other.org",
-     "Subject: Re: budget", "Cc: carol@enron.com", *STANDARD, "Bcc: carol@enron.com"],
+    [
+        "Message-ID: <B@thyme>",
+        "Date: Tue, 2 Jan 2001 10:00:00 -0800 (PST)",
+        'From: "Jones, Bob" <BOB@enron.com>',
+        "To: alice.smith@enron.com, frank@other.org",
+        "Subject: Re: budget",
+        "Cc: carol@enron.com",
+        *STANDARD,
+        "Bcc: carol@enron.com",
+    ],
     "Turbine budget. Contact me at bob@enron.com or http://enron.com/x.\n"
     "Bob Jones <bob@enron.com> on 01/02/2001 09:15:00 AM\n"
     "To: Alice Smith/HOU/ECT@ECT, Carol\n\tWhite/HOU/ECT@ECT\ncc: \nSubject: pipeline\n\n"
-    "> Capacity question\n")
+    "> Capacity question\n",
+)
 EMAIL_C = message(  # quoted-printable, Latin-1, the sender among its own recipients, a repeated address
-    ["Message-ID: <C@thyme>", "From: carol@enron.com", "To: alice.smith@enron.com, carol@enron.com",
-     "Cc: ALICE.SMITH@enron.com", "Subject: cafe", "Content-Type: text/plain; charset=\"iso-8859-1\"",
-     "Content-Transfer-Encoding: quoted-printable"],
-    "Caf=E9 turbine capa=\ncity.\n")
+    [
+        "Message-ID: <C@thyme>",
+        "From: carol@enron.com",
+        "To: alice.smith@enron.com, carol@enron.com",
+        "Cc: ALICE.SMITH@enron.com",
+        "Subject: cafe",
+        'Content-Type: text/plain; charset="iso-8859-1"',
+        "Content-Transfer-Encoding: quoted-printable",
+    ],
+    "Caf=E9 turbine capa=\ncity.\n",
+)
 EMAIL_D = message(  # multipart: a text part and a base64 attachment
-    ["Message-ID: <D@thyme>", "From: dave@enron.com", "To: alice.smith@enron.com, bob@enron.com,",
-     " frank@other.org", "Subject: forecast", "Bcc: erin@enron.com", "Mime-Version: 1.0",
-     'Content-Type: multipart/mixed; boundary="XYZ"'],
+    [
+        "Message-ID: <D@thyme>",
+        "From: dave@enron.com",
+        "To: alice.smith@enron.com, bob@enron.com,",
+        " frank@other.org",
+        "Subject: forecast",
+        "Bcc: erin@enron.com",
+        "Mime-Version: 1.0",
+        'Content-Type: multipart/mixed; boundary="XYZ"',
+    ],
     "This is a multi-part message.\n--XYZ\nContent-Type: text/plain; charset=us-ascii\n\n"
     "Turbine pipeline budget forecast.\n--XYZ\nContent-Type: application/octet-stream; name=a.bin\n"
     "Content-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=a.bin\n\n"
-    "UXVhcnRlcmx5IHJldmVudWUgd2F5IGFib3ZlIHBsYW4=\n--XYZ--\n")
+    "UXVhcnRlcmx5IHJldmVudWUgd2F5IGFib3ZlIHBsYW4=\n--XYZ--\n",
+)
 EMAIL_E = message(  # no text part: used by the network, not by topics
-    ["Message-ID: <E@thyme>", "From: erin@enron.com", "To: alice.smith@enron.com", "Subject: scan",
-     "Content-Type: application/pdf", "Content-Transfer-Encoding: base64"],
-    "JVBERi0xLjQKJcfsj6IKNSAwIG9iago8PC9MZW5ndGggNiAwIFI+PgpzdHJlYW0K\n")
+    [
+        "Message-ID: <E@thyme>",
+        "From: erin@enron.com",
+        "To: alice.smith@enron.com",
+        "Subject: scan",
+        "Content-Type: application/pdf",
+        "Content-Transfer-Encoding: base64",
+    ],
+    "JVBERi0xLjQKJcfsj6IKNSAwIG9iago8PC9MZW5ndGggNiAwIFI+PgpzdHJlYW0K\n",
+)
 EMAIL_F_TEXT = "Don\u2019t forget the pipeline.\n"
 EMAIL_F = message(  # a Windows charset with a byte that is not ASCII
-    ["Message-ID: <F@thyme>", "From: alice.smith@enron.com", "To: bob@enron.com, frank@other.org",
-     "Subject: reminder", "Content-Type: text/plain; charset=windows-1252"],
-    "", body_bytes=EMAIL_F_TEXT.encode("cp1252"))
+    [
+        "Message-ID: <F@thyme>",
+        "From: alice.smith@enron.com",
+        "To: bob@enron.com, frank@other.org",
+        "Subject: reminder",
+        "Content-Type: text/plain; charset=windows-1252",
+    ],
+    "",
+    body_bytes=EMAIL_F_TEXT.encode("cp1252"),
+)
 EMAIL_I = message(["From: bob@enron.com", "To: dave@enron.com", "Subject: no id"], "Forecast.\n")
 UNPARSEABLE = b"\x00\x01 this is not an email\n\njust bytes\n"
 
@@ -82,13 +131,15 @@ FILES = [  # (path below maildir/, raw bytes, text as emails.csv holds it)
     ("erin-e/sent/3.", b"", ""),
 ]
 ACTORS = ["alice.smith@enron.com", "bob@enron.com", "carol@enron.com", "dave@enron.com", "erin@enron.com"]
-NETWORK = np.array([  # sender rows, recipient columns, in ACTORS order
-    [0, 2, 1, 1, 0],   # alice: A -> bob, carol, dave (Bcc repeats Cc); F -> bob
-    [1, 0, 1, 1, 0],   # bob: B -> alice, carol; I -> dave
-    [1, 0, 0, 0, 0],   # carol: C -> alice once (repeated address, self left out)
-    [1, 1, 0, 0, 1],   # dave: D -> alice, bob, and erin in Bcc only
-    [1, 0, 0, 0, 0],   # erin: E -> alice (no text part, still an email)
-])
+NETWORK = np.array(
+    [  # sender rows, recipient columns, in ACTORS order
+        [0, 2, 1, 1, 0],  # alice: A -> bob, carol, dave (Bcc repeats Cc); F -> bob
+        [1, 0, 1, 1, 0],  # bob: B -> alice, carol; I -> dave
+        [1, 0, 0, 0, 0],  # carol: C -> alice once (repeated address, self left out)
+        [1, 1, 0, 0, 1],  # dave: D -> alice, bob, and erin in Bcc only
+        [1, 0, 0, 0, 0],  # erin: E -> alice (no text part, still an email)
+    ]
+)
 
 
 def write_maildir(root):
@@ -151,8 +202,13 @@ def test_parse_display_names_quoted_printable_and_charsets():
     f = parse_email(EMAIL_F)
     assert f.text == EMAIL_F_TEXT
     assert parse_email(EMAIL_F.decode("cp1252")).text == EMAIL_F_TEXT  # already-decoded str (emails.csv)
-    odd = parse_email(message(["From: x@y.com", "To: z@y.com", "Content-Type: text/plain; charset=klingon"],
-                              "", body_bytes=b"caf\xe9 ok\n"))
+    odd = parse_email(
+        message(
+            ["From: x@y.com", "To: z@y.com", "Content-Type: text/plain; charset=klingon"],
+            "",
+            body_bytes=b"caf\xe9 ok\n",
+        )
+    )
     assert odd.text == "caf\u00e9 ok\n" and "unknown_charset" in odd.notes
 
 
@@ -165,15 +221,25 @@ def test_parse_multipart_keeps_text_parts_and_non_text_has_no_text():
 
 
 def test_parse_html_only_and_encoded_header_words():
-    html = parse_email(message(
-        ["From: =?iso-8859-1?Q?Ren=E9_Roy?= <rene@x.com>", "To: b@x.com",
-         'Content-Type: multipart/alternative; boundary="b1"'],
-        "--b1\nContent-Type: text/html; charset=us-ascii\n\n<p>Gas <b>prices</b></p>\n--b1--\n"))
+    html = parse_email(
+        message(
+            [
+                "From: =?iso-8859-1?Q?Ren=E9_Roy?= <rene@x.com>",
+                "To: b@x.com",
+                'Content-Type: multipart/alternative; boundary="b1"',
+            ],
+            "--b1\nContent-Type: text/html; charset=us-ascii\n\n<p>Gas <b>prices</b></p>\n--b1--\n",
+        )
+    )
     assert html.names["rene@x.com"] == "Ren\u00e9 Roy"
     assert tokenize(html.text) == ["gas", "prices"]
-    bare_part = parse_email(("From: J\u00fcrgen <j@x.com>\r\nTo: b@x.com\r\n"
-                             "Content-Type: multipart/mixed; boundary=b2\r\n\r\n"
-                             "preamble\n--b2\n\nNo part headers: plain text.\n--b2--\n").encode("utf-8"))
+    bare_part = parse_email(
+        (
+            "From: J\u00fcrgen <j@x.com>\r\nTo: b@x.com\r\n"
+            "Content-Type: multipart/mixed; boundary=b2\r\n\r\n"
+            "preamble\n--b2\n\nNo part headers: plain text.\n--b2--\n"
+        ).encode()
+    )
     assert bare_part.text.strip() == "No part headers: plain text."
     assert bare_part.names["j@x.com"] == "J\u00fcrgen"
 
@@ -200,10 +266,18 @@ def test_parse_rejects_what_is_not_an_email():
 
 def test_tokenize_drops_quoted_headers_addresses_urls_and_stop_words():
     assert tokenize(parse_email(EMAIL_A).text) == [
-        "pipeline", "capacity", "pipeline", "capacity", "pipeline", "meeting", "budget", "review",
-        "turbine", "turbine"]
-    assert tokenize(parse_email(EMAIL_B).text) == [
-        "turbine", "budget", "contact", "pipeline", "capacity", "question"]
+        "pipeline",
+        "capacity",
+        "pipeline",
+        "capacity",
+        "pipeline",
+        "meeting",
+        "budget",
+        "review",
+        "turbine",
+        "turbine",
+    ]
+    assert tokenize(parse_email(EMAIL_B).text) == ["turbine", "budget", "contact", "pipeline", "capacity", "question"]
     cleaned = clean_body(parse_email(EMAIL_B).text)
     assert "hou/ect" not in cleaned and "white" not in cleaned and "09:15" not in cleaned
     assert tokenize("Is it an ox? Extraordinarily" + "x" * 20) == []  # short, stop words, > 25 letters
@@ -217,7 +291,13 @@ def test_read_emails_reports_skips_and_deduplicates(source):
     emails, report = read_emails(source)
     parsed = list(emails)
     assert sorted(m.message_id for m in parsed if not m.message_id.startswith("<sha1:")) == [
-        "<A@thyme>", "<B@thyme>", "<C@thyme>", "<D@thyme>", "<E@thyme>", "<F@thyme>"]
+        "<A@thyme>",
+        "<B@thyme>",
+        "<C@thyme>",
+        "<D@thyme>",
+        "<E@thyme>",
+        "<F@thyme>",
+    ]
     assert len(parsed) == 7
     assert report.n_read == 10 and report.n_parsed == 7
     assert dict(report.skipped) == {"duplicate_message_id": 1, "unparseable": 1, "empty": 1}
@@ -228,9 +308,11 @@ def test_read_emails_reports_skips_and_deduplicates(source):
 
 def test_three_shapes_give_the_same_corpus(tmp_path):
     assert repr(read_corpus(write_maildir(tmp_path / "r"), cache_dir=False)).startswith("EnronCorpus(7 emails")
-    corpora = [read_corpus(write_maildir(tmp_path / "m"), cache_dir=False),
-               read_corpus(write_tarball(tmp_path / "e.tgz"), cache_dir=False),
-               read_corpus(write_csv(tmp_path / "emails.csv"), cache_dir=False)]
+    corpora = [
+        read_corpus(write_maildir(tmp_path / "m"), cache_dir=False),
+        read_corpus(write_tarball(tmp_path / "e.tgz"), cache_dir=False),
+        read_corpus(write_csv(tmp_path / "emails.csv"), cache_dir=False),
+    ]
     first = corpora[0]
     for other in corpora[1:]:
         assert other.message_ids == first.message_ids and other.types == first.types
@@ -278,10 +360,7 @@ def test_topics_exact_matrix(source):
     assert data.model == "topics" and sp.isspmatrix_csr(data.Y) and data.Y.dtype == np.int64
     assert data.row_labels == ["<A@thyme>", "<B@thyme>", "<D@thyme>", "<F@thyme>"]
     assert data.col_labels == ["capacity", "contact", "forecast", "forget", "meeting"]
-    np.testing.assert_array_equal(data.dense(), [[2, 0, 0, 0, 1],
-                                                 [1, 1, 0, 0, 0],
-                                                 [0, 0, 1, 0, 0],
-                                                 [0, 0, 0, 1, 0]])
+    np.testing.assert_array_equal(data.dense(), [[2, 0, 0, 0, 1], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0]])
     assert data.info["n_eligible"] == 4 and "all are used" in data.info["note"]
     assert data.info["tokenization"]["word"] == "maximal run of ASCII letters a-z"
     assert data.info["params"]["max_df"] == 0.6
@@ -289,11 +368,14 @@ def test_topics_exact_matrix(source):
 
 def test_topics_draw_is_seeded(tmp_path):
     corpus = read_corpus(write_maildir(tmp_path), cache_dir=False)
-    draws = {seed: build_enron_topics(corpus, n_docs=3, n_words=50, min_tokens=1, max_df=1.0,
-                                      random_state=seed, cache_dir=False).row_labels for seed in range(8)}
+    draws = {
+        seed: build_enron_topics(
+            corpus, n_docs=3, n_words=50, min_tokens=1, max_df=1.0, random_state=seed, cache_dir=False
+        ).row_labels
+        for seed in range(8)
+    }
     assert all(len(rows) == 3 and rows == sorted(rows) for rows in draws.values())
-    again = build_enron_topics(corpus, n_docs=3, n_words=50, min_tokens=1, max_df=1.0, random_state=5,
-                               cache_dir=False)
+    again = build_enron_topics(corpus, n_docs=3, n_words=50, min_tokens=1, max_df=1.0, random_state=5, cache_dir=False)
     assert again.row_labels == draws[5]
     assert len({tuple(rows) for rows in draws.values()}) > 1  # 6 eligible, choose 3: seeds differ
 
@@ -325,17 +407,20 @@ def test_bad_sources_get_clear_errors(tmp_path):
         read_corpus(tmp_path / "empty", cache_dir=False)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"n_docs": 0}, ValueError, "n_docs must be >= 1"),
-    ({"n_words": 2.5}, TypeError, "n_words must be an integer"),
-    ({"min_tokens": -1}, ValueError, "min_tokens must be >= 0"),
-    ({"max_df": 0}, ValueError, r"max_df must be a fraction in \(0, 1\]"),
-    ({"max_df": 1.5}, ValueError, "max_df"),
-    ({"min_tokens": 1000}, ValueError, "lower min_tokens"),
-    ({"max_df": 0.01, "min_tokens": 1}, ValueError, "raise max_df"),
-    # one email: every word is in all of them, and max_df cannot go above 1
-    ({"max_df": 1.0, "min_tokens": 1, "n_docs": 1}, ValueError, r"draw more emails \(n_docs\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n_docs": 0}, ValueError, "n_docs must be >= 1"),
+        ({"n_words": 2.5}, TypeError, "n_words must be an integer"),
+        ({"min_tokens": -1}, ValueError, "min_tokens must be >= 0"),
+        ({"max_df": 0}, ValueError, r"max_df must be a fraction in \(0, 1\]"),
+        ({"max_df": 1.5}, ValueError, "max_df"),
+        ({"min_tokens": 1000}, ValueError, "lower min_tokens"),
+        ({"max_df": 0.01, "min_tokens": 1}, ValueError, "raise max_df"),
+        # one email: every word is in all of them, and max_df cannot go above 1
+        ({"max_df": 1.0, "min_tokens": 1, "n_docs": 1}, ValueError, r"draw more emails \(n_docs\)"),
+    ],
+)
 def test_topics_bad_parameters(tmp_path, kwargs, error, match):
     corpus = read_corpus(write_maildir(tmp_path), cache_dir=False)
     with pytest.raises(error, match=match):
@@ -353,9 +438,14 @@ def test_network_bad_parameters(tmp_path):
 def test_truncated_tarball_is_an_error_unless_partial_input_is_allowed(tmp_path):
     # Deliberately changed: a truncated archive used to give a warning and a corpus that looked
     # complete (and was cached as such); it is now an error naming where it stops.
-    many = [(f"user/sent/{i}.", message([f"Message-ID: <{i}@x>", "From: a@x.com", "To: b@x.com"],
-                                        f"message number {i} " + "word " * 400), "")
-            for i in range(200)]
+    many = [
+        (
+            f"user/sent/{i}.",
+            message([f"Message-ID: <{i}@x>", "From: a@x.com", "To: b@x.com"], f"message number {i} " + "word " * 400),
+            "",
+        )
+        for i in range(200)
+    ]
     path = write_tarball(tmp_path / "full.tar.gz", many)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -364,10 +454,13 @@ def test_truncated_tarball_is_an_error_unless_partial_input_is_allowed(tmp_path)
         list(emails)
     complete = int(re.search(r"after (\d+) complete messages", str(error.value)).group(1))
     assert 0 < complete < 200
-    assert re.search(rf"full.tar.gz: the archive is truncated or corrupt: it stops after {complete} complete "
-                     rf"messages \(the last one maildir/user/sent/{complete - 1}\.\), [\d,]+ bytes into the "
-                     rf"unpacked archive; the file has {len(data) // 2:,} bytes .*lpviz fetch-enron.*"
-                     r"allow_partial=True \(--allow-partial\)", str(error.value)), error.value
+    assert re.search(
+        rf"full.tar.gz: the archive is truncated or corrupt: it stops after {complete} complete "
+        rf"messages \(the last one maildir/user/sent/{complete - 1}\.\), [\d,]+ bytes into the "
+        rf"unpacked archive; the file has {len(data) // 2:,} bytes .*lpviz fetch-enron.*"
+        r"allow_partial=True \(--allow-partial\)",
+        str(error.value),
+    ), error.value
     with pytest.warns(RuntimeWarning, match="truncated or corrupt"):
         emails, report = read_emails(path, allow_partial=True)
         parsed = list(emails)
@@ -408,8 +501,9 @@ def test_real_addresses_match_the_stdlib_parser(enron_tarball):
             reference = email.message_from_bytes(raw, policy=email.policy.compat32)
             sender = email.utils.parseaddr(reference["From"])[1].lower()
             expected = []
-            for _, address in email.utils.getaddresses(reference.get_all("To", []) + reference.get_all("Cc", [])
-                                                       + reference.get_all("Bcc", [])):
+            for _, address in email.utils.getaddresses(
+                reference.get_all("To", []) + reference.get_all("Cc", []) + reference.get_all("Bcc", [])
+            ):
                 address = address.lower()
                 if "@" in address and address != sender and address not in expected:
                     expected.append(address)
@@ -455,8 +549,9 @@ def test_real_network_follows_the_paper_rules(real_corpus):
     # Recount from the corpus with plain Python, independently of the vectorised builder.
     sent, received, edges = {}, {}, {}
     for i, s in enumerate(real_corpus.senders.tolist()):
-        recipients = real_corpus.recipient_indices[real_corpus.recipient_indptr[i]:
-                                                   real_corpus.recipient_indptr[i + 1]].tolist()
+        recipients = real_corpus.recipient_indices[
+            real_corpus.recipient_indptr[i] : real_corpus.recipient_indptr[i + 1]
+        ].tolist()
         for r in recipients:
             received[r] = received.get(r, 0) + 1
         if s >= 0 and recipients:
@@ -466,7 +561,7 @@ def test_real_network_follows_the_paper_rules(real_corpus):
     kept = sorted(a for a in sent if sent[a] + received.get(a, 0) >= 100)
     assert data.row_labels == [real_corpus.addresses[a] for a in kept]
     assert data.info["sent"] == [sent[a] for a in kept]
-    assert all(s >= 1 and s + r >= 100 for s, r in zip(data.info["sent"], data.info["received"]))
+    assert all(s >= 1 and s + r >= 100 for s, r in zip(data.info["sent"], data.info["received"], strict=True))
     position = {a: k for k, a in enumerate(kept)}
     expected = np.zeros((n, n), dtype=np.int64)
     for (s, r), count in edges.items():
@@ -477,8 +572,9 @@ def test_real_network_follows_the_paper_rules(real_corpus):
     assert sum(bool(name) for name in data.info["names"]) > n // 2
 
 
-def test_real_matrices_reload_from_the_cache_without_reading_again(real_corpus, real_cache_dir, enron_tarball,
-                                                                    monkeypatch):
+def test_real_matrices_reload_from_the_cache_without_reading_again(
+    real_corpus, real_cache_dir, enron_tarball, monkeypatch
+):
     import lpviz.datasets.enron as enron
 
     network = build_enron_network(enron_tarball, cache_dir=real_cache_dir)

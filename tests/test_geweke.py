@@ -40,12 +40,22 @@ def _test_functions(theta, other, lam_plus, lam_minus, y, mu, observed):
     """Statistics of one state; ``other`` is phi (topics) or pi (blocks)."""
     obs_y, obs_mu = y[observed], mu[observed]
     obs_lp, obs_lm = lam_plus[observed], lam_minus[observed]
-    return np.array([
-        theta.mean(), (theta ** 2).mean(), other.mean(), (other ** 2).mean(),
-        obs_mu.sum(), obs_y.mean(), (obs_y ** 2).mean(), (obs_y * obs_mu).mean(),
-        obs_lp.mean(), obs_lm.mean(), (obs_lp * obs_lm).mean(),
-        (obs_lp * (obs_y > 0)).mean(),
-    ])
+    return np.array(
+        [
+            theta.mean(),
+            (theta**2).mean(),
+            other.mean(),
+            (other**2).mean(),
+            obs_mu.sum(),
+            obs_y.mean(),
+            (obs_y**2).mean(),
+            (obs_y * obs_mu).mean(),
+            obs_lp.mean(),
+            obs_lm.mean(),
+            (obs_lp * obs_lm).mean(),
+            (obs_lp * (obs_y > 0)).mean(),
+        ]
+    )
 
 
 def _observed(model, mask):
@@ -58,7 +68,7 @@ def _observed(model, mask):
 def _sizes(model):
     """(data shape, per-row alpha) of the tiny test problem."""
     shape = TOPICS_SHAPE if model == "topics" else (N_ACTORS, N_ACTORS)
-    return shape, ALPHA[:shape[0]]
+    return shape, ALPHA[: shape[0]]
 
 
 def _marginal_conditional(model, n_draws, rng, b0=B0):
@@ -86,8 +96,18 @@ def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, 
     shape, alpha = _sizes(model)
     mask = _mask(shape)
     observed = _observed(model, mask)
-    chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", sampler="bessel",
-                  n_components=K, alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
+    chain = Chain(
+        np.zeros(shape, dtype=np.int64),
+        model=model,
+        method="private",
+        sampler="bessel",
+        n_components=K,
+        alpha=alpha,
+        mask=mask,
+        a0=A0,
+        b0=B0,
+        random_state=seed,
+    )
     # the noised counts the sweep reads; int64 so any simulated ytil fits
     chain._prepared.counts = np.zeros(shape, dtype=np.int64)
     latent = chain._latent  # lambda_plus, lambda_minus, y, bessel, posterior_scale: updated in place
@@ -106,8 +126,17 @@ def _successive_conditional(model, n_steps, rng, seed, wrong_lambda_rate=False, 
         if step >= burn:
             factors = chain.factors
             other = factors["phi"] if model == "topics" else factors["pi"]
-            out.append(_test_functions(factors["theta"], other, latent["lambda_plus"], latent["lambda_minus"],
-                                       chain.y_latent, models.rates(model, factors), observed))
+            out.append(
+                _test_functions(
+                    factors["theta"],
+                    other,
+                    latent["lambda_plus"],
+                    latent["lambda_minus"],
+                    chain.y_latent,
+                    models.rates(model, factors),
+                    observed,
+                )
+            )
     return np.array(out)
 
 
@@ -157,6 +186,7 @@ def test_geweke_detects_the_papers_lambda_rate_blocks():
 # Poisson thinning per component; forcing every row sparse tests it alone.
 # ---------------------------------------------------------------------------
 
+
 def _collapsed_test_functions(theta, other, y, mu, observed):
     """Bounded or log-scale statistics: the block model's rates are products of three
     gamma variables, so moments such as E[y^2] are carried by rare huge rates that a
@@ -164,9 +194,19 @@ def _collapsed_test_functions(theta, other, y, mu, observed):
     obs_y, obs_mu = y[observed], mu[observed]
     damped = obs_mu / (1.0 + obs_mu)
     capped = np.minimum(obs_y, 3)
-    return np.array([theta.mean(), np.log(theta).mean(), other.mean(), np.log(other).mean(),
-                     damped.mean(), (obs_y > 0).mean(), (obs_y > 1).mean(), capped.mean(),
-                     (capped * damped).mean()])
+    return np.array(
+        [
+            theta.mean(),
+            np.log(theta).mean(),
+            other.mean(),
+            np.log(other).mean(),
+            damped.mean(),
+            (obs_y > 0).mean(),
+            (obs_y > 1).mean(),
+            capped.mean(),
+            (capped * damped).mean(),
+        ]
+    )
 
 
 def _collapsed_marginal_conditional(model, n_draws, rng):
@@ -193,8 +233,18 @@ def _collapsed_successive_conditional(model, n_steps, rng, seed, sparse, wrong_a
     shape, alpha = _sizes(model)
     mask = _mask(shape)
     observed = _observed(model, mask)
-    chain = Chain(np.zeros(shape, dtype=np.int64), model=model, method="private", sampler="collapsed",
-                  n_components=K, alpha=alpha, mask=mask, a0=A0, b0=B0, random_state=seed)
+    chain = Chain(
+        np.zeros(shape, dtype=np.int64),
+        model=model,
+        method="private",
+        sampler="collapsed",
+        n_components=K,
+        alpha=alpha,
+        mask=mask,
+        a0=A0,
+        b0=B0,
+        random_state=seed,
+    )
     chain._prepared.counts = np.zeros(shape, dtype=np.int64)
     if wrong_alpha:  # the sampler believes in less noise than the data carry
         chain._prepared.alpha = alpha * 0.6
@@ -205,8 +255,9 @@ def _collapsed_successive_conditional(model, n_steps, rng, seed, sparse, wrong_a
         ytil[~observed] = 999  # never read: held-out and diagonal cells
         chain._prepared.counts[...] = ytil
         # the sparse step's row lists depend on the noised counts: rebuild them
-        chain._latent = chain.method_instance.start(chain._prepared, chain.model_instance, chain._state,
-                                                    chain._work, None)
+        chain._latent = chain.method_instance.start(
+            chain._prepared, chain.model_instance, chain._state, chain._work, None
+        )
         if sparse:
             assert chain._latent["use_row"].all()
         chain.step()
@@ -214,8 +265,7 @@ def _collapsed_successive_conditional(model, n_steps, rng, seed, sparse, wrong_a
         if step >= burn:
             factors = chain.factors
             other = factors["phi"] if model == "topics" else factors["pi"]
-            out.append(_collapsed_test_functions(factors["theta"], other, y, models.rates(model, factors),
-                                                 observed))
+            out.append(_collapsed_test_functions(factors["theta"], other, y, models.rates(model, factors), observed))
     return np.array(out)
 
 
@@ -243,8 +293,7 @@ def test_collapsed_chain_gets_it_right(model, step_kind):
 
 
 def test_collapsed_geweke_detects_a_wrong_noise_level(step_kind):
-    z = collapsed_geweke_z("topics", n_mc=20_000, n_sc=3_000, seed=32, sparse=step_kind == "sparse",
-                           wrong_alpha=True)
+    z = collapsed_geweke_z("topics", n_mc=20_000, n_sc=3_000, seed=32, sparse=step_kind == "sparse", wrong_alpha=True)
     assert np.max(np.abs(z)) > 2 * Z_CRITICAL, f"Geweke z-scores {np.round(z, 2)}"
 
 
@@ -252,11 +301,13 @@ def test_collapsed_geweke_detects_a_wrong_noise_level(step_kind):
 # The Bessel route and the collapsed conditional target the same posterior
 # ---------------------------------------------------------------------------
 
+
 def _posterior_statistics(sampler, data, alpha, seed, n_iter=4000, burn=500):
     """Per iteration: the rates of a few cells, the total rate and the log marginal
     likelihood (label-invariant quantities)."""
-    chain = Chain(data, model="topics", method="private", sampler=sampler, n_components=2, alpha=alpha,
-                  random_state=seed)
+    chain = Chain(
+        data, model="topics", method="private", sampler=sampler, n_components=2, alpha=alpha, random_state=seed
+    )
     rows = []
     for state in chain.iterate(n_iter):
         if state.iteration > burn:

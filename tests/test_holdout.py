@@ -7,7 +7,7 @@ from lpviz.datasets import holdout_mask
 def test_top_actors_hides_their_rows_and_columns_in_both_roles():
     Y = np.zeros((6, 6), dtype=np.int64)
     Y[4, :] = 10  # actor 4 sends most
-    Y[:, 1] = 7   # actor 1 receives most
+    Y[:, 1] = 7  # actor 1 receives most
     mask = holdout_mask(Y, "blocks", "top actors", n_actors=1)
     for actor in (4, 1):  # held out as sender and as recipient
         assert not mask[actor].any() and not mask[:, actor].any()

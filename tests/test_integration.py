@@ -15,8 +15,9 @@ from lpviz.metrics import aligned_topic_distance, mae, score
 def _fit(data, method, n_components, n_iter, seed, **kw):
     """Fit the generator's release (the truth beside it, for the non-private method) and score it."""
     release, truth = data.release(), data.truth()
-    posterior = fit(release, method=method, truth=truth, n_components=n_components, n_iter=n_iter,
-                    random_state=seed, **kw)
+    posterior = fit(
+        release, method=method, truth=truth, n_components=n_components, n_iter=n_iter, random_state=seed, **kw
+    )
     return posterior, score(posterior, release, truth)
 
 

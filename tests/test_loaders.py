@@ -9,8 +9,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from lpviz.datasets import CountData, SyntheticData, load_counts, load_data, save_counts
-from lpviz.datasets import loaders
+from lpviz.datasets import CountData, SyntheticData, load_counts, load_data, loaders, save_counts
 
 
 def write(path, text):
@@ -20,9 +19,9 @@ def write(path, text):
 
 # ---------------------------------------------------------------- edge lists
 
+
 def test_edge_list_with_header_sums_repeated_pairs_and_keeps_names(tmp_path):
-    path = write(tmp_path / "mail.csv",
-                 "source,target,count\nalice,bob,3\nbob,alice,1\nalice,bob,2\ncarol,alice,0\n")
+    path = write(tmp_path / "mail.csv", "source,target,count\nalice,bob,3\nbob,alice,1\nalice,bob,2\ncarol,alice,0\n")
     data = load_counts(path)
     assert data.model == "blocks" and data.info["format"] == "edges"
     assert data.row_labels == data.col_labels == ["alice", "bob", "carol"]
@@ -44,10 +43,13 @@ def test_snap_style_integer_ids_sort_numerically(tmp_path):
     np.testing.assert_array_equal(data.Y, [[0, 1, 1], [0, 0, 0], [1, 0, 0]])
 
 
-@pytest.mark.parametrize("name, text", [
-    ("e.tsv", "from\tto\tweight\na b\tc\t2\nc\ta b\t1\n"),  # a tab file: names may hold spaces
-    ("e.txt", "a_b c 2\nc a_b 1\n"),  # whitespace separated
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("e.tsv", "from\tto\tweight\na b\tc\t2\nc\ta b\t1\n"),  # a tab file: names may hold spaces
+        ("e.txt", "a_b c 2\nc a_b 1\n"),  # whitespace separated
+    ],
+)
 def test_separators(tmp_path, name, text):
     data = load_counts(write(tmp_path / name, text))
     assert len(data.row_labels) == 2
@@ -71,9 +73,11 @@ def test_large_networks_stay_sparse(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- dense CSV
 
+
 def test_dense_csv_written_by_pandas_round_trips(tmp_path):
-    frame = pd.DataFrame([[1, 0, 2, 0], [0, 3, 0, 1]], index=["d1", "d2"],
-                         columns=["apple", "banana", "cherry", "date"])
+    frame = pd.DataFrame(
+        [[1, 0, 2, 0], [0, 3, 0, 1]], index=["d1", "d2"], columns=["apple", "banana", "cherry", "date"]
+    )
     frame.to_csv(tmp_path / "dtm.csv")
     data = load_counts(tmp_path / "dtm.csv")
     assert data.model == "topics" and data.info["format"] == "dense-csv"
@@ -100,6 +104,7 @@ def test_vocab_option_names_the_columns(tmp_path):
 
 # ---------------------------------------------------------------- npz
 
+
 def test_npz_with_Y_and_vocab(tmp_path):
     np.savez(tmp_path / "c.npz", Y=np.array([[1, 0], [2, 3]]), vocab=np.array(["x", "y"]))
     data = load_counts(tmp_path / "c.npz")
@@ -115,15 +120,24 @@ def test_scipy_save_npz_file(tmp_path):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_save_counts_round_trip_and_no_silent_overwrite(tmp_path, sparse):
     Y = np.array([[0, 2, 1], [3, 0, 0], [0, 0, 7]])
-    original = CountData(Y=sp.csr_matrix(Y) if sparse else Y, row_labels=["a", "b", "c"],
-                         col_labels=["a", "b", "c"], model="blocks", source="here",
-                         info={"n": np.int64(3), "report": {"skipped": {"empty": 1}}})
+    original = CountData(
+        Y=sp.csr_matrix(Y) if sparse else Y,
+        row_labels=["a", "b", "c"],
+        col_labels=["a", "b", "c"],
+        model="blocks",
+        source="here",
+        info={"n": np.int64(3), "report": {"skipped": {"empty": 1}}},
+    )
     path = save_counts(original, tmp_path / "net.npz")
     back = load_counts(path)
     assert sp.issparse(back.Y) == sparse
     np.testing.assert_array_equal(back.dense(), Y)
-    assert (back.row_labels, back.col_labels, back.model, back.source) == (["a", "b", "c"], ["a", "b", "c"],
-                                                                            "blocks", "here")
+    assert (back.row_labels, back.col_labels, back.model, back.source) == (
+        ["a", "b", "c"],
+        ["a", "b", "c"],
+        "blocks",
+        "here",
+    )
     assert back.info["n"] == 3 and back.info["report"] == {"skipped": {"empty": 1}}
     with pytest.raises(FileExistsError, match="overwrite=True"):
         save_counts(original, path)
@@ -140,6 +154,7 @@ def test_save_counts_round_trip_and_no_silent_overwrite(tmp_path, sparse):
 
 # ---------------------------------------------------------------- Matrix Market
 
+
 def test_matrix_market_files_written_by_scipy(tmp_path):
     Y = np.array([[4, 0, 0], [0, 0, 1], [2, 5, 0]])
     scipy.io.mmwrite(tmp_path / "coo.mtx", sp.coo_matrix(Y), field="integer")
@@ -152,12 +167,12 @@ def test_matrix_market_files_written_by_scipy(tmp_path):
 
 
 def test_matrix_market_symmetric_pattern_mirrors_the_triangle(tmp_path):
-    path = write(tmp_path / "s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n% note\n"
-                                     "3 3 2\n2 1\n3 3\n")
+    path = write(tmp_path / "s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n% note\n3 3 2\n2 1\n3 3\n")
     np.testing.assert_array_equal(load_counts(path).dense(), [[0, 1, 0], [1, 0, 0], [0, 0, 1]])
 
 
 # ---------------------------------------------------------------- UCI bag of words
+
 
 def _uci(tmp_path, gz=False):
     text = "2\n3\n4\n1 1 2\n1 3 1\n2 2 5\n2 3 1\n"
@@ -202,8 +217,12 @@ BAD_TEXT_FILES = [
     ("dense_short.csv", "w1,w2,w3,w4\n1,2,3,4\n1,2,3\n", r"dense_short.csv, line 3, column 4: a missing"),
     ("dense_neg.csv", "w1,w2,w3,w4\n1,2,3,4\n1,2,-3,0\n", r"dense_neg.csv, line 3, column 3: a negative count"),
     ("dense_word.csv", "w1,w2,w3,w4\n1,2,3,4\n1,2,oops,0\n", r"dense_word.csv, line 3: column 3 'oops' is not"),
-    ("docword.range.txt", "2\n3\n2\n1 1 2\n3 2 1\n", r"docword.range.txt, line 5: row \(document\) id 3 is out "
-                                                    r"of range 1..2"),
+    (
+        "docword.range.txt",
+        "2\n3\n2\n1 1 2\n3 2 1\n",
+        r"docword.range.txt, line 5: row \(document\) id 3 is out "
+        r"of range 1..2",
+    ),
     ("docword.word.txt", "2\n3\n2\n1 1 2\n1 4 1\n", r"docword.word.txt, line 5: column \(word\) id 4 is out"),
     ("docword.zero.txt", "2\n3\n2\n0 1 2\n1 2 1\n", r"docword.zero.txt, line 4: row \(document\) id 0 .*1-based"),
     ("docword.trunc.txt", "2\n3\n3\n1 1 2\n1 2 1\n", r"declares 3 entries but the file has 2.*truncated"),
@@ -211,10 +230,16 @@ BAD_TEXT_FILES = [
     ("docword.frac.txt", "2\n3\n2\n1 1 2.5\n1 2 1\n", r"docword.frac.txt, line 4: a fractional count 2.5"),
     ("docword.fracid.txt", "2\n3\n2\n1 1.5 2\n", r"line 4: column id is missing or not a whole number"),
     ("plain.mtx", "hello\n", r"plain.mtx, line 1: not a Matrix Market file"),
-    ("complex.mtx", "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1 1\n",
-     r"complex matrix cannot hold counts"),
-    ("skew.mtx", "%%MatrixMarket matrix coordinate integer skew-symmetric\n2 2 1\n2 1 1\n",
-     r"skew-symmetric matrices cannot hold counts"),
+    (
+        "complex.mtx",
+        "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1 1\n",
+        r"complex matrix cannot hold counts",
+    ),
+    (
+        "skew.mtx",
+        "%%MatrixMarket matrix coordinate integer skew-symmetric\n2 2 1\n2 1 1\n",
+        r"skew-symmetric matrices cannot hold counts",
+    ),
     ("short.mtx", "%%MatrixMarket matrix array integer general\n2 2\n1\n2\n3\n", r"declares 2 x 2 = 4 values"),
     ("data.dat", "1,2\n", r"data.dat: cannot tell the format.*kind="),
 ]
@@ -254,17 +279,20 @@ def test_files_that_are_not_what_their_name_says(tmp_path):
         load_counts(tmp_path / "single.npz")
 
 
-@pytest.mark.parametrize("arrays, message", [
-    ({"X": np.ones((2, 2))}, r"no count matrix 'Y' in this .npz \(it holds: X\)"),
-    ({"Y": np.array([[1, -1]])}, r"cell \(0, 1\) of Y: a negative count -1"),
-    ({"Y": np.array([[1, 0.5]])}, r"cell \(0, 1\) of Y: a fractional count 0.5"),
-    ({"Y": np.array([1, 2])}, r"'Y' has shape \(2,\)"),
-    ({"Y": np.array([["a"]])}, r"holds <U1 values, not numbers"),
-    ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", "b", "c"])}, r"'vocab' has 3 names for 2"),
-    ({"Y": np.ones((2, 3), int), "model": np.array("blocks")}, r"needs a square sender x recipient matrix"),
-    ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", 1], dtype=object)}, r"pickled.*for safety"),
-    ({"Y": np.zeros((2, 2), int)}, r"no counts"),
-])
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"X": np.ones((2, 2))}, r"no count matrix 'Y' in this .npz \(it holds: X\)"),
+        ({"Y": np.array([[1, -1]])}, r"cell \(0, 1\) of Y: a negative count -1"),
+        ({"Y": np.array([[1, 0.5]])}, r"cell \(0, 1\) of Y: a fractional count 0.5"),
+        ({"Y": np.array([1, 2])}, r"'Y' has shape \(2,\)"),
+        ({"Y": np.array([["a"]])}, r"holds <U1 values, not numbers"),
+        ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", "b", "c"])}, r"'vocab' has 3 names for 2"),
+        ({"Y": np.ones((2, 3), int), "model": np.array("blocks")}, r"needs a square sender x recipient matrix"),
+        ({"Y": np.ones((2, 2), int), "vocab": np.array(["a", 1], dtype=object)}, r"pickled.*for safety"),
+        ({"Y": np.zeros((2, 2), int)}, r"no counts"),
+    ],
+)
 def test_malformed_npz(tmp_path, arrays, message):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(ValueError, match=message):
@@ -283,6 +311,7 @@ def test_bad_arguments(tmp_path):
 
 
 # ---------------------------------------------------------------- load_data specs
+
 
 def test_load_data_paths_and_kind_prefix(tmp_path):
     path = write(tmp_path / "narrow.csv", "1,0,2\n0,3,0\n")
@@ -325,8 +354,13 @@ def _maildir(root):
     for (user, name), (mid, sender, to, cc, body) in messages.items():
         folder = root / "maildir" / user / "sent"
         folder.mkdir(parents=True, exist_ok=True)
-        headers = [f"Message-ID: {mid}", "Date: Mon, 14 May 2001 16:39:00 -0700 (PDT)",
-                   f"From: {sender}", f"To: {to}", "Subject: test"]
+        headers = [
+            f"Message-ID: {mid}",
+            "Date: Mon, 14 May 2001 16:39:00 -0700 (PDT)",
+            f"From: {sender}",
+            f"To: {to}",
+            "Subject: test",
+        ]
         if cc:
             headers += [f"Cc: {cc}", f"Bcc: {cc}"]
         (folder / name).write_bytes(("\r\n".join(headers) + "\r\n\r\n" + body + "\n").encode())
@@ -339,7 +373,8 @@ def test_load_data_dispatches_to_the_enron_builders(tmp_path):
     assert network.model == "blocks"
     assert network.row_labels == ["alice@enron.com", "bob@enron.com"]  # carol never sent: not an actor
     np.testing.assert_array_equal(network.Y, [[0, 2], [1, 0]])
-    topics = load_data(f"enron-topics:{source}", n_docs=2, n_words=50, min_tokens=1, max_df=1.0,
-                       random_state=0, cache_dir=False)
+    topics = load_data(
+        f"enron-topics:{source}", n_docs=2, n_words=50, min_tokens=1, max_df=1.0, random_state=0, cache_dir=False
+    )
     assert topics.model == "topics" and topics.shape[0] == 2
     assert set(topics.col_labels) <= {"gas", "pipeline", "power", "trading", "desk", "storage", "contract"}

@@ -8,14 +8,15 @@ power check, and the whole per-cell chain checked to keep p(y | ytil) exact
 (and to drift with the paper's misprinted lambda rate).
 """
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _checks import P_ACCEPT, chi_square_pvalue
 from numba import njit
 from scipy import stats
 
-from _checks import P_ACCEPT, chi_square_pvalue
-from lpviz.release import smallest_int_dtype
 from lpviz import methods
 from lpviz._parallel import ROWS_PER_STREAM
 from lpviz._random import new_state, seed_state, seed_stream
@@ -25,6 +26,7 @@ from lpviz.methods.naive import Naive
 from lpviz.methods.nonprivate import NonPrivate
 from lpviz.methods.private import Private, draw_noise_rates, gamma_integer_shape, sample_true_count
 from lpviz.privacy import geometric_logpmf
+from lpviz.release import smallest_int_dtype
 
 # ---------------------------------------------------------------------------
 # The registry
@@ -51,18 +53,26 @@ def test_registry_names_classes_labels_and_colours():
 
 def test_create_checks_options_against_the_registry():
     method = methods.create("private")
-    assert isinstance(method, Private) and method.settings == {"sampler": "collapsed", "sparse_step": "auto",
-                                                               "bessel_point": "mode", "noise_split": "components"}
+    assert isinstance(method, Private) and method.settings == {
+        "sampler": "collapsed",
+        "sparse_step": "auto",
+        "bessel_point": "mode",
+        "noise_split": "components",
+    }
     assert methods.create("private", sampler=None).settings["sampler"] == "collapsed"  # None: the default
     assert methods.create(method) is method and methods.create(method, sampler=None) is method
-    assert repr(method) == ("Private(sampler='collapsed', sparse_step='auto', bessel_point='mode', "
-                            "noise_split='components')") and repr(Naive()) == "Naive()"
+    assert (
+        repr(method)
+        == ("Private(sampler='collapsed', sparse_step='auto', bessel_point='mode', noise_split='components')")
+        and repr(Naive()) == "Naive()"
+    )
     assert method.display_name == "private (models the noise)"  # default options are not repeated
     assert methods.create("private", sampler="bessel").display_name == "private (models the noise), bessel sampler"
     with pytest.raises(ValueError, match="sampler must be one of 'collapsed', 'bessel'; got 'gibbs'"):
         methods.create("private", sampler="gibbs")
-    with pytest.raises(ValueError, match="sampler='bessel' applies to methods with that option \\(private\\), "
-                                         "not to method='naive'"):
+    with pytest.raises(
+        ValueError, match="sampler='bessel' applies to methods with that option \\(private\\), not to method='naive'"
+    ):
         methods.create("naive", sampler="bessel")
     with pytest.raises(ValueError, match="options go to the method's constructor"):
         methods.create(method, sampler="bessel")
@@ -143,10 +153,11 @@ def test_row_blocks_cover_the_rows_aligned_to_stream_blocks():
     for n_rows, n_cols in [(5, 3), (1000, 50_000), (100_003, 700)]:
         bounds = private.row_blocks(n_rows, n_cols)
         assert bounds[0][0] == 0 and bounds[-1][1] == n_rows
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+        assert all(a[1] == b[0] for a, b in pairwise(bounds))
         assert all(start % ROWS_PER_STREAM == 0 for start, _ in bounds)
-        assert all((stop - start) * n_cols <= max(private.BLOCK_CELLS, ROWS_PER_STREAM * n_cols)
-                   for start, stop in bounds)
+        assert all(
+            (stop - start) * n_cols <= max(private.BLOCK_CELLS, ROWS_PER_STREAM * n_cols) for start, stop in bounds
+        )
 
 
 @pytest.mark.parametrize("model", ["topics", "blocks"])
@@ -157,8 +168,13 @@ def test_the_private_sweep_by_row_blocks_gives_the_same_chain(model, rows, monke
     rng = np.random.default_rng(2)
     mean = 2.0 if rows == "dense" else 0.2
     Y_obs = rng.poisson(mean, (50, 50)) - rng.poisson(mean / 2, (50, 50))
-    assert private.Private().start(private.Private().prepare(Y_obs, np.full(50, 0.4), exclusions(
-        np.zeros(Y_obs.shape, dtype=bool))), None, None, None, None)["use_row"].all() == (rows == "sparse")
+    assert private.Private().start(
+        private.Private().prepare(Y_obs, np.full(50, 0.4), exclusions(np.zeros(Y_obs.shape, dtype=bool))),
+        None,
+        None,
+        None,
+        None,
+    )["use_row"].all() == (rows == "sparse")
     whole = Chain(Y_obs, model=model, method="private", n_components=3, alpha=0.4, random_state=3)
     whole.step(3)
     monkeypatch.setattr(private, "BLOCK_CELLS", 16 * 50)  # blocks of 16 rows
@@ -172,8 +188,9 @@ def test_the_private_sweep_by_row_blocks_gives_the_same_chain(model, rows, monke
 
 def test_private_start_draws_noise_rates_from_their_exponential_prior():
     alpha = np.repeat([0.2, 0.7], 20_000)
-    prepared = Private().prepare(np.zeros((alpha.size, 2), dtype=np.int64), alpha,
-                                 exclusions(np.zeros((alpha.size, 2), dtype=bool)))
+    prepared = Private().prepare(
+        np.zeros((alpha.size, 2), dtype=np.int64), alpha, exclusions(np.zeros((alpha.size, 2), dtype=bool))
+    )
     latent = Private(sampler="bessel").start(prepared, None, None, None, np.random.default_rng(4))
     np.testing.assert_array_equal(latent["posterior_scale"], alpha)  # lambda's posterior scale is alpha
     for value in (0.2, 0.7):
@@ -189,13 +206,18 @@ def test_private_start_draws_noise_rates_from_their_exponential_prior():
 # Steps 1-3: (y, g+, g-) | ytil, mu, lambda+, lambda-
 # ---------------------------------------------------------------------------
 
+
 def exact_true_count_joint(ytil, mu, lam_plus, lam_minus, size=80):
     """p(y, g+ | ytil) ∝ Pois(y; mu) Pois(g+; lambda+) Pois(y + g+ - ytil; lambda-)."""
     y, g_plus = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
     g_minus = y + g_plus - ytil
-    log_p = np.where(g_minus >= 0,
-                     stats.poisson.logpmf(y, mu) + stats.poisson.logpmf(g_plus, lam_plus)
-                     + stats.poisson.logpmf(np.maximum(g_minus, 0), lam_minus), -np.inf)
+    log_p = np.where(
+        g_minus >= 0,
+        stats.poisson.logpmf(y, mu)
+        + stats.poisson.logpmf(g_plus, lam_plus)
+        + stats.poisson.logpmf(np.maximum(g_minus, 0), lam_minus),
+        -np.inf,
+    )
     p = np.exp(log_p - log_p.max())
     return p / p.sum()
 
@@ -241,6 +263,7 @@ def test_true_count_is_zero_when_the_rate_is_zero():
 # ---------------------------------------------------------------------------
 # Step 4 and the whole per-cell chain: stationary at p(y | ytil, mu)
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("g", [0, 3, 40])
 def test_noise_rate_draw_is_gamma_with_scale_alpha(g):

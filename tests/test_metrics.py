@@ -9,8 +9,8 @@ import scipy.sparse as sp
 
 from lpviz.metrics import (
     SCORE_LABELS,
-    aligned_topic_distance,
     align_topics,
+    aligned_topic_distance,
     heldout_mae,
     mae,
     npmi,
@@ -21,12 +21,14 @@ from lpviz.metrics import (
 
 # 4 documents x 4 words. Document frequencies: D(0)=3, D(1)=3, D(2)=2, D(3)=1;
 # co-occurrence: D(0,1)=2, D(0,2)=1, D(1,2)=1, D(1,3)=0, D(0,3)=1, D(2,3)=1.
-Y_REF = np.array([
-    [1, 1, 0, 0],
-    [2, 0, 1, 5],
-    [0, 3, 1, 0],
-    [1, 1, 0, 0],
-])
+Y_REF = np.array(
+    [
+        [1, 1, 0, 0],
+        [2, 0, 1, 5],
+        [0, 3, 1, 0],
+        [1, 1, 0, 0],
+    ]
+)
 
 
 def test_mae_all_cells_masked_cells_and_held_out_cells():
@@ -79,8 +81,7 @@ def test_npmi_conventions_for_never_and_always_co_occurring_pairs():
     # two words in every document: +1 (0/0 otherwise)
     assert npmi([[0, 1]], np.ones((3, 2), dtype=int), top_n=2)[0] == 1.0
     # only the first top_n words of each topic count
-    assert npmi([[1, 3, 0], [0, 1, 2]], Y_REF, top_n=2).tolist() == pytest.approx(
-        [-1.0, math.log2(8 / 9)])
+    assert npmi([[1, 3, 0], [0, 1, 2]], Y_REF, top_n=2).tolist() == pytest.approx([-1.0, math.log2(8 / 9)])
 
 
 def test_umass_hand_computed_and_order_dependent():
@@ -152,11 +153,11 @@ def test_align_topics_matches_brute_force_with_extra_estimated_topics():
         phi_true = rng.dirichlet(np.ones(6), size=3)
         phi_est = rng.dirichlet(np.ones(6), size=4)
         distance = np.abs(phi_true[:, None] - phi_est[None]).sum(axis=2)
-        best = min(itertools.permutations(range(4), 3),
-                   key=lambda p: sum(distance[k, p[k]] for k in range(3)))
+        best = min(itertools.permutations(range(4), 3), key=lambda p: sum(distance[k, p[k]] for k in range(3)))
         permutation = align_topics(phi_est, phi_true)
         assert sum(distance[k, permutation[k]] for k in range(3)) == pytest.approx(
-            sum(distance[k, best[k]] for k in range(3)))
+            sum(distance[k, best[k]] for k in range(3))
+        )
 
 
 def test_align_topics_rejects_incompatible_topics():
@@ -172,6 +173,7 @@ def test_align_topics_rejects_incompatible_topics():
 # score: every number a user sees, from one function
 # ---------------------------------------------------------------------------
 
+
 def _block_posterior(heldout=None):
     """A block-model posterior of 3 actors with one saved sample: mu_ij = theta_i theta_j, i != j."""
     from lpviz import models
@@ -179,8 +181,15 @@ def _block_posterior(heldout=None):
 
     model = models.create("blocks", 1)
     zeros = np.eye(3, dtype=bool)
-    posterior = Posterior(model, "private", (3, 3), burn_in=0, thin=1,
-                          heldout=None if heldout is None else heldout & ~zeros, structural_zeros=zeros)
+    posterior = Posterior(
+        model,
+        "private",
+        (3, 3),
+        burn_in=0,
+        thin=1,
+        heldout=None if heldout is None else heldout & ~zeros,
+        structural_zeros=zeros,
+    )
     posterior.add_sample({"theta": np.array([[1.0], [2.0], [3.0]]), "pi": np.array([[1.0]])}, 1, -5.0)
     return posterior
 

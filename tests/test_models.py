@@ -9,10 +9,10 @@ test_methods.py.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _checks import P_ACCEPT, chi_square_pvalue
 from numba import njit
 from scipy import stats
 
-from _checks import P_ACCEPT, chi_square_pvalue
 from lpviz import models
 from lpviz._parallel import chunk_bounds, new_stop_flag
 from lpviz._random import seed_state, seed_stream
@@ -29,9 +29,15 @@ def make_work(shape, missing=None, seed=0, parallel=False):
     """The :class:`Work` a chain builds: ``missing`` (True = left out of the likelihood)."""
     n_rows, n_cols = shape
     n_cells = n_rows * n_cols
-    return Work(bounds=chunk_bounds(n_rows, n_cells, parallel), column_bounds=chunk_bounds(n_cols, n_cells, parallel),
-                parallel=parallel, stop=new_stop_flag(), chain_seed=seed, missing_by_row=_lists(missing, n_rows),
-                missing_by_column=_lists(None if missing is None else missing.T, n_cols))
+    return Work(
+        bounds=chunk_bounds(n_rows, n_cells, parallel),
+        column_bounds=chunk_bounds(n_cols, n_cells, parallel),
+        parallel=parallel,
+        stop=new_stop_flag(),
+        chain_seed=seed,
+        missing_by_row=_lists(missing, n_rows),
+        missing_by_column=_lists(None if missing is None else missing.T, n_cols),
+    )
 
 
 def csr(Y):
@@ -55,6 +61,7 @@ def missing_lists(missing, by="row"):
 # The registry
 # ---------------------------------------------------------------------------
 
+
 def test_registry_names_classes_and_defaults():
     assert list(models.MODELS) == ["topics", "blocks"]
     assert models.get("topics") is topics.TopicModel and models.get("blocks") is blocks.BlockModel
@@ -75,13 +82,16 @@ def test_registry_names_classes_and_defaults():
         models.register(models.Model)  # no name
 
 
-@pytest.mark.parametrize("arguments, error, match", [
-    (dict(n_components=0), ValueError, "n_components must be >= 1"),
-    (dict(n_components=1.5), TypeError, "n_components must be an integer"),
-    (dict(n_components=True), TypeError, "n_components must be an integer"),
-    (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a positive finite number"),
-    (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a positive finite number"),
-])
+@pytest.mark.parametrize(
+    "arguments, error, match",
+    [
+        (dict(n_components=0), ValueError, "n_components must be >= 1"),
+        (dict(n_components=1.5), TypeError, "n_components must be an integer"),
+        (dict(n_components=True), TypeError, "n_components must be an integer"),
+        (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a positive finite number"),
+        (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a positive finite number"),
+    ],
+)
 def test_models_check_their_parameters(arguments, error, match):
     with pytest.raises(error, match=match):
         topics.TopicModel(**arguments)
@@ -110,6 +120,7 @@ def test_model_factors_round_trip_and_public_orientation():
 # ---------------------------------------------------------------------------
 # The multinomial allocation of one cell: exact for any count, O(K)
 # ---------------------------------------------------------------------------
+
 
 @njit(cache=True)
 def _multinomial_draws(y, weights, n_draws, seed):
@@ -150,15 +161,18 @@ def multinomial_pmf_table(y, p):
 WEIGHTS = np.array([0.7, 2.0, 1.1, 0.4])
 
 
-@pytest.mark.parametrize("y, weights", [
-    (1, WEIGHTS),                          # a single token
-    (3, WEIGHTS),                          # a few tokens: one walk each
-    (4, WEIGHTS[:3]),
-    (11, WEIGHTS[:3]),                     # up to 64: binary search in cumulative weights
-    (64, WEIGHTS[:3]),
-    (65, np.array([8.0, 1.0, 0.6])),       # conditional binomials, the later ones small (Bernoulli sums)
-    (300, WEIGHTS[:3]),                    # conditional binomials from Numba's generator
-])
+@pytest.mark.parametrize(
+    "y, weights",
+    [
+        (1, WEIGHTS),  # a single token
+        (3, WEIGHTS),  # a few tokens: one walk each
+        (4, WEIGHTS[:3]),
+        (11, WEIGHTS[:3]),  # up to 64: binary search in cumulative weights
+        (64, WEIGHTS[:3]),
+        (65, np.array([8.0, 1.0, 0.6])),  # conditional binomials, the later ones small (Bernoulli sums)
+        (300, WEIGHTS[:3]),  # conditional binomials from Numba's generator
+    ],
+)
 def test_multinomial_has_the_exact_joint_law(y, weights):
     draws = _multinomial_draws(y, weights, 20_000, y)
     assert np.all(draws.sum(axis=1) == y) and draws.min() >= 0
@@ -207,6 +221,7 @@ def test_multinomial_of_huge_counts_is_exact(y):
 # ---------------------------------------------------------------------------
 # Allocation of a cell's counts to components
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("tokens,repeats", [(40_000, 1), (40, 1_000), (3, 14_000), (1, 40_000)])
 def test_topic_allocation_is_multinomial(tokens, repeats):
@@ -274,7 +289,7 @@ def test_allocation_does_not_depend_on_the_chunks(model_class):
         stats_ = model.new_stats(state, work)
         model.allocate(state, counts, stats_, work, 5)
         results.append([part if part.ndim == 2 else part.sum(axis=0) for part in stats_])
-    for single, split in zip(*results):
+    for single, split in zip(*results, strict=True):
         np.testing.assert_array_equal(single, split)
 
 
@@ -282,14 +297,20 @@ def test_allocation_does_not_depend_on_the_chunks(model_class):
 # Factor updates: rate sums over observed cells only
 # ---------------------------------------------------------------------------
 
+
 def _topic_update_draws(factor, other, counts, missing, unit, n_draws, prior):
     draws = []
     n_rows = factor.shape[0]
     bounds = chunk_bounds(n_rows, 1, False)[0]
     for it in range(n_draws):
         current = np.ones_like(factor)
-        topics._update_chunk(0, *bounds, (current, other, counts, _kernels.column_sums(other), *missing),
-                             prior, (4, it, unit, new_stop_flag()))
+        topics._update_chunk(
+            0,
+            *bounds,
+            (current, other, counts, _kernels.column_sums(other), *missing),
+            prior,
+            (4, it, unit, new_stop_flag()),
+        )
         draws.append(current)
     return np.array(draws)
 
@@ -301,14 +322,16 @@ def test_topic_theta_update_uses_observed_cells_only():
     mask = np.ones((D, V), dtype=bool)
     mask[0, [1, 3]] = False
     n_dk = np.array([[2, 0], [1, 1], [0, 5]], dtype=np.int64)
-    draws = _topic_update_draws(np.ones((D, K)), phiT, n_dk, missing_lists(~mask), topics.UNIT_THETA, 4_000,
-                                (0.5, 1.5))[:, 0]
+    draws = _topic_update_draws(
+        np.ones((D, K)), phiT, n_dk, missing_lists(~mask), topics.UNIT_THETA, 4_000, (0.5, 1.5)
+    )[:, 0]
     for k in range(K):
         rate = 1.5 + phiT[mask[0], k].sum()
         assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_dk[0, k], scale=1 / rate).cdf).pvalue > P_ACCEPT
         rate_ignoring_mask = 1.5 + phiT[:, k].sum()
-        assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_dk[0, k],
-                                                     scale=1 / rate_ignoring_mask).cdf).pvalue < P_ACCEPT
+        assert (
+            stats.kstest(draws[:, k], stats.gamma(0.5 + n_dk[0, k], scale=1 / rate_ignoring_mask).cdf).pvalue < P_ACCEPT
+        )
 
 
 def test_topic_phi_update_uses_observed_cells_only():
@@ -318,15 +341,17 @@ def test_topic_phi_update_uses_observed_cells_only():
     mask = np.ones((D, V), dtype=bool)
     mask[[0, 2], 1] = False
     n_vk = np.array([[1, 0], [3, 1], [0, 0]], dtype=np.int64)
-    draws = _topic_update_draws(np.ones((V, K)), theta, n_vk, missing_lists(~mask, by="col"), topics.UNIT_PHI,
-                                4_000, (0.5, 1.0))[:, 1]
+    draws = _topic_update_draws(
+        np.ones((V, K)), theta, n_vk, missing_lists(~mask, by="col"), topics.UNIT_PHI, 4_000, (0.5, 1.0)
+    )[:, 1]
     for k in range(K):
         rate = 1.0 + theta[mask[:, 1], k].sum()
         assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_vk[1, k], scale=1 / rate).cdf).pvalue > P_ACCEPT
         # power: the same test rejects a rate that sums over the held-out documents too
         rate_ignoring_mask = 1.0 + theta[:, k].sum()
-        assert stats.kstest(draws[:, k], stats.gamma(0.5 + n_vk[1, k],
-                                                     scale=1 / rate_ignoring_mask).cdf).pvalue < P_ACCEPT
+        assert (
+            stats.kstest(draws[:, k], stats.gamma(0.5 + n_vk[1, k], scale=1 / rate_ignoring_mask).cdf).pvalue < P_ACCEPT
+        )
 
 
 def test_topic_update_draws_theta_then_phi_given_the_new_theta():
@@ -407,8 +432,9 @@ def test_block_pi_update_uses_observed_pairs_only():
         shape = 0.4 + n_cd.ravel()[cell]
         assert stats.kstest(draws[:, cell], stats.gamma(shape, scale=1 / (2.0 + weights[cell])).cdf).pvalue > P_ACCEPT
         # power: a rate summed over the held-out pairs too
-        assert stats.kstest(draws[:, cell],
-                            stats.gamma(shape, scale=1 / (2.0 + everything[cell])).cdf).pvalue < P_ACCEPT
+        assert (
+            stats.kstest(draws[:, cell], stats.gamma(shape, scale=1 / (2.0 + everything[cell])).cdf).pvalue < P_ACCEPT
+        )
 
 
 def test_block_pair_weights_match_brute_force():
@@ -426,6 +452,7 @@ def test_block_pair_weights_match_brute_force():
 # ---------------------------------------------------------------------------
 # Log likelihoods, priors, rates, CSR
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("parallel", [False, True])
 def test_topic_count_loglik_matches_scipy_over_observed_cells(parallel):
@@ -472,11 +499,13 @@ def test_count_loglik_does_not_depend_on_the_chunks(model_class):
 def test_gamma_log_prior_matches_scipy():
     x = np.random.default_rng(8).gamma(0.1, 1.0, (7, 3)) + 1e-12
     assert _kernels.gamma_log_prior(x, 0.1, 2.0) == pytest.approx(
-        stats.gamma.logpdf(x, 0.1, scale=0.5).sum(), rel=1e-12)
+        stats.gamma.logpdf(x, 0.1, scale=0.5).sum(), rel=1e-12
+    )
     model = topics.TopicModel(3, a0=0.1, b0=2.0)
     state = (x, x[:5])
-    assert model.log_prior(state) == pytest.approx(stats.gamma.logpdf(x, 0.1, scale=0.5).sum()
-                                                   + stats.gamma.logpdf(x[:5], 0.1, scale=0.5).sum(), rel=1e-12)
+    assert model.log_prior(state) == pytest.approx(
+        stats.gamma.logpdf(x, 0.1, scale=0.5).sum() + stats.gamma.logpdf(x[:5], 0.1, scale=0.5).sum(), rel=1e-12
+    )
 
 
 def test_rates_of_both_models():

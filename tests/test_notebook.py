@@ -30,18 +30,23 @@ def _text(cell):
 def executed_tour(tmp_path_factory):
     """The tour executed in a kernel running this interpreter (once for the module)."""
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    assert not any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
+    assert not any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
         "commit the tour without outputs"
+    )
     kernels = tmp_path_factory.mktemp("jupyter")
     kernel_dir = kernels / "kernels" / "lpviz-test"
     kernel_dir.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "lpviz test", "language": "python"}
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "lpviz test",
+        "language": "python",
+    }
     (kernel_dir / "kernel.json").write_text(json.dumps(spec))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(kernels))
-        client = nbclient.NotebookClient(notebook, kernel_name="lpviz-test", timeout=600,
-                                         resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+        client = nbclient.NotebookClient(
+            notebook, kernel_name="lpviz-test", timeout=600, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+        )
         client.execute()  # raises CellExecutionError on the first failing cell
     return notebook
 
@@ -54,11 +59,19 @@ def test_tour_notebook_executes_and_shows_every_view(executed_tour):
     assert not errors
     by_source = {cell.source.strip().splitlines()[-1]: _text(cell) for cell in code}
     # Each view displays as a Panel object (a bundle with Panel's mime type), not as a repr.
-    for view in ("ControlsView(data=data)", "NoiseView(data=data)", "PrivacyView(data=data)", "FitsView(fits=fits)",
-                 "topics", "bessel_view", "blocks", "teaching"):
+    for view in (
+        "ControlsView(data=data)",
+        "NoiseView(data=data)",
+        "PrivacyView(data=data)",
+        "FitsView(fits=fits)",
+        "topics",
+        "bessel_view",
+        "blocks",
+        "teaching",
+    ):
         assert "application/vnd.holoviews_exec.v0+json" in json.dumps(
-            [o.get("data", {}) for cell in code if cell.source.strip().splitlines()[-1] == view
-             for o in cell.outputs]), view
+            [o.get("data", {}) for cell in code if cell.source.strip().splitlines()[-1] == view for o in cell.outputs]
+        ), view
     fitted = by_source["run_fits(fits)"]
     for method in METHODS:
         assert f"'{method}': ('done', 400)" in fitted
@@ -95,15 +108,17 @@ def test_the_tour_renders_offline(executed_tour, tmp_path):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(offline=True, viewport={"width": 1200, "height": 900})
-            context.route(re.compile(r"^https?://"), lambda route: (requested.append(route.request.url),
-                                                                   route.abort()))
+            context.route(re.compile(r"^https?://"), lambda route: (requested.append(route.request.url), route.abort()))
             page = context.new_page()
             errors = []
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(page_path.as_uri())
             # every view of the tour is a Bokeh document with its figures, drawn from inline resources
-            page.wait_for_function("""() => window.Bokeh && window.Bokeh.documents.reduce((n, doc) =>
-                n + [...doc.all_models].filter(m => m.type === "Figure").length, 0) >= 10""", timeout=120_000)
+            page.wait_for_function(
+                """() => window.Bokeh && window.Bokeh.documents.reduce((n, doc) =>
+                n + [...doc.all_models].filter(m => m.type === "Figure").length, 0) >= 10""",
+                timeout=120_000,
+            )
             page.screenshot(path=str(tmp_path / "tour.png"))
         finally:
             browser.close()

@@ -12,7 +12,6 @@ from scipy import stats
 from scipy.special import gammaln, logsumexp
 
 import lpviz
-from lpviz.release import smallest_int_dtype
 from lpviz import privacy
 from lpviz.privacy import (
     alpha_from,
@@ -23,6 +22,7 @@ from lpviz.privacy import (
     skellam_logpmf,
     truncate,
 )
+from lpviz.release import smallest_int_dtype
 
 ACCEPT = 1e-3  # a correct sampler with a fixed seed must give p above this
 REJECT = 1e-6  # a wrong parameter must give p below this
@@ -31,6 +31,7 @@ REJECT = 1e-6  # a wrong parameter must give p below this
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
+
 
 def chisquare_pvalue(draws, logpmf, min_expected=5.0, window=4000):
     """Chi-square GOF p-value of integer ``draws`` against ``logpmf(support)``.
@@ -82,14 +83,14 @@ def skellam_logpmf_bruteforce(k, mu1, mu2, n_terms=4000):
     if k < 0:
         return skellam_logpmf_bruteforce(-k, mu2, mu1, n_terms)
     n = np.arange(n_terms, dtype=float)
-    terms = ((n + k) * np.log(mu1) - mu1 - gammaln(n + k + 1)
-             + n * np.log(mu2) - mu2 - gammaln(n + 1))
+    terms = (n + k) * np.log(mu1) - mu1 - gammaln(n + k + 1) + n * np.log(mu2) - mu2 - gammaln(n + 1)
     return float(logsumexp(terms))
 
 
 # ---------------------------------------------------------------------------
 # privacy map
 # ---------------------------------------------------------------------------
+
 
 def test_alpha_from_is_the_theorem1_map_and_only_epsilon_over_N_matters():
     assert alpha_from(1.0) == pytest.approx(np.exp(-1.0), rel=1e-15)
@@ -116,15 +117,18 @@ def test_privacy_map_agrees_with_opendp_discrete_laplace():
         assert epsilon_from(alpha, N) == pytest.approx(measurement.map(N), rel=1e-9)
 
 
-@pytest.mark.parametrize("epsilon, N, match", [
-    (0.0, 1, "epsilon must be finite and > 0"),
-    (-1.0, 1, "epsilon must be finite and > 0"),
-    (np.nan, 1, "epsilon must be finite and > 0"),
-    ([1.0, 0.0], 1, "epsilon must be finite and > 0"),
-    (1.0, 0.5, "N must be >= 1"),
-    (1.0, 0, "N must be >= 1"),
-    (1.0, np.inf, "N must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "epsilon, N, match",
+    [
+        (0.0, 1, "epsilon must be finite and > 0"),
+        (-1.0, 1, "epsilon must be finite and > 0"),
+        (np.nan, 1, "epsilon must be finite and > 0"),
+        ([1.0, 0.0], 1, "epsilon must be finite and > 0"),
+        (1.0, 0.5, "N must be >= 1"),
+        (1.0, 0, "N must be >= 1"),
+        (1.0, np.inf, "N must be >= 1"),
+    ],
+)
 def test_alpha_from_rejects_bad_privacy_levels(epsilon, N, match):
     with pytest.raises(ValueError, match=match):
         alpha_from(epsilon, N)
@@ -144,6 +148,7 @@ def test_N_must_be_a_number():
 # ---------------------------------------------------------------------------
 # the fast sampler's law
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("alpha", [0.3, 0.85])
 def test_fast_noise_is_two_sided_geometric(alpha):
@@ -181,8 +186,10 @@ def test_empirical_log_ratio_slope_is_minus_epsilon_over_N():
 def test_neighbouring_inputs_are_epsilon_indistinguishable():
     """Outputs for y and y + N: the histograms' log ratio stays within epsilon."""
     epsilon, N, y, n = 1.0, 3, 5, 400_000
-    out_y, out_yN, out_y2N = (privatize(np.full((1, n), count), epsilon=epsilon, N=N, random_state=seed).Y_obs[0]
-                              for count, seed in ((y, 5), (y + N, 6), (y + 2 * N, 7)))
+    out_y, out_yN, out_y2N = (
+        privatize(np.full((1, n), count), epsilon=epsilon, N=N, random_state=seed).Y_obs[0]
+        for count, seed in ((y, 5), (y + N, 6), (y + 2 * N, 7))
+    )
     lo = min(out_y.min(), out_yN.min(), out_y2N.min())
     H_y, H_yN, H_y2N = (np.bincount(o - lo) for o in (out_y, out_yN, out_y2N))
     size = max(H_y.size, H_yN.size, H_y2N.size)
@@ -204,6 +211,7 @@ def test_neighbouring_inputs_are_epsilon_indistinguishable():
 # ---------------------------------------------------------------------------
 # Theorem 2: exponentially randomized Skellam noise is two-sided geometric
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("alpha", [0.4, 0.8])
 def test_theorem2_exponential_skellam_mixture_is_two_sided_geometric(alpha):
@@ -240,6 +248,7 @@ def test_theorem2_holds_exactly_for_skellam_logpmf():
 # ---------------------------------------------------------------------------
 # heterogeneous noise
 # ---------------------------------------------------------------------------
+
 
 def test_per_row_alpha_gives_each_row_its_own_law(monkeypatch):
     # small blocks so rows of one alpha span several blocks of the fast sampler
@@ -283,13 +292,16 @@ def test_heterogeneous_alpha_is_beta_around_alpha0():
         privatize(np.ones((1000, 2), dtype=int), alpha=tiny, random_state=0)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(n_rows=0, alpha0=0.5), ValueError, "n_rows must be >= 1"),
-    (dict(n_rows=2.5, alpha0=0.5), TypeError, "n_rows must be an integer"),
-    (dict(n_rows=3, alpha0=1.0), ValueError, "alpha must lie strictly between 0 and 1"),
-    (dict(n_rows=3, alpha0=[0.2, 0.3]), TypeError, "alpha0 must be one number"),
-    (dict(n_rows=3, alpha0=0.5, concentration=0), ValueError, "concentration must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(n_rows=0, alpha0=0.5), ValueError, "n_rows must be >= 1"),
+        (dict(n_rows=2.5, alpha0=0.5), TypeError, "n_rows must be an integer"),
+        (dict(n_rows=3, alpha0=1.0), ValueError, "alpha must lie strictly between 0 and 1"),
+        (dict(n_rows=3, alpha0=[0.2, 0.3]), TypeError, "alpha0 must be one number"),
+        (dict(n_rows=3, alpha0=0.5, concentration=0), ValueError, "concentration must be"),
+    ],
+)
 def test_heterogeneous_alpha_rejects_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         heterogeneous_alpha(**kwargs)
@@ -300,6 +312,7 @@ def test_heterogeneous_alpha_rejects_bad_arguments(kwargs, error, match):
 # ---------------------------------------------------------------------------
 # OpenDP's secure generator cannot be seeded: these draws differ run to run,
 # so the thresholds leave a false-failure chance below 1e-6 per test.
+
 
 def test_exact_sampler_has_the_two_sided_geometric_law(monkeypatch):
     monkeypatch.setattr(privacy, "_EXACT_CELLS_PER_CALL", 30_000)  # several batches
@@ -340,6 +353,7 @@ def test_exact_sampler_refuses_a_seed():
 # privatize: inputs, outputs, errors
 # ---------------------------------------------------------------------------
 
+
 def test_privatize_is_reproducible_and_leaves_input_alone():
     Y = np.random.default_rng(15).poisson(4.0, size=(6, 15))
     before = Y.copy()
@@ -350,8 +364,9 @@ def test_privatize_is_reproducible_and_leaves_input_alone():
     assert not np.array_equal(a, privatize(Y, epsilon=1.0, random_state=17).Y_obs)
     # a Generator is accepted and advanced
     rng = np.random.default_rng(18)
-    assert not np.array_equal(privatize(Y, epsilon=1.0, random_state=rng).Y_obs,
-                              privatize(Y, epsilon=1.0, random_state=rng).Y_obs)
+    assert not np.array_equal(
+        privatize(Y, epsilon=1.0, random_state=rng).Y_obs, privatize(Y, epsilon=1.0, random_state=rng).Y_obs
+    )
     # integral floats, lists, unsigned ints and sparse matrices are counts too
     for same in (Y.astype(float), Y.astype(np.uint16), Y.tolist(), sp.csr_matrix(Y)):
         np.testing.assert_array_equal(a, privatize(same, epsilon=1.0, random_state=16).Y_obs)
@@ -367,28 +382,31 @@ def test_top_level_names_are_the_privacy_functions():
     assert lpviz.heterogeneous_alpha is heterogeneous_alpha
 
 
-@pytest.mark.parametrize("Y, kwargs, error, match", [
-    ([[1, -2], [3, 4]], dict(epsilon=1.0), ValueError, "1 negative entries"),
-    ([1.0, 2.5], dict(epsilon=1.0), ValueError, "non-integer entries"),
-    ([1.0, np.nan], dict(epsilon=1.0), ValueError, "NaN or infinite"),
-    ([1.0, np.inf], dict(epsilon=1.0), ValueError, "NaN or infinite"),
-    (sp.csr_matrix(np.array([[0, 1.5]])), dict(epsilon=1.0), ValueError, "non-integer entries"),
-    ([True, False], dict(epsilon=1.0), TypeError, "boolean"),
-    (["1", "2"], dict(epsilon=1.0), TypeError, "must hold integer counts"),
-    (np.zeros((0, 3), dtype=int), dict(epsilon=1.0), ValueError, "Y is empty"),
-    (5, dict(epsilon=1.0), ValueError, "Y is a scalar"),
-    ([1, 2], dict(epsilon=1.0), ValueError, "2-D count matrix"),
-    (np.ones((2, 3, 4), dtype=int), dict(epsilon=1.0), ValueError, "2-D count matrix"),
-    ([[1, 2]], dict(), ValueError, "give the privacy level"),
-    ([[1, 2]], dict(epsilon=1.0, alpha=0.5), ValueError, "not both"),
-    ([[1, 2]], dict(alpha=0.5, N=2), ValueError, "leave N at 1"),
-    ([[1, 2]], dict(epsilon=0.0), ValueError, "epsilon must be finite and > 0"),
-    ([[1, 2]], dict(epsilon=1.0, N=0), ValueError, "N must be >= 1"),
-    ([[1, 2]], dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
-    ([[1, 2], [3, 4]], dict(alpha=[0.5, 0.5, 0.5]), ValueError, "Y has 2 rows"),
-    ([[1, 2], [3, 4]], dict(epsilon=[1.0, 2.0, 3.0]), ValueError, "Y has 2 rows"),
-    ([[1, 2]], dict(epsilon=1.0, exact="yes"), TypeError, "exact must be True, False or None"),
-])
+@pytest.mark.parametrize(
+    "Y, kwargs, error, match",
+    [
+        ([[1, -2], [3, 4]], dict(epsilon=1.0), ValueError, "1 negative entries"),
+        ([1.0, 2.5], dict(epsilon=1.0), ValueError, "non-integer entries"),
+        ([1.0, np.nan], dict(epsilon=1.0), ValueError, "NaN or infinite"),
+        ([1.0, np.inf], dict(epsilon=1.0), ValueError, "NaN or infinite"),
+        (sp.csr_matrix(np.array([[0, 1.5]])), dict(epsilon=1.0), ValueError, "non-integer entries"),
+        ([True, False], dict(epsilon=1.0), TypeError, "boolean"),
+        (["1", "2"], dict(epsilon=1.0), TypeError, "must hold integer counts"),
+        (np.zeros((0, 3), dtype=int), dict(epsilon=1.0), ValueError, "Y is empty"),
+        (5, dict(epsilon=1.0), ValueError, "Y is a scalar"),
+        ([1, 2], dict(epsilon=1.0), ValueError, "2-D count matrix"),
+        (np.ones((2, 3, 4), dtype=int), dict(epsilon=1.0), ValueError, "2-D count matrix"),
+        ([[1, 2]], dict(), ValueError, "give the privacy level"),
+        ([[1, 2]], dict(epsilon=1.0, alpha=0.5), ValueError, "not both"),
+        ([[1, 2]], dict(alpha=0.5, N=2), ValueError, "leave N at 1"),
+        ([[1, 2]], dict(epsilon=0.0), ValueError, "epsilon must be finite and > 0"),
+        ([[1, 2]], dict(epsilon=1.0, N=0), ValueError, "N must be >= 1"),
+        ([[1, 2]], dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
+        ([[1, 2], [3, 4]], dict(alpha=[0.5, 0.5, 0.5]), ValueError, "Y has 2 rows"),
+        ([[1, 2], [3, 4]], dict(epsilon=[1.0, 2.0, 3.0]), ValueError, "Y has 2 rows"),
+        ([[1, 2]], dict(epsilon=1.0, exact="yes"), TypeError, "exact must be True, False or None"),
+    ],
+)
 def test_privatize_rejects_bad_input_with_a_clear_message(Y, kwargs, error, match):
     with pytest.raises(error, match=match):
         privatize(Y, **kwargs)
@@ -416,6 +434,7 @@ def test_truncate_is_what_the_naive_method_sees():
 # log pmfs far in the tails
 # ---------------------------------------------------------------------------
 
+
 def test_geometric_logpmf_normalised_and_finite_in_the_tails():
     for alpha in (0.05, 0.5, 0.999):
         tau = np.arange(-200_000, 200_001)
@@ -425,20 +444,22 @@ def test_geometric_logpmf_normalised_and_finite_in_the_tails():
     far = geometric_logpmf(10**9, 0.5)
     assert np.isfinite(far)
     assert far == pytest.approx(np.log(1 / 3) + 1e9 * np.log(0.5), rel=1e-12)
-    np.testing.assert_allclose(geometric_logpmf([-3, 3], [0.2, 0.2]),
-                               np.log((0.8 / 1.2) * 0.2 ** 3), rtol=1e-12)
+    np.testing.assert_allclose(geometric_logpmf([-3, 3], [0.2, 0.2]), np.log((0.8 / 1.2) * 0.2**3), rtol=1e-12)
 
 
-@pytest.mark.parametrize("k, mu1, mu2", [
-    (200, 1.0, 1.0),       # scipy.stats.skellam gives -inf here
-    (-200, 1.0, 1.0),
-    (0, 1.0, 1.0),
-    (3, 2.5, 0.7),
-    (-40, 0.3, 30.0),
-    (500, 400.0, 2.0),
-    (1000, 0.01, 0.02),
-    (7, 1e-6, 50.0),
-])
+@pytest.mark.parametrize(
+    "k, mu1, mu2",
+    [
+        (200, 1.0, 1.0),  # scipy.stats.skellam gives -inf here
+        (-200, 1.0, 1.0),
+        (0, 1.0, 1.0),
+        (3, 2.5, 0.7),
+        (-40, 0.3, 30.0),
+        (500, 400.0, 2.0),
+        (1000, 0.01, 0.02),
+        (7, 1e-6, 50.0),
+    ],
+)
 def test_skellam_logpmf_matches_the_poisson_convolution(k, mu1, mu2):
     got = skellam_logpmf(k, mu1, mu2)
     assert np.isfinite(got)
@@ -451,8 +472,7 @@ def test_skellam_logpmf_normalised_broadcast_and_one_sided():
         assert logsumexp(skellam_logpmf(k, mu1, mu2)) == pytest.approx(0.0, abs=1e-9)
         # agrees with scipy where scipy is accurate
         mid = np.arange(-10, 11)
-        np.testing.assert_allclose(skellam_logpmf(mid, mu1, mu2),
-                                   stats.skellam.logpmf(mid, mu1, mu2), rtol=1e-7)
+        np.testing.assert_allclose(skellam_logpmf(mid, mu1, mu2), stats.skellam.logpmf(mid, mu1, mu2), rtol=1e-7)
     out = skellam_logpmf(np.array([[0], [3]]), np.array([1.0, 2.0]), 0.5)
     assert out.shape == (2, 2)
     # one rate zero: a Poisson law on one side

@@ -7,8 +7,8 @@ from scipy import stats
 
 from lpviz._random import new_state, next_u64, seed_state, seed_stream, uniform
 
-P_ACCEPT = 1e-3   # a correct generator passes at this level (fixed seeds)
-P_POWER = 1e-6    # the same test must reject a slightly wrong one this hard
+P_ACCEPT = 1e-3  # a correct generator passes at this level (fixed seeds)
+P_POWER = 1e-6  # the same test must reject a slightly wrong one this hard
 
 
 @njit
@@ -86,10 +86,10 @@ def test_uniforms_are_uniform_and_the_test_has_power():
     assert _uniformity_pvalue(u) > P_ACCEPT
     assert stats.kstest(u, "uniform").pvalue > P_ACCEPT
     # power: the same tests reject a 0.5% tilt in the density
-    tilted = u ** 1.005
+    tilted = u**1.005
     assert _uniformity_pvalue(tilted) < P_POWER or stats.kstest(tilted, "uniform").pvalue < P_POWER
     # multiples of 2^-53: the top 53 bits of the word
-    assert np.all(u * 2.0 ** 53 == np.floor(u * 2.0 ** 53))
+    assert np.all(u * 2.0**53 == np.floor(u * 2.0**53))
 
 
 def test_low_bits_and_pairs_are_uniform():
@@ -98,8 +98,7 @@ def test_low_bits_and_pairs_are_uniform():
     assert stats.chisquare(np.bincount(low, minlength=256)).pvalue > P_ACCEPT
     # successive uniforms are independent: a 32 x 32 grid of pairs
     u = _uniforms(new_state(5, 1, 0), 2_000_000)
-    cells = (np.minimum((u[0::2] * 32).astype(np.int64), 31) * 32
-             + np.minimum((u[1::2] * 32).astype(np.int64), 31))
+    cells = np.minimum((u[0::2] * 32).astype(np.int64), 31) * 32 + np.minimum((u[1::2] * 32).astype(np.int64), 31)
     assert stats.chisquare(np.bincount(cells, minlength=1024)).pvalue > P_ACCEPT
 
 

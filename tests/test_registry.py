@@ -29,6 +29,7 @@ P_ACCEPT = 1e-3
 # A toy method: no counts at all
 # ---------------------------------------------------------------------------
 
+
 class ZeroCounts(FixedCountsMethod):
     """Allocates nothing: the factors are drawn given an all-zero matrix."""
 
@@ -44,6 +45,7 @@ class ZeroCounts(FixedCountsMethod):
 # ---------------------------------------------------------------------------
 # A toy model: one gamma-distributed rate per cell, in NumPy
 # ---------------------------------------------------------------------------
+
 
 def _cells(lists, shape):
     """Boolean matrix of the cells in (indptr, indices) row lists."""
@@ -108,6 +110,7 @@ class CellRates(Model):
 # Registering them here, and only for the tests that use them
 # ---------------------------------------------------------------------------
 
+
 def _registered(registry, register, cls):
     before = dict(registry)
     register(cls)
@@ -132,8 +135,7 @@ def toy_model():
 def _choices(parser, command, option):
     """The choices of ``option`` of subcommand ``command``, as the CLI offers them."""
     subcommands = next(action for action in parser._actions if action.dest == "command")
-    return next(action for action in subcommands.choices[command]._actions
-                if option in action.option_strings).choices
+    return next(action for action in subcommands.choices[command]._actions if option in action.option_strings).choices
 
 
 def test_the_toys_are_not_registered_unless_a_test_asks():
@@ -144,6 +146,7 @@ def test_the_toys_are_not_registered_unless_a_test_asks():
 # ---------------------------------------------------------------------------
 # The toy method
 # ---------------------------------------------------------------------------
+
 
 def test_a_registered_method_runs_through_fit(toy_method):
     rng = np.random.default_rng(0)
@@ -168,8 +171,27 @@ def test_a_registered_method_runs_through_fit(toy_method):
 def test_a_registered_method_is_a_cli_choice_and_runs_there(toy_method, tmp_path, capsys):
     assert "zeros" in _choices(build_parser(), "fit", "--method")
     out = tmp_path / "run"
-    assert main(["fit", "--data", "synthetic-topics", "--method", "all", "--iterations", "12", "--thin", "2",
-                 "--seed", "0", "--output", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                "synthetic-topics",
+                "--method",
+                "all",
+                "--iterations",
+                "12",
+                "--thin",
+                "2",
+                "--seed",
+                "0",
+                "--output",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert list(summary["methods"]) == ["private", "naive", "nonprivate", "zeros"]
     assert summary["labels"]["zeros"] == "zeros (ignores the data)"
@@ -182,18 +204,29 @@ def test_a_registered_method_is_a_cli_choice_and_runs_there(toy_method, tmp_path
 # The toy model
 # ---------------------------------------------------------------------------
 
+
 def test_a_registered_model_runs_through_fit_with_its_exact_conditional(toy_model):
     Y = np.array([[0, 3, 7], [1, 0, 12]])
     heldout = np.zeros(Y.shape, dtype=bool)
     heldout[1, 2] = True
     release = Release(Y_obs=Y, alpha=0.3, heldout=heldout)
-    posterior = lpviz.fit(release, model="cell-rates", method="nonprivate", truth=Truth(Y), n_components=1,
-                          a0=0.5, b0=2.0, n_iter=3000, burn_in=0, thin=1, random_state=3)
+    posterior = lpviz.fit(
+        release,
+        model="cell-rates",
+        method="nonprivate",
+        truth=Truth(Y),
+        n_components=1,
+        a0=0.5,
+        b0=2.0,
+        n_iter=3000,
+        burn_in=0,
+        thin=1,
+        random_state=3,
+    )
     assert (posterior.model, posterior.shape, posterior.n_saved) == ("cell-rates", (2, 3), 3000)
     draws = np.array([sample["rate"] for sample in posterior.samples])
     # each draw is exact: rate_dv | y ~ Gamma(a0 + y, b0 + 1) observed, the prior Gamma(a0, b0) held out
-    for (d, v), shape, rate, wrong_rate in [((0, 2), 7.5, 3.0, 2.0), ((0, 0), 0.5, 3.0, 2.0),
-                                            ((1, 2), 0.5, 2.0, 3.0)]:
+    for (d, v), shape, rate, wrong_rate in [((0, 2), 7.5, 3.0, 2.0), ((0, 0), 0.5, 3.0, 2.0), ((1, 2), 0.5, 2.0, 3.0)]:
         assert stats.kstest(draws[:, d, v], stats.gamma(shape, scale=1 / rate).cdf).pvalue > P_ACCEPT
         # power: the conditional of a cell whose held-out status is swapped
         assert stats.kstest(draws[:, d, v], stats.gamma(shape, scale=1 / wrong_rate).cdf).pvalue < P_ACCEPT
@@ -206,20 +239,52 @@ def test_a_registered_model_runs_through_fit_with_its_exact_conditional(toy_mode
 def test_a_registered_model_runs_under_the_private_method_and_the_cli(toy_model, tmp_path, capsys):
     rng = np.random.default_rng(4)
     Y_obs = rng.poisson(4.0, (6, 5)) - rng.poisson(1.0, (6, 5))
-    posterior = lpviz.fit(Release(Y_obs=Y_obs, alpha=0.4), model="cell-rates", n_components=1, n_iter=30,
-                          thin=5, random_state=5)
+    posterior = lpviz.fit(
+        Release(Y_obs=Y_obs, alpha=0.4), model="cell-rates", n_components=1, n_iter=30, thin=5, random_state=5
+    )
     assert posterior.method == "private" and np.all(posterior.mu_hat > 0)
     assert "cell-rates" in _choices(build_parser(), "fit", "--model")
-    assert main(["fit", "--data", "synthetic-topics", "--model", "cell-rates", "--components", "1",
-                 "--method", "naive", "--iterations", "12", "--thin", "2", "--seed", "0", "--json"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                "synthetic-topics",
+                "--model",
+                "cell-rates",
+                "--components",
+                "1",
+                "--method",
+                "naive",
+                "--iterations",
+                "12",
+                "--thin",
+                "2",
+                "--seed",
+                "0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["model"] == "cell-rates" and summary["methods"]["naive"]["mae"] > 0
 
 
 def test_a_method_and_a_model_registered_together(toy_method, toy_model):
     release = Release(Y_obs=np.full((3, 3), 5), alpha=0.5)
-    posterior = lpviz.fit(release, model="cell-rates", method="zeros", n_components=1, a0=1.0, b0=1.0,
-                          n_iter=2000, burn_in=0, thin=1, random_state=6)
+    posterior = lpviz.fit(
+        release,
+        model="cell-rates",
+        method="zeros",
+        n_components=1,
+        a0=1.0,
+        b0=1.0,
+        n_iter=2000,
+        burn_in=0,
+        thin=1,
+        random_state=6,
+    )
     # no counts: every cell's rate is Gamma(a0, b0 + 1)
     draws = np.array([sample["rate"][1, 1] for sample in posterior.samples])
     assert stats.kstest(draws, stats.gamma(1.0, scale=1 / 2.0).cdf).pvalue > P_ACCEPT

@@ -28,28 +28,36 @@ def release(**fields):
 # Validation
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fields, error, match", [
-    (dict(Y_obs=np.arange(4)), ValueError, r"2-D matrix of noised counts, got shape \(4,\)"),
-    (dict(Y_obs=np.ones((2, 2, 2), dtype=int)), ValueError, "2-D matrix"),
-    (dict(Y_obs=np.zeros((0, 4), dtype=int)), ValueError, r"empty \(shape \(0, 4\)\)"),
-    (dict(Y_obs=Y + 0.5), TypeError, "integer counts, got dtype float64"),
-    (dict(Y_obs=Y.astype(float)), TypeError, "integer counts"),
-    (dict(Y_obs=Y > 0), TypeError, "integer counts, got dtype bool"),
-    (dict(kind="graph"), ValueError, "kind must be one of 'documents', 'network'; got 'graph'"),
-    (dict(kind="network"), ValueError, r"network release must be square.*\(3, 4\)"),
-    (dict(alpha=[0.5, 0.5]), ValueError, r"one value per row \(3\), got shape \(2,\)"),
-    (dict(alpha=np.full((3, 1), 0.5)), ValueError, r"one value per row \(3\), got shape \(3, 1\)"),
-    (dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
-    (dict(alpha=[0.5, 0.0, 0.5]), ValueError, "strictly between 0 and 1"),
-    (dict(alpha="half"), TypeError, r"alpha must be a number in \(0, 1\)"),
-    (dict(heldout=np.ones((3, 4), dtype=int)), TypeError, "heldout must be a boolean array"),
-    (dict(heldout=np.ones((4, 3), dtype=bool)), ValueError, r"heldout has shape \(4, 3\) but Y_obs has shape \(3, 4\)"),
-    (dict(heldout=np.ones((3, 4), dtype=bool)), ValueError, "leave no cell to fit"),
-    (dict(structural_zeros=np.eye(3, dtype=bool)), ValueError, "structural_zeros has shape"),
-    (dict(structural_zeros=np.ones((3, 4))), TypeError, "structural_zeros must be a boolean array"),
-    (dict(row_labels=["a", "b"]), ValueError, "row_labels has 2 labels but the matrix has 3"),
-    (dict(col_labels=list("abcde")), ValueError, "col_labels has 5 labels but the matrix has 4"),
-])
+
+@pytest.mark.parametrize(
+    "fields, error, match",
+    [
+        (dict(Y_obs=np.arange(4)), ValueError, r"2-D matrix of noised counts, got shape \(4,\)"),
+        (dict(Y_obs=np.ones((2, 2, 2), dtype=int)), ValueError, "2-D matrix"),
+        (dict(Y_obs=np.zeros((0, 4), dtype=int)), ValueError, r"empty \(shape \(0, 4\)\)"),
+        (dict(Y_obs=Y + 0.5), TypeError, "integer counts, got dtype float64"),
+        (dict(Y_obs=Y.astype(float)), TypeError, "integer counts"),
+        (dict(Y_obs=Y > 0), TypeError, "integer counts, got dtype bool"),
+        (dict(kind="graph"), ValueError, "kind must be one of 'documents', 'network'; got 'graph'"),
+        (dict(kind="network"), ValueError, r"network release must be square.*\(3, 4\)"),
+        (dict(alpha=[0.5, 0.5]), ValueError, r"one value per row \(3\), got shape \(2,\)"),
+        (dict(alpha=np.full((3, 1), 0.5)), ValueError, r"one value per row \(3\), got shape \(3, 1\)"),
+        (dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
+        (dict(alpha=[0.5, 0.0, 0.5]), ValueError, "strictly between 0 and 1"),
+        (dict(alpha="half"), TypeError, r"alpha must be a number in \(0, 1\)"),
+        (dict(heldout=np.ones((3, 4), dtype=int)), TypeError, "heldout must be a boolean array"),
+        (
+            dict(heldout=np.ones((4, 3), dtype=bool)),
+            ValueError,
+            r"heldout has shape \(4, 3\) but Y_obs has shape \(3, 4\)",
+        ),
+        (dict(heldout=np.ones((3, 4), dtype=bool)), ValueError, "leave no cell to fit"),
+        (dict(structural_zeros=np.eye(3, dtype=bool)), ValueError, "structural_zeros has shape"),
+        (dict(structural_zeros=np.ones((3, 4))), TypeError, "structural_zeros must be a boolean array"),
+        (dict(row_labels=["a", "b"]), ValueError, "row_labels has 2 labels but the matrix has 3"),
+        (dict(col_labels=list("abcde")), ValueError, "col_labels has 5 labels but the matrix has 4"),
+    ],
+)
 def test_bad_releases_are_refused_with_a_clear_message(fields, error, match):
     with pytest.raises(error, match=match):
         release(**fields)
@@ -119,14 +127,26 @@ def test_truth_checks_and_copies_the_counts():
 # The .npz schema
 # ---------------------------------------------------------------------------
 
+
 def test_save_and_load_round_trip_every_field(tmp_path):
     heldout = np.zeros(NETWORK.shape, dtype=bool)
     heldout[1, 2] = True
     zeros = np.eye(3, dtype=bool)
     zeros[2, 0] = True
-    original = Release(Y_obs=NETWORK - 2, alpha=np.array([0.1, 0.5, 0.9]), epsilon=None, N=None, kind="network",
-                       heldout=heldout, structural_zeros=zeros, row_labels=["ann", "bob", "cy"],
-                       col_labels=["x", "y", "z"], simulated=True, noise_seed=12345678901, name="mail")
+    original = Release(
+        Y_obs=NETWORK - 2,
+        alpha=np.array([0.1, 0.5, 0.9]),
+        epsilon=None,
+        N=None,
+        kind="network",
+        heldout=heldout,
+        structural_zeros=zeros,
+        row_labels=["ann", "bob", "cy"],
+        col_labels=["x", "y", "z"],
+        simulated=True,
+        noise_seed=12345678901,
+        name="mail",
+    )
     path = original.save(tmp_path / "release.npz")
     loaded = Release.load(path)
     np.testing.assert_array_equal(loaded.Y_obs, original.Y_obs)
@@ -136,14 +156,25 @@ def test_save_and_load_round_trip_every_field(tmp_path):
     np.testing.assert_array_equal(loaded.structural_zeros, zeros)
     assert (loaded.kind, loaded.row_labels, loaded.col_labels) == ("network", ("ann", "bob", "cy"), ("x", "y", "z"))
     assert (loaded.epsilon, loaded.N, loaded.simulated, loaded.noise_seed, loaded.name) == (
-        None, None, True, 12345678901, "mail")
+        None,
+        None,
+        True,
+        12345678901,
+        "mail",
+    )
 
     # scalar alpha with epsilon and N, no optional fields
     plain = Release(Y_obs=Y, alpha=alpha_from(2.0, 4.0), epsilon=2.0, N=4.0)
     again = Release.load(plain.save(tmp_path / "plain.npz"))
     assert isinstance(again.alpha, float) and again.alpha == plain.alpha
     assert (again.epsilon, again.N, again.kind, again.simulated, again.noise_seed, again.name) == (
-        2.0, 4.0, "documents", False, None, "")
+        2.0,
+        4.0,
+        "documents",
+        False,
+        None,
+        "",
+    )
     assert again.heldout is None and again.structural_zeros is None and again.row_labels is None
     with np.load(tmp_path / "plain.npz", allow_pickle=False) as archive:
         assert str(archive["format"]) == RELEASE_FORMAT
@@ -194,6 +225,7 @@ def test_load_errors_are_clear_value_errors(tmp_path):
 # privatize: which sampler, what the release records
 # ---------------------------------------------------------------------------
 
+
 def test_privatize_uses_the_exact_sampler_unless_seeded(monkeypatch):
     calls = []
     exact_sampler = privacy._geometric_noise_exact
@@ -228,8 +260,16 @@ def test_a_seeded_privatize_is_a_reproducible_simulation(monkeypatch):
 def test_privatize_passes_the_public_fields_into_the_release():
     heldout = np.zeros(Y.shape, dtype=bool)
     heldout[2, 3] = True
-    r = privatize(Y, epsilon=2.0, N=3.0, heldout=heldout, row_labels=["a", "b", "c"], col_labels=list("wxyz"),
-                  name="toy", random_state=0)
+    r = privatize(
+        Y,
+        epsilon=2.0,
+        N=3.0,
+        heldout=heldout,
+        row_labels=["a", "b", "c"],
+        col_labels=list("wxyz"),
+        name="toy",
+        random_state=0,
+    )
     assert (r.epsilon, r.N, r.alpha) == (2.0, 3.0, pytest.approx(np.exp(-2.0 / 3.0)))
     np.testing.assert_array_equal(r.heldout, heldout)
     assert r.row_labels == ("a", "b", "c") and r.col_labels == tuple("wxyz") and r.name == "toy"
@@ -263,21 +303,26 @@ def test_release_fields_are_checked_before_any_noise_is_drawn(monkeypatch):
 
     monkeypatch.setattr(privacy, "_geometric_noise_exact", no_noise)
     monkeypatch.setattr(privacy, "_geometric_noise_fast", no_noise)
-    for fields, match in [(dict(kind="graph"), "kind must be one of"),
-                          (dict(row_labels=["a"]), "row_labels has 1 labels"),
-                          (dict(heldout=np.ones((2, 2), dtype=bool)), "heldout has shape"),
-                          (dict(structural_zeros=np.ones(Y.shape)), "structural_zeros must be a boolean")]:
+    for fields, match in [
+        (dict(kind="graph"), "kind must be one of"),
+        (dict(row_labels=["a"]), "row_labels has 1 labels"),
+        (dict(heldout=np.ones((2, 2), dtype=bool)), "heldout has shape"),
+        (dict(structural_zeros=np.ones(Y.shape)), "structural_zeros must be a boolean"),
+    ]:
         for seed in (None, 0):
             with pytest.raises((ValueError, TypeError), match=match):
                 privatize(Y, alpha=0.5, random_state=seed, **fields)
 
 
-@pytest.mark.parametrize("epsilon, N, match", [
-    (800.0, 1, "so large that alpha = exp\\(-epsilon/N\\) underflows to 0"),
-    (1e5, 10, "underflows to 0"),
-    (1e-17, 1, "so small that alpha = exp\\(-epsilon/N\\) rounds to 1"),
-    (1.0, 1e17, "rounds to 1"),
-])
+@pytest.mark.parametrize(
+    "epsilon, N, match",
+    [
+        (800.0, 1, "so large that alpha = exp\\(-epsilon/N\\) underflows to 0"),
+        (1e5, 10, "underflows to 0"),
+        (1e-17, 1, "so small that alpha = exp\\(-epsilon/N\\) rounds to 1"),
+        (1.0, 1e17, "rounds to 1"),
+    ],
+)
 def test_privacy_levels_that_are_no_noise_or_all_noise_are_refused(epsilon, N, match):
     with pytest.raises(ValueError, match=match):
         alpha_from(epsilon, N)

@@ -16,8 +16,15 @@ from lpviz.cli import main
 from lpviz.reproduce import get, outputs, reproduce
 from lpviz.reproduce.base import NotAvailableError
 from lpviz.reproduce.chains import chain_task
-from lpviz.reproduce.grid import (ResultStore, StaleResultError, Task, format_duration, projected_seconds,
-                                  run_tasks, seed_for)
+from lpviz.reproduce.grid import (
+    ResultStore,
+    StaleResultError,
+    Task,
+    format_duration,
+    projected_seconds,
+    run_tasks,
+    seed_for,
+)
 from lpviz.reproduce.report import NOT_REPRODUCED, PARTLY, REPRODUCED
 
 VERDICTS = {REPRODUCED, PARTLY, NOT_REPRODUCED}
@@ -68,14 +75,28 @@ def _assert_same_results(left, right):
 
 def _claims(report):
     text = Path(report).read_text()
-    table = text[text.index("## Claims"):text.index("How each verdict")]
+    table = text[text.index("## Claims") : text.index("How each verdict")]
     return [line.split("|")[-2].strip() for line in table.splitlines() if line.startswith("| ")][1:]
 
 
 def test_fig1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_fig1, tmp_path, capsys):
     # through the CLI, on the module's cluster by its address
-    assert main(["reproduce", "fig1", "--preset", "tiny", "--scheduler", client.scheduler.address,
-                 "--output", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "fig1",
+                "--preset",
+                "tiny",
+                "--scheduler",
+                client.scheduler.address,
+                "--output",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     folder = tmp_path / "fig1"
     report = folder / "report.md"
@@ -105,8 +126,14 @@ def test_fig1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, seri
         html = page.read_text()
         assert "Bokeh" in html and "cdn.bokeh.org" not in html  # resources inline: works offline
     text = report.read_text()
-    for heading in ("## Claims", "## Convergence diagnostics", "## Wall-clock per task", "## Scale",
-                    "## Settings and seeds", "## Versions"):
+    for heading in (
+        "## Claims",
+        "## Convergence diagnostics",
+        "## Wall-clock per task",
+        "## Scale",
+        "## Settings and seeds",
+        "## Versions",
+    ):
         assert heading in text
     assert f"Dask cluster at {client.scheduler.address}, 2 worker(s) x ? kernel thread(s): ran 14 task(s)" in text
     assert reproduce_package.finished(tmp_path) == ["fig1"]
@@ -268,6 +295,7 @@ def test_quick_preset_reproduces_every_claim(name, tmp_path):
 # table1 and vips: the tiny presets end to end, the perplexity protocol, the accountant claim
 # ---------------------------------------------------------------------------
 
+
 def _close_results(left, right, rtol):
     """Like _assert_same_results, floats to ``rtol`` (a CAVI fit's column sums may be added in another
     order on another thread count)."""
@@ -304,8 +332,22 @@ def test_table1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, se
 
     from lpviz.reproduce.table1 import GROUPS, MAE_TOLERANCE, ROWS
 
-    assert main(["reproduce", "table1", "--preset", "tiny", "--scheduler", client.scheduler.address,
-                 "--output", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "table1",
+                "--preset",
+                "tiny",
+                "--scheduler",
+                client.scheduler.address,
+                "--output",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "## Claims" in capsys.readouterr().out
     folder = tmp_path / "table1"
     tasks = get("table1").tasks("tiny")
@@ -324,9 +366,10 @@ def test_table1_on_a_local_cluster_equals_the_same_tasks_without_dask(client, se
     verdicts = _claims(report)
     assert len(verdicts) == len(ROWS) + 4 + 3 and set(verdicts) <= VERDICTS
     # a row is reproduced exactly when it is within the stated tolerance of the paper's MAE
-    row_verdicts = verdicts[:len(ROWS)]
-    expected = [REPRODUCED if abs(table.loc[key, "mae"] - ROWS[key][3]) <= MAE_TOLERANCE else NOT_REPRODUCED
-                for key in ROWS]
+    row_verdicts = verdicts[: len(ROWS)]
+    expected = [
+        REPRODUCED if abs(table.loc[key, "mae"] - ROWS[key][3]) <= MAE_TOLERANCE else NOT_REPRODUCED for key in ROWS
+    ]
     assert row_verdicts == expected
     text = report.read_text()
     assert "0.8 s" in text and "2.8 s" in text and "seconds" in text
@@ -345,13 +388,25 @@ def test_table1_tasks_run_the_library_rows(tmp_path):
     task = next(t for t in get("table1").tasks("tiny") if t.params["method"] == "private-vi")
     result = table1_task(task.params)
     data = task.params["data"]
-    table = run_table1(n_rows=data["n_rows"], n_cols=data["n_cols"], n_components=data["n_components"],
-                       schedule=_schedule_from(task.params["schedule"]), groups=["private-vi"],
-                       random_state=data["seed"], chain_seed=task.params["chain_seed"])
+    table = run_table1(
+        n_rows=data["n_rows"],
+        n_cols=data["n_cols"],
+        n_components=data["n_components"],
+        schedule=_schedule_from(task.params["schedule"]),
+        groups=["private-vi"],
+        random_state=data["seed"],
+        chain_seed=task.params["chain_seed"],
+    )
     assert result["record"]["extra_scores"] == {"private-vi_mae": float(table["mae"].iloc[0])}
-    other = run_table1(n_rows=data["n_rows"], n_cols=data["n_cols"], n_components=data["n_components"],
-                       schedule=_schedule_from(task.params["schedule"]), groups=["private-vi"],
-                       random_state=data["seed"], chain_seed=task.params["chain_seed"] + 1)
+    other = run_table1(
+        n_rows=data["n_rows"],
+        n_cols=data["n_cols"],
+        n_components=data["n_components"],
+        schedule=_schedule_from(task.params["schedule"]),
+        groups=["private-vi"],
+        random_state=data["seed"],
+        chain_seed=task.params["chain_seed"] + 1,
+    )
     assert float(other["mae"].iloc[0]) != float(table["mae"].iloc[0])  # another chain, another fit
     with pytest.raises(ValueError, match="at least 3"):
         get("table1").probe_tasks(2)
@@ -386,12 +441,14 @@ def test_completion_perplexity_matches_a_hand_computation():
     np.testing.assert_allclose(fold_in(topics, first), [[3.5 / 5, 1.5 / 5], [0.5, 0.5]])
     by_hand = np.exp(-(np.log(0.7 * 0.5) + 2 * np.log(0.3 * 0.25) + np.log(0.5 * 0.5) + np.log(0.5 * 0.75)) / 5)
     assert completion_perplexity(topics, first, second) == pytest.approx(by_hand, rel=1e-12)
-    assert completion_perplexity(topics, sp.csr_matrix(first), sp.csr_matrix(second)) == \
-        pytest.approx(by_hand, rel=1e-12)
+    assert completion_perplexity(topics, sp.csr_matrix(first), sp.csr_matrix(second)) == pytest.approx(
+        by_hand, rel=1e-12
+    )
     # one topic: p(w | d) = phi_w whatever the first half
     one = np.array([[1.0, 2.0, 3.0, 4.0]])
     assert completion_perplexity(one, first, second) == pytest.approx(
-        np.exp(-(np.log(0.2) + 2 * np.log(0.3) + np.log(0.1) + np.log(0.4)) / 5), rel=1e-12)
+        np.exp(-(np.log(0.2) + 2 * np.log(0.3) + np.log(0.1) + np.log(0.4)) / 5), rel=1e-12
+    )
 
     # overlapping topics: the vectorised EM equals the word-by-word one, and so does the perplexity
     rng = np.random.default_rng(7)
@@ -460,14 +517,29 @@ def serial_vips(tmp_path_factory):
     return folder
 
 
-def test_vips_on_a_local_cluster_equals_the_same_tasks_without_dask(client, serial_vips, tmp_path, capsys,
-                                                                    enron_tarball):
+def test_vips_on_a_local_cluster_equals_the_same_tasks_without_dask(
+    client, serial_vips, tmp_path, capsys, enron_tarball
+):
     import pandas as pd
 
     from lpviz.reproduce.vips import FITS
 
-    assert main(["reproduce", "vips", "--preset", "tiny", "--scheduler", client.scheduler.address,
-                 "--output", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "vips",
+                "--preset",
+                "tiny",
+                "--scheduler",
+                client.scheduler.address,
+                "--output",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "## Claims" in capsys.readouterr().out
     folder = tmp_path / "vips"
     tasks = get("vips").tasks("tiny")
@@ -479,8 +551,10 @@ def test_vips_on_a_local_cluster_equals_the_same_tasks_without_dask(client, seri
     # the same held-out documents and tokens for every fit of a dataset
     assert (rows.groupby("dataset")[["heldout_documents", "evaluated_tokens"]].nunique() == 1).all().all()
     synthetic = rows[rows["dataset"] == "synthetic"]
-    assert synthetic["topic_distance"].between(0, 1).all() and rows[rows["dataset"] == "enron"][
-        "topic_distance"].isna().all()
+    assert (
+        synthetic["topic_distance"].between(0, 1).all()
+        and rows[rows["dataset"] == "enron"]["topic_distance"].isna().all()
+    )
     assert rows["npmi"].between(-1, 1).all()
     central = rows[rows["method"] == "central"]
     np.testing.assert_allclose(central["epsilon_spent"], central["epsilon"], rtol=1e-3)  # calibrated to the budget

@@ -13,19 +13,35 @@ from lpviz.engine import run
 from lpviz.metrics import score
 from lpviz.reproduce.chains import build_release, chain_task
 from lpviz.reproduce.grid import ResultStore, run_tasks
-from lpviz.reproduce.sweep import (RATIO_COLUMN, SWEEP_SCORES, SweepRun, check_ratios, close_shared_cluster,
-                                   default_ratios, plotted_scores, point_row, short_schedule, shared_local_client,
-                                   sweep_frame, sweep_png, sweep_tasks)
+from lpviz.reproduce.sweep import (
+    RATIO_COLUMN,
+    SWEEP_SCORES,
+    SweepRun,
+    check_ratios,
+    close_shared_cluster,
+    default_ratios,
+    plotted_scores,
+    point_row,
+    shared_local_client,
+    short_schedule,
+    sweep_frame,
+    sweep_png,
+    sweep_tasks,
+)
 
-DATA = {"source": "spec", "spec": "synthetic-topics",
-        "options": {"n_docs": 30, "n_words": 10, "n_topics": 2, "random_state": 3}}
+DATA = {
+    "source": "spec",
+    "spec": "synthetic-topics",
+    "options": {"n_docs": 30, "n_words": 10, "n_topics": 2, "random_state": 3},
+}
 METHODS = ["private", "naive", "nonprivate"]
 RATIOS = [0.5, 1.0, 2.0]
 
 
 def small_tasks(ratios=RATIOS, methods=METHODS, n_iter=40, **options):
-    return sweep_tasks(DATA, ratios, methods, n_components=2, N=2.0, noise_seed=11, chain_seed=5, n_iter=n_iter,
-                       **options)
+    return sweep_tasks(
+        DATA, ratios, methods, n_components=2, N=2.0, noise_seed=11, chain_seed=5, n_iter=n_iter, **options
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +49,24 @@ def dask_client():
     """A LocalCluster of one in-process worker (threads, not processes: quick to start)."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client:  # run_tasks must not need a default client
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):  # run_tasks must not need a default client
         yield client
 
 
 def test_the_grid_has_one_task_per_ratio_and_noised_method_and_one_fit_of_the_true_counts():
     tasks = small_tasks(holdout={"rule": "random cells", "fraction": 0.2, "seed": 4})
     assert [t.id for t in tasks] == [
-        "eps_over_N=0.5--private", "eps_over_N=1--private", "eps_over_N=2--private",
-        "eps_over_N=0.5--naive", "eps_over_N=1--naive", "eps_over_N=2--naive", "true-data--nonprivate"]
+        "eps_over_N=0.5--private",
+        "eps_over_N=1--private",
+        "eps_over_N=2--private",
+        "eps_over_N=0.5--naive",
+        "eps_over_N=1--naive",
+        "eps_over_N=2--naive",
+        "true-data--nonprivate",
+    ]
     schedule = short_schedule(40)
     assert schedule == {"n_iter": 40, "burn_in": 20, "thin": 1}
     for task in tasks:
@@ -58,7 +82,7 @@ def test_the_grid_has_one_task_per_ratio_and_noised_method_and_one_fit_of_the_tr
             assert params["noise"]["epsilon"] == pytest.approx(ratio * 2.0)
     # the release of each point is noised at alpha = exp(-epsilon / N), with the same held-out cells
     releases = [build_release(task.params)[1] for task in tasks[:3]]
-    for release, ratio in zip(releases, RATIOS):
+    for release, ratio in zip(releases, RATIOS, strict=True):
         assert float(np.mean(release.alpha)) == pytest.approx(math.exp(-ratio))
         assert 0.1 < release.heldout.mean() < 0.3
         np.testing.assert_array_equal(release.heldout, releases[0].heldout)
@@ -96,9 +120,17 @@ def _own_score(task):
 
     params = task.params
     _, release, truth = build_release(params)
-    chain = run(release, model=params["model"], method=params["method"], n_components=params["n_components"],
-                n_iter=params["n_iter"], burn_in=params["burn_in"], thin=params["thin"], random_state=params["chain_seed"],
-                truth=truth if methods.get(params["method"]).uses_truth else None)
+    chain = run(
+        release,
+        model=params["model"],
+        method=params["method"],
+        n_components=params["n_components"],
+        n_iter=params["n_iter"],
+        burn_in=params["burn_in"],
+        thin=params["thin"],
+        random_state=params["chain_seed"],
+        truth=truth if methods.get(params["method"]).uses_truth else None,
+    )
     for _ in chain:
         pass
     return score(chain.posterior, release, truth)
@@ -142,6 +174,7 @@ def _counting(calls):
     def function(params):
         calls.append(params["labels"])
         return chain_task(params)
+
     return function
 
 
@@ -149,8 +182,9 @@ def test_cancel_after_the_first_result_leaves_the_rest_unrun_in_process(tmp_path
     tasks = small_tasks()
     cancel, calls = threading.Event(), []
     store = ResultStore(tmp_path)
-    stats = run_tasks(tasks, store, _counting(calls), scheduler="serial", cancel=cancel,
-                      on_result=lambda task: cancel.set())
+    stats = run_tasks(
+        tasks, store, _counting(calls), scheduler="serial", cancel=cancel, on_result=lambda task: cancel.set()
+    )
     assert len(calls) == 1 and [t.id for t in stats.executed] == [tasks[0].id]
     assert [t.id for t in stats.cancelled] == [t.id for t in tasks[1:]] and not stats.failed
     assert store.ids() == [tasks[0].id]
@@ -163,8 +197,9 @@ def test_cancel_after_the_first_result_leaves_the_rest_unrun_on_dask(tmp_path, d
     cancel = threading.Event()
     store = ResultStore(tmp_path)
     with get_task_stream(dask_client) as stream:
-        stats = run_tasks(tasks, store, chain_task, scheduler=dask_client, cancel=cancel,
-                          on_result=lambda task: cancel.set())
+        stats = run_tasks(
+            tasks, store, chain_task, scheduler=dask_client, cancel=cancel, on_result=lambda task: cancel.set()
+        )
         time.sleep(1.0)  # a task already running when the cancel came would be reported by now
     assert len(stats.executed) == 1 and store.ids() == [stats.executed[0].id]
     assert len(stats.cancelled) == len(tasks) - 1 and not stats.failed
@@ -214,8 +249,13 @@ def test_the_png_draws_one_panel_per_plotted_score(tmp_path):
     tasks = small_tasks(ratios=[0.5, 2.0])
     rows = []
     store = ResultStore(tmp_path)
-    run_tasks(tasks, store, chain_task, scheduler="serial",
-              on_result=lambda task: rows.append(point_row(task, store.read_record(task.id))))
+    run_tasks(
+        tasks,
+        store,
+        chain_task,
+        scheduler="serial",
+        on_result=lambda task: rows.append(point_row(task, store.read_record(task.id))),
+    )
     frame = sweep_frame(rows)
     assert plotted_scores(frame) == ["mae", "npmi"]  # nothing held out: no held-out MAE
     png = sweep_png(frame, title="test")

@@ -30,7 +30,7 @@ def test_make_topics_has_the_papers_shape_and_structure():
     heavy = [set(np.flatnonzero(row > 1 / 15)) for row in phi]
     assert [len(words) for words in heavy] == [5, 5, 5]
     assert not (heavy[0] & heavy[1] or heavy[0] & heavy[2] or heavy[1] & heavy[2])
-    assert all(row[list(words)].sum() > 0.5 for row, words in zip(phi, heavy))
+    assert all(row[list(words)].sum() > 0.5 for row, words in zip(phi, heavy, strict=True))
     # three groups of thirty documents, each document mostly on its group's topic
     groups = data.info["groups"]
     assert np.bincount(groups).tolist() == [30, 30, 30]
@@ -52,11 +52,11 @@ def test_make_topics_noise_uses_each_documents_own_alpha():
     data = make_topics(n_docs=3000, alpha0=0.5, concentration=4, random_state=2)
     tau = data.Y_obs - data.Y
     # mean of tau^2 / Var(tau | alpha_d) over 45,000 cells is 1 +- ~0.01
-    ratio = np.mean(tau ** 2 / _geometric_variance(data.alpha)[:, None])
+    ratio = np.mean(tau**2 / _geometric_variance(data.alpha)[:, None])
     assert ratio == pytest.approx(1.0, abs=0.05)
     # power: the same statistic with the alphas given to the wrong documents is far from 1
     shuffled = np.random.default_rng(0).permutation(data.alpha)
-    assert abs(np.mean(tau ** 2 / _geometric_variance(shuffled)[:, None]) - 1) > 0.3
+    assert abs(np.mean(tau**2 / _geometric_variance(shuffled)[:, None]) - 1) > 0.3
 
 
 def test_make_topics_counts_are_poisson_around_mu():
@@ -136,7 +136,7 @@ def test_make_blocks_noise_level_follows_epsilon():
     big = make_blocks(n_actors=120, epsilon=2.0, random_state=7)
     tau = (big.Y_obs - big.Y)[big.release().observed_cells]
     # 14,280 cells: the mean of tau^2 / Var(tau) is 1 +- ~0.02
-    assert np.mean(tau ** 2) / _geometric_variance(big.alpha) == pytest.approx(1.0, abs=0.1)
+    assert np.mean(tau**2) / _geometric_variance(big.alpha) == pytest.approx(1.0, abs=0.1)
     assert abs(tau.mean()) < 5 * np.sqrt(_geometric_variance(big.alpha) / tau.size)
 
 
@@ -146,17 +146,20 @@ def test_make_blocks_literal_paper_prior_is_empty_and_says_so():
         make_blocks(a0=0.01, b0=0.5, random_state=1)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: make_topics(n_docs=2, n_topics=3), ValueError, "n_docs must be >= 3"),
-    (lambda: make_topics(n_words=2.5), TypeError, "n_words must be an integer"),
-    (lambda: make_topics(alpha0=1.5), ValueError, "alpha"),
-    (lambda: make_topics(doc_length=0), ValueError, "doc_length must be a finite number > 0"),
-    (lambda: make_topics(topic_purity=1.5), ValueError, "share of mass"),
-    (lambda: make_blocks(epsilon=0), ValueError, "epsilon must be a finite number > 0"),
-    (lambda: make_blocks(epsilon=-1.0), ValueError, "epsilon"),
-    (lambda: make_blocks(n_actors=1), ValueError, "n_actors must be >= 2"),
-    (lambda: make_blocks(a0=-0.1), ValueError, "a0"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: make_topics(n_docs=2, n_topics=3), ValueError, "n_docs must be >= 3"),
+        (lambda: make_topics(n_words=2.5), TypeError, "n_words must be an integer"),
+        (lambda: make_topics(alpha0=1.5), ValueError, "alpha"),
+        (lambda: make_topics(doc_length=0), ValueError, "doc_length must be a finite number > 0"),
+        (lambda: make_topics(topic_purity=1.5), ValueError, "share of mass"),
+        (lambda: make_blocks(epsilon=0), ValueError, "epsilon must be a finite number > 0"),
+        (lambda: make_blocks(epsilon=-1.0), ValueError, "epsilon"),
+        (lambda: make_blocks(n_actors=1), ValueError, "n_actors must be >= 2"),
+        (lambda: make_blocks(a0=-0.1), ValueError, "a0"),
+    ],
+)
 def test_generators_reject_bad_parameters(call, error, message):
     with pytest.raises(error, match=message):
         call()

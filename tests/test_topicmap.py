@@ -17,6 +17,7 @@ def random_topics(rng, n_topics=5, n_words=30, concentration=0.3):
 
 # ---- Jensen-Shannon distances ----------------------------------------------------------
 
+
 def test_js_distances_match_scipy_base_2_and_are_a_bounded_symmetric_metric():
     rng = np.random.default_rng(0)
     topics = random_topics(rng, 6, 40) * rng.uniform(0.5, 20, size=(6, 1))  # any scale: rows are normalised
@@ -40,18 +41,22 @@ def test_js_distance_is_one_for_disjoint_topics_and_zero_for_equal_ones():
     assert distances[0, 2] == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("topics, match", [
-    (np.array([[1.0, -1.0]]), "non-negative"),
-    (np.array([[1.0, np.nan]]), "non-negative"),
-    (np.array([[1.0, 1.0], [0.0, 0.0]]), r"topics \[1\] have all-zero weights"),
-    (np.ones(3), "2-D"),
-])
+@pytest.mark.parametrize(
+    "topics, match",
+    [
+        (np.array([[1.0, -1.0]]), "non-negative"),
+        (np.array([[1.0, np.nan]]), "non-negative"),
+        (np.array([[1.0, 1.0], [0.0, 0.0]]), r"topics \[1\] have all-zero weights"),
+        (np.ones(3), "2-D"),
+    ],
+)
 def test_bad_topics_are_refused_by_name(topics, match):
     with pytest.raises(ValueError, match=match):
         topicmap.jensen_shannon_distances(topics)
 
 
 # ---- classical MDS ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n_points, seed", [(3, 0), (8, 1), (25, 2)])
 def test_mds_recovers_a_planar_configuration_up_to_rotation_and_reflection(n_points, seed):
@@ -82,10 +87,14 @@ def test_mds_signs_are_fixed_and_a_second_axis_of_a_line_is_zero():
     assert topicmap.classical_mds(np.zeros((1, 1))).tolist() == [[0.0, 0.0]]
 
 
-@pytest.mark.parametrize("distances, match", [
-    (np.ones((2, 3)), "square"), (np.array([[0.0, 1.0], [2.0, 0.0]]), "symmetric"),
-    (np.array([[0.0, -1.0], [-1.0, 0.0]]), "non-negative"),
-])
+@pytest.mark.parametrize(
+    "distances, match",
+    [
+        (np.ones((2, 3)), "square"),
+        (np.array([[0.0, 1.0], [2.0, 0.0]]), "symmetric"),
+        (np.array([[0.0, -1.0], [-1.0, 0.0]]), "non-negative"),
+    ],
+)
 def test_mds_refuses_what_is_no_distance_matrix(distances, match):
     with pytest.raises(ValueError, match=match):
         topicmap.classical_mds(distances)
@@ -93,9 +102,10 @@ def test_mds_refuses_what_is_no_distance_matrix(distances, match):
 
 # ---- sizes and relevance ------------------------------------------------------------------
 
+
 def test_sizes_and_word_frequency_are_the_expected_token_shares():
     theta = np.array([[1.0, 0.0], [2.0, 1.0], [1.0, 3.0]])  # column sums 4 and 4
-    phi = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 3.0]])       # row sums 2 and 4
+    phi = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 3.0]])  # row sums 2 and 4
     sizes = topicmap.topic_sizes(theta, phi)
     np.testing.assert_allclose(sizes, [8 / 24, 16 / 24])
     # the same as the expected counts theta @ phi: topic mass on words, then marginals
@@ -140,8 +150,11 @@ positive = st.floats(min_value=1e-6, max_value=1e3, allow_nan=False, allow_infin
 
 
 @settings(max_examples=60, deadline=None)
-@given(theta=arrays(np.float64, st.tuples(st.integers(1, 8), st.integers(1, 6)), elements=positive),
-       n_words=st.integers(1, 12), data=st.data())
+@given(
+    theta=arrays(np.float64, st.tuples(st.integers(1, 8), st.integers(1, 6)), elements=positive),
+    n_words=st.integers(1, 12),
+    data=st.data(),
+)
 def test_any_fit_has_sizes_summing_to_one_and_valid_distances(theta, n_words, data):
     phi = data.draw(arrays(np.float64, (theta.shape[1], n_words), elements=positive))
     result = topicmap.topic_map(theta, phi)
@@ -156,13 +169,19 @@ def test_any_fit_has_sizes_summing_to_one_and_valid_distances(theta, n_words, da
 
 # ---- alignment ----------------------------------------------------------------------------
 
+
 def test_alignment_recovers_known_permutations_and_partners_go_through_the_reference():
     rng = np.random.default_rng(4)
     reference = random_topics(rng, 6, 50, concentration=0.1)
     shuffles = {"naive": rng.permutation(6), "nonprivate": rng.permutation(6)}
     # each method: the reference's topics shuffled, rescaled and slightly perturbed
-    topics = {"private": reference, **{name: reference[order] * rng.uniform(0.9, 1.1, size=reference.shape) * 7.0
-                                       for name, order in shuffles.items()}}
+    topics = {
+        "private": reference,
+        **{
+            name: reference[order] * rng.uniform(0.9, 1.1, size=reference.shape) * 7.0
+            for name, order in shuffles.items()
+        },
+    }
     alignment = topicmap.align_to_reference(topics, "private")
     np.testing.assert_array_equal(alignment["private"], np.arange(6))
     position = {"private": np.arange(6), **{name: np.argsort(order) for name, order in shuffles.items()}}

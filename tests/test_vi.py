@@ -22,7 +22,11 @@ from lpviz.models._variational import digamma as digamma_nb
 from lpviz.models._variational import lgamma_digamma_plus_one
 from lpviz.reproduce.table1 import GROUPS, QUICK, ROWS, run_table1, table1_data
 from lpviz.vi import (
-    MIN_ITERATIONS, VariationalFit, VariationalPosterior, compare_bessel_points, warm_start,
+    MIN_ITERATIONS,
+    VariationalFit,
+    VariationalPosterior,
+    compare_bessel_points,
+    warm_start,
 )
 
 A0, B0 = 0.1, 1.0
@@ -31,6 +35,7 @@ A0, B0 = 0.1, 1.0
 # ---------------------------------------------------------------------------
 # Small problems
 # ---------------------------------------------------------------------------
+
 
 def topic_problem(n_rows=12, n_cols=9, K=3, seed=3, shape=0.5):
     rng = np.random.default_rng(seed)
@@ -63,12 +68,12 @@ def gamma_elbo_terms(q):
     """sum over entries of E[log p(x)] + H[q(x)] for Gamma(A0, rate B0) priors, from scratch."""
     s, r = q.gamma_shape, q.gamma_rate
     elog = digamma(s) - np.log(r)
-    return np.sum(A0 * np.log(B0) - gammaln(A0) + (A0 - 1) * elog - B0 * s / r
-                  + s - np.log(r) + gammaln(s) + (1 - s) * digamma(s))
+    return np.sum(
+        A0 * np.log(B0) - gammaln(A0) + (A0 - 1) * elog - B0 * s / r + s - np.log(r) + gammaln(s) + (1 - s) * digamma(s)
+    )
 
 
-def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, counts, alpha, observed,
-                     true_weight=None):
+def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, counts, alpha, observed, true_weight=None):
     """E_q[log p] + H[q] of a fit after one step, from its q, with the split's q as allocated
     (``weights_old``: the G products per cell and component the step used, dense;
     ``true_weight``: the true count's share of the split against the noise's, when not their sum)."""
@@ -84,21 +89,32 @@ def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, cou
         g_old = a * np.exp(digamma(old_g_plus + 1))
     axes = tuple(range(2, weights_old.ndim))
     total = g_old + (weights_old.sum(axis=axes) if true_weight is None else true_weight)
-    shares = (weights_old / np.expand_dims(weights_old.sum(axis=axes), axes)
-              * np.expand_dims(1 - g_old / total, axes))
+    shares = weights_old / np.expand_dims(weights_old.sum(axis=axes), axes) * np.expand_dims(1 - g_old / total, axes)
     expected = np.expand_dims(y_plus, axes) * shares
     log_shares = np.log(np.where(shares > 0, shares, 1.0))
-    cell = (np.sum(expected * (elog_new - log_shares), axis=axes) - mean_mu - gammaln(y_plus + 1))
+    cell = np.sum(expected * (elog_new - log_shares), axis=axes) - mean_mu - gammaln(y_plus + 1)
     if alpha is not None:
         g_plus = latent["g_plus"]
         s_plus, s_minus = g_plus + 1, g_minus + 1
         share_noise = g_old / total
-        cell += (g_minus * (digamma(s_minus) + np.log(a)) - a * s_minus - gammaln(g_minus + 1)
-                 + g_plus * (digamma(s_plus) + np.log(a)) - a * s_plus
-                 - g_plus * np.log(np.where(share_noise > 0, share_noise, 1.0))
-                 + 2 * np.log((1 - a) / a) - (1 - a) / a * (a * s_plus + a * s_minus)
-                 + s_plus + np.log(a) + gammaln(s_plus) + (1 - s_plus) * digamma(s_plus)
-                 + s_minus + np.log(a) + gammaln(s_minus) + (1 - s_minus) * digamma(s_minus))
+        cell += (
+            g_minus * (digamma(s_minus) + np.log(a))
+            - a * s_minus
+            - gammaln(g_minus + 1)
+            + g_plus * (digamma(s_plus) + np.log(a))
+            - a * s_plus
+            - g_plus * np.log(np.where(share_noise > 0, share_noise, 1.0))
+            + 2 * np.log((1 - a) / a)
+            - (1 - a) / a * (a * s_plus + a * s_minus)
+            + s_plus
+            + np.log(a)
+            + gammaln(s_plus)
+            + (1 - s_plus) * digamma(s_plus)
+            + s_minus
+            + np.log(a)
+            + gammaln(s_minus)
+            + (1 - s_minus) * digamma(s_minus)
+        )
     return cell[observed].sum() + sum(gamma_elbo_terms(q) for q in fit.q)
 
 
@@ -106,9 +122,11 @@ def brute_force_elbo(fit, old_q, old_g_plus, weights_old, elog_new, mean_mu, cou
 # Special functions
 # ---------------------------------------------------------------------------
 
+
 def test_special_functions_match_scipy():
-    x = np.concatenate([np.random.default_rng(0).random(3000) * 40, [0.0, 1e-300, 1e-9, 0.5, 8.999, 9.0, 255.5,
-                                                                    256.0, 300.0, 1e6]])
+    x = np.concatenate(
+        [np.random.default_rng(0).random(3000) * 40, [0.0, 1e-300, 1e-9, 0.5, 8.999, 9.0, 255.5, 256.0, 300.0, 1e6]]
+    )
     both = np.array([lgamma_digamma_plus_one(v) for v in x])
     assert np.max(np.abs(both[:, 0] - gammaln(x + 1))) < 1e-12
     assert np.max(np.abs(both[:, 1] - digamma(x + 1))) < 1e-12
@@ -121,7 +139,7 @@ def test_bessel_mean_kernel_matches_log_iv_ratio():
     nu = np.concatenate([[0, 0, 1, 5, 100, 30, 0], rng.integers(0, 60, 300)]).astype(float)
     a = np.concatenate([[1e-8, 0.5, 3.0, 30.0, 1e3, 1e4, 4e6], rng.gamma(0.5, 10.0, 300)])
     exact = bessel.mean(nu, a)
-    kernel = np.array([bessel.mean_nb(n, x) for n, x in zip(nu, a)])
+    kernel = np.array([bessel.mean_nb(n, x) for n, x in zip(nu, a, strict=True)])
     np.testing.assert_allclose(kernel, exact, rtol=1e-11)
     # |mean - mode| <= 1 (the VI paper's proposition): the two points the CAVI option chooses between
     assert np.all(np.abs(kernel - bessel.mode(nu, a)) <= 1.0)
@@ -131,6 +149,7 @@ def test_bessel_mean_kernel_matches_log_iv_ratio():
 # ---------------------------------------------------------------------------
 # Kernels against brute-force numpy
 # ---------------------------------------------------------------------------
+
 
 def test_topic_moments_and_expected_allocation_match_dense_numpy():
     Y, _, _, mask, _ = topic_problem()
@@ -187,28 +206,52 @@ def test_block_moments_and_expected_allocation_match_dense_numpy():
     np.testing.assert_allclose(pi.geo * (theta.geo.T @ row_sums), expected.sum((0, 1)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("method,options", [("nonprivate", {}), ("private", {"bessel_point": "mode"}),
-                                            ("private", {"bessel_point": "mean"}),
-                                            ("private", {"noise_split": "delta"})])
+@pytest.mark.parametrize(
+    "method,options",
+    [
+        ("nonprivate", {}),
+        ("private", {"bessel_point": "mode"}),
+        ("private", {"bessel_point": "mean"}),
+        ("private", {"noise_split": "delta"}),
+    ],
+)
 def test_topic_elbo_matches_brute_force(method, options):
     Y, Y_obs, alpha, mask, _ = topic_problem()
     data = Y if method == "nonprivate" else Y_obs
-    fit = VariationalFit(data, model="topics", method=lpviz.methods.create(method, **options), n_components=3,
-                         mask=mask, alpha=None if method == "nonprivate" else alpha, random_state=0)
+    fit = VariationalFit(
+        data,
+        model="topics",
+        method=lpviz.methods.create(method, **options),
+        n_components=3,
+        mask=mask,
+        alpha=None if method == "nonprivate" else alpha,
+        random_state=0,
+    )
     for _ in range(3):
         old_q, old_g = copy.deepcopy(fit.q), (fit._latent or {}).get("g_plus", np.zeros(1)).copy()
         true_weight = None
         if options.get("noise_split") == "delta":  # G[mu] of the sum by the delta method
             mean_mu = old_q[0].mean @ old_q[1].mean.T
-            var_mu = (old_q[0].var + old_q[0].mean**2) @ (old_q[1].var + old_q[1].mean**2).T \
-                - (old_q[0].mean**2) @ (old_q[1].mean**2).T
+            var_mu = (old_q[0].var + old_q[0].mean ** 2) @ (old_q[1].var + old_q[1].mean ** 2).T - (
+                old_q[0].mean ** 2
+            ) @ (old_q[1].mean ** 2).T
             true_weight = mean_mu * np.exp(-var_mu / (2 * mean_mu**2))
         fit.step()
         theta, phiT = fit.q
         weights_old = old_q[0].geo[:, None, :] * old_q[1].geo[None, :, :]
         elog_new = theta.elog[:, None, :] + phiT.elog[None, :, :]
-        brute = brute_force_elbo(fit, old_q, old_g, weights_old, elog_new, theta.mean @ phiT.mean.T, data,
-                                 None if method == "nonprivate" else alpha, mask, true_weight)
+        brute = brute_force_elbo(
+            fit,
+            old_q,
+            old_g,
+            weights_old,
+            elog_new,
+            theta.mean @ phiT.mean.T,
+            data,
+            None if method == "nonprivate" else alpha,
+            mask,
+            true_weight,
+        )
         assert fit.elbo == pytest.approx(brute, rel=1e-11)
 
 
@@ -216,8 +259,15 @@ def test_topic_elbo_matches_brute_force(method, options):
 def test_block_elbo_matches_brute_force(method):
     Y, Y_obs, alpha, mask, _ = block_problem()
     data = Y if method == "nonprivate" else Y_obs
-    fit = VariationalFit(data, model="blocks", method=method, n_components=3, mask=mask,
-                         alpha=None if method == "nonprivate" else alpha, random_state=0)
+    fit = VariationalFit(
+        data,
+        model="blocks",
+        method=method,
+        n_components=3,
+        mask=mask,
+        alpha=None if method == "nonprivate" else alpha,
+        random_state=0,
+    )
     observed = mask & ~np.eye(Y.shape[0], dtype=bool)
     for _ in range(3):
         old_q, old_g = copy.deepcopy(fit.q), (fit._latent or {}).get("g_plus", np.zeros(1)).copy()
@@ -225,8 +275,17 @@ def test_block_elbo_matches_brute_force(method):
         theta, pi = fit.q
         weights_old = np.einsum("ic,cd,jd->ijcd", old_q[0].geo, old_q[1].geo, old_q[0].geo)
         elog_new = theta.elog[:, None, :, None] + pi.elog[None, None] + theta.elog[None, :, None, :]
-        brute = brute_force_elbo(fit, old_q, old_g, weights_old, elog_new, theta.mean @ pi.mean @ theta.mean.T,
-                                 data, None if method == "nonprivate" else alpha, observed)
+        brute = brute_force_elbo(
+            fit,
+            old_q,
+            old_g,
+            weights_old,
+            elog_new,
+            theta.mean @ pi.mean @ theta.mean.T,
+            data,
+            None if method == "nonprivate" else alpha,
+            observed,
+        )
         assert fit.elbo == pytest.approx(brute, rel=1e-11)
 
 
@@ -234,12 +293,21 @@ def test_private_local_step_follows_the_paper():
     """The Bessel point, y+ and g- of every cell, from the q the step started from."""
     _, Y_obs, alpha, mask, _ = topic_problem()
     for point in ("mode", "mean"):
-        fit = VariationalFit(Y_obs, model="topics", method="private", n_components=3, mask=mask, alpha=alpha,
-                             bessel_point=point, random_state=0)
+        fit = VariationalFit(
+            Y_obs,
+            model="topics",
+            method="private",
+            n_components=3,
+            mask=mask,
+            alpha=alpha,
+            bessel_point=point,
+            random_state=0,
+        )
         fit.step(2)
         g_plus, g_minus = fit._latent["g_plus"].copy(), fit._latent["g_minus"].copy()
-        mean_mu, var_mu, weight_mu = fit.model_instance.vi_moments(fit.q, 0, Y_obs.shape[0], fit._work.bounds,
-                                                                    fit._work)
+        mean_mu, var_mu, weight_mu = fit.model_instance.vi_moments(
+            fit.q, 0, Y_obs.shape[0], fit._work.bounds, fit._work
+        )
         fit.step()
         a = alpha[:, None]
         mean_x = a * (g_plus + 1) + mean_mu
@@ -249,8 +317,9 @@ def test_private_local_step_follows_the_paper():
         y_plus = np.where(Y_obs <= 0, m, m + Y_obs)
         geo_plus = a * np.exp(digamma(g_plus + 1))
         expected_y = y_plus * weight_mu / (geo_plus + weight_mu)
-        np.testing.assert_allclose(fit._latent["g_minus"][mask], np.where(Y_obs <= 0, m - Y_obs, m)[mask],
-                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            fit._latent["g_minus"][mask], np.where(Y_obs <= 0, m - Y_obs, m)[mask], rtol=1e-10, atol=1e-12
+        )
         np.testing.assert_allclose(fit._latent["g_plus"][mask], (y_plus - expected_y)[mask], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(fit.y_expected[mask], expected_y[mask], rtol=1e-10, atol=1e-12)
         assert np.all(fit.y_expected[~mask] == 0)
@@ -259,6 +328,7 @@ def test_private_local_step_follows_the_paper():
 # ---------------------------------------------------------------------------
 # Behaviour (the paper's claims on small problems)
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", ["topics", "blocks"])
 @pytest.mark.parametrize("method", ["nonprivate", "naive", "private"])
@@ -272,20 +342,27 @@ def test_elbo_rises_monotonically_after_the_first_iterations(model, method):
     else:
         Y, Y_obs, alpha, mask, _ = block_problem(30, 3, seed=5)
     data = Y if method == "nonprivate" else Y_obs
-    fit = VariationalFit(data, model=model, method=method, n_components=4 if model == "topics" else 3, mask=mask,
-                         alpha=alpha if method == "private" else None, tol=0.0, random_state=1)
+    fit = VariationalFit(
+        data,
+        model=model,
+        method=method,
+        n_components=4 if model == "topics" else 3,
+        mask=mask,
+        alpha=alpha if method == "private" else None,
+        tol=0.0,
+        random_state=1,
+    )
     elbo = np.array([state.elbo for state in fit.iterate(150)])
     steps = np.diff(elbo)
     start = 0 if method != "private" else MIN_ITERATIONS
-    assert np.all(steps[start:] >= -1e-9 * np.abs(elbo[1 + start:])), steps[start:].min()
+    assert np.all(steps[start:] >= -1e-9 * np.abs(elbo[1 + start :])), steps[start:].min()
     assert elbo[-1] > elbo[0]
 
 
 def test_private_vi_matches_nonprivate_vi_as_alpha_goes_to_zero():
     Y, _, _, mask, _ = topic_problem(40, 30, 3, seed=7)
     nonprivate = VariationalFit(Y, model="topics", method="nonprivate", n_components=3, mask=mask, random_state=2)
-    private = VariationalFit(Y, model="topics", method="private", n_components=3, mask=mask, alpha=1e-9,
-                             random_state=2)
+    private = VariationalFit(Y, model="topics", method="private", n_components=3, mask=mask, alpha=1e-9, random_state=2)
     nonprivate.step(40)
     private.step(40)
     np.testing.assert_allclose(private.mu, nonprivate.mu, rtol=1e-6, atol=1e-9)
@@ -295,8 +372,12 @@ def test_private_vi_matches_nonprivate_vi_as_alpha_goes_to_zero():
 def test_private_vi_beats_naive_vi_on_noised_synthetic_data():
     for seed in range(2):
         release, truth = table1_data(120, 100, 8, random_state=seed)
-        errors = {method: score(lpviz.fit(release, method=method, n_components=8, inference="vi", random_state=0),
-                                release, truth)["rate_mae"] for method in ("naive", "private")}
+        errors = {
+            method: score(
+                lpviz.fit(release, method=method, n_components=8, inference="vi", random_state=0), release, truth
+            )["rate_mae"]
+            for method in ("naive", "private")
+        }
         assert errors["private"] < 0.5 * errors["naive"], errors
 
 
@@ -314,10 +395,10 @@ def test_vi_posterior_means_close_to_a_long_mcmc_run():
     rng = np.random.default_rng(1)
     theta, phi = rng.gamma(2.0, 1.0, (20, 1)), rng.gamma(2.0, 1.0, (1, 15))
     Y = rng.poisson(theta @ phi)
-    mcmc = lpviz.fit(Y, model="topics", method="nonprivate", n_components=1, n_iter=4000, burn_in=1000, thin=1,
-                     random_state=0)
-    vi = lpviz.fit(Y, model="topics", method="nonprivate", n_components=1, inference="vi", tol=1e-10,
-                   random_state=0)
+    mcmc = lpviz.fit(
+        Y, model="topics", method="nonprivate", n_components=1, n_iter=4000, burn_in=1000, thin=1, random_state=0
+    )
+    vi = lpviz.fit(Y, model="topics", method="nonprivate", n_components=1, inference="vi", tol=1e-10, random_state=0)
     assert np.mean(np.abs(vi.mu_hat - mcmc.mu_hat)) / np.mean(mcmc.mu_hat) < 0.02
 
     Y = rng.poisson(rng.gamma(2.0, 5.0, (20, 1)) @ rng.gamma(2.0, 1.0, (1, 15)))
@@ -325,8 +406,9 @@ def test_vi_posterior_means_close_to_a_long_mcmc_run():
     mcmc = lpviz.fit(release, method="private", n_components=1, n_iter=4000, burn_in=1000, thin=1, random_state=0)
     distance = {}
     for point in ("mean", "mode"):
-        vi = lpviz.fit(release, method="private", n_components=1, inference="vi", tol=1e-10, bessel_point=point,
-                       random_state=0)
+        vi = lpviz.fit(
+            release, method="private", n_components=1, inference="vi", tol=1e-10, bessel_point=point, random_state=0
+        )
         distance[point] = np.mean(np.abs(vi.mu_hat - mcmc.mu_hat)) / np.mean(mcmc.mu_hat)
     assert distance["mean"] < 0.02
     assert distance["mode"] > distance["mean"]
@@ -343,8 +425,9 @@ def test_init_vi_reaches_the_private_chains_mae_in_fewer_iterations():
     assert isinstance(chain_run.init, VariationalPosterior) and chain_run.init.converged
     from_vi = rate_errors(chain_run.chain)
     level = random_start[-100:].mean()  # where the random start settles
-    first = {name: int(np.argmax(errors <= 1.05 * level)) + 1
-             for name, errors in (("random", random_start), ("vi", from_vi))}
+    first = {
+        name: int(np.argmax(errors <= 1.05 * level)) + 1 for name, errors in (("random", random_start), ("vi", from_vi))
+    }
     assert np.any(random_start <= 1.05 * level) and np.any(from_vi <= 1.05 * level)
     assert first["vi"] < first["random"], first
     assert abs(from_vi[-100:].mean() - level) < 0.2 * level  # the same chain once mixed
@@ -352,8 +435,10 @@ def test_init_vi_reaches_the_private_chains_mae_in_fewer_iterations():
 
 def test_bessel_mean_and_mode_differ_and_both_run():
     release, truth = table1_data(60, 50, 4, shape=0.5, random_state=1)  # about 1 count per cell
-    fits = {point: VariationalFit(release, method="private", n_components=4, bessel_point=point, random_state=0)
-            for point in ("mode", "mean")}
+    fits = {
+        point: VariationalFit(release, method="private", n_components=4, bessel_point=point, random_state=0)
+        for point in ("mode", "mean")
+    }
     for fit in fits.values():
         fit.step(20)
         assert np.isfinite(fit.elbo) and np.all(np.isfinite(fit.mu))
@@ -374,6 +459,7 @@ def test_bessel_mean_and_mode_differ_and_both_run():
 # ---------------------------------------------------------------------------
 # The engine's face: posteriors, held-out cells, threads, stopping, warm starts
 # ---------------------------------------------------------------------------
+
 
 def test_variational_posterior_scores_and_saves_like_a_chains(tmp_path):
     release, truth = table1_data(40, 30, 3, random_state=2)
@@ -404,8 +490,16 @@ def test_heldout_cells_do_not_touch_the_fit(method):
     heldout[::3, ::4] = True
     changed = release.Y_obs.copy()
     changed[heldout] += 7
-    fits = [lpviz.fit(lpviz.Release(Y_obs=Y_obs, alpha=release.alpha, heldout=heldout), method=method,
-                      n_components=3, inference="vi", random_state=0) for Y_obs in (release.Y_obs, changed)]
+    fits = [
+        lpviz.fit(
+            lpviz.Release(Y_obs=Y_obs, alpha=release.alpha, heldout=heldout),
+            method=method,
+            n_components=3,
+            inference="vi",
+            random_state=0,
+        )
+        for Y_obs in (release.Y_obs, changed)
+    ]
     np.testing.assert_array_equal(fits[0].mu_hat, fits[1].mu_hat)
     np.testing.assert_array_equal(fits[0].elbo, fits[1].elbo)
     assert np.all(fits[0].mu_hat[heldout] > 0)  # held-out cells still get rates, from the factors
@@ -424,8 +518,10 @@ def test_network_release_fits_the_block_model_without_self_loops():
 
 def test_split_over_threads_gives_the_same_fit():
     release, _ = table1_data(250, 200, 6, random_state=5)
-    fits = [VariationalFit(release, method="private", n_components=6, parallel=parallel, random_state=1)
-            for parallel in (False, True)]
+    fits = [
+        VariationalFit(release, method="private", n_components=6, parallel=parallel, random_state=1)
+        for parallel in (False, True)
+    ]
     assert len(fits[1]._work.bounds) > 1
     for fit in fits:
         fit.step(8)
@@ -454,14 +550,14 @@ def test_warm_start_from_a_fit_of_another_method_sets_the_factors_only():
     private = VariationalFit(release, method="private", n_components=2, random_state=0)
     private.step(5)
     warm_start(chain, private)  # same method: the noise rates start at their q means
-    np.testing.assert_allclose(chain._latent["lambda_plus"],
-                               release.alpha * (private._latent["g_plus"] + 1.0))
+    np.testing.assert_allclose(chain._latent["lambda_plus"], release.alpha * (private._latent["g_plus"] + 1.0))
     chain.step(2)
 
 
 # ---------------------------------------------------------------------------
 # Errors and the CLI
 # ---------------------------------------------------------------------------
+
 
 def test_bad_options_give_clear_errors():
     release, _ = table1_data(20, 15, 2)
@@ -496,8 +592,26 @@ def test_bad_options_give_clear_errors():
 
 
 def test_cli_fit_inference_vi(tmp_path, capsys):
-    code = main(["fit", "--data", "synthetic-topics", "--epsilon", "1", "--method", "all", "--inference", "vi",
-                 "--iterations", "300", "--seed", "1", "--no-progress", "--output", str(tmp_path / "out")])
+    code = main(
+        [
+            "fit",
+            "--data",
+            "synthetic-topics",
+            "--epsilon",
+            "1",
+            "--method",
+            "all",
+            "--inference",
+            "vi",
+            "--iterations",
+            "300",
+            "--seed",
+            "1",
+            "--no-progress",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "variational inference (CAVI)" in out and "ELBO" in out
@@ -507,15 +621,61 @@ def test_cli_fit_inference_vi(tmp_path, capsys):
     with np.load(tmp_path / "out" / "private.npz") as saved:
         assert str(saved["inference"]) == "vi"
 
-    code = main(["fit", "--data", "synthetic-topics", "--epsilon", "1", "--iterations", "60", "--init", "vi",
-                 "--bessel_point", "mean", "--seed", "1", "--no-progress"])
+    code = main(
+        [
+            "fit",
+            "--data",
+            "synthetic-topics",
+            "--epsilon",
+            "1",
+            "--iterations",
+            "60",
+            "--init",
+            "vi",
+            "--bessel_point",
+            "mean",
+            "--seed",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 0 and "started from a variational fit" in capsys.readouterr().out
 
-    assert main(["fit", "--data", "synthetic-topics", "--epsilon", "1", "--inference", "vi", "--burn-in", "5",
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                "synthetic-topics",
+                "--epsilon",
+                "1",
+                "--inference",
+                "vi",
+                "--burn-in",
+                "5",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "has no burn-in" in capsys.readouterr().err
-    assert main(["fit", "--data", "synthetic-topics", "--epsilon", "1", "--inference", "vi", "--sampler",
-                 "collapsed", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                "synthetic-topics",
+                "--epsilon",
+                "1",
+                "--inference",
+                "vi",
+                "--sampler",
+                "collapsed",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "applies to inference='mcmc'" in capsys.readouterr().err
     assert main(["fit", "--data", "synthetic-topics", "--epsilon", "1", "--tol", "1e-3", "--no-progress"]) == 2
     assert "--tol" in capsys.readouterr().err
@@ -541,8 +701,7 @@ def test_table1_quick_library_and_cli(tmp_path, capsys):
     assert list(written["row"]) == ["naive-vi-42", "naive-vi-100", "private-vi", "vi-init-1000", "vi-init-2000"]
     assert (output / "table1.png").stat().st_size > 10_000
     assert "paper MAE" in out and "lpviz MAE" in out
-    assert main(["table1", "--quick", "--groups", "private-vi", "--seed", "3", "--output", str(output),
-                 "--quiet"]) == 2
+    assert main(["table1", "--quick", "--groups", "private-vi", "--seed", "3", "--output", str(output), "--quiet"]) == 2
     assert "other settings" in capsys.readouterr().err
     assert main(["table1", "--quick", "--groups", "nope", "--output", str(output)]) == 2
     assert set(GROUPS) == {row[0] for row in ROWS.values()}

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lpviz._files import atomic_write
+
 from . import CLIError
 from .fit import check_run_lengths, format_table, progress_bar, refuse_overwrite, run_method, save_json
-from lpviz._files import atomic_write
 
 DEFAULT_ITERATIONS = 6000  # the paper: 6,000 iterations, every 25th saved after 1,000
 FIGURE_NAME = "figure3.png"
@@ -25,15 +26,25 @@ def register(subparsers):
         "demo",
         help="Figure 3: private vs naive vs non-private topic recovery",
         description="Reproduce Figure 3 of Schein et al. (2019) at a small scale: synthetic topics under "
-                    "heterogeneous noise, three fits side by side, an MAE table and a picture.",
+        "heterogeneous noise, three fits side by side, an MAE table and a picture.",
     )
-    parser.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
-                        help=f"Gibbs iterations per method (default {DEFAULT_ITERATIONS}; the paper ran 6000)")
-    parser.add_argument("--output", type=Path, default=Path("results/demo"), metavar="DIR",
-                        help=f"where to write {FIGURE_NAME} and {SUMMARY_NAME} (default results/demo)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        help=f"Gibbs iterations per method (default {DEFAULT_ITERATIONS}; the paper ran 6000)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path("results/demo"),
+        metavar="DIR",
+        help=f"where to write {FIGURE_NAME} and {SUMMARY_NAME} (default results/demo)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the data, the noise and the chains")
-    parser.add_argument("--alpha0", type=float, default=0.8,
-                        help="mean per-document noise level (default 0.8: high noise; 0.2: low)")
+    parser.add_argument(
+        "--alpha0", type=float, default=0.8, help="mean per-document noise level (default 0.8: high noise; 0.2: low)"
+    )
     parser.add_argument("--force", action="store_true", help="replace an earlier demo's files in DIR")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -64,8 +75,17 @@ def run(args):
     results, scores = {}, {}
     for method in METHODS:
         results[method], scores[method] = run_method(
-            release, truth, model="topics", method=method, n_components=3, iterations=args.iterations,
-            burn_in=None, thin=thin, seed=args.seed, progress=progress)
+            release,
+            truth,
+            model="topics",
+            method=method,
+            n_components=3,
+            iterations=args.iterations,
+            burn_in=None,
+            thin=thin,
+            seed=args.seed,
+            progress=progress,
+        )
     recovered = {m: r.best["phi"][align_topics(r.best["phi"], data.factors["phi"])] for m, r in results.items()}
 
     args.output.mkdir(parents=True, exist_ok=True)
@@ -74,9 +94,14 @@ def run(args):
         bar.update(1)
     summary = {
         "experiment": "Schein et al. 2019, Figure 3 (synthetic topic recovery)",
-        "shape": list(data.Y.shape), "n_components": 3, "alpha0": args.alpha0,
-        "alpha_mean": float(np.mean(data.alpha)), "iterations": args.iterations, "thin": thin,
-        "seed": args.seed, "methods": scores,
+        "shape": list(data.Y.shape),
+        "n_components": 3,
+        "alpha0": args.alpha0,
+        "alpha_mean": float(np.mean(data.alpha)),
+        "iterations": args.iterations,
+        "thin": thin,
+        "seed": args.seed,
+        "methods": scores,
         "files": [str(figure_path), str(summary_path)],
     }
     save_json(summary_path, summary, args.force)
@@ -84,14 +109,26 @@ def run(args):
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"Figure 3: {data.Y.shape[0]} documents x {data.Y.shape[1]} words, K=3, per-document noise "
-          f"alpha_d ~ Beta (mean {np.mean(data.alpha):.2f}), {args.iterations} iterations per method")
+    print(
+        f"Figure 3: {data.Y.shape[0]} documents x {data.Y.shape[1]} words, K=3, per-document noise "
+        f"alpha_d ~ Beta (mean {np.mean(data.alpha):.2f}), {args.iterations} iterations per method"
+    )
     rows = [{"method": m, **scores[m]} for m in results]
-    print(format_table(rows, [("method", "method", "{}"), ("mae", "MAE", "{:.3f}"),
-                              ("topic_distance", "topic error (TV)", "{:.3f}"),
-                              ("seconds", "seconds", "{:.1f}")]))
-    print("MAE: posterior mean rates vs the true counts; topic error: distance of the best sample's "
-          "topics to the truth after Hungarian alignment (0 = exact, 1 = disjoint). Lower is better.")
+    print(
+        format_table(
+            rows,
+            [
+                ("method", "method", "{}"),
+                ("mae", "MAE", "{:.3f}"),
+                ("topic_distance", "topic error (TV)", "{:.3f}"),
+                ("seconds", "seconds", "{:.1f}"),
+            ],
+        )
+    )
+    print(
+        "MAE: posterior mean rates vs the true counts; topic error: distance of the best sample's "
+        "topics to the truth after Hungarian alignment (0 = exact, 1 = disjoint). Lower is better."
+    )
     print(f"wrote {figure_path}")
     print(f"wrote {summary_path}")
     return 0
@@ -128,12 +165,13 @@ def _draw(path, data, results, recovered, scores):
 
     topic_panels = [("true topics", topics["truth"])]
     topic_panels += [(f"{m} topics (error {scores[m]['topic_distance']:.2f})", topics[m]) for m in results]
-    for column, (title, matrix) in zip([0] + list(range(2, 2 + len(results))), topic_panels):
+    for column, (title, matrix) in zip([0] + list(range(2, 2 + len(results))), topic_panels, strict=True):
         axes = figure.add_subplot(grid[1, column])
         axes.imshow(matrix, cmap="Reds", vmin=0, vmax=topic_top, aspect="auto", interpolation="nearest")
         axes.set_title(title, fontsize=10)
         axes.set_yticks(range(matrix.shape[0]))
         axes.set_xlabel("word")
-    figure.suptitle("Topic recovery under local privacy (Schein et al. 2019, Figure 3): "
-                    "private vs naive vs non-private")
+    figure.suptitle(
+        "Topic recovery under local privacy (Schein et al. 2019, Figure 3): private vs naive vs non-private"
+    )
     atomic_write(path, lambda handle: figure.savefig(handle, format="png", dpi=100))

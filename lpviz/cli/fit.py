@@ -29,10 +29,16 @@ from . import CLIError
 from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
 
 # Columns of the printed table: (score key, header, format).
-TABLE_COLUMNS = [("mae", "MAE", "{:.4g}"), ("heldout_mae", "held-out MAE", "{:.4g}"),
-                 ("rate_mae", "MAE vs rates", "{:.4g}"), ("npmi", "NPMI", "{:.3f}"),
-                 ("best_log_joint", "best log joint", "{:.6g}"), ("log_marginal", "log marginal", "{:.6g}"),
-                 ("elbo", "ELBO", "{:.6g}"), ("seconds", "seconds", "{:.1f}")]
+TABLE_COLUMNS = [
+    ("mae", "MAE", "{:.4g}"),
+    ("heldout_mae", "held-out MAE", "{:.4g}"),
+    ("rate_mae", "MAE vs rates", "{:.4g}"),
+    ("npmi", "NPMI", "{:.3f}"),
+    ("best_log_joint", "best log joint", "{:.6g}"),
+    ("log_marginal", "log marginal", "{:.6g}"),
+    ("elbo", "ELBO", "{:.6g}"),
+    ("seconds", "seconds", "{:.1f}"),
+]
 
 
 def method_options():
@@ -55,53 +61,114 @@ def register(subparsers):
         "fit",
         help="fit a topic or block model (" + ", ".join(METHODS) + ")",
         description="Fit Poisson factorization to counts noised with the geometric mechanism, with each "
-                    "method: " + "; ".join(f"{name}: {m.description}" for name, m in METHODS.items()),
+        "method: " + "; ".join(f"{name}: {m.description}" for name, m in METHODS.items()),
     )
-    parser.add_argument("--data", required=True, metavar="SPEC",
-                        help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-                             "enron-network:PATH, synthetic-topics or synthetic-blocks")
-    parser.add_argument("--model", choices=list(MODELS), default=None,
-                        help="; ".join(f"{name}: {m.label}" for name, m in MODELS.items())
-                             + " (default: what the data are)")
-    parser.add_argument("--method", choices=list(METHODS) + ["all"], default="private",
-                        help="how the noise is treated; 'all' runs every method side by side (default private)")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="SPEC",
+        help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
+        "enron-network:PATH, synthetic-topics or synthetic-blocks",
+    )
+    parser.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default=None,
+        help="; ".join(f"{name}: {m.label}" for name, m in MODELS.items()) + " (default: what the data are)",
+    )
+    parser.add_argument(
+        "--method",
+        choices=list(METHODS) + ["all"],
+        default="private",
+        help="how the noise is treated; 'all' runs every method side by side (default private)",
+    )
     for option, choices in method_options().items():
-        parser.add_argument(f"--{option}", choices=choices, default=None,
-                            help=f"{option} of the methods that have one (default {choices[0]})")
+        parser.add_argument(
+            f"--{option}",
+            choices=choices,
+            default=None,
+            help=f"{option} of the methods that have one (default {choices[0]})",
+        )
     add_privacy_arguments(parser)
-    parser.add_argument("--already-noised", action="store_true",
-                        help="SPEC is a release from `lpviz privatize` (noised counts + alpha)")
-    parser.add_argument("--components", type=int, default=None,
-                        help="topics K or communities C (default: the truth's for synthetic data)")
-    parser.add_argument("--holdout", choices=("none", "random", "top-actors"), default="none",
-                        help="cells left out of the fit and scored apart (held-out MAE): 'top-actors' is "
-                             "Figure 5's design, every cell involving the top --holdout-actors senders or "
-                             "recipients; 'random' a random --holdout-fraction of cells")
-    parser.add_argument("--holdout-actors", type=int, default=50, metavar="N",
-                        help="with --holdout top-actors: how many top rows/columns (default 50, the paper's)")
-    parser.add_argument("--holdout-fraction", type=float, default=0.1, metavar="F",
-                        help="with --holdout random: the share of cells held out (default 0.1)")
-    parser.add_argument("--inference", choices=("mcmc", "vi"), default="mcmc",
-                        help="mcmc: Gibbs chains (the ICML paper); vi: coordinate-ascent variational inference "
-                             "(the VI paper), --iterations at most, until the ELBO's relative change is below --tol")
-    parser.add_argument("--tol", type=float, default=None,
-                        help="with --inference vi or --init vi: stop once the ELBO changes by less than this "
-                             "fraction (default 1e-5, lpviz.vi.DEFAULT_TOL)")
-    parser.add_argument("--init", choices=("random", "vi"), default="random",
-                        help="with --inference mcmc: start the chains at random (default) or from a variational fit")
+    parser.add_argument(
+        "--already-noised", action="store_true", help="SPEC is a release from `lpviz privatize` (noised counts + alpha)"
+    )
+    parser.add_argument(
+        "--components",
+        type=int,
+        default=None,
+        help="topics K or communities C (default: the truth's for synthetic data)",
+    )
+    parser.add_argument(
+        "--holdout",
+        choices=("none", "random", "top-actors"),
+        default="none",
+        help="cells left out of the fit and scored apart (held-out MAE): 'top-actors' is "
+        "Figure 5's design, every cell involving the top --holdout-actors senders or "
+        "recipients; 'random' a random --holdout-fraction of cells",
+    )
+    parser.add_argument(
+        "--holdout-actors",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with --holdout top-actors: how many top rows/columns (default 50, the paper's)",
+    )
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="with --holdout random: the share of cells held out (default 0.1)",
+    )
+    parser.add_argument(
+        "--inference",
+        choices=("mcmc", "vi"),
+        default="mcmc",
+        help="mcmc: Gibbs chains (the ICML paper); vi: coordinate-ascent variational inference "
+        "(the VI paper), --iterations at most, until the ELBO's relative change is below --tol",
+    )
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=None,
+        help="with --inference vi or --init vi: stop once the ELBO changes by less than this "
+        "fraction (default 1e-5, lpviz.vi.DEFAULT_TOL)",
+    )
+    parser.add_argument(
+        "--init",
+        choices=("random", "vi"),
+        default="random",
+        help="with --inference mcmc: start the chains at random (default) or from a variational fit",
+    )
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the simulated noise and the chains")
-    parser.add_argument("--chains", type=int, default=1, metavar="C",
-                        help="chains per method (default 1); with C > 1 the summary adds R-hat and ESS of the "
-                             "marginal log likelihood (or log joint), rates at 20 cells and aligned topics; "
-                             "scores and METHOD.npz are the first chain's")
-    parser.add_argument("--save-idata", type=Path, default=None, metavar="FILE",
-                        help="write the chains as ArviZ InferenceData (netCDF, e.g. fit.nc); with several methods "
-                             "one file each, the method's name before the suffix (fit.private.nc)")
-    parser.add_argument("--output", type=Path, default=None, metavar="DIR",
-                        help="write release.npz, truth.npz (if known), METHOD.npz per method and summary.json")
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=1,
+        metavar="C",
+        help="chains per method (default 1); with C > 1 the summary adds R-hat and ESS of the "
+        "marginal log likelihood (or log joint), rates at 20 cells and aligned topics; "
+        "scores and METHOD.npz are the first chain's",
+    )
+    parser.add_argument(
+        "--save-idata",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the chains as ArviZ InferenceData (netCDF, e.g. fit.nc); with several methods "
+        "one file each, the method's name before the suffix (fit.private.nc)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write release.npz, truth.npz (if known), METHOD.npz per method and summary.json",
+    )
     parser.add_argument("--force", action="store_true", help="replace result files that exist in DIR")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -112,6 +179,7 @@ def register(subparsers):
 # Shared with `lpviz demo`
 # ---------------------------------------------------------------------------
 
+
 def check_run_lengths(iterations, burn_in, thin):
     if iterations < 1:
         raise CLIError(f"--iterations must be >= 1, got {iterations}")
@@ -121,20 +189,22 @@ def check_run_lengths(iterations, burn_in, thin):
         raise CLIError(f"--burn-in must be >= 0, got {burn_in}")
     burn = iterations // 6 if burn_in is None else burn_in
     if burn + thin > iterations:
-        raise CLIError(f"no sample would be saved: burn-in {burn} + thin {thin} > iterations {iterations}; "
-                       "raise --iterations or lower --burn-in/--thin")
+        raise CLIError(
+            f"no sample would be saved: burn-in {burn} + thin {thin} > iterations {iterations}; "
+            "raise --iterations or lower --burn-in/--thin"
+        )
 
 
 def progress_bar(total, description, disable):
     """A tqdm bar on stderr; ``disable=None`` hides it when stderr is not a terminal."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=description, unit="it", file=sys.stderr, disable=disable,
-                leave=False, dynamic_ncols=True)
+    return tqdm(
+        total=total, desc=description, unit="it", file=sys.stderr, disable=disable, leave=False, dynamic_ncols=True
+    )
 
 
-def run_method(release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress,
-               **options):
+def run_method(release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress, **options):
     """One run of :func:`lpviz.run` with a progress bar (log joint and log marginal, or the ELBO,
     in its postfix); returns the posterior and its :func:`lpviz.metrics.score`.
 
@@ -145,15 +215,31 @@ def run_method(release, truth, *, model, method, n_components, iterations, burn_
     from ..metrics import score
 
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)
-    chain_run = run(data, model=model, method=method, n_components=n_components, n_iter=iterations,
-                    burn_in=burn_in, thin=thin, truth=with_truth, random_state=seed, **options)
+    chain_run = run(
+        data,
+        model=model,
+        method=method,
+        n_components=n_components,
+        n_iter=iterations,
+        burn_in=burn_in,
+        thin=thin,
+        truth=with_truth,
+        random_state=seed,
+        **options,
+    )
     with progress_bar(iterations, chain_run.posterior.method, progress) as bar:
         for state in chain_run:
             bar.update(1)
             if state.iteration % 25 == 0 or state.iteration == iterations:
-                postfix = {name: f"{value:.6g}" for name, value in
-                           (("log joint", state.log_joint), ("log marginal", state.log_marginal),
-                            ("ELBO", getattr(state, "elbo", np.nan))) if not np.isnan(value)}
+                postfix = {
+                    name: f"{value:.6g}"
+                    for name, value in (
+                        ("log joint", state.log_joint),
+                        ("log marginal", state.log_marginal),
+                        ("ELBO", getattr(state, "elbo", np.nan)),
+                    )
+                    if not np.isnan(value)
+                }
                 bar.set_postfix(postfix, refresh=False)
     return chain_run.posterior, score(chain_run.posterior, release, truth)
 
@@ -164,14 +250,16 @@ def format_table(rows, columns):
     for row in rows:
         cells.append([("-" if row.get(key) is None else fmt.format(row[key])) for key, _, fmt in columns])
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
-                     for line in cells)
+    return "\n".join(
+        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip() for line in cells
+    )
 
 
 def score_table(rows):
     """The table of the columns that have a value in some row."""
-    columns = [("method", "method", "{}")] + [c for c in TABLE_COLUMNS
-                                              if any(row.get(c[0]) is not None for row in rows)]
+    columns = [("method", "method", "{}")] + [
+        c for c in TABLE_COLUMNS if any(row.get(c[0]) is not None for row in rows)
+    ]
     return format_table(rows, columns)
 
 
@@ -202,6 +290,7 @@ def resolve_seed(seed):
 # lpviz fit
 # ---------------------------------------------------------------------------
 
+
 def _load(args, seed, noise_seed):
     """``(release or None, truth or None, data kind, K of the truth or None)``."""
     from ..datasets import SyntheticData, load_data
@@ -209,8 +298,7 @@ def _load(args, seed, noise_seed):
     if args.already_noised:
         release = read_release(args.data)
         if privacy_level(args, required=False) is not None:
-            raise CLIError(f"{args.data} records the noise it was released with (alpha); "
-                           "drop --epsilon/--N/--alpha")
+            raise CLIError(f"{args.data} records the noise it was released with (alpha); drop --epsilon/--N/--alpha")
         return release, None, release.kind, None
 
     # the synthetic generators take the seed; files do not
@@ -237,8 +325,14 @@ def _holdout(args, release, truth, model, holdout_seed):
     how = {"none": "none", "random": "random cells", "top-actors": "top actors"}[args.holdout]
     reference = truth.Y if truth is not None else release.Y_obs
     try:
-        mask = holdout_mask(reference, model, how, fraction=args.holdout_fraction, n_actors=args.holdout_actors,
-                            random_state=np.random.default_rng(holdout_seed))
+        mask = holdout_mask(
+            reference,
+            model,
+            how,
+            fraction=args.holdout_fraction,
+            n_actors=args.holdout_actors,
+            random_state=np.random.default_rng(holdout_seed),
+        )
     except ValueError as error:
         raise CLIError(f"--holdout {args.holdout}: {error}") from None
     return None if mask is None else ~mask
@@ -299,9 +393,12 @@ def run(args):
     if n_components is None:
         raise CLIError("give the number of topics/communities with --components K")
     if release is None and any(not method_registry.get(n).uses_truth for n in names):
-        raise CLIError("the " + ", ".join(n for n in names if not method_registry.get(n).uses_truth)
-                       + " fit(s) need noised counts: give --epsilon E [--N N] or --alpha A to noise the data "
-                         "here, or --method nonprivate")
+        raise CLIError(
+            "the "
+            + ", ".join(n for n in names if not method_registry.get(n).uses_truth)
+            + " fit(s) need noised counts: give --epsilon E [--N N] or --alpha A to noise the data "
+            "here, or --method nonprivate"
+        )
     heldout = _holdout(args, release, truth, model, holdout_seed)
     if release is not None and heldout is not None:
         try:
@@ -319,10 +416,19 @@ def run(args):
         for one_seed in chain_seeds:
             try:
                 posterior, result = run_method(
-                    release, truth, model=model, method=name, n_components=n_components,
-                    iterations=args.iterations, burn_in=args.burn_in, thin=args.thin,
+                    release,
+                    truth,
+                    model=model,
+                    method=name,
+                    n_components=n_components,
+                    iterations=args.iterations,
+                    burn_in=args.burn_in,
+                    thin=args.thin,
                     seed=np.random.default_rng(one_seed),
-                    progress=True if args.json or args.no_progress else None, **inference, **method_options_here)
+                    progress=True if args.json or args.no_progress else None,
+                    **inference,
+                    **method_options_here,
+                )
             except ValueError as error:
                 raise CLIError(str(error)) from None
             if posterior.inference == "vi":
@@ -333,22 +439,43 @@ def run(args):
 
     held_cells = posteriors[names[0]][0].heldout  # every method's chain held out the same cells
     alpha = None if release is None else release.alpha
-    alpha_summary = None if alpha is None else (
-        float(alpha) if np.ndim(alpha) == 0 else {"per_row": True, "mean": float(np.mean(alpha)),
-                                                  "min": float(np.min(alpha)), "max": float(np.max(alpha))})
+    alpha_summary = (
+        None
+        if alpha is None
+        else (
+            float(alpha)
+            if np.ndim(alpha) == 0
+            else {
+                "per_row": True,
+                "mean": float(np.mean(alpha)),
+                "min": float(np.min(alpha)),
+                "max": float(np.max(alpha)),
+            }
+        )
+    )
     shape = release.shape if release is not None else truth.Y.shape
     summary = {
-        "data": args.data, "shape": list(shape), "kind": kind, "model": model, "n_components": n_components,
-        "epsilon": None if release is None else release.epsilon, "N": None if release is None else release.N,
-        "alpha": alpha_summary, "simulated": None if release is None else release.simulated,
-        "already_noised": bool(args.already_noised), "holdout": args.holdout,
+        "data": args.data,
+        "shape": list(shape),
+        "kind": kind,
+        "model": model,
+        "n_components": n_components,
+        "epsilon": None if release is None else release.epsilon,
+        "N": None if release is None else release.N,
+        "alpha": alpha_summary,
+        "simulated": None if release is None else release.simulated,
+        "already_noised": bool(args.already_noised),
+        "holdout": args.holdout,
         # the held-out cells that exist, which held-out MAE averages over (a network's diagonal is not one)
         "heldout_cells": 0 if held_cells is None else int(held_cells.sum()),
-        "iterations": args.iterations, "inference": args.inference, "init": args.init,
+        "iterations": args.iterations,
+        "inference": args.inference,
+        "init": args.init,
         "tol": args.tol,
         "burn_in": None if variational else (args.iterations // 6 if args.burn_in is None else args.burn_in),
         "thin": None if variational else args.thin,
-        "seed": seed, "options": options,
+        "seed": seed,
+        "options": options,
         "labels": {name: posteriors[name][0].method_label for name in names},
         "methods": scores,
     }
@@ -383,6 +510,7 @@ def run(args):
 # --chains, --save-idata
 # ---------------------------------------------------------------------------
 
+
 def _idata_paths(path, names):
     """{method: file} for --save-idata: the file itself for one method, else one per method."""
     if path is None:
@@ -415,8 +543,10 @@ def _diagnostics(posteriors, release, truth, heldout):
     except ValueError as error:
         raise CLIError(f"--chains: {error}") from None
     # NaN (a quantity that never varies) is not JSON: None
-    return [{key: (None if isinstance(value, float) and value != value else value) for key, value in row.items()}
-            for row in rows]
+    return [
+        {key: (None if isinstance(value, float) and value != value else value) for key, value in row.items()}
+        for row in rows
+    ]
 
 
 def _inference_data(posteriors, release, truth, heldout, seed):
@@ -447,20 +577,39 @@ def _print_summary(summary, names, release):
         from ..vi import DEFAULT_TOL
 
         tol = summary["tol"] if summary["tol"] is not None else DEFAULT_TOL
-        print(f"variational inference (CAVI): at most {summary['iterations']} iterations, tol {tol:g}, "
-              f"seed {summary['seed']}{held}")
+        print(
+            f"variational inference (CAVI): at most {summary['iterations']} iterations, tol {tol:g}, "
+            f"seed {summary['seed']}{held}"
+        )
     else:
         start = ", started from a variational fit" if summary["init"] == "vi" else ""
-        print(f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}{start}, "
-              f"seed {summary['seed']}{held}")
+        print(
+            f"{summary['iterations']} iterations, burn-in {summary['burn_in']}, thin {summary['thin']}{start}, "
+            f"seed {summary['seed']}{held}"
+        )
     if "chains" in summary:
-        print(score_table([{"method": f"{name} #{i + 1}", **result} for name in names
-                           for i, result in enumerate(summary["chains"][name])]))
+        print(
+            score_table(
+                [
+                    {"method": f"{name} #{i + 1}", **result}
+                    for name in names
+                    for i, result in enumerate(summary["chains"][name])
+                ]
+            )
+        )
         print("convergence (R-hat above 1.01: the chains disagree, run longer):")
-        print(format_table([{"method": name, **row} for name in names for row in summary["diagnostics"][name]],
-                           [("method", "method", "{}"), ("quantity", "quantity", "{}"),
-                            ("rhat_max", "max R-hat", "{:.3f}"), ("ess_bulk_min", "min bulk ESS", "{:.0f}"),
-                            ("ess_tail_min", "min tail ESS", "{:.0f}")]))
+        print(
+            format_table(
+                [{"method": name, **row} for name in names for row in summary["diagnostics"][name]],
+                [
+                    ("method", "method", "{}"),
+                    ("quantity", "quantity", "{}"),
+                    ("rhat_max", "max R-hat", "{:.3f}"),
+                    ("ess_bulk_min", "min bulk ESS", "{:.0f}"),
+                    ("ess_tail_min", "min tail ESS", "{:.0f}"),
+                ],
+            )
+        )
     else:
         print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
     if summary["inference"] == "vi":

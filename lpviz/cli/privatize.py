@@ -24,23 +24,33 @@ def register(subparsers):
         "privatize",
         help="noise counts with the two-sided geometric mechanism",
         description="Read counts (a file, or any --data spec of `lpviz fit`), add two-sided geometric "
-                    "noise with alpha = exp(-epsilon/N), and write the noised matrix. OUTPUT .npz is a "
-                    "release `lpviz fit --already-noised` reads; .csv is a plain table. The noise comes "
-                    "from OpenDP's exact sampler with a secure generator; --simulate --seed S makes a "
-                    "reproducible simulation instead (never for real data: the seed undoes the noise).",
+        "noise with alpha = exp(-epsilon/N), and write the noised matrix. OUTPUT .npz is a "
+        "release `lpviz fit --already-noised` reads; .csv is a plain table. The noise comes "
+        "from OpenDP's exact sampler with a secure generator; --simulate --seed S makes a "
+        "reproducible simulation instead (never for real data: the seed undoes the noise).",
     )
     parser.add_argument("input", metavar="INPUT", help="counts: .npz (key Y), .csv, other formats or a data spec")
     parser.add_argument("output", metavar="OUTPUT", help="where to write the noised counts (.npz or .csv)")
     add_privacy_arguments(parser)
-    parser.add_argument("--simulate", action="store_true",
-                        help="a simulation: numpy's fast seeded sampler (reproducible, so NOT private)")
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="a simulation: numpy's fast seeded sampler (reproducible, so NOT private)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of a --simulate run (default: a fresh one)")
-    parser.add_argument("--labels", choices=("none", "public"), default="none",
-                        help="'public' writes the row/column labels into the release; only do so when they are "
-                             "public anyway: labels chosen from the true data (the most frequent words, the "
-                             "busiest senders, message ids) reveal it (default none)")
-    parser.add_argument("--allow-no-noise", action="store_true",
-                        help="allow a noise level so low (epsilon/N > 27.6) that practically no cell is noised")
+    parser.add_argument(
+        "--labels",
+        choices=("none", "public"),
+        default="none",
+        help="'public' writes the row/column labels into the release; only do so when they are "
+        "public anyway: labels chosen from the true data (the most frequent words, the "
+        "busiest senders, message ids) reveal it (default none)",
+    )
+    parser.add_argument(
+        "--allow-no-noise",
+        action="store_true",
+        help="allow a noise level so low (epsilon/N > 27.6) that practically no cell is noised",
+    )
     parser.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.set_defaults(func=run)
@@ -50,8 +60,9 @@ def add_privacy_arguments(parser):
     """--epsilon/--N or --alpha, shared by `privatize` and `fit`."""
     group = parser.add_argument_group("privacy level (alpha = exp(-epsilon/N))")
     group.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon > 0")
-    group.add_argument("--N", type=float, default=None, dest="N",
-                       help="l1 distance made indistinguishable (default 1; with --epsilon)")
+    group.add_argument(
+        "--N", type=float, default=None, dest="N", help="l1 distance made indistinguishable (default 1; with --epsilon)"
+    )
     group.add_argument("--alpha", type=float, default=None, help="noise level in (0, 1), instead of --epsilon")
 
 
@@ -102,8 +113,7 @@ def read_release(path):
     try:
         return Release.load(path)
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such file; --already-noised reads a release written by `lpviz privatize`") \
-            from None
+        raise CLIError(f"{path}: no such file; --already-noised reads a release written by `lpviz privatize`") from None
     except ValueError as error:
         message = str(error)
         if "no noised counts 'Y_obs'" in message:
@@ -129,8 +139,10 @@ def run(args):
     check_output_folder(output)
     epsilon, N, alpha = privacy_level(args)
     if args.seed is not None and not args.simulate:
-        raise CLIError("--seed makes the noise replayable (whoever knows the seed subtracts it): it is only "
-                       "for simulations; add --simulate if that is what you want, never for real data")
+        raise CLIError(
+            "--seed makes the noise replayable (whoever knows the seed subtracts it): it is only "
+            "for simulations; add --simulate if that is what you want, never for real data"
+        )
     if args.seed is not None and args.seed < 0:
         raise CLIError(f"--seed must be >= 0, got {args.seed}")
     seed = None
@@ -141,12 +153,20 @@ def run(args):
     data = load_data(args.input, **({"allow_zero": True} if is_file else {}))
     public = args.labels == "public"
     if public:
-        print("warning: writing row/column labels into the release; labels chosen from the true data "
-              "(frequent words, active senders, message ids) reveal it", file=sys.stderr)
+        print(
+            "warning: writing row/column labels into the release; labels chosen from the true data "
+            "(frequent words, active senders, message ids) reveal it",
+            file=sys.stderr,
+        )
     level = dict(alpha=alpha) if epsilon is None else dict(epsilon=epsilon, N=N)
     try:
-        release = data.privatize(**level, random_state=seed, exact=None if args.simulate else True,
-                                 public_labels=public, allow_no_noise=args.allow_no_noise)
+        release = data.privatize(
+            **level,
+            random_state=seed,
+            exact=None if args.simulate else True,
+            public_labels=public,
+            allow_no_noise=args.allow_no_noise,
+        )
     except ValueError as error:
         raise CLIError(str(error)) from None
     if output.suffix.lower() == ".npz":
@@ -174,9 +194,14 @@ def run(args):
         from ..release import format_alpha
 
         level_text = f"epsilon={epsilon:g}, N={N:g}, " if epsilon is not None else ""
-        how = f"a SIMULATION with seed {seed} (replayable: not private)" if release.simulated \
+        how = (
+            f"a SIMULATION with seed {seed} (replayable: not private)"
+            if release.simulated
             else "exact noise (OpenDP, secure generator)"
-        print(f"wrote {output}: {release.shape[0]} x {release.shape[1]} noised counts "
-              f"({level_text}alpha={format_alpha(alpha)}), {how}; "
-              f"{100 * summary['negative_fraction']:.1f}% of cells are negative")
+        )
+        print(
+            f"wrote {output}: {release.shape[0]} x {release.shape[1]} noised counts "
+            f"({level_text}alpha={format_alpha(alpha)}), {how}; "
+            f"{100 * summary['negative_fraction']:.1f}% of cells are negative"
+        )
     return 0

@@ -30,39 +30,77 @@ def register(subparsers):
         "reproduce",
         help="the papers' figures and tables (" + ", ".join(names) + ") as task grids on Dask",
         description="Reproduce a figure or table of the papers: a grid of seeded chains (settings x methods x "
-                    "noised copies x chains) run on Dask, every number as CSV, figures as PNG and HTML, and "
-                    "report.md with the paper's claims beside lpviz's numbers. "
-                    + " ".join(f"{name}: {e.title}." for name, e in EXPERIMENTS.items()),
+        "noised copies x chains) run on Dask, every number as CSV, figures as PNG and HTML, and "
+        "report.md with the paper's claims beside lpviz's numbers. "
+        + " ".join(f"{name}: {e.title}." for name, e in EXPERIMENTS.items()),
     )
     parser.add_argument("name", choices=names, metavar="NAME", help="one of " + ", ".join(names))
-    parser.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick",
-                        help="quick: minutes on 2 cores (smaller sizes and fewer iterations, same design); "
-                             "paper: the papers' sizes and iteration counts; tiny: seconds, for tests "
-                             "(default quick)")
-    parser.add_argument("--chains", type=int, default=None, metavar="C",
-                        help="chains per setting, method and noised copy (default: the preset's)")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="run on an existing Dask cluster, e.g. tcp://host:8786 (default: a LocalCluster)")
-    parser.add_argument("--workers", type=int, default=None, metavar="W",
-                        help="LocalCluster worker processes (default: one per core); each chain's kernels get "
-                             "cores // W threads")
-    parser.add_argument("--threads", type=int, default=None, metavar="T",
-                        help="kernel threads per LocalCluster worker (LPVIZ_NUM_THREADS; default cores // W)")
+    parser.add_argument(
+        "--preset",
+        choices=("tiny", "quick", "paper"),
+        default="quick",
+        help="quick: minutes on 2 cores (smaller sizes and fewer iterations, same design); "
+        "paper: the papers' sizes and iteration counts; tiny: seconds, for tests "
+        "(default quick)",
+    )
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=None,
+        metavar="C",
+        help="chains per setting, method and noised copy (default: the preset's)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run on an existing Dask cluster, e.g. tcp://host:8786 (default: a LocalCluster)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="W",
+        help="LocalCluster worker processes (default: one per core); each chain's kernels get cores // W threads",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="T",
+        help="kernel threads per LocalCluster worker (LPVIZ_NUM_THREADS; default cores // W)",
+    )
     parser.add_argument("--serial", action="store_true", help="run the tasks in this process, without Dask")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, metavar="DIR",
-                        help=f"results go to DIR/NAME (default {DEFAULT_OUTPUT})")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run in DIR/NAME: finished tasks are kept, the rest run")
-    parser.add_argument("--seed", type=int, default=0, help="base seed of every data, noise and chain seed "
-                                                            "(default 0)")
-    parser.add_argument("--probe", type=int, default=None, metavar="ITER",
-                        help="instead of the grid: ITER iterations of one chain per setting and method at the "
-                             "paper's sizes, to measure seconds per iteration (probe.csv) for the report's "
-                             "projected paper wall-clock")
-    parser.add_argument("--sampler", choices=("bessel", "collapsed"), default=None,
-                        help="the private method's sampler (default: bessel, the paper's route; collapsed: the "
-                             "exact conditional with the sparse step, faster where most noised counts are <= 0, "
-                             "i.e. sparse data at large eps/N)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        metavar="DIR",
+        help=f"results go to DIR/NAME (default {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run in DIR/NAME: finished tasks are kept, the rest run",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="base seed of every data, noise and chain seed (default 0)")
+    parser.add_argument(
+        "--probe",
+        type=int,
+        default=None,
+        metavar="ITER",
+        help="instead of the grid: ITER iterations of one chain per setting and method at the "
+        "paper's sizes, to measure seconds per iteration (probe.csv) for the report's "
+        "projected paper wall-clock",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=("bessel", "collapsed"),
+        default=None,
+        help="the private method's sampler (default: bessel, the paper's route; collapsed: the "
+        "exact conditional with the sparse step, faster where most noised counts are <= 0, "
+        "i.e. sparse data at large eps/N)",
+    )
     parser.add_argument("--retries", type=int, default=2, help="times a failing task is retried (default 2)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -76,11 +114,12 @@ def _check(args):
     if args.threads is not None and args.threads < 1:
         raise CLIError(f"--threads must be >= 1, got {args.threads}")
     if args.serial and (args.scheduler or args.workers or args.threads):
-        raise CLIError("--serial runs without Dask in this process (its kernel threads: LPVIZ_NUM_THREADS): "
-                       "drop --scheduler/--workers/--threads")
+        raise CLIError(
+            "--serial runs without Dask in this process (its kernel threads: LPVIZ_NUM_THREADS): "
+            "drop --scheduler/--workers/--threads"
+        )
     if args.scheduler and (args.workers or args.threads):
-        raise CLIError("--workers/--threads size a LocalCluster; an existing cluster (--scheduler) has its own "
-                       "workers")
+        raise CLIError("--workers/--threads size a LocalCluster; an existing cluster (--scheduler) has its own workers")
     if args.seed < 0:
         raise CLIError(f"--seed must be >= 0, got {args.seed}")
     if args.probe is not None and args.probe < 2:
@@ -97,7 +136,7 @@ def _print_claims(report_path):
     start = text.find("## Claims")
     end = text.find("\n## ", start + 1)
     if start >= 0:
-        print(text[start:end if end > 0 else None].strip())
+        print(text[start : end if end > 0 else None].strip())
 
 
 def run(args):
@@ -111,10 +150,21 @@ def run(args):
             print("not available yet, skipped: " + "; ".join(unavailable), file=sys.stderr)
     scheduler = "serial" if args.serial else args.scheduler
     try:
-        paths = reproduce(args.name, args.preset, chains=args.chains, scheduler=scheduler, workers=args.workers,
-                          threads=args.threads, output=args.output, resume=args.resume, seed=args.seed,
-                          probe=args.probe, sampler=args.sampler,
-                          progress=not args.no_progress and sys.stderr.isatty(), retries=args.retries)
+        paths = reproduce(
+            args.name,
+            args.preset,
+            chains=args.chains,
+            scheduler=scheduler,
+            workers=args.workers,
+            threads=args.threads,
+            output=args.output,
+            resume=args.resume,
+            seed=args.seed,
+            probe=args.probe,
+            sampler=args.sampler,
+            progress=not args.no_progress and sys.stderr.isatty(),
+            retries=args.retries,
+        )
     except (NotAvailableError, StaleResultError) as error:
         raise CLIError(str(error)) from None
     except NotImplementedError as error:

@@ -15,42 +15,80 @@ from pathlib import Path
 
 from . import CLIError
 
-COLUMNS = [("method", "method", "{}"), ("iterations", "iterations (paper)", "{}"),
-           ("paper_mae", "paper MAE", "{:.3f}"), ("mae", "lpviz MAE", "{:.3f}"),
-           ("paper_seconds", "paper s (derived)", "{:.0f}"), ("seconds", "lpviz s", "{:.1f}"),
-           ("iterations_run", "lpviz iterations", "{}")]
+COLUMNS = [
+    ("method", "method", "{}"),
+    ("iterations", "iterations (paper)", "{}"),
+    ("paper_mae", "paper MAE", "{:.3f}"),
+    ("mae", "lpviz MAE", "{:.3f}"),
+    ("paper_seconds", "paper s (derived)", "{:.0f}"),
+    ("seconds", "lpviz s", "{:.1f}"),
+    ("iterations_run", "lpviz iterations", "{}"),
+]
 
 
 def register(subparsers):
     from ..reproduce.table1 import GROUPS
 
     parser = subparsers.add_parser(
-        "table1", help="reproduce Table 1 of the VI paper (MCMC against CAVI on a synthetic matrix)",
+        "table1",
+        help="reproduce Table 1 of the VI paper (MCMC against CAVI on a synthetic matrix)",
         description="Runs every row of the VI paper's Table 1 on a synthetic D x V matrix with K components "
-                    "noised at eps/N = 1 (theta, phi ~ Gamma(0.1, rate 1)) and prints lpviz's MAE against the "
-                    "true rates and its seconds beside the paper's.")
-    parser.add_argument("--quick", action="store_true",
-                        help="a 60 x 50 matrix, K = 5 and short runs (a smoke test, seconds)")
-    parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("D", "V"),
-                        help="rows and columns (default 1000 1000, the paper's)")
+        "noised at eps/N = 1 (theta, phi ~ Gamma(0.1, rate 1)) and prints lpviz's MAE against the "
+        "true rates and its seconds beside the paper's.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a 60 x 50 matrix, K = 5 and short runs (a smoke test, seconds)"
+    )
+    parser.add_argument(
+        "--size",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("D", "V"),
+        help="rows and columns (default 1000 1000, the paper's)",
+    )
     parser.add_argument("--components", type=int, default=None, help="K (default 50, the paper's)")
-    parser.add_argument("--mcmc-scale", type=float, default=1.0, metavar="F",
-                        help="multiply every chain's burn-in, samples and thinning by F (e.g. 0.1: 500 + 100 "
-                             "for naive MCMC) to afford the table on a small machine; VI runs are unchanged")
-    parser.add_argument("--groups", default=None, metavar="G1,G2",
-                        help="only these runs (default all): " + ", ".join(GROUPS))
-    parser.add_argument("--sampler", choices=("bessel", "collapsed"), default="bessel",
-                        help="the private chains' sampler (default bessel, the paper's)")
-    parser.add_argument("--bessel_point", choices=("mode", "mean"), default="mode",
-                        help="the private CAVI's q(m) (default mode, the paper's)")
-    parser.add_argument("--noise_split", choices=("components", "delta"), default="components",
-                        help="the private CAVI's split of y+ between noise and true count: components (DESIGN.md "
-                             "1c, the CAVI optimum, default) or delta (the paper's eq. 13, G[mu] by the delta method)")
+    parser.add_argument(
+        "--mcmc-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="multiply every chain's burn-in, samples and thinning by F (e.g. 0.1: 500 + 100 "
+        "for naive MCMC) to afford the table on a small machine; VI runs are unchanged",
+    )
+    parser.add_argument(
+        "--groups", default=None, metavar="G1,G2", help="only these runs (default all): " + ", ".join(GROUPS)
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=("bessel", "collapsed"),
+        default="bessel",
+        help="the private chains' sampler (default bessel, the paper's)",
+    )
+    parser.add_argument(
+        "--bessel_point",
+        choices=("mode", "mean"),
+        default="mode",
+        help="the private CAVI's q(m) (default mode, the paper's)",
+    )
+    parser.add_argument(
+        "--noise_split",
+        choices=("components", "delta"),
+        default="components",
+        help="the private CAVI's split of y+ between noise and true count: components (DESIGN.md "
+        "1c, the CAVI optimum, default) or delta (the paper's eq. 13, G[mu] by the delta method)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the data, noise and runs (default 0)")
-    parser.add_argument("--output", type=Path, default=Path("table1"), metavar="DIR",
-                        help="folder for table1.csv, table1_traces.csv, table1.png (default ./table1)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace files in DIR made with other settings (default: refuse)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path("table1"),
+        metavar="DIR",
+        help="folder for table1.csv, table1_traces.csv, table1.png (default ./table1)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace files in DIR made with other settings (default: refuse)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(func=run)
 
@@ -77,7 +115,7 @@ def run(args):
         raise CLIError("--size needs at least 2 rows and 2 columns, --components at least 1")
     if not args.mcmc_scale > 0:
         raise CLIError(f"--mcmc-scale must be > 0, got {args.mcmc_scale}")
-    schedule = (QUICK if args.quick else PAPER)
+    schedule = QUICK if args.quick else PAPER
     if args.mcmc_scale != 1.0:
         schedule = schedule.scaled(args.mcmc_scale)
     output = args.output
@@ -89,10 +127,18 @@ def run(args):
     settings_path, table_path = output / "table1.json", output / "table1.csv"
     traces_path, plot_path = output / "table1_traces.csv", output / "table1.png"
     say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    table = run_table1(n_rows=n_rows, n_cols=n_cols, n_components=n_components,
-                       schedule=schedule, groups=groups, sampler=args.sampler,
-                       bessel_point=args.bessel_point, noise_split=args.noise_split, random_state=args.seed,
-                       callback=say)
+    table = run_table1(
+        n_rows=n_rows,
+        n_cols=n_cols,
+        n_components=n_components,
+        schedule=schedule,
+        groups=groups,
+        sampler=args.sampler,
+        bessel_point=args.bessel_point,
+        noise_split=args.noise_split,
+        random_state=args.seed,
+        callback=say,
+    )
     traces, settings = table.attrs["traces"], table.attrs["settings"]
 
     output.mkdir(exist_ok=True)
@@ -105,19 +151,25 @@ def run(args):
             order = {key: i for i, key in enumerate(ROWS)}
             table = table.sort_values("row", key=lambda keys: keys.map(order)).reset_index(drop=True)
         elif not args.force:
-            raise CLIError(f"{output} holds a table made with other settings ({settings_path}); "
-                           "choose another --output or pass --force to replace it")
+            raise CLIError(
+                f"{output} holds a table made with other settings ({settings_path}); "
+                "choose another --output or pass --force to replace it"
+            )
     table.to_csv(table_path, index=False)
     traces.to_csv(traces_path, index=False)
     settings_path.write_text(json.dumps(settings, indent=2))
     plot_table1(table, traces, plot_path)
 
-    print(f"VI paper, Table 1: {n_rows} x {n_cols}, K={n_components}, eps/N=1, seed {args.seed}"
-          + (" (quick: short runs)" if args.quick else "")
-          + (f", chains {args.mcmc_scale:g} x the paper's lengths" if args.mcmc_scale != 1.0 else ""))
+    print(
+        f"VI paper, Table 1: {n_rows} x {n_cols}, K={n_components}, eps/N=1, seed {args.seed}"
+        + (" (quick: short runs)" if args.quick else "")
+        + (f", chains {args.mcmc_scale:g} x the paper's lengths" if args.mcmc_scale != 1.0 else "")
+    )
     print(_format(table))
-    print("MAE: against the true rates (lpviz.score rate_mae). paper s: its iterations x its stated 0.8 s per "
-          "MCMC and 2.8 s per VI iteration.")
+    print(
+        "MAE: against the true rates (lpviz.score rate_mae). paper s: its iterations x its stated 0.8 s per "
+        "MCMC and 2.8 s per VI iteration."
+    )
     for path in (table_path, traces_path, plot_path, settings_path):
         print(f"wrote {path}")
     return 0

@@ -33,9 +33,12 @@ class CountData:
         from lpviz.budget import check_memory, dense_bytes
 
         if sp.issparse(self.Y):
-            check_memory(dense_bytes(self.Y.shape, np.int64), f"{self.source or 'the counts'}: the dense "
-                         f"{self.Y.shape[0]:,} x {self.Y.shape[1]:,} matrix of {self.Y.nnz:,} nonzero counts",
-                         fix="Keep the counts sparse, or select fewer rows or columns.")
+            check_memory(
+                dense_bytes(self.Y.shape, np.int64),
+                f"{self.source or 'the counts'}: the dense "
+                f"{self.Y.shape[0]:,} x {self.Y.shape[1]:,} matrix of {self.Y.nnz:,} nonzero counts",
+                fix="Keep the counts sparse, or select fewer rows or columns.",
+            )
             return np.asarray(self.Y.toarray(), dtype=np.int64)
         return np.asarray(self.Y, dtype=np.int64)
 
@@ -52,8 +55,18 @@ class CountData:
 
         return Truth(self.Y, mu=getattr(self, "mu", None), factors=getattr(self, "factors", None) or None)
 
-    def privatize(self, epsilon=None, N=1, *, alpha=None, heldout=None, random_state=None, exact=None,
-                  public_labels=False, allow_no_noise=False):
+    def privatize(
+        self,
+        epsilon=None,
+        N=1,
+        *,
+        alpha=None,
+        heldout=None,
+        random_state=None,
+        exact=None,
+        public_labels=False,
+        allow_no_noise=False,
+    ):
         """Noise the counts: a :class:`~lpviz.release.Release` (see :func:`lpviz.privacy.privatize`).
 
         Labels are released only with ``public_labels=True``: a vocabulary or a
@@ -62,9 +75,20 @@ class CountData:
         from lpviz.privacy import privatize
 
         labels = dict(row_labels=self.row_labels, col_labels=self.col_labels) if public_labels else {}
-        return privatize(self.Y, epsilon, N, alpha=alpha, kind=self.kind, heldout=heldout,
-                         structural_zeros=self.info.get("structural_zeros"), name=self.name,
-                         random_state=random_state, exact=exact, allow_no_noise=allow_no_noise, **labels)
+        return privatize(
+            self.Y,
+            epsilon,
+            N,
+            alpha=alpha,
+            kind=self.kind,
+            heldout=heldout,
+            structural_zeros=self.info.get("structural_zeros"),
+            name=self.name,
+            random_state=random_state,
+            exact=exact,
+            allow_no_noise=allow_no_noise,
+            **labels,
+        )
 
     @property
     def name(self):
@@ -84,17 +108,26 @@ class SyntheticData(CountData):
     ``theta``/``pi`` for blocks).
     """
 
-    Y_obs: np.ndarray = None
+    Y_obs: np.ndarray | None = None
     alpha: object = None
-    mu: np.ndarray = None
+    mu: np.ndarray | None = None
     factors: dict = field(default_factory=dict)
 
     def release(self, heldout=None):
         """The generator's own noised copy as a (simulated) :class:`~lpviz.release.Release`."""
         from lpviz.release import Release
 
-        return Release(Y_obs=self.Y_obs, alpha=self.alpha, epsilon=self.info.get("epsilon"),
-                       N=self.info.get("N") if self.info.get("epsilon") is not None else None,
-                       kind=self.kind, heldout=heldout, structural_zeros=self.info.get("structural_zeros"),
-                       row_labels=self.row_labels, col_labels=self.col_labels, simulated=True,
-                       noise_seed=self.info.get("noise_seed"), name=self.source)
+        return Release(
+            Y_obs=self.Y_obs,
+            alpha=self.alpha,
+            epsilon=self.info.get("epsilon"),
+            N=self.info.get("N") if self.info.get("epsilon") is not None else None,
+            kind=self.kind,
+            heldout=heldout,
+            structural_zeros=self.info.get("structural_zeros"),
+            row_labels=self.row_labels,
+            col_labels=self.col_labels,
+            simulated=True,
+            noise_seed=self.info.get("noise_seed"),
+            name=self.source,
+        )

@@ -47,6 +47,7 @@ import json
 import os
 import time
 import warnings
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +82,9 @@ def resolve_cache_dir(cache_dir) -> Path | None:
     if cache_dir is None or cache_dir is True:
         return default_cache_dir()
     if not isinstance(cache_dir, (str, os.PathLike)):
-        raise TypeError(f"cache_dir must be a path, None (default directory) or False (no cache), "
-                        f"got {type(cache_dir).__name__}")
+        raise TypeError(
+            f"cache_dir must be a path, None (default directory) or False (no cache), got {type(cache_dir).__name__}"
+        )
     return Path(cache_dir).expanduser()
 
 
@@ -94,13 +96,14 @@ def cache_limit() -> int:
     try:
         return parse_bytes(text)
     except ValueError as error:
-        raise ValueError(f"{LIMIT_ENV_VAR}={text!r} is not a cache size: {error}; unset it for "
-                         f"{format_bytes(DEFAULT_LIMIT)}") from None
+        raise ValueError(
+            f"{LIMIT_ENV_VAR}={text!r} is not a cache size: {error}; unset it for {format_bytes(DEFAULT_LIMIT)}"
+        ) from None
 
 
-_tidied = {}  # directory -> when this process last removed stale temporaries from it
+_tidied: dict[Path, float] = {}  # directory -> when this process last removed stale temporaries from it
 _TIDY_EVERY = 600.0  # seconds: a long-running server tidies again, a scan per write is not needed
-_warned_unwritable = set()
+_warned_unwritable: set[Path] = set()
 
 
 def _open(directory: Path) -> None:
@@ -116,10 +119,13 @@ def _warn_unwritable(directory: Path, error: OSError) -> None:
     if directory in _warned_unwritable:
         return
     _warned_unwritable.add(directory)
-    warnings.warn(f"lpviz cache directory {directory} cannot be written ({error.__class__.__name__}: "
-                  f"{error.strerror or error}); working without the cache. Set LPVIZ_DATA_DIR or pass "
-                  "cache_dir to a writable folder, or cache_dir=False to silence this", RuntimeWarning,
-                  stacklevel=4)
+    warnings.warn(
+        f"lpviz cache directory {directory} cannot be written ({error.__class__.__name__}: "
+        f"{error.strerror or error}); working without the cache. Set LPVIZ_DATA_DIR or pass "
+        "cache_dir to a writable folder, or cache_dir=False to silence this",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 def source_fingerprint(path) -> dict:
@@ -146,13 +152,18 @@ def source_fingerprint(path) -> dict:
                 n_files += 1
                 total += st.st_size
                 latest = max(latest, st.st_mtime_ns)
-        return {"path": resolved, "type": "directory", "n_files": n_files, "size": total,
-                "mtime_ns": latest, "listing_sha256": listing.hexdigest()}
+        return {
+            "path": resolved,
+            "type": "directory",
+            "n_files": n_files,
+            "size": total,
+            "mtime_ns": latest,
+            "listing_sha256": listing.hexdigest(),
+        }
     st = path.stat()
     with open(path, "rb") as fh:
         head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
-    return {"path": resolved, "type": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "head_sha256": head}
+    return {"path": resolved, "type": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns, "head_sha256": head}
 
 
 def cache_key(kind: str, **params) -> str:
@@ -168,7 +179,7 @@ def _entry_paths(directory: Path, key: str):
 
 
 def _encode_arrays(arrays: dict) -> dict:
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, value in arrays.items():
         if isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
             lengths = np.fromiter((len(s) for s in value), dtype=np.int64, count=len(value))
@@ -194,7 +205,7 @@ def _decode_arrays(npz) -> dict:
             base = name[: -len(_STRINGS_SUFFIX)]
             text = npz[name].tobytes().decode("utf-8", "surrogatepass")
             offsets = npz[base + _OFFSETS_SUFFIX].tolist()
-            out[base] = [text[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+            out[base] = [text[a:b] for a, b in pairwise(offsets)]
         else:
             out[name] = npz[name]
     return out
@@ -218,13 +229,22 @@ def save_arrays(key: str, arrays: dict, *, cache_dir=None, meta: dict | None = N
     buffer = io.BytesIO()
     np.savez(buffer, **_encode_arrays(arrays))
     payload = buffer.getvalue()
-    manifest = {"format": CACHE_FORMAT, "key": key, "size": len(payload),
-                "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta or {}}
+    manifest = {
+        "format": CACHE_FORMAT,
+        "key": key,
+        "size": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "meta": meta or {},
+    }
     manifest_bytes = json.dumps(manifest, sort_keys=True, default=str).encode()
     limit = cache_limit()
     if len(payload) + len(manifest_bytes) > limit:
-        warnings.warn(f"lpviz cache entry {key} ({format_bytes(len(payload))}) is larger than the cache limit "
-                      f"({format_bytes(limit)}, {LIMIT_ENV_VAR}); not cached", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"lpviz cache entry {key} ({format_bytes(len(payload))}) is larger than the cache limit "
+            f"({format_bytes(limit)}, {LIMIT_ENV_VAR}); not cached",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
     # The manifest goes last: an entry without a matching manifest is never trusted.
     atomic_write(data_path, lambda fh: fh.write(payload))
@@ -239,7 +259,7 @@ def entries(directory) -> list:
     Only pairs ``KEY.npz`` + ``KEY.json`` whose manifest names this cache
     format and ``KEY`` count; anything else in the folder is not the cache's.
     """
-    found = []
+    found: list = []
     try:
         manifests = list(Path(directory).glob("*.json"))
     except OSError:
@@ -287,8 +307,7 @@ def evict(directory, limit=None, *, keep=None) -> list:
 
 
 def _discard(directory: Path, key: str, reason: str) -> None:
-    warnings.warn(f"lpviz cache entry {key} in {directory} is {reason}; rebuilding it", RuntimeWarning,
-                  stacklevel=4)
+    warnings.warn(f"lpviz cache entry {key} in {directory} is {reason}; rebuilding it", RuntimeWarning, stacklevel=4)
     for path in _entry_paths(directory, key):
         try:
             path.unlink()

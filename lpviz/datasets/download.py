@@ -42,8 +42,18 @@ class _Interrupted(Exception):
     """The transfer stopped early; what arrived is kept in the .part file."""
 
 
-def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, known_hash=None, progress=True, timeout=60.0,
-                retries=3, retry_wait=2.0, chunk_size=1 << 20):
+def fetch_enron(
+    dest=None,
+    url=DEFAULT_URL,
+    *,
+    expected_size=None,
+    known_hash=None,
+    progress=True,
+    timeout=60.0,
+    retries=3,
+    retry_wait=2.0,
+    chunk_size=1 << 20,
+):
     """Download the Enron tarball (about 423 MB for the CMU release) and return its path.
 
     Parameters
@@ -102,18 +112,23 @@ def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, known_hash=No
             raise IsADirectoryError(f"{final} is a folder; give a file name or an existing folder as dest")
         size = final.stat().st_size
         if expected_size is not None and size != expected_size:
-            raise FileExistsError(f"{final} already exists with {size} bytes, not the expected {expected_size}; "
-                                  "lpviz does not overwrite it: move it away or choose another dest")
+            raise FileExistsError(
+                f"{final} already exists with {size} bytes, not the expected {expected_size}; "
+                "lpviz does not overwrite it: move it away or choose another dest"
+            )
         if digest is not None and file_hash(final, algorithm) != digest:
-            raise FileExistsError(f"{final} already exists but its {algorithm} is {file_hash(final, algorithm)}, "
-                                  f"not the known {digest}; lpviz does not overwrite it: move it away or "
-                                  "choose another dest")
+            raise FileExistsError(
+                f"{final} already exists but its {algorithm} is {file_hash(final, algorithm)}, "
+                f"not the known {digest}; lpviz does not overwrite it: move it away or "
+                "choose another dest"
+            )
         return final
     if dest is None:
         final.parent.mkdir(parents=True, exist_ok=True)  # the cache folder: lpviz's own
     elif not final.parent.is_dir():
-        raise FileNotFoundError(f"{final}: the folder {final.parent} does not exist; create it first or "
-                                "choose a path in an existing folder")
+        raise FileNotFoundError(
+            f"{final}: the folder {final.parent} does not exist; create it first or choose a path in an existing folder"
+        )
     part = final.with_name(final.name + ".part")
     failures = 0
     while True:
@@ -124,17 +139,20 @@ def fetch_enron(dest=None, url=DEFAULT_URL, *, expected_size=None, known_hash=No
             failures += 1
             if failures > retries:
                 have = part.stat().st_size if part.exists() else 0
-                raise ConnectionError(f"download of {url} interrupted ({error}); {have} bytes are kept in "
-                                      f"{part}: run again to resume") from None
+                raise ConnectionError(
+                    f"download of {url} interrupted ({error}); {have} bytes are kept in {part}: run again to resume"
+                ) from None
             time.sleep(retry_wait * 2 ** (failures - 1))
     _check_downloaded(part, url, total, expected_size)
     if digest is not None:
         got = file_hash(part, algorithm)
         if got != digest:
             part.unlink()
-            raise ValueError(f"download of {url} has {algorithm} {got}, not the known {digest}: the file was "
-                             "deleted. The server sent another file (a new release, an error page or "
-                             "tampering); check the URL and the hash")
+            raise ValueError(
+                f"download of {url} has {algorithm} {got}, not the known {digest}: the file was "
+                "deleted. The server sent another file (a new release, an error page or "
+                "tampering); check the URL and the hash"
+            )
     if final.exists():  # someone else finished first: keep theirs, never overwrite
         part.unlink()
         return final
@@ -163,8 +181,7 @@ def _parse_known_hash(known_hash):
         raise ValueError(f"known_hash {known_hash!r}: unknown algorithm {algorithm!r}; write 'sha256:HEX'")
     size = hashlib.new(algorithm).digest_size * 2
     if not re.fullmatch(rf"[0-9a-fA-F]{{{size}}}", digest):
-        raise ValueError(f"known_hash {known_hash!r}: a {algorithm} checksum is {size} hex digits; "
-                         "write 'sha256:HEX'")
+        raise ValueError(f"known_hash {known_hash!r}: a {algorithm} checksum is {size} hex digits; write 'sha256:HEX'")
     return algorithm, digest.lower()
 
 
@@ -214,11 +231,23 @@ def _transfer(url, part, expected_size, progress, timeout, chunk_size, label):
         if total is None:
             total = expected_size
         elif expected_size is not None and total != expected_size:
-            raise ValueError(f"{url} is {total} bytes but expected_size={expected_size}: a different file or "
-                             "release; check the URL or the expected size")
-        with open(part, mode) as out, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
-                                           unit_divisor=1024, desc=label, disable=not progress,
-                                           leave=False) as bar:
+            raise ValueError(
+                f"{url} is {total} bytes but expected_size={expected_size}: a different file or "
+                "release; check the URL or the expected size"
+            )
+        with (
+            open(part, mode) as out,
+            tqdm(
+                total=total,
+                initial=offset,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=label,
+                disable=not progress,
+                leave=False,
+            ) as bar,
+        ):
             while True:
                 try:
                     chunk = response.read(chunk_size)
@@ -255,8 +284,10 @@ def _check_downloaded(part, url, total, expected_size):
     for wanted in (total, expected_size):
         if wanted is not None and size != wanted:
             part.unlink()
-            raise ValueError(f"download of {url} has {size} bytes, expected {wanted}: the file is truncated "
-                             "or corrupt and was not kept; run again")
+            raise ValueError(
+                f"download of {url} has {size} bytes, expected {wanted}: the file is truncated "
+                "or corrupt and was not kept; run again"
+            )
     if urlparse(url).path.endswith((".gz", ".tgz")):
         with open(part, "rb") as handle:
             if handle.read(2) != _GZIP_MAGIC:

@@ -95,14 +95,25 @@ from . import cache as _cache
 from ._types import CountData
 
 __all__ = [
-    "Email", "EnronCorpus", "MalformedEmail", "ReadReport", "STOP_WORDS", "TOKENIZATION",
-    "build_enron_network", "build_enron_topics", "parse_email", "read_corpus", "read_emails",
-    "clean_body", "tokenize",
+    "Email",
+    "EnronCorpus",
+    "MalformedEmail",
+    "ReadReport",
+    "STOP_WORDS",
+    "TOKENIZATION",
+    "build_enron_network",
+    "build_enron_topics",
+    "parse_email",
+    "read_corpus",
+    "read_emails",
+    "clean_body",
+    "tokenize",
 ]
 
 PARSER_VERSION = 2  # bump when parsing or tokenization changes: invalidates cached corpora
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are aren arent as at be because been before being
 below between both but by can cannot could couldn did didn didnt do does doesn doesnt doing don dont down
 during each few for from further had hadn hadnt has hasn hasnt have haven havent having he her here hers
@@ -111,7 +122,8 @@ needn no nor not now of off on once only or other ought our ours ourselves out o
 should shouldn so some such than that the their theirs them themselves then there these they this those
 through to too under until up ve very was wasn wasnt we were weren what when where which while who whom
 why will with won wont would wouldn you your yours yourself yourselves also may might must shall us
-""".split())
+""".split()
+)
 
 MIN_WORD_LENGTH = 3
 MAX_WORD_LENGTH = 25
@@ -121,12 +133,12 @@ TOKENIZATION = {
     "text": "message body only (not the subject); text/* parts of multipart messages",
     "case": "lower",
     "removed": "header lines of quoted/forwarded messages ('-----Original Message-----', "
-               "'----- Forwarded by', Lotus 'X on 12/13/2000 10:37 AM' and date lines, From:/Sent:/Date:, "
-               "To:/cc:/bcc: with wrapped lines, the 'Subject:' label); e-mail addresses and URLs. "
-               "Quoted text itself is kept",
+    "'----- Forwarded by', Lotus 'X on 12/13/2000 10:37 AM' and date lines, From:/Sent:/Date:, "
+    "To:/cc:/bcc: with wrapped lines, the 'Subject:' label); e-mail addresses and URLs. "
+    "Quoted text itself is kept",
     "word": "maximal run of ASCII letters a-z",
     "vocabulary_words": f"{MIN_WORD_LENGTH} to {MAX_WORD_LENGTH} letters, not in "
-                        "lpviz.datasets.enron.STOP_WORDS (English)",
+    "lpviz.datasets.enron.STOP_WORDS (English)",
     "min_tokens_counts": "every word of the cleaned body (before the stop-word and length filter)",
 }
 
@@ -165,9 +177,16 @@ class ReadReport:
         self.examples.setdefault(reason, path)
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "n_read": self.n_read, "n_parsed": self.n_parsed,
-                "skipped": dict(self.skipped), "notes": dict(self.notes),
-                "examples": dict(self.examples), "partial": self.partial, "stopped": self.stopped}
+        return {
+            "source": self.source,
+            "n_read": self.n_read,
+            "n_parsed": self.n_parsed,
+            "skipped": dict(self.skipped),
+            "notes": dict(self.notes),
+            "examples": dict(self.examples),
+            "partial": self.partial,
+            "stopped": self.stopped,
+        }
 
     def __str__(self) -> str:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items())) or "none"
@@ -215,8 +234,23 @@ _PARAM = re.compile(r';\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"([^"]*)"|([^;\s]*))')
 _ADDRESS_ITEM = re.compile(r'(?:"[^"]*"|<[^>]*>|[^,])+')
 _ANGLE = re.compile(r"<([^<>]*)>")
 _ENCODED_WORD = re.compile(r"=\?[^?]+\?[bBqQ]\?[^?]*\?=")
-_KNOWN_HEADERS = frozenset({"from", "to", "cc", "bcc", "message-id", "date", "subject", "mime-version",
-                            "content-type", "x-from", "received", "return-path", "sender"})
+_KNOWN_HEADERS = frozenset(
+    {
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "message-id",
+        "date",
+        "subject",
+        "mime-version",
+        "content-type",
+        "x-from",
+        "received",
+        "return-path",
+        "sender",
+    }
+)
 
 
 def _split_header_block(raw: bytes):
@@ -225,12 +259,12 @@ def _split_header_block(raw: bytes):
     match = _HEADER_END.search(raw)
     if match is None:
         return raw, b""
-    return raw[: match.start()], raw[match.end():]
+    return raw[: match.start()], raw[match.end() :]
 
 
 def _parse_headers(block: str) -> dict:
     """Unfold and split a header block into {lower-case name: value} (first occurrence wins)."""
-    headers = {}
+    headers: dict[str, str] = {}
     for line in _FOLD.sub(" ", block).splitlines():
         name, sep, value = line.partition(":")
         if not sep or not _HEADER_NAME.fullmatch(name):
@@ -250,8 +284,9 @@ def _decode_header_block(head: bytes) -> str:
 def _content_type(headers: dict):
     value = headers.get("content-type", "text/plain")
     ctype = value.split(";", 1)[0].strip().lower() or "text/plain"
-    params = {m.group(1).lower(): (m.group(2) if m.group(2) is not None else m.group(3))
-              for m in _PARAM.finditer(value)}
+    params = {
+        m.group(1).lower(): (m.group(2) if m.group(2) is not None else m.group(3)) for m in _PARAM.finditer(value)
+    }
     return ctype, params
 
 
@@ -259,6 +294,7 @@ def _decode_header_words(value: str) -> str:
     if "=?" not in value or not _ENCODED_WORD.search(value):
         return value
     from email.header import decode_header, make_header  # rare: RFC 2047 encoded words
+
     try:
         return str(make_header(decode_header(value)))
     except Exception:
@@ -306,7 +342,8 @@ def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0, already_
     ctype, params = _content_type(headers)
     if ctype.startswith("multipart/") and params.get("boundary") and depth < 5:
         delimiter = b"--" + params["boundary"].encode("latin-1", "replace")
-        texts, htmls = [], []
+        texts: list[str] = []
+        htmls: list[str] = []
         for part in body.split(delimiter)[1:]:
             if part.startswith(b"--"):
                 break  # closing delimiter
@@ -325,8 +362,7 @@ def _body_text(headers: dict, body: bytes, notes: list, depth: int = 0, already_
         return None
     transfer = headers.get("content-transfer-encoding", "").strip().lower()
     data = _decode_transfer(body, transfer, notes)
-    charset = "utf-8" if already_decoded and transfer not in ("quoted-printable", "base64") \
-        else params.get("charset")
+    charset = "utf-8" if already_decoded and transfer not in ("quoted-printable", "base64") else params.get("charset")
     text = _decode_bytes(data, charset, notes)
     if ctype == "text/html":
         text = _TAG.sub(" ", text)
@@ -356,7 +392,7 @@ def _parse_address_list(value: str):
         angle = _ANGLE.search(item)
         if angle:
             address = _normalise_address(angle.group(1))
-            name = (item[: angle.start()] + item[angle.end():]).strip().strip("\"' ")
+            name = (item[: angle.start()] + item[angle.end() :]).strip().strip("\"' ")
         else:
             address, name = _normalise_address(item), ""
         if "@" in address:
@@ -391,7 +427,7 @@ def parse_email(raw, path: str = "") -> Email:
     headers = _parse_headers(head_text)
     if not _KNOWN_HEADERS.intersection(headers):
         raise MalformedEmail("unparseable", f"{path}: no From, To, Date or Message-ID header")
-    notes = []
+    notes: list[str] = []
     text = _body_text(headers, body, notes, already_decoded=already_decoded)
     if text is None:
         notes.append("non_text")
@@ -401,7 +437,7 @@ def parse_email(raw, path: str = "") -> Email:
     if not message_id:
         notes.append("no_message_id")
         message_id = "<sha1:" + hashlib.sha1(raw).hexdigest() + ">"
-    names = {}
+    names: dict[str, str] = {}
     senders = _parse_address_list(headers.get("from", ""))
     sender = senders[0][0] if senders else ""
     if not sender:
@@ -426,9 +462,16 @@ def parse_email(raw, path: str = "") -> Email:
             for address, name in _parse_address_list(value):
                 if name:
                     names.setdefault(address, name)
-    return Email(message_id=message_id, path=path, sender=sender, recipients=tuple(recipients),
-                 names=names, text=text, subject=_decode_header_words(headers.get("subject", "")),
-                 notes=tuple(notes))
+    return Email(
+        message_id=message_id,
+        path=path,
+        sender=sender,
+        recipients=tuple(recipients),
+        names=names,
+        text=text,
+        subject=_decode_header_words(headers.get("subject", "")),
+        notes=tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +484,8 @@ def _source_shape(path: Path) -> str:
     if not path.is_file():
         raise FileNotFoundError(
             f"{path}: no such file or directory. Point at a maildir directory, the CMU tarball "
-            "(.tar.gz/.tgz) or emails.csv, or download the corpus with `lpviz fetch-enron`.")
+            "(.tar.gz/.tgz) or emails.csv, or download the corpus with `lpviz fetch-enron`."
+        )
     name = path.name.lower()
     with open(path, "rb") as fh:
         magic = fh.read(512)
@@ -452,10 +496,14 @@ def _source_shape(path: Path) -> str:
     if len(magic) >= 262 and magic[257:262] == b"ustar":
         return "tar"
     if name.endswith((".tar.gz", ".tgz", ".gz")):
-        raise ValueError(f"{path}: named like a gzip tarball but is not gzip data; "
-                         "re-download it (`lpviz fetch-enron`) or pass the right file")
-    raise ValueError(f"{path}: not a maildir directory, a .tar.gz/.tgz/.tar archive or an emails.csv "
-                     "(columns file, message); pass one of those")
+        raise ValueError(
+            f"{path}: named like a gzip tarball but is not gzip data; "
+            "re-download it (`lpviz fetch-enron`) or pass the right file"
+        )
+    raise ValueError(
+        f"{path}: not a maildir directory, a .tar.gz/.tgz/.tar archive or an emails.csv "
+        "(columns file, message); pass one of those"
+    )
 
 
 def _iter_maildir(root: Path, report: ReadReport, limits):
@@ -513,9 +561,9 @@ def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_pa
     archive = None
     # gzip is undone by GzipFile, not by tarfile's "r|gz": tarfile re-slices its whole buffer on
     # every 10 KB read, which makes skipping a 1.5 GB member take a minute instead of seconds.
-    with open(path, "rb") as raw, (gzip.GzipFile(fileobj=raw) if compressed else raw) as stream:
+    with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) if compressed else raw as stream:
         try:
-            with tarfile.open(fileobj=_Eager(stream), mode="r|", bufsize=1 << 16) as archive:
+            with tarfile.open(fileobj=_Eager(stream), mode="r|", bufsize=1 << 16) as archive:  # type: ignore[call-overload]  # the stubs want a seekable file; "r|" only reads
                 for member in archive:
                     members_seen += 1
                     if not member.isfile() or os.path.basename(member.name).startswith("."):
@@ -537,23 +585,31 @@ def _iter_tar(path: Path, compressed: bool, report: ReadReport, limits, allow_pa
                     yield member.name, data
         except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
             if members_seen == 0:
-                raise ValueError(f"{path}: not a readable tar archive ({exc.__class__.__name__}: {exc}); pass "
-                                 "the CMU tarball (re-download it if it was cut short), a maildir directory or "
-                                 "emails.csv") from exc
+                raise ValueError(
+                    f"{path}: not a readable tar archive ({exc.__class__.__name__}: {exc}); pass "
+                    "the CMU tarball (re-download it if it was cut short), a maildir directory or "
+                    "emails.csv"
+                ) from exc
             into = getattr(archive, "offset", 0)
-            where = (f"after {complete:,} complete messages (the last one {last}), {into:,} bytes into the "
-                     f"unpacked archive; the file has {path.stat().st_size:,} bytes")
+            where = (
+                f"after {complete:,} complete messages (the last one {last}), {into:,} bytes into the "
+                f"unpacked archive; the file has {path.stat().st_size:,} bytes"
+            )
             if not allow_partial:
                 raise ValueError(
                     f"{path}: the archive is truncated or corrupt: it stops {where} "
                     f"({exc.__class__.__name__}: {exc}). Re-download it (`lpviz fetch-enron`), or pass "
-                    "allow_partial=True (--allow-partial) to use the messages before that point") from exc
+                    "allow_partial=True (--allow-partial) to use the messages before that point"
+                ) from exc
             report.skip("archive_truncated", f"{path}: {exc}")
             report.partial, report.stopped = True, f"the archive stops {where}"
-            warnings.warn(f"{path}: archive is truncated or corrupt: it stops {where} "
-                          f"({exc.__class__.__name__}: {exc}); using what was read (allow_partial=True, "
-                          "not cached). Re-download it (`lpviz fetch-enron`) for the full corpus.",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{path}: archive is truncated or corrupt: it stops {where} "
+                f"({exc.__class__.__name__}: {exc}); using what was read (allow_partial=True, "
+                "not cached). Re-download it (`lpviz fetch-enron`) for the full corpus.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 def _iter_csv(path: Path, report: ReadReport, limits):
@@ -567,8 +623,9 @@ def _iter_csv(path: Path, report: ReadReport, limits):
                 raise ValueError(f"{path}: empty CSV; emails.csv needs a header row with columns file, message")
             columns = [h.strip().lower() for h in header]
             if "message" not in columns:
-                raise ValueError(f"{path}: line 1: no 'message' column (found {header[:5]}); "
-                                 "emails.csv needs columns file, message")
+                raise ValueError(
+                    f"{path}: line 1: no 'message' column (found {header[:5]}); emails.csv needs columns file, message"
+                )
             i_msg = columns.index("message")
             i_file = columns.index("file") if "file" in columns else None
             for row in reader:
@@ -582,9 +639,11 @@ def _iter_csv(path: Path, report: ReadReport, limits):
                 yield name, row[i_msg]
         except csv.Error as exc:
             # a field over the limit cannot be skipped: the reader has lost its place in the file
-            raise ValueError(f"{path}, line {reader.line_num}: {exc}: a message larger than "
-                             f"{format_bytes(limits.message)} or a quote that is never closed; fix the line or "
-                             "pass a larger max_message_bytes") from None
+            raise ValueError(
+                f"{path}, line {reader.line_num}: {exc}: a message larger than "
+                f"{format_bytes(limits.message)} or a quote that is never closed; fix the line or "
+                "pass a larger max_message_bytes"
+            ) from None
 
 
 MAX_MESSAGE_BYTES = 10 * 2**20  # the CMU corpus' largest message is under 2.5 MB
@@ -601,11 +660,15 @@ class _ReadLimits:
     def add(self, nbytes, report):
         self.read += nbytes
         if self.read > self.total:
-            how = ("max_total_bytes" if self.given else
-                   "max_total_bytes, by default the memory limit: set LPVIZ_MEMORY_LIMIT to change it")
+            how = (
+                "max_total_bytes"
+                if self.given
+                else "max_total_bytes, by default the memory limit: set LPVIZ_MEMORY_LIMIT to change it"
+            )
             raise MemoryBudgetError(
                 f"{self.source}: the messages add up to more than {format_bytes(self.total)} ({how}) after "
-                f"{report.n_read:,} messages. Read a smaller part of the corpus")
+                f"{report.n_read:,} messages. Read a smaller part of the corpus"
+            )
 
 
 def read_emails(source, *, allow_partial=False, max_message_bytes=MAX_MESSAGE_BYTES, max_total_bytes=None):
@@ -681,7 +744,8 @@ _QUOTED_HEADER_LINE = re.compile(
     r"|(?:from|sent|date):[^\n]*"
     r"|subject:"
     r"|-{2,}[ \t]*(?:original message|forwarded by)[^\n]*"
-    r"|\d{1,2}/\d{1,2}/\d{2,4} \d{1,2}:\d{2}(?::\d{2})?[ \t]*[ap]m[ \t]*(?=\n|$))")
+    r"|\d{1,2}/\d{1,2}/\d{2,4} \d{1,2}:\d{2}(?::\d{2})?[ \t]*[ap]m[ \t]*(?=\n|$))"
+)
 # Lotus Notes reply header: "Richard Donoghue <rd@x.com> on 12/13/2000 10:37:08 AM".
 _LOTUS_REPLY = re.compile(r" on \d{1,2}/\d{1,2}/\d{2,4} \d{1,2}:\d{2}(?::\d{2})?[ \t]*[ap]m[^\n]*")
 _WORD = re.compile(r"[a-z]+")
@@ -692,8 +756,7 @@ def _drop_addresses_and_urls(text: str) -> str:
     # splitting is much faster than a regex with a leading character class.
     if "@" not in text and "http" not in text and "www." not in text:
         return text
-    return " ".join(chunk for chunk in text.split()
-                    if "@" not in chunk and "http" not in chunk and "www." not in chunk)
+    return " ".join(chunk for chunk in text.split() if "@" not in chunk and "http" not in chunk and "www." not in chunk)
 
 
 def clean_body(text: str) -> str:
@@ -703,7 +766,7 @@ def clean_body(text: str) -> str:
         pieces, position = [], 0
         for match in _LOTUS_REPLY.finditer(text):
             line_start = text.rfind("\n", position, match.start())
-            pieces.append(text[position: max(line_start, position)])
+            pieces.append(text[position : max(line_start, position)])
             position = match.end()
         if pieces:
             pieces.append(text[position:])
@@ -764,28 +827,50 @@ class EnronCorpus:
         return len(self.message_ids)
 
     def __repr__(self):
-        return (f"EnronCorpus({len(self)} emails, {len(self.types)} word types, {len(self.addresses)} "
-                f"addresses, source={self.source!r})")
+        return (
+            f"EnronCorpus({len(self)} emails, {len(self.types)} word types, {len(self.addresses)} "
+            f"addresses, source={self.source!r})"
+        )
 
     def _arrays(self) -> dict:
-        return {"message_ids": self.message_ids, "paths": self.paths, "types": self.types,
-                "addresses": self.addresses, "names": self.names,
-                "token_data": self.tokens.data, "token_indices": self.tokens.indices,
-                "token_indptr": self.tokens.indptr, "n_tokens": self.n_tokens, "has_text": self.has_text,
-                "senders": self.senders, "recipient_indptr": self.recipient_indptr,
-                "recipient_indices": self.recipient_indices}
+        return {
+            "message_ids": self.message_ids,
+            "paths": self.paths,
+            "types": self.types,
+            "addresses": self.addresses,
+            "names": self.names,
+            "token_data": self.tokens.data,
+            "token_indices": self.tokens.indices,
+            "token_indptr": self.tokens.indptr,
+            "n_tokens": self.n_tokens,
+            "has_text": self.has_text,
+            "senders": self.senders,
+            "recipient_indptr": self.recipient_indptr,
+            "recipient_indices": self.recipient_indices,
+        }
 
     @classmethod
-    def _from_arrays(cls, arrays: dict, meta: dict) -> "EnronCorpus":
+    def _from_arrays(cls, arrays: dict, meta: dict) -> EnronCorpus:
         n, n_types = len(arrays["message_ids"]), len(arrays["types"])
-        tokens = sp.csr_matrix((arrays["token_data"], arrays["token_indices"], arrays["token_indptr"]),
-                               shape=(n, n_types))
-        return cls(message_ids=arrays["message_ids"], paths=arrays["paths"], tokens=tokens,
-                   n_tokens=arrays["n_tokens"], has_text=arrays["has_text"], types=arrays["types"],
-                   senders=arrays["senders"], recipient_indptr=arrays["recipient_indptr"],
-                   recipient_indices=arrays["recipient_indices"], addresses=arrays["addresses"],
-                   names=arrays["names"], report=meta["report"], source=meta["source"],
-                   fingerprint=meta["fingerprint"])
+        tokens = sp.csr_matrix(
+            (arrays["token_data"], arrays["token_indices"], arrays["token_indptr"]), shape=(n, n_types)
+        )
+        return cls(
+            message_ids=arrays["message_ids"],
+            paths=arrays["paths"],
+            tokens=tokens,
+            n_tokens=arrays["n_tokens"],
+            has_text=arrays["has_text"],
+            types=arrays["types"],
+            senders=arrays["senders"],
+            recipient_indptr=arrays["recipient_indptr"],
+            recipient_indices=arrays["recipient_indices"],
+            addresses=arrays["addresses"],
+            names=arrays["names"],
+            report=meta["report"],
+            source=meta["source"],
+            fingerprint=meta["fingerprint"],
+        )
 
 
 # Bytes the corpus holds while it is parsed and assembled, per item: a token entry (column and
@@ -798,20 +883,27 @@ _CORPUS_CHECK_EVERY = 1000  # messages between checks of the parsed corpus again
 
 def _check_corpus_memory(source, n_messages, n_tokens, n_types, n_addresses, n_recipients):
     """The parse so far, with what assembling it will add, against the memory budget."""
-    need = (n_tokens * _CORPUS_BYTES["token"] + n_types * _CORPUS_BYTES["type"]
-            + n_addresses * _CORPUS_BYTES["address"] + n_messages * _CORPUS_BYTES["message"]
-            + n_recipients * _CORPUS_BYTES["recipient"])
-    check_memory(need, f"{source}: the corpus parsed so far ({n_messages:,} messages, {n_types:,} word types, "
-                       f"{n_tokens:,} token entries)",
-                 fix="Read a smaller corpus (a part of the maildir) or give lpviz more memory.")
+    need = (
+        n_tokens * _CORPUS_BYTES["token"]
+        + n_types * _CORPUS_BYTES["type"]
+        + n_addresses * _CORPUS_BYTES["address"]
+        + n_messages * _CORPUS_BYTES["message"]
+        + n_recipients * _CORPUS_BYTES["recipient"]
+    )
+    check_memory(
+        need,
+        f"{source}: the corpus parsed so far ({n_messages:,} messages, {n_types:,} word types, "
+        f"{n_tokens:,} token entries)",
+        fix="Read a smaller corpus (a part of the maildir) or give lpviz more memory.",
+    )
 
 
 def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) -> EnronCorpus:
     emails, report = read_emails(source, allow_partial=allow_partial)
     # defaultdict(count().__next__) numbers new keys in C: no Python call per token.
-    word_ids = defaultdict(itertools.count().__next__)
-    address_ids = defaultdict(itertools.count().__next__)
-    name_votes = {}
+    word_ids: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    address_ids: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    name_votes: dict = {}
     message_ids, paths, has_text = [], [], []
     # Typed arrays, not lists: the full CMU corpus has tens of millions of entries.
     token_cols, token_vals, token_ptr = array("i"), array("i"), array("q", [0])
@@ -832,30 +924,46 @@ def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) 
         for address, name in message.names.items():
             name_votes.setdefault(address, Counter())[name] += 1
         if len(message_ids) % _CORPUS_CHECK_EVERY == 0:
-            _check_corpus_memory(source, len(message_ids), len(token_cols), len(word_ids), len(address_ids),
-                                 len(recipient_cols))
-    _check_corpus_memory(source, len(message_ids), len(token_cols), len(word_ids), len(address_ids),
-                         len(recipient_cols))
+            _check_corpus_memory(
+                source, len(message_ids), len(token_cols), len(word_ids), len(address_ids), len(recipient_cols)
+            )
+    _check_corpus_memory(
+        source, len(message_ids), len(token_cols), len(word_ids), len(address_ids), len(recipient_cols)
+    )
     n = len(message_ids)
     if n == 0:
-        raise ValueError(f"{source}: no readable email in this source ({report}); point at a maildir, "
-                         "the CMU tarball or emails.csv")
+        raise ValueError(
+            f"{source}: no readable email in this source ({report}); point at a maildir, the CMU tarball or emails.csv"
+        )
     # Canonical order (messages by Message-ID, types and addresses alphabetical) so every
     # shape of the same corpus gives the same arrays; words outside the vocabulary rules go.
     order = np.array(sorted(range(n), key=message_ids.__getitem__), dtype=np.int64)
     types = sorted(w for w in word_ids if _keep(w))
-    all_tokens = sp.csr_matrix((np.frombuffer(token_vals, dtype=np.int32), np.frombuffer(token_cols, dtype=np.int32),
-                                np.frombuffer(token_ptr, dtype=np.int64)), shape=(n, len(word_ids)))
-    tokens = all_tokens[order][:, np.fromiter(map(word_ids.__getitem__, types), dtype=np.int64,
-                                              count=len(types))].tocsr()
+    all_tokens = sp.csr_matrix(
+        (
+            np.frombuffer(token_vals, dtype=np.int32),
+            np.frombuffer(token_cols, dtype=np.int32),
+            np.frombuffer(token_ptr, dtype=np.int64),
+        ),
+        shape=(n, len(word_ids)),
+    )
+    tokens = all_tokens[order][
+        :, np.fromiter(map(word_ids.__getitem__, types), dtype=np.int64, count=len(types))
+    ].tocsr()
     tokens.sort_indices()
     addresses = sorted(address_ids)
     address_rank = np.empty(len(addresses), dtype=np.int32)
-    address_rank[np.fromiter(map(address_ids.__getitem__, addresses), dtype=np.int64, count=len(addresses))] = \
+    address_rank[np.fromiter(map(address_ids.__getitem__, addresses), dtype=np.int64, count=len(addresses))] = (
         np.arange(len(addresses), dtype=np.int32)
-    recipients = sp.csr_matrix((np.ones(len(recipient_cols), dtype=np.int8),
-                                address_rank[np.frombuffer(recipient_cols, dtype=np.int32)],
-                                np.frombuffer(recipient_ptr, dtype=np.int64)), shape=(n, len(addresses)))[order]
+    )
+    recipients = sp.csr_matrix(
+        (
+            np.ones(len(recipient_cols), dtype=np.int8),
+            address_rank[np.frombuffer(recipient_cols, dtype=np.int32)],
+            np.frombuffer(recipient_ptr, dtype=np.int64),
+        ),
+        shape=(n, len(addresses)),
+    )[order]
     sender_array = np.frombuffer(senders, dtype=np.int32).astype(np.int64)
     sender_array = np.where(sender_array >= 0, address_rank[np.maximum(sender_array, 0)], -1)[order]
     names = []
@@ -863,12 +971,21 @@ def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) 
         votes = name_votes.get(address)
         names.append(min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0] if votes else "")
     return EnronCorpus(
-        message_ids=[message_ids[i] for i in order], paths=[paths[i] for i in order],
-        tokens=tokens, n_tokens=np.frombuffer(word_totals, dtype=np.int64)[order],
-        has_text=np.asarray(has_text, dtype=bool)[order], types=types,
-        senders=sender_array.astype(np.int32), recipient_indptr=recipients.indptr.astype(np.int64),
-        recipient_indices=recipients.indices.astype(np.int32), addresses=addresses, names=names,
-        report=report.as_dict(), source=str(source), fingerprint=fingerprint)
+        message_ids=[message_ids[i] for i in order],
+        paths=[paths[i] for i in order],
+        tokens=tokens,
+        n_tokens=np.frombuffer(word_totals, dtype=np.int64)[order],
+        has_text=np.asarray(has_text, dtype=bool)[order],
+        types=types,
+        senders=sender_array.astype(np.int32),
+        recipient_indptr=recipients.indptr.astype(np.int64),
+        recipient_indices=recipients.indices.astype(np.int32),
+        addresses=addresses,
+        names=names,
+        report=report.as_dict(),
+        source=str(source),
+        fingerprint=fingerprint,
+    )
 
 
 def read_corpus(source, cache_dir=None, *, allow_partial=False) -> EnronCorpus:
@@ -885,13 +1002,18 @@ def read_corpus(source, cache_dir=None, *, allow_partial=False) -> EnronCorpus:
         return source
     path = Path(source).expanduser()
     fingerprint = _fingerprint(path)
-    key = _cache.cache_key("enron-corpus", fingerprint=fingerprint, parser=PARSER_VERSION,
-                           max_message_bytes=MAX_MESSAGE_BYTES)
+    key = _cache.cache_key(
+        "enron-corpus", fingerprint=fingerprint, parser=PARSER_VERSION, max_message_bytes=MAX_MESSAGE_BYTES
+    )
 
     def build():
         corpus = _parse_corpus(path, fingerprint, allow_partial)
-        return corpus._arrays(), {"report": corpus.report, "source": corpus.source,
-                                  "fingerprint": fingerprint, "partial": corpus.report["partial"]}
+        return corpus._arrays(), {
+            "report": corpus.report,
+            "source": corpus.source,
+            "fingerprint": fingerprint,
+            "partial": corpus.report["partial"],
+        }
 
     arrays, meta, status = _cache.cached(key, build, cache_dir=cache_dir)
     corpus = EnronCorpus._from_arrays(arrays, meta)
@@ -931,25 +1053,41 @@ def _cached_count_data(kind, source, params, build, cache_dir, on_cache) -> Coun
     def build_arrays():
         data = build()
         if sp.issparse(data.Y):
-            arrays = {"data": data.Y.data, "indices": data.Y.indices, "indptr": data.Y.indptr,
-                      "shape": np.asarray(data.Y.shape, dtype=np.int64)}
+            arrays = {
+                "data": data.Y.data,
+                "indices": data.Y.indices,
+                "indptr": data.Y.indptr,
+                "shape": np.asarray(data.Y.shape, dtype=np.int64),
+            }
         else:
             arrays = {"Y": data.Y}
         arrays.update(row_labels=data.row_labels, col_labels=data.col_labels)
-        return arrays, {"source": data.source, "model": data.model, "info": data.info,
-                        "partial": bool(data.info.get("report", {}).get("partial"))}
+        return arrays, {
+            "source": data.source,
+            "model": data.model,
+            "info": data.info,
+            "partial": bool(data.info.get("report", {}).get("partial")),
+        }
 
-    key = _cache.cache_key(kind, fingerprint=fingerprint, parser=PARSER_VERSION,
-                           max_message_bytes=MAX_MESSAGE_BYTES, **params)
+    key = _cache.cache_key(
+        kind, fingerprint=fingerprint, parser=PARSER_VERSION, max_message_bytes=MAX_MESSAGE_BYTES, **params
+    )
     arrays, meta, status = _cache.cached(key, build_arrays, cache_dir=cache_dir)
     _report_cache(on_cache, "matrix", status)
     if "Y" in arrays:
         Y = arrays["Y"]
     else:
-        Y = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                          shape=tuple(int(n) for n in arrays["shape"]))
-    return CountData(Y=Y, row_labels=list(arrays["row_labels"]), col_labels=list(arrays["col_labels"]),
-                     model=meta["model"], source=meta["source"], info=meta["info"])
+        Y = sp.csr_matrix(
+            (arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(int(n) for n in arrays["shape"])
+        )
+    return CountData(
+        Y=Y,
+        row_labels=list(arrays["row_labels"]),
+        col_labels=list(arrays["col_labels"]),
+        model=meta["model"],
+        source=meta["source"],
+        info=meta["info"],
+    )
 
 
 def _report_cache(on_cache, entry, status):
@@ -963,8 +1101,18 @@ def _corpus_for(source, cache_dir, allow_partial, on_cache):
     return corpus
 
 
-def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_df=0.3, random_state=0,
-                       cache_dir=None, *, allow_partial=False, on_cache=None) -> CountData:
+def build_enron_topics(
+    source,
+    n_docs=10000,
+    n_words=10000,
+    min_tokens=50,
+    max_df=0.3,
+    random_state=0,
+    cache_dir=None,
+    *,
+    allow_partial=False,
+    on_cache=None,
+) -> CountData:
     """The paper's document x word count matrix (Schein et al. 2019, section 5).
 
     Draws ``n_docs`` emails at random among those with at least
@@ -1009,20 +1157,30 @@ def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_d
     n_docs = _check_int("n_docs", n_docs, 1)
     n_words = _check_int("n_words", n_words, 1)
     min_tokens = _check_int("min_tokens", min_tokens, 0)
-    if isinstance(max_df, bool) or not isinstance(max_df, (int, float, np.floating, np.integer)) \
-            or not 0 < max_df <= 1:
+    if isinstance(max_df, bool) or not isinstance(max_df, (int, float, np.floating, np.integer)) or not 0 < max_df <= 1:
         raise ValueError(f"max_df must be a fraction in (0, 1], got {max_df!r}")
     max_df = float(max_df)
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         random_state = int(random_state)
-        cache_params = {"n_docs": n_docs, "n_words": n_words, "min_tokens": min_tokens, "max_df": max_df,
-                        "random_state": random_state}
+        cache_params = {
+            "n_docs": n_docs,
+            "n_words": n_words,
+            "min_tokens": min_tokens,
+            "max_df": max_df,
+            "random_state": random_state,
+        }
     else:  # a Generator or None cannot key a cache entry: the matrix is rebuilt, the corpus still cached
         cache_params = None
 
     def build():
-        return _build_topics(_corpus_for(source, cache_dir, allow_partial, on_cache), n_docs=n_docs,
-                             n_words=n_words, min_tokens=min_tokens, max_df=max_df, random_state=random_state)
+        return _build_topics(
+            _corpus_for(source, cache_dir, allow_partial, on_cache),
+            n_docs=n_docs,
+            n_words=n_words,
+            min_tokens=min_tokens,
+            max_df=max_df,
+            random_state=random_state,
+        )
 
     if cache_params is None:
         data = build()
@@ -1034,8 +1192,10 @@ def build_enron_topics(source, n_docs=10000, n_words=10000, min_tokens=50, max_d
 def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) -> CountData:
     eligible = np.flatnonzero(corpus.has_text & (corpus.n_tokens >= max(min_tokens, 1)))
     if eligible.size == 0:
-        raise ValueError(f"{corpus.source}: no email has at least {min_tokens} word tokens "
-                         f"({len(corpus)} emails read); lower min_tokens or use a larger corpus")
+        raise ValueError(
+            f"{corpus.source}: no email has at least {min_tokens} word tokens "
+            f"({len(corpus)} emails read); lower min_tokens or use a larger corpus"
+        )
     rng = np.random.default_rng(random_state)
     if eligible.size > n_docs:
         chosen = np.sort(rng.choice(eligible, size=n_docs, replace=False))
@@ -1048,29 +1208,40 @@ def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) 
     if allowed.size == 0:
         # max_df is at most 1: beyond that only more emails can leave words below it
         fix = "raise max_df" if max_df < 1 else "draw more emails (n_docs) or use a larger corpus"
-        raise ValueError(f"{corpus.source}: every word is in at least max_df={max_df} of the "
-                         f"{len(chosen)} drawn emails; {fix}")
+        raise ValueError(
+            f"{corpus.source}: every word is in at least max_df={max_df} of the {len(chosen)} drawn emails; {fix}"
+        )
     # Most frequent first; ties by the alphabetical type index (types are sorted).
     ranked = allowed[np.lexsort((allowed, -word_freq[allowed]))][:n_words]
     Y = X[:, ranked].astype(np.int64).tocsr()
     Y.sort_indices()
     info = {
         "builder": "build_enron_topics",
-        "params": {"n_docs": n_docs, "n_words": n_words, "min_tokens": min_tokens, "max_df": max_df,
-                   "random_state": random_state if isinstance(random_state, (int, type(None))) else
-                   repr(random_state)},
+        "params": {
+            "n_docs": n_docs,
+            "n_words": n_words,
+            "min_tokens": min_tokens,
+            "max_df": max_df,
+            "random_state": random_state if isinstance(random_state, (int, type(None))) else repr(random_state),
+        },
         "n_eligible": int(eligible.size),
         "n_docs": int(len(chosen)),
         "n_words": int(len(ranked)),
-        "note": (f"only {eligible.size} emails have >= {min_tokens} tokens: all are used"
-                 if eligible.size < n_docs else ""),
+        "note": (
+            f"only {eligible.size} emails have >= {min_tokens} tokens: all are used" if eligible.size < n_docs else ""
+        ),
         "paths": [corpus.paths[i] for i in chosen],
         "report": corpus.report,
         "tokenization": TOKENIZATION,
     }
-    return CountData(Y=Y, row_labels=[corpus.message_ids[i] for i in chosen],
-                     col_labels=[corpus.types[j] for j in ranked], model="topics", source=corpus.source,
-                     info=info)
+    return CountData(
+        Y=Y,
+        row_labels=[corpus.message_ids[i] for i in chosen],
+        col_labels=[corpus.types[j] for j in ranked],
+        model="topics",
+        source=corpus.source,
+        info=info,
+    )
 
 
 def build_enron_network(source, min_count=100, cache_dir=None, *, allow_partial=False, on_cache=None) -> CountData:
@@ -1122,31 +1293,36 @@ def _build_network(corpus, min_count) -> CountData:
     received = np.bincount(corpus.recipient_indices, minlength=n_addresses)
     keep = np.flatnonzero((sent >= 1) & (sent + received >= min_count))
     if keep.size == 0:
-        raise ValueError(f"{corpus.source}: no actor sent an email and sent or received at least "
-                         f"{min_count} (most active: {int((sent + received).max(initial=0))}); "
-                         "lower min_count")
-    check_memory(dense_bytes((keep.size, keep.size), np.int64),
-                 f"{corpus.source}: the {keep.size:,} x {keep.size:,} network of the actors passing "
-                 f"min_count={min_count}", fix="Raise min_count.")
+        raise ValueError(
+            f"{corpus.source}: no actor sent an email and sent or received at least "
+            f"{min_count} (most active: {int((sent + received).max(initial=0))}); "
+            "lower min_count"
+        )
+    check_memory(
+        dense_bytes((keep.size, keep.size), np.int64),
+        f"{corpus.source}: the {keep.size:,} x {keep.size:,} network of the actors passing min_count={min_count}",
+        fix="Raise min_count.",
+    )
     position = np.full(n_addresses, -1, dtype=np.int64)
     position[keep] = np.arange(keep.size)
-    edge_sender = np.repeat(np.where(corpus.senders >= 0, position[np.maximum(corpus.senders, 0)], -1),
-                            n_recipients)
+    edge_sender = np.repeat(np.where(corpus.senders >= 0, position[np.maximum(corpus.senders, 0)], -1), n_recipients)
     edge_recipient = position[corpus.recipient_indices]
     kept = (edge_sender >= 0) & (edge_recipient >= 0)
     Y = np.zeros((keep.size, keep.size), dtype=np.int64)
     np.add.at(Y, (edge_sender[kept], edge_recipient[kept]), 1)
     if keep.size < 2 or not Y.any():
         # a network with no email between its actors has nothing for the block model to fit
-        raise ValueError(f"{corpus.source}: the {keep.size} actor(s) passing min_count={min_count} sent no email "
-                         "to one another (0 counts among them); lower min_count or use a larger corpus")
+        raise ValueError(
+            f"{corpus.source}: the {keep.size} actor(s) passing min_count={min_count} sent no email "
+            "to one another (0 counts among them); lower min_count or use a larger corpus"
+        )
     labels = [corpus.addresses[a] for a in keep]
     message_of_edge = np.repeat(np.arange(len(corpus)), n_recipients)
     info = {
         "builder": "build_enron_network",
         "params": {"min_count": min_count},
         "rule": "actor kept if it sent >= 1 email and sent + received >= min_count (whole corpus); "
-                "one count per distinct recipient over To, Cc and Bcc; no self loops",
+        "one count per distinct recipient over To, Cc and Bcc; no self loops",
         "names": [corpus.names[a] for a in keep],
         "sent": sent[keep].tolist(),
         "received": received[keep].tolist(),
@@ -1154,5 +1330,4 @@ def _build_network(corpus, min_count) -> CountData:
         "n_emails_used": int(np.unique(message_of_edge[kept]).size),
         "report": corpus.report,
     }
-    return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks", source=corpus.source,
-                     info=info)
+    return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks", source=corpus.source, info=info)

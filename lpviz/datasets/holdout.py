@@ -43,8 +43,10 @@ def holdout_mask(Y, kind, holdout, *, fraction=0.1, n_actors=50, random_state=No
             raise ValueError(f"n_actors must be a whole number >= 1, got {n_actors}")
         n_actors = int(n_actors)
         if n_actors >= min(Y.shape):
-            raise ValueError(f"holding out the top {n_actors} of {min(Y.shape)} rows/columns leaves no "
-                             "observed cell: choose a smaller n_actors")
+            raise ValueError(
+                f"holding out the top {n_actors} of {min(Y.shape)} rows/columns leaves no "
+                "observed cell: choose a smaller n_actors"
+            )
         top_rows = np.argsort(-Y.sum(axis=1), kind="stable")[:n_actors]
         top_cols = np.argsort(-Y.sum(axis=0), kind="stable")[:n_actors]
         mask = np.ones(Y.shape, dtype=bool)

@@ -78,9 +78,29 @@ DENSE_NETWORK_MAX_ACTORS = 5000
 
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".edgelist", ".tab")
 _EDGE_HEADER_WORDS = {
-    "source", "target", "src", "dst", "from", "to", "sender", "recipient",
-    "receiver", "node1", "node2", "u", "v", "i", "j", "head", "tail",
-    "count", "weight", "n", "value", "fromnodeid", "tonodeid",
+    "source",
+    "target",
+    "src",
+    "dst",
+    "from",
+    "to",
+    "sender",
+    "recipient",
+    "receiver",
+    "node1",
+    "node2",
+    "u",
+    "v",
+    "i",
+    "j",
+    "head",
+    "tail",
+    "count",
+    "weight",
+    "n",
+    "value",
+    "fromnodeid",
+    "tonodeid",
 }
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -100,6 +120,7 @@ _CHECK_CHUNK = 1 << 20  # cells checked at a time, so checking never copies a wh
 
 
 # ---------------------------------------------------------------- public API
+
 
 def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
     """Read a count matrix from a file.
@@ -181,8 +202,12 @@ def save_counts(data, path, *, overwrite=False):
     }
     if sp.issparse(data.Y):
         csr = sp.csr_matrix(data.Y)
-        arrays.update(Y_data=np.asarray(csr.data, dtype=np.int64), Y_indices=csr.indices,
-                      Y_indptr=csr.indptr, Y_shape=np.asarray(csr.shape, dtype=np.int64))
+        arrays.update(
+            Y_data=np.asarray(csr.data, dtype=np.int64),
+            Y_indices=csr.indices,
+            Y_indptr=csr.indptr,
+            Y_shape=np.asarray(csr.shape, dtype=np.int64),
+        )
     else:
         arrays["Y"] = np.asarray(data.Y, dtype=np.int64)
     return atomic_write(path, lambda handle: np.savez(handle, **arrays))
@@ -216,8 +241,9 @@ def load_data(spec, **options):
     if name in _SPEC_SOURCES:
         module_name, function_name, takes_path = _SPEC_SOURCES[name]
         if takes_path and not rest:
-            raise ValueError(f"data spec {spec!r} needs a path: write {name}:PATH "
-                             "(a maildir folder, the CMU .tar.gz or emails.csv)")
+            raise ValueError(
+                f"data spec {spec!r} needs a path: write {name}:PATH (a maildir folder, the CMU .tar.gz or emails.csv)"
+            )
         if not takes_path and colon:
             raise ValueError(f"data spec {spec!r} takes no path: write just {name!r}")
         builder = getattr(import_module(module_name), function_name)
@@ -228,7 +254,8 @@ def load_data(spec, **options):
         raise FileNotFoundError(
             f"no data at {spec!r}: give an existing file, or one of "
             + ", ".join(f"{key}:PATH" if takes else key for key, (_, _, takes) in _SPEC_SOURCES.items())
-            + f", or KIND:PATH with KIND in {', '.join(KINDS)}")
+            + f", or KIND:PATH with KIND in {', '.join(KINDS)}"
+        )
     return _call_with_options(load_counts, (spec,), options, spec)
 
 
@@ -237,13 +264,16 @@ def _call_with_options(function, args, options, spec):
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     unknown = sorted(set(options) - set(parameters))
     if unknown and not takes_any:
-        accepted = list(parameters)[len(args):]
-        raise TypeError(f"data spec {spec!r}: unknown option(s) {', '.join(unknown)}; "
-                        f"{function.__name__} takes {', '.join(accepted)}")
+        accepted = list(parameters)[len(args) :]
+        raise TypeError(
+            f"data spec {spec!r}: unknown option(s) {', '.join(unknown)}; "
+            f"{function.__name__} takes {', '.join(accepted)}"
+        )
     return function(*args, **options)
 
 
 # ---------------------------------------------------------------- detection
+
 
 def _detect_kind(path):
     name = path.name.lower()
@@ -261,7 +291,8 @@ def _detect_kind(path):
     raise ValueError(
         f"{path}: cannot tell the format from the name {path.name!r}. lpviz reads edge lists and "
         "dense tables (.csv/.tsv/.txt), .npz, Matrix Market .mtx and UCI docword.*.txt; "
-        f"rename the file or pass kind= (one of {', '.join(KINDS)})")
+        f"rename the file or pass kind= (one of {', '.join(KINDS)})"
+    )
 
 
 def _sniff_table_kind(path):
@@ -273,8 +304,10 @@ def _sniff_table_kind(path):
     if len(first) > 3:
         return "dense-csv"
     if len(first) < 2:
-        raise ValueError(f"{path}, line {skiprows + 1}: a single column is neither an edge list "
-                         "(source,target[,count]) nor a document x word table; check the separator")
+        raise ValueError(
+            f"{path}, line {skiprows + 1}: a single column is neither an edge list "
+            "(source,target[,count]) nor a document x word table; check the separator"
+        )
     if _is_edge_header(first):
         return "edges"
     header = _looks_like_header(first, rest)
@@ -308,6 +341,7 @@ def _looks_like_header(first, rest):
 
 # ---------------------------------------------------------------- text tables
 
+
 def _strip_gz(name):
     return name[:-3] if name.endswith(".gz") else name
 
@@ -332,8 +366,10 @@ def _iter_lines(path):
                     line.encode("utf-8")
                 except UnicodeEncodeError as error:
                     byte = line[error.start].encode("utf-8", "surrogateescape")
-                    raise ValueError(f"{path}, line {number}: not UTF-8 text (byte {byte!r} at character "
-                                     f"{error.start + 1}); save it as UTF-8") from None
+                    raise ValueError(
+                        f"{path}, line {number}: not UTF-8 text (byte {byte!r} at character "
+                        f"{error.start + 1}); save it as UTF-8"
+                    ) from None
             yield number, line
 
 
@@ -348,19 +384,24 @@ def _check_text_file(path):
         with gzip.open(path, "rb") as unzipped:
             head = unzipped.read(8192)
     elif head.startswith(_GZIP_MAGIC):
-        raise ValueError(f"{path}: this file is gzip-compressed but its name does not end in .gz; "
-                         f"rename it to {path.name}.gz or decompress it (gunzip)")
+        raise ValueError(
+            f"{path}: this file is gzip-compressed but its name does not end in .gz; "
+            f"rename it to {path.name}.gz or decompress it (gunzip)"
+        )
     if head.startswith(_ZIP_MAGIC):
-        raise ValueError(f"{path}: this is a zip archive (perhaps a NumPy .npz), not a text table; "
-                         "rename it to .npz or unzip it")
+        raise ValueError(
+            f"{path}: this is a zip archive (perhaps a NumPy .npz), not a text table; rename it to .npz or unzip it"
+        )
     if b"\x00" in head:
         raise ValueError(f"{path}: binary content, not a text table; check that it is the right file")
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # may end inside a character
     except UnicodeDecodeError as error:
         line = head[: error.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {head[error.start:error.start + 1]!r} at byte "
-                         f"{error.start + 1} of the file); save it as UTF-8") from None
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 text (byte {head[error.start : error.start + 1]!r} at byte "
+            f"{error.start + 1} of the file); save it as UTF-8"
+        ) from None
 
 
 def _text_bytes(path):
@@ -396,10 +437,13 @@ def _text_bytes_cached(name, size, mtime_ns, limit):
                         f"{path}: its text decompresses to more than {format_bytes(total)} (from "
                         f"{format_bytes(size)} of gzip); parsing that much text needs more than the memory "
                         f"limit of {format_bytes(limit)} (set LPVIZ_MEMORY_LIMIT to change it). Is it a "
-                        "decompression bomb? Otherwise split the file.")
+                        "decompression bomb? Otherwise split the file."
+                    )
     except (EOFError, OSError, zlib.error) as error:
-        raise ValueError(f"{path}: the gzip data is truncated or damaged: it stops after {total:,} decompressed "
-                         f"bytes ({error}); download or compress the file again") from None
+        raise ValueError(
+            f"{path}: the gzip data is truncated or damaged: it stops after {total:,} decompressed "
+            f"bytes ({error}); download or compress the file again"
+        ) from None
     return total
 
 
@@ -415,8 +459,11 @@ def _least_text_cost(name):
 def _check_text_budget(path, kind, what):
     """The text of ``path``, parsed as ``kind``, against the memory budget."""
     text = _text_bytes(path)
-    check_memory(text * _TEXT_COST[kind], f"{path}: parsing {format_bytes(text)} of text as {what}",
-                 fix="Split the file, or convert it to a compact format (.npz with sparse arrays).")
+    check_memory(
+        text * _TEXT_COST[kind],
+        f"{path}: parsing {format_bytes(text)} of text as {what}",
+        fix="Split the file, or convert it to a compact format (.npz with sparse arrays).",
+    )
 
 
 def _table_layout(path):
@@ -486,10 +533,19 @@ def _read_table(path, sep, skiprows, columns, what, numeric_from=0):
     dtype = {c: (np.float64 if i >= numeric_from else object) for i, c in enumerate(columns)}
     try:
         return pd.read_csv(
-            path, sep=r"\s+" if sep is None else sep, header=None, names=list(range(len(columns))),
-            skiprows=skiprows, dtype={i: dtype[c] for i, c in enumerate(columns)},
-            keep_default_na=False, na_values=[""], encoding=_ENCODING, compression="infer",
-            skip_blank_lines=True, engine="c")
+            path,
+            sep=r"\s+" if sep is None else sep,
+            header=None,
+            names=list(range(len(columns))),
+            skiprows=skiprows,
+            dtype={i: dtype[c] for i, c in enumerate(columns)},
+            keep_default_na=False,
+            na_values=[""],
+            encoding=_ENCODING,
+            compression="infer",
+            skip_blank_lines=True,
+            engine="c",
+        )
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError, EOFError, OSError) as error:
         _diagnose_table(path, sep, skiprows, columns, what, numeric_from)
         raise ValueError(f"{path}: could not read it as {what}: {error}") from None
@@ -501,12 +557,14 @@ def _diagnose_table(path, sep, skiprows, columns, what, numeric_from):
         if len(fields) != len(columns):
             raise ValueError(
                 f"{path}, line {number}: {len(fields)} fields where {what} has {len(columns)} "
-                f"({', '.join(columns)}); fix the ragged line (separator: {_sep_name(sep)})")
+                f"({', '.join(columns)}); fix the ragged line (separator: {_sep_name(sep)})"
+            )
         for column, cell in enumerate(fields[numeric_from:], start=numeric_from):
             if not _is_number(cell):
                 raise ValueError(
                     f"{path}, line {number}: {columns[column]} {cell.strip()!r} is not a number; "
-                    "counts must be non-negative whole numbers")
+                    "counts must be non-negative whole numbers"
+                )
 
 
 def _sep_name(sep):
@@ -524,7 +582,7 @@ def _check_count_values(values, path, describe_position):
         raise ValueError(f"{path}: counts of type {values.dtype} cannot be read; save whole numbers")
     flat = values.reshape(-1) if values.dtype.kind != "b" else values[:0]  # booleans need no check
     for start in range(0, flat.size, _CHECK_CHUNK):
-        chunk = flat[start: start + _CHECK_CHUNK]
+        chunk = flat[start : start + _CHECK_CHUNK]
         if values.dtype.kind == "f":
             bad = ~np.isfinite(chunk) | (chunk < 0) | (chunk != np.floor(chunk)) | (chunk >= MAX_COUNT)
         else:
@@ -540,15 +598,20 @@ def _count_problem(value):
     if not np.isfinite(value):
         return "a missing or non-finite count; fill in every count (a ragged line?)"
     if value < 0:
-        return (f"a negative count {value:g}; counts must be >= 0; privatized data with negative values is "
-                "what privatize() makes, load the true counts here")
+        return (
+            f"a negative count {value:g}; counts must be >= 0; privatized data with negative values is "
+            "what privatize() makes, load the true counts here"
+        )
     if value >= MAX_COUNT:
-        return (f"a count {value:g} of 2**53 or more, which cannot be read exactly; counts this large are "
-                "not what the models are for, rescale them")
+        return (
+            f"a count {value:g} of 2**53 or more, which cannot be read exactly; counts this large are "
+            "not what the models are for, rescale them"
+        )
     return f"a fractional count {value:g}; counts must be whole numbers; round them or check the column"
 
 
 # ---------------------------------------------------------------- edge lists
+
 
 def _load_edges(path, header):
     sep, skiprows = _table_layout(path)
@@ -561,9 +624,11 @@ def _load_edges(path, header):
         header = _looks_like_header(first, preview[1:])
     n_fields = len(first)
     if n_fields not in (2, 3):
-        raise ValueError(f"{path}, line {skiprows + 1}: {n_fields} fields; an edge list has "
-                         f"source,target or source,target,count (separator: {_sep_name(sep)}); "
-                         "pass kind='dense-csv' if it is a document x word table")
+        raise ValueError(
+            f"{path}, line {skiprows + 1}: {n_fields} fields; an edge list has "
+            f"source,target or source,target,count (separator: {_sep_name(sep)}); "
+            "pass kind='dense-csv' if it is a document x word table"
+        )
     columns = ["source", "target", "count"][:n_fields]
     if header:
         skiprows = _skip_through_first_row(path, sep, skiprows)
@@ -584,8 +649,10 @@ def _load_edges(path, header):
     missing = empty[codes]
     if missing.any():
         line, column = _first_missing(np.flatnonzero(missing), n_lines)
-        raise ValueError(f"{path}, {position(line)}: empty {('source', 'target')[column]}; every line needs "
-                         "source and target (a ragged line?)")
+        raise ValueError(
+            f"{path}, {position(line)}: empty {('source', 'target')[column]}; every line needs "
+            "source and target (a ragged line?)"
+        )
     if n_fields == 3:
         counts = _check_count_values(table[2].to_numpy(), path, lambda index: position(index[0]))
     else:
@@ -598,11 +665,20 @@ def _load_edges(path, header):
     Y = sp.coo_matrix((counts, (rows, cols)), shape=(n, n)).tocsr()  # repeated pairs add up
     Y.sum_duplicates()
     if n <= DENSE_NETWORK_MAX_ACTORS:
-        check_memory(dense_bytes((n, n), np.int64), f"{path}: the dense {n:,} x {n:,} network",
-                     fix="Lower the memory it needs elsewhere, or keep fewer actors.")
+        check_memory(
+            dense_bytes((n, n), np.int64),
+            f"{path}: the dense {n:,} x {n:,} network",
+            fix="Lower the memory it needs elsewhere, or keep fewer actors.",
+        )
         Y = Y.toarray()
-    return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks",
-                     source=str(path), info={"format": "edges", "n_edge_lines": int(n_lines)})
+    return CountData(
+        Y=Y,
+        row_labels=labels,
+        col_labels=list(labels),
+        model="blocks",
+        source=str(path),
+        info={"format": "edges", "n_edge_lines": int(n_lines)},
+    )
 
 
 def _skip_through_first_row(path, sep, skiprows):
@@ -638,6 +714,7 @@ def _actor_codes(names):
 
 # ---------------------------------------------------------------- dense CSV
 
+
 def _load_dense_csv(path, header):
     sep, skiprows = _table_layout(path)
     _check_text_budget(path, "dense-csv", "a dense document x word table")
@@ -649,15 +726,14 @@ def _load_dense_csv(path, header):
         header = _looks_like_header(first, preview[1:])
     data_preview = preview[1:] if header else preview
     has_row_labels = bool(data_preview) and (
-        any(not _is_number(r[0]) for r in data_preview)
-        or (header and first[0].strip() == "" and len(first) > 1))
+        any(not _is_number(r[0]) for r in data_preview) or (header and first[0].strip() == "" and len(first) > 1)
+    )
     n_fields = len(first)
     words = [cell.strip() for cell in (first[1:] if has_row_labels else first)] if header else None
     if header:
         skiprows = _skip_through_first_row(path, sep, skiprows)
     offset = 1 if has_row_labels else 0
-    columns = (["document name"] if has_row_labels else []) + [
-        f"column {c + 1}" for c in range(offset, n_fields)]
+    columns = (["document name"] if has_row_labels else []) + [f"column {c + 1}" for c in range(offset, n_fields)]
     table = _read_table(path, sep, skiprows, columns, "a dense document x word table", numeric_from=offset)
     if table.empty:
         raise ValueError(f"{path}: only a header line, no documents; add one line of counts per document")
@@ -668,16 +744,24 @@ def _load_dense_csv(path, header):
 
     Y = _check_count_values(table.iloc[:, offset:].to_numpy(dtype=np.float64), path, position)
     n_docs, n_words = Y.shape
-    row_labels = ([str(x).strip() for x in table[0]] if has_row_labels else [str(i) for i in range(n_docs)])
+    row_labels = [str(x).strip() for x in table[0]] if has_row_labels else [str(i) for i in range(n_docs)]
     col_labels = words if words is not None else [str(j) for j in range(n_words)]
     if len(col_labels) != n_words:
-        raise ValueError(f"{path}: the header names {len(col_labels)} words but rows have {n_words} counts; "
-                         "fix the header line")
-    return CountData(Y=Y, row_labels=row_labels, col_labels=col_labels, model="topics",
-                     source=str(path), info={"format": "dense-csv"})
+        raise ValueError(
+            f"{path}: the header names {len(col_labels)} words but rows have {n_words} counts; fix the header line"
+        )
+    return CountData(
+        Y=Y,
+        row_labels=row_labels,
+        col_labels=col_labels,
+        model="topics",
+        source=str(path),
+        info={"format": "dense-csv"},
+    )
 
 
 # ---------------------------------------------------------------- coordinate files (UCI, Matrix Market)
+
 
 def _read_triples(path, skiprows, n_rows, n_cols, nnz, what):
     """1-based ``row col count`` lines -> CSR (n_rows, n_cols), with checks."""
@@ -694,18 +778,24 @@ def _read_triples(path, skiprows, n_rows, n_cols, nnz, what):
     unreadable = ~np.isfinite(values[:, :2]) | (values[:, :2] != np.floor(values[:, :2]))
     if unreadable.any():
         row, column = np.argwhere(unreadable)[0]
-        raise ValueError(f"{path}, {position((row,))}: {columns[column]} is missing or not a whole number; "
-                         "every line needs whole-number ids (a ragged line?)")
+        raise ValueError(
+            f"{path}, {position((row,))}: {columns[column]} is missing or not a whole number; "
+            "every line needs whole-number ids (a ragged line?)"
+        )
     counts = _check_count_values(values[:, 2], path, lambda index: position((index[0], 2)))
     for column, limit, name in ((0, n_rows, "row (document) id"), (1, n_cols, "column (word) id")):
         bad = (values[:, column] < 1) | (values[:, column] > limit)  # on floats: no int64 overflow
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{path}, {position((row,))}: {name} {values[row, column]:.0f} is out of range "
-                             f"1..{limit} declared in the header; ids are 1-based, fix the id or the header")
+            raise ValueError(
+                f"{path}, {position((row,))}: {name} {values[row, column]:.0f} is out of range "
+                f"1..{limit} declared in the header; ids are 1-based, fix the id or the header"
+            )
     if nnz is not None and n_lines != nnz:
-        raise ValueError(f"{path}: the header declares {nnz} entries but the file has {n_lines}; "
-                         "the file is truncated or the header is wrong (download it again)")
+        raise ValueError(
+            f"{path}: the header declares {nnz} entries but the file has {n_lines}; "
+            "the file is truncated or the header is wrong (download it again)"
+        )
     ids = values[:, :2].astype(np.int64) - 1
     del values
     Y = sp.csr_matrix((counts, (ids[:, 0], ids[:, 1])), shape=(n_rows, n_cols), dtype=np.int64)
@@ -719,8 +809,9 @@ def _header_integers(path, lines, expected, what):
     for number, text in lines:
         fields = text.split()
         if not fields or not all(_INT_RE.match(f) and int(f) >= 0 for f in fields):
-            raise ValueError(f"{path}, line {number}: expected {what}, found {text.strip()[:80]!r}; "
-                             "is this the right kind of file?")
+            raise ValueError(
+                f"{path}, line {number}: expected {what}, found {text.strip()[:80]!r}; is this the right kind of file?"
+            )
         values.extend(int(f) for f in fields)
     if len(values) != expected:
         raise ValueError(f"{path}: expected {what} in the header, found {values}")
@@ -738,15 +829,20 @@ _MTX_ARRAY_CELL_BYTES = 40  # dense values, int64 counts, the CSR they become
 def _check_declared_size(path, n_rows, n_cols, entry_bytes, n_entries, what):
     """What a header declares, with the row pointer and the labels it implies, against the budget."""
     need = n_entries * entry_bytes + (n_rows + 1) * 8 + (n_rows + n_cols) * _LABEL_BYTES
-    check_memory(need, f"{path}: {what} ({n_rows:,} x {n_cols:,}, {n_entries:,} entries, as the header declares)",
-                 fix="Check the header; if it is right the matrix is too large for this machine.")
+    check_memory(
+        need,
+        f"{path}: {what} ({n_rows:,} x {n_cols:,}, {n_entries:,} entries, as the header declares)",
+        fix="Check the header; if it is right the matrix is too large for this machine.",
+    )
 
 
 def _docword_in(folder):
     found = sorted(p for p in folder.iterdir() if re.match(r"docword\..+\.txt(\.gz)?$", p.name))
     if len(found) != 1:
-        raise ValueError(f"{folder}: expected exactly one docword.NAME.txt[.gz] in this folder, found "
-                         f"{len(found)}; give the docword file itself")
+        raise ValueError(
+            f"{folder}: expected exactly one docword.NAME.txt[.gz] in this folder, found "
+            f"{len(found)}; give the docword file itself"
+        )
     return found[0]
 
 
@@ -770,11 +866,18 @@ def _load_uci(path, vocab):
     if vocab is None:
         vocab = path.with_name(f"vocab.{match.group(1)}.txt")
         if not vocab.is_file():
-            raise FileNotFoundError(f"{vocab} is missing: the UCI format keeps the words beside {path.name}; "
-                                    "put it there or pass vocab=PATH")
-    return CountData(Y=Y, row_labels=[str(i + 1) for i in range(n_docs)],
-                     col_labels=_vocab_list(vocab, n_words, path), model="topics",
-                     source=str(path), info={"format": "uci"})
+            raise FileNotFoundError(
+                f"{vocab} is missing: the UCI format keeps the words beside {path.name}; "
+                "put it there or pass vocab=PATH"
+            )
+    return CountData(
+        Y=Y,
+        row_labels=[str(i + 1) for i in range(n_docs)],
+        col_labels=_vocab_list(vocab, n_words, path),
+        model="topics",
+        source=str(path),
+        info={"format": "uci"},
+    )
 
 
 _MM_BANNER = "'%%MatrixMarket matrix coordinate integer general'"
@@ -790,29 +893,34 @@ def _load_mtx(path):
     except (ValueError, OverflowError, RuntimeError, IndexError) as error:
         raise ValueError(_mm_error(path, error, "the header")) from None
     if field not in ("integer", "real", "pattern") or layout not in ("coordinate", "array"):
-        raise ValueError(f"{path}, line 1: a {layout} {field} matrix cannot hold counts; "
-                         "save it as 'coordinate integer'")
+        raise ValueError(
+            f"{path}, line 1: a {layout} {field} matrix cannot hold counts; save it as 'coordinate integer'"
+        )
     if symmetry not in ("general", "symmetric"):
         raise ValueError(f"{path}, line 1: {symmetry} matrices cannot hold counts; save it as 'general'")
     if n_rows == 0 or n_cols == 0:
         # nothing to count, and scipy's reader (1.17) dies of a floating-point exception on an
         # 'array' body with zero rows: refuse before it runs
-        raise ValueError(f"{path}, line 2: the header declares an empty {n_rows} x {n_cols} matrix; "
-                         "a count matrix needs at least one row and one column")
+        raise ValueError(
+            f"{path}, line 2: the header declares an empty {n_rows} x {n_cols} matrix; "
+            "a count matrix needs at least one row and one column"
+        )
     if layout == "coordinate":
         entry_bytes = _MTX_ENTRY_BYTES * (2 if symmetry == "symmetric" else 1)
         _check_declared_size(path, n_rows, n_cols, entry_bytes, entries, "a Matrix Market coordinate matrix")
     else:
-        _check_declared_size(path, n_rows, n_cols, _MTX_ARRAY_CELL_BYTES, n_rows * n_cols,
-                             "a dense Matrix Market array")
+        _check_declared_size(
+            path, n_rows, n_cols, _MTX_ARRAY_CELL_BYTES, n_rows * n_cols, "a dense Matrix Market array"
+        )
     try:
         matrix = scipy.io.mmread(str(path))
     except (ValueError, OverflowError, RuntimeError, IndexError, EOFError, OSError) as error:
         if "Truncated file" in str(error):
-            declared = (f"{n_rows} x {n_cols} = {n_rows * n_cols} values" if layout == "array"
-                        else f"{entries} entries")
-            raise ValueError(f"{path}: the header declares {declared} but the file ends early ({error}); "
-                             "it is truncated or the header is wrong (download it again)") from None
+            declared = f"{n_rows} x {n_cols} = {n_rows * n_cols} values" if layout == "array" else f"{entries} entries"
+            raise ValueError(
+                f"{path}: the header declares {declared} but the file ends early ({error}); "
+                "it is truncated or the header is wrong (download it again)"
+            ) from None
         raise ValueError(_mm_error(path, error, "the entries")) from None
     if sp.issparse(matrix):
         coo = sp.coo_matrix(matrix)
@@ -823,27 +931,34 @@ def _load_mtx(path):
         counts = _check_count_values(coo.data, path, position)
         Y = sp.csr_matrix((counts, (coo.row, coo.col)), shape=coo.shape, dtype=np.int64)
     else:
-        values = _check_count_values(np.asarray(matrix), path,
-                                     lambda index: f"row {int(index[0]) + 1}, column {int(index[1]) + 1}")
+        values = _check_count_values(
+            np.asarray(matrix), path, lambda index: f"row {int(index[0]) + 1}, column {int(index[1]) + 1}"
+        )
         Y = sp.csr_matrix(values)
     Y.sum_duplicates()
-    return CountData(Y=Y, row_labels=[str(i) for i in range(Y.shape[0])],
-                     col_labels=[str(j) for j in range(Y.shape[1])], model="topics",
-                     source=str(path), info={"format": "mtx"})
+    return CountData(
+        Y=Y,
+        row_labels=[str(i) for i in range(Y.shape[0])],
+        col_labels=[str(j) for j in range(Y.shape[1])],
+        model="topics",
+        source=str(path),
+        info={"format": "mtx"},
+    )
 
 
 def _mm_error(path, error, part):
     """scipy's 'Line 3: Invalid integer value.' as 'PATH, line 3: invalid integer value; ...'."""
     text = str(error).strip().rstrip(".")
     if "banner" in text.lower():
-        return (f"{path}, line 1: not a Matrix Market file (the first line should read {_MM_BANNER}); "
-                "check the file")
+        return f"{path}, line 1: not a Matrix Market file (the first line should read {_MM_BANNER}); check the file"
     match = _MM_LINE.match(text)
     where = f"{path}, line {match.group(1)}" if match else str(path)
     problem = match.group(2) if match else text
     problem = problem[:1].lower() + problem[1:]
-    return (f"{where}: {problem} (in {part}); a Matrix Market count file has a header "
-            f"{_MM_BANNER}, a size line 'rows cols entries' and lines 'row col count', 1-based")
+    return (
+        f"{where}: {problem} (in {part}); a Matrix Market count file has a header "
+        f"{_MM_BANNER}, a size line 'rows cols entries' and lines 'row col count', 1-based"
+    )
 
 
 # ---------------------------------------------------------------- npz
@@ -867,8 +982,10 @@ def _npy_header(archive, name, path):
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError, TypeError) as error:
         raise ValueError(f"{path}: member {name!r} is not a readable NumPy array ({error}); {_NPZ_SAVE_HINT}") from None
     if dtype.hasobject:
-        raise ValueError(f"{path}: holds Python objects (pickled), which lpviz does not load for "
-                         "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))")
+        raise ValueError(
+            f"{path}: holds Python objects (pickled), which lpviz does not load for "
+            "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))"
+        )
     if any(n < 0 for n in shape):
         raise ValueError(f"{path}: member {name!r} declares the shape {tuple(shape)}; {_NPZ_SAVE_HINT}")
     return tuple(int(n) for n in shape), dtype
@@ -883,9 +1000,11 @@ def _npz_plan(path, archive):
     keys = set(members)
     layout = next((kind for needed, kind in _NPZ_LAYOUTS if set(needed) <= keys), None)
     if layout is None:
-        raise ValueError(f"{path}: no count matrix 'Y' in this .npz (it holds: "
-                         f"{', '.join(sorted(keys)) or 'nothing'}); save it with "
-                         "np.savez(path, Y=counts, vocab=words)")
+        raise ValueError(
+            f"{path}: no count matrix 'Y' in this .npz (it holds: "
+            f"{', '.join(sorted(keys)) or 'nothing'}); save it with "
+            "np.savez(path, Y=counts, vocab=words)"
+        )
     needed = next(needed for needed, kind in _NPZ_LAYOUTS if kind == layout)
     wanted = [key for key in (*needed, *_NPZ_TEXT_KEYS) if key in keys]
     headers = {key: _npy_header(archive, members[key], path) for key in wanted}
@@ -901,11 +1020,13 @@ def _check_npz_budget(path, layout, headers, shape):
         data_shape = headers["Y_data" if layout == "lpviz csr" else "data"][0]
         converted = dense_bytes(data_shape, np.int64) * 3
     labels = sum(shape[:2]) * _LABEL_BYTES
-    check_memory(stored + converted + labels,
-                 f"{path}: loading its arrays (the counts are {' x '.join(f'{n:,}' for n in shape)}, "
-                 f"{format_bytes(stored)} uncompressed)",
-                 fix="Check the file; if it is right, store the counts sparse (lpviz.datasets.save_counts "
-                     "with a scipy.sparse matrix) or use a machine with more memory.")
+    check_memory(
+        stored + converted + labels,
+        f"{path}: loading its arrays (the counts are {' x '.join(f'{n:,}' for n in shape)}, "
+        f"{format_bytes(stored)} uncompressed)",
+        fix="Check the file; if it is right, store the counts sparse (lpviz.datasets.save_counts "
+        "with a scipy.sparse matrix) or use a machine with more memory.",
+    )
 
 
 def _member(archive, key, path):
@@ -913,8 +1034,10 @@ def _member(archive, key, path):
     try:
         return archive[key]
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as error:
-        raise ValueError(f"{path}: member {key!r} is damaged or shorter than its header says "
-                         f"({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}") from None
+        raise ValueError(
+            f"{path}: member {key!r} is damaged or shorter than its header says "
+            f"({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}"
+        ) from None
 
 
 def _sparse_shape(path, archive, key, headers):
@@ -933,8 +1056,7 @@ def _load_npz(path):
     if magic == b"\x93NUMPY":
         raise ValueError(f"{path}: a single .npy array, not an .npz archive; save it with np.savez(path, Y=counts)")
     if not magic.startswith(_ZIP_MAGIC):
-        raise ValueError(f"{path}: not a NumPy .npz archive (an .npz is a zip file; this one is not); "
-                         f"{_NPZ_SAVE_HINT}")
+        raise ValueError(f"{path}: not a NumPy .npz archive (an .npz is a zip file; this one is not); {_NPZ_SAVE_HINT}")
     try:
         zipped = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as error:
@@ -949,14 +1071,16 @@ def _load_npz(path):
         with archive:
             Y, texts = _read_npz_arrays(path, archive, layout, headers)
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as error:
-        raise ValueError(f"{path}: a damaged .npz archive ({error.__class__.__name__}: {error}); "
-                         f"{_NPZ_SAVE_HINT}") from None
+        raise ValueError(
+            f"{path}: a damaged .npz archive ({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}"
+        ) from None
     if sp.issparse(Y):
         csr = Y.tocsr()
 
         def position(index):
             row = int(np.searchsorted(csr.indptr, index[0], side="right")) - 1
             return f"cell ({row}, {int(csr.indices[index[0]])}) of Y"
+
         counts = _check_count_values(csr.data, path, position)
         Y = sp.csr_matrix((counts, csr.indices, csr.indptr), shape=csr.shape)
         Y.sum_duplicates()
@@ -972,8 +1096,12 @@ def _load_npz(path):
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
     row_labels = _labels(texts.get("row_labels"), Y.shape[0], path, "row_labels")
-    col_labels = _labels(texts.get("col_labels", texts.get("vocab")), Y.shape[1], path,
-                         "col_labels" if "col_labels" in texts else "vocab")
+    col_labels = _labels(
+        texts.get("col_labels", texts.get("vocab")),
+        Y.shape[1],
+        path,
+        "col_labels" if "col_labels" in texts else "vocab",
+    )
     info = {}
     if "info_json" in texts:
         try:
@@ -981,11 +1109,13 @@ def _load_npz(path):
         except ValueError as error:
             raise ValueError(f"{path}: 'info_json' is not JSON ({error}); {_NPZ_SAVE_HINT}") from None
         if not isinstance(info, dict):
-            raise ValueError(f"{path}: 'info_json' must hold a JSON object, not {type(info).__name__}; "
-                             f"{_NPZ_SAVE_HINT}")
+            raise ValueError(
+                f"{path}: 'info_json' must hold a JSON object, not {type(info).__name__}; {_NPZ_SAVE_HINT}"
+            )
     info["format"] = "npz"
-    return CountData(Y=Y, row_labels=row_labels, col_labels=col_labels, model=model,
-                     source=str(texts.get("source", path)), info=info)
+    return CountData(
+        Y=Y, row_labels=row_labels, col_labels=col_labels, model=model, source=str(texts.get("source", path)), info=info
+    )
 
 
 def _read_npz_arrays(path, archive, layout, headers):
@@ -993,8 +1123,9 @@ def _read_npz_arrays(path, archive, layout, headers):
     if layout == "dense":
         shape, dtype = headers["Y"]
         if len(shape) != 2:
-            raise ValueError(f"{path}: 'Y' has shape {shape}; counts must be a 2-d documents x words "
-                             "(or actors x actors) matrix")
+            raise ValueError(
+                f"{path}: 'Y' has shape {shape}; counts must be a 2-d documents x words (or actors x actors) matrix"
+            )
     else:
         shape = _sparse_shape(path, archive, "Y_shape" if layout == "lpviz csr" else "shape", headers)
         dtype = headers["Y_data" if layout == "lpviz csr" else "data"][1]
@@ -1012,16 +1143,19 @@ def _read_npz_arrays(path, archive, layout, headers):
         if layout == "scipy":
             name = _npz_text(_member(archive, "format", path))
             if name not in ("csr", "csc"):
-                raise ValueError(f"{path}: a scipy.sparse {name[:10]!r} matrix; lpviz reads CSR or CSC: save it "
-                                 "with scipy.sparse.save_npz(path, matrix.tocsr())")
+                raise ValueError(
+                    f"{path}: a scipy.sparse {name[:10]!r} matrix; lpviz reads CSR or CSC: save it "
+                    "with scipy.sparse.save_npz(path, matrix.tocsr())"
+                )
             sparse_format = sp.csc_matrix if name == "csc" else sp.csr_matrix
         arrays = tuple(_member(archive, prefix + key, path) for key in ("data", "indices", "indptr"))
         try:
             Y = sparse_format(arrays, shape=shape)
             Y.check_format(full_check=True)
         except (ValueError, TypeError, IndexError, OverflowError) as error:
-            raise ValueError(f"{path}: the sparse arrays do not form a {shape[0]} x {shape[1]} matrix ({error}); "
-                             f"{_NPZ_SAVE_HINT}") from None
+            raise ValueError(
+                f"{path}: the sparse arrays do not form a {shape[0]} x {shape[1]} matrix ({error}); {_NPZ_SAVE_HINT}"
+            ) from None
     texts = {key: _member(archive, key, path) for key in _NPZ_TEXT_KEYS if key in headers}
     return Y, texts
 
@@ -1037,12 +1171,14 @@ def _labels(array, n, path, name):
         return [str(i) for i in range(n)]
     labels = [str(x) for x in np.asarray(array).ravel()]
     if len(labels) != n:
-        raise ValueError(f"{path}: '{name}' has {len(labels)} names for {n} rows/columns of Y; "
-                         "save one name per row/column")
+        raise ValueError(
+            f"{path}: '{name}' has {len(labels)} names for {n} rows/columns of Y; save one name per row/column"
+        )
     return labels
 
 
 # ---------------------------------------------------------------- shared helpers
+
 
 def _vocab_list(vocab, n_words, path):
     if isinstance(vocab, (str, os.PathLike)):
@@ -1059,20 +1195,25 @@ def _vocab_list(vocab, n_words, path):
         words = [str(word) for word in vocab]
         source = "vocab"
     if len(words) != n_words:
-        raise ValueError(f"{source} has {len(words)} words but {path} has {n_words} word columns; "
-                         "they do not belong together, give the matching vocabulary")
+        raise ValueError(
+            f"{source} has {len(words)} words but {path} has {n_words} word columns; "
+            "they do not belong together, give the matching vocabulary"
+        )
     return words
 
 
 def _check_not_empty(data, path, allow_zero=False):
     # counts are >= 0, so no nonzero cell means a total of 0 (and an int64 sum could overflow)
     if min(data.shape) == 0:
-        raise ValueError(f"{path}: an empty {data.shape[0]} x {data.shape[1]} matrix; it needs at least one row "
-                         "and one column")
+        raise ValueError(
+            f"{path}: an empty {data.shape[0]} x {data.shape[1]} matrix; it needs at least one row and one column"
+        )
     nonzero = data.Y.count_nonzero() if sp.issparse(data.Y) else np.count_nonzero(data.Y)
     if nonzero == 0 and not allow_zero:
-        raise ValueError(f"{path}: no counts ({data.shape[0]} x {data.shape[1]} matrix, total 0); "
-                         "nothing to fit, check the file or the filter that produced it")
+        raise ValueError(
+            f"{path}: no counts ({data.shape[0]} x {data.shape[1]} matrix, total 0); "
+            "nothing to fit, check the file or the filter that produced it"
+        )
 
 
 def _json_default(value):

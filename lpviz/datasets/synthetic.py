@@ -31,8 +31,12 @@ def _check_count(name, value, minimum):
 
 
 def _check_positive(name, value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
-            or not np.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Real)
+        or not np.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
@@ -42,12 +46,23 @@ def _check_size(n_rows, n_cols):
     8-byte matrices with noising): refuse sizes that do not fit before drawing anything."""
     from lpviz.budget import check_memory, dense_bytes
 
-    check_memory(5 * dense_bytes((n_rows, n_cols), np.float64), f"a synthetic {n_rows:,} x {n_cols:,} data set",
-                 fix="Choose fewer rows or columns.")
+    check_memory(
+        5 * dense_bytes((n_rows, n_cols), np.float64),
+        f"a synthetic {n_rows:,} x {n_cols:,} data set",
+        fix="Choose fewer rows or columns.",
+    )
 
 
-def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
-                doc_length=50.0, topic_purity=0.9, random_state=None):
+def make_topics(
+    n_docs=90,
+    n_words=15,
+    n_topics=3,
+    alpha0=0.8,
+    concentration=10,
+    doc_length=50.0,
+    topic_purity=0.9,
+    random_state=None,
+):
     """The synthetic topic-recovery data of Figure 3 (Schein et al. 2019).
 
     The paper: "We set Phi* so that the topics were well separated, with
@@ -105,8 +120,9 @@ def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
     _check_size(n_docs, n_words)
     rng = np.random.default_rng(random_state)
 
-    word_block = np.concatenate([np.full(len(block), k) for k, block in
-                                 enumerate(np.array_split(np.arange(n_words), n_topics))])
+    word_block = np.concatenate(
+        [np.full(len(block), k) for k, block in enumerate(np.array_split(np.arange(n_words), n_topics))]
+    )
     phi = np.empty((n_topics, n_words))
     for k in range(n_topics):
         own = word_block == k
@@ -116,8 +132,9 @@ def make_topics(n_docs=90, n_words=15, n_topics=3, alpha0=0.8, concentration=10,
         else:  # a single topic owns every word
             phi[k] = 1.0 / n_words
 
-    groups = np.concatenate([np.full(len(block), k) for k, block in
-                             enumerate(np.array_split(np.arange(n_docs), n_topics))])
+    groups = np.concatenate(
+        [np.full(len(block), k) for k, block in enumerate(np.array_split(np.arange(n_docs), n_topics))]
+    )
     dominant_share = 0.8 if n_topics > 1 else 1.0
     shares = np.full((n_docs, n_topics), (1.0 - dominant_share) / max(n_topics - 1, 1))
     shares[np.arange(n_docs), groups] = dominant_share
@@ -214,7 +231,8 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
         raise ValueError(
             f"the drawn network has no events (all off-diagonal counts are 0), so N = mean count = 0 "
             f"and alpha = exp(-epsilon/N) is undefined; Gamma({a0}, rate {b0}) factors are too "
-            "sparse: use larger a0/b0 ratio (the defaults a0=0.1, b0=0.1) or another random_state")
+            "sparse: use larger a0/b0 ratio (the defaults a0=0.1, b0=0.1) or another random_state"
+        )
     # only the ratio epsilon/N matters; N here is a real number that can be < 1
     alpha = alpha_from(epsilon / N)
     Y_obs = privatize(Y, alpha=alpha, kind="network", random_state=rng).Y_obs  # diagonal: not noised, 0

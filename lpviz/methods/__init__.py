@@ -39,15 +39,17 @@ def create(name, **options):
     method_class = get(name)
     for option, value in options.items():
         if value is not None and option not in method_class.options:
-            raise ValueError(f"{option}={value!r} applies to methods with that option "
-                             f"({', '.join(n for n, m in METHODS.items() if option in m.options) or 'none'}), "
-                             f"not to method={name!r}")
+            raise ValueError(
+                f"{option}={value!r} applies to methods with that option "
+                f"({', '.join(n for n, m in METHODS.items() if option in m.options) or 'none'}), "
+                f"not to method={name!r}"
+            )
     return method_class(**{k: v for k, v in options.items() if k in method_class.options})
 
 
-from lpviz.methods.private import Private  # noqa: E402
 from lpviz.methods.naive import Naive  # noqa: E402
 from lpviz.methods.nonprivate import NonPrivate  # noqa: E402
+from lpviz.methods.private import Private  # noqa: E402
 
 register(Private)
 register(Naive)

@@ -52,23 +52,25 @@ class Method:
     :meth:`sweep`.
     """
 
-    name = None
-    label = None
+    name: str | None = None
+    label: str | None = None
     color = "#7f7f7f"
     description = ""
     uses_truth = False
     needs_alpha = False
-    options = {}
+    options: dict[str, tuple] = {}
     # how it can be fitted: "mcmc" (start/sweep) and "vi" (vi_start/vi_sweep, lpviz.vi)
-    inferences = ("mcmc",)
+    inferences: tuple[str, ...] = ("mcmc",)
     # options that apply to one inference only ({option: "mcmc" or "vi"}); the others apply to both
-    option_inference = {}
+    option_inference: dict[str, str] = {}
 
     def __init__(self, **options):
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise ValueError(f"method={self.name!r} has no option {unknown[0]!r}"
-                             + (f"; its options: {', '.join(self.options)}" if self.options else ""))
+            raise ValueError(
+                f"method={self.name!r} has no option {unknown[0]!r}"
+                + (f"; its options: {', '.join(self.options)}" if self.options else "")
+            )
         self.settings = {}
         for option, choices in self.options.items():
             value = options.get(option)
@@ -85,8 +87,7 @@ class Method:
     @property
     def display_name(self):
         """The label with non-default options, e.g. 'private (models the noise), bessel sampler'."""
-        extra = [f"{value} {key}" for key, value in self.settings.items()
-                 if value != next(iter(self.options[key]))]
+        extra = [f"{value} {key}" for key, value in self.settings.items() if value != next(iter(self.options[key]))]
         return self.label + (", " + ", ".join(extra) if extra else "")
 
     def prepare(self, counts, alpha, excluded):

@@ -19,8 +19,9 @@ class FixedCountsMethod(Method):
     def prepare(self, counts, alpha, excluded):
         fitted = fixed_counts_csr(self.counts(counts), excluded.mask)
         n_observed = excluded.n_observed
-        return Prepared(counts=fitted, alpha=None, excluded=excluded.rows,
-                        mean_count=float(fitted[2].sum()) / max(n_observed, 1))
+        return Prepared(
+            counts=fitted, alpha=None, excluded=excluded.rows, mean_count=float(fitted[2].sum()) / max(n_observed, 1)
+        )
 
     def sweep(self, prepared, latent, model, state, stats, work, iteration):
         model.allocate(state, prepared.counts, stats, work, iteration)
@@ -32,10 +33,11 @@ class FixedCountsMethod(Method):
     def vi_start(self, prepared, model, q, work):
         indptr, indices, values = prepared.counts
         # sum of log y! over the cells: the one constant of the ELBO, kept so it bounds log p(y)
-        return {"counts": (indptr, indices, values.astype(np.float64)),
-                "log_factorials": float(np.sum(gammaln(values + 1.0)))}
+        return {
+            "counts": (indptr, indices, values.astype(np.float64)),
+            "log_factorials": float(np.sum(gammaln(values + 1.0))),
+        }
 
     def vi_sweep(self, prepared, latent, model, q, stats, work):
         row_log = model.vi_allocate(q, latent["counts"], stats, work)
         return ordered_sum(row_log) - latent["log_factorials"]
-

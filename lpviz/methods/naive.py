@@ -8,8 +8,10 @@ class Naive(FixedCountsMethod):
     name = "naive"
     label = "naive (truncated data)"
     color = "#1f77b4"
-    description = ("Treats the noised counts as true after setting negative ones to 0 (the truncated "
-                   "geometric mechanism): it ignores the noise, so small counts are biased upward.")
+    description = (
+        "Treats the noised counts as true after setting negative ones to 0 (the truncated "
+        "geometric mechanism): it ignores the noise, so small counts are biased upward."
+    )
 
     def counts(self, counts):
         return truncate(counts)

@@ -16,6 +16,8 @@ class NonPrivate(FixedCountsMethod):
     def counts(self, counts):
         smallest = counts.data.min(initial=0) if sp.issparse(counts) else np.min(counts, initial=0)
         if smallest < 0:
-            raise ValueError("the counts have negative entries, but method='nonprivate' needs the true "
-                             "(non-negative) counts; use method='private' (or 'naive') for noised counts")
+            raise ValueError(
+                "the counts have negative entries, but method='nonprivate' needs the true "
+                "(non-negative) counts; use method='private' (or 'naive') for noised counts"
+            )
         return counts

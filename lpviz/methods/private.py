@@ -45,14 +45,21 @@ from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks, submit_ca
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import (
-    add_marginal_factor, log_marginal_nb, sample_poisson, sample_true_count_and_marginal_parts,
+    add_marginal_factor,
+    log_marginal_nb,
+    sample_poisson,
+    sample_true_count_and_marginal_parts,
 )
 from lpviz.methods.base import Method, Prepared
-from lpviz.release import smallest_int_dtype
 from lpviz.models._kernels import binomial, ordered_sum, row_sum
 from lpviz.models._variational import (
-    digamma_plus_one, geo_plus_one, lgamma_digamma_plus_one, lgamma_plus_one, positive_csr_float,
+    digamma_plus_one,
+    geo_plus_one,
+    lgamma_digamma_plus_one,
+    lgamma_plus_one,
+    positive_csr_float,
 )
+from lpviz.release import smallest_int_dtype
 
 UNIT_LATENT = 5 << 40
 # A row takes the sparse step when at most this share of its cells has a
@@ -76,6 +83,7 @@ _SMALL_GAMMA_SHAPE = 12
 # ---------------------------------------------------------------------------
 # Per-cell steps (the Bessel route)
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True)
 def _gamma_large(shape, scale):
@@ -136,8 +144,10 @@ def draw_noise_rates(g_plus, g_minus, posterior_scale, state):
             other = uniform(state)
             share = max(share, other) if g_plus == 1 else min(share, other)
         return total * share, total * (1.0 - share)
-    return (gamma_integer_shape(1 + g_plus, posterior_scale, state),
-            gamma_integer_shape(1 + g_minus, posterior_scale, state))
+    return (
+        gamma_integer_shape(1 + g_plus, posterior_scale, state),
+        gamma_integer_shape(1 + g_minus, posterior_scale, state),
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -180,8 +190,9 @@ def _bessel_chunk(chunk, first, last, data, rates, latent, seeds, row_terms):
                     next_excluded += 1
                     continue
                 ytil = np.int64(Y[d, v])
-                y, g_plus, g_minus, m = sample_true_count(ytil, mu[d - origin, v], lambda_plus[d, v],
-                                                          lambda_minus[d, v], state)
+                y, g_plus, g_minus, m = sample_true_count(
+                    ytil, mu[d - origin, v], lambda_plus[d, v], lambda_minus[d, v], state
+                )
                 lambda_plus[d, v], lambda_minus[d, v] = draw_noise_rates(g_plus, g_minus, scale, state)
                 y_latent[d, v] = y
                 bessel_m[d, v] = m
@@ -291,8 +302,9 @@ def _collapsed_rows_chunk(chunk, first, last, data, rates, cells, draws, seeds, 
                 # the thinning step's cells; rounding may leave a tiny negative difference
                 zero_rate = max(row_rate - listed_rate, 0.0)
             noise_log[d] += geometric_log_lik(n_cells, noise_size, a)
-            marginal_log[d] += (n_cells * log_norm + zero_abs * log_a + linear + logs
-                                + math.log(product) - (1.0 - a) * zero_rate)
+            marginal_log[d] += (
+                n_cells * log_norm + zero_abs * log_a + linear + logs + math.log(product) - (1.0 - a) * zero_rate
+            )
 
 
 @njit(nogil=True, cache=True)
@@ -361,8 +373,11 @@ def _add_tokens(counts, token_rows, token_cols):
         pos = new_indptr[d]
         idx = indptr[d]
         while idx < indptr[d + 1] or (t < order.shape[0] and token_rows[order[t]] == d):
-            take_token = t < order.shape[0] and token_rows[order[t]] == d and (
-                idx >= indptr[d + 1] or token_cols[order[t]] < indices[idx])
+            take_token = (
+                t < order.shape[0]
+                and token_rows[order[t]] == d
+                and (idx >= indptr[d + 1] or token_cols[order[t]] < indices[idx])
+            )
             if take_token:
                 column = token_cols[order[t]]
                 count = 0
@@ -423,7 +438,6 @@ def _listed_cells(Y, use_row, excluded_indptr, excluded_indices, n_positive):
     return indptr, indices
 
 
-
 @njit(nogil=True, cache=True)
 def positive_csr(Y, first_row, last_row):
     """CSR (indptr, indices, values) int64 of the positive entries of rows [first_row, last_row)."""
@@ -452,6 +466,7 @@ def positive_csr(Y, first_row, last_row):
 # ---------------------------------------------------------------------------
 # Variational inference (CAVI): the local step (the VI paper, DESIGN.md 1c)
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True)
 def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
@@ -547,8 +562,13 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
                 expected = y_plus * geo_mu / split
                 y_expected[r, v] = expected
                 log_factorial_gp, digamma_gp = lgamma_digamma_plus_one(gp_new)
-                total += (y_plus * math.log(split) - lgamma_plus_one(y_plus) - gp_new * elog_p + log_factorial_gp
-                          + gp_new * log_a)
+                total += (
+                    y_plus * math.log(split)
+                    - lgamma_plus_one(y_plus)
+                    - gp_new * elog_p
+                    + log_factorial_gp
+                    + gp_new * log_a
+                )
                 if delta_split and expected > 0.0 and weight > 0.0:
                     total += expected * (math.log(weight) - math.log(geo_mu))
                 g_plus[d, v] = gp_new
@@ -564,6 +584,7 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
 # The method
 # ---------------------------------------------------------------------------
 
+
 def row_blocks(n_rows, n_cols, cells=None):
     """Row ranges aligned to stream blocks whose dense rates stay below ``cells`` cells
     (default :data:`BLOCK_CELLS`, read when called)."""
@@ -576,12 +597,18 @@ class Private(Method):
     name = "private"
     label = "private (models the noise)"
     color = "#d62728"
-    description = ("Treats the true counts as latent and draws them given the noised counts and the "
-                   "noise level each sweep (Schein et al. 2019): the noise is part of the model.")
+    description = (
+        "Treats the true counts as latent and draws them given the noised counts and the "
+        "noise level each sweep (Schein et al. 2019): the noise is part of the model."
+    )
     needs_alpha = True
     # collapsed first: the default (exact, cheaper, better mixing; tests/test_geweke.py, test_collapsed.py)
-    options = {"sampler": ("collapsed", "bessel"), "sparse_step": ("auto", "off"), "bessel_point": ("mode", "mean"),
-               "noise_split": ("components", "delta")}
+    options = {
+        "sampler": ("collapsed", "bessel"),
+        "sparse_step": ("auto", "off"),
+        "bessel_point": ("mode", "mean"),
+        "noise_split": ("components", "delta"),
+    }
     inferences = ("mcmc", "vi")
     # CAVI only: bessel_point: q(m), a point mass at the Bessel mode (the VI paper's) or mean;
     # noise_split: how E[y+] is split between noise and true count (see _vi_private_chunk)
@@ -597,8 +624,12 @@ class Private(Method):
         observed_sum = float(fitted.sum(dtype=np.int64))
         if excluded.mask is not None:
             observed_sum -= float(fitted[excluded.mask].sum(dtype=np.int64))
-        return Prepared(counts=fitted, alpha=alpha, excluded=excluded.rows,
-                        mean_count=max(observed_sum, 0.0) / max(excluded.n_observed, 1))
+        return Prepared(
+            counts=fitted,
+            alpha=alpha,
+            excluded=excluded.rows,
+            mean_count=max(observed_sum, 0.0) / max(excluded.n_observed, 1),
+        )
 
     def state_bytes(self, shape, model):
         n_cells = int(shape[0]) * int(shape[1])
@@ -621,16 +652,25 @@ class Private(Method):
             cells = _listed_cells(counts, use_row, excluded_indptr, excluded_indices, n_positive)
             # a sparse row's zero cells' log terms that need no rates: the same every sweep
             alpha, log_alpha = prepared.alpha, np.log(prepared.alpha)
-            zero_terms = np.where(use_row, zero_cells * (np.log1p(-alpha) - np.log1p(alpha)) + zero_abs * log_alpha,
-                                  0.0)
-            return {"use_row": use_row, "cells": cells, "zero_terms": zero_terms, "log_alpha": log_alpha,
-                    "y_counts": None}
+            zero_terms = np.where(
+                use_row, zero_cells * (np.log1p(-alpha) - np.log1p(alpha)) + zero_abs * log_alpha, 0.0
+            )
+            return {
+                "use_row": use_row,
+                "cells": cells,
+                "zero_terms": zero_terms,
+                "log_alpha": log_alpha,
+                "y_counts": None,
+            }
         # Exponential prior on lambda with mean alpha/(1-alpha).
         prior_mean = (prepared.alpha / (1.0 - prepared.alpha))[:, None]
-        return {"lambda_plus": rng.exponential(1.0, shape) * prior_mean,
-                "lambda_minus": rng.exponential(1.0, shape) * prior_mean,
-                "y": np.zeros(shape, dtype=np.int64), "bessel": np.zeros(shape, dtype=np.int64),
-                "posterior_scale": prepared.alpha.copy()}
+        return {
+            "lambda_plus": rng.exponential(1.0, shape) * prior_mean,
+            "lambda_minus": rng.exponential(1.0, shape) * prior_mean,
+            "y": np.zeros(shape, dtype=np.int64),
+            "bessel": np.zeros(shape, dtype=np.int64),
+            "posterior_scale": prepared.alpha.copy(),
+        }
 
     def sweep(self, prepared, latent, model, state, stats, work, iteration):
         if self.settings["sampler"] == "collapsed":
@@ -641,8 +681,13 @@ class Private(Method):
         Y = prepared.counts
         n_rows, n_cols = Y.shape
         data = (Y, prepared.alpha, *prepared.excluded)
-        arrays = (latent["lambda_plus"], latent["lambda_minus"], latent["y"], latent["bessel"],
-                  latent["posterior_scale"])
+        arrays = (
+            latent["lambda_plus"],
+            latent["lambda_minus"],
+            latent["y"],
+            latent["bessel"],
+            latent["posterior_scale"],
+        )
         row_terms = np.zeros(n_rows)
         marginal = np.zeros(n_rows)
         seeds = (work.chain_seed, iteration, work.stop)
@@ -693,8 +738,17 @@ class Private(Method):
             y_dense = np.empty((dense_rows.size, n_cols), dtype=np.int64)  # the kernel writes every cell
             y_cells = np.empty(cells[0][stop] - cells[0][start], dtype=np.int64)
             bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
-            pending = submit_chunks(_collapsed_rows_chunk, bounds, work.stop, data, (mu, start, position), cells,
-                                    (y_dense, y_cells), seeds, (noise_log, marginal_log))
+            pending = submit_chunks(
+                _collapsed_rows_chunk,
+                bounds,
+                work.stop,
+                data,
+                (mu, start, position),
+                cells,
+                (y_dense, y_cells),
+                seeds,
+                (noise_log, marginal_log),
+            )
             if previous is not None:
                 pieces.append(_gather_block(previous, position, cells))
             previous = (pending, start, stop, y_dense, y_cells, dense_rows)
@@ -712,9 +766,12 @@ class Private(Method):
         shape = prepared.counts.shape
         # q(lambda+-) starts at the prior mean alpha / (1 - alpha) = alpha (E[g] + 1)
         start = np.broadcast_to(alpha / (1.0 - alpha), shape)
-        return {"g_plus": start.copy(), "g_minus": start.copy(),
-                "elog_plus": np.ascontiguousarray(special.digamma(start + 1.0) + np.log(alpha)),
-                "y_expected": None}
+        return {
+            "g_plus": start.copy(),
+            "g_minus": start.copy(),
+            "elog_plus": np.ascontiguousarray(special.digamma(start + 1.0) + np.log(alpha)),
+            "y_expected": None,
+        }
 
     def vi_sweep(self, prepared, latent, model, q, stats, work):
         Y = prepared.counts
@@ -725,12 +782,21 @@ class Private(Method):
         row_terms = np.zeros(n_rows)
         pieces = []
         for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
-            bounds = _shift(chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel),
-                            start // ROWS_PER_STREAM)
+            bounds = _shift(
+                chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel), start // ROWS_PER_STREAM
+            )
             mean_mu, var_mu, weight_mu = model.vi_moments(q, start, stop, bounds, work)
             y_block = np.empty_like(mean_mu)
-            run_chunks(_vi_private_chunk, bounds, work.stop, data, (mean_mu, var_mu, weight_mu, start), arrays,
-                       point, (y_block, row_terms))
+            run_chunks(
+                _vi_private_chunk,
+                bounds,
+                work.stop,
+                data,
+                (mean_mu, var_mu, weight_mu, start),
+                arrays,
+                point,
+                (y_block, row_terms),
+            )
             pieces.append(positive_csr_float(y_block))
         counts = _concatenate_csr(pieces)
         model.vi_allocate(q, counts, stats, work)
@@ -758,7 +824,7 @@ def _concatenate_csr(pieces):
     if len(pieces) == 1:
         return pieces[0]
     offsets = np.cumsum([0] + [piece[0][-1] for piece in pieces[:-1]])
-    indptr = np.concatenate([[0]] + [piece[0][1:] + offset for piece, offset in zip(pieces, offsets)])
+    indptr = np.concatenate([[0]] + [piece[0][1:] + offset for piece, offset in zip(pieces, offsets, strict=True)])
     return (indptr.astype(np.int64), np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces]))
 
 

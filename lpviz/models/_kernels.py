@@ -240,6 +240,7 @@ def row_csr_pattern(dense_mask):
 # Alias tables and sorted lists (the sparse step)
 # ---------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def build_alias(weights, probability, alias):
     """Vose's alias table of ``weights`` (non-negative, positive sum) into
@@ -280,7 +281,6 @@ def build_alias(weights, probability, alias):
         probability[small[i]] = 1.0
 
 
-
 @njit(nogil=True, cache=True)
 def column_alias_tables(columns):
     """Per column k of ``columns`` (rows x K), the alias table of column k over the rows, and the
@@ -294,6 +294,7 @@ def column_alias_tables(columns):
             weights[row] = columns[row, k]
         build_alias(weights, probability[k], alias[k])
     return column_sums(columns), probability, alias
+
 
 @njit(nogil=True, cache=True, inline="always")
 def draw_alias(probability, alias, row, state):
@@ -324,5 +325,5 @@ def grow(array, size):
     if size <= array.shape[0]:
         return array
     bigger = np.empty(max(size, 2 * array.shape[0]), dtype=array.dtype)
-    bigger[:array.shape[0]] = array
+    bigger[: array.shape[0]] = array
     return bigger

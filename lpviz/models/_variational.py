@@ -47,8 +47,11 @@ def digamma(x):
         x += 1.0
     inv = 1.0 / x
     inv2 = inv * inv
-    series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (
-        1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0))))))
+    series = inv2 * (
+        1.0 / 12.0
+        - inv2
+        * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0)))))
+    )
     return result + math.log(x) - 0.5 * inv - series
 
 
@@ -100,10 +103,26 @@ def lgamma_digamma_plus_one(x):
     inv = 1.0 / z
     inv2 = inv * inv
     log_z = math.log(z)
-    lgamma_z = ((z - 0.5) * log_z - z + _HALF_LOG_2PI + inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (
-        1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 * (1.0 / 1188.0))))))
-    digamma_z = log_z - 0.5 * inv - inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (
-        1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0))))))
+    lgamma_z = (
+        (z - 0.5) * log_z
+        - z
+        + _HALF_LOG_2PI
+        + inv
+        * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 * (1.0 / 1188.0)))))
+    )
+    digamma_z = (
+        log_z
+        - 0.5 * inv
+        - inv2
+        * (
+            1.0 / 12.0
+            - inv2
+            * (
+                1.0 / 120.0
+                - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0))))
+            )
+        )
+    )
     if product == 1.0:
         return lgamma_z, digamma_z
     return lgamma_z - math.log(product), digamma_z - numerator / product
@@ -152,8 +171,7 @@ def refresh_row(factor, r, prior):
         var[r, k] = m / t
         elog[r, k] = psi - log_rate
         geo[r, k] = math.exp(psi - log_rate)
-        total += (const + (a0 - 1.0) * (psi - log_rate) - b0 * m
-                  + s - log_rate + math.lgamma(s) + (1.0 - s) * psi)
+        total += const + (a0 - 1.0) * (psi - log_rate) - b0 * m + s - log_rate + math.lgamma(s) + (1.0 - s) * psi
     return total
 
 

@@ -54,13 +54,13 @@ class Model:
     orientation.
     """
 
-    name = None
-    label = None
+    name: str | None = None
+    label: str | None = None
     component_name = "component"
-    factor_names = ()
-    default_for = ()
+    factor_names: tuple[str, ...] = ()
+    default_for: tuple[str, ...] = ()
     # how it can be fitted: "mcmc" (the chains' kernels) and "vi" (the variational hooks below)
-    inferences = ("mcmc",)
+    inferences: tuple[str, ...] = ("mcmc",)
 
     def __init__(self, n_components, a0=0.1, b0=1.0):
         self.n_components = check_count("n_components", n_components, 1)
@@ -111,7 +111,7 @@ class Model:
     # of GammaFactor (lpviz.models._variational):
     #   vi_init(shape, mean_count, rng) -> q; vi_factors(q) -> dict of E[factors];
     #   vi_moments(q, start, stop, bounds, work) -> dense (E[mu], V[mu], sum of G products) of rows
-#       [start, stop), computed by the stream-block chunks ``bounds``;
+    #       [start, stop), computed by the stream-block chunks ``bounds``;
     #   vi_new_stats(q, work); vi_allocate(q, counts_csr_float, stats, work) -> per-row sum y log W;
     #   vi_update(q, stats, work) -> the ELBO terms of the factors (prior, entropy, rate sums).
 

@@ -41,6 +41,7 @@ UNIT_POISSON = 4 << 40
 # Kernels
 # ---------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def _sender_tables(theta, i, pi, sender_pi, given_receiver):
     """``sender_pi[0, d] = (theta_i^T pi)_d`` and ``given_receiver[d, c] = theta_ic pi_cd``."""
@@ -251,10 +252,10 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
-
 # ---------------------------------------------------------------------------
 # Variational inference (CAVI) kernels
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
@@ -356,8 +357,11 @@ def _vi_moments_chunk(chunk, first, last, theta, pi, out):
             weight = 0.0
             for d in range(n_comm):
                 mean += sender[d] * mean_j[d]
-                variance += ((sender_square[d] + sender_var[d]) * var_j[d] + var_i[d] * square_j[d]
-                             + sender_second[d] * (var_j[d] + mean_j[d] * mean_j[d]))
+                variance += (
+                    (sender_square[d] + sender_var[d]) * var_j[d]
+                    + var_i[d] * square_j[d]
+                    + sender_second[d] * (var_j[d] + mean_j[d] * mean_j[d])
+                )
                 weight += sender_geo[d] * geo_j[d]
             mean_out[r, j] = mean
             var_out[r, j] = variance
@@ -402,6 +406,7 @@ def _vi_update_theta(theta, pi_mean, n_theta, missing, prior):
 # The model
 # ---------------------------------------------------------------------------
 
+
 class BlockModel(Model):
     """Mixed-membership stochastic block model of a square network, no self loops.
 
@@ -418,8 +423,10 @@ class BlockModel(Model):
 
     def check_shape(self, shape):
         if shape[0] != shape[1]:
-            raise ValueError(f"model='blocks' needs a square sender x recipient matrix, got shape {tuple(shape)}; "
-                             "use model='topics' for a documents x words matrix")
+            raise ValueError(
+                f"model='blocks' needs a square sender x recipient matrix, got shape {tuple(shape)}; "
+                "use model='topics' for a documents x words matrix"
+            )
 
     def structural_zeros(self, shape):
         return np.eye(shape[0], shape[1], dtype=bool)
@@ -468,25 +475,36 @@ class BlockModel(Model):
         theta, pi = state
         n, C = theta.shape
         n_chunks = len(work.bounds)
-        return (np.zeros((n, C), dtype=np.int64), np.zeros((n_chunks, n, C), dtype=np.int64),
-                np.zeros((n_chunks, C, C), dtype=np.int64))
+        return (
+            np.zeros((n, C), dtype=np.int64),
+            np.zeros((n_chunks, n, C), dtype=np.int64),
+            np.zeros((n_chunks, C, C), dtype=np.int64),
+        )
 
     def allocate(self, state, counts, stats, work, iteration):
-        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state,
-                   (work.chain_seed, iteration, work.stop), stats)
+        run_chunks(
+            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
+        )
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = column_alias_tables(state[0])
-        tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
-                            (work.chain_seed, iteration, work.stop), stats)
+        tokens = run_chunks(
+            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
+        )
         return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
     def update(self, state, stats, work, iteration):
         theta, pi = state
         n_send, n_recv_parts, n_cd_parts = stats
         prior = (self.a0, self.b0)
-        _update_theta(theta, pi, (n_send, n_recv_parts.sum(axis=0)),
-                      (*work.missing_by_row, *work.missing_by_column), prior, (work.chain_seed, iteration))
+        _update_theta(
+            theta,
+            pi,
+            (n_send, n_recv_parts.sum(axis=0)),
+            (*work.missing_by_row, *work.missing_by_column),
+            prior,
+            (work.chain_seed, iteration),
+        )
         _update_pi(pi, theta, n_cd_parts.sum(axis=0), work.missing_by_row, prior, (work.chain_seed, iteration))
 
     def log_prior(self, state):
@@ -516,8 +534,14 @@ class BlockModel(Model):
         shape = (stop - start, theta.n_rows)
         mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
         receiver = theta.mean @ pi.mean.T  # (E[pi] E[theta_j])_c
-        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo),
-                   (pi.mean, pi.var, pi.geo, receiver * receiver), (mean_mu, var_mu, weight_mu, start, work.stop))
+        run_chunks(
+            _vi_moments_chunk,
+            bounds,
+            work.stop,
+            (theta.mean, theta.var, theta.geo),
+            (pi.mean, pi.var, pi.geo, receiver * receiver),
+            (mean_mu, var_mu, weight_mu, start, work.stop),
+        )
         return mean_mu, var_mu, weight_mu
 
     def vi_new_stats(self, q, work):
@@ -528,8 +552,7 @@ class BlockModel(Model):
     def vi_allocate(self, q, counts, stats, work):
         theta, pi = q
         row_log = np.zeros(theta.n_rows)
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, pi.geo), stats, row_log,
-                   work.stop)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, pi.geo), stats, row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
@@ -539,8 +562,9 @@ class BlockModel(Model):
         n_cd = pi.geo * (theta.geo.T @ row_sums)
         old_elog = (theta.elog.copy(), pi.elog.copy())
         prior = (self.a0, self.b0)
-        theta_elbo = _vi_update_theta(theta.arrays(), pi.mean, n_theta,
-                                      (*work.missing_by_row, *work.missing_by_column), prior)
+        theta_elbo = _vi_update_theta(
+            theta.arrays(), pi.mean, n_theta, (*work.missing_by_row, *work.missing_by_column), prior
+        )
         weights = pair_weights(theta.mean, *work.missing_by_row)
         pi.gamma_shape[...] = self.a0 + n_cd
         pi.gamma_rate[...] = self.b0 + weights

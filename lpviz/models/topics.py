@@ -44,6 +44,7 @@ UNIT_POISSON = 4 << 40
 # Kernels: one chunk of stream blocks each
 # ---------------------------------------------------------------------------
 
+
 @njit(nogil=True, cache=True)
 def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     """Split the counts of rows in blocks [first, last) over topics.
@@ -191,10 +192,10 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
-
 # ---------------------------------------------------------------------------
 # Variational inference (CAVI) kernels
 # ---------------------------------------------------------------------------
+
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
@@ -303,11 +304,10 @@ def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
         row_elbo[r] = refresh_row(factor, r, prior)
 
 
-
-
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
+
 
 class TopicModel(Model):
     """Poisson factorization of a documents x words matrix (a topic model).
@@ -371,17 +371,21 @@ class TopicModel(Model):
     def new_stats(self, state, work):
         theta, phiT = state
         K = self.n_components
-        return (np.zeros((theta.shape[0], K), dtype=np.int64),
-                np.zeros((len(work.bounds), phiT.shape[0], K), dtype=np.int64))
+        return (
+            np.zeros((theta.shape[0], K), dtype=np.int64),
+            np.zeros((len(work.bounds), phiT.shape[0], K), dtype=np.int64),
+        )
 
     def allocate(self, state, counts, stats, work, iteration):
-        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state,
-                   (work.chain_seed, iteration, work.stop), stats)
+        run_chunks(
+            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
+        )
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = column_alias_tables(state[1])
-        tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables,
-                            (work.chain_seed, iteration, work.stop), stats)
+        tokens = run_chunks(
+            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
+        )
         return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
     def update(self, state, stats, work, iteration):
@@ -389,12 +393,22 @@ class TopicModel(Model):
         n_dk, n_vk_parts = stats
         n_vk = n_vk_parts.sum(axis=0)
         prior = (self.a0, self.b0)
-        run_chunks(_update_chunk, work.bounds, work.stop,
-                   (theta, phiT, n_dk, column_sums(phiT), *work.missing_by_row),
-                   prior, (work.chain_seed, iteration, UNIT_THETA, work.stop))
-        run_chunks(_update_chunk, work.column_bounds, work.stop,
-                   (phiT, theta, n_vk, column_sums(theta), *work.missing_by_column),
-                   prior, (work.chain_seed, iteration, UNIT_PHI, work.stop))
+        run_chunks(
+            _update_chunk,
+            work.bounds,
+            work.stop,
+            (theta, phiT, n_dk, column_sums(phiT), *work.missing_by_row),
+            prior,
+            (work.chain_seed, iteration, UNIT_THETA, work.stop),
+        )
+        run_chunks(
+            _update_chunk,
+            work.column_bounds,
+            work.stop,
+            (phiT, theta, n_vk, column_sums(theta), *work.missing_by_column),
+            prior,
+            (work.chain_seed, iteration, UNIT_PHI, work.stop),
+        )
 
     def log_prior(self, state):
         theta, phiT = state
@@ -404,8 +418,9 @@ class TopicModel(Model):
         theta, phiT = state
         row_log = np.zeros(theta.shape[0])
         run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
-        observed_rate = (float(column_sums(theta) @ column_sums(phiT))
-                         - _excluded_rate_sum(theta, phiT, *work.missing_by_row))
+        observed_rate = float(column_sums(theta) @ column_sums(phiT)) - _excluded_rate_sum(
+            theta, phiT, *work.missing_by_row
+        )
         return ordered_sum(row_log) - observed_rate
 
     # -- variational inference (CAVI, lpviz.vi) --------------------------------------
@@ -424,8 +439,14 @@ class TopicModel(Model):
         shape = (stop - start, phiT.n_rows)
         mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
         columns = (phiT.mean, phiT.var + phiT.mean * phiT.mean, phiT.var, phiT.geo)
-        run_chunks(_vi_moments_chunk, bounds, work.stop, (theta.mean, theta.var, theta.geo), columns,
-                   (mean_mu, var_mu, weight_mu, start, work.stop))
+        run_chunks(
+            _vi_moments_chunk,
+            bounds,
+            work.stop,
+            (theta.mean, theta.var, theta.geo),
+            columns,
+            (mean_mu, var_mu, weight_mu, start, work.stop),
+        )
         return mean_mu, var_mu, weight_mu
 
     def vi_new_stats(self, q, work):
@@ -436,8 +457,7 @@ class TopicModel(Model):
     def vi_allocate(self, q, counts, stats, work):
         theta, phiT = q
         row_log = np.zeros(theta.n_rows)
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, phiT.geo), stats, row_log,
-                   work.stop)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, phiT.geo), stats, row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
@@ -448,12 +468,27 @@ class TopicModel(Model):
         old_elog = (theta.elog.copy(), phiT.elog.copy())
         prior = (self.a0, self.b0)
         theta_elbo, phi_elbo = np.zeros(theta.n_rows), np.zeros(phiT.n_rows)
-        run_chunks(_vi_update_chunk, work.bounds, work.stop, theta.arrays(),
-                   (n_dk, phiT.mean, column_sums(phiT.mean), *work.missing_by_row, work.stop), prior, theta_elbo)
-        run_chunks(_vi_update_chunk, work.column_bounds, work.stop, phiT.arrays(),
-                   (n_vk, theta.mean, column_sums(theta.mean), *work.missing_by_column, work.stop), prior, phi_elbo)
-        observed_rate = (float(column_sums(theta.mean) @ column_sums(phiT.mean))
-                         - _excluded_rate_sum(theta.mean, phiT.mean, *work.missing_by_row))
+        run_chunks(
+            _vi_update_chunk,
+            work.bounds,
+            work.stop,
+            theta.arrays(),
+            (n_dk, phiT.mean, column_sums(phiT.mean), *work.missing_by_row, work.stop),
+            prior,
+            theta_elbo,
+        )
+        run_chunks(
+            _vi_update_chunk,
+            work.column_bounds,
+            work.stop,
+            phiT.arrays(),
+            (n_vk, theta.mean, column_sums(theta.mean), *work.missing_by_column, work.stop),
+            prior,
+            phi_elbo,
+        )
+        observed_rate = float(column_sums(theta.mean) @ column_sums(phiT.mean)) - _excluded_rate_sum(
+            theta.mean, phiT.mean, *work.missing_by_row
+        )
         # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log phi]
         moved = float(np.sum(n_dk * (theta.elog - old_elog[0]))) + float(np.sum(n_vk * (phiT.elog - old_elog[1])))
         return moved - observed_rate + ordered_sum(theta_elbo) + ordered_sum(phi_elbo)

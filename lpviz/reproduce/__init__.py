@@ -27,8 +27,18 @@ from pathlib import Path
 from lpviz.reproduce.base import Experiment, NotAvailableError
 from lpviz.reproduce.grid import ResultStore, TaskFailedError, run_tasks
 
-__all__ = ["EXPERIMENTS", "register", "get", "reproduce", "outputs", "finished", "Experiment",
-           "NotAvailableError", "TaskFailedError", "DEFAULT_OUTPUT"]
+__all__ = [
+    "EXPERIMENTS",
+    "register",
+    "get",
+    "reproduce",
+    "outputs",
+    "finished",
+    "Experiment",
+    "NotAvailableError",
+    "TaskFailedError",
+    "DEFAULT_OUTPUT",
+]
 
 EXPERIMENTS = {}
 DEFAULT_OUTPUT = Path("results") / "reproduce"
@@ -48,8 +58,7 @@ def get(name):
     try:
         return EXPERIMENTS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)} or {ALL!r}") \
-            from None
+        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)} or {ALL!r}") from None
 
 
 def _write_json(path, data):
@@ -58,8 +67,23 @@ def _write_json(path, data):
     write_text(path, json.dumps(data, indent=2, default=str))
 
 
-def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None, threads=None, output=None,
-              resume=False, seed=0, probe=None, sampler=None, progress=False, retries=2, on_result=None):
+def reproduce(
+    name,
+    preset="quick",
+    *,
+    chains=None,
+    scheduler=None,
+    workers=None,
+    threads=None,
+    output=None,
+    resume=False,
+    seed=0,
+    probe=None,
+    sampler=None,
+    progress=False,
+    retries=2,
+    on_result=None,
+):
     """Run experiment ``name`` (or ``"all"``) and write its report; returns the report paths.
 
     Parameters
@@ -95,9 +119,22 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
         for experiment in EXPERIMENTS.values():
             if experiment.unavailable():  # the CLI lists these and why
                 continue
-            paths += reproduce(experiment.name, preset, chains=chains, scheduler=scheduler, workers=workers,
-                               threads=threads, output=output, resume=resume, seed=seed, probe=probe,
-                               sampler=sampler, progress=progress, retries=retries, on_result=on_result)
+            paths += reproduce(
+                experiment.name,
+                preset,
+                chains=chains,
+                scheduler=scheduler,
+                workers=workers,
+                threads=threads,
+                output=output,
+                resume=resume,
+                seed=seed,
+                probe=probe,
+                sampler=sampler,
+                progress=progress,
+                retries=retries,
+                on_result=on_result,
+            )
         return paths
     experiment = get(name)
     experiment.check_available()
@@ -116,26 +153,52 @@ def reproduce(name, preset="quick", *, chains=None, scheduler=None, workers=None
         tasks = experiment.tasks(preset, chains=chains, seed=seed, sampler=sampler)
         store = ResultStore(out_dir)
     if store.ids() and not resume:
-        raise ValueError(f"{store.folder} holds {len(store.ids())} results of an earlier run; pass --resume to "
-                         "continue it (finished tasks are kept), or choose another --output")
+        raise ValueError(
+            f"{store.folder} holds {len(store.ids())} results of an earlier run; pass --resume to "
+            "continue it (finished tasks are kept), or choose another --output"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # a shared machine slows every number
     experiment.prepare(settings, seed)
-    stats = run_tasks(tasks, store, experiment.task_function, scheduler=scheduler, workers=workers, threads=threads,
-                      retries=retries, progress=progress, description=f"{name} ({'probe' if probe else preset})",
-                      on_result=on_result)
+    stats = run_tasks(
+        tasks,
+        store,
+        experiment.task_function,
+        scheduler=scheduler,
+        workers=workers,
+        threads=threads,
+        retries=retries,
+        progress=progress,
+        description=f"{name} ({'probe' if probe else preset})",
+        on_result=on_result,
+    )
     if stats.failed:
         raise TaskFailedError(stats.failed)
-    invocation = {"started": started, "finished": time.time(), "executed": len(stats.executed),
-                  "skipped": len(stats.skipped), "seconds": stats.seconds, "scheduler": stats.scheduler,
-                  "workers": stats.workers, "threads_per_worker": stats.threads_per_worker,
-                  "cores": os.cpu_count(), "load_average": load}
+    invocation = {
+        "started": started,
+        "finished": time.time(),
+        "executed": len(stats.executed),
+        "skipped": len(stats.skipped),
+        "seconds": stats.seconds,
+        "scheduler": stats.scheduler,
+        "workers": stats.workers,
+        "threads_per_worker": stats.threads_per_worker,
+        "cores": os.cpu_count(),
+        "load_average": load,
+    }
     manifest = out_dir / ("probe.json" if probe else "run.json")
     previous = json.loads(manifest.read_text()) if resume and manifest.is_file() else {}
-    run_info = {"experiment": name, "preset": preset, "probe_iterations": probe, "chains": chains, "seed": seed,
-                "sampler": sampler,
-                "tasks": len(tasks), "invocations": previous.get("invocations", []) + [invocation]}
+    run_info = {
+        "experiment": name,
+        "preset": preset,
+        "probe_iterations": probe,
+        "chains": chains,
+        "seed": seed,
+        "sampler": sampler,
+        "tasks": len(tasks),
+        "invocations": previous.get("invocations", []) + [invocation],
+    }
     _write_json(manifest, run_info)
     results = store.read_all(tasks)
     from lpviz.reproduce.finish import write_outputs, write_probe
@@ -150,9 +213,12 @@ def outputs(output, name):
     "figures": [png...], "html": [...], "tables": [csv...]}`` (sorted; empty lists when nothing is there)."""
     folder = Path(output) / name
     report = folder / "report.md"
-    return {"report": report if report.is_file() else None,
-            "figures": sorted(folder.glob("*.png")), "html": sorted(folder.glob("*.html")),
-            "tables": sorted(folder.glob("*.csv"))}
+    return {
+        "report": report if report.is_file() else None,
+        "figures": sorted(folder.glob("*.png")),
+        "html": sorted(folder.glob("*.html")),
+        "tables": sorted(folder.glob("*.csv")),
+    }
 
 
 def finished(output=None):

@@ -33,14 +33,14 @@ class Experiment:
     driver before tasks are sent out.
     """
 
-    name = None
+    name: str | None = None
     title = ""
     paper = ""
-    requires = ()
-    presets = {}
+    requires: tuple[str, ...] = ()
+    presets: dict[str, dict] = {}
     # labels that name a group of chains for the diagnostics, and columns of tasks.csv
-    group_keys = ("setting", "method", "copy")
-    label_keys = ("setting",)
+    group_keys: tuple[str, ...] = ("setting", "method", "copy")
+    label_keys: tuple[str, ...] = ("setting",)
     task_function = staticmethod(chain_task)
     # False for an experiment registered before its task grid is written (a stub)
     wired = True
@@ -71,7 +71,8 @@ class Experiment:
         if missing:
             raise NotAvailableError(
                 f"{self.name} is not available yet: needs {', '.join(missing)} "
-                f"({self.paper}); it lands with the branch that adds {missing[0]}")
+                f"({self.paper}); it lands with the branch that adds {missing[0]}"
+            )
 
     def settings(self, preset):
         """A copy of the preset's settings."""
@@ -88,8 +89,9 @@ class Experiment:
         """One short chain per distinct (setting, method) of the paper's grid at the paper's sizes:
         their seconds per iteration project the paper's wall-clock."""
         if iterations < 2:
-            raise ValueError(f"a probe needs at least 2 iterations (the first one carries one-off costs), "
-                             f"got {iterations}")
+            raise ValueError(
+                f"a probe needs at least 2 iterations (the first one carries one-off costs), got {iterations}"
+            )
         seen, probes = set(), []
         for task in self.tasks("paper", chains=1, seed=seed, sampler=sampler):
             params = copy.deepcopy(task.params)
@@ -121,8 +123,15 @@ class Setting(dict):
     fit), ``data`` (data spec overrides), ``params`` (task parameter overrides)."""
 
     def __init__(self, label, values, noise, *, noise_keys=(), truth_key="", data=None, params=None):
-        super().__init__(label=label, values=dict(values), noise=dict(noise), noise_keys=tuple(noise_keys),
-                         truth_key=truth_key, data=dict(data or {}), params=dict(params or {}))
+        super().__init__(
+            label=label,
+            values=dict(values),
+            noise=dict(noise),
+            noise_keys=tuple(noise_keys),
+            truth_key=truth_key,
+            data=dict(data or {}),
+            params=dict(params or {}),
+        )
 
 
 def _uses_truth(method):
@@ -152,8 +161,11 @@ def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, com
                 if setting["truth_key"] in truth_done:
                     continue
                 truth_done.add(setting["truth_key"])
-            label = (f"true data{', ' + setting['truth_key'] if setting['truth_key'] else ''}" if truth_fit
-                     else setting["label"])
+            label = (
+                f"true data{', ' + setting['truth_key'] if setting['truth_key'] else ''}"
+                if truth_fit
+                else setting["label"]
+            )
             values = {k: v for k, v in setting["values"].items() if not (truth_fit and k in setting["noise_keys"])}
             for copy_index in range(1 if truth_fit else copies):
                 for chain in range(chains):
@@ -161,7 +173,9 @@ def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, com
                         "experiment": experiment,
                         "data": {**data, **setting["data"], "seed": seed_for(seed, "data")},
                         "noise": {**setting["noise"], "seed": seed_for(seed, "noise", setting["label"], copy_index)},
-                        "holdout": None, "method": method, "method_options": {},
+                        "holdout": None,
+                        "method": method,
+                        "method_options": {},
                         **copy.deepcopy(common),
                         "chain_seed": seed_for(seed, "chain", label, method, copy_index, chain),
                         "diagnostics": {**common.get("diagnostics", {}), "cells_seed": seed_for(seed, "cells", label)},

@@ -69,8 +69,9 @@ def _synthetic_blocks(spec):
 
     # make_blocks draws theta, pi, Y first from its generator: the same seed gives
     # the same network for every epsilon; its own noised copy is not used here
-    return make_blocks(spec["n_actors"], spec["n_communities"], epsilon=1.0, a0=spec["a0"], b0=spec["b0"],
-                       random_state=spec["seed"])
+    return make_blocks(
+        spec["n_actors"], spec["n_communities"], epsilon=1.0, a0=spec["a0"], b0=spec["b0"], random_state=spec["seed"]
+    )
 
 
 def _synthetic_topics(spec):
@@ -78,22 +79,29 @@ def _synthetic_topics(spec):
 
     # Y is drawn before the per-document alphas: the same seed gives the same
     # documents for every alpha0
-    return make_topics(spec["n_docs"], spec["n_words"], spec["n_topics"], alpha0=spec["alpha0"],
-                       random_state=spec["seed"])
+    return make_topics(
+        spec["n_docs"], spec["n_words"], spec["n_topics"], alpha0=spec["alpha0"], random_state=spec["seed"]
+    )
 
 
 def _enron_topics(spec):
     from lpviz.datasets import build_enron_topics
 
-    return build_enron_topics(spec.get("path") or enron_source(), n_docs=spec["n_docs"], n_words=spec["n_words"],
-                              random_state=spec["seed"])
+    return build_enron_topics(
+        spec.get("path") or enron_source(), n_docs=spec["n_docs"], n_words=spec["n_words"], random_state=spec["seed"]
+    )
 
 
 def _synthetic_lda(spec):
     from lpviz.reproduce.vips import lda_corpus
 
-    return lda_corpus(spec["n_docs"], spec["n_words"], spec["n_topics"], doc_length=spec.get("doc_length", 100.0),
-                      random_state=spec["seed"])
+    return lda_corpus(
+        spec["n_docs"],
+        spec["n_words"],
+        spec["n_topics"],
+        doc_length=spec.get("doc_length", 100.0),
+        random_state=spec["seed"],
+    )
 
 
 def _enron_network(spec):
@@ -143,8 +151,14 @@ def build_release(params):
     heldout = None
     if params.get("holdout"):
         rule = params["holdout"]
-        mask = holdout_mask(data.dense(), data.model, rule["rule"], n_actors=rule.get("n_actors", 50),
-                            fraction=rule.get("fraction", 0.1), random_state=rule.get("seed"))
+        mask = holdout_mask(
+            data.dense(),
+            data.model,
+            rule["rule"],
+            n_actors=rule.get("n_actors", 50),
+            fraction=rule.get("fraction", 0.1),
+            random_state=rule.get("seed"),
+        )
         heldout = None if mask is None else ~mask
     if "alpha" in noise:
         if noise["alpha"] != "generator":
@@ -157,11 +171,13 @@ def build_release(params):
         if N == "mean":  # Figure 1: N is the empirical mean count of the network
             N = float(data.info["N"])
         if N < 1:  # the mechanism's N is >= 1; only epsilon / N sets the noise
-            release = data.privatize(alpha=alpha_from(epsilon / N), heldout=heldout, random_state=noise["seed"],
-                                     public_labels=True)
+            release = data.privatize(
+                alpha=alpha_from(epsilon / N), heldout=heldout, random_state=noise["seed"], public_labels=True
+            )
         else:
-            release = data.privatize(epsilon=epsilon, N=float(N), heldout=heldout, random_state=noise["seed"],
-                                     public_labels=True)
+            release = data.privatize(
+                epsilon=epsilon, N=float(N), heldout=heldout, random_state=noise["seed"], public_labels=True
+            )
     return data, release, data.truth()
 
 
@@ -197,8 +213,9 @@ def chain_task(params):
     started = time.time()
     clock = time.perf_counter()
     data, release, truth = build_release(params)
-    _, result = fit_and_summarise(params, release, truth, started=started, clock=clock,
-                                  prepared=time.perf_counter() - clock)
+    _, result = fit_and_summarise(
+        params, release, truth, started=started, clock=clock, prepared=time.perf_counter() - clock
+    )
     return result
 
 
@@ -227,9 +244,17 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
         schedule = {"n_iter": params["n_iter"], "tol": params.get("tol")}
     else:
         schedule = {"n_iter": params["n_iter"], "burn_in": params["burn_in"], "thin": params["thin"]}
-    chain_run = run(release, model=params.get("model"), method=method, n_components=params["n_components"],
-                    truth=truth if fits_truth else None, random_state=params["chain_seed"], inference=inference,
-                    **schedule, **params.get("method_options", {}))
+    chain_run = run(
+        release,
+        model=params.get("model"),
+        method=method,
+        n_components=params["n_components"],
+        truth=truth if fits_truth else None,
+        random_state=params["chain_seed"],
+        inference=inference,
+        **schedule,
+        **params.get("method_options", {}),
+    )
     stamps = [time.perf_counter()]
     for _ in chain_run:
         stamps.append(time.perf_counter())
@@ -241,19 +266,33 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
         for key, value in _scores_on(posterior, release, truth, rule).items():
             extra[f"{name}_{key}"] = value
 
-    arrays = {"log_joint": posterior.log_joint, "log_marginal": posterior.log_marginal,
-              "iteration_seconds": posterior.iteration_seconds,
-              "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64)}
+    arrays = {
+        "log_joint": posterior.log_joint,
+        "log_marginal": posterior.log_marginal,
+        "iteration_seconds": posterior.iteration_seconds,
+        "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
+    }
     record = {}
     if inference == "mcmc":  # a chain: what the convergence diagnostics read
         probe = params.get("diagnostics") or {}
-        cells = diagnostics.probe_cells(release.observed_cells, probe.get("cells", diagnostics.N_PROBE_CELLS),
-                                        random_state=probe.get("cells_seed", 0))
-        columns = diagnostics.probe_columns(np.asarray(release.Y_obs).sum(axis=0),
-                                            probe.get("columns", diagnostics.N_PROBE_COLUMNS))
+        cells = diagnostics.probe_cells(
+            release.observed_cells,
+            probe.get("cells", diagnostics.N_PROBE_CELLS),
+            random_state=probe.get("cells_seed", 0),
+        )
+        columns = diagnostics.probe_columns(
+            np.asarray(release.Y_obs).sum(axis=0), probe.get("columns", diagnostics.N_PROBE_COLUMNS)
+        )
         summary = diagnostics.chain_summary(posterior, cells=cells, columns=columns)
-        arrays.update({"trace": summary["trace"], "rates": summary["rates"], "cells_rows": cells[0],
-                       "cells_cols": cells[1], "columns": columns})
+        arrays.update(
+            {
+                "trace": summary["trace"],
+                "rates": summary["rates"],
+                "cells_rows": cells[0],
+                "cells_cols": cells[1],
+                "columns": columns,
+            }
+        )
         if "topics" in summary:
             arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
         record["trace_name"] = summary["trace_name"]
@@ -264,18 +303,30 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
     if keep.get("best") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
         arrays.update({f"best_{name}": value for name, value in posterior.best.items()})
     loop = np.diff(stamps)  # wall-clock of each iteration, bookkeeping included
-    record.update({
-        "scores": scores, "extra_scores": extra, "method_label": posterior.method_label,
-        "shape": list(release.shape), "n_saved": posterior.n_saved,
-        "alpha_mean": float(np.mean(release.alpha)), "epsilon": release.epsilon, "N": release.N,
-        "heldout_cells": 0 if release.heldout_cells is None else int(release.heldout_cells.sum()),
-        "seconds_total": time.perf_counter() - clock, "seconds_data": prepared, "seconds_sampling": sampled,
-        # mean wall-clock per iteration after the first (which carries one-off costs: allocation, first
-        # kernel calls); the mean, not the median: rare slow iterations are part of the cost
-        "seconds_per_iteration": float(np.mean(loop[1:] if loop.size > 1 else loop)),
-        "first_iteration_seconds": float(loop[0]),
-        "started": started, "finished": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-        "peak_memory_gb": _peak_memory_gb(),
-        "kernel_threads": n_threads(),
-    })
+    record.update(
+        {
+            "scores": scores,
+            "extra_scores": extra,
+            "method_label": posterior.method_label,
+            "shape": list(release.shape),
+            "n_saved": posterior.n_saved,
+            "alpha_mean": float(np.mean(release.alpha)),
+            "epsilon": release.epsilon,
+            "N": release.N,
+            "heldout_cells": 0 if release.heldout_cells is None else int(release.heldout_cells.sum()),
+            "seconds_total": time.perf_counter() - clock,
+            "seconds_data": prepared,
+            "seconds_sampling": sampled,
+            # mean wall-clock per iteration after the first (which carries one-off costs: allocation, first
+            # kernel calls); the mean, not the median: rare slow iterations are part of the cost
+            "seconds_per_iteration": float(np.mean(loop[1:] if loop.size > 1 else loop)),
+            "first_iteration_seconds": float(loop[0]),
+            "started": started,
+            "finished": time.time(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "peak_memory_gb": _peak_memory_gb(),
+            "kernel_threads": n_threads(),
+        }
+    )
     return posterior, {"record": record, "arrays": arrays}

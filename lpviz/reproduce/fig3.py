@@ -29,15 +29,22 @@ ON_TRUTH = tuple(m for m in METHODS if methods.get(m).uses_truth)
 # "recovers the true topics": within this TV distance of what the non-private fit of the true counts recovers
 RECOVERY_MARGIN = 0.1
 
-_COMMON = {"model": "topics", "n_components": 3, "method_options": {}, "diagnostics": {"cells": 20},
-           "keep": {"mu_hat": True, "best": True}}
+_COMMON = {
+    "model": "topics",
+    "n_components": 3,
+    "method_options": {},
+    "diagnostics": {"cells": 20},
+    "keep": {"mu_hat": True, "best": True},
+}
 
 
 class Figure3(Experiment):
     name = "fig3"
     title = "Figure 3: topic recovery under heterogeneous noise (synthetic documents)"
-    paper = ("Schein, Wu, Schofield, Zhou, Wallach. Locally Private Bayesian Inference for Count Models. "
-             "ICML 2019, Figure 3 (section 5.1, synthetic data).")
+    paper = (
+        "Schein, Wu, Schofield, Zhou, Wallach. Locally Private Bayesian Inference for Count Models. "
+        "ICML 2019, Figure 3 (section 5.1, synthetic data)."
+    )
     presets = {
         "tiny": {"n_iter": 60, "burn_in": 20, "thin": 4, "chains": 2, "copies": 1, "alpha0": ALPHA0},
         "quick": {"n_iter": 1500, "burn_in": 500, "thin": 10, "chains": 4, "copies": 1, "alpha0": ALPHA0},
@@ -50,12 +57,22 @@ class Figure3(Experiment):
 
     def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
-        grid = [Setting(f"alpha0={a:g}", {"alpha0": a}, {"alpha": "generator"}, noise_keys=("alpha0",),
-                        data={"alpha0": a}) for a in settings["alpha0"]]
+        grid = [
+            Setting(f"alpha0={a:g}", {"alpha0": a}, {"alpha": "generator"}, noise_keys=("alpha0",), data={"alpha0": a})
+            for a in settings["alpha0"]
+        ]
         common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
-        return chain_grid(self.name, data=self.data_spec, settings=grid, methods=METHODS,
-                          copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
-                          sampler=sampler)
+        return chain_grid(
+            self.name,
+            data=self.data_spec,
+            settings=grid,
+            methods=METHODS,
+            copies=settings["copies"],
+            chains=chains or settings["chains"],
+            seed=seed,
+            common=common,
+            sampler=sampler,
+        )
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["topic_distance", "mae", "rate_mae"]
@@ -71,41 +88,64 @@ class Figure3(Experiment):
         d_np = value("topic_distance", ON_TRUTH[0])
         private, naive = MODELS_NOISE, IGNORES_NOISE
         claims = [
-            rp.Claim("At high noise the naive fit fails to recover the true topics; the private fit does not",
-                     "qualitative (figure 3c): naive topics blurred, private topics match the truth",
-                     f"topic error (TV distance to the truth after alignment) at alpha0={high:g}: naive "
-                     f"{d[(naive, high)]:.3f}, private {d[(private, high)]:.3f}",
-                     rp.verdict_of([d[(naive, high)] > d[(private, high)]]),
-                     "private's topic error below naive's at the large alpha0"),
-            rp.Claim("Even at high noise the private fit recovers the true topics",
-                     "qualitative (figure 3c)",
-                     f"private {d[(private, high)]:.3f} vs non-private (true counts) {d_np:.3f}",
-                     rp.verdict_of([d[(private, high)] <= d_np + RECOVERY_MARGIN]),
-                     f"private's topic error at the large alpha0 within {RECOVERY_MARGIN} of the non-private "
-                     "fit's"),
-            rp.Claim("The naive fit degrades as the noise grows",
-                     "qualitative (figure 3b vs 3c)",
-                     f"naive topic error: alpha0={low:g} {d[(naive, low)]:.3f}, alpha0={high:g} "
-                     f"{d[(naive, high)]:.3f}",
-                     rp.verdict_of([d[(naive, high)] > d[(naive, low)]]),
-                     "naive's topic error larger at the large alpha0 than at the small one"),
+            rp.Claim(
+                "At high noise the naive fit fails to recover the true topics; the private fit does not",
+                "qualitative (figure 3c): naive topics blurred, private topics match the truth",
+                f"topic error (TV distance to the truth after alignment) at alpha0={high:g}: naive "
+                f"{d[(naive, high)]:.3f}, private {d[(private, high)]:.3f}",
+                rp.verdict_of([d[(naive, high)] > d[(private, high)]]),
+                "private's topic error below naive's at the large alpha0",
+            ),
+            rp.Claim(
+                "Even at high noise the private fit recovers the true topics",
+                "qualitative (figure 3c)",
+                f"private {d[(private, high)]:.3f} vs non-private (true counts) {d_np:.3f}",
+                rp.verdict_of([d[(private, high)] <= d_np + RECOVERY_MARGIN]),
+                f"private's topic error at the large alpha0 within {RECOVERY_MARGIN} of the non-private fit's",
+            ),
+            rp.Claim(
+                "The naive fit degrades as the noise grows",
+                "qualitative (figure 3b vs 3c)",
+                f"naive topic error: alpha0={low:g} {d[(naive, low)]:.3f}, alpha0={high:g} {d[(naive, high)]:.3f}",
+                rp.verdict_of([d[(naive, high)] > d[(naive, low)]]),
+                "naive's topic error larger at the large alpha0 than at the small one",
+            ),
         ]
         files += rp.metric_panels(
-            stats, x="alpha0", x_label="alpha0 (mean per-document noise level)",
-            metrics=[("topic_distance", "topic error (TV)"), ("mae", "MAE vs true counts"),
-                     ("rate_mae", "MAE vs true rates")],
-            methods=METHODS, constant_methods=ON_TRUTH, path_png=out_dir / "fig3_errors.png",
-            path_html=out_dir / "fig3_errors.html", title="Figure 3: topic error and reconstruction error vs noise")
+            stats,
+            x="alpha0",
+            x_label="alpha0 (mean per-document noise level)",
+            metrics=[
+                ("topic_distance", "topic error (TV)"),
+                ("mae", "MAE vs true counts"),
+                ("rate_mae", "MAE vs true rates"),
+            ],
+            methods=METHODS,
+            constant_methods=ON_TRUTH,
+            path_png=out_dir / "fig3_errors.png",
+            path_html=out_dir / "fig3_errors.html",
+            title="Figure 3: topic error and reconstruction error vs noise",
+        )
         files += self._heatmaps(results, out_dir, settings["alpha0"])
-        table = rp.markdown_table(stats, ["setting", "method", "tasks", "topic_distance_mean", "topic_distance_sd",
-                                          "mae_mean", "rate_mae_mean"])
-        sections = [("Numbers", "Mean (sd) over chains of score(): `topic_distance` is the mean total-variation "
-                     "distance between the true topics and the best sample's topics after Hungarian alignment "
-                     "(0 = exact, 1 = disjoint).\n\n" + table),
-                    ("Data", "make_topics(D=90, V=15, K=3; topics put 90% of their mass on their own 5 words, "
-                     "documents 80% on their group's topic), per-document alpha_d ~ Beta(10 alpha0, "
-                     "10 (1 - alpha0)). Topics shown: per method and noise level, the saved sample with the "
-                     "highest log joint over all chains, aligned to the truth.")]
+        table = rp.markdown_table(
+            stats,
+            ["setting", "method", "tasks", "topic_distance_mean", "topic_distance_sd", "mae_mean", "rate_mae_mean"],
+        )
+        sections = [
+            (
+                "Numbers",
+                "Mean (sd) over chains of score(): `topic_distance` is the mean total-variation "
+                "distance between the true topics and the best sample's topics after Hungarian alignment "
+                "(0 = exact, 1 = disjoint).\n\n" + table,
+            ),
+            (
+                "Data",
+                "make_topics(D=90, V=15, K=3; topics put 90% of their mass on their own 5 words, "
+                "documents 80% on their group's topic), per-document alpha_d ~ Beta(10 alpha0, "
+                "10 (1 - alpha0)). Topics shown: per method and noise level, the saved sample with the "
+                "highest log joint over all chains, aligned to the truth.",
+            ),
+        ]
         return claims, sections, files
 
     def _heatmaps(self, results, out_dir, alpha0s):
@@ -117,8 +157,12 @@ class Figure3(Experiment):
             if key not in best or log_joint > best[key][0]:
                 best[key] = (log_joint, arrays["best_phi"])
             noise_level = params["labels"].get("alpha0")  # None: the fit of the true counts, no noise setting
-            if params["labels"].get("chain") == 0 and params["labels"].get("copy") == 0 \
-                    and noise_level is not None and noise_level not in observed:  # one release per setting
+            if (
+                params["labels"].get("chain") == 0
+                and params["labels"].get("copy") == 0
+                and noise_level is not None
+                and noise_level not in observed
+            ):  # one release per setting
                 data, release, truth_here = build_release(params)
                 observed[params["labels"]["alpha0"]] = release.Y_obs
                 truth = (data.factors["phi"], truth_here.Y)
@@ -128,19 +172,33 @@ class Figure3(Experiment):
 
         true_phi = normalised(truth[0])
         aligned = {key: normalised(phi)[align_topics(phi, truth[0])] for key, (_, phi) in best.items()}
-        rows = [{"alpha0": a, "method": m, "topic": k, "word": v, "weight": float(phi[k, v])}
-                for (a, m), phi in aligned.items() for k, v in np.ndindex(phi.shape)]
-        rows += [{"alpha0": None, "method": "truth", "topic": k, "word": v, "weight": float(true_phi[k, v])}
-                 for k, v in np.ndindex(true_phi.shape)]
+        rows = [
+            {"alpha0": a, "method": m, "topic": k, "word": v, "weight": float(phi[k, v])}
+            for (a, m), phi in aligned.items()
+            for k, v in np.ndindex(phi.shape)
+        ]
+        rows += [
+            {"alpha0": None, "method": "truth", "topic": k, "word": v, "weight": float(true_phi[k, v])}
+            for k, v in np.ndindex(true_phi.shape)
+        ]
         files = [rp.write_csv(out_dir / "fig3_topics.csv", rows)]
         nonprivate = next(phi for (a, m), phi in aligned.items() if m in ON_TRUTH)
-        panels = [("true counts Y", truth[1], "counts"), ("true topics", true_phi, "topics"),
-                  ("non-private topics", nonprivate, "topics")]
+        panels = [
+            ("true counts Y", truth[1], "counts"),
+            ("true topics", true_phi, "topics"),
+            ("non-private topics", nonprivate, "topics"),
+        ]
         for a in alpha0s:
-            panels += [(f"noised Y_obs, alpha0={a:g}", observed[a], "counts"),
-                       (f"naive topics, alpha0={a:g}", aligned[(a, IGNORES_NOISE)], "topics"),
-                       (f"private topics, alpha0={a:g}", aligned[(a, MODELS_NOISE)], "topics")]
-        files += rp.heatmaps(panels, path_png=out_dir / "fig3.png", path_html=out_dir / "fig3.html", n_columns=3,
-                             title="Figure 3: topic recovery\nrows: truth; per alpha0: noised data, naive topics, "
-                                   "private topics")
+            panels += [
+                (f"noised Y_obs, alpha0={a:g}", observed[a], "counts"),
+                (f"naive topics, alpha0={a:g}", aligned[(a, IGNORES_NOISE)], "topics"),
+                (f"private topics, alpha0={a:g}", aligned[(a, MODELS_NOISE)], "topics"),
+            ]
+        files += rp.heatmaps(
+            panels,
+            path_png=out_dir / "fig3.png",
+            path_html=out_dir / "fig3.html",
+            n_columns=3,
+            title="Figure 3: topic recovery\nrows: truth; per alpha0: noised data, naive topics, private topics",
+        )
         return files

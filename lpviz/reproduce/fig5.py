@@ -36,15 +36,38 @@ def heldout_actors(n_actors):
 class Figure5(Experiment):
     name = "fig5"
     title = "Figure 5: Enron network (reconstruction and held-out error vs privacy)"
-    paper = ("Schein, Wu, Schofield, Zhou, Wallach. Locally Private Bayesian Inference for Count Models. "
-             "ICML 2019, Figure 5 and supplement Figure 1 (section 5.2, real data).")
+    paper = (
+        "Schein, Wu, Schofield, Zhou, Wallach. Locally Private Bayesian Inference for Count Models. "
+        "ICML 2019, Figure 5 and supplement Figure 1 (section 5.2, real data)."
+    )
     presets = {
-        "tiny": {"communities": (3,), "n_iter": 30, "burn_in": 10, "thin": 4, "chains": 2, "copies": 1,
-                 "eps_over_N": EPS_OVER_N},
-        "quick": {"communities": (5, 20), "n_iter": 1000, "burn_in": 400, "thin": 10, "chains": 2, "copies": 1,
-                  "eps_over_N": EPS_OVER_N},
-        "paper": {"communities": (5, 10, 20), "n_iter": 7500, "burn_in": 2500, "thin": 100, "chains": 1,
-                  "copies": 5, "eps_over_N": EPS_OVER_N},
+        "tiny": {
+            "communities": (3,),
+            "n_iter": 30,
+            "burn_in": 10,
+            "thin": 4,
+            "chains": 2,
+            "copies": 1,
+            "eps_over_N": EPS_OVER_N,
+        },
+        "quick": {
+            "communities": (5, 20),
+            "n_iter": 1000,
+            "burn_in": 400,
+            "thin": 10,
+            "chains": 2,
+            "copies": 1,
+            "eps_over_N": EPS_OVER_N,
+        },
+        "paper": {
+            "communities": (5, 10, 20),
+            "n_iter": 7500,
+            "burn_in": 2500,
+            "thin": 100,
+            "chains": 1,
+            "copies": 5,
+            "eps_over_N": EPS_OVER_N,
+        },
     }
     label_keys = ("setting", "eps_over_N", "C")
     group_keys = ("setting", "method", "copy")
@@ -58,13 +81,30 @@ class Figure5(Experiment):
     def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         holdout = self._heldout()
-        grid = [Setting(f"eps/N={e:g}, C={c}", {"eps_over_N": e, "C": c}, {"epsilon": e, "N": 1},
-                        noise_keys=("eps_over_N",), truth_key=f"C={c}", params={"n_components": c, "holdout": holdout})
-                for c in settings["communities"] for e in settings["eps_over_N"]]
+        grid = [
+            Setting(
+                f"eps/N={e:g}, C={c}",
+                {"eps_over_N": e, "C": c},
+                {"epsilon": e, "N": 1},
+                noise_keys=("eps_over_N",),
+                truth_key=f"C={c}",
+                params={"n_components": c, "holdout": holdout},
+            )
+            for c in settings["communities"]
+            for e in settings["eps_over_N"]
+        ]
         common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
-        tasks = chain_grid(self.name, data={**self.data_spec}, settings=grid, methods=METHODS,
-                           copies=settings["copies"], chains=chains or settings["chains"], seed=seed, common=common,
-                          sampler=sampler)
+        tasks = chain_grid(
+            self.name,
+            data={**self.data_spec},
+            settings=grid,
+            methods=METHODS,
+            copies=settings["copies"],
+            chains=chains or settings["chains"],
+            seed=seed,
+            common=common,
+            sampler=sampler,
+        )
         for task in tasks:  # the network has no randomness of its own: one data seed for all
             task.params["data"]["seed"] = 0
         return tasks
@@ -91,38 +131,65 @@ class Figure5(Experiment):
             return rp.REPRODUCED if fraction >= GENERALLY else (rp.PARTLY if fraction > 0 else rp.NOT_REPRODUCED)
 
         def listing(metric, method):
-            return "; ".join(f"C={c}: " + ", ".join(f"{value(metric, method, e, c):.3g}" for e in levels)
-                             for c in communities)
+            return "; ".join(
+                f"C={c}: " + ", ".join(f"{value(metric, method, e, c):.3g}" for e in levels) for c in communities
+            )
 
         claims = []
         for metric, name in (("mae", "reconstruction error"), ("heldout_mae", "held-out error")):
             vs_naive = [value(metric, "private", e, c) < value(metric, "naive", e, c) for e, c in pairs]
             vs_np = [value(metric, "private", e, c) < value(metric, "nonprivate", None, c) for e, c in pairs]
-            claims.append(rp.Claim(
-                f"Lower {name} than the naive approach", "figure 5: private generally below naive",
-                f"{metric} at eps/N {', '.join(f'{e:g}' for e in levels)}: private {listing(metric, 'private')} | "
-                f"naive {listing(metric, 'naive')} (lower in {sum(vs_naive)} of {len(pairs)} settings)",
-                generally(vs_naive), f"private below naive in at least {GENERALLY:.0%} of the (eps/N, C) settings"))
-            claims.append(rp.Claim(
-                f"Lower {name} than non-private Poisson factorization",
-                "figure 5: private generally below the non-private line",
-                "non-private: " + ", ".join(f"C={c}: {value(metric, 'nonprivate', None, c):.3g}"
-                                            for c in communities)
-                + f" (private lower in {sum(vs_np)} of {len(pairs)} settings)",
-                generally(vs_np), f"private below non-private in at least {GENERALLY:.0%} of the settings"))
+            claims.append(
+                rp.Claim(
+                    f"Lower {name} than the naive approach",
+                    "figure 5: private generally below naive",
+                    f"{metric} at eps/N {', '.join(f'{e:g}' for e in levels)}: private {listing(metric, 'private')} | "
+                    f"naive {listing(metric, 'naive')} (lower in {sum(vs_naive)} of {len(pairs)} settings)",
+                    generally(vs_naive),
+                    f"private below naive in at least {GENERALLY:.0%} of the (eps/N, C) settings",
+                )
+            )
+            claims.append(
+                rp.Claim(
+                    f"Lower {name} than non-private Poisson factorization",
+                    "figure 5: private generally below the non-private line",
+                    "non-private: "
+                    + ", ".join(f"C={c}: {value(metric, 'nonprivate', None, c):.3g}" for c in communities)
+                    + f" (private lower in {sum(vs_np)} of {len(pairs)} settings)",
+                    generally(vs_np),
+                    f"private below non-private in at least {GENERALLY:.0%} of the settings",
+                )
+            )
         files += rp.metric_panels(
-            stats, x="eps_over_N", x_label="epsilon / N", reverse_x=True, panel_key="C",
+            stats,
+            x="eps_over_N",
+            x_label="epsilon / N",
+            reverse_x=True,
+            panel_key="C",
             metrics=[("mae", "MAE (observed cells)"), ("heldout_mae", "held-out MAE")],
-            methods=METHODS, constant_methods=("nonprivate",), path_png=out_dir / "fig5.png",
-            path_html=out_dir / "fig5.html", title="Figure 5: Enron network")
+            methods=METHODS,
+            constant_methods=("nonprivate",),
+            path_png=out_dir / "fig5.png",
+            path_html=out_dir / "fig5.html",
+            title="Figure 5: Enron network",
+        )
         first = results[0][0]
-        table = rp.markdown_table(stats, ["setting", "method", "tasks", "mae_mean", "mae_sd", "heldout_mae_mean",
-                                          "heldout_mae_sd"])
-        sections = [("Numbers", "Mean (sd) over noised copies and chains of score(): MAE of the posterior mean "
-                     "rates against the true counts on the observed cells and on the held-out cells.\n\n" + table),
-                    ("Data", f"Enron sender x recipient network {first['shape']} (build_enron_network, "
-                     f"min_count=100); held out: every cell involving the top "
-                     f"{first['params']['holdout']['n_actors']} senders or recipients "
-                     f"({first['heldout_cells']} cells; the paper: top 50 of 161 actors). Corpus: $LPVIZ_ENRON or "
-                     "the shared subset of the CMU release.")]
+        table = rp.markdown_table(
+            stats, ["setting", "method", "tasks", "mae_mean", "mae_sd", "heldout_mae_mean", "heldout_mae_sd"]
+        )
+        sections = [
+            (
+                "Numbers",
+                "Mean (sd) over noised copies and chains of score(): MAE of the posterior mean "
+                "rates against the true counts on the observed cells and on the held-out cells.\n\n" + table,
+            ),
+            (
+                "Data",
+                f"Enron sender x recipient network {first['shape']} (build_enron_network, "
+                f"min_count=100); held out: every cell involving the top "
+                f"{first['params']['holdout']['n_actors']} senders or recipients "
+                f"({first['heldout_cells']} cells; the paper: top 50 of 161 actors). Corpus: $LPVIZ_ENRON or "
+                "the shared subset of the CMU release.",
+            ),
+        ]
         return claims, sections, files

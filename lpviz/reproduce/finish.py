@@ -21,9 +21,15 @@ def _traces(results):
         log_joint, log_marginal = arrays["log_joint"], arrays["log_marginal"]
         seconds = arrays["iteration_seconds"]
         for i in range(len(log_joint)):
-            rows.append({"task": record["task_id"], "iteration": i + 1, "log_joint": float(log_joint[i]),
-                         "log_marginal": None if np.isnan(log_marginal[i]) else float(log_marginal[i]),
-                         "seconds": float(seconds[i])})
+            rows.append(
+                {
+                    "task": record["task_id"],
+                    "iteration": i + 1,
+                    "log_joint": float(log_joint[i]),
+                    "log_marginal": None if np.isnan(log_marginal[i]) else float(log_marginal[i]),
+                    "seconds": float(seconds[i]),
+                }
+            )
     return rows
 
 
@@ -44,8 +50,10 @@ def read_probe(out_dir):
 
 
 def _paper_grid(experiment, chains):
-    return [((t.params["method"], t.params["labels"]["setting"]), t.params["n_iter"])
-            for t in experiment.tasks("paper", chains=chains)]
+    return [
+        ((t.params["method"], t.params["labels"]["setting"]), t.params["n_iter"])
+        for t in experiment.tasks("paper", chains=chains)
+    ]
 
 
 def write_outputs(experiment, out_dir, preset, settings, results, run_info):
@@ -74,47 +82,80 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     local = [i for i in run_info.get("invocations", []) if i["scheduler"] == "LocalCluster" and i["executed"]]
     local_workers = local[-1]["workers"] if local else os.cpu_count()
     # a paper-preset run is the paper's grid: its own rows say it all
-    scale = rp.scale_rows(rows, paper_grid if per_iteration and preset != "paper" else [],
-                          measured_at=f"preset {preset}", local_workers=local_workers or 1,
-                          paper_seconds_per_iteration=per_iteration)
+    scale = rp.scale_rows(
+        rows,
+        paper_grid if per_iteration and preset != "paper" else [],
+        measured_at=f"preset {preset}",
+        local_workers=local_workers or 1,
+        paper_seconds_per_iteration=per_iteration,
+    )
     for row in scale:
         if row["grid"] == "paper" and source:
             row["source"] = source
     if not per_iteration and preset != "paper":
-        sections.append(("Scale of the paper's grid", "No probe at the paper's sizes yet: run `lpviz reproduce "
-                         f"{experiment.name} --probe 5` to measure seconds per iteration there (one short chain "
-                         "per setting and method); the scale table then projects the paper's grid."))
+        sections.append(
+            (
+                "Scale of the paper's grid",
+                "No probe at the paper's sizes yet: run `lpviz reproduce "
+                f"{experiment.name} --probe 5` to measure seconds per iteration there (one short chain "
+                "per setting and method); the scale table then projects the paper's grid.",
+            )
+        )
     if (out_dir / PROBE_FILE).is_file():
         files.append(out_dir / PROBE_FILE)
     files.append(rp.write_csv(out_dir / "scale.csv", scale))
-    settings_out = {"preset": preset, "settings": settings, "base_seed": run_info.get("seed"),
-                    "chains": run_info.get("chains") or chains}
-    return rp.write_report(out_dir / "report.md", experiment=experiment, preset=preset, settings=settings_out,
-                           claims=claims, sections=sections, files=files, rows=rows,
-                           diagnostics_rows=[r for r in diagnostics_rows],
-                           scale=scale, run_info=run_info, version_info=rp.versions())
+    settings_out = {
+        "preset": preset,
+        "settings": settings,
+        "base_seed": run_info.get("seed"),
+        "chains": run_info.get("chains") or chains,
+    }
+    return rp.write_report(
+        out_dir / "report.md",
+        experiment=experiment,
+        preset=preset,
+        settings=settings_out,
+        claims=claims,
+        sections=sections,
+        files=files,
+        rows=rows,
+        diagnostics_rows=[r for r in diagnostics_rows],
+        scale=scale,
+        run_info=run_info,
+        version_info=rp.versions(),
+    )
 
 
 def write_probe(experiment, out_dir, results, run_info):
     """probe.csv from the probe's tasks; the report, if its grid is complete, is rewritten with the projection."""
     out_dir = Path(out_dir)
     rows = []
-    for record, arrays in results:
+    for record, _arrays in results:
         params = record["params"]
-        rows.append({"setting": params["labels"]["setting"], "method": params["method"],
-                     "method_label": record["method_label"],
-                     "shape": "x".join(map(str, record["shape"])), "n_components": params["n_components"],
-                     "iterations": params["n_iter"], "seconds_per_iteration": record["seconds_per_iteration"],
-                     "first_iteration_seconds": record["first_iteration_seconds"], "kernel_threads": record["kernel_threads"],
-                     "seconds_data": record["seconds_data"], "peak_memory_gb": record.get("peak_memory_gb"),
-                     "host": record["host"]})
+        rows.append(
+            {
+                "setting": params["labels"]["setting"],
+                "method": params["method"],
+                "method_label": record["method_label"],
+                "shape": "x".join(map(str, record["shape"])),
+                "n_components": params["n_components"],
+                "iterations": params["n_iter"],
+                "seconds_per_iteration": record["seconds_per_iteration"],
+                "first_iteration_seconds": record["first_iteration_seconds"],
+                "kernel_threads": record["kernel_threads"],
+                "seconds_data": record["seconds_data"],
+                "peak_memory_gb": record.get("peak_memory_gb"),
+                "host": record["host"],
+            }
+        )
     path = rp.write_csv(out_dir / PROBE_FILE, rows)
     manifest = out_dir / RUN_FILE
     if manifest.is_file():
         previous = json.loads(manifest.read_text())
         preset = previous["preset"]
-        tasks = experiment.tasks(preset, chains=previous.get("chains"), seed=previous.get("seed", 0),
-                                 sampler=previous.get("sampler"))
+        tasks = experiment.tasks(
+            preset, chains=previous.get("chains"), seed=previous.get("seed", 0), sampler=previous.get("sampler")
+        )
         store = ResultStore(out_dir)
         if all(store.path(t.id).is_file() for t in tasks):
             settings = {**experiment.settings(preset), "sampler": previous.get("sampler")}

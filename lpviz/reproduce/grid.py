@@ -44,8 +44,18 @@ import numpy as np
 
 from lpviz._files import atomic_write
 
-__all__ = ["Task", "ResultStore", "RunStats", "StaleResultError", "TaskFailedError", "seed_for", "run_tasks",
-           "default_workers", "threads_per_worker", "local_cluster"]
+__all__ = [
+    "Task",
+    "ResultStore",
+    "RunStats",
+    "StaleResultError",
+    "TaskFailedError",
+    "seed_for",
+    "run_tasks",
+    "default_workers",
+    "threads_per_worker",
+    "local_cluster",
+]
 
 RECORD_KEY = "__record__"
 # How often a cancellable run looks at its cancel flag while it waits for results.
@@ -78,8 +88,7 @@ class Task:
         try:
             _canonical(self.params)
         except TypeError as error:
-            raise TypeError(f"task {self.id}: params must be JSON data (str, numbers, lists, dicts): {error}") \
-                from None
+            raise TypeError(f"task {self.id}: params must be JSON data (str, numbers, lists, dicts): {error}") from None
 
 
 class StaleResultError(RuntimeError):
@@ -93,8 +102,9 @@ class TaskFailedError(RuntimeError):
         self.failures = failures
         lines = "; ".join(f"{task.id}: {type(error).__name__}: {error}" for task, error in failures[:5])
         more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
-        super().__init__(f"{len(failures)} task(s) failed after retries: {lines}{more}. Run again with "
-                         "--resume to retry only those")
+        super().__init__(
+            f"{len(failures)} task(s) failed after retries: {lines}{more}. Run again with --resume to retry only those"
+        )
 
 
 class ResultStore:
@@ -124,9 +134,11 @@ class ResultStore:
             return False
         record = self.read_record(task.id)
         if _canonical(record.get("params")) != _canonical(task.params):
-            raise StaleResultError(f"{path} holds a result of task {task.id} with other parameters (another "
-                                   "preset, --chains or seed?); use another --output folder or delete "
-                                   f"{self.folder}")
+            raise StaleResultError(
+                f"{path} holds a result of task {task.id} with other parameters (another "
+                "preset, --chains or seed?); use another --output folder or delete "
+                f"{self.folder}"
+            )
         return True
 
     def write(self, task, result):
@@ -190,21 +202,52 @@ def local_cluster(workers, threads=None, memory_limit="auto"):
     from distributed import LocalCluster
 
     threads = threads or threads_per_worker(workers)
-    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
-           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, env=env,
-                        memory_limit=memory_limit, dashboard_address=None, silence_logs=logging.ERROR)
+    env = {
+        "LPVIZ_NUM_THREADS": str(threads),
+        "NUMBA_NUM_THREADS": str(threads),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        env=env,
+        memory_limit=memory_limit,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
 
 
 def _progress(total, initial, description, enabled):
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, desc=description, unit="task", disable=not enabled,
-                dynamic_ncols=True, smoothing=0.1)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=description,
+        unit="task",
+        disable=not enabled,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
 
 
-def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=None, retries=2, progress=False,
-              description="tasks", on_result=None, cancel=None):
+def run_tasks(
+    tasks,
+    store,
+    function,
+    *,
+    scheduler=None,
+    workers=None,
+    threads=None,
+    retries=2,
+    progress=False,
+    description="tasks",
+    on_result=None,
+    cancel=None,
+):
     """Run the tasks whose results ``store`` lacks; write each result as it finishes.
 
     Parameters
@@ -268,9 +311,21 @@ def run_tasks(tasks, store, function, *, scheduler=None, workers=None, threads=N
     if not pending:
         stats.scheduler, stats.workers, stats.threads_per_worker = "nothing to run", 0, 0
     else:
-        _run_on_dask(pending, store, function, stats, scheduler=scheduler, workers=workers, threads=threads,
-                     retries=retries, total=len(tasks), progress=progress, description=description,
-                     on_result=on_result, cancel=cancel)
+        _run_on_dask(
+            pending,
+            store,
+            function,
+            stats,
+            scheduler=scheduler,
+            workers=workers,
+            threads=threads,
+            retries=retries,
+            total=len(tasks),
+            progress=progress,
+            description=description,
+            on_result=on_result,
+            cancel=cancel,
+        )
     stats.seconds = time.perf_counter() - start
     return stats
 
@@ -301,8 +356,22 @@ def _connect(scheduler, workers, threads, stats):
     return client, [client, cluster]
 
 
-def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads, retries, total, progress,
-                 description, on_result, cancel=None):
+def _run_on_dask(
+    pending,
+    store,
+    function,
+    stats,
+    *,
+    scheduler,
+    workers,
+    threads,
+    retries,
+    total,
+    progress,
+    description,
+    on_result,
+    cancel=None,
+):
     from distributed import as_completed
 
     client, owned = _connect(scheduler, workers, threads, stats)
@@ -310,8 +379,7 @@ def _run_on_dask(pending, store, function, stats, *, scheduler, workers, threads
     futures = {}
     try:
         for task in pending:
-            future = client.submit(function, task.params, key=f"lpviz-{task.id}-{token}", retries=retries,
-                                   pure=False)
+            future = client.submit(function, task.params, key=f"lpviz-{task.id}-{token}", retries=retries, pure=False)
             futures[future] = task
         handled = set()
         with _progress(total, total - len(pending), description, progress) as bar:

@@ -23,9 +23,25 @@ from lpviz import diagnostics
 from lpviz._files import atomic_write
 from lpviz.reproduce.grid import format_duration, projected_seconds
 
-__all__ = ["Claim", "REPRODUCED", "NOT_REPRODUCED", "PARTLY", "versions", "task_rows", "group_stats",
-           "diagnostic_rows", "write_csv", "write_text", "metric_panels", "heatmaps", "write_report",
-           "method_color", "method_label", "markdown_table", "scale_rows"]
+__all__ = [
+    "Claim",
+    "REPRODUCED",
+    "NOT_REPRODUCED",
+    "PARTLY",
+    "versions",
+    "task_rows",
+    "group_stats",
+    "diagnostic_rows",
+    "write_csv",
+    "write_text",
+    "metric_panels",
+    "heatmaps",
+    "write_report",
+    "method_color",
+    "method_label",
+    "markdown_table",
+    "scale_rows",
+]
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -58,13 +74,19 @@ def verdict_of(checks):
 # Versions, tables
 # ---------------------------------------------------------------------------
 
+
 def _git_commit():
     root = Path(__file__).resolve().parents[2]
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -78,8 +100,12 @@ def versions():
 
     import lpviz
 
-    result = {"python": platform.python_version(), "platform": platform.platform(), "lpviz": lpviz.__version__,
-              "lpviz_commit": _git_commit()}
+    result = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "lpviz": lpviz.__version__,
+        "lpviz_commit": _git_commit(),
+    }
     for package in ("numpy", "scipy", "numba", "dask", "distributed", "arviz", "matplotlib", "bokeh", "opendp"):
         try:
             result[package] = version(package)
@@ -114,18 +140,37 @@ def task_rows(results, label_keys=()):
         labels = params.get("labels", {})
         row = {"task": record["task_id"]}
         row.update({key: labels.get(key) for key in label_keys})
-        row.update(method=params.get("method"), method_label=record.get("method_label"), copy=labels.get("copy"),
-                   chain=labels.get("chain"), n_components=params.get("n_components"),
-                   data_seed=(params.get("data") or {}).get("seed"),
-                   noise_seed=(params.get("noise") or {}).get("seed"),
-                   chain_seed=params.get("chain_seed"), n_iter=params.get("n_iter"), burn_in=params.get("burn_in"),
-                   thin=params.get("thin"), shape="x".join(map(str, record.get("shape", []))),
-                   alpha_mean=record.get("alpha_mean"), heldout_cells=record.get("heldout_cells"))
+        row.update(
+            method=params.get("method"),
+            method_label=record.get("method_label"),
+            copy=labels.get("copy"),
+            chain=labels.get("chain"),
+            n_components=params.get("n_components"),
+            data_seed=(params.get("data") or {}).get("seed"),
+            noise_seed=(params.get("noise") or {}).get("seed"),
+            chain_seed=params.get("chain_seed"),
+            n_iter=params.get("n_iter"),
+            burn_in=params.get("burn_in"),
+            thin=params.get("thin"),
+            shape="x".join(map(str, record.get("shape", []))),
+            alpha_mean=record.get("alpha_mean"),
+            heldout_cells=record.get("heldout_cells"),
+        )
         row.update({key: value for key, value in record.get("scores", {}).items()})
         row.update(record.get("extra_scores", {}))
-        for key in ("seconds_total", "seconds_data", "seconds_sampling", "seconds_per_iteration",
-                    "first_iteration_seconds", "peak_memory_gb", "host", "pid",
-                    "kernel_threads", "started", "finished"):
+        for key in (
+            "seconds_total",
+            "seconds_data",
+            "seconds_sampling",
+            "seconds_per_iteration",
+            "first_iteration_seconds",
+            "peak_memory_gb",
+            "host",
+            "pid",
+            "kernel_threads",
+            "started",
+            "finished",
+        ):
             row[key] = record.get(key)
         rows.append(row)
     return rows
@@ -142,7 +187,7 @@ def group_stats(rows, keys, metrics):
         groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
     out = []
     for group, members in groups.items():
-        entry = dict(zip(keys, group))
+        entry = dict(zip(keys, group, strict=True))
         entry["tasks"] = len(members)
         for metric in metrics:
             values = _finite(m.get(metric) for m in members)
@@ -188,7 +233,7 @@ def diagnostic_rows(results, group_keys):
         except ValueError as error:  # too few draws: said in the table, not hidden
             table = [{"quantity": "-", "note": str(error)}]
         for row in table:
-            out.append({**dict(zip(group_keys, key)), **row})
+            out.append({**dict(zip(group_keys, key, strict=True)), **row})
     return out
 
 
@@ -215,10 +260,16 @@ def scale_rows(rows, paper_tasks, measured_at, local_workers, paper_seconds_per_
         measured.setdefault(row["method"], []).append(row["seconds_per_iteration"])
     task_seconds = [row["seconds_per_iteration"] * _iterations_run(row) for row in rows]
     for workers in (local_workers, CLUSTER_WORKERS):
-        out.append({"grid": f"this run ({measured_at})", "tasks": len(rows), "workers": workers,
-                    "cpu_seconds": float(sum(task_seconds)),
-                    "wall_clock_seconds": projected_seconds(task_seconds, workers),
-                    "source": "measured seconds/iteration of each task x its iterations"})
+        out.append(
+            {
+                "grid": f"this run ({measured_at})",
+                "tasks": len(rows),
+                "workers": workers,
+                "cpu_seconds": float(sum(task_seconds)),
+                "wall_clock_seconds": projected_seconds(task_seconds, workers),
+                "source": "measured seconds/iteration of each task x its iterations",
+            }
+        )
     if paper_tasks:
         seconds, source = [], "measured here (same sizes)"
         for group, n_iter in paper_tasks:
@@ -230,15 +281,23 @@ def scale_rows(rows, paper_tasks, measured_at, local_workers, paper_seconds_per_
                 rate = float(np.median(values)) if values.size else math.nan
             seconds.append(rate * n_iter)
         for workers in (local_workers, CLUSTER_WORKERS):
-            out.append({"grid": "paper", "tasks": len(paper_tasks), "workers": workers,
-                        "cpu_seconds": float(np.sum(seconds)),
-                        "wall_clock_seconds": projected_seconds(seconds, workers), "source": source})
+            out.append(
+                {
+                    "grid": "paper",
+                    "tasks": len(paper_tasks),
+                    "workers": workers,
+                    "cpu_seconds": float(np.sum(seconds)),
+                    "wall_clock_seconds": projected_seconds(seconds, workers),
+                    "source": source,
+                }
+            )
     return out
 
 
 # ---------------------------------------------------------------------------
 # Files
 # ---------------------------------------------------------------------------
+
 
 def write_text(path, text):
     atomic_write(Path(path), lambda handle: handle.write(text.encode("utf-8")))
@@ -282,6 +341,7 @@ def markdown_table(rows, columns, headers=None):
 # Figures
 # ---------------------------------------------------------------------------
 
+
 def _save_png(figure, path):
     atomic_write(Path(path), lambda handle: figure.savefig(handle, format="png", dpi=110))
     return Path(path)
@@ -295,8 +355,21 @@ def _save_html(layout, path, title):
     return write_text(path, html)
 
 
-def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, title, constant_methods=(),
-                  reverse_x=False, panel_key=None, styles=None):
+def metric_panels(
+    stats,
+    *,
+    x,
+    x_label,
+    metrics,
+    methods,
+    path_png,
+    path_html,
+    title,
+    constant_methods=(),
+    reverse_x=False,
+    panel_key=None,
+    styles=None,
+):
     """Line panels: one per metric (and per ``panel_key`` value), a line per method (mean, sd error bars).
 
     ``stats`` rows come from :func:`group_stats` (``METRIC_mean``/``METRIC_sd``);
@@ -311,8 +384,9 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = [None] if panel_key is None else sorted({row.get(panel_key) for row in stats
-                                                      if row.get(panel_key) is not None})
+    panels = (
+        [None] if panel_key is None else sorted({row.get(panel_key) for row in stats if row.get(panel_key) is not None})
+    )
     n_rows, n_cols = len(panels), len(metrics)
     figure = Figure(figsize=(4.2 * n_cols, 3.3 * n_rows), layout="constrained")
     FigureCanvasAgg(figure)
@@ -322,15 +396,24 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
         bokeh_row = []
         for c, (metric, label) in enumerate(metrics):
             axes = figure.add_subplot(n_rows, n_cols, r * n_cols + c + 1)
-            plot = bokeh_figure(width=360, height=290, title=(f"{label}" if panel is None
-                                                              else f"{label}, {panel_key}={panel}"),
-                                x_axis_label=x_label, y_axis_label=label, tools="pan,wheel_zoom,box_zoom,reset,save")
+            plot = bokeh_figure(
+                width=360,
+                height=290,
+                title=(f"{label}" if panel is None else f"{label}, {panel_key}={panel}"),
+                x_axis_label=x_label,
+                y_axis_label=label,
+                tools="pan,wheel_zoom,box_zoom,reset,save",
+            )
             if reverse_x:
                 plot.x_range.flipped = True
             for method in methods:
-                rows = [row for row in stats if row["method"] == method
-                        and (panel is None or row.get(panel_key) == panel)
-                        and row.get(f"{metric}_mean") is not None]
+                rows = [
+                    row
+                    for row in stats
+                    if row["method"] == method
+                    and (panel is None or row.get(panel_key) == panel)
+                    and row.get(f"{metric}_mean") is not None
+                ]
                 if not rows:
                     continue
                 name, color = (styles or {}).get(method) or (method_label(method), method_color(method))
@@ -340,22 +423,29 @@ def metric_panels(stats, *, x, x_label, metrics, methods, path_png, path_html, t
                     axes.axhline(mean, color=color, linestyle="--", label=name)
                     axes.axhspan(mean - sd, mean + sd, color=color, alpha=0.12)
                     if xs_all:
-                        source = ColumnDataSource({"x": [min(xs_all), max(xs_all)], "y": [mean, mean],
-                                                   "sd": [sd, sd]})
-                        plot.line("x", "y", source=source, color=color, line_dash="dashed", line_width=2,
-                                  legend_label=name)
+                        source = ColumnDataSource({"x": [min(xs_all), max(xs_all)], "y": [mean, mean], "sd": [sd, sd]})
+                        plot.line(
+                            "x", "y", source=source, color=color, line_dash="dashed", line_width=2, legend_label=name
+                        )
                     continue
                 rows = sorted(rows, key=lambda row: row[x], reverse=reverse_x)
                 xs = [row[x] for row in rows]
                 means = np.array([row[f"{metric}_mean"] for row in rows])
                 sds = np.array([row[f"{metric}_sd"] or 0.0 for row in rows])
                 axes.errorbar(xs, means, yerr=sds, color=color, marker="o", capsize=3, label=name)
-                source = ColumnDataSource({"x": xs, "y": means, "sd": sds, "lower": means - sds,
-                                           "upper": means + sds, "tasks": [row["tasks"] for row in rows]})
+                source = ColumnDataSource(
+                    {
+                        "x": xs,
+                        "y": means,
+                        "sd": sds,
+                        "lower": means - sds,
+                        "upper": means + sds,
+                        "tasks": [row["tasks"] for row in rows],
+                    }
+                )
                 plot.line("x", "y", source=source, color=color, line_width=2, legend_label=name)
                 plot.scatter("x", "y", source=source, color=color, size=7, legend_label=name)
-                plot.add_layout(Whisker(source=source, base="x", upper="upper", lower="lower",
-                                        line_color=color))
+                plot.add_layout(Whisker(source=source, base="x", upper="upper", lower="lower", line_color=color))
             if reverse_x:
                 axes.invert_xaxis()
             axes.set_xlabel(x_label)
@@ -398,7 +488,7 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
 
     def signed_square(values):
         values = np.asarray(values, dtype=float)
-        return np.sign(values) * values ** 2
+        return np.sign(values) * values**2
 
     n_columns = n_columns or min(4, len(panels))
     n_rows = -(-len(panels) // n_columns)
@@ -417,8 +507,11 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
             norm = FuncNorm((signed_sqrt, signed_square), vmin=low, vmax=top)
             shown, low_shown, top_shown = signed_sqrt(matrix), float(signed_sqrt(low)), float(np.sqrt(top))
         else:
-            norm = (TwoSlopeNorm(vmin=-top, vcenter=0.0, vmax=top) if kind == "counts"
-                    else FuncNorm((lambda v: v, lambda v: v), vmin=0.0, vmax=top))
+            norm = (
+                TwoSlopeNorm(vmin=-top, vcenter=0.0, vmax=top)
+                if kind == "counts"
+                else FuncNorm((lambda v: v, lambda v: v), vmin=0.0, vmax=top)
+            )
             shown, low_shown, top_shown = np.asarray(matrix, dtype=float), low, top
         cmap = "RdBu_r" if kind == "counts" else "Reds"
         image = axes.imshow(matrix, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
@@ -428,16 +521,24 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
         axes.set_title(name, fontsize=9)
         figure.colorbar(image, ax=axes, shrink=0.8)
         rows, cols = np.shape(matrix)
-        plot = bokeh_figure(width=300, height=280, title=name, x_range=(0, cols), y_range=(rows, 0),
-                            tools="hover,pan,wheel_zoom,reset,save",
-                            tooltips=[("row", "$y{0}"), ("column", "$x{0}"),
-                                      ("signed sqrt of value" if sqrt_scale else "value", "@image{0.000}")])
-        plot.image(image=[shown],
-                   x=0, y=0, dw=cols, dh=rows, color_mapper=mapper)
+        plot = bokeh_figure(
+            width=300,
+            height=280,
+            title=name,
+            x_range=(0, cols),
+            y_range=(rows, 0),
+            tools="hover,pan,wheel_zoom,reset,save",
+            tooltips=[
+                ("row", "$y{0}"),
+                ("column", "$x{0}"),
+                ("signed sqrt of value" if sqrt_scale else "value", "@image{0.000}"),
+            ],
+        )
+        plot.image(image=[shown], x=0, y=0, dw=cols, dh=rows, color_mapper=mapper)
         plots.append(plot)
     figure.suptitle(title + ("\n(colours: square-root scale)" if sqrt_scale else ""))
     _save_png(figure, path_png)
-    grid = [plots[i:i + n_columns] for i in range(0, len(plots), n_columns)]
+    grid = [plots[i : i + n_columns] for i in range(0, len(plots), n_columns)]
     _save_html(gridplot(grid), path_html, title)
     return [Path(path_png), Path(path_html)]
 
@@ -446,8 +547,22 @@ def heatmaps(panels, *, path_png, path_html, title, n_columns=None, sqrt_scale=F
 # report.md
 # ---------------------------------------------------------------------------
 
-def write_report(path, *, experiment, preset, settings, claims, sections, files, rows, diagnostics_rows, scale,
-                 run_info, version_info):
+
+def write_report(
+    path,
+    *,
+    experiment,
+    preset,
+    settings,
+    claims,
+    sections,
+    files,
+    rows,
+    diagnostics_rows,
+    scale,
+    run_info,
+    version_info,
+):
     """Compose report.md: claims and verdicts first, then the experiment's sections, files,
     diagnostics, timing, scale, settings and versions."""
     command = f"lpviz reproduce {experiment.name} --preset {preset}"
@@ -455,11 +570,24 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
         value = run_info.get(option)
         if value is not None and not (option == "seed" and value == 0):
             command += f" --{option} {value}"
-    lines = [f"# {experiment.title}", "", f"{experiment.paper}", "",
-             f"Preset **{preset}**; {len(rows)} tasks (chains). Generated by `{command}`.", ""]
-    lines += ["## Claims", "",
-              markdown_table([c.__dict__ for c in claims], ["claim", "paper", "lpviz", "verdict"],
-                             ["claim", "the paper", "lpviz (this run)", "verdict"]), ""]
+    lines = [
+        f"# {experiment.title}",
+        "",
+        f"{experiment.paper}",
+        "",
+        f"Preset **{preset}**; {len(rows)} tasks (chains). Generated by `{command}`.",
+        "",
+    ]
+    lines += [
+        "## Claims",
+        "",
+        markdown_table(
+            [c.__dict__ for c in claims],
+            ["claim", "paper", "lpviz", "verdict"],
+            ["claim", "the paper", "lpviz (this run)", "verdict"],
+        ),
+        "",
+    ]
     rules = [c for c in claims if c.rule]
     if rules:
         lines += ["How each verdict is decided:", ""]
@@ -468,33 +596,66 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
         lines += [f"## {heading}", "", body, ""]
     lines += ["## Files", ""]
     lines += [f"- `{Path(f).name}`" for f in files] + [""]
-    lines += ["## Convergence diagnostics", "",
-              "R-hat (rank-normalised split R-hat) and bulk/tail ESS over the chains of each setting, method and "
-              "noised copy (ArviZ): the marginal log likelihood per iteration after burn-in (private chains; "
-              "the log joint for the others), the rates at fixed cells and the topic-word weights after "
-              f"Hungarian alignment, per saved sample. R-hat above {diagnostics.RHAT_OK} means the chains "
-              "disagree: run longer. Every element is in `diagnostics.csv`.", ""]
+    lines += [
+        "## Convergence diagnostics",
+        "",
+        "R-hat (rank-normalised split R-hat) and bulk/tail ESS over the chains of each setting, method and "
+        "noised copy (ArviZ): the marginal log likelihood per iteration after burn-in (private chains; "
+        "the log joint for the others), the rates at fixed cells and the topic-word weights after "
+        f"Hungarian alignment, per saved sample. R-hat above {diagnostics.RHAT_OK} means the chains "
+        "disagree: run longer. Every element is in `diagnostics.csv`.",
+        "",
+    ]
     if diagnostics_rows:
-        keys = [k for k in diagnostics_rows[0] if k not in ("quantity", "elements", "chains", "draws", "rhat_max",
-                                                             "rhat_median", "share_rhat_above", "ess_bulk_min",
-                                                             "ess_tail_min", "note")]
-        lines += [markdown_table(diagnostics_rows, keys + ["quantity", "chains", "draws", "rhat_max",
-                                                           "share_rhat_above", "ess_bulk_min", "ess_tail_min"]), ""]
+        keys = [
+            k
+            for k in diagnostics_rows[0]
+            if k
+            not in (
+                "quantity",
+                "elements",
+                "chains",
+                "draws",
+                "rhat_max",
+                "rhat_median",
+                "share_rhat_above",
+                "ess_bulk_min",
+                "ess_tail_min",
+                "note",
+            )
+        ]
+        lines += [
+            markdown_table(
+                diagnostics_rows,
+                keys + ["quantity", "chains", "draws", "rhat_max", "share_rhat_above", "ess_bulk_min", "ess_tail_min"],
+            ),
+            "",
+        ]
     lines += ["## Wall-clock per task", "", "Invocations of this run (a resumed run keeps its finished tasks):", ""]
     for item in run_info.get("invocations", []):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["started"]))
         threads = item.get("threads_per_worker") or "?"
-        machine = (f" (machine: {item['cores']} cores, load average {item['load_average']:.1f} at start)"
-                   if item.get("load_average") is not None else "")
+        machine = (
+            f" (machine: {item['cores']} cores, load average {item['load_average']:.1f} at start)"
+            if item.get("load_average") is not None
+            else ""
+        )
         if not item["executed"] and not item.get("failed"):
-            lines.append(f"- {when}: every task already done ({item['skipped']}); tables, figures and this report "
-                         "rewritten")
+            lines.append(
+                f"- {when}: every task already done ({item['skipped']}); tables, figures and this report rewritten"
+            )
             continue
-        lines.append(f"- {when}: {item['scheduler']}, {item['workers']} worker(s) x {threads} kernel thread(s): "
-                     f"ran {item['executed']} task(s), found {item['skipped']} done, "
-                     f"{format_duration(item['seconds'])}{machine}")
-    lines += ["", "Per method (every task's seconds are in `tasks.csv`; seconds per iteration are wall-clock "
-              "means after the first iteration):", ""]
+        lines.append(
+            f"- {when}: {item['scheduler']}, {item['workers']} worker(s) x {threads} kernel thread(s): "
+            f"ran {item['executed']} task(s), found {item['skipped']} done, "
+            f"{format_duration(item['seconds'])}{machine}"
+        )
+    lines += [
+        "",
+        "Per method (every task's seconds are in `tasks.csv`; seconds per iteration are wall-clock "
+        "means after the first iteration):",
+        "",
+    ]
     timing = {}
     for row in rows:
         timing.setdefault(row["method"], []).append(row)
@@ -502,28 +663,65 @@ def write_report(path, *, experiment, preset, settings, claims, sections, files,
     for method, members in timing.items():
         total = _finite(m["seconds_total"] for m in members)
         per_it = _finite(m["seconds_per_iteration"] for m in members)
-        timing_rows.append({"method": method, "tasks": len(members), "iterations": _iterations_run(members[0]),
-                            "median s/task": float(np.median(total)), "max s/task": float(total.max()),
-                            "ms/iteration (median over tasks)": 1000 * float(np.median(per_it))})
-    lines += [markdown_table(timing_rows, ["method", "tasks", "iterations", "median s/task", "max s/task",
-                                           "ms/iteration (median over tasks)"]), ""]
-    lines += ["## Scale", "",
-              "Wall-clock = per task, measured seconds per iteration x iterations; tasks packed on W workers "
-              "(longest first, each worker one chain at a time, one kernel thread per worker: workers x "
-              "threads = cores). The paper's grid uses per-iteration times measured at the paper's sizes: by "
-              f"this run when its data have the paper's sizes, else by a probe (`lpviz reproduce "
-              f"{experiment.name} --probe ITER`). Measured on a shared machine: the load average above says "
-              "how shared.", ""]
-    scale_table = [{**row, "wall-clock": format_duration(row["wall_clock_seconds"]),
-                    "CPU time": format_duration(row["cpu_seconds"])} for row in scale]
+        timing_rows.append(
+            {
+                "method": method,
+                "tasks": len(members),
+                "iterations": _iterations_run(members[0]),
+                "median s/task": float(np.median(total)),
+                "max s/task": float(total.max()),
+                "ms/iteration (median over tasks)": 1000 * float(np.median(per_it)),
+            }
+        )
+    lines += [
+        markdown_table(
+            timing_rows,
+            ["method", "tasks", "iterations", "median s/task", "max s/task", "ms/iteration (median over tasks)"],
+        ),
+        "",
+    ]
+    lines += [
+        "## Scale",
+        "",
+        "Wall-clock = per task, measured seconds per iteration x iterations; tasks packed on W workers "
+        "(longest first, each worker one chain at a time, one kernel thread per worker: workers x "
+        "threads = cores). The paper's grid uses per-iteration times measured at the paper's sizes: by "
+        f"this run when its data have the paper's sizes, else by a probe (`lpviz reproduce "
+        f"{experiment.name} --probe ITER`). Measured on a shared machine: the load average above says "
+        "how shared.",
+        "",
+    ]
+    scale_table = [
+        {
+            **row,
+            "wall-clock": format_duration(row["wall_clock_seconds"]),
+            "CPU time": format_duration(row["cpu_seconds"]),
+        }
+        for row in scale
+    ]
     lines += [markdown_table(scale_table, ["grid", "tasks", "workers", "CPU time", "wall-clock", "source"]), ""]
     memory = _finite(row.get("peak_memory_gb") for row in rows)
     if memory.size:
-        lines += [f"Peak resident memory of a worker process (over its tasks): {memory.max():.2f} GB; each worker "
-                  "of a cluster needs about that much.", ""]
-    lines += ["## Settings and seeds", "", "```json", json.dumps(settings, indent=2, default=str), "```", "",
-              "Each task's data, noise and chain seeds are columns of `tasks.csv` (derived from the base seed "
-              "and the task's labels: `lpviz.reproduce.grid.seed_for`).", ""]
-    lines += ["## Versions", "", markdown_table([{"package": k, "version": v} for k, v in version_info.items()],
-                                                ["package", "version"]), ""]
+        lines += [
+            f"Peak resident memory of a worker process (over its tasks): {memory.max():.2f} GB; each worker "
+            "of a cluster needs about that much.",
+            "",
+        ]
+    lines += [
+        "## Settings and seeds",
+        "",
+        "```json",
+        json.dumps(settings, indent=2, default=str),
+        "```",
+        "",
+        "Each task's data, noise and chain seeds are columns of `tasks.csv` (derived from the base seed "
+        "and the task's labels: `lpviz.reproduce.grid.seed_for`).",
+        "",
+    ]
+    lines += [
+        "## Versions",
+        "",
+        markdown_table([{"package": k, "version": v} for k, v in version_info.items()], ["package", "version"]),
+        "",
+    ]
     return write_text(path, "\n".join(lines))

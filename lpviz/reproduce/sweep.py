@@ -33,9 +33,24 @@ import time
 from lpviz._env import env_count
 from lpviz.reproduce.grid import ResultStore, Task, local_cluster, run_tasks
 
-__all__ = ["sweep_tasks", "default_ratios", "short_schedule", "point_row", "sweep_frame", "plotted_scores",
-           "sweep_png", "SweepRun", "default_scheduler", "shared_local_client", "close_shared_cluster",
-           "DEFAULT_ITERATIONS", "SCHEDULER_ENV", "SWEEP_WORKERS_ENV", "SWEEP_SCORES", "PLOTTED_SCORES"]
+__all__ = [
+    "sweep_tasks",
+    "default_ratios",
+    "short_schedule",
+    "point_row",
+    "sweep_frame",
+    "plotted_scores",
+    "sweep_png",
+    "SweepRun",
+    "default_scheduler",
+    "shared_local_client",
+    "close_shared_cluster",
+    "DEFAULT_ITERATIONS",
+    "SCHEDULER_ENV",
+    "SWEEP_WORKERS_ENV",
+    "SWEEP_SCORES",
+    "PLOTTED_SCORES",
+]
 
 # Short fits: a sweep is a first look, not the paper's 6,000 iterations per chain.
 DEFAULT_ITERATIONS = 300
@@ -75,7 +90,7 @@ def default_ratios(center, points=DEFAULT_POINTS):
         raise ValueError(f"epsilon / N must be a positive number, got {center!r}")
     if int(points) != points or points < 1:
         raise ValueError(f"points must be a whole number >= 1, got {points!r}")
-    values = [float(f"{center * 2.0 ** step:.3g}") for step in range(-(int(points) // 2), int(points) - int(points) // 2)]
+    values = [float(f"{center * 2.0**step:.3g}") for step in range(-(int(points) // 2), int(points) - int(points) // 2)]
     return [value for value in values if value <= _ratio_limit()] or [float(f"{center:.3g}")]
 
 
@@ -93,8 +108,10 @@ def check_ratios(ratios):
     limit = _ratio_limit()
     too_large = [value for value in values if value > limit]
     if too_large:
-        raise ValueError(f"epsilon / N = {too_large[0]:g} is above {limit:.3g}: the noise would be negligible, "
-                         "so the release would be the true counts; give smaller values")
+        raise ValueError(
+            f"epsilon / N = {too_large[0]:g} is above {limit:.3g}: the noise would be negligible, "
+            "so the release would be the true counts; give smaller values"
+        )
     return sorted(set(values))
 
 
@@ -102,8 +119,20 @@ def _slug(text):
     return "".join(ch if ch.isalnum() or ch in "=.-" else "_" for ch in text)
 
 
-def sweep_tasks(data, ratios, methods, *, n_components, N=1.0, noise_seed=0, holdout=None, model=None,
-                n_iter=DEFAULT_ITERATIONS, chain_seed=0, method_options=None):
+def sweep_tasks(
+    data,
+    ratios,
+    methods,
+    *,
+    n_components,
+    N=1.0,
+    noise_seed=0,
+    holdout=None,
+    model=None,
+    n_iter=DEFAULT_ITERATIONS,
+    chain_seed=0,
+    method_options=None,
+):
     """The tasks of an epsilon sweep.
 
     Parameters
@@ -147,21 +176,36 @@ def sweep_tasks(data, ratios, methods, *, n_components, N=1.0, noise_seed=0, hol
         raise ValueError(f"N must be a number >= 1, got {N!r}")
     schedule = short_schedule(n_iter)
     method_options = method_options or {}
-    common = {"experiment": "sweep", "data": dict(data), "holdout": holdout, "model": model,
-              "n_components": int(n_components), **schedule, "chain_seed": int(chain_seed), "keep": {}}
+    common = {
+        "experiment": "sweep",
+        "data": dict(data),
+        "holdout": holdout,
+        "model": model,
+        "n_components": int(n_components),
+        **schedule,
+        "chain_seed": int(chain_seed),
+        "keep": {},
+    }
     tasks = []
     for method in methods:
         method_class = registry.get(method)
         fits_truth = method_class.uses_truth
         # the fits are chains: options of the variational fit only (Method.option_inference) stay out
-        options = {option: value for option, value in method_options.get(method, {}).items()
-                   if method_class.option_inference.get(option, "mcmc") == "mcmc"}
+        options = {
+            option: value
+            for option, value in method_options.get(method, {}).items()
+            if method_class.option_inference.get(option, "mcmc") == "mcmc"
+        }
         # a fit of the true counts is the same at every noise level; its release (at the
         # middle ratio) only says which cells are observed and held out
         for ratio in [ratios[len(ratios) // 2]] if fits_truth else ratios:
-            params = {**common, "method": method, "method_options": dict(options),
-                      "noise": {"epsilon": ratio * float(N), "N": float(N), "seed": int(noise_seed)},
-                      "labels": {"method": method, RATIO_COLUMN: None if fits_truth else ratio}}
+            params = {
+                **common,
+                "method": method,
+                "method_options": dict(options),
+                "noise": {"epsilon": ratio * float(N), "N": float(N), "seed": int(noise_seed)},
+                "labels": {"method": method, RATIO_COLUMN: None if fits_truth else ratio},
+            }
             name = "true-data" if fits_truth else f"eps_over_N={ratio:.6g}"
             tasks.append(Task(_slug(f"{name}--{method}"), params))
     return tasks
@@ -176,11 +220,16 @@ def point_row(task, record):
     method = task.params["method"]
     ratio = task.params["labels"][RATIO_COLUMN]
     scores = record["scores"]
-    return {"method": method, "label": registry.get(method).label,
-            RATIO_COLUMN: math.nan if ratio is None else float(ratio),
-            "alpha": math.nan if ratio is None else float(record["alpha_mean"]),
-            **{key: math.nan if scores.get(key) is None else float(scores[key]) for key in SWEEP_SCORES},
-            "iterations": task.params["n_iter"], "seconds": float(record["seconds_total"]), "task": task.id}
+    return {
+        "method": method,
+        "label": registry.get(method).label,
+        RATIO_COLUMN: math.nan if ratio is None else float(ratio),
+        "alpha": math.nan if ratio is None else float(record["alpha_mean"]),
+        **{key: math.nan if scores.get(key) is None else float(scores[key]) for key in SWEEP_SCORES},
+        "iterations": task.params["n_iter"],
+        "seconds": float(record["seconds_total"]),
+        "task": task.id,
+    }
 
 
 def sweep_frame(rows):
@@ -248,7 +297,7 @@ def sweep_png(frame, title=""):
 # so the sweep runs on the very runner of `lpviz reproduce` (retries, a dead worker's task
 # rescheduled, cancellation of queued tasks), and the workers keep their compiled kernels
 # and built data sets between sweeps.
-_SHARED = {}
+_SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -388,14 +437,23 @@ class SweepRun:
                         self._post("point", point_row(task, store.read_record(task.id)))
                         handed.append(task)
 
-                stats = run_tasks(self.tasks, store, self.function, scheduler=scheduler, retries=0,
-                                  cancel=self._cancel, on_result=on_result)
+                stats = run_tasks(
+                    self.tasks,
+                    store,
+                    self.function,
+                    scheduler=scheduler,
+                    retries=0,
+                    cancel=self._cancel,
+                    on_result=on_result,
+                )
         except Exception as error:  # noqa: BLE001 - shown to whoever started the sweep
             self._post("error", f"{type(error).__name__}: {error}")
             return
-        summary = {"done": len(handed), "failed": len(stats.failed),
-                   "cancelled": len(self.tasks) - len(handed) - len(stats.failed),
-                   "seconds": stats.seconds,
-                   "failures": [f"{task.id}: {type(error).__name__}: {error}" for task, error in stats.failed]}
+        summary = {
+            "done": len(handed),
+            "failed": len(stats.failed),
+            "cancelled": len(self.tasks) - len(handed) - len(stats.failed),
+            "seconds": stats.seconds,
+            "failures": [f"{task.id}: {type(error).__name__}: {error}" for task, error in stats.failed],
+        }
         self._post("cancelled" if self._cancel.is_set() else "finished", summary)
-

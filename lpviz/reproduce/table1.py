@@ -66,17 +66,29 @@ class Schedule:
         def scale(n):
             return max(1, int(round(n * factor)))
 
-        return Schedule(naive_burn_in=scale(self.naive_burn_in),
-                        private_burn_ins=tuple(scale(n) for n in self.private_burn_ins),
-                        vi_init_burn_ins=tuple(scale(n) for n in self.vi_init_burn_ins),
-                        samples=scale(self.samples), thin=scale(self.thin),
-                        naive_vi_iterations=self.naive_vi_iterations, max_vi_iterations=self.max_vi_iterations,
-                        trace_every=scale(self.trace_every))
+        return Schedule(
+            naive_burn_in=scale(self.naive_burn_in),
+            private_burn_ins=tuple(scale(n) for n in self.private_burn_ins),
+            vi_init_burn_ins=tuple(scale(n) for n in self.vi_init_burn_ins),
+            samples=scale(self.samples),
+            thin=scale(self.thin),
+            naive_vi_iterations=self.naive_vi_iterations,
+            max_vi_iterations=self.max_vi_iterations,
+            trace_every=scale(self.trace_every),
+        )
 
 
 PAPER = Schedule()
-QUICK = Schedule(naive_burn_in=50, private_burn_ins=(30, 20), vi_init_burn_ins=(10, 20), samples=20, thin=2,
-                 naive_vi_iterations=(10, 20), max_vi_iterations=100, trace_every=5)
+QUICK = Schedule(
+    naive_burn_in=50,
+    private_burn_ins=(30, 20),
+    vi_init_burn_ins=(10, 20),
+    samples=20,
+    thin=2,
+    naive_vi_iterations=(10, 20),
+    max_vi_iterations=100,
+    trace_every=5,
+)
 
 # key: (group, method label, the paper's iterations, the paper's MAE, the paper's seconds (derived))
 _MCMC, _VI = PAPER_SECONDS_PER_ITERATION["mcmc"], PAPER_SECONDS_PER_ITERATION["vi"]
@@ -87,10 +99,20 @@ ROWS = {
     "naive-vi-42": ("naive-vi", "naive VI", "42", 0.492, 42 * _VI),
     "naive-vi-100": ("naive-vi", "naive VI", "100", 0.465, 100 * _VI),
     "private-vi": ("private-vi", "private VI", "42 (converged)", 0.396, PAPER_VI_ITERATIONS * _VI),
-    "vi-init-1000": ("vi-init", "private MCMC, VI init", "1000 burn-in + 1000", 0.223,
-                     PAPER_VI_ITERATIONS * _VI + 2000 * _MCMC),
-    "vi-init-2000": ("vi-init", "private MCMC, VI init", "2000 burn-in + 1000", 0.208,
-                     PAPER_VI_ITERATIONS * _VI + 3000 * _MCMC),
+    "vi-init-1000": (
+        "vi-init",
+        "private MCMC, VI init",
+        "1000 burn-in + 1000",
+        0.223,
+        PAPER_VI_ITERATIONS * _VI + 2000 * _MCMC,
+    ),
+    "vi-init-2000": (
+        "vi-init",
+        "private MCMC, VI init",
+        "2000 burn-in + 1000",
+        0.208,
+        PAPER_VI_ITERATIONS * _VI + 3000 * _MCMC,
+    ),
 }
 GROUPS = tuple(dict.fromkeys(group for group, *_ in ROWS.values()))
 
@@ -110,8 +132,13 @@ def table1_data(n_rows=1000, n_cols=1000, n_components=50, *, epsilon=1.0, shape
     phi = rng.gamma(shape, 1.0 / rate, (n_components, n_cols))
     mu = theta @ phi
     Y = rng.poisson(mu)
-    release = privatize(Y, epsilon=epsilon, N=1, random_state=np.random.default_rng(noise_seed),
-                        name=f"table1 {n_rows}x{n_cols} K={n_components}")
+    release = privatize(
+        Y,
+        epsilon=epsilon,
+        N=1,
+        random_state=np.random.default_rng(noise_seed),
+        name=f"table1 {n_rows}x{n_cols} K={n_components}",
+    )
     return release, Truth(Y, mu, {"theta": theta, "phi": phi})
 
 
@@ -156,23 +183,39 @@ class _Context:
 
         if self._private_vi is None:
             method = create_method("private", bessel_point=self.bessel_point, noise_split=self.noise_split)
-            vi_run = variational_run(self.release, method=method, n_components=self.K,
-                                     n_iter=self.schedule.max_vi_iterations, random_state=self.seed("private-vi"))
+            vi_run = variational_run(
+                self.release,
+                method=method,
+                n_components=self.K,
+                n_iter=self.schedule.max_vi_iterations,
+                random_state=self.seed("private-vi"),
+            )
             elapsed = 0.0
             for state in vi_run:
                 elapsed += state.seconds
                 self.log_iteration("private VI", state)
                 self.trace("private VI", elapsed, state.iteration, self.rate_mae(state.mu), "vi")
-            self.say(f"private VI: {vi_run.fit.iteration} iterations, {elapsed:.1f} s, "
-                     f"{'converged' if vi_run.fit.converged else 'not converged'}")
+            self.say(
+                f"private VI: {vi_run.fit.iteration} iterations, {elapsed:.1f} s, "
+                f"{'converged' if vi_run.fit.converged else 'not converged'}"
+            )
             self._private_vi = (vi_run, elapsed)
         return self._private_vi
 
 
 def _row(key, mae, seconds, iterations_run, **extra):
     group, method, iterations, paper_mae, paper_seconds = ROWS[key]
-    return {"row": key, "method": method, "iterations": iterations, "paper_mae": paper_mae, "mae": mae,
-            "paper_seconds": paper_seconds, "seconds": seconds, "iterations_run": iterations_run, **extra}
+    return {
+        "row": key,
+        "method": method,
+        "iterations": iterations,
+        "paper_mae": paper_mae,
+        "mae": mae,
+        "paper_seconds": paper_seconds,
+        "seconds": seconds,
+        "iterations_run": iterations_run,
+        **extra,
+    }
 
 
 def _mcmc(context, chain, keys_by_burn_in, trace_name, start_seconds=0.0):
@@ -181,10 +224,18 @@ def _mcmc(context, chain, keys_by_burn_in, trace_name, start_seconds=0.0):
     from lpviz.metrics import score
 
     schedule = context.schedule
-    posteriors = {burn_in: Posterior(chain.model_instance, chain.method_instance, chain.shape, burn_in=burn_in,
-                                     thin=schedule.thin, heldout=chain.heldout,
-                                     structural_zeros=chain.structural_zeros)
-                  for burn_in in keys_by_burn_in}
+    posteriors = {
+        burn_in: Posterior(
+            chain.model_instance,
+            chain.method_instance,
+            chain.shape,
+            burn_in=burn_in,
+            thin=schedule.thin,
+            heldout=chain.heldout,
+            structural_zeros=chain.structural_zeros,
+        )
+        for burn_in in keys_by_burn_in
+    }
     n_iter = max(keys_by_burn_in) + schedule.samples
     ends = {}
     elapsed = start_seconds
@@ -217,9 +268,14 @@ def _naive_mcmc(context):
 def _private_mcmc(context):
     from lpviz.engine import Chain
 
-    chain = Chain(context.release, method="private", sampler=context.sampler, n_components=context.K,
-                  random_state=context.seed("private-mcmc"))
-    keys = dict(zip(context.schedule.private_burn_ins, ("private-mcmc-3000", "private-mcmc-2000")))
+    chain = Chain(
+        context.release,
+        method="private",
+        sampler=context.sampler,
+        n_components=context.K,
+        random_state=context.seed("private-mcmc"),
+    )
+    keys = dict(zip(context.schedule.private_burn_ins, ("private-mcmc-3000", "private-mcmc-2000"), strict=True))
     return _mcmc(context, chain, keys, "private MCMC")
 
 
@@ -227,9 +283,15 @@ def _naive_vi(context):
     from lpviz.metrics import score
     from lpviz.vi import variational_run
 
-    checkpoints = dict(zip(context.schedule.naive_vi_iterations, ("naive-vi-42", "naive-vi-100")))
-    vi_run = variational_run(context.release, method="naive", n_components=context.K, n_iter=max(checkpoints),
-                             tol=0.0, random_state=context.seed("naive-vi"))
+    checkpoints = dict(zip(context.schedule.naive_vi_iterations, ("naive-vi-42", "naive-vi-100"), strict=True))
+    vi_run = variational_run(
+        context.release,
+        method="naive",
+        n_components=context.K,
+        n_iter=max(checkpoints),
+        tol=0.0,
+        random_state=context.seed("naive-vi"),
+    )
     rows, elapsed = [], 0.0
     for state in vi_run:
         elapsed += state.seconds
@@ -247,8 +309,9 @@ def _private_vi(context):
 
     vi_run, elapsed = context.private_vi()
     mae = score(vi_run.posterior, context.release, context.truth)["rate_mae"]
-    return [_row("private-vi", mae, elapsed, vi_run.fit.iteration, elbo=vi_run.fit.elbo,
-                 converged=vi_run.fit.converged)]
+    return [
+        _row("private-vi", mae, elapsed, vi_run.fit.iteration, elbo=vi_run.fit.elbo, converged=vi_run.fit.converged)
+    ]
 
 
 def _vi_init(context):
@@ -256,18 +319,28 @@ def _vi_init(context):
     from lpviz.vi import warm_start
 
     vi_run, vi_seconds = context.private_vi()
-    chain = Chain(context.release, method="private", sampler=context.sampler, n_components=context.K,
-                  random_state=context.seed("vi-init"))
+    chain = Chain(
+        context.release,
+        method="private",
+        sampler=context.sampler,
+        n_components=context.K,
+        random_state=context.seed("vi-init"),
+    )
     warm_start(chain, vi_run.fit)
-    keys = dict(zip(context.schedule.vi_init_burn_ins, ("vi-init-1000", "vi-init-2000")))
+    keys = dict(zip(context.schedule.vi_init_burn_ins, ("vi-init-1000", "vi-init-2000"), strict=True))
     rows = _mcmc(context, chain, keys, "private MCMC, VI init", start_seconds=vi_seconds)
     for row in rows:
         row["iterations_run"] = f"{vi_run.fit.iteration} VI + {row['iterations_run']}"
     return rows
 
 
-_RUNNERS = {"naive-mcmc": _naive_mcmc, "private-mcmc": _private_mcmc, "naive-vi": _naive_vi,
-            "private-vi": _private_vi, "vi-init": _vi_init}
+_RUNNERS = {
+    "naive-mcmc": _naive_mcmc,
+    "private-mcmc": _private_mcmc,
+    "naive-vi": _naive_vi,
+    "private-vi": _private_vi,
+    "vi-init": _vi_init,
+}
 
 
 def _warm_up(sampler, bessel_point, noise_split):
@@ -284,8 +357,21 @@ def _warm_up(sampler, bessel_point, noise_split):
     VariationalFit(release, method=private, n_components=2, random_state=0).step(2)
 
 
-def _run_groups(*, n_rows, n_cols, n_components, epsilon, schedule, groups, sampler, bessel_point, noise_split,
-                random_state, chain_seed, callback):
+def _run_groups(
+    *,
+    n_rows,
+    n_cols,
+    n_components,
+    epsilon,
+    schedule,
+    groups,
+    sampler,
+    bessel_point,
+    noise_split,
+    random_state,
+    chain_seed,
+    callback,
+):
     """The rows of ``groups`` (in the table's order) and the :class:`_Context` that ran them
     (traces, per-iteration log, MCMC posteriors): what :func:`run_table1` and the reproduction's
     tasks (:func:`table1_task`) both run."""
@@ -297,8 +383,16 @@ def _run_groups(*, n_rows, n_cols, n_components, epsilon, schedule, groups, samp
         raise TypeError(f"schedule must be a Schedule (e.g. PAPER or QUICK), got {type(schedule).__name__}")
     _warm_up(sampler, bessel_point, noise_split)
     release, truth = table1_data(n_rows, n_cols, n_components, epsilon=epsilon, random_state=random_state)
-    context = _Context(release, truth, n_components, schedule, (sampler, bessel_point, noise_split), random_state,
-                       callback, chain_seed=chain_seed)
+    context = _Context(
+        release,
+        truth,
+        n_components,
+        schedule,
+        (sampler, bessel_point, noise_split),
+        random_state,
+        callback,
+        chain_seed=chain_seed,
+    )
     rows = []
     for group in GROUPS:  # in the table's order whatever order they were asked in
         if group in groups:
@@ -307,9 +401,21 @@ def _run_groups(*, n_rows, n_cols, n_components, epsilon, schedule, groups, samp
     return sorted(rows, key=lambda row: order[row["row"]]), context
 
 
-def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedule=PAPER, groups=None,
-               sampler="bessel", bessel_point="mode", noise_split="components", random_state=0, chain_seed=None,
-               callback=None):
+def run_table1(
+    *,
+    n_rows=1000,
+    n_cols=1000,
+    n_components=50,
+    epsilon=1.0,
+    schedule=PAPER,
+    groups=None,
+    sampler="bessel",
+    bessel_point="mode",
+    noise_split="components",
+    random_state=0,
+    chain_seed=None,
+    callback=None,
+):
     """Run the rows of the VI paper's Table 1; return them as a DataFrame.
 
     Parameters
@@ -353,15 +459,33 @@ def run_table1(*, n_rows=1000, n_cols=1000, n_components=50, epsilon=1.0, schedu
     """
     import pandas as pd
 
-    rows, context = _run_groups(n_rows=n_rows, n_cols=n_cols, n_components=n_components, epsilon=epsilon,
-                                schedule=schedule, groups=groups, sampler=sampler, bessel_point=bessel_point,
-                                noise_split=noise_split, random_state=random_state, chain_seed=chain_seed,
-                                callback=callback)
+    rows, context = _run_groups(
+        n_rows=n_rows,
+        n_cols=n_cols,
+        n_components=n_components,
+        epsilon=epsilon,
+        schedule=schedule,
+        groups=groups,
+        sampler=sampler,
+        bessel_point=bessel_point,
+        noise_split=noise_split,
+        random_state=random_state,
+        chain_seed=chain_seed,
+        callback=callback,
+    )
     table = pd.DataFrame(rows)
     table.attrs["traces"] = pd.DataFrame(context.traces, columns=["trace", "seconds", "iteration", "rate_mae", "kind"])
-    table.attrs["settings"] = {"n_rows": n_rows, "n_cols": n_cols, "n_components": n_components, "epsilon": epsilon,
-                               "schedule": asdict(schedule), "sampler": sampler, "bessel_point": bessel_point,
-                               "noise_split": noise_split, "random_state": random_state}
+    table.attrs["settings"] = {
+        "n_rows": n_rows,
+        "n_cols": n_cols,
+        "n_components": n_components,
+        "epsilon": epsilon,
+        "schedule": asdict(schedule),
+        "sampler": sampler,
+        "bessel_point": bessel_point,
+        "noise_split": noise_split,
+        "random_state": random_state,
+    }
     if chain_seed is not None:
         table.attrs["settings"]["chain_seed"] = chain_seed
     return table
@@ -379,16 +503,28 @@ def plot_table1(table, traces, path):
     colors = {}
     for name, trace in traces.groupby("trace", sort=False):
         trace = trace.sort_values("seconds")
-        line, = axes.plot(trace["seconds"], trace["rate_mae"], lw=1.2, alpha=0.75,
-                          ls="--" if trace["kind"].iloc[0] == "vi" else "-", label=f"{name} (current state)")
+        (line,) = axes.plot(
+            trace["seconds"],
+            trace["rate_mae"],
+            lw=1.2,
+            alpha=0.75,
+            ls="--" if trace["kind"].iloc[0] == "vi" else "-",
+            label=f"{name} (current state)",
+        )
         colors[name] = line.get_color()
-    markers = {"naive MCMC": "o", "private MCMC": "s", "naive VI": "^", "private VI": "D",
-               "private MCMC, VI init": "P"}
+    markers = {"naive MCMC": "o", "private MCMC": "s", "naive VI": "^", "private VI": "D", "private MCMC, VI init": "P"}
     for _, row in table.iterrows():
-        axes.plot(row["seconds"], row["mae"], markers.get(row["method"], "o"), ms=8, mec="black",
-                  color=colors.get(row["method"], "gray"))
-        axes.annotate(row["iterations"], (row["seconds"], row["mae"]), textcoords="offset points", xytext=(5, 5),
-                      fontsize=7)
+        axes.plot(
+            row["seconds"],
+            row["mae"],
+            markers.get(row["method"], "o"),
+            ms=8,
+            mec="black",
+            color=colors.get(row["method"], "gray"),
+        )
+        axes.annotate(
+            row["iterations"], (row["seconds"], row["mae"]), textcoords="offset points", xytext=(5, 5), fontsize=7
+        )
     axes.set_xscale("log")
     axes.set_xlabel("wall-clock seconds (log scale)")
     axes.set_ylabel("MAE against the true rates")
@@ -465,54 +601,94 @@ def table1_task(params):
 
     started, clock = time.time(), time.perf_counter()
     group, data = params["method"], params["data"]
-    rows, context = _run_groups(n_rows=data["n_rows"], n_cols=data["n_cols"], n_components=data["n_components"],
-                                epsilon=data["epsilon"], schedule=_schedule_from(params["schedule"]), groups=[group],
-                                sampler=params["sampler"], bessel_point=params["bessel_point"],
-                                noise_split=params["noise_split"], random_state=data["seed"],
-                                chain_seed=params["chain_seed"], callback=None)
+    rows, context = _run_groups(
+        n_rows=data["n_rows"],
+        n_cols=data["n_cols"],
+        n_components=data["n_components"],
+        epsilon=data["epsilon"],
+        schedule=_schedule_from(params["schedule"]),
+        groups=[group],
+        sampler=params["sampler"],
+        bessel_point=params["bessel_point"],
+        noise_split=params["noise_split"],
+        random_state=data["seed"],
+        chain_seed=params["chain_seed"],
+        callback=None,
+    )
     runs = list(dict.fromkeys(run for run, *_ in context.iterations))
     seconds = np.array([item[2] for item in context.iterations], dtype=float)
-    arrays = {"iteration_seconds": seconds,
-              "log_joint": np.array([item[3] for item in context.iterations], dtype=float),
-              "log_marginal": np.array([item[4] for item in context.iterations], dtype=float),
-              "iteration_run": np.array([runs.index(item[0]) for item in context.iterations], dtype=np.int64)}
+    arrays = {
+        "iteration_seconds": seconds,
+        "log_joint": np.array([item[3] for item in context.iterations], dtype=float),
+        "log_marginal": np.array([item[4] for item in context.iterations], dtype=float),
+        "iteration_run": np.array([runs.index(item[0]) for item in context.iterations], dtype=np.int64),
+    }
     trace_runs = list(dict.fromkeys(item["trace"] for item in context.traces))
-    arrays.update({
-        "trace_run": np.array([trace_runs.index(item["trace"]) for item in context.traces], dtype=np.int64),
-        "trace_kind": np.array([_TRACE_KINDS[item["kind"]] for item in context.traces], dtype=np.int64),
-        "trace_seconds": np.array([item["seconds"] for item in context.traces], dtype=float),
-        "trace_iteration": np.array([item["iteration"] for item in context.traces], dtype=np.int64),
-        "trace_rate_mae": np.array([item["rate_mae"] for item in context.traces], dtype=float)})
+    arrays.update(
+        {
+            "trace_run": np.array([trace_runs.index(item["trace"]) for item in context.traces], dtype=np.int64),
+            "trace_kind": np.array([_TRACE_KINDS[item["kind"]] for item in context.traces], dtype=np.int64),
+            "trace_seconds": np.array([item["seconds"] for item in context.traces], dtype=float),
+            "trace_iteration": np.array([item["iteration"] for item in context.traces], dtype=np.int64),
+            "trace_rate_mae": np.array([item["rate_mae"] for item in context.traces], dtype=float),
+        }
+    )
     record = {}
     chain_run = _CHAIN_OF_GROUP.get(group)
     if chain_run is not None:  # a chain: what the convergence diagnostics read
         posterior, release = context.posteriors[chain_run], context.release
         probe = params.get("diagnostics") or {}
-        cells = diagnostics.probe_cells(release.observed_cells, probe.get("cells", diagnostics.N_PROBE_CELLS),
-                                        random_state=probe.get("cells_seed", 0))
-        columns = diagnostics.probe_columns(np.asarray(release.Y_obs).sum(axis=0),
-                                            probe.get("columns", diagnostics.N_PROBE_COLUMNS))
+        cells = diagnostics.probe_cells(
+            release.observed_cells,
+            probe.get("cells", diagnostics.N_PROBE_CELLS),
+            random_state=probe.get("cells_seed", 0),
+        )
+        columns = diagnostics.probe_columns(
+            np.asarray(release.Y_obs).sum(axis=0), probe.get("columns", diagnostics.N_PROBE_COLUMNS)
+        )
         summary = diagnostics.chain_summary(posterior, cells=cells, columns=columns)
-        arrays.update({"trace": summary["trace"], "rates": summary["rates"], "topics": summary["topics"],
-                       "topics_mean": summary["topics_mean"], "cells_rows": cells[0], "cells_cols": cells[1],
-                       "columns": columns})
+        arrays.update(
+            {
+                "trace": summary["trace"],
+                "rates": summary["rates"],
+                "topics": summary["topics"],
+                "topics_mean": summary["topics_mean"],
+                "cells_rows": cells[0],
+                "cells_cols": cells[1],
+                "columns": columns,
+            }
+        )
         record["trace_name"] = summary["trace_name"]
     sampled = float(seconds.sum())
     rows = [{key: _plain(value) for key, value in row.items()} for row in rows]
-    record.update({
-        "rows": rows, "runs": runs, "trace_runs": trace_runs,
-        "scores": {"iterations": int(seconds.size)},
-        "extra_scores": {f"{row['row']}_mae": row["mae"] for row in rows},
-        "method_label": rows[0]["method"], "shape": [data["n_rows"], data["n_cols"]],
-        "n_saved": None, "alpha_mean": float(np.mean(context.release.alpha)), "epsilon": data["epsilon"], "N": 1,
-        "heldout_cells": 0, "seconds_total": time.perf_counter() - clock,
-        # building the matrix, loading the kernels and scoring: the rest of the task's time
-        "seconds_data": time.perf_counter() - clock - sampled, "seconds_sampling": sampled,
-        "seconds_per_iteration": float(np.mean(seconds[1:] if seconds.size > 1 else seconds)),
-        "first_iteration_seconds": float(seconds[0]),
-        "started": started, "finished": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-        "peak_memory_gb": _peak_memory_gb(), "kernel_threads": n_threads(),
-    })
+    record.update(
+        {
+            "rows": rows,
+            "runs": runs,
+            "trace_runs": trace_runs,
+            "scores": {"iterations": int(seconds.size)},
+            "extra_scores": {f"{row['row']}_mae": row["mae"] for row in rows},
+            "method_label": rows[0]["method"],
+            "shape": [data["n_rows"], data["n_cols"]],
+            "n_saved": None,
+            "alpha_mean": float(np.mean(context.release.alpha)),
+            "epsilon": data["epsilon"],
+            "N": 1,
+            "heldout_cells": 0,
+            "seconds_total": time.perf_counter() - clock,
+            # building the matrix, loading the kernels and scoring: the rest of the task's time
+            "seconds_data": time.perf_counter() - clock - sampled,
+            "seconds_sampling": sampled,
+            "seconds_per_iteration": float(np.mean(seconds[1:] if seconds.size > 1 else seconds)),
+            "first_iteration_seconds": float(seconds[0]),
+            "started": started,
+            "finished": time.time(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "peak_memory_gb": _peak_memory_gb(),
+            "kernel_threads": n_threads(),
+        }
+    )
     return {"record": record, "arrays": arrays}
 
 
@@ -525,11 +701,21 @@ def _summary(runs):
             continue
         maes = np.array([run["mae"] for run in members], dtype=float)
         seconds = np.array([run["seconds"] for run in members], dtype=float)
-        out.append({"row": key, "method": method, "iterations": iterations, "paper_mae": paper_mae,
-                    "mae": float(maes.mean()), "mae_sd": float(maes.std(ddof=1)) if maes.size > 1 else 0.0,
-                    "mae_minus_paper": float(maes.mean() - paper_mae), "paper_seconds": paper_seconds,
-                    "seconds": float(seconds.mean()), "iterations_run": members[0]["iterations_run"],
-                    "chains": len(members)})
+        out.append(
+            {
+                "row": key,
+                "method": method,
+                "iterations": iterations,
+                "paper_mae": paper_mae,
+                "mae": float(maes.mean()),
+                "mae_sd": float(maes.std(ddof=1)) if maes.size > 1 else 0.0,
+                "mae_minus_paper": float(maes.mean() - paper_mae),
+                "paper_seconds": paper_seconds,
+                "seconds": float(seconds.mean()),
+                "iterations_run": members[0]["iterations_run"],
+                "chains": len(members),
+            }
+        )
     return out
 
 
@@ -541,25 +727,51 @@ def _plot_table1_html(summary, traces, path, title):
 
     from lpviz.reproduce.report import _save_html
 
-    plot = bokeh_figure(width=820, height=480, x_axis_type="log", title=title,
-                        x_axis_label="wall-clock seconds (log scale)", y_axis_label="MAE against the true rates",
-                        tools="pan,wheel_zoom,box_zoom,reset,save")
+    plot = bokeh_figure(
+        width=820,
+        height=480,
+        x_axis_type="log",
+        title=title,
+        x_axis_label="wall-clock seconds (log scale)",
+        y_axis_label="MAE against the true rates",
+        tools="pan,wheel_zoom,box_zoom,reset,save",
+    )
     colors = {}
     for i, (name, trace) in enumerate(traces.groupby("trace", sort=False)):
         trace = trace.sort_values("seconds")
         colors[name] = Category10_10[i % 10]
-        plot.line(trace["seconds"].clip(lower=1e-4), trace["rate_mae"], color=colors[name], line_width=2,
-                  line_dash="dashed" if trace["kind"].iloc[0] == "vi" else "solid", legend_label=name, alpha=0.8)
-    source = ColumnDataSource({
-        "seconds": [max(row["seconds"], 1e-4) for row in summary], "mae": [row["mae"] for row in summary],
-        "paper": [row["paper_mae"] for row in summary], "row": [row["row"] for row in summary],
-        "iterations": [str(row["iterations_run"]) for row in summary],
-        "color": [colors.get(row["method"], "gray") for row in summary]})
+        plot.line(
+            trace["seconds"].clip(lower=1e-4),
+            trace["rate_mae"],
+            color=colors[name],
+            line_width=2,
+            line_dash="dashed" if trace["kind"].iloc[0] == "vi" else "solid",
+            legend_label=name,
+            alpha=0.8,
+        )
+    source = ColumnDataSource(
+        {
+            "seconds": [max(row["seconds"], 1e-4) for row in summary],
+            "mae": [row["mae"] for row in summary],
+            "paper": [row["paper_mae"] for row in summary],
+            "row": [row["row"] for row in summary],
+            "iterations": [str(row["iterations_run"]) for row in summary],
+            "color": [colors.get(row["method"], "gray") for row in summary],
+        }
+    )
     markers = plot.scatter("seconds", "mae", source=source, size=11, color="color", line_color="black")
-    plot.add_tools(HoverTool(renderers=[markers], tooltips=[("row", "@row"), ("lpviz MAE", "@mae{0.000}"),
-                                                            ("paper MAE", "@paper{0.000}"),
-                                                            ("seconds", "@seconds{0.0}"),
-                                                            ("iterations", "@iterations")]))
+    plot.add_tools(
+        HoverTool(
+            renderers=[markers],
+            tooltips=[
+                ("row", "@row"),
+                ("lpviz MAE", "@mae{0.000}"),
+                ("paper MAE", "@paper{0.000}"),
+                ("seconds", "@seconds{0.0}"),
+                ("iterations", "@iterations"),
+            ],
+        )
+    )
     plot.legend.location = "top_right"
     plot.legend.click_policy = "hide"
     plot.legend.label_text_font_size = "8pt"
@@ -578,18 +790,43 @@ class Table1(Experiment):
 
     name = "table1"
     title = "Table 1 (variational paper): MCMC vs CAVI, MAE against the true rates"
-    paper = ("Schofield, Wu, Schein, Wallach et al. Variational inference for locally private Poisson "
-             "factorization, Table 1 and section 5 (schofield_variational_locally_private_pf.tex).")
+    paper = (
+        "Schofield, Wu, Schein, Wallach et al. Variational inference for locally private Poisson "
+        "factorization, Table 1 and section 5 (schofield_variational_locally_private_pf.tex)."
+    )
     requires = ("lpviz.vi",)
     presets = {
-        "tiny": {"n_rows": 40, "n_cols": 30, "n_components": 3, "epsilon": 1.0, "schedule": asdict(QUICK),
-                 "chains": 2, "bessel_point": "mode", "noise_split": "components"},
+        "tiny": {
+            "n_rows": 40,
+            "n_cols": 30,
+            "n_components": 3,
+            "epsilon": 1.0,
+            "schedule": asdict(QUICK),
+            "chains": 2,
+            "bessel_point": "mode",
+            "noise_split": "components",
+        },
         # the paper's matrix, every chain at a tenth of the paper's length (VI runs unchanged)
-        "quick": {"n_rows": 1000, "n_cols": 1000, "n_components": 50, "epsilon": 1.0,
-                  "schedule": asdict(PAPER.scaled(0.1)), "chains": 2, "bessel_point": "mode",
-                  "noise_split": "components"},
-        "paper": {"n_rows": 1000, "n_cols": 1000, "n_components": 50, "epsilon": 1.0, "schedule": asdict(PAPER),
-                  "chains": 1, "bessel_point": "mode", "noise_split": "components"},
+        "quick": {
+            "n_rows": 1000,
+            "n_cols": 1000,
+            "n_components": 50,
+            "epsilon": 1.0,
+            "schedule": asdict(PAPER.scaled(0.1)),
+            "chains": 2,
+            "bessel_point": "mode",
+            "noise_split": "components",
+        },
+        "paper": {
+            "n_rows": 1000,
+            "n_cols": 1000,
+            "n_components": 50,
+            "epsilon": 1.0,
+            "schedule": asdict(PAPER),
+            "chains": 1,
+            "bessel_point": "mode",
+            "noise_split": "components",
+        },
     }
     group_keys = ("setting", "method")
     label_keys = ("setting",)
@@ -604,18 +841,30 @@ class Table1(Experiment):
         settings = self.settings(preset)
         chains = chains or settings["chains"]
         schedule = _schedule_from(settings["schedule"])
-        data = {"source": "table1", "n_rows": settings["n_rows"], "n_cols": settings["n_cols"],
-                "n_components": settings["n_components"], "epsilon": settings["epsilon"],
-                "seed": seed_for(seed, "data")}
+        data = {
+            "source": "table1",
+            "n_rows": settings["n_rows"],
+            "n_cols": settings["n_cols"],
+            "n_components": settings["n_components"],
+            "epsilon": settings["epsilon"],
+            "seed": seed_for(seed, "data"),
+        }
         tasks = []
         for group in GROUPS:
             for chain in range(chains):
-                params = {"labels": {"setting": group, "chain": chain}, "method": group, "data": data,
-                          "schedule": asdict(schedule), "sampler": sampler or "bessel",
-                          "bessel_point": settings["bessel_point"], "noise_split": settings["noise_split"],
-                          "n_components": settings["n_components"], "n_iter": _PLANNED[group](schedule),
-                          "chain_seed": seed_for(seed, "chain", group, chain),
-                          "diagnostics": {"cells": 20, "columns": 100}}
+                params = {
+                    "labels": {"setting": group, "chain": chain},
+                    "method": group,
+                    "data": data,
+                    "schedule": asdict(schedule),
+                    "sampler": sampler or "bessel",
+                    "bessel_point": settings["bessel_point"],
+                    "noise_split": settings["noise_split"],
+                    "n_components": settings["n_components"],
+                    "n_iter": _PLANNED[group](schedule),
+                    "chain_seed": seed_for(seed, "chain", group, chain),
+                    "diagnostics": {"cells": 20, "columns": 100},
+                }
                 tasks.append(Task(f"{group}--chain{chain}", params))
         return tasks
 
@@ -624,16 +873,28 @@ class Table1(Experiment):
         from lpviz.reproduce.grid import Task
 
         if iterations < 3:
-            raise ValueError(f"a table1 probe needs at least 3 iterations (the first carries one-off costs and "
-                             f"each chain saves a sample after two burn-ins), got {iterations}")
-        short = Schedule(naive_burn_in=iterations - 1, private_burn_ins=(iterations - 1, iterations - 2),
-                         vi_init_burn_ins=(iterations - 2, iterations - 1), samples=1, thin=1,
-                         naive_vi_iterations=(iterations - 1, iterations), max_vi_iterations=iterations,
-                         trace_every=1)
+            raise ValueError(
+                f"a table1 probe needs at least 3 iterations (the first carries one-off costs and "
+                f"each chain saves a sample after two burn-ins), got {iterations}"
+            )
+        short = Schedule(
+            naive_burn_in=iterations - 1,
+            private_burn_ins=(iterations - 1, iterations - 2),
+            vi_init_burn_ins=(iterations - 2, iterations - 1),
+            samples=1,
+            thin=1,
+            naive_vi_iterations=(iterations - 1, iterations),
+            max_vi_iterations=iterations,
+            trace_every=1,
+        )
         probes = []
         for task in self.tasks("paper", chains=1, seed=seed, sampler=sampler):
-            params = dict(task.params, schedule=asdict(short), n_iter=_PLANNED[task.params["method"]](short),
-                          labels={**task.params["labels"], "probe": True})
+            params = dict(
+                task.params,
+                schedule=asdict(short),
+                n_iter=_PLANNED[task.params["method"]](short),
+                labels={**task.params["labels"], "probe": True},
+            )
             probes.append(Task(f"probe-{task.id}", params))
         return probes
 
@@ -642,58 +903,97 @@ class Table1(Experiment):
 
         from lpviz.reproduce import report as rp
 
-        runs = [{**row, "chain": record["params"]["labels"]["chain"]} for record, _ in results
-                for row in record["rows"]]
+        runs = [
+            {**row, "chain": record["params"]["labels"]["chain"]} for record, _ in results for row in record["rows"]
+        ]
         summary = _summary(runs)
         by_row = {row["row"]: row for row in summary}
         traces = []
         for record, arrays in results:
             for i in range(arrays["trace_seconds"].size):
-                traces.append({"chain": record["params"]["labels"]["chain"],
-                               "trace": record["trace_runs"][arrays["trace_run"][i]],
-                               "kind": "vi" if arrays["trace_kind"][i] == _TRACE_KINDS["vi"] else "mcmc",
-                               "seconds": float(arrays["trace_seconds"][i]),
-                               "iteration": int(arrays["trace_iteration"][i]),
-                               "rate_mae": float(arrays["trace_rate_mae"][i])})
-        files = [rp.write_csv(out_dir / "table1.csv", summary), rp.write_csv(out_dir / "table1_runs.csv", runs),
-                 rp.write_csv(out_dir / "table1_traces.csv", traces)]
+                traces.append(
+                    {
+                        "chain": record["params"]["labels"]["chain"],
+                        "trace": record["trace_runs"][arrays["trace_run"][i]],
+                        "kind": "vi" if arrays["trace_kind"][i] == _TRACE_KINDS["vi"] else "mcmc",
+                        "seconds": float(arrays["trace_seconds"][i]),
+                        "iteration": int(arrays["trace_iteration"][i]),
+                        "rate_mae": float(arrays["trace_rate_mae"][i]),
+                    }
+                )
+        files = [
+            rp.write_csv(out_dir / "table1.csv", summary),
+            rp.write_csv(out_dir / "table1_runs.csv", runs),
+            rp.write_csv(out_dir / "table1_traces.csv", traces),
+        ]
         first_chain = pd.DataFrame([t for t in traces if t["chain"] == min(t["chain"] for t in traces)])
         title = "VI paper, Table 1: MAE against time (markers: the table's rows, mean over chains)"
         files.append(plot_table1(pd.DataFrame(summary), first_chain, out_dir / "table1.png"))
         files.append(_plot_table1_html(summary, first_chain, out_dir / "table1.html", title))
 
-        claims = [self._row_claim(by_row[key], first=i == 0)
-                  for i, key in enumerate(key for key in ROWS if key in by_row)]
+        claims = [
+            self._row_claim(by_row[key], first=i == 0) for i, key in enumerate(key for key in ROWS if key in by_row)
+        ]
         claims += self._order_claims(by_row)
         claims += self._timing_claims(by_row, rows, runs)
         schedule = settings["schedule"]
-        table = rp.markdown_table(summary, ["method", "iterations", "paper_mae", "mae", "mae_sd", "iterations_run",
-                                            "seconds", "paper_seconds", "chains"],
-                                  ["method", "paper's iterations", "paper MAE", "lpviz MAE", "sd", "lpviz iterations",
-                                   "lpviz s", "paper s (derived)", "chains"])
+        table = rp.markdown_table(
+            summary,
+            [
+                "method",
+                "iterations",
+                "paper_mae",
+                "mae",
+                "mae_sd",
+                "iterations_run",
+                "seconds",
+                "paper_seconds",
+                "chains",
+            ],
+            [
+                "method",
+                "paper's iterations",
+                "paper MAE",
+                "lpviz MAE",
+                "sd",
+                "lpviz iterations",
+                "lpviz s",
+                "paper s (derived)",
+                "chains",
+            ],
+        )
         sections = [
-            ("Table", "MAE of the posterior mean rates (VI: `E_q[mu]`) against the true rates over every cell "
-             "(`lpviz.metrics.score(...)['rate_mae']`), mean and sd over chains; lpviz s: wall-clock of the "
-             "iterations (a VI-started chain's includes its VI fit); paper s: its iterations x its stated 0.8 s "
-             "per MCMC and 2.8 s per VI iteration (it gives no times per row). Every chain's rows are in "
-             "`table1_runs.csv`, the MAE traces in `table1_traces.csv`.\n\n" + table),
-            ("Data", f"One {settings['n_rows']} x {settings['n_cols']} matrix, K = {settings['n_components']}: "
-             "theta and phi iid Gamma(shape 0.1, rate 1) (the prior the models fit with; the paper says only "
-             "\"a Gamma prior\"), Y ~ Poisson(theta phi), noised at eps/N = "
-             f"{settings['epsilon']:g} (a seeded simulation). Every chain sees the same noised matrix; chains "
-             "differ in their runs' seeds. MCMC posteriors average samples `thin` apart after burn-in (the "
-             f"paper: 10 samples 100 apart). Schedule: naive MCMC {schedule['naive_burn_in']} + "
-             f"{schedule['samples']}, private MCMC {tuple(schedule['private_burn_ins'])} + {schedule['samples']}, "
-             f"VI-started chains {tuple(schedule['vi_init_burn_ins'])} + {schedule['samples']}, thin "
-             f"{schedule['thin']}; naive VI {tuple(schedule['naive_vi_iterations'])} iterations; private VI to "
-             "convergence (relative ELBO change below lpviz.vi.DEFAULT_TOL). Private chains: the "
-             f"{results[0][0]['params']['sampler']} sampler; CAVI with "
-             f"q(m) at the Bessel {settings['bessel_point']} ({settings['noise_split']} split)."),
-            ("Two commands, one implementation", "`lpviz table1` and `lpviz reproduce table1` both run "
-             "`lpviz.reproduce.table1.run_table1`'s groups of rows. `lpviz table1` runs them in one process "
-             "with knobs for exploring (`--size`, `--components`, `--groups`, `--mcmc-scale`, `--noise_split`) "
-             "and prints the table; `lpviz reproduce table1` is the seeded grid of groups x chains on Dask "
-             "(resumable), with diagnostics, verdicts and this report."),
+            (
+                "Table",
+                "MAE of the posterior mean rates (VI: `E_q[mu]`) against the true rates over every cell "
+                "(`lpviz.metrics.score(...)['rate_mae']`), mean and sd over chains; lpviz s: wall-clock of the "
+                "iterations (a VI-started chain's includes its VI fit); paper s: its iterations x its stated 0.8 s "
+                "per MCMC and 2.8 s per VI iteration (it gives no times per row). Every chain's rows are in "
+                "`table1_runs.csv`, the MAE traces in `table1_traces.csv`.\n\n" + table,
+            ),
+            (
+                "Data",
+                f"One {settings['n_rows']} x {settings['n_cols']} matrix, K = {settings['n_components']}: "
+                "theta and phi iid Gamma(shape 0.1, rate 1) (the prior the models fit with; the paper says only "
+                '"a Gamma prior"), Y ~ Poisson(theta phi), noised at eps/N = '
+                f"{settings['epsilon']:g} (a seeded simulation). Every chain sees the same noised matrix; chains "
+                "differ in their runs' seeds. MCMC posteriors average samples `thin` apart after burn-in (the "
+                f"paper: 10 samples 100 apart). Schedule: naive MCMC {schedule['naive_burn_in']} + "
+                f"{schedule['samples']}, private MCMC {tuple(schedule['private_burn_ins'])} + {schedule['samples']}, "
+                f"VI-started chains {tuple(schedule['vi_init_burn_ins'])} + {schedule['samples']}, thin "
+                f"{schedule['thin']}; naive VI {tuple(schedule['naive_vi_iterations'])} iterations; private VI to "
+                "convergence (relative ELBO change below lpviz.vi.DEFAULT_TOL). Private chains: the "
+                f"{results[0][0]['params']['sampler']} sampler; CAVI with "
+                f"q(m) at the Bessel {settings['bessel_point']} ({settings['noise_split']} split).",
+            ),
+            (
+                "Two commands, one implementation",
+                "`lpviz table1` and `lpviz reproduce table1` both run "
+                "`lpviz.reproduce.table1.run_table1`'s groups of rows. `lpviz table1` runs them in one process "
+                "with knobs for exploring (`--size`, `--components`, `--groups`, `--mcmc-scale`, `--noise_split`) "
+                "and prints the table; `lpviz reproduce table1` is the seeded grid of groups x chains on Dask "
+                "(resumable), with diagnostics, verdicts and this report.",
+            ),
         ]
         return claims, sections, files
 
@@ -701,13 +1001,17 @@ class Table1(Experiment):
     def _row_claim(row, first):
         from lpviz.reproduce import report as rp
 
-        return rp.Claim(f"{row['method']}, {row['iterations']}: MAE {row['paper_mae']:.3f}",
-                        f"MAE {row['paper_mae']:.3f} ({row['iterations']} iterations)",
-                        f"MAE {row['mae']:.3f} (sd {row['mae_sd']:.3f} over {row['chains']} chain(s); "
-                        f"{row['iterations_run']} iterations)",
-                        rp.verdict_of([abs(row["mae"] - row["paper_mae"]) <= MAE_TOLERANCE]),
-                        f"this and every row's claim: |lpviz MAE - paper MAE| <= {MAE_TOLERANCE} (the paper's "
-                        "prior for theta and phi is unknown: the rows cannot match to the digit)" if first else "")
+        return rp.Claim(
+            f"{row['method']}, {row['iterations']}: MAE {row['paper_mae']:.3f}",
+            f"MAE {row['paper_mae']:.3f} ({row['iterations']} iterations)",
+            f"MAE {row['mae']:.3f} (sd {row['mae_sd']:.3f} over {row['chains']} chain(s); "
+            f"{row['iterations_run']} iterations)",
+            rp.verdict_of([abs(row["mae"] - row["paper_mae"]) <= MAE_TOLERANCE]),
+            f"this and every row's claim: |lpviz MAE - paper MAE| <= {MAE_TOLERANCE} (the paper's "
+            "prior for theta and phi is unknown: the rows cannot match to the digit)"
+            if first
+            else "",
+        )
 
     @staticmethod
     def _order_claims(by_row):
@@ -719,32 +1023,52 @@ class Table1(Experiment):
         claims = []
         naive, private = mae("naive-mcmc"), [mae("private-mcmc-3000"), mae("private-mcmc-2000")]
         if naive is not None and None not in private:
-            claims.append(rp.Claim("Private MCMC beats naive MCMC", "0.208 and 0.224 vs 0.396",
-                                   f"{private[0]:.3f} and {private[1]:.3f} vs {naive:.3f}",
-                                   rp.verdict_of([m < naive for m in private]),
-                                   "both private MCMC rows' MAE below naive MCMC's"))
+            claims.append(
+                rp.Claim(
+                    "Private MCMC beats naive MCMC",
+                    "0.208 and 0.224 vs 0.396",
+                    f"{private[0]:.3f} and {private[1]:.3f} vs {naive:.3f}",
+                    rp.verdict_of([m < naive for m in private]),
+                    "both private MCMC rows' MAE below naive MCMC's",
+                )
+            )
         naive_vi, private_vi = [mae("naive-vi-42"), mae("naive-vi-100")], mae("private-vi")
         if private_vi is not None and None not in naive_vi:
-            claims.append(rp.Claim("Private VI beats naive VI", "0.396 vs 0.492 and 0.465",
-                                   f"{private_vi:.3f} vs {naive_vi[0]:.3f} and {naive_vi[1]:.3f}",
-                                   rp.verdict_of([private_vi < m for m in naive_vi]),
-                                   "private VI's MAE below both naive VI rows'"))
+            claims.append(
+                rp.Claim(
+                    "Private VI beats naive VI",
+                    "0.396 vs 0.492 and 0.465",
+                    f"{private_vi:.3f} vs {naive_vi[0]:.3f} and {naive_vi[1]:.3f}",
+                    rp.verdict_of([private_vi < m for m in naive_vi]),
+                    "private VI's MAE below both naive VI rows'",
+                )
+            )
         if private_vi is not None and private[0] is not None:
-            claims.append(rp.Claim("Private MCMC is more accurate than private VI (the price of the mode and "
-                                   "mean field)", "0.208 vs 0.396", f"{private[0]:.3f} vs {private_vi:.3f}",
-                                   rp.verdict_of([private[0] < private_vi]),
-                                   "the longer private MCMC row's MAE below private VI's"))
+            claims.append(
+                rp.Claim(
+                    "Private MCMC is more accurate than private VI (the price of the mode and mean field)",
+                    "0.208 vs 0.396",
+                    f"{private[0]:.3f} vs {private_vi:.3f}",
+                    rp.verdict_of([private[0] < private_vi]),
+                    "the longer private MCMC row's MAE below private VI's",
+                )
+            )
         pairs = [("vi-init-1000", "private-mcmc-2000"), ("vi-init-2000", "private-mcmc-3000")]
         pairs = [(a, b) for a, b in pairs if a in by_row and b in by_row]
         if pairs:
-            claims.append(rp.Claim(
-                "Started from the VI fit, private MCMC reaches a random start's MAE with 1000 fewer iterations",
-                "0.223 (1000 + 1000) vs 0.224 (2000 + 1000); 0.208 (2000 + 1000) vs 0.208 (3000 + 1000)",
-                "; ".join(f"{mae(a):.3f} ({by_row[a]['iterations_run']}) vs {mae(b):.3f} "
-                          f"({by_row[b]['iterations_run']})" for a, b in pairs),
-                rp.verdict_of([mae(a) <= mae(b) + REACH_TOLERANCE for a, b in pairs]),
-                f"each VI-started row's MAE at most {REACH_TOLERANCE} above the random start's row with 1000 "
-                "(scaled with the preset) more burn-in iterations"))
+            claims.append(
+                rp.Claim(
+                    "Started from the VI fit, private MCMC reaches a random start's MAE with 1000 fewer iterations",
+                    "0.223 (1000 + 1000) vs 0.224 (2000 + 1000); 0.208 (2000 + 1000) vs 0.208 (3000 + 1000)",
+                    "; ".join(
+                        f"{mae(a):.3f} ({by_row[a]['iterations_run']}) vs {mae(b):.3f} ({by_row[b]['iterations_run']})"
+                        for a, b in pairs
+                    ),
+                    rp.verdict_of([mae(a) <= mae(b) + REACH_TOLERANCE for a, b in pairs]),
+                    f"each VI-started row's MAE at most {REACH_TOLERANCE} above the random start's row with 1000 "
+                    "(scaled with the preset) more burn-in iterations",
+                )
+            )
         return claims
 
     @staticmethod
@@ -760,33 +1084,45 @@ class Table1(Experiment):
         threads = sorted({row.get("kernel_threads") for row in task_rows if row.get("kernel_threads")})
         if vi is not None and mcmc is not None:
             naive_text = f", naive MCMC {naive:.3g} s" if naive is not None else ""
-            claims.append(rp.Claim(
-                "A VI iteration takes longer than an MCMC iteration (2.8 s vs 0.8 s, single-threaded)",
-                "private VI 2.8 s, private MCMC 0.8 s per iteration (VI/MCMC = 3.5)",
-                f"private VI {vi:.3g} s, private MCMC {mcmc:.3g} s{naive_text} per iteration (VI/MCMC = "
-                f"{vi / mcmc:.2g}; {', '.join(map(str, threads)) or '?'} kernel thread(s) per task, median over "
-                "chains, a shared machine)",
-                rp.verdict_of([vi > mcmc]), "lpviz's private VI iteration slower than its private MCMC iteration"))
+            claims.append(
+                rp.Claim(
+                    "A VI iteration takes longer than an MCMC iteration (2.8 s vs 0.8 s, single-threaded)",
+                    "private VI 2.8 s, private MCMC 0.8 s per iteration (VI/MCMC = 3.5)",
+                    f"private VI {vi:.3g} s, private MCMC {mcmc:.3g} s{naive_text} per iteration (VI/MCMC = "
+                    f"{vi / mcmc:.2g}; {', '.join(map(str, threads)) or '?'} kernel thread(s) per task, median over "
+                    "chains, a shared machine)",
+                    rp.verdict_of([vi > mcmc]),
+                    "lpviz's private VI iteration slower than its private MCMC iteration",
+                )
+            )
         row = by_row.get("private-vi")
         if row is not None:
             iterations = float(np.mean([run["iterations_run"] for run in runs if run["row"] == "private-vi"]))
             low, high = PAPER_VI_ITERATIONS / VI_ITERATIONS_FACTOR, PAPER_VI_ITERATIONS * VI_ITERATIONS_FACTOR
-            claims.append(rp.Claim("Private VI converges in 41-42 iterations", "41-42 iterations (ten trials)",
-                                   f"{iterations:.3g} iterations (mean over chains)",
-                                   rp.verdict_of([low <= iterations <= high]),
-                                   f"lpviz's private VI converges within a factor {VI_ITERATIONS_FACTOR:g} of 42 "
-                                   f"iterations ({low:g} to {high:g})"))
+            claims.append(
+                rp.Claim(
+                    "Private VI converges in 41-42 iterations",
+                    "41-42 iterations (ten trials)",
+                    f"{iterations:.3g} iterations (mean over chains)",
+                    rp.verdict_of([low <= iterations <= high]),
+                    f"lpviz's private VI converges within a factor {VI_ITERATIONS_FACTOR:g} of 42 "
+                    f"iterations ({low:g} to {high:g})",
+                )
+            )
             if mcmc is not None:
                 chain_seconds = mcmc * PAPER_MCMC_ITERATIONS
                 speedup = chain_seconds / row["seconds"]
-                claims.append(rp.Claim(
-                    "VI is 5-10x faster than MCMC end to end",
-                    f"VI 42 x 2.8 s = {42 * 2.8:.0f} s vs MCMC (4000 burn-in + 1000) x 0.8 s = "
-                    f"{PAPER_MCMC_ITERATIONS * 0.8:.0f} s per chain; on 32 cores 1 vs 5 minutes (16 vs 160 CPU "
-                    "minutes): \"a 5-10x speedup\"",
-                    f"private VI {row['seconds']:.3g} s vs private MCMC {PAPER_MCMC_ITERATIONS} x {mcmc:.3g} s = "
-                    f"{chain_seconds:.3g} s: {speedup:.2g}x",
-                    rp.verdict_of([speedup >= PAPER_SPEEDUP]),
-                    f"private MCMC's measured seconds per iteration x the paper's {PAPER_MCMC_ITERATIONS} "
-                    f"iterations at least {PAPER_SPEEDUP:g}x private VI's seconds to converge"))
+                claims.append(
+                    rp.Claim(
+                        "VI is 5-10x faster than MCMC end to end",
+                        f"VI 42 x 2.8 s = {42 * 2.8:.0f} s vs MCMC (4000 burn-in + 1000) x 0.8 s = "
+                        f"{PAPER_MCMC_ITERATIONS * 0.8:.0f} s per chain; on 32 cores 1 vs 5 minutes (16 vs 160 CPU "
+                        'minutes): "a 5-10x speedup"',
+                        f"private VI {row['seconds']:.3g} s vs private MCMC {PAPER_MCMC_ITERATIONS} x {mcmc:.3g} s = "
+                        f"{chain_seconds:.3g} s: {speedup:.2g}x",
+                        rp.verdict_of([speedup >= PAPER_SPEEDUP]),
+                        f"private MCMC's measured seconds per iteration x the paper's {PAPER_MCMC_ITERATIONS} "
+                        f"iterations at least {PAPER_SPEEDUP:g}x private VI's seconds to converge",
+                    )
+                )
         return claims
