@@ -213,7 +213,7 @@ class Chain:
         A name in :data:`lpviz.models.MODELS` (``"topics"``, ``"blocks"``).
         Default for a Release: the model for its kind.
     method : str or Method
-        A name in :data:`lpviz.methods.MODELS` (``"private"``, ``"naive"``,
+        A name in :data:`lpviz.methods.METHODS` (``"private"``, ``"naive"``,
         ``"nonprivate"``): how the noise is treated.
     n_components : int
         Topics K or communities C.
@@ -695,7 +695,7 @@ class Posterior:
         return self._mu_hat
 
     def save(self, path, release=None, *, overwrite=False):
-        """Write the fit as ``.npz`` in the fit schema (:data:`FIT_FORMAT`, README "File formats")::
+        """Write the fit as ``.npz`` in the fit schema (:data:`FIT_FORMAT`, docs/formats.md)::
 
             format              "lpviz-fit-1"
             model, method       str: registry names; method_label: its label with options

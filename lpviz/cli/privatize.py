@@ -2,7 +2,7 @@
 
 The result is a *release* (:class:`lpviz.release.Release`): an ``.npz`` with
 the noised counts and the noise level, so that ``lpviz fit --data RELEASE
---already-noised`` knows how it was noised (the schema is in the README and
+--already-noised`` knows how it was noised (the schema is in docs/formats.md and
 in :mod:`lpviz.release`). ``.csv`` output writes just the noised table (for
 other tools). The noise is exact (OpenDP, secure generator) unless
 ``--simulate`` asks for a seeded, replayable simulation.
