@@ -575,7 +575,7 @@ def test_real_network_follows_the_paper_rules(real_corpus):
 def test_real_matrices_reload_from_the_cache_without_reading_again(
     real_corpus, real_cache_dir, enron_tarball, monkeypatch
 ):
-    import lpviz.datasets.enron as enron
+    import lpviz.datasets.enron.parser as enron
 
     network = build_enron_network(enron_tarball, cache_dir=real_cache_dir)
     topics = build_enron_topics(enron_tarball, n_docs=2000, n_words=2000, cache_dir=real_cache_dir)

@@ -91,8 +91,8 @@ import scipy.sparse as sp
 
 from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, memory_limit
 
-from . import cache as _cache
-from ._types import CountData
+from .. import cache as _cache
+from .._types import CountData
 
 __all__ = [
     "Email",
