@@ -93,7 +93,7 @@ def _enron_topics(spec):
 
 
 def _synthetic_lda(spec):
-    from lpviz.reproduce.vips import lda_corpus
+    from lpviz.datasets.synthetic import lda_corpus
 
     return lda_corpus(
         spec["n_docs"],
