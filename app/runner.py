@@ -333,7 +333,8 @@ class ChainRunner(param.Parameterized):
     # ---- worker thread ----------------------------------------------------------------------
     def _work(self, generation, problem, carry, target, control):
         from lpviz import methods
-        from lpviz.engine import ChainStopped, run
+        from lpviz.driver import run
+        from lpviz.engine import ChainStopped
         from lpviz.metrics import score
 
         post = lambda kind, payload=None: self._queue.put((generation, kind, payload))  # noqa: E731
@@ -523,7 +524,7 @@ def warm_up_kernels():
     background thread when they open, so the first point streams at once.
     """
     from lpviz import methods, models
-    from lpviz.engine import run
+    from lpviz.driver import run
     from lpviz.release import Release, Truth
 
     with _KERNELS_LOCK:

@@ -8,7 +8,9 @@ every ``import`` statement, then lists the elementary cycles. Two graphs:
   to resolve while half the modules are initialised.
 - ``all``: the module-level imports plus the deferred ones inside functions. A deferred import
   that closes a loop is a cycle hidden from the interpreter, not removed: the two modules still
-  need each other.
+  need each other. One exception: a module-level ``__getattr__`` (PEP 562) that serves a name
+  which moved to another module (``lpviz.engine.run`` -> ``lpviz.driver.run``) is an alias for
+  old callers, not code the module runs for itself; its imports are not edges.
 
 ``from package import name`` points at ``package.name`` when that is a module, else at the
 package itself; the implicit import of a package's ``__init__`` on the way to a submodule is not
@@ -29,12 +31,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def module_files(roots: list[str]) -> dict[str, Path]:
-    """{dotted module name: file} for every .py file below the package roots."""
+def module_files(roots: list[str], base: Path = REPO) -> dict[str, Path]:
+    """{dotted module name: file} for every .py file below the package roots (folders in ``base``)."""
     modules = {}
     for root in roots:
-        for path in sorted((REPO / root).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
+        for path in sorted((base / root).rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             modules[".".join(parts)] = path
@@ -49,7 +51,9 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 def _imports(tree: ast.Module, deferred: bool) -> Iterator[ast.Import | ast.ImportFrom]:
     """The import statements of a module: top level only, or (deferred) also inside functions."""
-    pending: list[ast.AST] = list(tree.body)
+    pending: list[ast.AST] = [
+        node for node in tree.body if not (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
+    ]
     while pending:
         node = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -86,9 +90,9 @@ def _resolve(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, k
     return {t for t in targets if t}
 
 
-def import_graph(roots: list[str], deferred: bool) -> dict[str, set[str]]:
+def import_graph(roots: list[str], deferred: bool, base: Path = REPO) -> dict[str, set[str]]:
     """{module: the own modules it imports}."""
-    files = module_files(roots)
+    files = module_files(roots, base)
     known = set(files)
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
