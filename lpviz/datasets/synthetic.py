@@ -14,39 +14,14 @@ All three return :class:`~lpviz.datasets.SyntheticData` holding the true counts
 ``mu`` and factors, all drawn from one seeded generator.
 """
 
-import numbers
-
 import numpy as np
 
+from .._validate import check_int as _check_int
+from .._validate import check_positive as _check_positive
 from ..privacy import alpha_from, heterogeneous_alpha, privatize
 from ._types import SyntheticData
 
 __all__ = ["make_topics", "make_blocks", "lda_corpus"]
-
-
-def _check_count(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_positive(name, value):
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, numbers.Real)
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _check_size(n_rows, n_cols):
@@ -118,9 +93,9 @@ def make_topics(
         (n_docs,), ``mu``, ``factors={"theta": (D, K), "phi": (K, V)}`` and
         ``info["groups"]``: the dominant topic of each document.
     """
-    n_topics = _check_count("n_topics", n_topics, 1)
-    n_docs = _check_count("n_docs", n_docs, n_topics)
-    n_words = _check_count("n_words", n_words, n_topics)
+    n_topics = _check_int("n_topics", n_topics, 1)
+    n_docs = _check_int("n_docs", n_docs, n_topics)
+    n_words = _check_int("n_words", n_words, n_topics)
     doc_length = _check_positive("doc_length", doc_length)
     topic_purity = _check_positive("topic_purity", topic_purity)
     if topic_purity > 1:
@@ -219,8 +194,8 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
         ``mu``, ``factors={"theta": (V, C), "pi": (C, C)}``,
         ``info["N"]``, ``info["epsilon"]``.
     """
-    n_actors = _check_count("n_actors", n_actors, 2)
-    n_communities = _check_count("n_communities", n_communities, 1)
+    n_actors = _check_int("n_actors", n_actors, 2)
+    n_communities = _check_int("n_communities", n_communities, 1)
     epsilon = _check_positive("epsilon", epsilon)
     a0 = _check_positive("a0", a0)
     b0 = _check_positive("b0", b0)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from lpviz._validate import check_int as _check_int
 from lpviz.budget import check_memory, dense_bytes
 
 from .. import cache as _cache
 from .._types import CountData
 from .corpus import _fingerprint, read_corpus
 from .parser import PARSER_VERSION
-from .readers import MAX_MESSAGE_BYTES, _check_int
+from .readers import MAX_MESSAGE_BYTES
 from .tokens import TOKENIZATION
 
 

@@ -36,8 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
+from lpviz._validate import check_int as _check_int
 from lpviz.budget import MemoryBudgetError, format_bytes, memory_limit
 
 from .parser import MalformedEmail, parse_email
@@ -341,11 +340,3 @@ def read_emails(source, *, allow_partial=False, max_message_bytes=MAX_MESSAGE_BY
             yield message
 
     return emails(), report
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
