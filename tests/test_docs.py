@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # the reference pages each promise an entry for these objects (issue 24's list)
 REFERENCE = {
-    "api/engine": ["lpviz.engine.fit", "lpviz.engine.run", "lpviz.engine.Chain", "lpviz.engine.Posterior"],
+    "api/engine": ["lpviz.driver.fit", "lpviz.driver.run", "lpviz.engine.Chain", "lpviz.engine.Posterior"],
     "api/privacy": ["lpviz.privacy.privatize", "lpviz.privacy.alpha_from"],
     "api/release": ["lpviz.release.Release", "lpviz.release.Truth"],
     "api/metrics": ["lpviz.metrics.score", "lpviz.metrics.mae"],
@@ -70,8 +70,8 @@ def test_reference_pages_document_the_public_api(site):
 
 def test_sphinx_roles_in_docstrings_become_links(site):
     html = _page(site, "api/engine")
-    # run()'s docstring says :class:`ChainState` and :class:`Posterior`
-    assert 'href="#lpviz.engine.ChainState"' in html
+    # lpviz.driver's docstring says :class:`~lpviz.engine.Chain`; engine's says :class:`ChainState`
+    assert 'href="#lpviz.engine.Chain"' in html and 'href="#lpviz.engine.ChainState"' in html
     assert ":class:" not in html and ":func:" not in html
 
 
@@ -150,16 +150,16 @@ def test_a_docstring_naming_a_missing_object_is_a_build_warning(caplog):
     package = griffe.load("lpviz", search_paths=[ROOT], resolve_aliases=False)
     engine = package["engine"]
     engine.docstring = griffe.Docstring(
-        ":func:`run`, :class:`~lpviz.release.Release`, :func:`lpviz.fit`, :func:`numpy.mean`, "
+        ":class:`Chain`, :class:`~lpviz.release.Release`, :func:`lpviz.fit`, :func:`numpy.mean`, "
         ":func:`lpviz.engine.no_such_function`",
         parent=engine,
     )
     with caplog.at_level(logging.WARNING, logger=roles.logger.name):
         roles.SphinxRoles()._rewrite(package, engine, seen=set())
     text = engine.docstring.value
-    assert "[`run()`][lpviz.engine.run]" in text
+    assert "[`Chain`][lpviz.engine.Chain]" in text  # resolved in the module's scope
     assert "[`Release`][lpviz.release.Release]" in text
-    assert "[`lpviz.fit()`][lpviz.engine.fit]" in text  # the package's lazy attribute
+    assert f"[`lpviz.fit()`][{lpviz._ATTRIBUTES['fit']}.fit]" in text  # the package's lazy attribute
     assert "`numpy.mean()`" in text and "[`numpy.mean()`]" not in text  # outside lpviz: plain code
     assert "`lpviz.engine.no_such_function()`" in text
     assert [r.getMessage() for r in caplog.records] == [

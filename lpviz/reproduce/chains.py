@@ -18,7 +18,7 @@ among them), so a task gives the same numbers wherever it runs. Its pieces:
     ``{"rule": "random cells", "fraction": f, "seed": s}``
     (:func:`lpviz.datasets.holdout_mask`).
 ``method``, ``method_options``, ``model``, ``n_components``, ``n_iter``, ``burn_in``, ``thin``, ``chain_seed``
-    The chain (:func:`lpviz.engine.run`).
+    The chain (:func:`lpviz.run`).
 ``diagnostics``
     ``{"cells": n, "cells_seed": int, "columns": n}``: what the convergence
     diagnostics trace (:func:`lpviz.diagnostics.chain_summary`).
