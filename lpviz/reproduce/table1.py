@@ -98,7 +98,30 @@ ROWS = {
     "private-mcmc-2000": ("private-mcmc", "private MCMC", "2000 burn-in + 1000", 0.224, 3000 * _MCMC),
     "naive-vi-42": ("naive-vi", "naive VI", "42", 0.492, 42 * _VI),
     "naive-vi-100": ("naive-vi", "naive VI", "100", 0.465, 100 * _VI),
-    "private-vi": ("private-vi", "private VI", "42 (converged)", 0.396, PAPER_VI_ITERATIONS * _VI),
+    "private-vi": (
+        "private-vi",
+        "private VI (the paper's variant)",
+        "42 (converged)",
+        0.396,
+        PAPER_VI_ITERATIONS * _VI,
+    ),
+    # lpviz's default CAVI (variant="arithmetic", lpviz.vi) beside the paper's: the paper's number is its private VI's
+    "private-vi-default": (
+        "lpviz-vi",
+        "private VI (lpviz default: arithmetic)",
+        "to convergence",
+        0.396,
+        PAPER_VI_ITERATIONS * _VI,
+    ),
+    # the paper's section 5: its private VI fitted with an overestimate of the noise (here: twice the noise
+    # scale N / eps) "can produce improved results"; the paper's number is its private VI's, to beat
+    "private-vi-overestimated": (
+        "lpviz-vi",
+        "private VI (the paper's variant), noise overestimated 2x",
+        "to convergence",
+        0.396,
+        PAPER_VI_ITERATIONS * _VI,
+    ),
     "vi-init-1000": (
         "vi-init",
         "private MCMC, VI init",
@@ -203,14 +226,19 @@ class _Context:
         return self._private_vi
 
 
-def _row(key, mae, seconds, iterations_run, **extra):
+def _row(key, scores, seconds, iterations_run, **extra):
+    """One table row from the :func:`lpviz.metrics.score` of its fit: the MAE against the true rates,
+    beside its baselines and the fit's mass ratio and health flags."""
+    from lpviz.reproduce.report import health_fields
+
     group, method, iterations, paper_mae, paper_seconds = ROWS[key]
     return {
         "row": key,
         "method": method,
         "iterations": iterations,
         "paper_mae": paper_mae,
-        "mae": mae,
+        "mae": scores["rate_mae"],
+        **health_fields(scores, "rate_mae"),
         "paper_seconds": paper_seconds,
         "seconds": seconds,
         "iterations_run": iterations_run,
@@ -252,9 +280,9 @@ def _mcmc(context, chain, keys_by_burn_in, trace_name, start_seconds=0.0):
     context.posteriors[trace_name] = posteriors[max(keys_by_burn_in)]
     rows = []
     for burn_in, key in keys_by_burn_in.items():
-        mae = score(posteriors[burn_in], context.release, context.truth)["rate_mae"]
-        rows.append(_row(key, mae, ends[burn_in], burn_in + schedule.samples))
-        context.say(f"{key}: MAE {mae:.3f}, {ends[burn_in]:.1f} s")
+        scores = score(posteriors[burn_in], context.release, context.truth)
+        rows.append(_row(key, scores, ends[burn_in], burn_in + schedule.samples))
+        context.say(f"{key}: MAE {scores['rate_mae']:.3f}, {ends[burn_in]:.1f} s")
     return rows
 
 
@@ -298,9 +326,9 @@ def _naive_vi(context):
         context.log_iteration("naive VI", state)
         context.trace("naive VI", elapsed, state.iteration, context.rate_mae(state.mu), "vi")
         if state.iteration in checkpoints:
-            mae = score(vi_run.posterior, context.release, context.truth)["rate_mae"]
-            rows.append(_row(checkpoints[state.iteration], mae, elapsed, state.iteration, elbo=state.elbo))
-            context.say(f"{checkpoints[state.iteration]}: MAE {mae:.3f}, {elapsed:.1f} s")
+            scores = score(vi_run.posterior, context.release, context.truth)
+            rows.append(_row(checkpoints[state.iteration], scores, elapsed, state.iteration, elbo=state.elbo))
+            context.say(f"{checkpoints[state.iteration]}: MAE {scores['rate_mae']:.3f}, {elapsed:.1f} s")
     return rows
 
 
@@ -308,10 +336,58 @@ def _private_vi(context):
     from lpviz.metrics import score
 
     vi_run, elapsed = context.private_vi()
-    mae = score(vi_run.posterior, context.release, context.truth)["rate_mae"]
+    scores = score(vi_run.posterior, context.release, context.truth)
     return [
-        _row("private-vi", mae, elapsed, vi_run.fit.iteration, elbo=vi_run.fit.elbo, converged=vi_run.fit.converged)
+        _row("private-vi", scores, elapsed, vi_run.fit.iteration, elbo=vi_run.fit.elbo, converged=vi_run.fit.converged)
     ]
+
+
+# The overestimated noise of the paper's section 5 experiment: this many times the true noise scale N / eps
+NOISE_OVERESTIMATE = 2.0
+
+
+def _lpviz_vi(context):
+    """lpviz's default private CAVI (variant="arithmetic") and the paper's variant fitted with the noise
+    overestimated :data:`NOISE_OVERESTIMATE` times (alpha = exp(-eps / (N x that))), each to
+    convergence on the same data; both scored against the release the analyst holds."""
+    from dataclasses import replace
+
+    from lpviz.methods import create as create_method
+    from lpviz.metrics import score
+    from lpviz.vi import variational_run
+
+    overestimated = replace(context.release, alpha=np.asarray(context.release.alpha) ** (1.0 / NOISE_OVERESTIMATE))
+    runs = (
+        ("private-vi-default", "private VI, lpviz default", context.release, "private"),
+        (
+            "private-vi-overestimated",
+            "private VI, noise overestimated",
+            overestimated,
+            create_method(
+                "private", variant="paper", bessel_point=context.bessel_point, noise_split=context.noise_split
+            ),
+        ),
+    )
+    rows = []
+    for key, name, data, method in runs:
+        vi_run = variational_run(
+            data,
+            method=method,
+            n_components=context.K,
+            n_iter=context.schedule.max_vi_iterations,
+            random_state=context.seed("lpviz-vi"),
+        )
+        elapsed = 0.0
+        for state in vi_run:
+            elapsed += state.seconds
+            context.log_iteration(name, state)
+            context.trace(name, elapsed, state.iteration, context.rate_mae(state.mu), "vi")
+        scores = score(vi_run.posterior, context.release, context.truth)
+        context.say(f"{key}: MAE {scores['rate_mae']:.3f}, {elapsed:.1f} s")
+        rows.append(
+            _row(key, scores, elapsed, vi_run.fit.iteration, elbo=vi_run.fit.elbo, converged=vi_run.fit.converged)
+        )
+    return rows
 
 
 def _vi_init(context):
@@ -339,6 +415,7 @@ _RUNNERS = {
     "private-mcmc": _private_mcmc,
     "naive-vi": _naive_vi,
     "private-vi": _private_vi,
+    "lpviz-vi": _lpviz_vi,
     "vi-init": _vi_init,
 }
 
@@ -355,6 +432,7 @@ def _warm_up(sampler, bessel_point, noise_split):
     VariationalFit(release, method="naive", n_components=2, random_state=0).step(2)
     private = create_method("private", bessel_point=bessel_point, noise_split=noise_split)
     VariationalFit(release, method=private, n_components=2, random_state=0).step(2)
+    VariationalFit(release, method="private", n_components=2, random_state=0).step(2)
 
 
 def _run_groups(
@@ -545,6 +623,9 @@ def plot_table1(table, traces, path):
 # matrix was drawn from (module docstring), so the rows cannot match to the digit; 0.05 is a quarter of
 # the table's smallest MAE and still tells its levels apart (about 0.21, 0.40 and 0.47).
 MAE_TOLERANCE = 0.05
+# The paper's private VI number, and how far below the best constant's MAE a number must be to show learning
+PAPER_PRIVATE_VI_MAE = 0.396
+CONSTANT_MARGIN = 0.01
 # A chain started from VI "reaches" the random start's MAE when at most this much above it
 REACH_TOLERANCE = 0.01
 # Private VI's iterations to converge count as the paper's 41-42 within this factor
@@ -562,6 +643,7 @@ _PLANNED = {
     "private-mcmc": lambda s: max(s.private_burn_ins) + s.samples,
     "naive-vi": lambda s: max(s.naive_vi_iterations),
     "private-vi": lambda s: min(s.max_vi_iterations, PAPER_VI_ITERATIONS),
+    "lpviz-vi": lambda s: 2 * s.max_vi_iterations,
     "vi-init": lambda s: min(s.max_vi_iterations, PAPER_VI_ITERATIONS) + max(s.vi_init_burn_ins) + s.samples,
 }
 # The MCMC run of a group whose chain the convergence diagnostics read
@@ -701,6 +783,14 @@ def _summary(runs):
             continue
         maes = np.array([run["mae"] for run in members], dtype=float)
         seconds = np.array([run["seconds"] for run in members], dtype=float)
+
+        def mean_of(field, members=members):
+            values = [run.get(field) for run in members]
+            values = [v for v in values if v is not None and np.isfinite(v)]
+            return float(np.mean(values)) if values else None
+
+        # a flag of any chain flags the row: one collapsed chain is enough to distrust its mean
+        flags = [run.get("flags") for run in members]
         out.append(
             {
                 "row": key,
@@ -710,6 +800,10 @@ def _summary(runs):
                 "mae": float(maes.mean()),
                 "mae_sd": float(maes.std(ddof=1)) if maes.size > 1 else 0.0,
                 "mae_minus_paper": float(maes.mean() - paper_mae),
+                "mass_ratio": mean_of("mass_ratio"),
+                "flags": None if None in flags else ", ".join(sorted({w for f in flags for w in f.split(", ") if w})),
+                "best_constant_mae": mean_of("best_constant_mae"),
+                "independence_mae": mean_of("independence_mae"),
                 "paper_seconds": paper_seconds,
                 "seconds": float(seconds.mean()),
                 "iterations_run": members[0]["iterations_run"],
@@ -945,6 +1039,10 @@ class Table1(Experiment):
                 "paper_mae",
                 "mae",
                 "mae_sd",
+                "best_constant_mae",
+                "independence_mae",
+                "mass_ratio",
+                "flags",
                 "iterations_run",
                 "seconds",
                 "paper_seconds",
@@ -956,6 +1054,10 @@ class Table1(Experiment):
                 "paper MAE",
                 "lpviz MAE",
                 "sd",
+                "best constant",
+                "independence",
+                "mass ratio",
+                "health",
                 "lpviz iterations",
                 "lpviz s",
                 "paper s (derived)",
@@ -966,7 +1068,10 @@ class Table1(Experiment):
             (
                 "Table",
                 "MAE of the posterior mean rates (VI: `E_q[mu]`) against the true rates over every cell "
-                "(`lpviz.metrics.score(...)['rate_mae']`), mean and sd over chains; lpviz s: wall-clock of the "
+                "(`lpviz.metrics.score(...)['rate_mae']`), mean and sd over chains, beside its baselines (the MAE "
+                "of the best constant rate and of the row x column means fit, both estimated from the release "
+                "alone) and the fit's health (mass ratio: the fitted rates' total over the noised counts' total; "
+                "flags: collapsed, non-finite, not mixed; lpviz.metrics.score); lpviz s: wall-clock of the "
                 "iterations (a VI-started chain's includes its VI fit); paper s: its iterations x its stated 0.8 s "
                 "per MCMC and 2.8 s per VI iteration (it gives no times per row). Every chain's rows are in "
                 "`table1_runs.csv`, the MAE traces in `table1_traces.csv`.\n\n" + table,
@@ -1001,14 +1106,35 @@ class Table1(Experiment):
     def _row_claim(row, first):
         from lpviz.reproduce import report as rp
 
+        health = (
+            f"; mass ratio {row['mass_ratio']:.3f}, {row['flags'] or 'healthy'}; best constant "
+            f"{row['best_constant_mae']:.3f}, independence fit {row['independence_mae']:.3f}"
+            if row.get("best_constant_mae") is not None and row.get("mass_ratio") is not None
+            else ""
+        )
+        if row["row"] == "private-vi-default":
+            verdict, problems = rp.trusted_verdict([row["mae"] < row["paper_mae"]], {"lpviz default": row})
+            return rp.Claim(
+                "lpviz's default private VI (arithmetic): healthy, and beats the paper's private VI and the baselines",
+                f"private VI MAE {row['paper_mae']:.3f} (the paper's variant)",
+                f"MAE {row['mae']:.3f} (sd {row['mae_sd']:.3f} over {row['chains']} chain(s); "
+                f"{row['iterations_run']} iterations){health}" + (f" [{'; '.join(problems)}]" if problems else ""),
+                verdict,
+                "lpviz's default private VI below the paper's private VI MAE, healthy and below both baselines",
+            )
+        verdict, problems = rp.trusted_verdict(
+            [abs(row["mae"] - row["paper_mae"]) <= MAE_TOLERANCE], {row["method"]: row}
+        )
         return rp.Claim(
             f"{row['method']}, {row['iterations']}: MAE {row['paper_mae']:.3f}",
             f"MAE {row['paper_mae']:.3f} ({row['iterations']} iterations)",
             f"MAE {row['mae']:.3f} (sd {row['mae_sd']:.3f} over {row['chains']} chain(s); "
-            f"{row['iterations_run']} iterations)",
-            rp.verdict_of([abs(row["mae"] - row["paper_mae"]) <= MAE_TOLERANCE]),
+            f"{row['iterations_run']} iterations){health}" + (f" [{'; '.join(problems)}]" if problems else ""),
+            verdict,
             f"this and every row's claim: |lpviz MAE - paper MAE| <= {MAE_TOLERANCE} (the paper's "
-            "prior for theta and phi is unknown: the rows cannot match to the digit)"
+            "prior for theta and phi is unknown: the rows cannot match to the digit), and the fit healthy "
+            "(lpviz.metrics.score's health: not collapsed, finite, mixed) with an MAE below both baselines "
+            "(the best constant and the independence fit, estimated from the release)"
             if first
             else "",
         )
@@ -1020,53 +1146,128 @@ class Table1(Experiment):
         def mae(key):
             return by_row[key]["mae"] if key in by_row else None
 
+        def gated(checks, winners, text):
+            verdict, problems = rp.trusted_verdict(checks, {by_row[k]["method"]: by_row[k] for k in winners})
+            return verdict, text + (f" [{'; '.join(problems)}]" if problems else "")
+
         claims = []
         naive, private = mae("naive-mcmc"), [mae("private-mcmc-3000"), mae("private-mcmc-2000")]
         if naive is not None and None not in private:
+            verdict, text = gated(
+                [m < naive for m in private],
+                ["private-mcmc-3000", "private-mcmc-2000"],
+                f"{private[0]:.3f} and {private[1]:.3f} vs {naive:.3f}",
+            )
             claims.append(
                 rp.Claim(
                     "Private MCMC beats naive MCMC",
                     "0.208 and 0.224 vs 0.396",
-                    f"{private[0]:.3f} and {private[1]:.3f} vs {naive:.3f}",
-                    rp.verdict_of([m < naive for m in private]),
-                    "both private MCMC rows' MAE below naive MCMC's",
+                    text,
+                    verdict,
+                    "both private MCMC rows' MAE below naive MCMC's, each private row healthy and below both baselines",
                 )
             )
-        naive_vi, private_vi = [mae("naive-vi-42"), mae("naive-vi-100")], mae("private-vi")
-        if private_vi is not None and None not in naive_vi:
-            claims.append(
-                rp.Claim(
-                    "Private VI beats naive VI",
-                    "0.396 vs 0.492 and 0.465",
+        naive_vi = [mae("naive-vi-42"), mae("naive-vi-100")]
+        for key, who in (("private-vi", "Private VI"), ("private-vi-default", "Private VI (lpviz default)")):
+            private_vi = mae(key)
+            if private_vi is not None and None not in naive_vi:
+                verdict, text = gated(
+                    [private_vi < m for m in naive_vi],
+                    [key],
                     f"{private_vi:.3f} vs {naive_vi[0]:.3f} and {naive_vi[1]:.3f}",
-                    rp.verdict_of([private_vi < m for m in naive_vi]),
-                    "private VI's MAE below both naive VI rows'",
                 )
-            )
+                claims.append(
+                    rp.Claim(
+                        f"{who} beats naive VI",
+                        "0.396 vs 0.492 and 0.465",
+                        text,
+                        verdict,
+                        "the private VI row's MAE below both naive VI rows', healthy and below both baselines",
+                    )
+                )
+        private_vi = mae("private-vi")
         if private_vi is not None and private[0] is not None:
+            verdict, text = gated(
+                [private[0] < private_vi], ["private-mcmc-3000"], f"{private[0]:.3f} vs {private_vi:.3f}"
+            )
             claims.append(
                 rp.Claim(
                     "Private MCMC is more accurate than private VI (the price of the mode and mean field)",
                     "0.208 vs 0.396",
-                    f"{private[0]:.3f} vs {private_vi:.3f}",
-                    rp.verdict_of([private[0] < private_vi]),
-                    "the longer private MCMC row's MAE below private VI's",
+                    text,
+                    verdict,
+                    "the longer private MCMC row's MAE below private VI's, healthy and below both baselines",
                 )
             )
+        claims += Table1._which_vi_claims(by_row)
         pairs = [("vi-init-1000", "private-mcmc-2000"), ("vi-init-2000", "private-mcmc-3000")]
         pairs = [(a, b) for a, b in pairs if a in by_row and b in by_row]
         if pairs:
+            verdict, text = gated(
+                [mae(a) <= mae(b) + REACH_TOLERANCE for a, b in pairs],
+                [a for a, _ in pairs],
+                "; ".join(
+                    f"{mae(a):.3f} ({by_row[a]['iterations_run']}) vs {mae(b):.3f} ({by_row[b]['iterations_run']})"
+                    for a, b in pairs
+                ),
+            )
             claims.append(
                 rp.Claim(
                     "Started from the VI fit, private MCMC reaches a random start's MAE with 1000 fewer iterations",
                     "0.223 (1000 + 1000) vs 0.224 (2000 + 1000); 0.208 (2000 + 1000) vs 0.208 (3000 + 1000)",
-                    "; ".join(
-                        f"{mae(a):.3f} ({by_row[a]['iterations_run']}) vs {mae(b):.3f} ({by_row[b]['iterations_run']})"
-                        for a, b in pairs
-                    ),
-                    rp.verdict_of([mae(a) <= mae(b) + REACH_TOLERANCE for a, b in pairs]),
+                    text,
+                    verdict,
                     f"each VI-started row's MAE at most {REACH_TOLERANCE} above the random start's row with 1000 "
-                    "(scaled with the preset) more burn-in iterations",
+                    "(scaled with the preset) more burn-in iterations, each VI-started row healthy and below "
+                    "both baselines",
+                )
+            )
+        return claims
+
+    @staticmethod
+    def _which_vi_claims(by_row):
+        """Which private VI gives the paper's 0.396, that 0.396 is the best constant's MAE here, and the
+        paper's overestimated-noise experiment."""
+        from lpviz.reproduce import report as rp
+
+        claims = []
+        paper_vi = PAPER_PRIVATE_VI_MAE
+        reference = by_row.get("private-vi") or by_row.get("private-vi-default")
+        if reference is not None and reference.get("best_constant_mae") is not None:
+            constant = reference["best_constant_mae"]
+            rows = [by_row[k] for k in ("private-vi", "private-vi-default") if k in by_row]
+            closest = min(rows, key=lambda row: abs(row["mae"] - paper_vi))
+            measured = "; ".join(
+                f"{row['method']}: {row['mae']:.3f} ({row['mae'] - paper_vi:+.3f} from 0.396; mass ratio "
+                f"{row['mass_ratio']:.3f}, {row['flags'] or 'healthy'})"
+                for row in rows
+            )
+            claims.append(
+                rp.Claim(
+                    "The paper's private VI (0.396) learns more than a constant rate",
+                    "private VI MAE 0.396",
+                    f"the best constant rate (the median rate, estimated from the release alone) scores {constant:.3f} "
+                    f"on this generator: 0.396 is {paper_vi - constant:+.3f} from it. Closest to 0.396: "
+                    f"{closest['method']}. {measured}",
+                    rp.verdict_of([paper_vi < constant - CONSTANT_MARGIN]),
+                    f"the paper's 0.396 at least {CONSTANT_MARGIN} below the best constant's MAE on lpviz's Table 1 "
+                    "data (the generator reproduces the paper's naive rows)",
+                )
+            )
+        over, plain = by_row.get("private-vi-overestimated"), by_row.get("private-vi")
+        if over is not None and plain is not None:
+            verdict, problems = rp.trusted_verdict([over["mae"] < plain["mae"]], {over["method"]: over})
+            claims.append(
+                rp.Claim(
+                    "Fitting private VI with an overestimate of the noise improves it (the paper's section 5)",
+                    '"if we perform inference with an overestimate of the private noise, we can produce much better '
+                    'topics than the naive method" (Enron; no number)',
+                    f"noise scale x{NOISE_OVERESTIMATE:g}: MAE {over['mae']:.3f} (mass ratio {over['mass_ratio']:.3f}, "
+                    f"{over['flags'] or 'healthy'}) vs {plain['mae']:.3f} at the true noise"
+                    + (f" [{'; '.join(problems)}]" if problems else ""),
+                    verdict,
+                    f"the paper's variant fitted at {NOISE_OVERESTIMATE:g}x the noise scale below its MAE at the true "
+                    "noise, healthy and below both baselines (on the Table 1 data, not Enron)",
                 )
             )
         return claims
