@@ -192,6 +192,9 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
     assert set(summary["methods"]) == {"private", "naive", "nonprivate"}
     for scores in summary["methods"].values():
         assert scores["mae"] > 0 and scores["samples"] == 6  # burn-in 40 // 6 = 6: saved 11, 16, ..., 36
+        # every MAE beside its baselines, and the fit's health, in summary.json (lpviz.metrics.score's)
+        assert scores["baselines"]["best_constant_mae"] > 0 and scores["baselines"]["independence_mae"] > 0
+        assert isinstance(scores["health"]["flags"], list) and scores["health"]["mass_ratio"] > 0
     saved = np.load(out / "private.npz")
     assert saved["mu_hat"].shape == (90, 15) and saved["log_joint"].shape == (40,)
     assert saved["best_phi"].shape == (3, 15) and saved["best_theta"].shape == (90, 3)

@@ -853,7 +853,15 @@ def test_table1_quick_library_and_cli(tmp_path, capsys):
     private_vi = table.set_index("row").loc["private-vi"]
     assert vi_init["seconds"] > private_vi["seconds"]  # the chain's time includes its VI fit
     traces = table.attrs["traces"]
-    assert set(traces["trace"]) == {"naive MCMC", "private MCMC", "naive VI", "private VI", "private MCMC, VI init"}
+    assert set(traces["trace"]) == {
+        "naive MCMC",
+        "private MCMC",
+        "naive VI",
+        "private VI",
+        "private VI, lpviz default",
+        "private VI, noise overestimated",
+        "private MCMC, VI init",
+    }
 
     output = tmp_path / "t1"
     assert main(["table1", "--quick", "--groups", "naive-vi", "--output", str(output), "--quiet"]) == 0

@@ -650,6 +650,11 @@ _PLANNED = {
 _CHAIN_OF_GROUP = {"naive-mcmc": "naive MCMC", "private-mcmc": "private MCMC", "vi-init": "private MCMC, VI init"}
 
 
+def _number(value):
+    """A ratio for a claim's text: three decimals, or "-" when it was not measured."""
+    return "-" if value is None or not np.isfinite(value) else f"{value:.3f}"
+
+
 def _schedule_from(spec):
     """A :class:`Schedule` from its JSON form (lists for tuples)."""
     return Schedule(**{key: tuple(value) if isinstance(value, list) else value for key, value in spec.items()})
@@ -1107,9 +1112,9 @@ class Table1(Experiment):
         from lpviz.reproduce import report as rp
 
         health = (
-            f"; mass ratio {row['mass_ratio']:.3f}, {row['flags'] or 'healthy'}; best constant "
+            f"; mass ratio {_number(row.get('mass_ratio'))}, {row['flags'] or 'healthy'}; best constant "
             f"{row['best_constant_mae']:.3f}, independence fit {row['independence_mae']:.3f}"
-            if row.get("best_constant_mae") is not None and row.get("mass_ratio") is not None
+            if row.get("best_constant_mae") is not None and row.get("independence_mae") is not None
             else ""
         )
         if row["row"] == "private-vi-default":
@@ -1239,7 +1244,7 @@ class Table1(Experiment):
             closest = min(rows, key=lambda row: abs(row["mae"] - paper_vi))
             measured = "; ".join(
                 f"{row['method']}: {row['mae']:.3f} ({row['mae'] - paper_vi:+.3f} from 0.396; mass ratio "
-                f"{row['mass_ratio']:.3f}, {row['flags'] or 'healthy'})"
+                f"{_number(row['mass_ratio'])}, {row['flags'] or 'healthy'})"
                 for row in rows
             )
             claims.append(
@@ -1262,7 +1267,8 @@ class Table1(Experiment):
                     "Fitting private VI with an overestimate of the noise improves it (the paper's section 5)",
                     '"if we perform inference with an overestimate of the private noise, we can produce much better '
                     'topics than the naive method" (Enron; no number)',
-                    f"noise scale x{NOISE_OVERESTIMATE:g}: MAE {over['mae']:.3f} (mass ratio {over['mass_ratio']:.3f}, "
+                    f"noise scale x{NOISE_OVERESTIMATE:g}: MAE {over['mae']:.3f} "
+                    f"(mass ratio {_number(over['mass_ratio'])}, "
                     f"{over['flags'] or 'healthy'}) vs {plain['mae']:.3f} at the true noise"
                     + (f" [{'; '.join(problems)}]" if problems else ""),
                     verdict,
