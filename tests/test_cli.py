@@ -233,7 +233,9 @@ def test_fit_noises_true_counts_here_and_prints_a_table(counts_file, capsys):
     assert "noise: 12 x 8 documents, epsilon=1, N=1, alpha=0.3679; simulation" in out
     lines = out.splitlines()
     # the columns that apply: no held-out cells, no true rates for a counts file
-    assert lines[2].split() == ["method", "MAE", "NPMI", "best", "log", "joint", "log", "marginal", "seconds"]
+    assert lines[2].split() == [
+        "method", "MAE", "const", "indep", "NPMI", "best", "log", "joint", "log", "marginal", "mass", "ratio", "health", "seconds"
+    ]
     assert [line.split()[0] for line in lines[3:6]] == ["private", "naive", "nonprivate"]
 
 
