@@ -611,12 +611,16 @@ def release_baselines(release, truth, observed=None, heldout=None):
 
 
 def component_health(model, factors):
-    """``(dead, duplicate, n_components)``: how many of the fit's components carry almost none of its mass
+    """``(dead, duplicate, n_components)`` (all None for a model without ``low_rank``): how many
+    of the fit's components carry almost none of its mass
     (share below :data:`DEAD_SHARE` / K), and how many live ones have a near copy (Jensen-Shannon
     distance of their profiles below :data:`DUPLICATE_JS_DISTANCE`). The components are the
     columns of the model's ``low_rank`` factors (``mu = left @ right.T``), a component's
     profile its column of ``right`` normalised (a topic's words, a block's members)."""
-    left, right = model.low_rank(factors)
+    try:
+        left, right = model.low_rank(factors)
+    except NotImplementedError:  # a model whose rates are no low-rank product has no components to judge
+        return None, None, None
     left, right = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
     mass = left.sum(axis=0) * right.sum(axis=0)
     n_components = mass.size

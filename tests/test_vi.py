@@ -467,8 +467,11 @@ def test_variant_options_and_their_errors():
     # the paper's own options select the paper's variant
     assert lpviz.methods.create("private", bessel_point="mean").settings["variant"] == "paper"
     assert lpviz.methods.create("private", noise_split="delta").settings["variant"] == "paper"
-    with pytest.raises(ValueError, match="variant='paper'"):
-        lpviz.methods.create("private", variant="geometric", bessel_point="mode")
+    with pytest.raises(ValueError, match="bessel_point='mean' is an option of the VI paper's Bessel route"):
+        lpviz.methods.create("private", variant="geometric", bessel_point="mean")
+    # forms that pass every option with its default (the app's) keep the variant they give
+    every = lpviz.methods.create("private", variant="arithmetic", bessel_point="mode", noise_split="components")
+    assert every.settings["variant"] == "arithmetic"
     with pytest.raises(ValueError, match="variant must be one of 'arithmetic', 'geometric', 'paper'"):
         lpviz.methods.create("private", variant="exact")
     with pytest.raises(ValueError, match="variant sets a variational fit"):

@@ -626,14 +626,17 @@ class Private(Method):
     }
 
     def __init__(self, **options):
+        # giving an option of the paper's variant without a variant selects it; with another variant
+        # only their defaults are accepted (forms that pass every option, e.g. the app's, give those)
         paper_options = [key for key in ("bessel_point", "noise_split") if options.get(key) is not None]
         if paper_options and options.get("variant") is None:
             options = dict(options, variant="paper")
         super().__init__(**options)
-        if paper_options and self.settings["variant"] != "paper":
+        changed = [key for key in paper_options if self.settings[key] != self.options[key][0]]
+        if changed and self.settings["variant"] != "paper":
             raise ValueError(
-                f"{paper_options[0]} is an option of the VI paper's Bessel route (variant='paper'), "
-                f"not of variant={self.settings['variant']!r}; drop it or set variant='paper'"
+                f"{changed[0]}={self.settings[changed[0]]!r} is an option of the VI paper's Bessel route "
+                f"(variant='paper'), not of variant={self.settings['variant']!r}; drop it or set variant='paper'"
             )
 
     def prepare(self, counts, alpha, excluded):
