@@ -422,7 +422,8 @@ def test_collapsed_fit_cannot_reproduce_a_claim():
     gets REPRODUCED (both directions)."""
     import lpviz
     from lpviz.reproduce import report as rp
-    from lpviz.reproduce.table1 import ROWS, Table1, _row
+    from lpviz.reproduce.table1 import ROWS, Table1
+    from lpviz.reproduce.table1_runs import _row
 
     release, truth = _table1_release()
     collapsed = lpviz.fit(release, method="private", variant="paper", n_components=8, inference="vi", random_state=0)
