@@ -192,6 +192,9 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
     assert set(summary["methods"]) == {"private", "naive", "nonprivate"}
     for scores in summary["methods"].values():
         assert scores["mae"] > 0 and scores["samples"] == 6  # burn-in 40 // 6 = 6: saved 11, 16, ..., 36
+        # every MAE beside its baselines, and the fit's health, in summary.json (lpviz.metrics.score's)
+        assert scores["baselines"]["best_constant_mae"] > 0 and scores["baselines"]["independence_mae"] > 0
+        assert isinstance(scores["health"]["flags"], list) and scores["health"]["mass_ratio"] > 0
     saved = np.load(out / "private.npz")
     assert saved["mu_hat"].shape == (90, 15) and saved["log_joint"].shape == (40,)
     assert saved["best_phi"].shape == (3, 15) and saved["best_theta"].shape == (90, 3)
@@ -230,7 +233,10 @@ def test_fit_noises_true_counts_here_and_prints_a_table(counts_file, capsys):
     assert "noise: 12 x 8 documents, epsilon=1, N=1, alpha=0.3679; simulation" in out
     lines = out.splitlines()
     # the columns that apply: no held-out cells, no true rates for a counts file
-    assert lines[2].split() == ["method", "MAE", "NPMI", "best", "log", "joint", "log", "marginal", "seconds"]
+    assert lines[2].split() == [
+        *("method", "MAE", "const", "indep", "NPMI", "best", "log", "joint", "log", "marginal"),
+        *("mass", "ratio", "health", "seconds"),
+    ]
     assert [line.split()[0] for line in lines[3:6]] == ["private", "naive", "nonprivate"]
 
 

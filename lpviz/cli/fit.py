@@ -29,16 +29,38 @@ from . import CLIError
 from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
 
 # Columns of the printed table: (score key, header, format).
+# every MAE beside its baselines (lpviz.metrics.score's "baselines": the best constant and the
+# independence fit of the same release), then the fit's health
 TABLE_COLUMNS = [
     ("mae", "MAE", "{:.4g}"),
+    ("best_constant_mae", "const", "{:.4g}"),
+    ("independence_mae", "indep", "{:.4g}"),
     ("heldout_mae", "held-out MAE", "{:.4g}"),
+    ("best_constant_heldout_mae", "const", "{:.4g}"),
+    ("independence_heldout_mae", "indep", "{:.4g}"),
     ("rate_mae", "MAE vs rates", "{:.4g}"),
+    ("best_constant_rate_mae", "const", "{:.4g}"),
+    ("independence_rate_mae", "indep", "{:.4g}"),
     ("npmi", "NPMI", "{:.3f}"),
     ("best_log_joint", "best log joint", "{:.6g}"),
     ("log_marginal", "log marginal", "{:.6g}"),
     ("elbo", "ELBO", "{:.6g}"),
+    ("mass_ratio", "mass ratio", "{:.3f}"),
+    ("health", "health", "{}"),
     ("seconds", "seconds", "{:.1f}"),
 ]
+
+
+def table_row(result):
+    """A score() dict flattened for :func:`score_table`: its baselines beside its MAEs, its mass
+    ratio, and its health in words ("ok", or its flags)."""
+    row = {key: value for key, value in result.items() if key not in ("health", "baselines")}
+    row.update({key: value for key, value in (result.get("baselines") or {}).items() if key.endswith("mae")})
+    health = result.get("health")
+    if health is not None:
+        row["mass_ratio"] = health["mass_ratio"]
+        row["health"] = ", ".join(health["flags"]) or "ok"
+    return row
 
 
 def method_options():
@@ -256,7 +278,8 @@ def format_table(rows, columns):
 
 
 def score_table(rows):
-    """The table of the columns that have a value in some row."""
+    """The table of the columns that have a value in some row (rows: score() dicts with a "method")."""
+    rows = [table_row(row) for row in rows]
     columns = [("method", "method", "{}")] + [
         c for c in TABLE_COLUMNS if any(row.get(c[0]) is not None for row in rows)
     ]
@@ -612,6 +635,16 @@ def _print_summary(summary, names, release):
         )
     else:
         print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
+    print(
+        "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
+        "estimated from the release alone (lpviz.metrics.score's baselines)"
+    )
+    for name in names:
+        for i, result in enumerate(summary.get("chains", {}).get(name) or [summary["methods"][name]]):
+            health = result.get("health") or {}
+            if health.get("flags"):
+                chain = f" #{i + 1}" if "chains" in summary else ""
+                print(f"{name}{chain}: {', '.join(health['flags'])}: {'; '.join(health['reasons'])}")
     if summary["inference"] == "vi":
         for name in names:
             result = summary["methods"][name]

@@ -53,6 +53,7 @@ from lpviz.collapsed import (
 from lpviz.methods.base import Method, Prepared
 from lpviz.models._kernels import binomial, ordered_sum, row_sum
 from lpviz.models._variational import (
+    collapsed_vi_chunk,
     digamma_plus_one,
     geo_plus_one,
     lgamma_digamma_plus_one,
@@ -606,13 +607,37 @@ class Private(Method):
     options = {
         "sampler": ("collapsed", "bessel"),
         "sparse_step": ("auto", "off"),
+        "variant": ("arithmetic", "geometric", "paper"),
         "bessel_point": ("mode", "mean"),
         "noise_split": ("components", "delta"),
     }
     inferences = ("mcmc", "vi")
-    # CAVI only: bessel_point: q(m), a point mass at the Bessel mode (the VI paper's) or mean;
-    # noise_split: how E[y+] is split between noise and true count (see _vi_private_chunk)
-    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi", "noise_split": "vi"}
+    # CAVI only: variant: q(y) the exact collapsed conditional at the factors' arithmetic means
+    # (the default) or geometric means (exact mean-field CAVI), or the VI paper's Bessel route
+    # (lpviz.vi explains all three); the paper's own options: bessel_point: q(m), a point mass at
+    # the Bessel mode (the VI paper's) or mean; noise_split: how E[y+] is split between noise and
+    # true count (see _vi_private_chunk). Giving either of those two selects variant="paper".
+    option_inference = {
+        "sampler": "mcmc",
+        "sparse_step": "mcmc",
+        "variant": "vi",
+        "bessel_point": "vi",
+        "noise_split": "vi",
+    }
+
+    def __init__(self, **options):
+        # giving an option of the paper's variant without a variant selects it; with another variant
+        # only their defaults are accepted (forms that pass every option, e.g. the app's, give those)
+        paper_options = [key for key in ("bessel_point", "noise_split") if options.get(key) is not None]
+        if paper_options and options.get("variant") is None:
+            options = dict(options, variant="paper")
+        super().__init__(**options)
+        changed = [key for key in paper_options if self.settings[key] != self.options[key][0]]
+        if changed and self.settings["variant"] != "paper":
+            raise ValueError(
+                f"{changed[0]}={self.settings[changed[0]]!r} is an option of the VI paper's Bessel route "
+                f"(variant='paper'), not of variant={self.settings['variant']!r}; drop it or set variant='paper'"
+            )
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -762,6 +787,8 @@ class Private(Method):
 
     # -- variational inference (CAVI, lpviz.vi) ----------------------------------------
     def vi_start(self, prepared, model, q, work):
+        if self.settings["variant"] != "paper":  # no noise rates: q(y) is the collapsed conditional
+            return {"y_expected": None}
         alpha = prepared.alpha[:, None]
         shape = prepared.counts.shape
         # q(lambda+-) starts at the prior mean alpha / (1 - alpha) = alpha (E[g] + 1)
@@ -774,6 +801,8 @@ class Private(Method):
         }
 
     def vi_sweep(self, prepared, latent, model, q, stats, work):
+        if self.settings["variant"] != "paper":
+            return vi_collapsed_sweep(prepared, latent, model, q, stats, work, self.settings["variant"])
         Y = prepared.counts
         n_rows, n_cols = Y.shape
         data = (Y, prepared.alpha, *prepared.excluded)
@@ -804,10 +833,33 @@ class Private(Method):
         return ordered_sum(row_terms)
 
     def vi_warm_start(self, prepared, latent, vi_latent):
-        if "lambda_plus" in latent:  # the Bessel sampler: noise rates at their q means alpha (E[g] + 1)
+        # the Bessel sampler from the paper's variant: noise rates at their q means alpha (E[g] + 1)
+        if "lambda_plus" in latent and "g_plus" in vi_latent:
             alpha = prepared.alpha[:, None]
             latent["lambda_plus"][...] = alpha * (vi_latent["g_plus"] + 1.0)
             latent["lambda_minus"][...] = alpha * (vi_latent["g_minus"] + 1.0)
+
+
+def vi_collapsed_sweep(prepared, latent, model, q, stats, work, weights):
+    """The collapsed local step (:func:`lpviz.models._variational.collapsed_vi_chunk`) over every
+    row block at the model's plug-in rates (``weights``: "arithmetic" or "geometric", see
+    :mod:`lpviz.vi`), then the model's expected allocation with the same weights; returns the
+    cells' ELBO terms."""
+    Y = prepared.counts
+    n_rows, n_cols = Y.shape
+    data = (Y, prepared.alpha, *prepared.excluded)
+    row_terms = np.zeros(n_rows)
+    pieces = []
+    for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
+        bounds = _shift(chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel), start // ROWS_PER_STREAM)
+        rates = model.vi_rates(q, start, stop, weights)
+        y_block = np.empty_like(rates)
+        run_chunks(collapsed_vi_chunk, bounds, work.stop, data, (rates, start, work.stop), (y_block, row_terms))
+        pieces.append(positive_csr_float(y_block))
+    counts = _concatenate_csr(pieces)
+    model.vi_allocate(q, counts, stats, work, weights)
+    latent["y_expected"] = counts
+    return ordered_sum(row_terms)
 
 
 def _gather_block(block, position, cells):

@@ -28,7 +28,7 @@ from lpviz.models._kernels import (
     multinomial,
     ordered_sum,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
 from lpviz.models.base import Model
 
 UNIT_SWEEP = 0
@@ -544,22 +544,35 @@ class BlockModel(Model):
         )
         return mean_mu, var_mu, weight_mu
 
+    def vi_rates(self, q, start, stop, weights):
+        theta, pi = q
+        theta_w = weights_of(theta, weights)
+        rates = (theta_w[start:stop] @ weights_of(pi, weights)) @ theta_w.T
+        rates[np.arange(stop - start), np.arange(start, stop)] = 0.0  # no self loops
+        return rates
+
     def vi_new_stats(self, q, work):
         theta, _ = q
         n, C = theta.mean.shape
-        return (np.zeros((n, C)), np.zeros((len(work.bounds), n, C)))
+        return {"sums": (np.zeros((n, C)), np.zeros((len(work.bounds), n, C))), "weights": "geometric"}
 
-    def vi_allocate(self, q, counts, stats, work):
+    def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         theta, pi = q
+        stats["weights"] = weights
         row_log = np.zeros(theta.n_rows)
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, pi.geo), stats, row_log, work.stop)
+        factors = (weights_of(theta, weights), weights_of(pi, weights))
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
         theta, pi = q
-        row_sums, column_parts = stats
-        n_theta = theta.geo * (row_sums @ pi.geo.T) + theta.geo * column_parts.sum(axis=0)
-        n_cd = pi.geo * (theta.geo.T @ row_sums)
+        row_sums, column_parts = stats["sums"]
+        theta_w, pi_w = weights_of(theta, stats["weights"]), weights_of(pi, stats["weights"])
+        n_theta = theta_w * (row_sums @ pi_w.T) + theta_w * column_parts.sum(axis=0)
+        n_cd = pi_w * (theta_w.T @ row_sums)
+        gap = 0.0
+        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
+            gap = allocation_gap(theta, n_theta) + allocation_gap(pi, n_cd)
         old_elog = (theta.elog.copy(), pi.elog.copy())
         prior = (self.a0, self.b0)
         theta_elbo = _vi_update_theta(
@@ -572,4 +585,4 @@ class BlockModel(Model):
         observed_rate = ordered_sum((weights * pi.mean).ravel())
         # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log pi]
         moved = float(np.sum(n_theta * (theta.elog - old_elog[0]))) + float(np.sum(n_cd * (pi.elog - old_elog[1])))
-        return moved - observed_rate + theta_elbo + pi_elbo
+        return moved - gap - observed_rate + theta_elbo + pi_elbo

@@ -30,7 +30,7 @@ from lpviz.models._kernels import (
     ordered_sum,
     products,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
 from lpviz.models.base import Model
 
 # Units: each phase of an iteration draws from its own streams.
@@ -449,22 +449,34 @@ class TopicModel(Model):
         )
         return mean_mu, var_mu, weight_mu
 
+    def vi_rates(self, q, start, stop, weights):
+        theta, phiT = q
+        return weights_of(theta, weights)[start:stop] @ weights_of(phiT, weights).T
+
     def vi_new_stats(self, q, work):
         theta, phiT = q
         K = self.n_components
-        return (np.zeros((theta.n_rows, K)), np.zeros((len(work.bounds), phiT.n_rows, K)))
+        return {
+            "sums": (np.zeros((theta.n_rows, K)), np.zeros((len(work.bounds), phiT.n_rows, K))),
+            "weights": "geometric",
+        }
 
-    def vi_allocate(self, q, counts, stats, work):
+    def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         theta, phiT = q
+        stats["weights"] = weights
         row_log = np.zeros(theta.n_rows)
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, phiT.geo), stats, row_log, work.stop)
+        factors = (weights_of(theta, weights), weights_of(phiT, weights))
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
         theta, phiT = q
-        row_sums, column_parts = stats
-        n_dk = theta.geo * row_sums
-        n_vk = phiT.geo * column_parts.sum(axis=0)
+        row_sums, column_parts = stats["sums"]
+        n_dk = weights_of(theta, stats["weights"]) * row_sums
+        n_vk = weights_of(phiT, stats["weights"]) * column_parts.sum(axis=0)
+        gap = 0.0
+        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
+            gap = allocation_gap(theta, n_dk) + allocation_gap(phiT, n_vk)
         old_elog = (theta.elog.copy(), phiT.elog.copy())
         prior = (self.a0, self.b0)
         theta_elbo, phi_elbo = np.zeros(theta.n_rows), np.zeros(phiT.n_rows)
@@ -491,4 +503,4 @@ class TopicModel(Model):
         )
         # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log phi]
         moved = float(np.sum(n_dk * (theta.elog - old_elog[0]))) + float(np.sum(n_vk * (phiT.elog - old_elog[1])))
-        return moved - observed_rate + ordered_sum(theta_elbo) + ordered_sum(phi_elbo)
+        return moved - gap - observed_rate + ordered_sum(theta_elbo) + ordered_sum(phi_elbo)
