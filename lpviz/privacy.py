@@ -66,6 +66,13 @@ _CELLS_PER_BLOCK = 1 << 22
 _EXACT_CELLS_PER_CALL = 1 << 18
 # Counts must leave head room for noise in int64.
 _MAX_COUNT = 2**62
+# The noise levels that noise something, whether given as alpha or as epsilon/N: below
+# NEGLIGIBLE_ALPHA (epsilon/N > 27.6) a cell is noised with probability < 2e-12 (the release is the
+# true counts in all but name: refused unless allow_no_noise); above MAX_ALPHA (epsilon/N < 1e-12)
+# the noise's scale passes 1e12 (nothing can be learnt: always refused).
+NEGLIGIBLE_ALPHA = 1e-12
+MIN_RATIO = 1e-12
+MAX_ALPHA = float(np.exp(-MIN_RATIO))
 
 
 # ---------------------------------------------------------------------------
@@ -112,7 +119,39 @@ def _check_alpha(alpha):
     if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a >= 1):
         raise ValueError(
             "alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N); "
-            f"0 would be no noise, 1 infinite noise), got {alpha!r}"
+            f"0 would be no noise, 1 infinite noise), got {_shown_values(alpha)}"
+        )
+    if np.any(a > MAX_ALPHA):
+        raise ValueError(
+            f"alpha = {float(np.max(a))!r} is within 1e-12 of 1 (epsilon/N = {-np.log(np.max(a)):.3g}, below "
+            f"{MIN_RATIO:g}): the noise would be practically infinite (scale {-1 / np.log(np.max(a)):.3g}) and "
+            f"nothing could be learnt from the release; use alpha at most {MAX_ALPHA!r} (epsilon/N of at "
+            f"least {MIN_RATIO:g})"
+        )
+    return a
+
+
+def _shown_values(values):
+    """A value or array for a message: at most a few numbers."""
+    array = np.asarray(values)
+    if array.size <= 4:
+        return repr(values) if array.ndim == 0 else repr(array.tolist())
+    return f"{array.size:,} values from {np.nanmin(array):g} to {np.nanmax(array):g}"
+
+
+def check_noise_level(alpha, *, allow_no_noise=False, allow="pass allow_no_noise=True"):
+    """Refuse a noise level that noises nothing: alpha in (0, 1) within the open interval
+    (NEGLIGIBLE_ALPHA, MAX_ALPHA], the same rule whether alpha was given or came from epsilon/N.
+
+    ``allow`` says how the caller lets a negligible noise level through (the
+    CLI: ``"add --allow-no-noise"``).
+    """
+    a = _check_alpha(alpha)
+    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
+        raise ValueError(
+            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
+            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
+            f"epsilon (or larger N), or {allow} if that is really meant"
         )
     return a
 
@@ -138,16 +177,17 @@ def alpha_from(epsilon, N=1):
     eps = _check_epsilon(epsilon)
     ratio = eps / _check_N(N)
     alpha = np.exp(-ratio)
+    if np.any(ratio < MIN_RATIO):
+        raise ValueError(
+            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1 (within "
+            f"1e-12): practically infinite noise, nothing could be learnt from the release; use epsilon/N of "
+            f"at least {MIN_RATIO:g}"
+        )
     if np.any(alpha == 0.0):
         raise ValueError(
             f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
             "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
             "(below about 28 any noise is already rare)"
-        )
-    if np.any(alpha == 1.0):
-        raise ValueError(
-            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
-            "infinite noise, nothing could be released; use epsilon/N of at least 1e-12"
         )
     return _as_scalar_or_array(alpha)
 
@@ -207,7 +247,8 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
         raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
     rng = np.random.default_rng(random_state)
     draws = rng.beta(concentration * a0, concentration * (1.0 - a0), size=int(n_rows))
-    return np.clip(draws, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg)
+    # within the levels that noise something (check_noise_level): a Beta draw can round to 0 or 1
+    return np.clip(draws, NEGLIGIBLE_ALPHA, MAX_ALPHA)
 
 
 # ---------------------------------------------------------------------------
@@ -347,11 +388,6 @@ def _geometric_noise_exact(out, alpha):
             flat[batch] = np.asarray(noised, dtype=np.int64).reshape(batch.size, -1)
 
 
-# Below this alpha (epsilon/N > 27.6) a cell is noised with probability < 2e-12:
-# such a release is the true counts in all but name.
-NEGLIGIBLE_ALPHA = 1e-12
-
-
 def privatize(
     Y,
     epsilon=None,
@@ -424,12 +460,7 @@ def privatize(
     if counts.ndim != 2:
         raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
     a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
-    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
-        raise ValueError(
-            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
-            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
-            "epsilon (or larger N), or pass allow_no_noise=True if that is really meant"
-        )
+    check_noise_level(a, allow_no_noise=allow_no_noise)
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
         raise TypeError(f"exact must be True, False or None, got {exact!r}")
     if exact and random_state is not None:

@@ -190,7 +190,15 @@ def test_npz_member_declaring_1e12_squared_in_236_bytes(tmp_path, monkeypatch):
     path = hostile_files.npy_header_only_npz(tmp_path / "liar.npz", (10**12, 10**12))
     no_parsing(monkeypatch)
     assert re.search(
-        r"liar.npz: loading its arrays \(the counts are 1,000,000,000,000 x 1,000,000,000,000", refused(path)
+        r"liar.npz: member 'Y' declares 1,000,000,000,000 x 1,000,000,000,000 cells, more than any machine holds",
+        refused(path, error=ValueError),
+    )
+    # within what machines hold, the header is checked against the sizes the zip directory records
+    path = hostile_files.npy_header_only_npz(tmp_path / "liar.npz", (10**5, 10**5))
+    assert re.search(
+        r"liar.npz: member 'Y''s header declares 100,000 x 100,000 float64 \(74.5 GiB\) but the zip directory "
+        r"says it holds 0 bytes: the archive is damaged or forged",
+        refused(path, error=ValueError),
     )
 
 
