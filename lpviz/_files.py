@@ -218,8 +218,11 @@ def _temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def atomic_write(path, write):
+def atomic_write(path, write, *, by_name=False):
     """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place.
+
+    With ``by_name``, ``write(temporary_path)`` writes the file itself (for
+    writers that take a file name, like netCDF's).
 
     The temporary file is opened like any other (so the result gets the
     user's usual permissions), synced, and renamed over ``path`` with
@@ -243,10 +246,13 @@ def atomic_write(path, write):
         raise error
     temporary = _temporary_name(path)
     try:
-        with open(temporary, "xb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        if by_name:
+            write(temporary)
+        else:
+            with open(temporary, "xb") as handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException as error:
         with contextlib.suppress(OSError):  # a read-only or vanished folder must not hide the cause
@@ -381,14 +387,25 @@ class Terminated(BaseException):
     """SIGTERM arrived: unwinds like Ctrl-C, so every temporary is removed on the way out."""
 
 
+@contextlib.contextmanager
 def raise_on_sigterm():
-    """Turn SIGTERM into :class:`Terminated` in the main thread (for the CLI)."""
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (the CLI's runs), so
+    ``finally`` and ``except BaseException`` clean-ups run; the previous handler comes back after."""
     import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
     def handler(signum, frame):
         raise Terminated("terminated (SIGTERM)")
 
-    signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,10 +458,11 @@ class Archive:
     :meth:`require` checks what reading some members will cost (plus any
     ``extra`` bytes the caller will make of them) before any is read, and
     :meth:`read` reads one, checking the bytes handed out so far against the
-    budget first. Use it as a context manager.
+    budget first. ``not_zip`` replaces the explanation given for a file that
+    is not a zip archive at all. Use it as a context manager.
     """
 
-    def __init__(self, path, *, what="archive", fix=NPZ_FIX, limit=None):
+    def __init__(self, path, *, what="archive", fix=NPZ_FIX, limit=None, not_zip=None):
         self.path = Path(path)
         self.name = shown(path)
         self.what = what
@@ -458,7 +476,7 @@ class Archive:
             if head == _MAGIC:
                 raise self.error(f"a single .npy array, not an .npz {what}; {fix}")
             if not head.startswith(b"PK"):
-                raise self.error(f"not an .npz {what} (an .npz is a zip file; this one is not); {fix}")
+                raise self.error(f"not an .npz {what} ({not_zip or 'an .npz is a zip file; this one is not'}); {fix}")
             self._check_directory(handle)
             handle.seek(0)
             self._zip = zipfile.ZipFile(handle)

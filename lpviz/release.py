@@ -274,7 +274,8 @@ class Release:
         """
         from lpviz._files import open_archive
 
-        with open_archive(path, what="release", fix=RELEASE_FIX, limit=limit) as archive:
+        not_zip = "a .csv from `lpviz privatize` is a plain table without its noise level"
+        with open_archive(path, what="release", fix=RELEASE_FIX, limit=limit, not_zip=not_zip) as archive:
             return cls._from_archive(archive)
 
     @classmethod
@@ -365,7 +366,7 @@ class Release:
             raise ValueError(f"{name}: not a valid release: {error}") from None
 
 
-RELEASE_FIX = "a release is written by `lpviz privatize` (or Release.save)"
+RELEASE_FIX = "a release is written by `lpviz privatize IN OUT.npz` (or Release.save)"
 _CELL_MEMBERS = ("heldout", "structural_zeros")
 _LABEL_MEMBERS = ("row_labels", "col_labels")
 _LABEL_OVERHEAD = 80  # bytes of a Python str object beyond its characters, and its place in a tuple
