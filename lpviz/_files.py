@@ -300,8 +300,11 @@ def atomic_folder(path, *, replace_files=False):
         _move_into_place(temporary, path, replace_files)
     except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
-        if isinstance(error, OSError) and not is_one_line(error):
-            raise clear_os_error(error, path, "write") from None
+        if isinstance(error, OSError):  # named after the folder the user gave, not the temporary one
+            text = str(error) if is_one_line(error) else describe_os_error(error, path, "write")
+            clear = type(error)(text.replace(str(temporary), str(path)))
+            clear.errno = error.errno
+            raise clear from None
         raise
     shutil.rmtree(temporary, ignore_errors=True)
 

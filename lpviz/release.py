@@ -360,8 +360,9 @@ class Release:
             noise_seed=seed,
             name=archive.read_text("name") if "name" in archive else "",
         )
+        counts = archive.read("Y_obs")
         try:
-            return cls(Y_obs=archive.read("Y_obs"), **fields)
+            return cls(Y_obs=counts, **fields)
         except (TypeError, ValueError) as error:
             raise ValueError(f"{name}: not a valid release: {error}") from None
 

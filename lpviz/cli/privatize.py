@@ -163,6 +163,7 @@ def run(args):
     from ..datasets import load_data
     from ..datasets.loaders import KINDS
 
+    check_path_text(args.input)
     output = Path(args.output)
     if output.suffix.lower() not in (".npz", ".csv"):
         raise CLIError(f"OUTPUT {output} must end in .npz (a release for `lpviz fit`) or .csv (a table)")

@@ -600,7 +600,7 @@ def _sep_name(sep):
     return {None: "whitespace", ",": "comma", "\t": "tab"}.get(sep, repr(sep))
 
 
-def _check_count_values(values, path, describe_position):
+def _check_count_values(values, path, describe_position, hint=None):
     """Counts must be finite, non-negative, whole and below MAX_COUNT: else name where and how to fix.
 
     Checked a chunk at a time, so the only large allocation is the int64
@@ -619,7 +619,8 @@ def _check_count_values(values, path, describe_position):
         if bad.any():
             offset = int(np.flatnonzero(bad)[0])
             index = np.unravel_index(start + offset, values.shape)
-            raise ValueError(f"{path}, {describe_position(index)}: {_count_problem(chunk[offset])}")
+            extra = hint(index) if hint is not None else ""
+            raise ValueError(f"{path}, {describe_position(index)}: {_count_problem(chunk[offset])}{extra}")
     return values.astype(np.int64, copy=False)
 
 
@@ -697,7 +698,10 @@ def _load_edges(path, header):
         )
     if n_fields == 3:
         counts = _check_count_values(
-            table[2].to_numpy(), path, lambda index: position(index[0]) + (hint if index[0] == 0 else "")
+            table[2].to_numpy(),
+            path,
+            lambda index: position(index[0]),
+            hint=lambda index: hint if index[0] == 0 else "",
         )
     else:
         counts = np.ones(n_lines, dtype=np.int64)
