@@ -29,6 +29,7 @@ factor of the references.
 import argparse
 import gzip
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -448,7 +449,7 @@ def io_cases(folder):
             lambda: f"OUTPUT afterwards: {'still the link' if link.is_symlink() else 'replaced by a file'}",
         )
 
-    for label, first in (("nan", "a,b,nan"), ("hex", "a,b,0x10")):
+    for label, first in (("nan", "x,y,nan"), ("hex", "x,y,0x10")):
 
         @case(f"edges-first-{label}", f"edge list whose first line is '{first}', then 'a,c,1', 'b,c,2'")
         def _(first=first, label=label):
@@ -519,7 +520,8 @@ def _edges(path):
     if not path.exists():
         return "no file"
     with np.load(path) as archive:
-        return f"{archive['Y_obs'].shape[0]} actors"
+        n = archive["Y_obs"].shape[0]
+        return f"{n} actors" + (" (x and y went with line 1)" if n == 3 else "")
 
 
 def _members(path, key):
@@ -567,6 +569,85 @@ def hostile_io(args):
         print(f"| {name} | {what} | {outcome} | {result['code']} | {peak} | {left} |", flush=True)
 
 
+def _memory_of(pid):
+    """(VmRSS, VmHWM) of a process, in MiB."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                values[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
+def served_upload(args):
+    """Upload a release bomb to a served dashboard (``python -m app.serve``) through Debian's chromium,
+    as a user would, and print the server's memory before and after and what the session shows; then
+    check that a second session still opens."""
+    import urllib.request
+
+    import hostile_files
+    from playwright.sync_api import sync_playwright
+
+    from app.settings import SOURCES
+
+    src = Path(args.src or REPO)
+    folder = Path(tempfile.mkdtemp(prefix="lpviz-served-upload-"))
+    bomb = hostile_files.release_bomb(folder / "bomb.npz", shape=(args.bomb_side, args.bomb_side))
+    port = 5800 + os.getpid() % 100
+    limit = os.environ.get("LPVIZ_MEMORY_LIMIT", "600M")
+    env = {**os.environ, "LPVIZ_MEMORY_LIMIT": limit, "PYTHONPATH": str(src)}
+    log = open(folder / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.serve", "--port", str(port)], cwd=src, env=env, stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}/app"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(url, timeout=5)
+                break
+            except OSError:
+                time.sleep(0.5)
+        label = SOURCES["upload"].label
+        print(
+            f"lpviz from {src}; LPVIZ_MEMORY_LIMIT={limit}; bomb {bomb.name}: {bomb.stat().st_size:,} bytes, "
+            f"Y_obs {args.bomb_side:,} x {args.bomb_side:,} int64"
+        )
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_context().new_page()
+            page.set_default_timeout(300_000)
+            page.goto(url)
+            page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
+            page.get_by_text("Noise changed").first.wait_for()
+            time.sleep(3)
+            before = _memory_of(server.pid)
+            print(f"server before the upload: RSS {before[0]:.0f} MiB (peak so far {before[1]:.0f} MiB)")
+            page.locator(f"select:has(option:text-is('{label}'))").first.select_option(label=label)
+            start = time.perf_counter()
+            page.locator("input[type=file]").set_input_files(str(bomb))
+            page.get_by_text(re.compile(r"bomb\.npz")).first.wait_for()
+            seconds = time.perf_counter() - start
+            time.sleep(2)
+            message = page.get_by_text(re.compile(r"bomb\.npz")).first.inner_text()
+            after = _memory_of(server.pid)
+            print(f"the session shows after {seconds:.1f} s: {' '.join(message.split())[:400]}")
+            print(
+                f"server after the upload: RSS {after[0]:.0f} MiB, peak {after[1]:.0f} MiB "
+                f"(+{after[1] - before[0]:.0f} MiB over the RSS before)"
+            )
+            other = browser.new_context().new_page()
+            other.set_default_timeout(300_000)
+            other.goto(url)
+            other.get_by_text("Noise changed").first.wait_for()
+            print(f"a second session opens and draws its first view: yes; server alive: {server.poll() is None}")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=39861)
@@ -580,6 +661,12 @@ def main():
         "dashboard's upload handler, each in its own process; root mounts small tmpfs for a full disk",
     )
     parser.add_argument("--cases", nargs="*", help="only these hostile cases")
+    parser.add_argument(
+        "--served-upload",
+        action="store_true",
+        help="upload a release bomb to a served dashboard in chromium; print the server's memory",
+    )
+    parser.add_argument("--bomb-side", type=int, default=12000, help="rows = columns of the release bomb")
     parser.add_argument("--src", default=None, help="folder holding the lpviz package to measure")
     parser.add_argument("--keep", default=None, help="write the hostile files here (and keep them)")
     parser.add_argument("--address-limit", default="8G", help="address space of each case's process")
@@ -592,6 +679,9 @@ def main():
         return
     if args.hostile_io:
         hostile_io(args)
+        return
+    if args.served_upload:
+        served_upload(args)
         return
     if args.hostile:
         hostile(args)

@@ -10,6 +10,15 @@ exception and never a large allocation.
 
 The memory limit is set per test (LPVIZ_MEMORY_LIMIT): 4 GiB, a typical
 server's share, unless a case says otherwise.
+
+Issue 20 (the second half of the file): every archive through one bounded
+reader (shadowed, duplicate and raw members, lying sizes, damage, bombs in
+releases, fits, cache entries and uploads), every failure one line (FIFOs,
+devices, long paths, NUL bytes, permissions, read-only and full disks),
+all-or-nothing outputs (Ctrl-C, SIGTERM, SIGKILL), edge-list headers by rule
+and self loops, noise levels, labels and names; peak RSS watched in real
+processes under LPVIZ_MEMORY_LIMIT=600M, and a Hypothesis property of the
+reader. Cases that mount a tmpfs need root and say so when skipped.
 """
 
 import contextlib

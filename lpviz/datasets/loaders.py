@@ -10,6 +10,12 @@ first lines):
     style). Gives a square sender x recipient count matrix (``model="blocks"``)
     whose rows and columns are the actors, sorted (numerically when every
     name is an integer). Repeated pairs add up; a missing count means 1.
+    The first line is a header by rule: known column names (``source``,
+    ``target``, ``count``, ``sender_email``, ``FromNodeId`` ...) and a count
+    column that is not a number; never because a count failed to parse (a
+    bad count on line 1 is an error naming it). Self loops are dropped with
+    a warning (the block model has no diagonal); ``info["lines"]`` counts
+    the lines read, skipped, merged and dropped.
 ``"npz"``
     A NumPy archive with the counts in ``Y`` (dense) or as CSR arrays
     ``Y_data``/``Y_indices``/``Y_indptr``/``Y_shape`` (what :func:`save_counts`
@@ -40,7 +46,8 @@ Hostile or mistaken files cannot exhaust memory: before anything large is
 allocated, what the file declares (a Matrix Market or UCI header, the .npy
 headers inside an .npz, the number of actors of an edge list) and what its
 text will cost to parse are checked against the memory budget
-(:mod:`lpviz.budget`, ``LPVIZ_MEMORY_LIMIT``); gzip files are decompressed
+(:mod:`lpviz.budget`, ``LPVIZ_MEMORY_LIMIT``; an .npz goes through the
+bounded reader, :class:`lpviz._files.Archive`); gzip files are decompressed
 once as a stream to learn their size (and to find a truncated one) before
 they are parsed. Refusals are :class:`~lpviz.budget.MemoryBudgetError`
 (a ``ValueError``) naming the file, the size asked and the size allowed.
@@ -132,9 +139,10 @@ def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
     kind : {"edges", "npz", "mtx", "uci", "dense-csv"}, optional
         The format; detected from the name and content when omitted.
     header : bool, optional
-        Text tables only: whether the first line is a header. Detected when
-        omitted (non-numeric cells where numbers follow, or usual column
-        names such as ``source,target,count``).
+        Text tables only: whether the first line is a header. Detected by
+        rule when omitted: for an edge list, known column names such as
+        ``source,target,count`` with a non-numeric count column; for a dense
+        table, a name (not a number) in every count column.
     vocab : str, Path or sequence of str, optional
         Document-term formats: the column (word) names, as a list or a file
         with one word per line. Overrides names stored in the file; for UCI
