@@ -583,7 +583,7 @@ def served_upload(args):
     """Upload a release bomb to a served dashboard (``python -m app.serve``) through Debian's chromium,
     as a user would, and print the server's memory before and after and what the session shows; then
     check that a second session still opens."""
-    import urllib.request
+    import socket
 
     import hostile_files
     from playwright.sync_api import sync_playwright
@@ -602,9 +602,9 @@ def served_upload(args):
     )
     url = f"http://127.0.0.1:{port}/app"
     try:
-        for _ in range(240):
+        for _ in range(480):  # the port answers; fetching the page here would build (and abandon) sessions
             try:
-                urllib.request.urlopen(url, timeout=5)
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
                 break
             except OSError:
                 time.sleep(0.5)
@@ -614,15 +614,19 @@ def served_upload(args):
             f"Y_obs {args.bomb_side:,} x {args.bomb_side:,} int64"
         )
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+            arguments += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=arguments)
             page = browser.new_context().new_page()
             page.set_default_timeout(300_000)
-            page.goto(url)
-            page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
-            page.get_by_text("Noise changed").first.wait_for()
+            opened = time.perf_counter()
+            page.goto(url, timeout=900_000)
+            page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0", timeout=900_000)
+            page.get_by_text("Noise changed").first.wait_for(timeout=900_000)
+            print(f"the first session drew its first view in {time.perf_counter() - opened:.0f} s", flush=True)
             time.sleep(3)
             before = _memory_of(server.pid)
-            print(f"server before the upload: RSS {before[0]:.0f} MiB (peak so far {before[1]:.0f} MiB)")
+            print(f"server before the upload: RSS {before[0]:.0f} MiB (peak so far {before[1]:.0f} MiB)", flush=True)
             page.locator(f"select:has(option:text-is('{label}'))").first.select_option(label=label)
             start = time.perf_counter()
             page.locator("input[type=file]").set_input_files(str(bomb))
@@ -637,10 +641,13 @@ def served_upload(args):
                 f"(+{after[1] - before[0]:.0f} MiB over the RSS before)"
             )
             other = browser.new_context().new_page()
-            other.set_default_timeout(300_000)
-            other.goto(url)
-            other.get_by_text("Noise changed").first.wait_for()
-            print(f"a second session opens and draws its first view: yes; server alive: {server.poll() is None}")
+            opened = time.perf_counter()
+            other.goto(url, timeout=900_000)
+            other.get_by_text("Noise changed").first.wait_for(timeout=900_000)
+            print(
+                f"a second session opened and drew its first view in {time.perf_counter() - opened:.0f} s; "
+                f"server alive: {server.poll() is None}; its RSS now {_memory_of(server.pid)[0]:.0f} MiB"
+            )
             browser.close()
     finally:
         server.terminate()

@@ -247,8 +247,9 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
         raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
     rng = np.random.default_rng(random_state)
     draws = rng.beta(concentration * a0, concentration * (1.0 - a0), size=int(n_rows))
-    # within the levels that noise something (check_noise_level): a Beta draw can round to 0 or 1
-    return np.clip(draws, NEGLIGIBLE_ALPHA, MAX_ALPHA)
+    # a Beta draw can round to 0 or 1: kept in (0, MAX_ALPHA], the levels a release may have (below
+    # NEGLIGIBLE_ALPHA privatize refuses them unless allow_no_noise, as it refuses any such level)
+    return np.clip(draws, np.finfo(float).tiny, MAX_ALPHA)
 
 
 # ---------------------------------------------------------------------------
