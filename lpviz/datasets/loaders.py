@@ -331,26 +331,8 @@ def _sniff_table_kind(path):
     return "dense-csv" if numeric_rows and not names_in_front else "edges"
 
 
-_EDGE_ROLE_WORDS = {
-    "source",
-    "target",
-    "src",
-    "dst",
-    "from",
-    "to",
-    "sender",
-    "recipient",
-    "receiver",
-    "head",
-    "tail",
-    "count",
-    "weight",
-    "value",
-    "node1",
-    "node2",
-    "fromnodeid",
-    "tonodeid",
-}
+# words that make a column name an edge list's when part of it (sender_email); the one-letter names count only whole
+_EDGE_ROLE_WORDS = _EDGE_HEADER_WORDS - {"u", "v", "i", "j", "n"}
 
 
 def _is_edge_name(field):
