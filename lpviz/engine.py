@@ -46,6 +46,7 @@ __all__ = [
     "ChainState",
     "ChainStopped",
     "Posterior",
+    "VariationalPosterior",
     "FitResult",
     "Run",
     "run",  # noqa: F822 -- served by __getattr__ (it lives in lpviz.driver)
@@ -653,7 +654,7 @@ class Posterior:
 
     @property
     def n_saved(self):
-        return len(self.samples)
+        return len(self.saved_iterations)
 
     # -- rates -------------------------------------------------------------------
     def rate_rows(self, start, stop):
@@ -691,6 +692,7 @@ class Posterior:
             row_labels, col_labels  str, optional: the release's public labels
             log_joint, log_marginal, iteration_seconds  float (T,): traces, one value per iteration
             saved_iterations    int (S,)
+            burn_in, thin       int: the schedule samples were saved on
             best_iteration, best_log_joint, best_<factor>: the saved sample with the highest log joint
 
         With the true counts at hand anyone recomputes every number
@@ -698,11 +700,11 @@ class Posterior:
         """
         from pathlib import Path
 
-        from lpviz._files import atomic_write
+        from lpviz._files import atomic_write, output_exists, shown
 
         path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
+        if output_exists(path) and not overwrite:
+            raise FileExistsError(f"{shown(path)} already exists; choose another name or pass overwrite=True")
         if self.mu_hat is None:
             raise ValueError("the fit has no saved sample yet; run past burn_in + thin iterations first")
         zeros = self.structural_zeros
@@ -719,6 +721,8 @@ class Posterior:
             "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
             "best_iteration": np.asarray(self.best_iteration),
             "best_log_joint": np.asarray(self.best_log_joint),
+            "burn_in": np.asarray(self.burn_in, dtype=np.int64),
+            "thin": np.asarray(self.thin, dtype=np.int64),
         }
         arrays.update({f"best_{name}": value for name, value in self.best.items()})
         arrays.update(self._extra_arrays())
@@ -726,11 +730,30 @@ class Posterior:
             arrays["heldout"] = self.heldout
         if zeros is not None:
             arrays["structural_zeros"] = zeros
-        for key in ("row_labels", "col_labels"):
+        for key in ("row_labels", "col_labels"):  # a release holds labels only when they were declared public
             if release is not None and getattr(release, key) is not None:
                 arrays[key] = np.asarray(getattr(release, key), dtype=str)
         atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
         return path
+
+    @classmethod
+    def load(cls, path, *, limit=None):
+        """Read a fit written by :meth:`save` (``METHOD.npz`` of ``lpviz fit --output``).
+
+        Read through the bounded reader (:class:`lpviz._files.Archive`): the
+        headers are checked and what the fit takes in memory is checked
+        against the budget (``limit``) before any array is decompressed. The
+        result has the posterior mean rates (``mu_hat``, ``rate_rows``), the
+        traces, the saved iterations and the best sample; the file keeps no
+        other sample, so ``samples`` holds the best one only. A variational
+        fit comes back as a :class:`lpviz.vi.VariationalPosterior` (without
+        its ``converged`` flag, which the file does not record). Labels, when
+        the file has them, are ``row_labels`` and ``col_labels``.
+        """
+        from lpviz._files import open_archive
+
+        with open_archive(path, what="fit", fix=_FIT_FIX, limit=limit) as archive:
+            return _posterior_from_archive(cls, archive)
 
     def _extra_arrays(self):
         """Arrays a kind of posterior adds to the fit file (a variational fit: its ELBO)."""
@@ -743,7 +766,126 @@ class Posterior:
         )
 
 
+class VariationalPosterior(Posterior):
+    """The :class:`~lpviz.engine.Posterior` of a CAVI fit: its one saved "sample" is
+    the current ``E_q[factors]`` (replaced every iteration), so ``mu_hat`` is
+    ``E_q[mu]`` (mean-field: ``E[theta] E[phi]``), computed on demand by row
+    blocks. Traces: ``elbo`` and ``iteration_seconds`` (``log_joint`` and
+    ``log_marginal`` are NaN). ``converged``: whether the fit had converged.
+    """
+
+    inference = "vi"
+
+    def __init__(self, model, method, shape, *, heldout=None, structural_zeros=None):
+        super().__init__(model, method, shape, burn_in=0, thin=1, heldout=heldout, structural_zeros=structural_zeros)
+        self.method_label = f"{self.method_label}, VI"
+        self._rate_sum = None  # one mean, not a running sum: rates by row blocks when asked
+        self._elbo = []
+        self.converged = False
+
+    def add(self, state):
+        """Record one iteration's :class:`lpviz.vi.VariationalState`; its means replace the saved ones."""
+        self._log_joint.append(math.nan)
+        self._log_marginal.append(math.nan)
+        self._seconds.append(state.seconds)
+        self._elbo.append(state.elbo)
+        self.samples, self.saved_iterations = [state.factors], [state.iteration]
+        self.best, self.best_log_joint, self.best_iteration = state.factors, math.nan, state.iteration
+        self._mu_hat = None
+        self.converged = bool(state.converged)
+        return True
+
+    @property
+    def elbo(self):
+        return np.asarray(self._elbo, dtype=float)
+
+    def _extra_arrays(self):
+        return {"inference": np.asarray(self.inference), "elbo": self.elbo}
+
+
 FitResult = Posterior  # the name lpviz 0.1 gave what fit() returns
+
+_FIT_FIX = "a fit is written by `lpviz fit --output DIR` (or Posterior.save)"
+_FIT_TRACES = ("log_joint", "log_marginal", "iteration_seconds")
+
+
+def _posterior_from_archive(cls, archive):
+    """A :class:`Posterior` from an open fit archive (see :meth:`Posterior.load`)."""
+    name = archive.name
+
+    def refuse(problem):
+        return ValueError(f"{name}: {problem}; {_FIT_FIX}")
+
+    if "format" not in archive or archive.read_text("format", max_chars=64) != FIT_FORMAT:
+        raise refuse(f"not a fit ({FIT_FORMAT!r}; it holds {archive.listing()})")
+    model_name = archive.read_text("model", max_chars=64) if "model" in archive else ""
+    if model_name not in model_registry.MODELS:
+        raise refuse(f"model {model_name[:40]!r} is none of {', '.join(model_registry.MODELS)}")
+    method_name = archive.read_text("method", max_chars=64) if "method" in archive else ""
+    label = archive.read_text("method_label", max_chars=256) if "method_label" in archive else method_name
+    components = archive.read_scalar("n_components", kinds="iu") if "n_components" in archive else 0
+    if not 1 <= components <= 100_000:
+        raise refuse(f"n_components = {components} is not a number of components")
+    if "mu_hat" not in archive:
+        raise refuse("no posterior mean rates 'mu_hat' in it")
+    rates = archive.header("mu_hat")
+    if rates.ndim != 2 or rates.dtype.kind != "f" or 0 in rates.shape:
+        raise refuse(f"'mu_hat' must be a float matrix, not {rates.shape} of {rates.dtype}")
+    inference = archive.read_text("inference", max_chars=16) if "inference" in archive else "mcmc"
+    traces = [key for key in (*_FIT_TRACES, "elbo") if key in archive]
+    lengths = {archive.header(key).shape for key in traces}
+    if len(lengths) > 1 or any(len(shape) != 1 for shape in lengths):
+        raise refuse(f"the traces {', '.join(traces)} must be one value per iteration, of one length")
+    for key in ("heldout", "structural_zeros"):
+        if key in archive and (archive.header(key).dtype != bool or archive.header(key).shape != rates.shape):
+            raise refuse(f"{key!r} must be booleans shaped like mu_hat {rates.shape}")
+    best = [
+        key for key in archive.keys() if key.startswith("best_") and key not in ("best_iteration", "best_log_joint")
+    ]
+    arrays = ["mu_hat", "saved_iterations", *traces, "heldout", "structural_zeros", *best]
+    arrays += [key for key in ("row_labels", "col_labels") if key in archive]
+    # the constructor's running sum of the rates (replaced by mu_hat) and the labels as Python strings
+    labels = sum(archive.header(key).size * 80 for key in ("row_labels", "col_labels") if key in archive)
+    archive.require(
+        arrays, extra=rates.nbytes + labels, what=f"reading the fit ({rates.shape[0]:,} x {rates.shape[1]:,} rates)"
+    )
+    heldout = archive.read("heldout") if "heldout" in archive else None
+    zeros = archive.read("structural_zeros") if "structural_zeros" in archive else None
+    model = model_registry.create(model_name, int(components))
+    if inference == "vi":
+        posterior = VariationalPosterior(model, method_name, rates.shape, heldout=heldout, structural_zeros=zeros)
+        posterior._elbo = archive.read("elbo").astype(float).tolist() if "elbo" in archive else []
+    else:
+        schedule = {key: int(archive.read_scalar(key, kinds="iu")) for key in ("burn_in", "thin") if key in archive}
+        posterior = cls(
+            model,
+            method_name,
+            rates.shape,
+            burn_in=schedule.get("burn_in", 0),
+            thin=schedule.get("thin", 1),
+            heldout=heldout,
+            structural_zeros=zeros,
+        )
+    posterior.method_label = label
+    for key, attribute in zip(_FIT_TRACES, ("_log_joint", "_log_marginal", "_seconds"), strict=True):
+        if key in archive:
+            setattr(posterior, attribute, archive.read(key).astype(float).tolist())
+    saved = archive.read("saved_iterations") if "saved_iterations" in archive else np.zeros(0, dtype=np.int64)
+    if saved.ndim != 1 or saved.dtype.kind not in "iu":
+        raise refuse("'saved_iterations' must be a list of whole numbers")
+    posterior.saved_iterations = saved.tolist()
+    factors = {key[len("best_") :]: archive.read(key) for key in best}
+    posterior.best = factors or None
+    posterior.best_log_joint = float(archive.read_scalar("best_log_joint")) if "best_log_joint" in archive else math.nan
+    posterior.best_iteration = (
+        int(archive.read_scalar("best_iteration", kinds="iu")) if "best_iteration" in archive else None
+    )
+    posterior.samples = [factors] if factors else []
+    posterior._rate_sum = archive.read("mu_hat").astype(np.float64, copy=False)
+    posterior._mu_hat = None
+    for key in ("row_labels", "col_labels"):
+        setattr(posterior, key, archive.read(key).tolist() if key in archive else None)
+    return posterior
 
 
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, xlogy
 
+from lpviz._validate import MAX_ALPHA, MIN_RATIO, NEGLIGIBLE_ALPHA
 from lpviz._validate import check_alpha as _check_alpha
 
 __all__ = [
@@ -68,6 +69,10 @@ _CELLS_PER_BLOCK = 1 << 22
 _EXACT_CELLS_PER_CALL = 1 << 18
 # Counts must leave head room for noise in int64.
 _MAX_COUNT = 2**62
+# The noise levels that noise something, whether given as alpha or as epsilon/N: below
+# NEGLIGIBLE_ALPHA (epsilon/N > 27.6) a cell is noised with probability < 2e-12 (the release is the
+# true counts in all but name: refused unless allow_no_noise); above MAX_ALPHA (epsilon/N < 1e-12)
+# the noise's scale passes 1e12 (nothing can be learnt: always refused).
 
 
 # ---------------------------------------------------------------------------
@@ -104,6 +109,23 @@ def _check_N(N):
     return float(N)
 
 
+def check_noise_level(alpha, *, allow_no_noise=False, allow="pass allow_no_noise=True"):
+    """Refuse a noise level that noises nothing: alpha in (0, 1) within the open interval
+    (NEGLIGIBLE_ALPHA, MAX_ALPHA], the same rule whether alpha was given or came from epsilon/N.
+
+    ``allow`` says how the caller lets a negligible noise level through (the
+    CLI: ``"add --allow-no-noise"``).
+    """
+    a = _check_alpha(alpha)
+    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
+        raise ValueError(
+            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
+            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
+            f"epsilon (or larger N), or {allow} if that is really meant"
+        )
+    return a
+
+
 def alpha_from(epsilon, N=1):
     """Noise parameter of the geometric mechanism for a privacy level.
 
@@ -125,16 +147,17 @@ def alpha_from(epsilon, N=1):
     eps = _check_epsilon(epsilon)
     ratio = eps / _check_N(N)
     alpha = np.exp(-ratio)
+    if np.any(ratio < MIN_RATIO):
+        raise ValueError(
+            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1 (within "
+            f"1e-12): practically infinite noise, nothing could be learnt from the release; use epsilon/N of "
+            f"at least {MIN_RATIO:g}"
+        )
     if np.any(alpha == 0.0):
         raise ValueError(
             f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
             "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
             "(below about 28 any noise is already rare)"
-        )
-    if np.any(alpha == 1.0):
-        raise ValueError(
-            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
-            "infinite noise, nothing could be released; use epsilon/N of at least 1e-12"
         )
     return _as_scalar_or_array(alpha)
 
@@ -194,7 +217,9 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
         raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
     rng = np.random.default_rng(random_state)
     draws = rng.beta(concentration * a0, concentration * (1.0 - a0), size=int(n_rows))
-    return np.clip(draws, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg)
+    # a Beta draw can round to 0 or 1: kept in (0, MAX_ALPHA], the levels a release may have (below
+    # NEGLIGIBLE_ALPHA privatize refuses them unless allow_no_noise, as it refuses any such level)
+    return np.clip(draws, np.finfo(float).tiny, MAX_ALPHA)
 
 
 # ---------------------------------------------------------------------------
@@ -334,11 +359,6 @@ def _geometric_noise_exact(out, alpha):
             flat[batch] = np.asarray(noised, dtype=np.int64).reshape(batch.size, -1)
 
 
-# Below this alpha (epsilon/N > 27.6) a cell is noised with probability < 2e-12:
-# such a release is the true counts in all but name.
-NEGLIGIBLE_ALPHA = 1e-12
-
-
 def privatize(
     Y,
     epsilon=None,
@@ -411,12 +431,7 @@ def privatize(
     if counts.ndim != 2:
         raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
     a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
-    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
-        raise ValueError(
-            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
-            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
-            "epsilon (or larger N), or pass allow_no_noise=True if that is really meant"
-        )
+    check_noise_level(a, allow_no_noise=allow_no_noise)
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
         raise TypeError(f"exact must be True, False or None, got {exact!r}")
     if exact and random_state is not None:

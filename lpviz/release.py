@@ -24,7 +24,7 @@ Release file schema (``.npz``, no pickles; :meth:`Release.save`,
     name            str: the data set's name (never a file path)
 """
 
-import zipfile
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -67,10 +67,32 @@ def _check_cells(name, mask, shape):
 def _check_labels(name, labels, n):
     if labels is None:
         return None
-    labels = tuple(str(label) for label in labels)
+    from lpviz._files import decode_text
+
+    labels = tuple(decode_text(label) for label in labels)
     if len(labels) != n:
         raise ValueError(f"{name} has {len(labels)} labels but the matrix has {n}; give one per {name[:3]}")
     return labels
+
+
+def _check_level(epsilon, N, alpha):
+    """epsilon and N, when recorded, must be the ones alpha came from: alpha = exp(-epsilon/N)."""
+    if epsilon is None and N is None:
+        return
+    if epsilon is None or N is None:
+        given, missing = ("epsilon", "N") if N is None else ("N", "epsilon")
+        raise ValueError(f"the release records {given} without {missing}; alpha = exp(-epsilon/N) needs both")
+    if not (math.isfinite(epsilon) and epsilon > 0 and math.isfinite(N) and N > 0):
+        raise ValueError(f"epsilon = {epsilon!r} and N = {N!r} must be finite and > 0")
+    expected = math.exp(-epsilon / N)
+    recorded = np.asarray(alpha, dtype=np.float64)
+    if not np.allclose(recorded, expected, rtol=1e-9, atol=0.0):
+        shown = f"{float(recorded):.6g}" if recorded.ndim == 0 else f"per-row values from {recorded.min():.6g}"
+        raise ValueError(
+            f"epsilon = {epsilon:g} and N = {N:g} give alpha = exp(-epsilon/N) = {expected:.6g}, but the "
+            f"release records alpha = {shown}: they contradict each other, so its noise level is unknown; "
+            "make the release again (lpviz privatize)"
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +170,7 @@ class Release:
         set_(self, "alpha", alpha)
         set_(self, "epsilon", None if self.epsilon is None else float(self.epsilon))
         set_(self, "N", None if self.N is None else float(self.N))
+        _check_level(self.epsilon, self.N, alpha)
         set_(self, "heldout", _check_cells("heldout", self.heldout, Y.shape))
         set_(self, "structural_zeros", _check_cells("structural_zeros", structural, Y.shape))
         set_(self, "row_labels", _check_labels("row_labels", self.row_labels, Y.shape[0]))
@@ -203,15 +226,20 @@ class Release:
         return f"{self.shape[0]:,} x {self.shape[1]:,} {self.kind}, {noise}; {origin}"
 
     # -- files ----------------------------------------------------------------------------
-    def save(self, path, *, overwrite=False):
-        """Write the release as ``.npz`` (the schema in this module's docstring)."""
-        from lpviz._files import atomic_write
+    def save(self, path, *, overwrite=False, noise_seed=True):
+        """Write the release as ``.npz`` (the schema in this module's docstring).
+
+        Labels are written when the release has them, which it does only when
+        they were declared public (:func:`lpviz.privacy.privatize`,
+        ``public_labels=True``). ``noise_seed=False`` leaves a simulation's
+        seed out (the file still says ``simulated``): with the seed anyone
+        can subtract the noise, so a release handed on alone goes without it.
+        """
+        from lpviz._files import atomic_write, output_exists, shown
 
         path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"folder {path.parent} does not exist; create it first")
+        if output_exists(path) and not overwrite:
+            raise FileExistsError(f"{shown(path)} already exists; choose another name or pass overwrite=True")
         arrays = {
             "format": np.asarray(RELEASE_FORMAT),
             "Y_obs": self.Y_obs,
@@ -220,9 +248,9 @@ class Release:
             "N": np.asarray(np.nan if self.N is None else self.N),
             "kind": np.asarray(self.kind),
             "simulated": np.asarray(self.simulated),
-            "name": np.asarray(self.name),
+            "name": np.asarray(str(self.name)),
         }
-        if self.noise_seed is not None:
+        if self.noise_seed is not None and noise_seed:
             arrays["noise_seed"] = np.asarray(self.noise_seed, dtype=np.int64)
         for key in ("heldout", "structural_zeros"):
             if getattr(self, key) is not None:
@@ -234,52 +262,119 @@ class Release:
         return path
 
     @classmethod
-    def load(cls, path):
-        """Read a release written by :meth:`save` (or ``lpviz privatize``)."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such file; a release is written by `lpviz privatize`")
-        if not zipfile.is_zipfile(path):
+    def load(cls, path, *, limit=None):
+        """Read a release written by :meth:`save` (or ``lpviz privatize``).
+
+        Read through the bounded reader (:class:`lpviz._files.Archive`):
+        every member's header is checked (shape, dtype, agreement with the
+        counts) and what the release will take in memory is checked against
+        the budget (``limit``, default :func:`lpviz.budget.memory_limit`)
+        before any array is decompressed. Every problem is a ``ValueError``
+        (or an ``OSError`` for the file system) naming the file and the fix.
+        """
+        from lpviz._files import open_archive
+
+        not_zip = "a .csv from `lpviz privatize` is a plain table without its noise level"
+        with open_archive(path, what="release", fix=RELEASE_FIX, limit=limit, not_zip=not_zip) as archive:
+            return cls._from_archive(archive)
+
+    @classmethod
+    def _from_archive(cls, archive):
+        name = archive.name
+        if "Y_obs" not in archive:
+            raise ValueError(f"{name}: no noised counts 'Y_obs' in it (it holds {archive.listing()}); {RELEASE_FIX}")
+        if "alpha" not in archive:
+            raise ValueError(f"{name}: the release does not record its noise level 'alpha'; {RELEASE_FIX}")
+        kind_of = archive.read_text("format", max_chars=64) if "format" in archive else RELEASE_FORMAT
+        if kind_of != RELEASE_FORMAT:
+            raise ValueError(f"{name}: its format is {kind_of!r}, not {RELEASE_FORMAT!r}; {RELEASE_FIX}")
+        kind = archive.read_text("kind", max_chars=64) if "kind" in archive else "documents"
+        counts = archive.header("Y_obs")
+        if counts.ndim < 2 or counts.dtype.kind not in "iu":
             raise ValueError(
-                f"{path}: not an .npz release (a .csv from `lpviz privatize` is a plain table "
-                "without its noise level); write one with `lpviz privatize IN OUT.npz`"
+                f"{name}: 'Y_obs' must hold integer counts in a matrix, not {_shape_words(counts.shape)} of "
+                f"{counts.dtype}; {RELEASE_FIX}"
             )
+        if 0 in counts.shape:
+            raise ValueError(f"{name}: 'Y_obs' is empty ({_shape_words(counts.shape)}); {RELEASE_FIX}")
+        alpha = archive.header("alpha")
+        if alpha.dtype.kind not in "iuf" or alpha.shape not in ((), (counts.shape[0],)):
+            raise ValueError(
+                f"{name}: 'alpha' must be one number or one per row ({counts.shape[0]:,}), not "
+                f"{_shape_words(alpha.shape)} of {alpha.dtype}; {RELEASE_FIX}"
+            )
+        for key in _CELL_MEMBERS:
+            if key in archive:
+                mask = archive.header(key)
+                if mask.dtype != bool or mask.shape != counts.shape:
+                    raise ValueError(
+                        f"{name}: {key!r} must be booleans shaped like Y_obs {counts.shape}, not "
+                        f"{_shape_words(mask.shape)} of {mask.dtype}; {RELEASE_FIX}"
+                    )
+        for key, axis in zip(_LABEL_MEMBERS, (0, 1), strict=True):
+            if key in archive:
+                labels = archive.header(key)
+                if labels.dtype.kind not in "US" or labels.shape != (counts.shape[axis],):
+                    raise ValueError(
+                        f"{name}: {key!r} must be {counts.shape[axis]:,} texts, not "
+                        f"{_shape_words(labels.shape)} of {labels.dtype}; {RELEASE_FIX}"
+                    )
+        # What the release takes beside the arrays as stored: its own copy of the counts (at most as
+        # wide), of each mask, the network's diagonal when none is stored, the cells a fit sees, and
+        # the labels as Python strings.
+        cells = counts.size
+        extra = counts.nbytes + cells  # the copy; observed_cells when a mask is checked
+        extra += sum(archive.header(key).nbytes for key in _CELL_MEMBERS if key in archive)
+        if kind == "network" and "structural_zeros" not in archive:
+            extra += cells
+        extra += sum(
+            archive.header(key).size * _LABEL_OVERHEAD + archive.header(key).nbytes
+            for key in _LABEL_MEMBERS
+            if key in archive
+        )
+        archive.require(
+            ["Y_obs", "alpha", *_CELL_MEMBERS, *_LABEL_MEMBERS],
+            extra=extra,
+            what=f"reading the release ({_shape_words(counts.shape)} noised counts of {counts.dtype})",
+            fix="Check the file; if it is right, fit it on a machine with more memory.",
+        )
+
+        def number(key):
+            if key not in archive:
+                return None
+            value = float(archive.read_scalar(key, kinds="iuf"))
+            return None if np.isnan(value) else value
+
+        seed = archive.read_scalar("noise_seed", kinds="iu") if "noise_seed" in archive else None
+        alpha_values = archive.read("alpha")
+        fields = dict(
+            alpha=float(alpha_values) if alpha_values.ndim == 0 else alpha_values,
+            epsilon=number("epsilon"),
+            N=number("N"),
+            kind=kind,
+            heldout=archive.read("heldout") if "heldout" in archive else None,
+            structural_zeros=archive.read("structural_zeros") if "structural_zeros" in archive else None,
+            row_labels=archive.read("row_labels").tolist() if "row_labels" in archive else None,
+            col_labels=archive.read("col_labels").tolist() if "col_labels" in archive else None,
+            simulated=bool(archive.read_scalar("simulated", kinds="biu")) if "simulated" in archive else False,
+            noise_seed=seed,
+            name=archive.read_text("name") if "name" in archive else "",
+        )
+        counts = archive.read("Y_obs")
         try:
-            archive = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{path}: not an .npz release ({error})") from None
-        with archive:
-            if "Y_obs" not in archive.files:
-                raise ValueError(
-                    f"{path}: no noised counts 'Y_obs' in it (it holds "
-                    f"{', '.join(sorted(archive.files)) or 'nothing'}); a release is written by "
-                    "`lpviz privatize`"
-                )
+            return cls(Y_obs=counts, **fields)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{name}: not a valid release: {error}") from None
 
-            def get(key, default=None):
-                return archive[key] if key in archive.files else default
 
-            alpha = get("alpha")
-            if alpha is None:
-                raise ValueError(f"{path}: the release does not record its noise level 'alpha'")
-            epsilon, N = get("epsilon"), get("N")
-            try:
-                return cls(
-                    Y_obs=archive["Y_obs"],
-                    alpha=float(alpha) if alpha.ndim == 0 else alpha,
-                    epsilon=None if epsilon is None or np.isnan(epsilon) else float(epsilon),
-                    N=None if N is None or np.isnan(N) else float(N),
-                    kind=str(get("kind", "documents")),
-                    heldout=get("heldout"),
-                    structural_zeros=get("structural_zeros"),
-                    row_labels=None if get("row_labels") is None else get("row_labels").tolist(),
-                    col_labels=None if get("col_labels") is None else get("col_labels").tolist(),
-                    simulated=bool(get("simulated", False)),
-                    noise_seed=None if get("noise_seed") is None else int(get("noise_seed")),
-                    name=str(get("name", "")),
-                )
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"{path}: not a valid release: {error}") from None
+RELEASE_FIX = "a release is written by `lpviz privatize IN OUT.npz` (or Release.save)"
+_CELL_MEMBERS = ("heldout", "structural_zeros")
+_LABEL_MEMBERS = ("row_labels", "col_labels")
+_LABEL_OVERHEAD = 80  # bytes of a Python str object beyond its characters, and its place in a tuple
+
+
+def _shape_words(shape):
+    return "a scalar" if not shape else " x ".join(f"{n:,}" for n in shape)
 
 
 @dataclass(frozen=True, eq=False)

@@ -75,10 +75,8 @@ import numbers
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from lpviz import methods as method_registry
-from lpviz.engine import Chain, ChainState, ChainStopped, Posterior
+from lpviz.engine import Chain, ChainState, ChainStopped, Posterior, VariationalPosterior
 from lpviz.models.base import check_count
 
 __all__ = [
@@ -316,43 +314,6 @@ class VariationalFit(Chain):
         self._elbo = elbo
         self._elbo_change = abs(elbo - previous) / max(abs(elbo), 1e-300) if math.isfinite(previous) else math.nan
         return time.perf_counter() - start
-
-
-class VariationalPosterior(Posterior):
-    """The :class:`~lpviz.engine.Posterior` of a CAVI fit: its one saved "sample" is
-    the current ``E_q[factors]`` (replaced every iteration), so ``mu_hat`` is
-    ``E_q[mu]`` (mean-field: ``E[theta] E[phi]``), computed on demand by row
-    blocks. Traces: ``elbo`` and ``iteration_seconds`` (``log_joint`` and
-    ``log_marginal`` are NaN). ``converged``: whether the fit had converged.
-    """
-
-    inference = "vi"
-
-    def __init__(self, model, method, shape, *, heldout=None, structural_zeros=None):
-        super().__init__(model, method, shape, burn_in=0, thin=1, heldout=heldout, structural_zeros=structural_zeros)
-        self.method_label = f"{self.method_label}, VI"
-        self._rate_sum = None  # one mean, not a running sum: rates by row blocks when asked
-        self._elbo = []
-        self.converged = False
-
-    def add(self, state):
-        """Record one iteration's :class:`VariationalState`; its means replace the saved ones."""
-        self._log_joint.append(math.nan)
-        self._log_marginal.append(math.nan)
-        self._seconds.append(state.seconds)
-        self._elbo.append(state.elbo)
-        self.samples, self.saved_iterations = [state.factors], [state.iteration]
-        self.best, self.best_log_joint, self.best_iteration = state.factors, math.nan, state.iteration
-        self._mu_hat = None
-        self.converged = bool(state.converged)
-        return True
-
-    @property
-    def elbo(self):
-        return np.asarray(self._elbo, dtype=float)
-
-    def _extra_arrays(self):
-        return {"inference": np.asarray(self.inference), "elbo": self.elbo}
 
 
 class VariationalRun:

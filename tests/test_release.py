@@ -187,7 +187,7 @@ def test_save_refuses_to_overwrite_or_to_create_folders(tmp_path):
         release().save(path)
     release(alpha=0.25).save(path, overwrite=True)
     assert Release.load(path).alpha == 0.25
-    with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
+    with pytest.raises(FileNotFoundError, match="does not exist; create the folder first"):
         release().save(tmp_path / "no" / "such" / "r.npz")
 
 
@@ -200,7 +200,7 @@ def test_load_errors_are_clear_value_errors(tmp_path):
         Release.load(table)
     counts = tmp_path / "counts.npz"
     np.savez(counts, Y=Y)
-    with pytest.raises(ValueError, match=r"no noised counts 'Y_obs' in it \(it holds Y\)"):
+    with pytest.raises(ValueError, match=r"no noised counts 'Y_obs' in it \(it holds 'Y'\)"):
         Release.load(counts)
     no_alpha = tmp_path / "no_alpha.npz"
     np.savez(no_alpha, Y_obs=Y)

@@ -354,7 +354,14 @@ def _lpviz_vi(context):
     from lpviz.metrics import score
     from lpviz.vi import variational_run
 
-    overestimated = replace(context.release, alpha=np.asarray(context.release.alpha) ** (1.0 / NOISE_OVERESTIMATE))
+    release = context.release
+    # the fit is told a noise level NOISE_OVERESTIMATE times the true scale, epsilon with it (a release
+    # whose epsilon contradicts its alpha is refused)
+    overestimated = replace(
+        release,
+        alpha=np.asarray(release.alpha) ** (1.0 / NOISE_OVERESTIMATE),
+        epsilon=None if release.epsilon is None else release.epsilon / NOISE_OVERESTIMATE,
+    )
     runs = (
         ("private-vi-default", "private VI, lpviz default", context.release, "private"),
         (
