@@ -237,8 +237,8 @@ def test_topic_allocation_is_multinomial(tokens, repeats):
     for iteration in range(repeats):
         stats_ = model.new_stats(state, work)
         model.allocate(state, cell, stats_, work, iteration)
-        counts, n_vk_parts = stats_
-        n_vk = n_vk_parts.sum(axis=0)
+        counts, n_kv_parts = stats_  # word counts topics x words
+        n_vk = n_kv_parts.sum(axis=0).T
         assert np.array_equal(counts[1], n_vk[2]) and n_vk[[0, 1, 3]].sum() == 0
         n_dk += counts
     assert n_dk.sum() == tokens * repeats and n_dk[[0, 2]].sum() == 0
@@ -365,7 +365,7 @@ def test_topic_update_draws_theta_then_phi_given_the_new_theta():
     new_theta, old_theta = [], []
     for it in range(3_000):
         state = (theta0.copy(), phiT0.copy())
-        model.update(state, (n_dk, n_vk[None]), work, it)
+        model.update(state, (n_dk, n_vk.T[None]), work, it)  # the stats hold word counts topics x words
         theta, phiT = state
         # phi's conditional given theta, as a probability integral transform: uniform if right
         shape = 0.5 + n_vk[2, 1]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from lpviz.models._kernels import row_csr_pattern
+from lpviz.models._kernels import positive_csr_outside, row_csr_pattern
 
 
 @dataclass
@@ -125,11 +125,37 @@ def excluded_rows(excluded_mask):
     return row_csr_pattern(np.ascontiguousarray(excluded_mask, dtype=np.bool_))
 
 
-def fixed_counts_csr(counts, excluded_mask):
-    """CSR (indptr, indices, values) int64 of the non-zero counts outside the excluded cells."""
-    matrix = sp.csr_matrix(counts)
-    if excluded_mask is not None:
-        matrix = matrix.multiply(sp.csr_matrix(~excluded_mask)).tocsr()
-    matrix.eliminate_zeros()
-    matrix.sort_indices()
-    return (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.int64))
+# Rows of dense counts converted at once (a block of at most this many cells): no temporary of the
+# whole matrix's size, whatever the counts' integer type.
+CSR_BLOCK_CELLS = 1 << 22
+
+
+def fixed_counts_csr(counts, excluded_mask, transform=None):
+    """CSR (indptr, indices, values) int64 of the positive entries of ``transform(counts)`` (default:
+    the counts) outside the excluded cells. Dense counts go a block of rows at a time."""
+    transform = transform or (lambda block: block)
+    if sp.issparse(counts):
+        matrix = sp.csr_matrix(transform(counts))
+        if excluded_mask is not None:
+            matrix = matrix.multiply(sp.csr_matrix(~excluded_mask)).tocsr()
+        matrix.data[matrix.data < 0] = 0
+        matrix.eliminate_zeros()
+        matrix.sort_indices()
+        return (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.int64))
+    counts = np.asarray(counts)
+    n_rows, n_cols = counts.shape
+    excluded = (
+        excluded_rows(excluded_mask)
+        if excluded_mask is not None
+        else (np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    )
+    rows = max(1, CSR_BLOCK_CELLS // max(n_cols, 1))
+    pieces = [
+        positive_csr_outside(np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded)
+        for start in range(0, n_rows, rows)
+    ]
+    if len(pieces) == 1:
+        return pieces[0]
+    offsets = np.cumsum([0] + [piece[0][-1] for piece in pieces[:-1]])
+    indptr = np.concatenate([[0]] + [piece[0][1:] + offset for piece, offset in zip(pieces, offsets, strict=True)])
+    return indptr.astype(np.int64), np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces])
