@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from lpviz.models._kernels import positive_csr_outside, row_csr_pattern
+from lpviz.models._kernels import count_positive_outside, fill_positive_outside, row_csr_pattern
 
 
 @dataclass
@@ -125,14 +125,15 @@ def excluded_rows(excluded_mask):
     return row_csr_pattern(np.ascontiguousarray(excluded_mask, dtype=np.bool_))
 
 
-# Rows of dense counts converted at once (a block of at most this many cells): no temporary of the
-# whole matrix's size, whatever the counts' integer type.
-CSR_BLOCK_CELLS = 1 << 22
+# Rows of dense counts transformed at once (a block of at most this many cells): no temporary of
+# the whole matrix's size, whatever the counts' integer type.
+CSR_BLOCK_CELLS = 1 << 18
 
 
 def fixed_counts_csr(counts, excluded_mask, transform=None):
     """CSR (indptr, indices, values) int64 of the positive entries of ``transform(counts)`` (default:
-    the counts) outside the excluded cells. Dense counts go a block of rows at a time."""
+    the counts) outside the excluded cells. Dense counts go a block of rows at a time, twice (count,
+    then fill): the CSR is the only array of the matrix's size made."""
     transform = transform or (lambda block: block)
     if sp.issparse(counts):
         matrix = sp.csr_matrix(transform(counts))
@@ -150,12 +151,17 @@ def fixed_counts_csr(counts, excluded_mask, transform=None):
         else (np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
     )
     rows = max(1, CSR_BLOCK_CELLS // max(n_cols, 1))
-    pieces = [
-        positive_csr_outside(np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded)
-        for start in range(0, n_rows, rows)
-    ]
-    if len(pieces) == 1:
-        return pieces[0]
-    offsets = np.cumsum([0] + [piece[0][-1] for piece in pieces[:-1]])
-    indptr = np.concatenate([[0]] + [piece[0][1:] + offset for piece, offset in zip(pieces, offsets, strict=True)])
-    return indptr.astype(np.int64), np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces])
+    starts = range(0, n_rows, rows)
+    row_counts = np.zeros(n_rows, dtype=np.int64)
+    for start in starts:
+        count_positive_outside(
+            np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded, row_counts
+        )
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(row_counts, out=indptr[1:])
+    indices, values = np.empty(indptr[-1], dtype=np.int64), np.empty(indptr[-1], dtype=np.int64)
+    for start in starts:  # one transformed block alive at a time
+        fill_positive_outside(
+            np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded, indptr, indices, values
+        )
+    return indptr, indices, values

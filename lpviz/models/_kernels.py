@@ -367,25 +367,28 @@ def row_csr_pattern(dense_mask):
 
 
 @njit(nogil=True, cache=True)
-def positive_csr_outside(block, first_row, excluded_indptr, excluded_indices):
-    """CSR (indptr, indices, values) int64 of the positive entries of the dense ``block`` (rows
+def count_positive_outside(block, first_row, excluded_indptr, excluded_indices, row_counts):
+    """``row_counts[first_row + i]``: the positive entries of row i of the dense ``block`` (rows
     ``first_row`` on of a matrix) outside the excluded cells (listed by row of the matrix, sorted)."""
     n_rows, n_cols = block.shape
-    indptr = np.zeros(n_rows + 1, dtype=np.int64)
     for i in range(n_rows):
         count = 0
         for j in range(n_cols):
             if block[i, j] > 0:
                 count += 1
-        start, stop = excluded_indptr[first_row + i], excluded_indptr[first_row + i + 1]
-        for idx in range(start, stop):
+        for idx in range(excluded_indptr[first_row + i], excluded_indptr[first_row + i + 1]):
             if block[i, excluded_indices[idx]] > 0:
                 count -= 1
-        indptr[i + 1] = indptr[i] + count
-    indices = np.empty(indptr[-1], dtype=np.int64)
-    values = np.empty(indptr[-1], dtype=np.int64)
+        row_counts[first_row + i] = count
+
+
+@njit(nogil=True, cache=True)
+def fill_positive_outside(block, first_row, excluded_indptr, excluded_indices, indptr, indices, values):
+    """Write the positive entries of ``block`` outside the excluded cells into the CSR arrays
+    (``indptr`` of the whole matrix, from :func:`count_positive_outside`)."""
+    n_rows, n_cols = block.shape
     for i in range(n_rows):
-        pos = indptr[i]
+        pos = indptr[first_row + i]
         next_excluded, stop = excluded_indptr[first_row + i], excluded_indptr[first_row + i + 1]
         for j in range(n_cols):
             if next_excluded < stop and excluded_indices[next_excluded] == j:
@@ -395,7 +398,6 @@ def positive_csr_outside(block, first_row, excluded_indptr, excluded_indices):
                 indices[pos] = j
                 values[pos] = block[i, j]
                 pos += 1
-    return indptr, indices, values
 
 
 # ---------------------------------------------------------------------------
