@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lpviz._validate import check_alpha as _check_alpha
+
 KINDS = ("documents", "network")
 RELEASE_FORMAT = "lpviz-release-1"
 
@@ -117,8 +119,6 @@ class Release:
     name: str = ""
 
     def __post_init__(self):
-        from lpviz.privacy import _check_alpha
-
         Y = np.asarray(self.Y_obs)
         if Y.ndim != 2:
             raise ValueError(f"Y_obs must be a 2-D matrix of noised counts, got shape {Y.shape}")

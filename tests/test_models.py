@@ -88,8 +88,8 @@ def test_registry_names_classes_and_defaults():
         (dict(n_components=0), ValueError, "n_components must be >= 1"),
         (dict(n_components=1.5), TypeError, "n_components must be an integer"),
         (dict(n_components=True), TypeError, "n_components must be an integer"),
-        (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a positive finite number"),
-        (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a positive finite number"),
+        (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a finite number > 0"),
+        (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a finite number > 0"),
     ],
 )
 def test_models_check_their_parameters(arguments, error, match):

@@ -7,27 +7,25 @@ model is one new file and one :func:`register` line below; the CLI choices,
 the dashboard's selectors and the engine read :data:`MODELS`.
 """
 
+from lpviz._registry import Registry, one_of
 from lpviz.models.base import Model, Work
 
 __all__ = ["MODELS", "Model", "Work", "register", "get", "create", "default_for", "rates"]
 
-MODELS = {}
+MODELS: dict[str, type[Model]] = {}
+_REGISTRY = Registry(
+    MODELS, accepts=Registry.subclasses_of(Model), takes="a Model subclass with a name", unknown=one_of("model")
+)
 
 
 def register(model_class):
     """Add a :class:`Model` subclass to the registry under its ``name``."""
-    if not (isinstance(model_class, type) and issubclass(model_class, Model)) or not model_class.name:
-        raise TypeError(f"register() takes a Model subclass with a name, got {model_class!r}")
-    MODELS[model_class.name] = model_class
-    return model_class
+    return _REGISTRY.register(model_class)
 
 
 def get(name):
     """The model class registered as ``name``."""
-    try:
-        return MODELS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"model must be one of {', '.join(map(repr, MODELS))}; got {name!r}") from None
+    return _REGISTRY.get(name)
 
 
 def create(name, n_components, a0=0.1, b0=1.0):
