@@ -1,5 +1,6 @@
 """What every model provides, and the work plan a chain hands to its kernels."""
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
