@@ -237,11 +237,12 @@ def run_one(config):
 
     if "array" in config:  # a saved noised array passed with alpha=, as lpviz 0.1 took it
         counts = np.load(config["array"])
+        rss_data = peak_rss_mb()
         start = time.perf_counter()
         chain = Chain(
             counts, model="topics", method="private", n_components=config["K"], alpha=math.exp(-config["eps"])
         )
-        return _chain_figures(chain, config, start, peak_rss_mb())
+        return _chain_figures(chain, config, start, rss_data)
     if "release" in config:  # a saved noised release, as a user would load one: no true counts in memory
         release = lpviz.Release(Y_obs=np.load(config["release"]), alpha=math.exp(-config["eps"]))
     else:
