@@ -300,7 +300,9 @@ def served_run(case, seconds, app_dir):
     try:
         for _ in range(480):
             try:
-                urllib.request.urlopen(url, timeout=5).close()
+                # up to 60 s: under load a first render takes longer, and each abandoned request still builds a
+                # session the server must finish before it answers the next (see tests/browser_harness.py)
+                urllib.request.urlopen(url, timeout=60).close()
                 break
             except OSError:
                 time.sleep(0.5)
