@@ -424,12 +424,20 @@ def main():
     summary = []
     for case in cases:
         for app_dir in app_dirs:
-            averages = served_case(case, args.served_seconds, app_dir)
-            summary.append((case, app_dir, averages))
+            averages, cpu = served_case(case, args.served_seconds, app_dir)
+            summary.append((case, app_dir, averages, cpu))
     if len(app_dirs) > 1:
-        print("\n== served it/s per chain over the whole run (the page's iteration counts), same session")
-        for case, app_dir, averages in summary:
-            print(f"   {case:<8} {str(app_dir):<40} " + ", ".join(f"{r:,.0f}" for r in averages))
+        print(
+            "\n== served, same session: it/s per chain over the whole run (the page's iteration counts), and "
+            "iterations of all chains per CPU second of the server's threads (what a loaded machine leaves "
+            "comparable: each server gets another share of the cores)"
+        )
+        for case, app_dir, averages, cpu in summary:
+            server_cpu = sum(share for name, share in cpu.items() if not name.startswith("chromium"))
+            print(
+                f"   {case:<8} {str(app_dir):<40} it/s {', '.join(f'{r:,.0f}' for r in averages):<22} "
+                f"server CPU {server_cpu:4.2f}   {sum(averages) / max(server_cpu, 1e-9):8,.0f} it per CPU-s"
+            )
 
 
 def served_case(case, seconds, app_dir):
@@ -453,7 +461,7 @@ def served_case(case, seconds, app_dir):
         "   CPU seconds per second of the run (server threads; the browser): "
         + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01)
     )
-    return averages
+    return averages, cpu
 
 
 if __name__ == "__main__":
