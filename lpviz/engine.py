@@ -39,7 +39,7 @@ from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count
-from lpviz.release import Release, Truth
+from lpviz.release import Release, Truth, smallest_int_dtype
 
 __all__ = [
     "Chain",
@@ -116,27 +116,54 @@ class ChainState:
 # ---------------------------------------------------------------------------
 
 
+# Rows checked at once when float counts are validated and converted (a block of at most this many cells):
+# no temporary of the whole matrix's size.
+CHECK_BLOCK_CELLS = 1 << 22
+
+
 def _integer_values(values, what):
-    """int64 copy of ``values`` after checking they are finite integers."""
+    """``values`` as integer counts after checking they are finite integers: integer arrays as they
+    are (any integer type, no copy), integer-valued floats converted, a block of rows at a time, to
+    the smallest integer type that holds them (a 10,000 x 10,000 float64 matrix of counts is never
+    copied whole)."""
     values = np.asarray(values)
     if values.dtype == bool or values.dtype.kind not in "iuf":
         raise TypeError(
             f"{what} must hold integer counts, got dtype {values.dtype}; "
             "pass an integer array (e.g. Y.astype(np.int64))"
         )
-    if values.dtype.kind == "f":
-        if not np.all(np.isfinite(values)):
+    if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{what} has counts above 2**63 - 1, which no count model here can hold")
+    if values.dtype.kind != "f":
+        return values
+    if values.size == 0:
+        return values.astype(np.int64)
+    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(1, -1)
+    rows = max(1, CHECK_BLOCK_CELLS // max(flat.shape[1], 1))
+    low, high = 0.0, 0.0
+    for start in range(0, flat.shape[0], rows):
+        block = flat[start : start + rows]
+        if not np.all(np.isfinite(block)):
             raise ValueError(
                 f"{what} has NaN or infinite entries; counts must be finite integers. "
                 "For held-out cells put any integer there (e.g. 0) and set them False in mask"
             )
-        if np.any(values != np.floor(values)):
+        if np.any(block != np.floor(block)):
             raise ValueError(f"{what} has non-integer entries; counts must be integers")
-    return values.astype(np.int64)
+        if block.size:
+            low, high = min(low, float(block.min())), max(high, float(block.max()))
+    if high >= 2.0**63 or low < -(2.0**63):
+        raise ValueError(f"{what} has counts beyond the 64-bit integers, which no count model here can hold")
+    dtype = smallest_int_dtype(np.array([low, high]))
+    out = np.empty(values.shape, dtype=dtype)
+    out_flat = out.reshape(flat.shape)
+    for start in range(0, flat.shape[0], rows):
+        out_flat[start : start + rows] = flat[start : start + rows]
+    return out
 
 
 def _check_counts(Y_obs):
-    """Dense int64 array, or a CSR matrix with int64 data."""
+    """Dense integer array (any integer type, C-contiguous), or a CSR matrix with integer data."""
     if sp.issparse(Y_obs):
         if Y_obs.ndim != 2:
             raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y_obs.shape}")
@@ -329,7 +356,8 @@ class Chain:
     @staticmethod
     def _warn_on_huge_counts(counts):
         values = counts.data if sp.issparse(counts) else counts
-        largest = int(np.abs(values).max(initial=0))
+        # the extremes, not abs(values).max(): no copy of the counts
+        largest = max(abs(int(values.min(initial=0))), abs(int(values.max(initial=0))))
         if largest > LARGE_COUNT_WARNING:
             warnings.warn(
                 f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
@@ -501,10 +529,9 @@ class Chain:
             )
             if work.stop[0]:
                 raise ChainStopped("stopped during the sweep")
-            model.update(self._state, stats, work, iteration)
+            log_joint = model.update_and_score(self._state, stats, counts, work, iteration)
             if work.stop[0]:
                 raise ChainStopped("stopped during the factor update")
-            log_joint = model.count_loglik(self._state, counts, work) + model.log_prior(self._state)
         except BaseException:
             self._broken = True
             raise

@@ -1,5 +1,6 @@
 """What every model provides, and the work plan a chain hands to its kernels."""
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,13 @@ class Model:
     #       stats, work, iteration) -> (token rows, token columns): Poisson(scale mu) draws, allocated,
     #       at the observed cells with noised count <= 0 of the used rows (the sparse step);
     #   update(state, stats, work, iteration); log_prior(state); count_loglik(state, counts_csr, work);
-    #   state_bytes(shape).
+    #   state_bytes(shape);
+    #   update_and_score(state, stats, counts_csr, work, iteration) -> float: update, then
+    #       count_loglik(counts_csr) + log_prior of the new factors. The engine calls it once per
+    #       iteration after the method's sweep; the default composes the three hooks. A model
+    #       overrides it to run the three in one compiled call when the work is one chunk
+    #       (``len(work.bounds) == len(work.column_bounds) == 1``: small data), with the same
+    #       arithmetic as the composed hooks so a chain does not depend on the path.
     # Variational hooks (models with "vi" in ``inferences``; see lpviz.vi), on q, a tuple
     # of GammaFactor (lpviz.models._variational):
     #   vi_init(shape, mean_count, rng) -> q; vi_factors(q) -> dict of E[factors];
@@ -101,6 +108,15 @@ class Model:
     #       [start, stop), computed by the stream-block chunks ``bounds``;
     #   vi_new_stats(q, work); vi_allocate(q, counts_csr_float, stats, work) -> per-row sum y log W;
     #   vi_update(q, stats, work) -> the ELBO terms of the factors (prior, entropy, rate sums).
+
+    def update_and_score(self, state, stats, counts, work, iteration):
+        """Draw the factors given ``stats`` (:meth:`update`), then return the log joint's model
+        part at the new factors: ``count_loglik(counts) + log_prior``. Models override it to fuse
+        the three for small data (see the hook list above)."""
+        self.update(state, stats, work, iteration)
+        if work.stop[0]:
+            return math.nan
+        return self.count_loglik(state, counts, work) + self.log_prior(state)
 
     def topics(self, factors):
         """The topic-word matrix (K, V) when the model has topics, else None."""
