@@ -12,13 +12,16 @@ Release file schema (``.npz``, no pickles; :meth:`Release.save`,
 :meth:`Release.load`, ``lpviz privatize``)::
 
     format          "lpviz-release-1"
-    Y_obs           int (D, V) noised counts (0 at structural zeros)
-    alpha           float () or (D,): the noise level, per row if heterogeneous
+    Y_obs           int (D, V) noised counts (0 at structural zeros); any order >= 2, e.g.
+                    (I, J, T) sender x recipient x month
+    alpha           float () or (D,): the noise level, per row (first-mode index) if heterogeneous
     epsilon, N      float (): NaN when the release was made from alpha alone
-    kind            str: "documents" (documents x words) or "network" (sender x recipient)
-    heldout         bool (D, V), optional: cells held out of every fit
-    structural_zeros bool (D, V), optional: cells that do not exist (a network's diagonal)
-    row_labels, col_labels  str (D,), (V,), optional: labels declared public
+    kind            str: "documents" (documents x words), "network" (sender x recipient) or
+                    "tensor" (an array of order >= 3)
+    heldout         bool (Y_obs's shape), optional: cells held out of every fit
+    structural_zeros bool (Y_obs's shape), optional: cells that do not exist (a network's diagonal)
+    row_labels, col_labels  str (D,), (V,), optional: labels declared public (first, second mode)
+    mode_labels_2, mode_labels_3, ...  str, optional: labels of the further modes (e.g. months)
     simulated       bool: True when the noise came from a seeded (reproducible) sampler
     noise_seed      int, optional: that seed (a simulation is invertible by whoever holds it)
     name            str: the data set's name (never a file path)
@@ -30,7 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-KINDS = ("documents", "network")
+KINDS = ("documents", "network", "tensor")
+# The order (number of modes) of the data of each kind: None = 3 or more.
+KIND_ORDERS = {"documents": 2, "network": 2, "tensor": None}
 RELEASE_FORMAT = "lpviz-release-1"
 
 
@@ -71,21 +76,62 @@ def _check_labels(name, labels, n):
     return labels
 
 
+def _check_mode_labels(mode_labels, shape):
+    """One sequence of labels (or None) per mode after the second, or None."""
+    if mode_labels is None:
+        return None
+    mode_labels = tuple(mode_labels)
+    if len(mode_labels) != len(shape) - 2:
+        raise ValueError(
+            f"mode_labels has {len(mode_labels)} entries but the data have {len(shape) - 2} modes after "
+            "the second; give one sequence of labels (or None) per further mode"
+        )
+    checked = tuple(
+        None if labels is None else _check_labels(f"mode_labels[{m}]", labels, shape[m + 2])
+        for m, labels in enumerate(mode_labels)
+    )
+    return None if all(labels is None for labels in checked) else checked
+
+
+def check_kind(kind, shape):
+    """Raise a ValueError unless ``kind`` is a data kind and data of ``shape`` can be of it."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}")
+    order = KIND_ORDERS[kind]
+    if order is not None and len(shape) != order:
+        raise ValueError(
+            f"kind={kind!r} is a matrix, but the counts have shape {tuple(shape)}; an array of order "
+            f"{len(shape)} is kind='tensor'"
+        )
+    if order is None and len(shape) < 3:
+        raise ValueError(f"kind='tensor' needs an array of order 3 or more, got shape {tuple(shape)}")
+    if kind == "network" and shape[0] != shape[1]:
+        raise ValueError(f"a network must be square (senders x recipients), got shape {tuple(shape)}")
+
+
+def kind_of(shape):
+    """The kind data of ``shape`` are when nothing else is said: a matrix is "documents", an
+    array of order 3 or more a "tensor"."""
+    return "documents" if len(shape) == 2 else "tensor"
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """Noised counts and what is public about them.
 
     Parameters
     ----------
-    Y_obs : int array (n_rows, n_cols)
+    Y_obs : int array (n_rows, n_cols) or of any order >= 2, e.g. (I, J, T)
         The noised counts (may be negative).
     alpha : float or array (n_rows,)
         Noise level ``exp(-epsilon/N)`` of the two-sided geometric mechanism,
-        one per row when owners chose their own.
+        one per row (first-mode index: a document, a sender) when owners chose their own.
     epsilon, N : float, optional
         The privacy level the release was made at (None when only alpha is known).
-    kind : {"documents", "network"}
-        Documents x words, or a square sender x recipient network.
+    kind : {"documents", "network", "tensor"}
+        Documents x words, a square sender x recipient network, or an array of
+        order >= 3 (e.g. sender x recipient x month). Default: "tensor" for an
+        array of order >= 3, else "documents".
     heldout : bool array, optional
         True for cells held out of every fit (scored apart as held-out MAE).
     structural_zeros : bool array, optional
@@ -94,6 +140,8 @@ class Release:
     row_labels, col_labels : sequences of str, optional
         Labels the owner declared public. Labels chosen or ordered by the
         true data (the most frequent words, the busiest senders) reveal it.
+    mode_labels : sequence, optional
+        Arrays of order >= 3: labels of each further mode (e.g. the months), or None.
     simulated : bool
         True when the noise came from a seeded sampler: a simulation, not a
         release (whoever knows the seed can subtract the noise).
@@ -107,7 +155,7 @@ class Release:
     alpha: object
     epsilon: float | None = None
     N: float | None = None
-    kind: str = "documents"
+    kind: str | None = None
     heldout: np.ndarray | None = None
     structural_zeros: np.ndarray | None = None
     row_labels: tuple | None = None
@@ -115,21 +163,22 @@ class Release:
     simulated: bool = False
     noise_seed: int | None = None
     name: str = ""
+    mode_labels: tuple | None = None
 
     def __post_init__(self):
         from lpviz.privacy import _check_alpha
 
         Y = np.asarray(self.Y_obs)
-        if Y.ndim != 2:
-            raise ValueError(f"Y_obs must be a 2-D matrix of noised counts, got shape {Y.shape}")
+        if Y.ndim < 2:
+            raise ValueError(
+                f"Y_obs must be an array of noised counts with at least two modes (rows x columns), got shape {Y.shape}"
+            )
         if Y.dtype == bool or Y.dtype.kind not in "iu":
             raise TypeError(f"Y_obs must hold integer counts, got dtype {Y.dtype}")
         if 0 in Y.shape:
             raise ValueError(f"Y_obs is empty (shape {Y.shape}); a release needs at least one row and one column")
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {self.kind!r}")
-        if self.kind == "network" and Y.shape[0] != Y.shape[1]:
-            raise ValueError(f"a network release must be square (senders x recipients), got shape {Y.shape}")
+        kind = kind_of(Y.shape) if self.kind is None else self.kind
+        check_kind(kind, Y.shape)
         alpha = _check_alpha(self.alpha)
         if alpha.ndim == 0:
             alpha = float(alpha)
@@ -140,18 +189,20 @@ class Release:
         else:
             alpha = _read_only(alpha.astype(np.float64))
         structural = self.structural_zeros
-        if structural is None and self.kind == "network":
+        if structural is None and kind == "network":
             structural = np.eye(*Y.shape, dtype=bool)
         set_ = object.__setattr__
         # the smallest integer type: a 10,000 x 10,000 release of small counts is 100 MB, not 800 MB
         set_(self, "Y_obs", _read_only(Y, smallest_int_dtype(Y)))
         set_(self, "alpha", alpha)
+        set_(self, "kind", kind)
         set_(self, "epsilon", None if self.epsilon is None else float(self.epsilon))
         set_(self, "N", None if self.N is None else float(self.N))
         set_(self, "heldout", _check_cells("heldout", self.heldout, Y.shape))
         set_(self, "structural_zeros", _check_cells("structural_zeros", structural, Y.shape))
         set_(self, "row_labels", _check_labels("row_labels", self.row_labels, Y.shape[0]))
         set_(self, "col_labels", _check_labels("col_labels", self.col_labels, Y.shape[1]))
+        set_(self, "mode_labels", _check_mode_labels(self.mode_labels, Y.shape))
         set_(self, "simulated", bool(self.simulated))
         set_(self, "noise_seed", None if self.noise_seed is None else int(self.noise_seed))
         if self.heldout is not None and not self.observed_cells.any():
@@ -200,7 +251,7 @@ class Release:
             noise = f"{level}alpha={format_alpha(self.alpha)}"
         seed = f" (noise seed {self.noise_seed})" if self.noise_seed is not None else ""
         origin = f"simulation{seed}" if self.simulated else "release (exact noise)"
-        return f"{self.shape[0]:,} x {self.shape[1]:,} {self.kind}, {noise}; {origin}"
+        return f"{' x '.join(f'{n:,}' for n in self.shape)} {self.kind}, {noise}; {origin}"
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path, *, overwrite=False):
@@ -230,6 +281,9 @@ class Release:
         for key in ("row_labels", "col_labels"):
             if getattr(self, key) is not None:
                 arrays[key] = np.asarray(getattr(self, key), dtype=str)
+        for m, labels in enumerate(self.mode_labels or ()):
+            if labels is not None:
+                arrays[f"mode_labels_{m + 2}"] = np.asarray(labels, dtype=str)
         atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
         return path
 
@@ -264,12 +318,14 @@ class Release:
                 raise ValueError(f"{path}: the release does not record its noise level 'alpha'")
             epsilon, N = get("epsilon"), get("N")
             try:
+                Y_obs = archive["Y_obs"]
+                mode_labels = [get(f"mode_labels_{m}") for m in range(2, Y_obs.ndim)]
                 return cls(
-                    Y_obs=archive["Y_obs"],
+                    Y_obs=Y_obs,
                     alpha=float(alpha) if alpha.ndim == 0 else alpha,
                     epsilon=None if epsilon is None or np.isnan(epsilon) else float(epsilon),
                     N=None if N is None or np.isnan(N) else float(N),
-                    kind=str(get("kind", "documents")),
+                    kind=None if get("kind") is None else str(get("kind")),
                     heldout=get("heldout"),
                     structural_zeros=get("structural_zeros"),
                     row_labels=None if get("row_labels") is None else get("row_labels").tolist(),
@@ -277,6 +333,7 @@ class Release:
                     simulated=bool(get("simulated", False)),
                     noise_seed=None if get("noise_seed") is None else int(get("noise_seed")),
                     name=str(get("name", "")),
+                    mode_labels=[None if m is None else m.tolist() for m in mode_labels] or None,
                 )
             except (TypeError, ValueError) as error:
                 raise ValueError(f"{path}: not a valid release: {error}") from None
@@ -293,8 +350,8 @@ class Truth:
 
     def __post_init__(self):
         Y = np.asarray(self.Y.toarray() if hasattr(self.Y, "toarray") else self.Y)
-        if Y.ndim != 2:
-            raise ValueError(f"the true counts must be a 2-D matrix, got shape {Y.shape}")
+        if Y.ndim < 2:
+            raise ValueError(f"the true counts must have at least two modes (rows x columns), got shape {Y.shape}")
         if Y.dtype == bool or Y.dtype.kind not in "iuf":
             raise TypeError(f"the true counts must be integers, got dtype {Y.dtype}")
         object.__setattr__(self, "Y", _read_only(Y.astype(np.int64)))

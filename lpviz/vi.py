@@ -45,7 +45,7 @@ import numpy as np
 
 from lpviz import methods as method_registry
 from lpviz.engine import Chain, ChainState, ChainStopped, Posterior
-from lpviz.models.base import check_count
+from lpviz.models.base import check_count, matrix_shape
 
 __all__ = [
     "VariationalFit",
@@ -235,7 +235,7 @@ class VariationalFit(Chain):
         import scipy.sparse as sp
 
         indptr, indices, values = counts
-        return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+        return sp.csr_matrix((values, indices, indptr), shape=matrix_shape(self.shape)).toarray().reshape(self.shape)
 
     def __repr__(self):
         return (
