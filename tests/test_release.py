@@ -33,7 +33,7 @@ def release(**fields):
     "fields, error, match",
     [
         (dict(Y_obs=np.arange(4)), ValueError, r"at least two modes \(rows x columns\), got shape \(4,\)"),
-        (dict(Y_obs=np.ones((2, 2, 2), dtype=int), kind="documents"), ValueError, "an array of order 3 is kind='tensor'"),
+        (dict(Y_obs=np.ones((2, 2, 2), dtype=int), kind="documents"), ValueError, "order 3 is kind='tensor'"),
         (dict(Y_obs=Y, kind="tensor"), ValueError, "kind='tensor' needs an array of order 3 or more"),
         (dict(Y_obs=np.zeros((0, 4), dtype=int)), ValueError, r"empty \(shape \(0, 4\)\)"),
         (dict(Y_obs=Y + 0.5), TypeError, "integer counts, got dtype float64"),
