@@ -5,13 +5,14 @@ from .download import fetch_enron
 from .enron import EnronCorpus, ReadReport, build_enron_network, build_enron_topics, read_corpus, read_emails
 from .holdout import HOLDOUTS, holdout_mask
 from .loaders import load_counts, load_data, save_counts
-from .synthetic import make_blocks, make_topics
+from .synthetic import make_blocks, make_tensor, make_topics
 
 __all__ = [
     "CountData",
     "SyntheticData",
     "make_topics",
     "make_blocks",
+    "make_tensor",
     "load_counts",
     "load_data",
     "save_counts",

@@ -219,6 +219,7 @@ _SPEC_SOURCES = {
     "enron-network": ("lpviz.datasets.enron", "build_enron_network", True),
     "synthetic-topics": ("lpviz.datasets.synthetic", "make_topics", False),
     "synthetic-blocks": ("lpviz.datasets.synthetic", "make_blocks", False),
+    "synthetic-tensor": ("lpviz.datasets.synthetic", "make_tensor", False),
 }
 
 
