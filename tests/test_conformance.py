@@ -196,7 +196,7 @@ def _stack(states):
     return factors, np.array([y for _, y, _ in states]), np.array([mu for _, _, mu in states])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _marginal_conditional(name, n_draws, seed):
     """Draws of the test functions from the joint (factors from the prior, y ~ Pois(mu)); the
     same for every variant of a model, so computed once."""
