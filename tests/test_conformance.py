@@ -82,9 +82,7 @@ def _simulated(name, sizes, seed, mean_count=2.0, n_components=3):
         mu[zeros] = 0.0
     Y = rng.poisson(mu)
     alpha = rng.uniform(0.2, 0.6, shape[0])
-    release = lpviz.privatize(
-        Y, alpha=alpha, kind=kind, heldout=heldout, structural_zeros=zeros, random_state=seed + 1
-    )
+    release = lpviz.privatize(Y, alpha=alpha, kind=kind, heldout=heldout, structural_zeros=zeros, random_state=seed + 1)
     return release, Truth(Y, mu=mu)
 
 
