@@ -274,6 +274,14 @@ def test_a_chain_on_a_tensor_addresses_cells_as_a_matrix_and_answers_in_its_shap
     assert np.all(chain.y_latent[release.structural_zeros] == 0)
     posterior = lpviz.fit(release, method="nonprivate", truth=truth, n_components=2, n_iter=20, thin=5)
     assert posterior.mu_hat.shape == (8, 8, 5) and posterior.rate_rows(2, 4).shape == (2, 8, 5)
+    # the diagnostics trace cells as the chains address them: row, column j * T + t
+    from lpviz.diagnostics import chain_summary, probe_cells
+
+    rows, cols = probe_cells(release.observed_cells, 6, random_state=1)
+    assert np.all(release.observed_cells.reshape(8, 40)[rows, cols])
+    traced = chain_summary(posterior, cells=(rows, cols))["rates"]
+    expected = [posterior.model_instance.rates(sample).reshape(8, 40)[rows, cols] for sample in posterior.samples]
+    np.testing.assert_allclose(traced, expected)
     with pytest.raises(ValueError, match="model='topics' fits a matrix"):
         Chain(release, model="topics", n_components=2)
 

@@ -527,13 +527,11 @@ def _traced(release, truth, heldout, seed):
     from ..diagnostics import probe_cells, probe_columns
 
     if release is not None:
-        observed, counts = release.observed_cells, np.asarray(release.Y_obs)
+        observed, column_totals = release.observed_cells, np.asarray(release.Y_obs).sum(axis=0)
     else:
         observed = np.ones(truth.Y.shape, dtype=bool) if heldout is None else ~heldout
-        counts = truth.Y
-    # cells as the chains address them: rows x the other modes flattened
-    observed, counts = observed.reshape(observed.shape[0], -1), counts.reshape(counts.shape[0], -1)
-    return probe_cells(observed, random_state=seed), probe_columns(counts.sum(axis=0))
+        column_totals = truth.Y.sum(axis=0)
+    return probe_cells(observed, random_state=seed), probe_columns(column_totals)
 
 
 def _diagnostics(posteriors, release, truth, heldout):

@@ -297,7 +297,7 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
             arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
         record["trace_name"] = summary["trace_name"]
     keep = params.get("keep") or {}
-    n_cells = release.shape[0] * release.shape[1]
+    n_cells = int(np.prod(release.shape))
     if keep.get("mu_hat") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
         arrays["mu_hat"] = posterior.mu_hat
     if keep.get("best") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
