@@ -110,6 +110,12 @@ def _enron_network(spec):
     return build_enron_network(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
 
 
+def _enron_tensor(spec):
+    from lpviz.datasets import build_enron_tensor
+
+    return build_enron_tensor(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
+
+
 def _load_data_spec(spec):
     from lpviz.datasets import load_data
 
@@ -122,6 +128,7 @@ DATA_SOURCES = {
     "synthetic-lda": _synthetic_lda,
     "enron-topics": _enron_topics,
     "enron-network": _enron_network,
+    "enron-tensor": _enron_tensor,
     "spec": _load_data_spec,
 }
 
