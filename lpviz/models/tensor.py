@@ -422,7 +422,8 @@ class TensorModel(Model):
 
     def rate_rows(self, state, rows):
         A, B, C = state
-        return np.matmul(A[rows][:, None, :] * B[None, :, :], C.T).reshape(len(rows), -1)
+        # one matrix product with the Khatri-Rao columns (J T x K), as the topic model's theta @ phi
+        return A[rows] @ (B[:, None, :] * C[None, :, :]).reshape(-1, A.shape[1]).T
 
     def profiles(self, factors):
         return np.asarray(factors["c"])
