@@ -84,7 +84,8 @@ VI_HOOKS = ("vi_init", "vi_factors", "vi_moments", "vi_new_stats", "vi_allocate"
 # What the views can show of a fit, each a hook of that name (models declare theirs in ``shows``).
 VIEWS = {
     "topics": "the topic-word matrix (K, V): the topic views",
-    "memberships": "row memberships (n_rows, K): the membership views",
+    "memberships": "row memberships (n_rows, K): the topic map's documents",
+    "communities": "actors' memberships in a square network (n_actors, K): the Blocks tab",
     "profiles": "a profile of each component over the last mode (T, K): the time-profile view",
     "pair_maps": "a component's first-by-second-mode map (I, J): the actor-by-actor heatmaps",
 }
@@ -304,6 +305,10 @@ class Model(abc.ABC):
 
     def memberships(self, factors):
         """Row memberships (n_rows, K) when the model has them, else None."""
+        return None
+
+    def communities(self, factors):
+        """Actors' community memberships (n_actors, K) of a square network, else None."""
         return None
 
     def profiles(self, factors):

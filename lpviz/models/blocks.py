@@ -421,7 +421,7 @@ class BlockModel(Model):
     kinds = ("network",)
     default_for = ("network",)
     inferences = ("mcmc", "vi")
-    shows = ("memberships",)
+    shows = ("memberships", "communities")
 
     def check_shape(self, shape):
         super().check_shape(shape)
@@ -464,6 +464,9 @@ class BlockModel(Model):
         return theta @ factors["pi"], theta
 
     def memberships(self, factors):
+        return factors["theta"]
+
+    def communities(self, factors):
         return factors["theta"]
 
     # -- kernels ----------------------------------------------------------------------------
