@@ -142,7 +142,7 @@ class ControlsView(pn.viewable.Viewer):
         options follow the data."""
         from lpviz import models
 
-        select = pn.widgets.Select(name="Model", sizing_mode="stretch_width")
+        select = pn.widgets.Select(label="Model", sizing_mode="stretch_width")
 
         def options_for(release):
             if release is None:
