@@ -111,9 +111,9 @@ def _enron_network(spec):
 
 
 def _enron_tensor(spec):
-    from lpviz.datasets import build_enron_tensor
+    from lpviz.datasets import enron_tensor
 
-    return build_enron_tensor(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
+    return enron_tensor(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
 
 
 def _load_data_spec(spec):

@@ -4,7 +4,7 @@ Not a figure of the papers but the claim the ICML paper makes in passing: its
 method "applies to any Poisson factorization model", tensor factorization of
 dyadic event counts among them (Schein et al. 2015). The data are the Enron
 emails as sender x recipient x month counts
-(:func:`lpviz.datasets.build_enron_tensor`: the network's actors, an email
+(:func:`lpviz.datasets.enron_tensor`: the network's actors, an email
 counted once per distinct recipient in the month it was sent, no self loops),
 noised at several epsilon/N; 10% of the cells (drawn at random, the same for
 every fit) are held out of the fit. The tensor model (CP, K components) is
@@ -246,7 +246,7 @@ class TensorExperiment(Experiment):
             ),
             (
                 "Data",
-                f"Enron sender x recipient x month counts {first['shape']} (build_enron_tensor, "
+                f"Enron sender x recipient x month counts {first['shape']} (enron_tensor, "
                 f"min_count={settings['min_count']}); held out: a random {HELDOUT_FRACTION:.0%} of the cells "
                 f"({first['heldout_cells']} cells). Corpus: $LPVIZ_ENRON or the shared subset of the CMU release.",
             ),
