@@ -37,7 +37,7 @@ serve: venv
 	$(PY) -m app.serve --port $(PORT)
 
 # ruff (lint + format check) and mypy over the library and the app; `make format` fixes the layout.
-LINTED := lpviz app tests benchmarks
+LINTED := lpviz app tests benchmarks tools
 lint: venv
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)

@@ -27,8 +27,8 @@ from app.controls_view import ControlsView  # noqa: E402
 from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
-from app.presets import default_session  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
 from app.tensor_view import TensorView  # noqa: E402

@@ -16,7 +16,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, score_frame
+from app.fits import Fits, follow_results, model_shows, score_frame
 from app.plots import (
     RATE_CMAP,
     axis_labels,
@@ -87,10 +87,7 @@ class BlocksView(pn.viewable.Viewer):
     @property
     def applies(self):
         """True when the session's model shows communities of actors (declared in its ``shows``)."""
-        from lpviz import models
-
-        data = self.fits.data
-        return data.release is not None and bool(data.model) and "communities" in models.get(data.model).shows
+        return self.fits.data.release is not None and model_shows(self.fits.data.model, "communities")
 
     @param.depends("fits.data.release", "fits.data.model", watch=True)
     def refresh(self):

@@ -16,7 +16,7 @@ HELDOUT_SHADE = "#303030"
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
-AXES = {"documents": ("document", "word"), "network": ("sender", "recipient"), "tensor": ("sender", "recipient")}
+AXES = dict(documents=("document", "word"), network=("sender", "recipient"), tensor=("sender", "recipient"))
 # The kinds whose rows and columns are actors (their axes are named by the actors).
 ACTOR_KINDS = ("network", "tensor")
 

@@ -177,13 +177,3 @@ PRESETS = {
 
 # What the dashboard opens on: the paper's effect (private beats naive on MAE) within seconds.
 DEFAULT_PRESET = FIGURE3_LARGE.name
-
-
-def default_session(**settings):
-    """A session's chains (:class:`~app.fits.Fits`, its data as ``.data``) opening on
-    :data:`DEFAULT_PRESET`; ``settings`` given here win over the preset's."""
-    from app.datastore import DataStore
-    from app.fits import Fits
-    from app.settings import Settings
-
-    return Fits(DataStore(Settings(preset=DEFAULT_PRESET, **settings)))

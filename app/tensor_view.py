@@ -26,7 +26,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, score_frame
+from app.fits import Fits, follow_results, model_shows, score_frame
 from app.plots import RATE_CMAP, label_options, tick_labels
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics, models
@@ -38,7 +38,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def shows_tensor(model_name):
     """Whether the model registered as ``model_name`` declares the views this tab draws."""
-    return bool(model_name) and {"profiles", "pair_maps"} <= set(models.get(model_name).shows)
+    return model_shows(model_name, "profiles") and model_shows(model_name, "pair_maps")
 
 
 def component_volumes(model, factors):

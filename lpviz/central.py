@@ -30,6 +30,8 @@ from numba import njit, prange
 from scipy.special import digamma
 
 from . import accounting
+from ._validate import check_int as _check_int
+from ._validate import check_positive as _check_positive
 
 __all__ = ["PrivateLDA", "expected_statistics", "noisy_statistics", "posterior", "epsilon_spent"]
 
@@ -215,20 +217,6 @@ def _is_int(value):
 
 def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_int(name, value, minimum):
-    if not _is_int(value):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_positive(name, value, hint=""):
-    if not _is_real(value) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0{hint}, got {value!r}")
-    return float(value)
 
 
 def _as_counts(X, name="X"):

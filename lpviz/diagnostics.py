@@ -8,7 +8,7 @@ so the quantities diagnosed are label-invariant:
   joint for methods without one, per iteration after burn-in;
 - the Poisson rates ``mu`` at a fixed set of cells, per saved sample;
 - the topic-word distributions (rows of ``phi`` normalised to sum to one)
-  after Hungarian alignment (:func:`lpviz.metrics.align_topics`): every saved
+  after Hungarian alignment (:func:`lpviz.alignment.align_topics`): every saved
   sample to its own chain's best sample, then every chain to a reference
   chain by their mean topics, at a fixed set of word columns.
 
@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from lpviz.metrics import align_topics
+from lpviz.alignment import align_topics
 
 __all__ = [
     "rhat",

@@ -36,6 +36,7 @@ from lpviz import methods as method_registry
 from lpviz import models as model_registry
 from lpviz._parallel import chunk_bounds, limit_blas_threads, new_stop_flag
 from lpviz._random import chain_seed_from
+from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count, matrix_shape
 from lpviz.release import Release, Truth
@@ -47,8 +48,8 @@ __all__ = [
     "Posterior",
     "FitResult",
     "Run",
-    "run",
-    "fit",
+    "run",  # noqa: F822 -- served by __getattr__ (it lives in lpviz.driver)
+    "fit",  # noqa: F822 -- served by __getattr__ (it lives in lpviz.driver)
     "chain_bytes",
     "posterior_bytes",
     "check_posterior_memory",
@@ -148,22 +149,6 @@ def _check_counts(Y_obs):
     if 0 in Y.shape:
         raise ValueError(f"Y_obs is empty (shape {Y.shape}); it needs at least one row and one column")
     return Y
-
-
-def _check_alpha(alpha, n_rows, method_name):
-    from lpviz.privacy import _check_alpha as check_range
-
-    if alpha is None:
-        raise ValueError(
-            f"method={method_name!r} needs the noise level: pass alpha (a scalar in (0, 1) "
-            "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N), or a Release"
-        )
-    values = check_range(alpha)  # the mechanism's own check: numbers strictly in (0, 1)
-    if values.ndim == 0:
-        values = np.full(n_rows, float(values))
-    elif values.shape != (n_rows,):
-        raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), got shape {values.shape}")
-    return np.ascontiguousarray(values, dtype=np.float64)
 
 
 def _check_mask(mask, shape):
@@ -830,171 +815,10 @@ class Run:
 INFERENCES = ("mcmc", "vi")
 
 
-def run(
-    data,
-    *,
-    model=None,
-    method="private",
-    n_components,
-    n_iter=1000,
-    burn_in=None,
-    thin=25,
-    truth=None,
-    alpha=None,
-    mask=None,
-    sampler=None,
-    a0=0.1,
-    b0=1.0,
-    random_state=None,
-    parallel=None,
-    inference="mcmc",
-    init=None,
-    bessel_point=None,
-    tol=None,
-    **options,
-):
-    """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
+def __getattr__(name):
+    # run() and fit() live in lpviz.driver, above this module and lpviz.vi; still importable from here
+    if name in ("run", "fit"):
+        from lpviz import driver
 
-    Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
-    (default ``n_iter // 6``, the paper's 1,000 of 6,000) and ``thin`` (save
-    iterations ``burn_in + thin``, ``burn_in + 2 thin``, ...), and:
-
-    inference : {"mcmc", "vi"}
-        ``"vi"``: coordinate-ascent variational inference
-        (:class:`lpviz.vi.VariationalFit`) for at most ``n_iter`` iterations,
-        ending once the ELBO's relative change is at most ``tol``; no burn-in
-        or thinning (``thin`` is ignored). It returns a
-        :class:`lpviz.vi.VariationalRun` whose posterior is a
-        :class:`lpviz.vi.VariationalPosterior` (``E_q`` of the rates).
-    init : None, "vi", VariationalFit, Posterior or dict of factors
-        MCMC only: start the chain from a variational fit's means; ``"vi"``
-        runs one first on the same data (with ``bessel_point`` and ``tol``),
-        and ``run.init`` is its posterior (its seconds are not in the chain's).
-    bessel_point : {"mode", "mean"}, optional
-        The private method's CAVI ``q(m)`` (``inference="vi"`` or ``init="vi"``).
-    tol : float, optional
-        CAVI's stopping tolerance (default :data:`lpviz.vi.DEFAULT_TOL`).
-    **options
-        The method's other options (its ``options``: e.g. the private
-        method's ``sparse_step``, ``noise_split``), each for the inference it
-        applies to (``Method.option_inference``).
-
-    Returns
-    -------
-    Run
-        Iterate it to advance the chain; ``run.posterior`` holds the result so
-        far, ``run.chain`` the chain, ``run.stop()`` stops it from another thread.
-    """
-    from lpviz import vi  # here: lpviz.vi builds on this module
-
-    if inference not in INFERENCES:
-        raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
-    arguments = dict(
-        model=model,
-        method=method,
-        n_components=n_components,
-        truth=truth,
-        alpha=alpha,
-        mask=mask,
-        a0=a0,
-        b0=b0,
-        parallel=parallel,
-    )
-    options = {
-        key: value
-        for key, value in dict(options, sampler=sampler, bessel_point=bessel_point).items()
-        if value is not None
-    }
-    if inference == "vi":
-        if burn_in is not None:
-            raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
-        if init is not None:
-            raise ValueError("init starts a chain (inference='mcmc'); a variational fit starts from random q")
-        return vi.variational_run(data, n_iter=n_iter, tol=tol, random_state=random_state, **arguments, **options)
-    n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
-    chain_options, vi_options = vi.split_options(method, options)
-    if init is None and (vi_options or tol is not None):
-        raise ValueError(
-            f"{', '.join(sorted(vi_options)) or 'tol'} set{'s' if len(vi_options) < 2 else ''} a "
-            "variational fit: use with inference='vi' or init='vi'"
-        )
-    chain = Chain(
-        data,
-        model=model,
-        method=method_registry.create(method, **chain_options),
-        n_components=n_components,
-        alpha=alpha,
-        mask=mask,
-        truth=truth,
-        a0=a0,
-        b0=b0,
-        random_state=random_state,
-        parallel=parallel,
-    )
-    chain_run = Run(chain, n_iter, burn_in, thin)
-    if init is not None:
-        vi_seed = int(np.random.SeedSequence(chain._chain_seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
-        chain_run.init = vi.warm_start(
-            chain, init, data=data, n_iter=vi.DEFAULT_MAX_ITER, tol=tol, random_state=vi_seed, **arguments, **vi_options
-        )
-    return chain_run
-
-
-def fit(
-    data,
-    *,
-    model=None,
-    method="private",
-    n_components,
-    n_iter=1000,
-    burn_in=None,
-    thin=25,
-    alpha=None,
-    mask=None,
-    truth=None,
-    sampler=None,
-    a0=0.1,
-    b0=1.0,
-    random_state=None,
-    parallel=None,
-    callback=None,
-    inference="mcmc",
-    init=None,
-    bessel_point=None,
-    tol=None,
-    **options,
-):
-    """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
-
-    Parameters are those of :func:`run`, plus ``callback``: called as
-    ``callback(state)`` with the :class:`ChainState` after every iteration
-    (e.g. to drive a progress bar).
-    """
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable, got {callback!r}")
-    chain_run = run(
-        data,
-        model=model,
-        method=method,
-        n_components=n_components,
-        n_iter=n_iter,
-        burn_in=burn_in,
-        thin=thin,
-        truth=truth,
-        alpha=alpha,
-        mask=mask,
-        sampler=sampler,
-        a0=a0,
-        b0=b0,
-        random_state=random_state,
-        parallel=parallel,
-        inference=inference,
-        init=init,
-        bessel_point=bessel_point,
-        tol=tol,
-        **options,
-    )
-    for state in chain_run:
-        if callback is not None:
-            callback(state)
-    return chain_run.posterior
+        return getattr(driver, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

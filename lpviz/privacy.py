@@ -49,6 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, xlogy
 
+from lpviz._validate import check_alpha as _check_alpha
+
 __all__ = [
     "alpha_from",
     "epsilon_from",
@@ -100,21 +102,6 @@ def _check_N(N):
             f"(N=1 hides a single unit), got {N!r}"
         )
     return float(N)
-
-
-def _check_alpha(alpha):
-    try:
-        a = np.asarray(alpha, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"alpha must be a number in (0, 1) (or one per row), got {alpha!r}") from None
-    if a.size == 0:
-        raise ValueError("alpha is empty: give one number in (0, 1) (or one per row)")
-    if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a >= 1):
-        raise ValueError(
-            "alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N); "
-            f"0 would be no noise, 1 infinite noise), got {alpha!r}"
-        )
-    return a
 
 
 def alpha_from(epsilon, N=1):

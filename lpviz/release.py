@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lpviz._validate import check_alpha as _check_alpha
+
 KINDS = ("documents", "network", "tensor")
 # The order (number of modes) of the data of each kind: None = 3 or more.
 KIND_ORDERS = {"documents": 2, "network": 2, "tensor": None}
@@ -166,8 +168,6 @@ class Release:
     mode_labels: tuple | None = None
 
     def __post_init__(self):
-        from lpviz.privacy import _check_alpha
-
         Y = np.asarray(self.Y_obs)
         if Y.ndim < 2:
             raise ValueError(

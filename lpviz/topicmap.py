@@ -20,8 +20,9 @@
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.distance import pdist, squareform
 
-from lpviz.metrics import align_topics
+from lpviz.alignment import align_topics
 
 __all__ = [
     "DEFAULT_LAMBDA",
@@ -110,24 +111,15 @@ def jensen_shannon_distances(topics):
 
     The distance is the square root of the Jensen-Shannon divergence in bits
     (log base 2), so it is a metric bounded by 1 (topics on disjoint words);
-    it equals ``scipy.spatial.distance.jensenshannon(p, q, base=2)``.
-    Rows of ``topics`` are normalised first.
+    it is ``scipy.spatial.distance.jensenshannon(p, q, base=2)`` for every
+    pair, computed by :func:`scipy.spatial.distance.pdist`. Rows of ``topics``
+    are normalised first.
     """
     p = word_distributions(topics)
-    log_p = np.log2(np.where(p > 0, p, 1.0))  # 0 where p = 0: those words add nothing
-    divergence = np.zeros((len(p), len(p)))
-    for i in range(len(p)):  # one row at a time (K x V memory, not K x K x V), pairs j > i only
-        others = p[i + 1 :]
-        midpoints = (p[i] + others) / 2
-        log_m = np.log2(np.where(midpoints > 0, midpoints, 1.0))
-        # KL(p_i || m) + KL(p_j || m), each summed over the words its distribution uses
-        kl_i = np.sum(p[i] * (log_p[i] - log_m), axis=1)
-        kl_j = np.sum(others * (log_p[i + 1 :] - log_m), axis=1)
-        divergence[i, i + 1 :] = (kl_i + kl_j) / 2
-    divergence = np.clip(divergence + divergence.T, 0.0, 1.0)  # rounding can step outside [0, 1]
-    distances = np.sqrt(divergence)
-    np.fill_diagonal(distances, 0.0)
-    return distances
+    # scipy's pdist takes no base for this metric: natural-log distances, then to bits (the divergence
+    # scales by 1 / ln 2, its square root by 1 / sqrt(ln 2)); rounding can step just outside [0, 1]
+    distances = squareform(pdist(p, "jensenshannon")) / np.sqrt(np.log(2.0))
+    return np.clip(distances, 0.0, 1.0)
 
 
 def classical_mds(distances, n_components=2):

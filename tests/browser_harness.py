@@ -117,7 +117,9 @@ def server():
         if process.poll() is not None:
             pytest.fail(f"panel serve exited with code {process.returncode}")
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
+            # A first render under load can take more than 5 s, and an abandoned request still
+            # builds its session: a short timeout would pile sessions up and never succeed.
+            with urllib.request.urlopen(url, timeout=60) as response:
                 if response.status == 200:
                     break
         except OSError:

@@ -335,8 +335,9 @@ def test_a_drain_triggers_the_buffers_together_through_the_public_api(fits):
     assert fits.drain() == 0  # nothing queued: nothing redrawn
     import app.fits
     import app.fits_view
+    import app.runner
 
-    source = inspect.getsource(app.fits) + inspect.getsource(app.fits_view)
+    source = inspect.getsource(app.fits) + inspect.getsource(app.fits_view) + inspect.getsource(app.runner)
     assert "_on_trigger" not in source and "_subscribers" not in source
 
 

@@ -499,7 +499,8 @@ def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
 def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
     """The default session, run to its end with its own schedule: the paper's effect is visible."""
     from app.fits_view import FitsView
-    from app.presets import DEFAULT_PRESET, PRESETS, default_session
+    from app.presets import DEFAULT_PRESET, PRESETS
+    from app.session import default_session
 
     fits = default_session(noise_seed=0)
     settings = fits.settings

@@ -575,7 +575,7 @@ def test_real_network_follows_the_paper_rules(real_corpus):
 def test_real_matrices_reload_from_the_cache_without_reading_again(
     real_corpus, real_cache_dir, enron_tarball, monkeypatch
 ):
-    import lpviz.datasets.enron as enron
+    from lpviz.datasets.enron import builders, corpus
 
     network = build_enron_network(enron_tarball, cache_dir=real_cache_dir)
     topics = build_enron_topics(enron_tarball, n_docs=2000, n_words=2000, cache_dir=real_cache_dir)
@@ -583,8 +583,8 @@ def test_real_matrices_reload_from_the_cache_without_reading_again(
     def no_work(*args, **kwargs):
         raise AssertionError("the cache should have answered")
 
-    for name in ("_parse_corpus", "_build_network", "_build_topics"):
-        monkeypatch.setattr(enron, name, no_work)
+    for module, name in ((corpus, "_parse_corpus"), (builders, "_build_network"), (builders, "_build_topics")):
+        monkeypatch.setattr(module, name, no_work)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a cache entry found corrupt would warn
         network_again = build_enron_network(enron_tarball, cache_dir=real_cache_dir)

@@ -76,9 +76,9 @@ def test_registry_names_classes_and_defaults():
         models.get("lda")
     with pytest.raises(ValueError, match="no model fits data of kind 'images'"):
         models.default_for("images")
-    with pytest.raises(TypeError, match="cannot register model dict: .* is not a Model subclass"):
+    with pytest.raises(TypeError, match="register\\(\\) takes a Model subclass with a name"):
         models.register(dict)
-    with pytest.raises(TypeError, match="cannot register model Model: no name"):
+    with pytest.raises(TypeError, match="register\\(\\) takes a Model subclass with a name"):
         models.register(models.Model)  # no name
 
 
@@ -88,8 +88,8 @@ def test_registry_names_classes_and_defaults():
         (dict(n_components=0), ValueError, "n_components must be >= 1"),
         (dict(n_components=1.5), TypeError, "n_components must be an integer"),
         (dict(n_components=True), TypeError, "n_components must be an integer"),
-        (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a positive finite number"),
-        (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a positive finite number"),
+        (dict(n_components=2, a0=-1.0), ValueError, "a0 must be a finite number > 0"),
+        (dict(n_components=2, b0=np.inf), ValueError, "b0 must be a finite number > 0"),
     ],
 )
 def test_models_check_their_parameters(arguments, error, match):

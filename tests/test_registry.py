@@ -297,3 +297,24 @@ def test_a_method_and_a_model_registered_together(toy_method, toy_model):
     draws = np.array([sample["rate"][1, 1] for sample in posterior.samples])
     assert stats.kstest(draws, stats.gamma(1.0, scale=1 / 2.0).cdf).pvalue > P_ACCEPT
     assert stats.kstest(draws, stats.gamma(6.0, scale=1 / 2.0).cdf).pvalue < P_ACCEPT  # the counts' conditional
+
+
+def test_the_three_registries_check_entries_and_refuse_unknown_names_alike():
+    """Models, methods and reproductions share one registry helper: the same checks, each its own words."""
+    from lpviz import reproduce
+
+    cases = [
+        (models, "lda", "model must be one of 'topics', 'blocks'; got 'lda'", "a Model subclass"),
+        (methods, "fancy", "method must be one of 'private', 'naive', 'nonprivate'; got 'fancy'", "a Method subclass"),
+        (reproduce, "fig9", r"unknown experiment 'fig9'; choose one of fig1, .* or 'all'", "an Experiment instance"),
+    ]
+    for registry, unknown, refusal, takes in cases:
+        with pytest.raises(ValueError, match=refusal):
+            registry.get(unknown)
+        with pytest.raises(ValueError, match=refusal.replace(repr(unknown), "\\[\\]")):
+            registry.get([])  # not even hashable: still the same refusal
+        for entry in (object(), type("Nameless", (), {"name": ""})):
+            with pytest.raises(TypeError, match=f"register\\(\\) takes {takes} with a name"):
+                registry.register(entry)
+    assert models.get("topics") is models.MODELS["topics"] and methods.get("naive") is methods.METHODS["naive"]
+    assert reproduce.get("table1") is reproduce.EXPERIMENTS["table1"]

@@ -34,6 +34,33 @@ def test_js_distances_match_scipy_base_2_and_are_a_bounded_symmetric_metric():
     assert np.all(distances[:, None, :] <= distances[:, :, None] + distances[None, :, :] + 1e-12)
 
 
+def _hand_written_js_distances(p):
+    """lpviz's JS distances before they came from scipy's pdist (issue 24): the reference they must equal."""
+    log_p = np.log2(np.where(p > 0, p, 1.0))
+    divergence = np.zeros((len(p), len(p)))
+    for i in range(len(p)):
+        others = p[i + 1 :]
+        midpoints = (p[i] + others) / 2
+        log_m = np.log2(np.where(midpoints > 0, midpoints, 1.0))
+        kl_i = np.sum(p[i] * (log_p[i] - log_m), axis=1)
+        kl_j = np.sum(others * (log_p[i + 1 :] - log_m), axis=1)
+        divergence[i, i + 1 :] = (kl_i + kl_j) / 2
+    distances = np.sqrt(np.clip(divergence + divergence.T, 0.0, 1.0))
+    np.fill_diagonal(distances, 0.0)
+    return distances
+
+
+@pytest.mark.parametrize("n_topics, n_words, zero_share", [(2, 3, 0.3), (8, 50, 0.5), (30, 2000, 0.9)])
+def test_js_distances_equal_the_earlier_hand_written_ones_with_zero_probability_words(n_topics, n_words, zero_share):
+    rng = np.random.default_rng(n_words)
+    topics = rng.gamma(0.1, 1.0, (n_topics, n_words)) * (rng.random((n_topics, n_words)) >= zero_share)
+    topics[:, 0] = 1.0  # every topic keeps some mass
+    topics[1, 1:] = 0.0  # one topic on a single word: most words have probability 0 in it
+    p = topics / topics.sum(axis=1, keepdims=True)
+    assert (p == 0).mean() > zero_share / 2  # the zero-probability words the two must agree on
+    np.testing.assert_allclose(topicmap.jensen_shannon_distances(topics), _hand_written_js_distances(p), atol=1e-12)
+
+
 def test_js_distance_is_one_for_disjoint_topics_and_zero_for_equal_ones():
     topics = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 3.0, 1.0], [2.0, 2.0, 0.0, 0.0]])
     distances = topicmap.jensen_shannon_distances(topics)

@@ -211,7 +211,7 @@ def run_method(release, truth, *, model, method, n_components, iterations, burn_
     Without a release (a run of the non-private method alone) the chain fits
     the true counts as a matrix, with ``mask`` among ``options``.
     """
-    from ..engine import run
+    from ..driver import run
     from ..metrics import score
 
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)

@@ -1,4 +1,4 @@
-"""Synthetic count data with a known truth: the paper's Figure 3 and Figure 1.
+"""Synthetic count data with a known truth: the paper's Figure 3 and Figure 1, and an LDA corpus.
 
 - :func:`make_topics` (Figure 3, topic recovery): D=90 documents, V=15 words,
   K=3 well-separated topics, documents in three groups of thirty, each
@@ -6,42 +6,25 @@
 - :func:`make_blocks` (Figure 1, block recovery): V=20 actors, C=5
   communities, ``theta, pi ~ Gamma``, ``N`` = the empirical mean count,
   ``alpha = exp(-epsilon / N)``, no self loops.
+- :func:`lda_corpus` (the VIPS comparison's synthetic corpus): LDA with a
+  Poisson document length and known topics, no noised copy.
 - :func:`make_tensor` (the tensor model): sender x recipient x month counts
   from a CP model whose components are groups of actors active in a burst of
   months, no self loops.
 
-All return :class:`~lpviz.datasets.SyntheticData` holding the true counts
-``Y``, one noised copy ``Y_obs``, the noise level ``alpha``, the true rates
+All four return :class:`~lpviz.datasets.SyntheticData` holding the true counts
+``Y``, (all but lda_corpus) one noised copy ``Y_obs``, the noise level ``alpha``, the true rates
 ``mu`` and factors, all drawn from one seeded generator.
 """
 
-import numbers
-
 import numpy as np
 
+from .._validate import check_int as _check_int
+from .._validate import check_positive as _check_positive
 from ..privacy import alpha_from, heterogeneous_alpha, privatize
 from ._types import SyntheticData
 
-__all__ = ["make_topics", "make_blocks", "make_tensor"]
-
-
-def _check_count(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_positive(name, value):
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, numbers.Real)
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+__all__ = ["make_topics", "make_blocks", "lda_corpus", "make_tensor"]
 
 
 def _check_size(*shape):
@@ -113,9 +96,9 @@ def make_topics(
         (n_docs,), ``mu``, ``factors={"theta": (D, K), "phi": (K, V)}`` and
         ``info["groups"]``: the dominant topic of each document.
     """
-    n_topics = _check_count("n_topics", n_topics, 1)
-    n_docs = _check_count("n_docs", n_docs, n_topics)
-    n_words = _check_count("n_words", n_words, n_topics)
+    n_topics = _check_int("n_topics", n_topics, 1)
+    n_docs = _check_int("n_docs", n_docs, n_topics)
+    n_words = _check_int("n_words", n_words, n_topics)
     doc_length = _check_positive("doc_length", doc_length)
     topic_purity = _check_positive("topic_purity", topic_purity)
     if topic_purity > 1:
@@ -214,8 +197,8 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
         ``mu``, ``factors={"theta": (V, C), "pi": (C, C)}``,
         ``info["N"]``, ``info["epsilon"]``.
     """
-    n_actors = _check_count("n_actors", n_actors, 2)
-    n_communities = _check_count("n_communities", n_communities, 1)
+    n_actors = _check_int("n_actors", n_actors, 2)
+    n_communities = _check_int("n_communities", n_communities, 1)
     epsilon = _check_positive("epsilon", epsilon)
     a0 = _check_positive("a0", a0)
     b0 = _check_positive("b0", b0)
@@ -257,6 +240,63 @@ def make_blocks(n_actors=20, n_communities=5, epsilon=1.0, *, a0=0.1, b0=0.1, ra
         alpha=alpha,
         mu=mu,
         factors={"theta": theta, "pi": pi},
+    )
+
+
+def lda_corpus(
+    n_docs=1000,
+    n_words=500,
+    n_topics=10,
+    *,
+    doc_length=100.0,
+    topic_concentration=0.1,
+    doc_concentration=0.3,
+    random_state=None,
+):
+    """An LDA-like corpus with known topics (the VIPS comparison's synthetic data).
+
+    ``phi_k ~ Dirichlet(topic_concentration)`` over the words,
+    ``pi_d ~ Dirichlet(doc_concentration)`` over the topics, a length
+    ``L_d ~ Gamma(10, mean doc_length)``, and ``y_dv ~ Poisson(L_d sum_k
+    pi_dk phi_kv)``: LDA with a Poisson document length (given its length a
+    document's words are LDA's multinomial draw), written as the Poisson topic
+    model with ``theta_dk = L_d pi_dk`` so that every fit's truth is the same.
+
+    Returns
+    -------
+    SyntheticData
+        ``model="topics"``, ``Y`` int64 (n_docs, n_words), ``mu``,
+        ``factors={"theta": (D, K), "phi": (K, V) rows summing to 1}``; no
+        noised copy (``Y_obs`` None: the experiment noises the training documents).
+    """
+    n_topics = _check_int("n_topics", n_topics, 1)
+    n_docs = _check_int("n_docs", n_docs, 2)
+    n_words = _check_int("n_words", n_words, 2)
+    doc_length = _check_positive("doc_length", doc_length)
+    topic_concentration = _check_positive("topic_concentration", topic_concentration)
+    doc_concentration = _check_positive("doc_concentration", doc_concentration)
+    _check_size(n_docs, n_words)
+    rng = np.random.default_rng(random_state)
+    phi = rng.dirichlet(np.full(n_words, topic_concentration), n_topics)
+    shares = rng.dirichlet(np.full(n_topics, doc_concentration), n_docs)
+    lengths = rng.gamma(10.0, doc_length / 10.0, n_docs)
+    theta = lengths[:, None] * shares
+    mu = theta @ phi
+    Y = rng.poisson(mu).astype(np.int64)
+    return SyntheticData(
+        Y=Y,
+        row_labels=[f"doc {d}" for d in range(n_docs)],
+        col_labels=[f"word {v}" for v in range(n_words)],
+        model="topics",
+        source="synthetic-lda",
+        info={
+            "doc_length": doc_length,
+            "topic_concentration": topic_concentration,
+            "doc_concentration": doc_concentration,
+            "description": "LDA-like corpus with known topics (VIPS comparison)",
+        },
+        mu=mu,
+        factors={"theta": theta, "phi": phi},
     )
 
 
@@ -309,9 +349,9 @@ def make_tensor(
         ``info["mode_labels"]`` (the months' labels), ``info["structural_zeros"]``
         (None with self loops), ``info["epsilon"]``, ``info["N"]``.
     """
-    n_actors = _check_count("n_actors", n_actors, 2)
-    n_times = _check_count("n_times", n_times, 1)
-    n_components = _check_count("n_components", n_components, 1)
+    n_actors = _check_int("n_actors", n_actors, 2)
+    n_times = _check_int("n_times", n_times, 1)
+    n_components = _check_int("n_components", n_components, 1)
     epsilon = _check_positive("epsilon", epsilon)
     mean_count = _check_positive("mean_count", mean_count)
     a0 = _check_positive("a0", a0)

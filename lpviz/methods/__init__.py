@@ -6,27 +6,25 @@ release and its latent step. Adding a method is one new file and one
 labels and colours all read :data:`METHODS`.
 """
 
+from lpviz._registry import Registry, one_of
 from lpviz.methods.base import Exclusions, Method, Prepared
 
 __all__ = ["METHODS", "Method", "Exclusions", "Prepared", "register", "get", "create"]
 
-METHODS = {}
+METHODS: dict[str, type[Method]] = {}
+_REGISTRY = Registry(
+    METHODS, accepts=Registry.subclasses_of(Method), takes="a Method subclass with a name", unknown=one_of("method")
+)
 
 
 def register(method_class):
     """Add a :class:`Method` subclass to the registry under its ``name``."""
-    if not (isinstance(method_class, type) and issubclass(method_class, Method)) or not method_class.name:
-        raise TypeError(f"register() takes a Method subclass with a name, got {method_class!r}")
-    METHODS[method_class.name] = method_class
-    return method_class
+    return _REGISTRY.register(method_class)
 
 
 def get(name):
     """The method class registered as ``name``."""
-    try:
-        return METHODS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {name!r}") from None
+    return _REGISTRY.get(name)
 
 
 def create(name, **options):

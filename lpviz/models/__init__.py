@@ -8,6 +8,7 @@ the dashboard's selectors and the engine read :data:`MODELS`, and the
 conformance suite (``tests/test_conformance.py``) runs every registered model.
 """
 
+from lpviz._registry import Registry, one_of
 from lpviz.models.base import Model, Work, contract_problems, matrix_shape
 
 __all__ = [
@@ -23,27 +24,27 @@ __all__ = [
     "matrix_shape",
 ]
 
-MODELS = {}
+MODELS: dict[str, type[Model]] = {}
+_REGISTRY = Registry(
+    MODELS, accepts=Registry.subclasses_of(Model), takes="a Model subclass with a name", unknown=one_of("model")
+)
 
 
 def register(model_class):
     """Add a :class:`Model` subclass to the registry under its ``name``, after checking it
     implements the contract (:func:`lpviz.models.base.contract_problems`): a TypeError names
-    every hook or declaration it lacks."""
-    problems = contract_problems(model_class)
-    if problems:
-        name = getattr(model_class, "__name__", repr(model_class))
-        raise TypeError(f"cannot register model {name}: " + "; ".join(problems))
-    MODELS[model_class.name] = model_class
-    return model_class
+    every hook or declaration it lacks (a class that is no Model subclass, or has no name, is
+    refused as every registry refuses it)."""
+    if Registry.subclasses_of(Model)(model_class) and getattr(model_class, "name", None):
+        problems = contract_problems(model_class)
+        if problems:
+            raise TypeError(f"cannot register model {model_class.__name__}: " + "; ".join(problems))
+    return _REGISTRY.register(model_class)
 
 
 def get(name):
     """The model class registered as ``name``."""
-    try:
-        return MODELS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"model must be one of {', '.join(map(repr, MODELS))}; got {name!r}") from None
+    return _REGISTRY.get(name)
 
 
 def create(name, n_components, a0=0.1, b0=1.0):

@@ -12,24 +12,12 @@ whose columns are several modes maps the flat column back itself (the tensor mod
 
 import abc
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-
-def check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+from lpviz._validate import check_int as check_count
+from lpviz._validate import check_positive as check_positive
 
 
 @dataclass

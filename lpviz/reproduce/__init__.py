@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from lpviz._registry import Registry
 from lpviz.reproduce.base import Experiment, NotAvailableError
 from lpviz.reproduce.grid import ResultStore, TaskFailedError, run_tasks
 
@@ -40,25 +41,27 @@ __all__ = [
     "DEFAULT_OUTPUT",
 ]
 
-EXPERIMENTS = {}
+EXPERIMENTS: dict[str, Experiment] = {}
 DEFAULT_OUTPUT = Path("results") / "reproduce"
 ALL = "all"
 
 
+_REGISTRY = Registry(
+    EXPERIMENTS,
+    accepts=lambda entry: isinstance(entry, Experiment),
+    takes="an Experiment instance with a name",
+    unknown=lambda name, table: f"unknown experiment {name!r}; choose one of {', '.join(table)} or {ALL!r}",
+)
+
+
 def register(experiment):
     """Add an :class:`Experiment` instance to the registry under its ``name``."""
-    if not isinstance(experiment, Experiment) or not experiment.name:
-        raise TypeError(f"register() takes an Experiment instance with a name, got {experiment!r}")
-    EXPERIMENTS[experiment.name] = experiment
-    return experiment
+    return _REGISTRY.register(experiment)
 
 
 def get(name):
     """The registered experiment ``name``."""
-    try:
-        return EXPERIMENTS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)} or {ALL!r}") from None
+    return _REGISTRY.get(name)
 
 
 def _write_json(path, data):

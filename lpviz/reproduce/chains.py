@@ -42,7 +42,7 @@ import numpy as np
 
 from lpviz import diagnostics
 from lpviz._parallel import n_threads
-from lpviz.engine import run
+from lpviz.driver import run
 from lpviz.metrics import score
 
 __all__ = ["chain_task", "fit_and_summarise", "build_data", "build_release", "DATA_SOURCES", "enron_source"]
@@ -93,7 +93,7 @@ def _enron_topics(spec):
 
 
 def _synthetic_lda(spec):
-    from lpviz.reproduce.vips import lda_corpus
+    from lpviz.datasets.synthetic import lda_corpus
 
     return lda_corpus(
         spec["n_docs"],

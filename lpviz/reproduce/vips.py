@@ -52,24 +52,21 @@ model's guarantee; the report prints the whole-document local epsilon at the
 median training document length.
 """
 
-import functools
-import json
 import math
-import os
-import socket
-import time
-from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
-import scipy.sparse as sp
 
 from lpviz.reproduce.base import Experiment, sampler_options
+from lpviz.reproduce.vips_corpus import Corpus as Corpus  # re-exported: the split corpus
+from lpviz.reproduce.vips_corpus import completion_halves, heldout_size, split_corpus
+from lpviz.reproduce.vips_fits import DEFAULT_SAMPLER, FITS, NON_PRIVATE, PER_EPSILON, vips_task
+from lpviz.reproduce.vips_perplexity import FOLD_IN_MAX_ITER, FOLD_IN_TOL, completion_perplexity, fold_in
 
 __all__ = [
     "Vips",
     "vips_task",
-    "lda_corpus",
+    "lda_corpus",  # noqa: F822 -- served by __getattr__ below (it lives in lpviz.datasets.synthetic)
     "fold_in",
     "completion_perplexity",
     "completion_halves",
@@ -81,23 +78,7 @@ __all__ = [
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 DELTA = 1e-5
-# fold-in: EM on each held-out document's topic proportions, stopped at this largest change or iteration count
-FOLD_IN_MAX_ITER = 200
-FOLD_IN_TOL = 1e-8
-_TINY = 1e-300  # floor of a predicted word probability (a topic set that gives a word no mass at all)
 
-# key: (label, colour, family, options); central fits run PrivateLDA, local fits lpviz.run
-FITS = {
-    "central": ("central DP: private SVI (VIPS)", "#d62728", "central", {}),
-    "private-mcmc": ("local: private MCMC", "#1f77b4", "local", {"method": "private", "inference": "mcmc"}),
-    "private-vi": ("local: private VI", "#17becf", "local", {"method": "private", "inference": "vi"}),
-    "naive-mcmc": ("local: naive MCMC", "#ff7f0e", "local", {"method": "naive", "inference": "mcmc"}),
-    "svi": ("non-private SVI (online LDA)", "#e377c2", "central", {"noise_multiplier": 0.0, "clip": None}),
-    "nonprivate-mcmc": ("non-private MCMC", "#2ca02c", "local", {"method": "nonprivate", "inference": "mcmc"}),
-}
-PER_EPSILON = ("central", "private-mcmc", "private-vi", "naive-mcmc")
-NON_PRIVATE = ("svi", "nonprivate-mcmc")
-DEFAULT_SAMPLER = "collapsed"
 
 GUARANTEES = {
     "central": "(epsilon, delta)-DP per document; the curator is trusted with the true documents",
@@ -128,402 +109,14 @@ ACCOUNTANT_REFERENCE = {
 ACCOUNTANT_TOLERANCE = 5e-4  # the reference numbers have three decimals
 
 
-# ---------------------------------------------------------------------------
-# Data: the synthetic corpus, the split, the held-out halves
-# ---------------------------------------------------------------------------
+def __getattr__(name):
+    # lda_corpus, a data generator, lives in lpviz.datasets.synthetic; still importable from here,
+    # on demand, so that importing the reproduction suite does not import every data set reader
+    if name == "lda_corpus":
+        from lpviz.datasets.synthetic import lda_corpus
 
-
-def _check_int(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_positive(name, value):
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, float, np.number))
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def lda_corpus(
-    n_docs=1000,
-    n_words=500,
-    n_topics=10,
-    *,
-    doc_length=100.0,
-    topic_concentration=0.1,
-    doc_concentration=0.3,
-    random_state=None,
-):
-    """An LDA-like corpus with known topics (the VIPS comparison's synthetic data).
-
-    ``phi_k ~ Dirichlet(topic_concentration)`` over the words,
-    ``pi_d ~ Dirichlet(doc_concentration)`` over the topics, a length
-    ``L_d ~ Gamma(10, mean doc_length)``, and ``y_dv ~ Poisson(L_d sum_k
-    pi_dk phi_kv)``: LDA with a Poisson document length (given its length a
-    document's words are LDA's multinomial draw), written as the Poisson topic
-    model with ``theta_dk = L_d pi_dk`` so that every fit's truth is the same.
-
-    Returns
-    -------
-    SyntheticData
-        ``model="topics"``, ``Y`` int64 (n_docs, n_words), ``mu``,
-        ``factors={"theta": (D, K), "phi": (K, V) rows summing to 1}``; no
-        noised copy (``Y_obs`` None: the experiment noises the training documents).
-    """
-    from lpviz.datasets import SyntheticData
-    from lpviz.datasets.synthetic import _check_size
-
-    n_topics = _check_int("n_topics", n_topics, 1)
-    n_docs = _check_int("n_docs", n_docs, 2)
-    n_words = _check_int("n_words", n_words, 2)
-    doc_length = _check_positive("doc_length", doc_length)
-    topic_concentration = _check_positive("topic_concentration", topic_concentration)
-    doc_concentration = _check_positive("doc_concentration", doc_concentration)
-    _check_size(n_docs, n_words)
-    rng = np.random.default_rng(random_state)
-    phi = rng.dirichlet(np.full(n_words, topic_concentration), n_topics)
-    shares = rng.dirichlet(np.full(n_topics, doc_concentration), n_docs)
-    lengths = rng.gamma(10.0, doc_length / 10.0, n_docs)
-    theta = lengths[:, None] * shares
-    mu = theta @ phi
-    Y = rng.poisson(mu).astype(np.int64)
-    return SyntheticData(
-        Y=Y,
-        row_labels=[f"doc {d}" for d in range(n_docs)],
-        col_labels=[f"word {v}" for v in range(n_words)],
-        model="topics",
-        source="synthetic-lda",
-        info={
-            "doc_length": doc_length,
-            "topic_concentration": topic_concentration,
-            "doc_concentration": doc_concentration,
-            "description": "LDA-like corpus with known topics (VIPS comparison)",
-        },
-        mu=mu,
-        factors={"theta": theta, "phi": phi},
-    )
-
-
-def completion_halves(counts, random_state):
-    """Split every document's tokens at random into two halves: ``(fold_in, evaluate)`` CSR matrices.
-
-    Each of the ``n_dv`` tokens of word ``v`` goes to ``fold_in`` with
-    probability 1/2 (``Binomial(n_dv, 1/2)``), the rest to ``evaluate``.
-    """
-    counts = sp.csr_matrix(counts, dtype=np.int64)
-    rng = np.random.default_rng(random_state)
-    first = counts.copy()
-    first.data = rng.binomial(counts.data, 0.5).astype(np.int64)
-    second = counts - first
-    first.eliminate_zeros()
-    second.eliminate_zeros()
-    return first, second
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """A dataset split for the comparison: the training documents (``train``: CountData, ``truth``)
-    and the held-out documents (``heldout``: their rows in the dataset; ``fold_in``/``evaluate``:
-    the two halves of their tokens, CSR)."""
-
-    train: object
-    truth: object
-    heldout: np.ndarray
-    fold_in: sp.csr_matrix
-    evaluate: sp.csr_matrix
-
-    @property
-    def heldout_counts(self):
-        return self.fold_in + self.evaluate
-
-
-@functools.lru_cache(maxsize=2)
-def _cached_corpus(data_json, split_json):
-    from lpviz.datasets import CountData
-    from lpviz.release import Truth
-    from lpviz.reproduce.chains import build_data
-
-    data, split = build_data(json.loads(data_json)), json.loads(split_json)
-    Y = sp.csr_matrix(data.Y, dtype=np.int64)
-    n_docs = Y.shape[0]
-    n_heldout = heldout_size(n_docs, split["heldout_fraction"])
-    rng = np.random.default_rng(split["seed"])
-    order = rng.permutation(n_docs)
-    heldout, train = np.sort(order[:n_heldout]), np.sort(order[n_heldout:])
-    fold, evaluate = completion_halves(Y[heldout], rng)
-    Y_train = Y[train]
-    train_data = CountData(
-        Y=Y_train,
-        row_labels=[data.row_labels[i] for i in train],
-        col_labels=data.col_labels,
-        model="topics",
-        source=data.source,
-        info={"rows": train},
-    )
-    mu, factors = getattr(data, "mu", None), getattr(data, "factors", None)
-    if mu is not None and factors:
-        truth = Truth(Y_train.toarray(), mu[train], {"theta": factors["theta"][train], "phi": factors["phi"]})
-    else:
-        truth = Truth(Y_train.toarray())
-    return Corpus(train_data, truth, heldout, fold, evaluate)
-
-
-def split_corpus(data_spec, split_spec):
-    """The :class:`Corpus` of a data spec (:func:`lpviz.reproduce.chains.build_data`) and a split spec
-    ``{"heldout_fraction": f, "seed": s}``; built once per process."""
-    return _cached_corpus(json.dumps(data_spec, sort_keys=True), json.dumps(split_spec, sort_keys=True))
-
-
-def heldout_size(n_docs, fraction):
-    """Held-out documents of a corpus of ``n_docs``: ``round(fraction * n_docs)``, at least 1."""
-    if not 0 < fraction < 1:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {fraction!r}")
-    return max(1, int(round(fraction * n_docs)))
-
-
-# ---------------------------------------------------------------------------
-# Document-completion perplexity
-# ---------------------------------------------------------------------------
-
-
-def _distributions(topics):
-    topics = np.asarray(topics, dtype=np.float64)
-    if topics.ndim != 2 or not np.all(np.isfinite(topics)) or topics.min(initial=0) < 0:
-        raise ValueError("topics must be a finite non-negative (K, V) matrix")
-    totals = topics.sum(axis=1, keepdims=True)
-    if np.any(totals <= 0):
-        raise ValueError("a topic has no mass: every topic needs a positive weight on some word")
-    return topics / totals
-
-
-def _rows_of(csr):
-    return np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-
-
-def fold_in(topics, counts, *, pseudo_count=None, max_iter=FOLD_IN_MAX_ITER, tol=FOLD_IN_TOL):
-    """Topic proportions of documents given fixed topics: EM with a symmetric pseudo-count.
-
-    From uniform proportions, iterate for every document ``d``
-
-        theta_dk <- (a + sum_v n_dv theta_dk phi_kv / sum_j theta_dj phi_jv) / (n_d + K a)
-
-    (``phi`` = ``topics`` with rows normalised; ``a`` = ``pseudo_count``,
-    default ``1/K``: one pseudo-token in all, as LDA's default document prior)
-    until the largest change of any ``theta_dk`` is below ``tol`` or after
-    ``max_iter`` sweeps. A document without tokens keeps uniform proportions.
-
-    Parameters
-    ----------
-    topics : array (K, V), non-negative
-    counts : array or sparse (D, V) of counts
-
-    Returns
-    -------
-    ndarray (D, K), rows summing to 1
-    """
-    phi = _distributions(topics)
-    X = sp.csr_matrix(counts, dtype=np.float64)
-    n_topics = phi.shape[0]
-    if X.shape[1] != phi.shape[1]:
-        raise ValueError(f"counts have {X.shape[1]} words but topics {phi.shape[1]}: use the same vocabulary")
-    a = 1.0 / n_topics if pseudo_count is None else float(pseudo_count)
-    rows, cols = _rows_of(X), X.indices
-    lengths = np.asarray(X.sum(axis=1)).ravel()
-    phi_at = np.ascontiguousarray(phi[:, cols].T)  # (stored entries, K)
-    theta = np.full((X.shape[0], n_topics), 1.0 / n_topics)
-    for _ in range(max_iter):
-        predicted = np.maximum(np.einsum("ik,ik->i", theta[rows], phi_at), _TINY)
-        weights = sp.csr_matrix((X.data / predicted, cols, X.indptr), shape=X.shape)
-        new = (a + theta * (weights @ phi.T)) / (lengths[:, None] + n_topics * a)
-        change = float(np.abs(new - theta).max()) if new.size else 0.0
-        theta = new
-        if change < tol:
-            break
-    return theta
-
-
-def completion_perplexity(
-    topics, fold_in_counts, evaluate_counts, *, pseudo_count=None, max_iter=FOLD_IN_MAX_ITER, tol=FOLD_IN_TOL
-):
-    """Per-word held-out perplexity by document completion (see the module docstring).
-
-    The held-out documents' proportions are fitted to ``fold_in_counts``
-    (:func:`fold_in`) and ``evaluate_counts`` scored:
-    ``exp(-sum_dv m_dv log sum_k theta_dk phi_kv / sum_dv m_dv)``.
-    """
-    phi = _distributions(topics)
-    E = sp.csr_matrix(evaluate_counts, dtype=np.float64)
-    total = E.data.sum()
-    if total <= 0:
-        raise ValueError("the evaluated halves hold no tokens: perplexity is per word, so it needs some")
-    theta = fold_in(phi, fold_in_counts, pseudo_count=pseudo_count, max_iter=max_iter, tol=tol)
-    rows = _rows_of(E)
-    predicted = np.einsum("ik,ki->i", theta[rows], phi[:, E.indices])
-    return float(np.exp(-(E.data * np.log(np.maximum(predicted, _TINY))).sum() / total))
-
-
-# ---------------------------------------------------------------------------
-# The task
-# ---------------------------------------------------------------------------
-
-
-def _record_common(started, clock, prepared, sampled, seconds):
-    from lpviz._parallel import n_threads
-    from lpviz.reproduce.chains import _peak_memory_gb
-
-    seconds = np.asarray(seconds, dtype=float)
-    return {
-        "seconds_total": time.perf_counter() - clock,
-        "seconds_data": prepared,
-        "seconds_sampling": sampled,
-        "seconds_per_iteration": float(np.mean(seconds[1:] if seconds.size > 1 else seconds)),
-        "first_iteration_seconds": float(seconds[0]),
-        "started": started,
-        "finished": time.time(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "peak_memory_gb": _peak_memory_gb(),
-        "kernel_threads": n_threads(),
-    }
-
-
-def _local_fit(params, corpus, started, clock):
-    from lpviz.reproduce.chains import fit_and_summarise
-
-    options = FITS[params["method"]][3]
-    noise = params["noise"]
-    release = corpus.train.privatize(
-        epsilon=float(noise["epsilon"]), N=noise["N"], random_state=noise["seed"], public_labels=True
-    )
-    prepared = time.perf_counter() - clock
-    posterior, result = fit_and_summarise(
-        {**params, "method": options["method"], "inference": options["inference"]},
-        release,
-        corpus.truth,
-        started=started,
-        clock=clock,
-        prepared=prepared,
-    )
-    return posterior.model_instance.topics(posterior.best), result
-
-
-@functools.lru_cache(maxsize=64)
-def _noise_multiplier(epsilon, delta, sampling_rate, steps, accountant):
-    """What ``PrivateLDA(epsilon=...)`` calibrates, kept per process: every chain and dataset with the
-    same budget, batch and corpus size shares one search (a PLD search takes seconds)."""
-    from lpviz import accounting
-
-    return accounting.noise_multiplier(epsilon, delta, sampling_rate, steps, accountant)
-
-
-def _central_fit(params, corpus, started, clock):
-    from lpviz.central import PrivateLDA
-    from lpviz.central import posterior as central_posterior
-    from lpviz.metrics import score
-
-    prepared = time.perf_counter() - clock
-    settings, options = params["central"], FITS[params["method"]][3]
-    X = corpus.train.Y
-    if "noise_multiplier" in options:
-        sigma = options["noise_multiplier"]
-    else:  # PrivateLDA(epsilon=...)'s calibration for its planned steps, shared within the process
-        n_docs = X.shape[0]
-        sigma = _noise_multiplier(
-            float(params["labels"]["epsilon"]),
-            settings["delta"],
-            settings["batch_size"] / n_docs,
-            settings["n_epochs"] * math.ceil(n_docs / settings["batch_size"]),
-            settings["accountant"],
-        )
-    model = PrivateLDA(
-        params["n_components"],
-        noise_multiplier=sigma,
-        delta=settings["delta"],
-        batch_size=settings["batch_size"],
-        n_epochs=settings["n_epochs"],
-        clip=options.get("clip", settings["clip"]),
-        doc_length=settings["doc_length"],
-        accountant=settings["accountant"],
-        random_state=params["chain_seed"],
-    ).fit(X)
-    step_seconds = model.trace_["seconds"].to_numpy()
-    sampled = time.perf_counter() - clock - prepared
-    fit = central_posterior(model, X)
-    scores = score(fit, None, corpus.truth)
-    scores.update(iterations=int(model.n_steps_), samples=1, seconds=round(float(step_seconds.sum()), 3))
-    private = model.noise_multiplier_ > 0
-    batches = model.trace_["n_documents"].to_numpy()
-    extra = {
-        "epsilon_spent": float(model.epsilon_) if private else None,
-        "delta": model.delta_,
-        "noise_multiplier": model.noise_multiplier_,
-        "noise_std": model.noise_std_,
-        "sampling_rate": model.sampling_rate_,
-        "clipped_share": float(model.trace_["n_clipped"].sum() / max(batches.sum(), 1)),
-        "lda_bound_perplexity": model.perplexity(corpus.heldout_counts),
-    }
-    nan = np.full(step_seconds.size, np.nan)
-    arrays = {
-        "log_joint": nan,
-        "log_marginal": nan,
-        "iteration_seconds": step_seconds,
-        "epsilon_by_step": model.trace_["epsilon"].to_numpy(dtype=float),
-        "batch_sizes": batches,
-    }
-    record = {
-        "scores": scores,
-        "extra_scores": extra,
-        "shape": list(X.shape),
-        "n_saved": 1,
-        "alpha_mean": None,
-        "epsilon": params["labels"]["epsilon"],
-        "N": None,
-        "heldout_cells": 0,
-    }
-    record.update(_record_common(started, clock, prepared, sampled, step_seconds))
-    return model.components_, {"record": record, "arrays": arrays}
-
-
-_FAMILIES = {"central": _central_fit, "local": _local_fit}
-
-
-def vips_task(params):
-    """One fit of the comparison: a pure function of its JSON ``params`` (every seed among them).
-
-    ``params``: ``method`` (a key of :data:`FITS`), ``labels``
-    (``dataset``, ``setting``, ``epsilon``, ``chain``), ``data`` and
-    ``split`` (:func:`split_corpus`), ``n_components``, ``chain_seed``,
-    ``fold_in`` (options of :func:`completion_perplexity`); local fits:
-    ``noise`` (``epsilon``, ``N``, ``seed``), ``n_iter``/``burn_in``/``thin``
-    (MCMC) or ``n_iter``/``tol`` (VI), ``method_options``; central fits:
-    ``central`` (``batch_size``, ``n_epochs``, ``clip``, ``doc_length``,
-    ``delta``, ``accountant``). Returns ``{"record", "arrays"}`` like
-    :func:`lpviz.reproduce.chains.chain_task`, with ``extra_scores``
-    ``perplexity`` (document completion) and the held-out sizes.
-    """
-    started, clock = time.time(), time.perf_counter()
-    corpus = split_corpus(params["data"], params["split"])
-    label, _, family, _ = FITS[params["method"]]
-    topics, result = _FAMILIES[family](params, corpus, started, clock)
-    record = result["record"]
-    record["extra_scores"].update(
-        perplexity=completion_perplexity(topics, corpus.fold_in, corpus.evaluate, **params.get("fold_in", {})),
-        heldout_documents=int(corpus.heldout.size),
-        evaluated_tokens=int(corpus.evaluate.sum()),
-    )
-    record.update(method_label=label, family=family, seconds_total=time.perf_counter() - clock)
-    return result
-
-
-# ---------------------------------------------------------------------------
-# The accountant claim (DESIGN.md 1d)
-# ---------------------------------------------------------------------------
+        return lda_corpus
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def accountant_claims():
@@ -565,11 +158,6 @@ def accountant_claims():
             "means its run is more private than it claimed)",
         ),
     ]
-
-
-# ---------------------------------------------------------------------------
-# The experiment
-# ---------------------------------------------------------------------------
 
 
 class Vips(Experiment):

@@ -1,0 +1,554 @@
+"""The chain of one method in a worker thread, handed to the event loop in batches.
+
+A :class:`ChainRunner` drives :func:`lpviz.engine.run` on a :class:`Problem`
+(the release, with the truth beside it for a method that fits the true counts)
+in a daemon thread; the Numba kernels release the GIL, so the chains and the
+event loop share the cores. The worker never touches a parameter or a Bokeh
+model: it queues trace rows and result snapshots (copies it makes itself),
+and the event loop takes them with :meth:`ChainRunner.collect` and
+:meth:`ChainRunner.apply` (:class:`app.fits.Fits` does, every 200 ms). Every
+number streamed comes from :func:`lpviz.metrics.score`: the current state's
+(one trace row) and the posterior's (the snapshot). A :class:`Lockstep` keeps
+the chains of one session level; :func:`warm_up_kernels` loads the kernels
+once per process.
+"""
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import param
+
+from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle, messages
+
+STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
+# Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
+TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
+TRACE_COLUMNS = (
+    "iteration",
+    "log_joint",
+    "log_marginal",
+    "elbo",
+    *TRACE_SCORES,
+    *(f"mean_{key}" for key in TRACE_SCORES),
+)
+# Rows kept per trace: more than a plot a few hundred pixels wide can show;
+# long runs trace every k-th iteration so the buffer spans the whole run.
+BUFFER_LENGTH = 2_000
+# Scoring a state reads every cell once; on large data, trace every k-th
+# iteration so that on average at most this many cells are scored per
+# iteration (a fixed rule, so which iterations are traced never depends on timing).
+SCORED_CELLS_PER_ITERATION = 100_000
+RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long, once the run has lasted that
+LOCKSTEP_SLACK = 20
+
+
+def empty_trace():
+    return pd.DataFrame({name: pd.Series(dtype="float64") for name in TRACE_COLUMNS})
+
+
+def _number(value):
+    return math.nan if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a chain fits: the release, the truth beside it (or None), the model and its size, the seed,
+    and the inference (lpviz.engine.INFERENCES: "mcmc" chains or "vi" CAVI fits)."""
+
+    release: object
+    truth: object
+    model: str
+    n_components: int
+    seed: int = 0
+    inference: str = "mcmc"
+
+
+class Control:
+    """How the event loop steers one worker: run (clear = pause), stop, and the Run to stop mid-iteration."""
+
+    def __init__(self):
+        self.run_event = threading.Event()
+        self.run_event.set()
+        self.stop_event = threading.Event()
+        self.chain_run = None
+        self._lock = threading.Lock()
+
+    def attach(self, chain_run):
+        with self._lock:
+            self.chain_run = chain_run
+            stopped = self.stop_event.is_set()
+        if stopped:
+            chain_run.stop()
+
+    def stop(self):
+        with self._lock:
+            self.stop_event.set()
+            self.run_event.set()  # wake a paused worker so it can leave
+            if self.chain_run is not None:
+                self.chain_run.stop()  # the kernels leave within milliseconds
+
+    @property
+    def stopped(self):
+        return self.stop_event.is_set()
+
+
+class ChainRunner(param.Parameterized):
+    """One method's chain, run in a worker thread and handed over in batches.
+
+    :meth:`configure` with a :class:`Problem`, then :meth:`start`,
+    :meth:`pause`, :meth:`resume`, :meth:`stop`, :meth:`reset`. Nothing the
+    worker computes is visible until :meth:`drain` runs on the event loop.
+
+    ``result`` is None before the first snapshot, then a dict the worker
+    copied: ``iteration``; ``mu`` (rates of the current state); ``mu_hat``
+    (posterior mean rates, None before the first saved sample); ``best``
+    (factors of the saved sample with the highest log joint) and
+    ``best_log_joint``; ``samples_saved``; ``score`` (:func:`lpviz.metrics.score`
+    of the posterior: what every tab shows); ``bessel_draws`` (the last
+    sweep's Bessel draws, methods that make them, else None).
+    """
+
+    method = param.String(default="", constant=True, doc="registry name of the method")
+    status: param.Selector = param.Selector(default="idle", objects=list(STATUSES))
+    iteration = param.Integer(default=0, bounds=(0, None))
+    n_iter = param.Integer(default=6000, bounds=(1, None), doc="iterations to run")
+    target = param.Integer(default=6000, bounds=(0, None), doc="iterations the current run goes to")
+    burn_in = param.Integer(default=1000, bounds=(0, None), doc="iterations before the first saved sample")
+    thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
+    trace_every = param.Integer(default=1, bounds=(1, None), doc="trace every n-th iteration")
+    iterations_per_second = param.Number(default=0.0, bounds=(0, None))
+    result = param.Dict(default=None, allow_None=True)
+    error = param.String(default="")
+    options = param.Dict(default={}, doc="the method's options (e.g. the private method's sampler)")
+
+    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, pace=None, **params):
+        """``pace``: a :class:`Lockstep` shared with the session's other runners, or None."""
+        super().__init__(method=method, **params)
+        self.pace = pace
+        # a name of its own for the buffer's data, so several buffers trigger together
+        self.buffer = hv.streams.Buffer(
+            empty_trace(), length=buffer_length, index=False, rename={"data": f"trace_{method}"}
+        )
+        self.problem = None
+        self._queue = queue.SimpleQueue()
+        self._generation = 0
+        self._thread = None
+        self._control = Control()
+        self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
+        self._rate_mark = None  # (time, iteration) the it/s figure is measured from
+
+    # ---- what the registry says about the method ----------------------------------------
+    @property
+    def method_class(self):
+        from lpviz import methods
+
+        return methods.get(self.method)
+
+    @property
+    def label(self):
+        vi = self.problem is not None and self.problem.inference == "vi"
+        return f"{self.method_class.label}, VI" if vi else self.method_class.label
+
+    @property
+    def color(self):
+        return self.method_class.color
+
+    @property
+    def unavailable_reason(self):
+        """Why this method cannot run on the current problem ('' when it can)."""
+        if self.problem is not None and self.method_class.uses_truth and self.problem.truth is None:
+            return "needs the true counts, which this release does not come with"
+        return ""
+
+    # ---- control (event loop) -------------------------------------------------------
+    def configure(self, problem):
+        """Use ``problem`` for the next run; stops and clears the current one."""
+        self.reset()
+        self.problem = problem
+        reason = self.unavailable_reason
+        if reason:
+            self.param.update(status="unavailable", error=reason)
+
+    def start(self):
+        """Start a fresh run (or resume a paused one)."""
+        if self.status in ("paused", "pausing"):
+            self.resume()
+            return
+        if self.status == "running" or self.status == "unavailable":
+            return
+        if self.problem is None:
+            raise RuntimeError("no data to fit: configure the runner with a Problem first")
+        self.reset()
+        self._generation += 1
+        schedule = dict(
+            n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride, options=dict(self.options)
+        )
+        self._carry = {"schedule": schedule}
+        self._launch(self.n_iter)
+
+    def extend(self):
+        """Continue a finished run for another ``n_iter`` iterations (the same chain and posterior)."""
+        if self.status != "done" or self._carry.get("chain_run") is None:
+            return
+        self._launch(self.target + self.n_iter)
+
+    def _launch(self, target):
+        self._control = Control()
+        self._thread = threading.Thread(
+            target=self._work,
+            name=f"lpviz-{self.method}-chain",
+            args=(self._generation, self.problem, self._carry, target, self._control),
+            daemon=True,
+        )
+        self.param.update(status="running", target=target, error="")
+        self._rate_mark = (time.perf_counter(), self.iteration)
+        self._thread.start()
+
+    def pause(self):
+        """Ask the worker to pause after its current iteration; ``status`` reads "paused"
+        once it has handed over everything up to there."""
+        if self.status == "running":
+            self._control.run_event.clear()
+            self.param.update(status="pausing", iterations_per_second=0.0)
+
+    def resume(self):
+        """Go on after a pause; after the end of a run, run as many iterations again."""
+        if self.status == "done":
+            self.extend()
+        elif self.status in ("paused", "pausing"):
+            self._rate_mark = (time.perf_counter(), self.iteration)
+            self._control.run_event.set()
+            self.status = "running"
+
+    def halt(self):
+        """Stop the worker (even in the middle of an iteration) and change nothing else."""
+        self._control.stop()
+
+    def stop(self):
+        """End the run, even in the middle of an iteration; its results stay until :meth:`reset`."""
+        self._control.stop()
+        if self.status in ("running", "pausing", "paused"):
+            self.param.update(status="stopped", iterations_per_second=0.0)
+
+    def reset(self):
+        """Stop and forget the run: empty traces, no result, iteration 0."""
+        self.stop()
+        self._generation += 1  # whatever the old worker still sends is ignored
+        if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
+            self.buffer.clear()
+        self._carry = {}
+        fresh = dict(status="idle", iteration=0, iterations_per_second=0.0, result=None, error="")
+        changed = {
+            name: value
+            for name, value in fresh.items()
+            if getattr(self, name) is not value and getattr(self, name) != value
+        }
+        if changed:
+            self.param.update(**changed)
+
+    @property
+    def stride(self):
+        """Iterations per trace row: ``trace_every``, or coarser so that the bounded buffer
+        spans the whole run and scoring the states stays a small share of the work."""
+        cells = int(np.prod(self.problem.release.shape)) if self.problem else 0
+        return max(self.trace_every, -(-self.n_iter // self.buffer.length), -(-cells // SCORED_CELLS_PER_ITERATION))
+
+    def join(self, timeout=None):
+        """Wait for the worker thread to finish (tests, session teardown)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    @property
+    def has_output(self):
+        return not self._queue.empty()
+
+    @property
+    def is_alive(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def trace(self):
+        """The streamed trace (bounded by the buffer length) as a DataFrame."""
+        return self.buffer.data.copy()
+
+    # ---- event loop side ------------------------------------------------------------------
+    def collect(self):
+        """Take what the worker queued: ``(trace rows as a DataFrame or None, parameter updates)``.
+        Apply with :meth:`apply` (the buffer first, then the parameters)."""
+        rows, result, updates, reached, reached_at = [], None, {}, None, None
+        for kind, payload in messages(self._queue, self._generation):
+            if kind == "rows":
+                rows.extend(payload[0])
+                reached, reached_at = payload[1], payload[2]
+            elif kind == "result":
+                result = payload
+            elif kind == "paused":
+                if self.status == "pausing":
+                    updates.update(status="paused", iterations_per_second=0.0)
+            elif kind == "done":
+                if self.status in ("running", "pausing"):
+                    updates["status"] = "done"
+                updates["iterations_per_second"] = 0.0
+            elif kind == "error":
+                updates.update(status="error", error=payload, iterations_per_second=0.0)
+        if reached is not None:
+            updates["iteration"] = max(reached, self.iteration)
+        if result is not None:
+            updates["result"] = result
+            updates["iteration"] = max(result["iteration"], updates.get("iteration", self.iteration))
+        if self.status == "running" and reached_at is not None and "iterations_per_second" not in updates:
+            # timed by the worker (when it reached the iteration, not when the drain ran):
+            # from the first report on, then over a sliding window of at least a second
+            then, start_iteration = self._rate_mark
+            if reached_at > then and reached > start_iteration:
+                updates["iterations_per_second"] = (reached - start_iteration) / (reached_at - then)
+                if reached_at - then >= RATE_WINDOW_SECONDS:
+                    self._rate_mark = (reached_at, reached)
+        frame = pd.DataFrame(rows, columns=list(TRACE_COLUMNS)) if rows else None
+        return frame, updates
+
+    def apply(self, frame, updates, trigger=True):
+        """Append ``frame`` to the buffer (redrawing its plots unless ``trigger=False``) and set ``updates``."""
+        if frame is not None:
+            if trigger:
+                self.buffer.send(frame)
+            else:
+                self.buffer.update(data=frame)
+        if updates:
+            self.param.update(**updates)
+
+    def drain(self):
+        """Move what the worker produced into the buffer and the parameters; returns rows streamed."""
+        frame, updates = self.collect()
+        self.apply(frame, updates)
+        return 0 if frame is None else len(frame)
+
+    # ---- worker thread ----------------------------------------------------------------------
+    def _work(self, generation, problem, carry, target, control):
+        from lpviz import methods
+        from lpviz.driver import run
+        from lpviz.engine import ChainStopped
+        from lpviz.metrics import score
+
+        post = lambda kind, payload=None: self._queue.put((generation, kind, payload))  # noqa: E731
+        pace, token = self.pace or Lockstep(), object()  # a private Lockstep never waits
+        release, truth = problem.release, problem.truth
+        schedule = carry["schedule"]
+        stride = schedule["stride"]
+        rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
+        # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
+        # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
+        row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
+        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
+        rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
+
+        def flush():
+            nonlocal rows
+            if rows or state is not None:
+                post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
+                rows = []
+
+        def snapshot():
+            nonlocal posterior_score, scored_at
+            if state is not None:
+                saved = _last_saved(chain_run.posterior)
+                if saved != scored_at:  # without a truth: the fit's own numbers
+                    posterior_score, scored_at = score(chain_run.posterior, release, truth), saved
+                post("result", self._snapshot(state, chain_run, posterior_score))
+
+        try:
+            if chain_run is None:
+                method = methods.create(self.method, **schedule["options"])
+                # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
+                plan = (
+                    dict(inference="vi")
+                    if problem.inference == "vi"
+                    else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
+                )
+                chain_run = run(
+                    release,
+                    model=problem.model,
+                    method=method,
+                    n_components=problem.n_components,
+                    n_iter=target,
+                    truth=truth if method.uses_truth else None,
+                    random_state=problem.seed,
+                    **plan,
+                )
+            chain_run.n_iter = target  # a finished run continues to the new target
+            control.attach(chain_run)
+            pace.join(token)
+            while not control.stopped:
+                if not control.run_event.is_set():  # pausing: hand everything over, then say so
+                    flush()
+                    snapshot()
+                    post("paused")
+                    pace.leave(token)  # a paused chain holds nobody back
+                    control.run_event.wait()
+                    pace.join(token)
+                    continue
+                pace.wait(token, control)
+                try:
+                    state = next(chain_run)
+                except StopIteration:
+                    break
+                pace.advance(token)
+                if state.iteration % stride == 0 or state.iteration == 1:
+                    saved = _last_saved(chain_run.posterior)
+                    if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
+                        row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
+                        row_scored_at = saved
+                    own = score(state, release, truth, topics=False)
+                    rows.append(self._row(state, own, row_score))
+                now = time.monotonic()
+                if rows_due.due(now) or state.iteration == 1:
+                    flush()
+                if snapshot_due.due(now) or state.iteration == 1:
+                    snapshot()
+            flush()
+            snapshot()
+            if not control.stopped:
+                carry.update(
+                    chain_run=chain_run,
+                    state=state,
+                    posterior_score=posterior_score,
+                    scored_at=scored_at,
+                    row_score=row_score,
+                    row_scored_at=row_scored_at,
+                )
+                post("done")
+        except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
+            flush()
+        except Exception as exc:  # shown in the UI instead of dying silently in a thread
+            post("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            pace.leave(token)
+
+    @staticmethod
+    def _row(state, own, posterior_score):
+        return (
+            state.iteration,
+            _number(state.log_joint),
+            _number(state.log_marginal),
+            _number(getattr(state, "elbo", None)),
+            *(_number(own.get(key)) for key in TRACE_SCORES),
+            *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
+        )
+
+    @staticmethod
+    def _snapshot(state, chain_run, posterior_score):
+        """What the views read, copied in the worker (nothing here is touched by the chain again)."""
+        posterior = chain_run.posterior
+        return dict(
+            iteration=state.iteration,
+            mu=state.mu.copy(),
+            mu_hat=posterior.mu_hat,
+            best=posterior.best,
+            best_log_joint=posterior.best_log_joint if posterior.best else None,
+            samples_saved=posterior.n_saved,
+            score=dict(posterior_score),
+            bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
+            model=chain_run.chain.model_instance,
+            seconds=posterior.seconds,
+        )
+
+
+def _last_saved(posterior):
+    """The iteration of the posterior's last saved sample (0 before the first): what its scores
+    depend on (a CAVI fit's one "sample", its q, changes every iteration)."""
+    return posterior.saved_iterations[-1] if posterior.saved_iterations else 0
+
+
+class Lockstep:
+    """Keeps the running chains of one session within ``slack`` iterations of each other.
+
+    Chains share two or so cores; left alone, each gets the same CPU time, so
+    the cheapest (non-private) runs twice as many iterations as the costliest
+    (private) one. In lockstep a chain that is ahead sleeps, and its CPU time
+    goes to the slowest: the traces stay comparable iteration by iteration
+    and the slowest chain runs faster.
+
+    Each worker :meth:`join` s (starting level with the slowest chain
+    running, so a chain resumed or restarted later holds nobody back),
+    :meth:`wait` s before and :meth:`advance` s after each iteration, and
+    :meth:`leave` s when it pauses or ends.
+    """
+
+    POLL_SECONDS = 0.001
+
+    def __init__(self, slack=LOCKSTEP_SLACK):
+        self.slack = slack
+        self._counts = {}  # worker token -> iterations since it joined, offset to the slowest at joining
+        self._lock = threading.Lock()
+
+    def join(self, token):
+        with self._lock:
+            counts = list(self._counts.values())
+            self._counts[token] = min(counts) if counts else 0
+
+    def leave(self, token):
+        with self._lock:
+            self._counts.pop(token, None)
+
+    def advance(self, token):
+        self._counts[token] += 1  # only this worker writes its entry
+
+    def gap(self, token):
+        """How many iterations this worker is ahead of the slowest other one (0 alone)."""
+        own = self._counts.get(token)
+        others = [count for key, count in list(self._counts.items()) if key is not token]
+        return 0 if own is None or not others else own - min(others)
+
+    def wait(self, token, control):
+        """Sleep while this worker is more than ``slack`` iterations ahead of another."""
+        while self.gap(token) > self.slack and not control.stopped and control.run_event.is_set():
+            time.sleep(self.POLL_SECONDS)
+
+
+_KERNELS_LOADED = threading.Event()  # process-wide: numba loads each kernel once per process
+_KERNELS_LOCK = threading.Lock()
+
+
+def warm_up_kernels():
+    """Load (or compile) the kernels of every registered model and method once per process.
+
+    The first chain of a fresh server process otherwise spends seconds loading
+    Numba's cached kernels after Start is pressed; sessions call this in a
+    background thread when they open, so the first point streams at once.
+    """
+    from lpviz import methods, models
+    from lpviz.driver import run
+    from lpviz.release import Release, Truth
+
+    with _KERNELS_LOCK:
+        if _KERNELS_LOADED.is_set():
+            return
+        Y = np.array([[0, 3, 1, 0], [2, 0, 5, 1], [1, 1, 0, 4], [0, 2, 3, 0]])
+        for model_name, model_class in models.MODELS.items():
+            kind = model_class.default_for[0] if model_class.default_for else "documents"
+            release = Release(Y_obs=Y - 1, alpha=0.5, kind=kind)
+            truth = Truth(Y)
+            for method_name, method_class in methods.METHODS.items():
+                try:
+                    for _ in run(
+                        release,
+                        model=model_name,
+                        method=method_name,
+                        n_components=2,
+                        n_iter=2,
+                        burn_in=0,
+                        thin=1,
+                        truth=truth if method_class.uses_truth else None,
+                        random_state=0,
+                    ):
+                        pass
+                except Exception:  # a warm-up only saves time; a real run reports any error
+                    pass
+        _KERNELS_LOADED.set()

@@ -1,0 +1,75 @@
+"""The argument checks several modules share: one copy each, one wording each.
+
+Integers and positive numbers (a model's ``n_components`` and ``a0``, a
+generator's sizes, an estimator's step counts), the noise level ``alpha``
+(the mechanism's range check and a chain's one-value-per-row form) and 2-D
+float matrices. Each returns the checked value in its plain form (``int``,
+``float``, an array) so callers write ``n = check_int("n", n, 1)``.
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["as_2d_float", "check_alpha", "check_alpha_rows", "check_int", "check_positive"]
+
+
+def check_int(name, value, minimum):
+    """``value`` as an ``int`` >= ``minimum``; TypeError for a non-integer (bools included), ValueError below."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_positive(name, value, hint=""):
+    """``value`` as a finite ``float`` > 0 (ValueError otherwise); ``hint`` is added to the message."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0{hint}, got {value!r}")
+    return float(value)
+
+
+def check_alpha(alpha):
+    """The geometric mechanism's noise level: numbers strictly in (0, 1), as a float array."""
+    try:
+        a = np.asarray(alpha, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"alpha must be a number in (0, 1) (or one per row), got {alpha!r}") from None
+    if a.size == 0:
+        raise ValueError("alpha is empty: give one number in (0, 1) (or one per row)")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a >= 1):
+        raise ValueError(
+            "alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N); "
+            f"0 would be no noise, 1 infinite noise), got {alpha!r}"
+        )
+    return a
+
+
+def check_alpha_rows(alpha, n_rows, method_name):
+    """A chain's noise level: one float per row (a scalar is spread), for a method that needs it."""
+    if alpha is None:
+        raise ValueError(
+            f"method={method_name!r} needs the noise level: pass alpha (a scalar in (0, 1) "
+            "or one value per row), e.g. alpha=lpviz.alpha_from(epsilon, N), or a Release"
+        )
+    values = check_alpha(alpha)  # the mechanism's own check: numbers strictly in (0, 1)
+    if values.ndim == 0:
+        values = np.full(n_rows, float(values))
+    elif values.shape != (n_rows,):
+        raise ValueError(f"alpha must be a scalar or have one value per row ({n_rows}), got shape {values.shape}")
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+def as_2d_float(name, values):
+    """``values`` as a 2-D float64 array (ValueError naming its shape otherwise)."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got an array of shape {array.shape}")
+    return array
