@@ -370,3 +370,74 @@ def test_top_actors_of_a_tensor_are_held_out_in_both_roles_and_every_month():
     assert mask[0, 1].all() and held.sum() == 4 * (36 - 16)
     assert holdout_mask(Y, "tensor", "none") is None
     assert holdout_mask(Y, "tensor", "random cells", fraction=0.5, random_state=0).shape == Y.shape
+
+
+# ---------------------------------------------------------------------------
+# The Enron tensor
+# ---------------------------------------------------------------------------
+
+
+def _mail(sender, recipients, date, n):
+    return (
+        f"Message-ID: <{n}@test>\r\nDate: {date}\r\nFrom: {sender}\r\nTo: {', '.join(recipients)}\r\n"
+        f"Subject: s{n}\r\n\r\nbody {n}\n"
+    ).encode()
+
+
+def test_enron_tensor_counts_each_recipient_in_the_month_sent(tmp_path):
+    """A maildir with known dates: counts per (sender, recipient, month), months spanning the dated
+    emails (empty ones kept), the network's actors, self loops as structural zeros."""
+    from lpviz.datasets import build_enron_network, enron_tensor
+
+    mails = [
+        ("a@x.com", ["b@x.com", "c@x.com"], "Mon, 14 May 2001 16:39:00 -0700 (PDT)"),
+        ("a@x.com", ["b@x.com"], "Tue, 15 May 2001 08:00:00 -0700"),
+        ("b@x.com", ["a@x.com", "a@x.com", "b@x.com"], "Fri, 1 Jun 2001 00:10:00 +0000"),  # a once; not itself
+        ("c@x.com", ["a@x.com"], "Wed, 1 Aug 2001 12:00:00 -0700"),  # July stays, empty
+        ("c@x.com", ["b@x.com"], "not a date"),  # no month: left out, counted
+    ]
+    root = tmp_path / "maildir"
+    for n, (sender, recipients, date) in enumerate(mails):
+        path = root / "user" / "sent" / f"{n}."
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_mail(sender, recipients, date, n))
+    data = enron_tensor(root, min_count=1, cache_dir=False)
+    assert data.model == "tensor" and data.kind == "tensor" and data.row_labels == ["a@x.com", "b@x.com", "c@x.com"]
+    assert data.info["mode_labels"] == [["2001-05", "2001-06", "2001-07", "2001-08"]]
+    expected = np.zeros((3, 3, 4), dtype=np.int64)
+    expected[0, 1, 0], expected[0, 2, 0], expected[1, 0, 1], expected[2, 0, 3] = 2, 1, 1, 1
+    np.testing.assert_array_equal(data.Y, expected)
+    assert data.info["n_emails_undated"] == 1 and data.info["n_emails_outside_months"] == 0
+    zeros = data.info["structural_zeros"]
+    assert zeros.sum() == 3 * 4 and zeros[1, 1].all() and not zeros[0, 1].any()
+    release = data.privatize(epsilon=1.0, random_state=0, public_labels=True)
+    assert release.kind == "tensor" and np.all(release.Y_obs[zeros] == 0)
+    assert release.mode_labels == (("2001-05", "2001-06", "2001-07", "2001-08"),)
+    # the same actors as the network, whose counts are the tensor's summed over months (plus the undated)
+    network = build_enron_network(root, min_count=1, cache_dir=False)
+    assert network.row_labels == data.row_labels
+    assert network.Y.sum() - data.Y.sum() == 1
+    narrowed = enron_tensor(root, min_count=1, months=("2001-06", "2001-07"), cache_dir=False)
+    assert narrowed.Y.shape == (3, 3, 2) and narrowed.info["n_emails_outside_months"] == 3
+    with pytest.raises(ValueError, match="months must be .first, last."):
+        enron_tensor(root, months="2001-06", cache_dir=False)
+    with pytest.raises(ValueError, match="YYYY-MM"):
+        enron_tensor(root, months=("2001-13", "2001-14"), cache_dir=False)
+    with pytest.raises(ValueError, match="comes before the first"):
+        enron_tensor(root, months=("2001-07", "2001-06"), cache_dir=False)
+
+
+def test_enron_tensor_of_the_shared_subset_is_the_network_over_months(enron_tarball, tmp_path):
+    from lpviz.datasets import build_enron_network, enron_tensor, load_data
+
+    data = enron_tensor(enron_tarball, cache_dir=tmp_path)
+    network = build_enron_network(enron_tarball, cache_dir=tmp_path)
+    months = data.info["mode_labels"][0]
+    assert data.Y.shape == (84, 84, len(months)) and data.row_labels == network.row_labels
+    assert months[0] >= "1998-10" and months[-1] <= "2002-07" and len(months) == len(set(months))
+    outside = network.Y.sum() - data.Y.sum()
+    assert 0 <= outside <= 0.01 * network.Y.sum()  # the span keeps all but the misdated tails
+    assert np.all(data.Y.sum(axis=2) <= network.Y) and not data.Y[np.arange(84), np.arange(84)].any()
+    again = load_data(f"enron-tensor:{enron_tarball}", cache_dir=tmp_path)  # from the cache
+    np.testing.assert_array_equal(again.Y, data.Y)
+    assert again.info["structural_zeros"].sum() == 84 * len(months)

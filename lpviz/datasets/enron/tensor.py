@@ -81,8 +81,9 @@ def enron_tensor(
     params = {"min_count": min_count, "months": None if span is None else [month_label(m) for m in span]}
     data = _cached_count_data("enron-tensor", source, params, build, cache_dir, on_cache)
     # the self loops, beside the counts (a cached matrix's info is JSON: the mask is made here)
-    n_actors, n_months = data.Y.shape[0], data.Y.shape[2]
-    loops = np.zeros(data.Y.shape, dtype=bool)
+    Y = np.asarray(data.Y)
+    n_actors, n_months = Y.shape[0], Y.shape[2]
+    loops = np.zeros(Y.shape, dtype=bool)
     loops[np.arange(n_actors), np.arange(n_actors)] = True
     data.info["structural_zeros"] = loops
     if len(data.info.get("mode_labels", [[]])[0]) != n_months:
