@@ -68,7 +68,7 @@ def register(subparsers):
         required=True,
         metavar="SPEC",
         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-        "enron-network:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
+        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
     )
     parser.add_argument(
         "--model",
