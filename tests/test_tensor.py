@@ -425,19 +425,3 @@ def test_enron_tensor_counts_each_recipient_in_the_month_sent(tmp_path):
         enron_tensor(root, months=("2001-13", "2001-14"), cache_dir=False)
     with pytest.raises(ValueError, match="comes before the first"):
         enron_tensor(root, months=("2001-07", "2001-06"), cache_dir=False)
-
-
-def test_enron_tensor_of_the_shared_subset_is_the_network_over_months(enron_tarball, tmp_path):
-    from lpviz.datasets import build_enron_network, enron_tensor, load_data
-
-    data = enron_tensor(enron_tarball, cache_dir=tmp_path)
-    network = build_enron_network(enron_tarball, cache_dir=tmp_path)
-    months = data.info["mode_labels"][0]
-    assert data.Y.shape == (84, 84, len(months)) and data.row_labels == network.row_labels
-    assert months[0] >= "1998-10" and months[-1] <= "2002-07" and len(months) == len(set(months))
-    outside = network.Y.sum() - data.Y.sum()
-    assert 0 <= outside <= 0.01 * network.Y.sum()  # the span keeps all but the misdated tails
-    assert np.all(data.Y.sum(axis=2) <= network.Y) and not data.Y[np.arange(84), np.arange(84)].any()
-    again = load_data(f"enron-tensor:{enron_tarball}", cache_dir=tmp_path)  # from the cache
-    np.testing.assert_array_equal(again.Y, data.Y)
-    assert again.info["structural_zeros"].sum() == 84 * len(months)
