@@ -616,7 +616,7 @@ def test_the_tensor_experiment_runs_and_its_verdicts_follow_its_rules(
     """`lpviz reproduce tensor` (tiny preset, in process) on the shared subset: every claim's verdict
     is what its rule says of the numbers in summary.csv, beside the best constant."""
     from lpviz.reproduce import reproduce
-    from lpviz.reproduce.tensor import COLLAPSED_MASS
+    from lpviz.reproduce.tensor import COLLAPSED_MASS, MIXED_RHAT
 
     monkeypatch.setenv("LPVIZ_DATA_DIR", str(real_cache_dir))  # the corpus parsed once for this module
     [report] = reproduce("tensor", "tiny", scheduler="serial", output=tmp_path)
@@ -631,9 +631,20 @@ def test_the_tensor_experiment_runs_and_its_verdicts_follow_its_rules(
             if row["method"] == method and (method == "nonprivate" or float(row["eps_over_N"]) == level)
         )
 
+    worst = {}  # (setting, method) -> largest split R-hat of its traces and traced rates
+    with open(tmp_path / "tensor" / "diagnostics.csv") as handle:
+        for row in csv.DictReader(handle):
+            if row["quantity"] in ("log_marginal", "log_joint", "rate"):
+                key = (row["setting"], row["method"])
+                worst[key] = max(worst.get(key, 0.0), float(row["rhat_max"]) if row["rhat_max"] else np.inf)
+
+    def sound(method, level):
+        mixed = worst.get((f"eps/N={level:g}, K=3", method), np.inf) <= MIXED_RHAT
+        return mixed and mean("mass", method, level) >= COLLAPSED_MASS
+
     text = report.read_text()
     for metric, name in (("mae", "reconstruction error"), ("heldout_mae", "held-out error")):
-        healthy = [mean("mass", "private", e) >= COLLAPSED_MASS for e in levels]
+        healthy = [sound("private", e) and sound("naive", e) for e in levels]
         below = [mean(metric, "private", e) < mean(metric, "naive", e) for e in levels]
         wins = sum(h and b for h, b in zip(healthy, below, strict=True))
         verdict = "reproduced" if wins / len(levels) >= 2 / 3 else ("partly reproduced" if wins else "not reproduced")

@@ -13,7 +13,9 @@ observed cells and held-out MAE against the true counts, each beside the best
 constant (the median true count of those cells: an oracle no fit can beat by
 predicting one number), and the fit's mass (the sum of its rates over the
 observed cells over the sum of the true counts there): a fit below
-:data:`COLLAPSED_MASS` has collapsed and is flagged, never counted as a win.
+:data:`COLLAPSED_MASS` has collapsed, and one whose chains disagree (split
+R-hat of the likelihood trace or of the traced rates above :data:`MIXED_RHAT`)
+has not mixed; both are flagged in words and never counted for a claim.
 """
 
 import numpy as np
@@ -28,6 +30,9 @@ HELDOUT_FRACTION = 0.1
 # A fit whose rates over the observed cells sum to less than this share of the true counts has
 # collapsed (it predicts ~0 where MAE against sparse counts rewards it): flagged, not ranked.
 COLLAPSED_MASS = 0.5
+# A group of chains whose likelihood trace or traced rates have a split R-hat above this has not mixed
+# (1.1, the older and laxer of the usual thresholds; diagnostics.csv has every number).
+MIXED_RHAT = 1.1
 # "generally": in at least this share of the settings
 GENERALLY = 2 / 3
 
@@ -60,6 +65,10 @@ def baselines(mu_hat, release, truth):
     return out
 
 
+def _rhat_text(rhat):
+    return f"{rhat:.3g}" if np.isfinite(rhat) else "unknown: one chain or too few draws"
+
+
 class TensorExperiment(Experiment):
     name = "tensor"
     title = "Enron sender x recipient x month: private, naive and non-private Poisson tensor factorization"
@@ -81,8 +90,8 @@ class TensorExperiment(Experiment):
         },
         "quick": {
             "components": (5,),
-            "n_iter": 600,
-            "burn_in": 200,
+            "n_iter": 3000,
+            "burn_in": 1500,
             "thin": 10,
             "chains": 2,
             "copies": 1,
@@ -91,9 +100,9 @@ class TensorExperiment(Experiment):
         },
         "paper": {
             "components": (5, 10),
-            "n_iter": 3000,
-            "burn_in": 1000,
-            "thin": 20,
+            "n_iter": 10000,
+            "burn_in": 5000,
+            "thin": 25,
             "chains": 2,
             "copies": 3,
             "eps_over_N": EPS_OVER_N,
@@ -145,6 +154,14 @@ class TensorExperiment(Experiment):
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["mae", "heldout_mae", "mass", "constant_mae", "heldout_constant_mae"]
+        worst_rhat = {}  # (setting, method) -> the largest R-hat over its copies' traces and rates
+        for row in rp.diagnostic_rows(results, self.group_keys):
+            if row.get("quantity") in ("log_marginal", "log_joint", "rate"):
+                key = (row["setting"], row["method"])
+                rhat = row.get("rhat_max")
+                # no R-hat (a single chain, too few draws): mixing unknown, so not counted as mixed
+                rhat = float(rhat) if rhat is not None and np.isfinite(rhat) else np.inf
+                worst_rhat[key] = max(worst_rhat.get(key, 0.0), rhat)
         stats = rp.group_stats(rows, ["setting", "eps_over_N", "K", "method"], metrics)
         files = [rp.write_csv(out_dir / "summary.csv", stats)]
         levels = sorted({row["eps_over_N"] for row in rows if row.get("eps_over_N") is not None}, reverse=True)
@@ -157,9 +174,16 @@ class TensorExperiment(Experiment):
                 where["eps_over_N"] = level
             return rp.lookup(stats, metric, **where)
 
+        def setting_of(method, level, K):
+            return f"eps/N={level:g}, K={K}" if method != "nonprivate" else f"true data, K={K}"
+
+        def mixed(method, level, K):
+            rhat = worst_rhat.get((setting_of(method, level, K), method))
+            return rhat is not None and rhat <= MIXED_RHAT
+
         def healthy(method, level, K):
             mass = value("mass", method, level, K)
-            return mass is not None and mass >= COLLAPSED_MASS
+            return mass is not None and mass >= COLLAPSED_MASS and mixed(method, level, K)
 
         def generally(checks):
             fraction = sum(checks) / len(checks)
@@ -179,12 +203,21 @@ class TensorExperiment(Experiment):
             f"{method} at eps/N={e:g}, K={k} (mass {value('mass', method, e, k):.2f})"
             for method in ("private", "naive")
             for e, k in pairs
-            if not healthy(method, e, k)
+            if value("mass", method, e, k) < COLLAPSED_MASS
+        ]
+        unmixed = [
+            f"{method} at {setting_of(method, e, k)} "
+            f"(R-hat {_rhat_text(worst_rhat.get((setting_of(method, e, k), method), np.inf))})"
+            for method in METHODS
+            for e, k in (pairs if method != "nonprivate" else [(levels[0], k) for k in components])
+            if not mixed(method, e, k)
         ]
         claims = []
         for metric, name in (("mae", "reconstruction error"), ("heldout_mae", "held-out error")):
             vs_naive = [
-                healthy("private", e, k) and value(metric, "private", e, k) < value(metric, "naive", e, k)
+                healthy("private", e, k)
+                and healthy("naive", e, k)
+                and value(metric, "private", e, k) < value(metric, "naive", e, k)
                 for e, k in pairs
             ]
             vs_constant = [
@@ -195,9 +228,10 @@ class TensorExperiment(Experiment):
                     f"The private tensor fit has lower {name} than the naive one",
                     "any Poisson factorization: the private method beats ignoring the noise",
                     f"{metric} at eps/N {', '.join(f'{e:g}' for e in levels)}: private {listing(metric, 'private')} | "
-                    f"naive {listing(metric, 'naive')} (lower and healthy in {sum(vs_naive)} of {len(pairs)})",
+                    f"naive {listing(metric, 'naive')} (lower, mixed and healthy in {sum(vs_naive)} of {len(pairs)})",
                     generally(vs_naive),
-                    f"private below naive, and not collapsed, in at least {GENERALLY:.0%} of the (eps/N, K) settings",
+                    f"private below naive, both mixed and not collapsed, in at least {GENERALLY:.0%} of the "
+                    "(eps/N, K) settings",
                 )
             )
             claims.append(
@@ -207,7 +241,8 @@ class TensorExperiment(Experiment):
                     f"best constant (median true count) {constant[metric]:.3g}; private {listing(metric, 'private')} "
                     f"(below in {sum(vs_constant)} of {len(pairs)})",
                     generally(vs_constant),
-                    f"private below the best constant, and not collapsed, in at least {GENERALLY:.0%} of the settings",
+                    f"private below the best constant, mixed and not collapsed, in at least {GENERALLY:.0%} of the "
+                    "settings",
                 )
             )
         files += rp.metric_panels(
@@ -232,6 +267,12 @@ class TensorExperiment(Experiment):
             f"Collapsed fits (mass below {COLLAPSED_MASS:g}; not counted as beating anything): " + "; ".join(collapsed)
             if collapsed
             else f"No fit collapsed (every mass at least {COLLAPSED_MASS:g})."
+        )
+        health += (
+            f"\n\nNot mixed (split R-hat above {MIXED_RHAT:g}; not counted for any claim, run longer): "
+            + "; ".join(unmixed)
+            if unmixed
+            else f"\n\nEvery group of chains mixed (split R-hat at most {MIXED_RHAT:g})."
         )
         sections = [
             (
