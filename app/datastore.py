@@ -107,6 +107,15 @@ def check_counts(Y, name):
         )
 
 
+def resolve_model(choice, kind):
+    """The model a session fits to data of ``kind``: ``choice`` when it is a registered model that fits
+    that kind (:func:`lpviz.models.fitting`), else the kind's default model."""
+    from lpviz import models
+
+    fitting = models.fitting(kind)
+    return choice if choice in fitting else fitting[0]
+
+
 def derive(data, plan):
     """The release, truth and model of ``data`` under ``plan`` (the privacy, held-out and fit settings).
 
@@ -114,15 +123,14 @@ def derive(data, plan):
     release and chains), then the counts. Returns a dict with ``data``,
     ``release``, ``truth``, ``model`` and ``N`` (the data's own N for Figure 1).
     """
-    from lpviz import models
     from lpviz.datasets import holdout_mask
     from lpviz.privacy import heterogeneous_alpha
     from lpviz.release import Release
 
-    model = models.default_for(data.kind)
+    model = resolve_model(plan["model"], data.kind)
     check_session(
         data.shape,
-        f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts",
+        f"{data.name or 'the data'}: {' x '.join(f'{n:,}' for n in data.shape)} counts",
         model,
         plan["n_components"],
         plan["methods"],
@@ -132,7 +140,7 @@ def derive(data, plan):
         check_counts(data.Y_obs, data.name)
         observed = holdout_mask(
             data.Y_obs,
-            model,
+            data.kind,
             plan["holdout"],
             fraction=plan["holdout_fraction"],
             n_actors=plan["holdout_actors"],
@@ -145,7 +153,7 @@ def derive(data, plan):
     truth = data.truth()
     observed = holdout_mask(
         truth.Y,
-        model,
+        data.kind,
         plan["holdout"],
         fraction=plan["holdout_fraction"],
         n_actors=plan["holdout_actors"],
@@ -231,6 +239,7 @@ class DataStore(param.Parameterized):
         self._new_source = True
         self._started = None  # (time, what) of the work in a thread, for its progress
         self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.settings.param.watch(self._on_model, ["model"])
         self.load()
 
     # ---- building -------------------------------------------------------------------
@@ -266,7 +275,7 @@ class DataStore(param.Parameterized):
     def _plan(self):
         """The settings the release is made from, read on the event loop (the work may run in a thread)."""
         settings = self.settings
-        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components")}
+        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components", "model")}
         plan["methods"] = list(settings.methods)
         plan["N_from_data"] = self._new_source and settings.source_spec.N_from_data
         return plan
@@ -274,15 +283,13 @@ class DataStore(param.Parameterized):
     def check_memory(self):
         """Refuse (MemoryBudgetError) a data set whose size is known before it is built and
         that would not fit this session's share of the server, with its chains."""
-        from lpviz import models
-
         settings, source = self.settings, self.settings.source_spec
         shape = source.shape(settings)
         if shape is not None:
             check_session(
                 shape,
-                f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
-                models.default_for(source.kind),
+                f"{source.label}: {' x '.join(f'{n:,}' for n in shape)} counts",
+                resolve_model(settings.model, source.kind),
                 settings.n_components,
                 settings.methods,
                 fix="Choose fewer rows or columns.",
@@ -472,7 +479,7 @@ class DataStore(param.Parameterized):
                 model=payload["model"],
                 error="",
                 loading=False,
-                message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})",
+                message=f"{name}: {' x '.join(f'{n:,}' for n in data.shape)} ({payload['model']})",
             )
         elif kind == "path":
             self.param.update(loading=False, message=f"downloaded to {payload}")
@@ -505,6 +512,21 @@ class DataStore(param.Parameterized):
             )
         elif names & set(NOISE_PARAMETERS):
             self.renoise()
+
+    def _on_model(self, *events):
+        """Another model for the same data: the release stays, the fits follow ``model``."""
+        events = self.settings.still(events)
+        if not events or self.release is None:
+            return
+        kind, choice = self.release.kind, self.settings.model
+        from lpviz import models
+
+        if choice and choice not in models.fitting(kind):
+            self.settings.refuse(events)
+            raise ValueError(
+                f"model {choice!r} does not fit {kind} data; the models that do: {', '.join(models.fitting(kind))}"
+            )
+        self.model = resolve_model(choice, kind)
 
     # ---- summaries ---------------------------------------------------------------------
     @property

@@ -38,7 +38,7 @@ from lpviz._parallel import chunk_bounds, limit_blas_threads, new_stop_flag
 from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
-from lpviz.models.base import Work, check_count
+from lpviz.models.base import Work, check_count, matrix_shape
 from lpviz.release import Release, Truth, smallest_int_dtype
 
 __all__ = [
@@ -163,7 +163,7 @@ def _integer_values(values, what):
 
 
 def _check_counts(Y_obs):
-    """Dense integer array (any integer type, C-contiguous), or a CSR matrix with integer data."""
+    """Dense integer array (any integer type, any order >= 2, C-contiguous), or a CSR matrix with integer data."""
     if sp.issparse(Y_obs):
         if Y_obs.ndim != 2:
             raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y_obs.shape}")
@@ -171,8 +171,8 @@ def _check_counts(Y_obs):
         Y.data = _integer_values(Y.data, "Y_obs")
     else:
         Y = _integer_values(Y_obs, "Y_obs")
-        if Y.ndim != 2:
-            raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y.shape}")
+        if Y.ndim < 2:
+            raise ValueError(f"Y_obs must be a count array of at least two modes (rows x columns), got shape {Y.shape}")
         Y = np.ascontiguousarray(Y)
     if 0 in Y.shape:
         raise ValueError(f"Y_obs is empty (shape {Y.shape}); it needs at least one row and one column")
@@ -199,6 +199,12 @@ def _either(*masks):
     for mask in present[1:]:
         out |= mask
     return out
+
+
+def _as_matrix(cells):
+    """An array of cells (any order >= 2) as the matrix the methods and kernels see
+    (:func:`lpviz.models.base.matrix_shape`): a view, no copy."""
+    return None if cells is None else cells.reshape(cells.shape[0], -1)
 
 
 def _lists(mask, n_rows):
@@ -278,7 +284,8 @@ class Chain:
         self.n_components = self.model_instance.n_components
         self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
         self.shape = tuple(data.shape if isinstance(data, Release) or sp.issparse(data) else np.shape(data))
-        if len(self.shape) == 2:  # what the chain will hold, before it allocates any of it
+        if len(self.shape) >= 2:  # what the chain will hold, before it allocates any of it
+            self.model_instance.check_shape(self.shape)
             self._check_memory()
         if isinstance(data, Release):
             if alpha is not None or mask is not None:
@@ -301,7 +308,8 @@ class Chain:
         if self.method_instance.needs_alpha and sp.issparse(counts):
             counts = counts.toarray()  # the private sweep visits every cell anyway
 
-        n_rows, n_cols = self.shape
+        # cells as a matrix (rows = the first mode), whatever the order of the data
+        n_rows, n_cols = matrix_shape(self.shape)
         self._warn_on_huge_counts(counts)
         model_zeros = self.model_instance.structural_zeros(self.shape)
         excluded = _either(user_excluded, model_zeros)
@@ -316,8 +324,10 @@ class Chain:
         n_observed = n_rows * n_cols - (0 if excluded is None else int(excluded.sum()))
         if n_observed == 0:
             raise ValueError("mask leaves no observed cell to fit; True marks observed cells")
+        excluded = _as_matrix(excluded)
         exclusions = Exclusions(mask=excluded, rows=_lists(excluded, n_rows), n_observed=n_observed)
         missing = user_excluded if model_zeros is None or user_excluded is None else user_excluded & ~model_zeros
+        missing = _as_matrix(missing)
         self._chain_seed = chain_seed_from(random_state)
         n_cells = n_rows * n_cols
         limit_blas_threads()
@@ -330,6 +340,7 @@ class Chain:
             missing_by_row=_lists(missing, n_rows),
             missing_by_column=_lists(None if missing is None else missing.T, n_cols),
         )
+        counts = counts if sp.issparse(counts) else _as_matrix(counts)
         self._prepared = self.method_instance.prepare(counts, alpha_rows, exclusions)
         self._start(np.random.default_rng(self._chain_seed))
         self._iteration = 0
@@ -349,7 +360,7 @@ class Chain:
         check_memory(
             self.memory_estimate(),
             f"a {self.method} chain of the {self.model} model on "
-            f"{self.shape[0]:,} x {self.shape[1]:,} counts with {self.n_components} components",
+            f"{' x '.join(f'{n:,}' for n in self.shape)} counts with {self.n_components} components",
             fix="Fit fewer rows or columns, or fewer components.",
         )
 
@@ -434,17 +445,18 @@ class Chain:
         Held-out cells are 0 (they are not sampled)."""
         latent = self._latent or {}
         if "y" in latent:
-            return latent["y"].copy()
+            return latent["y"].reshape(self.shape).copy()
         if latent.get("y_counts") is not None:
             indptr, indices, values = latent["y_counts"]
-            return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+            matrix = sp.csr_matrix((values, indices, indptr), shape=matrix_shape(self.shape))
+            return matrix.toarray().reshape(self.shape)
         return None
 
     @property
     def bessel_draws(self):
         """Copy of the last sweep's Bessel draws ``m`` (the Bessel sampler only, else None)."""
         latent = self._latent or {}
-        return latent["bessel"].copy() if "bessel" in latent else None
+        return latent["bessel"].reshape(self.shape).copy() if "bessel" in latent else None
 
     @property
     def alpha(self):
@@ -579,7 +591,7 @@ def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
     check_memory(
         need,
         f"a run of {int(n_iter):,} iterations saving {kept // max(1, int(thin)):,} samples of the "
-        f"factors ({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)",
+        f"factors ({' x '.join(f'{int(n):,}' for n in shape)} counts, {model.n_components} components)",
         limit=limit,
         fix=fix,
     )
@@ -589,12 +601,12 @@ def chain_bytes(model, method, shape):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
     the model's state and statistics, the method's latent state, the counts (one estimate for
     the CLI, the loaders and the dashboard's budget)."""
-    n_cells = int(shape[0]) * int(shape[1])
+    n_cells = math.prod(int(n) for n in shape)
     return int(
         model.state_bytes(shape)
-        + method.state_bytes(shape, model)
+        + method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
         + 8 * n_cells
-        + 2 * 8 * (shape[0] + shape[1]) * model.n_components
+        + 2 * 8 * sum(int(n) for n in shape) * model.n_components
     )
 
 
@@ -633,7 +645,7 @@ class Posterior:
         self.samples, self.saved_iterations = [], []
         self.best, self.best_log_joint, self.best_iteration = None, -math.inf, None
         self._log_joint, self._log_marginal, self._seconds = [], [], []
-        n_cells = self.shape[0] * self.shape[1]
+        n_cells = math.prod(self.shape)
         self._rate_sum = np.zeros(self.shape) if n_cells <= DENSE_MEAN_MAX_CELLS else None
         self._mu_hat = None
 
@@ -692,7 +704,7 @@ class Posterior:
             return self._rate_sum[start:stop] / len(self.samples)
         left = np.hstack([self.model_instance.low_rank(f)[0][start:stop] for f in self.samples])
         right = np.hstack([self.model_instance.low_rank(f)[1] for f in self.samples])
-        mu = left @ right.T / len(self.samples)
+        mu = (left @ right.T / len(self.samples)).reshape((left.shape[0],) + self.shape[1:])
         zeros = self.model_instance.structural_zeros(self.shape)
         if zeros is not None:
             mu[zeros[start:stop]] = 0.0
@@ -856,8 +868,8 @@ def _posterior_from_archive(cls, archive):
     if "mu_hat" not in archive:
         raise refuse("no posterior mean rates 'mu_hat' in it")
     rates = archive.header("mu_hat")
-    if rates.ndim != 2 or rates.dtype.kind != "f" or 0 in rates.shape:
-        raise refuse(f"'mu_hat' must be a float matrix, not {rates.shape} of {rates.dtype}")
+    if rates.ndim < 2 or rates.dtype.kind != "f" or 0 in rates.shape:
+        raise refuse(f"'mu_hat' must be a float array of two or more modes, not {rates.shape} of {rates.dtype}")
     inference = archive.read_text("inference", max_chars=16) if "inference" in archive else "mcmc"
     traces = [key for key in (*_FIT_TRACES, "elbo") if key in archive]
     lengths = {archive.header(key).shape for key in traces}

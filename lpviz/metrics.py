@@ -20,6 +20,8 @@
   or counted as reproducing a claim.
 """
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
@@ -327,8 +329,14 @@ def _rates_by_rows(fit):
     return lambda start, stop: mu[start:stop]
 
 
+def _as_matrix(cells):
+    """Cells of any order >= 2 as the matrix the engine sees (rows = the first mode, the other
+    modes flattened): a view."""
+    return cells.reshape(cells.shape[0], -1)
+
+
 def _row_blocks(shape):
-    rows = max(1, _SCORE_BLOCK_CELLS // max(shape[1], 1))
+    rows = max(1, _SCORE_BLOCK_CELLS // max(math.prod(shape[1:]), 1))
     return [(start, min(shape[0], start + rows)) for start in range(0, shape[0], rows)]
 
 
@@ -415,7 +423,7 @@ def estimated_total(release, cells=None):
     and the noise's standard deviation of that sum."""
     cells = release.observed_cells if cells is None else cells
     total = float(np.asarray(release.Y_obs, dtype=np.int64)[cells].sum())
-    per_row = cells.sum(axis=1)
+    per_row = _as_matrix(cells).sum(axis=1)
     variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row)))
     return total, float(np.sqrt(variance))
 
@@ -467,7 +475,7 @@ def estimated_rate_median(release, cells=None):
     if noised.size < 2:
         return 0.0
     mean = float(noised.mean())
-    per_row = cells.sum(axis=1)
+    per_row = _as_matrix(cells).sum(axis=1)
     noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
     rate_variance = float(noised.var(ddof=1)) - noise_variance - mean
     if mean <= 0:
@@ -484,8 +492,8 @@ def independence_rates(release, cells=None):
     noised count of row d and column v over those cells and ``m`` the overall mean (each an
     unbiased estimate of the true one). Returns the ``(row_means, column_means / m)`` whose outer
     product is the fit."""
-    cells = release.observed_cells if cells is None else cells
-    noised = np.where(cells, np.asarray(release.Y_obs, dtype=np.float64), 0.0)
+    cells = _as_matrix(release.observed_cells if cells is None else cells)
+    noised = np.where(cells, _as_matrix(np.asarray(release.Y_obs, dtype=np.float64)), 0.0)
     mean = float(noised.sum()) / max(int(cells.sum()), 1)
     rows = np.maximum(noised.sum(axis=1) / np.maximum(cells.sum(axis=1), 1), 0.0)
     columns = np.maximum(noised.sum(axis=0) / np.maximum(cells.sum(axis=0), 1), 0.0)
@@ -535,10 +543,10 @@ def release_baselines(release, truth, observed=None, heldout=None):
         constant_sums = [0.0] * len(cells_list)
         independence_sums = [0.0] * len(cells_list)
         for start, stop in _row_blocks(shape):
-            target = np.asarray(reference[start:stop], dtype=np.float64)
+            target = _as_matrix(np.asarray(reference[start:stop], dtype=np.float64))
             fitted = np.outer(row_means[start:stop], column_factors)
             for i, (_, cells) in enumerate(cells_list):
-                block = cells[start:stop]
+                block = _as_matrix(cells[start:stop])
                 constant_sums[i] += float(np.abs(target[block] - constant).sum())
                 independence_sums[i] += float(np.abs(target[block] - fitted[block]).sum())
         for i, (where, cells) in enumerate(cells_list):

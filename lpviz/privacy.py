@@ -365,11 +365,12 @@ def privatize(
     N=1,
     *,
     alpha=None,
-    kind="documents",
+    kind=None,
     heldout=None,
     structural_zeros=None,
     row_labels=None,
     col_labels=None,
+    mode_labels=None,
     name="",
     random_state=None,
     exact=None,
@@ -391,23 +392,28 @@ def privatize(
 
     Parameters
     ----------
-    Y : array_like or scipy.sparse matrix of non-negative integer counts
+    Y : array_like of any order >= 2, or scipy.sparse matrix, of non-negative integer counts
         Integer dtype, or floats holding whole numbers. Not modified. Noise
-        hits every cell, zeros included, so the result is always dense.
+        hits every cell, zeros included, so the result is always dense. A
+        row is an index of the first mode (a document, a sender): per-row
+        noise levels apply to all its cells.
     epsilon : float or array_like of shape (n_rows,), optional
         Privacy budget > 0; one value per row for heterogeneous noise.
     N : float, default 1
         l1 distance between counts made indistinguishable, >= 1.
     alpha : float or array_like of shape (n_rows,), optional
         Noise parameter in (0, 1), instead of ``epsilon``.
-    kind : {"documents", "network"}
+    kind : {"documents", "network", "tensor"}, optional
         A network is square; its diagonal (no self loops) is a structural
-        zero: not noised, released as 0.
+        zero: not noised, released as 0. Default: "tensor" for an array of
+        order >= 3 (e.g. sender x recipient x month), else "documents".
     heldout, structural_zeros : bool arrays, optional
         Cells held out of every fit; cells that do not exist (not noised).
     row_labels, col_labels : sequences of str, optional
         Labels to publish with the counts (only labels that are public anyway:
         labels chosen from the true data reveal it).
+    mode_labels : sequence, optional
+        Arrays of order >= 3: labels of each further mode (e.g. months), or None.
     name : str
         The data set's name.
     random_state : None, int or numpy.random.Generator
@@ -425,11 +431,15 @@ def privatize(
     Release
         ``Y_obs`` int64 (can be negative), the noise level and the flags.
     """
-    from lpviz.release import Release
+    from lpviz.release import Release, kind_of
 
     counts = _check_counts(Y)
-    if counts.ndim != 2:
-        raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
+    if counts.ndim < 2:
+        raise ValueError(
+            f"Y must be a count array with at least two modes (rows x columns, or e.g. sender x recipient x "
+            f"month), got shape {counts.shape}"
+        )
+    kind = kind_of(counts.shape) if kind is None else kind
     a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
     check_noise_level(a, allow_no_noise=allow_no_noise)
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
@@ -451,6 +461,7 @@ def privatize(
         structural_zeros=structural_zeros,
         row_labels=row_labels,
         col_labels=col_labels,
+        mode_labels=mode_labels,
         name=name,
     )
     if np.ndim(epsilon):  # per-row epsilon: the release records alpha per row
@@ -475,16 +486,14 @@ def privatize(
 
 
 def _check_release_fields(shape, fields):
-    from lpviz.release import KINDS, _check_cells, _check_labels
+    from lpviz.release import _check_cells, _check_labels, _check_mode_labels, check_kind
 
-    if fields["kind"] not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {fields['kind']!r}")
-    if fields["kind"] == "network" and shape[0] != shape[1]:
-        raise ValueError(f"a network must be square (senders x recipients), got shape {shape}")
+    check_kind(fields["kind"], shape)
     _check_cells("heldout", fields["heldout"], shape)
     _check_cells("structural_zeros", fields["structural_zeros"], shape)
     _check_labels("row_labels", fields["row_labels"], shape[0])
     _check_labels("col_labels", fields["col_labels"], shape[1])
+    _check_mode_labels(fields["mode_labels"], shape)
 
 
 def truncate(Y_obs):

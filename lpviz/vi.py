@@ -77,7 +77,7 @@ from dataclasses import dataclass
 
 from lpviz import methods as method_registry
 from lpviz.engine import Chain, ChainState, ChainStopped, Posterior, VariationalPosterior
-from lpviz.models.base import check_count
+from lpviz.models.base import check_count, matrix_shape
 
 __all__ = [
     "VariationalFit",
@@ -269,7 +269,7 @@ class VariationalFit(Chain):
         import scipy.sparse as sp
 
         indptr, indices, values = counts
-        return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+        return sp.csr_matrix((values, indices, indptr), shape=matrix_shape(self.shape)).toarray().reshape(self.shape)
 
     def __repr__(self):
         return (

@@ -743,7 +743,7 @@ GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
         (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
         (GOOD.astype(bool), {}, TypeError, "integer counts"),
         (np.array(["a", "b"]), {}, TypeError, "integer counts"),
-        (np.arange(4), {}, ValueError, "2-D"),
+        (np.arange(4), {}, ValueError, "at least two modes"),
         (np.zeros((0, 3), dtype=int), {}, ValueError, "empty"),
         (-GOOD, dict(method="nonprivate"), ValueError, "negative entries.*method='private'"),
         (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),

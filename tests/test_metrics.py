@@ -411,7 +411,7 @@ def test_deconvolved_count_pmf_is_unbiased_and_sees_a_wrong_alpha():
     )
     standard_error = contributions.std(axis=1) / np.sqrt(Y.size)
     assert np.all(np.abs(pmf[:6] - truth[:6]) < 4 * standard_error), (pmf[:6], truth[:6])
-    wrong = dataclasses.replace(release, alpha=0.40)
+    wrong = dataclasses.replace(release, alpha=0.40, epsilon=None, N=None)  # a noise level told wrongly
     _, wrong_pmf = metrics.estimated_count_pmf(wrong)
     assert np.max(np.abs(wrong_pmf[:6] - truth[:6]) / standard_error) > 8
 

@@ -63,7 +63,7 @@ def missing_lists(missing, by="row"):
 
 
 def test_registry_names_classes_and_defaults():
-    assert list(models.MODELS) == ["topics", "blocks"]
+    assert list(models.MODELS) == ["topics", "blocks", "tensor"]
     assert models.get("topics") is topics.TopicModel and models.get("blocks") is blocks.BlockModel
     assert models.default_for("documents") == "topics" and models.default_for("network") == "blocks"
     model = models.create("blocks", 4, a0=0.3, b0=2.0)
@@ -72,7 +72,7 @@ def test_registry_names_classes_and_defaults():
     assert repr(model) == "BlockModel(n_components=4, a0=0.3, b0=2.0)"
     for name, model_class in models.MODELS.items():
         assert model_class.name == name and model_class.label and model_class.factor_names
-    with pytest.raises(ValueError, match="model must be one of 'topics', 'blocks'; got 'lda'"):
+    with pytest.raises(ValueError, match="model must be one of 'topics', 'blocks', 'tensor'; got 'lda'"):
         models.get("lda")
     with pytest.raises(ValueError, match="no model fits data of kind 'images'"):
         models.default_for("images")

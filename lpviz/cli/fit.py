@@ -84,7 +84,7 @@ def register(subparsers):
 
     parser = subparsers.add_parser(
         "fit",
-        help="fit a topic or block model (" + ", ".join(METHODS) + ")",
+        help="fit a topic, block or tensor model (" + ", ".join(METHODS) + ")",
         description="Fit Poisson factorization to counts noised with the geometric mechanism, with each "
         "method: " + "; ".join(f"{name}: {m.description}" for name, m in METHODS.items()),
     )
@@ -93,7 +93,7 @@ def register(subparsers):
         required=True,
         metavar="SPEC",
         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-        "enron-network:PATH, synthetic-topics or synthetic-blocks",
+        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
     )
     parser.add_argument(
         "--model",
@@ -341,7 +341,8 @@ def _load(args, seed, noise_seed):
     # the synthetic generators take the seed; files do not
     options = {"random_state": seed} if args.data.startswith("synthetic-") else {}
     data = load_data(args.data, **options)
-    components = int(data.factors["theta"].shape[1]) if isinstance(data, SyntheticData) else None
+    # every model's factors have the components last
+    components = int(next(iter(data.factors.values())).shape[-1]) if isinstance(data, SyntheticData) else None
     level = privacy_level(args, required=False)
     public = args.labels == "public"
     if level is not None:
@@ -635,7 +636,7 @@ def _save_idata(path, idata):
 def _print_summary(summary, names, release):
     rows, k = summary["shape"], summary["n_components"]
     noise = release.describe() if release is not None else "no noise (the non-private fit only)"
-    print(f"data: {summary['data']} ({rows[0]} x {rows[1]}, {summary['model']}, K={k}); noise: {noise}")
+    print(f"data: {summary['data']} ({' x '.join(map(str, rows))}, {summary['model']}, K={k}); noise: {noise}")
     held = f", {summary['heldout_cells']:,} cells held out ({summary['holdout']})" if summary["heldout_cells"] else ""
     if summary["inference"] == "vi":
         from ..vi import DEFAULT_TOL

@@ -224,15 +224,17 @@ def save_counts(data, path, *, overwrite=False):
 _SPEC_SOURCES = {
     "enron-topics": ("lpviz.datasets.enron", "build_enron_topics", True),
     "enron-network": ("lpviz.datasets.enron", "build_enron_network", True),
+    "enron-tensor": ("lpviz.datasets.enron", "enron_tensor", True),
     "synthetic-topics": ("lpviz.datasets.synthetic", "make_topics", False),
     "synthetic-blocks": ("lpviz.datasets.synthetic", "make_blocks", False),
+    "synthetic-tensor": ("lpviz.datasets.synthetic", "make_tensor", False),
 }
 
 
 def load_data(spec, **options):
     """Resolve a data spec, as the CLI and the app take it, to :class:`CountData`.
 
-    ``spec`` is one of ``"enron-topics:PATH"`` / ``"enron-network:PATH"``
+    ``spec`` is one of ``"enron-topics:PATH"`` / ``"enron-network:PATH"`` / ``"enron-tensor:PATH"``
     (the paper's two Enron matrices built from a maildir, tarball or
     ``emails.csv``), ``"synthetic-topics"`` / ``"synthetic-blocks"``
     (generated with known truth), ``"KIND:PATH"`` with a ``kind`` of

@@ -455,10 +455,13 @@ class BlockModel(Model):
     label = "block model (mixed-membership SBM)"
     component_name = "community"
     factor_names = ("theta", "pi")
+    kinds = ("network",)
     default_for = ("network",)
     inferences = ("mcmc", "vi")
+    shows = ("memberships", "communities")
 
     def check_shape(self, shape):
+        super().check_shape(shape)
         if shape[0] != shape[1]:
             raise ValueError(
                 f"model='blocks' needs a square sender x recipient matrix, got shape {tuple(shape)}; "
@@ -498,6 +501,9 @@ class BlockModel(Model):
         return theta @ factors["pi"], theta
 
     def memberships(self, factors):
+        return factors["theta"]
+
+    def communities(self, factors):
         return factors["theta"]
 
     # -- kernels ----------------------------------------------------------------------------

@@ -371,13 +371,12 @@ class TopicModel(Model):
     label = "topic model (Poisson factorization)"
     component_name = "topic"
     factor_names = ("theta", "phi")
+    kinds = ("documents", "network")
     default_for = ("documents",)
     inferences = ("mcmc", "vi")
+    shows = ("topics", "memberships")
 
     # -- shapes and memory --------------------------------------------------------
-    def check_shape(self, shape):
-        pass
-
     def factor_bytes(self, shape):
         return 8 * self.n_components * (int(shape[0]) + int(shape[1]))  # theta and phi
 
