@@ -25,11 +25,10 @@ browser:
 demo: venv
 	$(VENV)/bin/lpviz demo --force
 
-$(VENV)/.jupyterlab: $(VENV)/.installed
-	$(PY) -m pip install --quiet 'jupyterlab>=4,<5'
-	touch $@
-
-notebook: $(VENV)/.jupyterlab
+# JupyterLab comes with the test extra; the `lpviz` kernel (this checkout importable) opens the tour
+# and any notebook of yours, in any folder (see docs/dashboard.md, "Jupyter").
+notebook: venv
+	$(PY) -m app.notebook
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 # Listens on 127.0.0.1 only; serving a network is explicit: see docs/dashboard.md ("Serving").
