@@ -94,7 +94,10 @@ def save_figure(figure, path, *, overwrite=False):
     with tempfile.TemporaryDirectory() as tmp:  # write whole, then move: no half-written file
         scratch = Path(tmp) / f"figure{path.suffix.lower()}"
         options = {"dpi": 110} if backend == "matplotlib" else {"resources": "inline"}  # offline HTML
-        hv.save(figure, scratch, backend=backend, **options)
+        # HoloViews puts a responsive figure in a stretch_width Row, and Panel warns that the figure's
+        # own stretch_both wins: what a saved page wants, so the warning is noise to whoever saves
+        with param.logging_level("ERROR"):
+            hv.save(figure, scratch, backend=backend, **options)
         path.write_bytes(scratch.read_bytes())
     return path
 
