@@ -6,7 +6,8 @@ token, with its config, data, runtime and settings folders its own; its kernel
 is the ``lpviz`` kernelspec (:func:`app.notebook.install_kernel`, what ``make
 notebook`` installs). The page runs all cells, then Start in the tour's
 embedded fits view must move the iteration counter (the worker threads' output
-reaching the page through the kernel's comms) and Stop must stop it. Any cell
+reaching the page through the kernel's comms), Pause must hold it, Resume move it
+again, Stop stop it and Reset bring it back to 0. Any cell
 error, anything written to a cell's stderr, any browser console error and any
 request leaving the machine fail the test. The Enron section takes its
 documented skip path here (``$LPVIZ_ENRON`` points at nothing): reading the
@@ -38,6 +39,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
 TIMEOUT_MS = 240_000  # a loaded 2-core machine
 PROGRESS = re.compile(r"(?P<label>.+?) - (?P<status>\w+), iteration (?P<iteration>[\d,]+) / (?P<goal>[\d,]+)")
 PROGRESS_LINE = re.compile(r", iteration [\d,]+ / [\d,]+")  # the locator's (JavaScript) pattern
+START_ITERATIONS = 10_000  # what Start runs in the tour's fits view
 LABELS = [method.label for method in METHODS.values()]
 
 pytestmark = pytest.mark.browser
@@ -147,6 +149,25 @@ def _wait_for(page, cell, predicate, what, timeout_s=120):
         page.wait_for_timeout(200)
 
 
+def _press(cell, button):
+    cell.get_by_role("button", name=button, exact=True).click()
+
+
+def _standing_still(page, cell, after):
+    """The progress once the page has caught up with what the workers did before they paused or
+    stopped; fails if it still moves two seconds later."""
+    settled, deadline = _progress(cell), time.monotonic() + 30
+    while True:
+        page.wait_for_timeout(1000)
+        now = _progress(cell)
+        if now == settled or time.monotonic() > deadline:
+            break
+        settled = now
+    page.wait_for_timeout(2000)
+    assert _progress(cell) == settled, f"the counter moves after {after}"
+    return settled
+
+
 def test_the_tour_runs_in_jupyterlab_and_its_fits_view_is_live(jupyterlab, artifacts_dir):
     from playwright.sync_api import sync_playwright
 
@@ -185,15 +206,15 @@ def test_the_tour_runs_in_jupyterlab_and_its_fits_view_is_live(jupyterlab, artif
             fits_cell = page.locator(".jp-CodeCell").filter(has_text="FitsView(fits=fitting.fits)")
             assert fits_cell.count() == 1
             fits_cell.scroll_into_view_if_needed()
-            # the cell above ran 400 iterations to the end; Start runs fresh chains of 3,000
+            # the cell above ran 400 iterations to the end; Start runs fresh chains of 10,000
             _wait_for(page, fits_cell, lambda p: all(v[:2] == ("done", 400) for v in p.values()), "after run")
 
             mark = time.perf_counter()
-            fits_cell.get_by_role("button", name="Start", exact=True).click()
+            _press(fits_cell, "Start")
             first = _wait_for(
                 page,
                 fits_cell,
-                lambda p: any(v[0] == "running" and v[1] > 0 and v[2] == 3000 for v in p.values()),
+                lambda p: any(v[0] == "running" and v[1] > 0 and v[2] == START_ITERATIONS for v in p.values()),
                 "after Start",
             )
             timings["start_to_first_iterations_s"] = time.perf_counter() - mark
@@ -207,26 +228,28 @@ def test_the_tour_runs_in_jupyterlab_and_its_fits_view_is_live(jupyterlab, artif
             for target in (SCREENSHOT, artifacts_dir / "jupyter_tour.png"):
                 page.screenshot(path=str(target))
 
-            fits_cell.get_by_role("button", name="Stop", exact=True).click()
-            stopped = _wait_for(
-                page, fits_cell, lambda p: all(v[0] in ("stopped", "done") for v in p.values()), "after Stop"
+            _press(fits_cell, "Pause")
+            _wait_for(page, fits_cell, lambda p: all(v[0] in ("paused", "done") for v in p.values()), "after Pause")
+            paused = _standing_still(page, fits_cell, "Pause")
+            _press(fits_cell, "Resume")
+            _wait_for(
+                page,
+                fits_cell,
+                lambda p: sum(v[1] for v in p.values()) > sum(v[1] for v in paused.values()),
+                "after Resume",
             )
-            # the page catches up with what the workers did before they stopped, then nothing moves
-            settled, deadline = _progress(fits_cell), time.monotonic() + 30
-            while True:
-                page.wait_for_timeout(1000)
-                now = _progress(fits_cell)
-                if now == settled or time.monotonic() > deadline:
-                    break
-                settled = now
-            page.wait_for_timeout(2000)
-            assert _progress(fits_cell) == settled, "the counter moves after Stop"
-            stopped = settled
-            assert any(v[0] == "stopped" and v[1] < 3000 for v in stopped.values()), stopped
+            _press(fits_cell, "Stop")
+            _wait_for(page, fits_cell, lambda p: all(v[0] in ("stopped", "done") for v in p.values()), "after Stop")
+            stopped = _standing_still(page, fits_cell, "Stop")
+            assert any(v[0] == "stopped" and v[1] < START_ITERATIONS for v in stopped.values()), stopped
+            _press(fits_cell, "Reset")
+            _wait_for(
+                page, fits_cell, lambda p: all(v == ("idle", 0, START_ITERATIONS) for v in p.values()), "after Reset"
+            )
             timings["browser_s"] = time.perf_counter() - started
         finally:
             browser.close()
-    timings["counter"] = {"first": first, "moved": moved, "stopped": stopped}
+    timings["counter"] = {"first": first, "moved": moved, "paused": paused, "stopped": stopped}
     (artifacts_dir / "jupyter_timing.json").write_text(json.dumps(timings, indent=1))
     print(json.dumps(timings))
     assert outside == []
