@@ -27,6 +27,7 @@ from app.recompute import recompute_once as _recompute_once
 from app.runner import (
     BUFFER_LENGTH,
     LOCKSTEP_SLACK,
+    MOVING_STATUSES,
     RATE_WINDOW_SECONDS,
     SCORED_CELLS_PER_ITERATION,
     STATUSES,
@@ -36,6 +37,7 @@ from app.runner import (
     Control,
     Lockstep,
     Problem,
+    default_place,
     empty_trace,
     warm_up_kernels,
 )
@@ -45,6 +47,7 @@ from app.throttle import TRACE_SECONDS, Periodic, Throttle
 __all__ = [
     "BUFFER_LENGTH",
     "LOCKSTEP_SLACK",
+    "MOVING_STATUSES",
     "RATE_WINDOW_SECONDS",
     "SCORED_CELLS_PER_ITERATION",
     "SCORE_KEYS",
@@ -63,7 +66,10 @@ __all__ = [
     "warm_up_kernels",
 ]
 
-STILL_STATUSES = ("paused", "stopped", "done", "error")
+STILL_STATUSES = ("paused", "stopped", "done", "error", "idle")
+# A session's teardown waits at most this long for each worker to leave (a stop reaches the
+# kernels within milliseconds; a worker still building its chain leaves once it is built).
+CLOSE_JOIN_SECONDS = 5.0
 DRAIN_PERIOD_MS = 200
 # Right after Start, Pause or Stop: drain this often until the first rows or the
 # acknowledgements are out (for at most this many polls), not at the next periodic drain.
@@ -77,21 +83,33 @@ class Fits(param.Parameterized):
 
     Follows its :class:`~app.datastore.DataStore`: new data or noise reset
     the runners onto the new release; fit settings reach them at once.
-    Start/Pause/Resume/Stop/Reset act on the methods chosen in the settings.
-    :meth:`drain` (every 200 ms on the session's event loop while something
-    runs; every 20 ms right after Start, Pause and Stop) hands the workers'
-    output to the buffers and parameters.
+    Start/Pause/Resume/Stop/Reset act on the methods chosen in the settings:
+    each is a transition of the runners' state machines (see
+    :class:`~app.runner.ChainRunner`), which alone own the worker threads, so
+    any sequence of clicks at any rate leaves at most one worker per method and
+    a status that says what the worker does. :meth:`drain` (every 200 ms on the
+    session's event loop while something moves; every 20 ms right after Start,
+    Pause and Stop) hands the workers' output to the buffers and parameters and
+    settles the transitions. Without a document (a script, a test) nothing is
+    scheduled: the caller drains. :meth:`close` (the session's end) stops and
+    joins the workers and lets go of the chains and data.
     """
 
     data = param.ClassSelector(class_=DataStore, constant=True)
     busy = param.Boolean(default=False, doc="a chain runs or data are being built (the header spinner)")
+    closed = param.Boolean(default=False, doc="the session has ended: its workers have left, its data are gone")
 
-    def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, **params):
+    def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, place=None, **params):
+        """``place``: where the workers run (default :func:`app.runner.default_place`: threads of
+        this process, or the Dask cluster of ``python -m app.serve --chains-on-cluster``)."""
         from lpviz.methods import METHODS
 
         super().__init__(data=data if data is not None else DataStore(), **params)
         pace = Lockstep() if lockstep else None
-        self.runners = {name: ChainRunner(name, buffer_length=buffer_length, pace=pace) for name in METHODS}
+        place = place if place is not None else default_place()
+        self.runners = {
+            name: ChainRunner(name, buffer_length=buffer_length, pace=pace, place=place) for name in METHODS
+        }
         self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._connected, self._lost_at = False, None
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
@@ -141,6 +159,8 @@ class Fits(param.Parameterized):
 
     def configure(self):
         """Point every runner at the current release (stopping and clearing what ran before)."""
+        if self.closed:
+            return
         self._unsent = {}
         problem = self.problem()
         for runner in self.runners.values():
@@ -156,6 +176,8 @@ class Fits(param.Parameterized):
     def start(self, *_):
         """Start (or resume) the chosen methods' chains (refused if they would not fit this
         session's share of the server's memory)."""
+        if self.closed:
+            return
         problem = self.problem()
         if problem is not None:
             settings = self.settings
@@ -163,7 +185,7 @@ class Fits(param.Parameterized):
         with self._batched():
             for runner in self.active.values():
                 runner.start()
-        self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.running)
+        self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.moving)
 
     def pause(self, *_):
         for runner in self.active.values():
@@ -200,18 +222,31 @@ class Fits(param.Parameterized):
     def stop(self, *_):
         for runner in self.runners.values():
             runner.stop()
-        self._drain_soon(lambda: not any(r.is_alive for r in self.runners.values()))
+        self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):
         self._unsent = {}
         for runner in self.runners.values():
             runner.reset()
-            if runner.unavailable_reason:
-                runner.param.update(status="unavailable", error=runner.unavailable_reason)
+        self._drain_soon(lambda: not self.moving)
 
     @property
     def running(self):
-        return any(r.status in ("running", "pausing") for r in self.runners.values())
+        """A chain runs or is about to (starting, running, pausing)."""
+        return any(r.status in ("starting", "running", "pausing") for r in self.runners.values())
+
+    @property
+    def moving(self):
+        """A runner is between states the event loop must settle (a worker at work or leaving)."""
+        return any(r.status in MOVING_STATUSES for r in self.runners.values())
+
+    @property
+    def state(self):
+        """The session's state in one word: the furthest along of its runners' statuses
+        (starting, running, pausing, stopping, paused, then done, stopped, error, idle)."""
+        statuses = {runner.status for runner in self.runners.values()}
+        order = ("starting", "running", "pausing", "stopping", "paused", "done", "stopped", "error", "idle")
+        return next((status for status in order if status in statuses), "idle")
 
     def would_discard(self):
         """What a new data set, release or model would throw away: '' or e.g. 'the running fits (...)'."""
@@ -219,7 +254,7 @@ class Fits(param.Parameterized):
         return f"the running fits ({', '.join(live)})" if live else ""
 
     def _update_busy(self, *_):
-        busy = self.running or self.data.loading
+        busy = self.moving or self.data.loading
         if busy != self.busy:
             self.busy = busy
         if busy:
@@ -245,16 +280,21 @@ class Fits(param.Parameterized):
         return "lost" if now - self._lost_at >= LOST_CONNECTION_SECONDS else "absent"
 
     def drain(self):
-        """Deliver finished data builds and chain output; returns trace rows streamed.
-        A session whose page is gone stops its chains instead."""
+        """Deliver finished data builds and chain output, and settle the runners' transitions;
+        returns trace rows streamed. A session whose page is gone stops its chains instead."""
         connection = self.connection()
         if connection == "lost":
-            self.close()
+            self.halt()
+            self._poll()
+            if not any(runner.is_alive for runner in self.runners.values()):
+                self._draining.stop()
             return 0
         if connection == "absent":
+            self._poll()
             return 0  # nobody is watching: no redraws, until the page is back or gone
         self.data.poll()
         if not any(runner.has_output for runner in self.runners.values()):
+            self._poll()
             if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
                 self._draining.stop()  # nothing runs: no periodic work (and no busy flicker) until Start
             return 0
@@ -262,7 +302,9 @@ class Fits(param.Parameterized):
         for runner, frame, _ in collected:
             if frame is not None:
                 self._unsent.setdefault(runner.method, []).append(frame)
-        still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected)
+        still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected) or any(
+            not runner.is_alive and runner.status in MOVING_STATUSES for runner in self.runners.values()
+        )
         streamed = 0
         # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
         with self._batched():
@@ -282,6 +324,13 @@ class Fits(param.Parameterized):
             for runner, _, updates in collected:
                 runner.apply(None, updates)
         return streamed
+
+    def _poll(self):
+        """Settle the transitions of runners whose workers have left (one redraw for all)."""
+        if any(runner._worker is not None and not runner.is_alive for runner in self.runners.values()):
+            with self._batched():
+                for runner in self.runners.values():
+                    runner.poll()
 
     @staticmethod
     def _batched(hold=True, freeze=True):
@@ -311,12 +360,26 @@ class Fits(param.Parameterized):
 
         callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
 
-    def close(self):
-        """Stop the workers and the periodic drain (session end). Nothing is redrawn: nobody is
-        watching any more, and the views' updates would keep the event loop busy for nothing."""
+    def halt(self):
+        """Stop every worker (the page has gone); the statuses read stopped once they have left."""
         for runner in self.runners.values():
             runner.halt()
+
+    def close(self):
+        """The session has ended: stop and join the workers, stop the periodic drain and let go of
+        the chains, traces and results (nothing is redrawn: nobody is watching any more).
+        Safe to call twice, and from a notebook."""
+        if self.closed:
+            return
+        self.halt()
         self._draining.stop()
+        deadline = time.monotonic() + CLOSE_JOIN_SECONDS
+        for runner in self.runners.values():
+            runner.join(max(0.0, deadline - time.monotonic()))
+        for runner in self.runners.values():
+            runner.release()
+        self._unsent = {}
+        self.closed = True
 
 
 def _has_sample(result):
