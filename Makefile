@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 5006
 PYTEST_ARGS ?=
 
-.PHONY: venv browser demo serve notebook lint format test test-slow bench clean
+.PHONY: venv browser demo serve notebook lint format docs test test-slow bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ $(VENV)/.jupyterlab: $(VENV)/.installed
 notebook: $(VENV)/.jupyterlab
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
-# Listens on 127.0.0.1 only; serving a network is explicit: see README ("The dashboard").
+# Listens on 127.0.0.1 only; serving a network is explicit: see docs/dashboard.md ("Serving").
 serve: venv
 	$(PY) -m app.serve --port $(PORT)
 
@@ -47,6 +47,15 @@ format: venv
 	$(VENV)/bin/ruff check --fix $(LINTED)
 	$(VENV)/bin/ruff format $(LINTED)
 
+# The documentation site (mkdocs.yml, docs/) into site/, warnings as errors; the docs extra pins its tools.
+# NO_MKDOCS_2_WARNING silences Material's banner about its successor, which is not a build warning.
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 test: venv browser lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
@@ -57,4 +66,4 @@ bench: venv
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache artifacts
+	rm -rf $(VENV) .pytest_cache artifacts site

@@ -32,6 +32,7 @@ from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
+from app.tensor_view import TensorView  # noqa: E402
 from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
@@ -61,6 +62,7 @@ def create_app():
         "Topics": TopicsView(fits=fits),
         "Topic map": TopicMapView(fits=fits),
         "Blocks": BlocksView(fits=fits),
+        "Tensor": TensorView(fits=fits),
         "Bessel": BesselView(fits=fits),
         "Privacy": PrivacyView(data=data),
         "Central vs local": CentralView(fits=fits),

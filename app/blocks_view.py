@@ -16,7 +16,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, score_frame
+from app.fits import Fits, follow_results, model_shows, score_frame
 from app.plots import (
     RATE_CMAP,
     axis_labels,
@@ -86,11 +86,10 @@ class BlocksView(pn.viewable.Viewer):
 
     @property
     def applies(self):
-        """True for a network: rows and columns are the same actors."""
-        release = self.fits.data.release
-        return release is not None and release.kind == "network"
+        """True when the session's model shows communities of actors (declared in its ``shows``)."""
+        return self.fits.data.release is not None and model_shows(self.fits.data.model, "communities")
 
-    @param.depends("fits.data.release", watch=True)
+    @param.depends("fits.data.release", "fits.data.model", watch=True)
     def refresh(self):
         """Recompute orders, aligned memberships and scores from the runners' results."""
         data = self.fits.data
@@ -98,7 +97,7 @@ class BlocksView(pn.viewable.Viewer):
             self.param.update(panels={}, order=None, order_source="", scores=self.param.scores.default)
             return
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
-        fitted = {runner.label: runner.result["model"].memberships(runner.result["best"]) for runner in runners}
+        fitted = {runner.label: runner.result["model"].communities(runner.result["best"]) for runner in runners}
         truth_theta = self._truth_memberships()
         of_truth = [runner.label for runner in runners if runner.method_class.uses_truth]
         if truth_theta is not None:
@@ -124,7 +123,7 @@ class BlocksView(pn.viewable.Viewer):
         data = self.fits.data
         if data.truth is None or not data.truth.factors:
             return None
-        return models.create(data.model, self.fits.settings.n_components).memberships(data.truth.factors)
+        return models.create(data.model, self.fits.settings.n_components).communities(data.truth.factors)
 
     # -- plots -----------------------------------------------------------------
     def _ticks(self, positions):
@@ -210,16 +209,16 @@ class BlocksView(pn.viewable.Viewer):
             )
         return hv.Layout(plots).cols(max(1, len(plots)))
 
-    @param.depends("panels", "order", "order_source", "scores")
+    @param.depends("panels", "order", "order_source", "scores", "fits.data.model")
     def status(self):
         data = self.fits.data
         if data.release is None:
             return pn.pane.Markdown("No data yet.")
         if not self.applies:
             return pn.pane.Markdown(
-                "The current data are documents x words: see the **Topics** tab. "
-                "Choose a network source (synthetic network, Enron network or an "
-                "edge list) to see communities here."
+                f"The current data are fitted with the {data.model} model, which has no communities of actors "
+                "(its results are in the **Topics** or **Tensor** tab). Choose a network source (synthetic "
+                "network, Enron network or an edge list) and the block model to see communities here."
             )
         lines = []
         if self.order_source:
@@ -261,7 +260,7 @@ class BlocksView(pn.viewable.Viewer):
             scores,
             pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
             pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
-            visible=pn.bind(lambda release: self.applies, self.fits.data.param.release),
+            visible=pn.bind(lambda *_: self.applies, self.fits.data.param.release, self.fits.data.param.model),
             sizing_mode="stretch_width",
         )
         return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -117,6 +117,7 @@ class ControlsView(pn.viewable.Viewer):
             return column
 
         status = self.status()
+        model = self.model_selector()
         defaults = pn.widgets.Button(
             label="Reset to this data set's defaults", color="light", sizing_mode="stretch_width"
         )
@@ -125,6 +126,7 @@ class ControlsView(pn.viewable.Viewer):
         return pn.Card(
             source,
             size_widgets,
+            model,
             defaults,
             status,
             pn.pane.Markdown("Colour scale of the rates", margin=(5, 10, 0, 10)),
@@ -133,6 +135,35 @@ class ControlsView(pn.viewable.Viewer):
             collapsible=False,
             sizing_mode="stretch_width",
         )
+
+    def model_selector(self):
+        """The models that fit the data's kind (:func:`lpviz.models.fitting`, the registry's: a new model
+        shows up here), the default first; choosing one sets ``settings.model``. Made once, its
+        options follow the data."""
+        from lpviz import models
+
+        select = pn.widgets.Select(label="Model", sizing_mode="stretch_width")
+
+        def options_for(release):
+            if release is None:
+                return {"(the data's default)": ""}
+            names = models.fitting(release.kind)
+            return {f"{models.get(names[0]).label} (default)": "", **{models.get(n).label: n for n in names[1:]}}
+
+        def follow_data(*_):
+            select.options = options_for(self.data.release)
+            chosen = self.settings.model
+            select.value = chosen if chosen in select.options.values() else ""
+
+        def choose(event):
+            if event.new != self.settings.model:
+                self.settings.model = event.new
+
+        follow_data()
+        self.data.param.watch(follow_data, ["release", "model"])
+        self.settings.param.watch(follow_data, ["model"])
+        select.param.watch(choose, "value")
+        return select
 
     def status(self):
         """The data's state: an error with its reason, or what is loaded (with a spinner while building).

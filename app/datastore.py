@@ -20,10 +20,11 @@ allows it (``LPVIZ_ALLOW_DOWNLOADS=1``).
 """
 
 import os
+import re
 import tempfile
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import panel as pn
@@ -65,7 +66,11 @@ def allowed_folders():
 
 
 def checked_path(text):
-    """``text`` as a path inside an allowed folder, or a ValueError saying where files may be."""
+    """``text`` as a path inside an allowed folder, or a ValueError saying where files may be
+    (and what is wrong with a path that has a NUL byte, is too long, or names a FIFO or a device)."""
+    from lpviz._files import check_input_path, check_path_text
+
+    check_path_text(text)
     path = Path(text).expanduser().resolve()
     folders = allowed_folders()
     if not any(path == folder or folder in path.parents for folder in folders):
@@ -73,12 +78,15 @@ def checked_path(text):
             f"the dashboard reads data files only from {' or '.join(map(str, folders))} "
             f"(the server's allow-list, {DATA_FOLDERS_ENV}); put the file there or upload it"
         )
-    if not path.exists():
-        raise ValueError(
-            f"no data at {path}: give the path of enron_sent_subset.tar.gz (or the CMU maildir "
-            "tarball) in an allowed folder, or upload a file"
-        )
-    return path
+    fix = (
+        "give the path of enron_sent_subset.tar.gz (or the CMU maildir tarball) in an allowed folder, or upload a file"
+    )
+    try:
+        return check_input_path(path, what="data file", fix=fix, folder_ok=True)
+    except FileNotFoundError:
+        raise ValueError(f"no data at {path}: {fix}") from None
+    except OSError as error:  # shown in the session's error box like any other refusal
+        raise ValueError(str(error)) from None
 
 
 def downloads_allowed():
@@ -99,6 +107,15 @@ def check_counts(Y, name):
         )
 
 
+def resolve_model(choice, kind):
+    """The model a session fits to data of ``kind``: ``choice`` when it is a registered model that fits
+    that kind (:func:`lpviz.models.fitting`), else the kind's default model."""
+    from lpviz import models
+
+    fitting = models.fitting(kind)
+    return choice if choice in fitting else fitting[0]
+
+
 def derive(data, plan):
     """The release, truth and model of ``data`` under ``plan`` (the privacy, held-out and fit settings).
 
@@ -106,15 +123,14 @@ def derive(data, plan):
     release and chains), then the counts. Returns a dict with ``data``,
     ``release``, ``truth``, ``model`` and ``N`` (the data's own N for Figure 1).
     """
-    from lpviz import models
     from lpviz.datasets import holdout_mask
     from lpviz.privacy import heterogeneous_alpha
     from lpviz.release import Release
 
-    model = models.default_for(data.kind)
+    model = resolve_model(plan["model"], data.kind)
     check_session(
         data.shape,
-        f"{data.name or 'the data'}: {data.shape[0]:,} x {data.shape[1]:,} counts",
+        f"{data.name or 'the data'}: {' x '.join(f'{n:,}' for n in data.shape)} counts",
         model,
         plan["n_components"],
         plan["methods"],
@@ -124,7 +140,7 @@ def derive(data, plan):
         check_counts(data.Y_obs, data.name)
         observed = holdout_mask(
             data.Y_obs,
-            model,
+            data.kind,
             plan["holdout"],
             fraction=plan["holdout_fraction"],
             n_actors=plan["holdout_actors"],
@@ -137,7 +153,7 @@ def derive(data, plan):
     truth = data.truth()
     observed = holdout_mask(
         truth.Y,
-        model,
+        data.kind,
         plan["holdout"],
         fraction=plan["holdout_fraction"],
         n_actors=plan["holdout_actors"],
@@ -155,6 +171,42 @@ def derive(data, plan):
     # seeded: a simulation by whoever holds the truth (the release says so)
     release = data.privatize(**level, heldout=heldout, random_state=plan["noise_seed"])
     return dict(data=data, release=release, truth=truth, model=model, N=N)
+
+
+_UPLOAD_SUFFIXES = re.compile(r"((?:\.[A-Za-z0-9]{1,8}){1,2})$")
+
+
+def _upload_suffix(name):
+    """The upload's suffixes (``.csv.gz``), what the readers go by; nothing else of a browser's file name."""
+    match = _UPLOAD_SUFFIXES.search(name)
+    return match.group(1).lower() if match else ".txt"
+
+
+def _holds_release(path):
+    """True for an .npz with noised counts ``Y_obs`` (a release); False for anything else, even unreadable."""
+    from lpviz._files import open_archive
+
+    try:
+        with open_archive(path) as archive:
+            return "Y_obs" in archive
+    except (ValueError, OSError):
+        return False  # load_counts names the problem
+
+
+def _upload_message(error, tmp_path, tmp, name):
+    """One line for the session: the user's file named, never the server's copy."""
+    from lpviz._files import describe_os_error, is_one_line
+
+    if isinstance(error, MemoryError):
+        text = f"{name}: reading it ran out of memory on the server; upload a smaller file"
+    elif isinstance(error, OSError) and not is_one_line(error):
+        text = describe_os_error(error, name)
+    elif isinstance(error, (ValueError, TypeError, OSError)):
+        text = str(error)
+    else:  # a reader's own failure: still the session's message, with what it was
+        text = f"{name}: could not be read ({type(error).__name__}: {str(error)[:200]}); check the file"
+    text = text.replace(str(tmp_path), name).replace(str(tmp), "")
+    return " ".join(text.split())
 
 
 class DataStore(param.Parameterized):
@@ -187,6 +239,7 @@ class DataStore(param.Parameterized):
         self._new_source = True
         self._started = None  # (time, what) of the work in a thread, for its progress
         self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.settings.param.watch(self._on_model, ["model"])
         self.load()
 
     # ---- building -------------------------------------------------------------------
@@ -222,7 +275,7 @@ class DataStore(param.Parameterized):
     def _plan(self):
         """The settings the release is made from, read on the event loop (the work may run in a thread)."""
         settings = self.settings
-        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components")}
+        plan = {name: getattr(settings, name) for name in (*NOISE_PARAMETERS, "n_components", "model")}
         plan["methods"] = list(settings.methods)
         plan["N_from_data"] = self._new_source and settings.source_spec.N_from_data
         return plan
@@ -230,15 +283,13 @@ class DataStore(param.Parameterized):
     def check_memory(self):
         """Refuse (MemoryBudgetError) a data set whose size is known before it is built and
         that would not fit this session's share of the server, with its chains."""
-        from lpviz import models
-
         settings, source = self.settings, self.settings.source_spec
         shape = source.shape(settings)
         if shape is not None:
             check_session(
                 shape,
-                f"{source.label}: {shape[0]:,} x {shape[1]:,} counts",
-                models.default_for(source.kind),
+                f"{source.label}: {' x '.join(f'{n:,}' for n in shape)} counts",
+                resolve_model(settings.model, source.kind),
                 settings.n_components,
                 settings.methods,
                 fix="Choose fewer rows or columns.",
@@ -294,27 +345,37 @@ class DataStore(param.Parameterized):
         threading.Thread(target=background, name="lpviz-data", daemon=True).start()
 
     def load_upload(self, contents, filename):
-        """Read an uploaded file with :func:`lpviz.datasets.load_counts` and use it."""
-        if not contents:
-            raise ValueError(f"the uploaded file {filename!r} is empty: choose a file with counts in it")
-        from app.memory import session_limit
-        from lpviz.budget import check_memory
+        """Read an uploaded file (a release or counts) within this session's share of the server.
 
+        Everything reading can raise comes back as one ValueError naming the
+        user's file (never the server's copy), the problem and the fix: the
+        upload handler shows it in the session's error box.
+        """
+        from lpviz._files import shown
+
+        name = shown(PurePath(str(filename).replace("\\", "/")).name or "upload")
+        if not contents:
+            raise ValueError(f"the uploaded file {name!r} is empty: choose a file with counts in it")
+        from app.memory import session_limit
+        from lpviz.budget import check_memory, memory_budget
+
+        limit = session_limit()
         # the text read into numbers takes a few times its size: refuse before parsing
         check_memory(
             4 * len(contents),
-            f"reading the upload {filename!r}",
-            limit=session_limit(),
+            f"reading the upload {name!r}",
+            limit=limit,
             fix="Upload a smaller file (or a compressed one: .gz).",
         )
-        suffix = "".join(Path(filename).suffixes[-2:]) or ".txt"
         with tempfile.TemporaryDirectory() as tmp:
-            tmp_path = Path(tmp) / f"upload{suffix}"
-            tmp_path.write_bytes(contents)
+            tmp_path = Path(tmp) / f"upload{_upload_suffix(name)}"
             try:
-                data = self._read_upload(tmp_path, filename)
-            except (ValueError, TypeError, OSError) as exc:  # name the user's file, never the server's copy
-                raise type(exc)(str(exc).replace(str(tmp_path), filename).replace(tmp, "")) from None
+                tmp_path.write_bytes(contents)
+                # every size check inside the readers answers to this session's share, not the server's
+                with memory_budget(limit, "this session's share of the server"):
+                    data = self._read_upload(tmp_path, name)
+            except Exception as exc:  # noqa: BLE001  (anything a load raises becomes the session's message)
+                raise ValueError(_upload_message(exc, tmp_path, tmp, name)) from None
         self._upload = data
         if self.settings.source == "upload":
             self.load()
@@ -329,11 +390,9 @@ class DataStore(param.Parameterized):
         from lpviz.datasets import load_counts
         from lpviz.release import Release
 
-        if path.suffix == ".npz":
-            try:
-                return replace(Release.load(path), name=filename)
-            except ValueError:
-                pass  # not a release: counts, read below
+        if path.suffix == ".npz" and _holds_release(path):
+            # read like any release: its headers and its size checked before anything is decompressed
+            return replace(Release.load(path), name=filename)
         try:
             data = load_counts(path)
         except ValueError as exc:
@@ -420,7 +479,7 @@ class DataStore(param.Parameterized):
                 model=payload["model"],
                 error="",
                 loading=False,
-                message=f"{name}: {data.shape[0]:,} x {data.shape[1]:,} ({payload['model']})",
+                message=f"{name}: {' x '.join(f'{n:,}' for n in data.shape)} ({payload['model']})",
             )
         elif kind == "path":
             self.param.update(loading=False, message=f"downloaded to {payload}")
@@ -453,6 +512,21 @@ class DataStore(param.Parameterized):
             )
         elif names & set(NOISE_PARAMETERS):
             self.renoise()
+
+    def _on_model(self, *events):
+        """Another model for the same data: the release stays, the fits follow ``model``."""
+        events = self.settings.still(events)
+        if not events or self.release is None:
+            return
+        kind, choice = self.release.kind, self.settings.model
+        from lpviz import models
+
+        if choice and choice not in models.fitting(kind):
+            self.settings.refuse(events)
+            raise ValueError(
+                f"model {choice!r} does not fit {kind} data; the models that do: {', '.join(models.fitting(kind))}"
+            )
+        self.model = resolve_model(choice, kind)
 
     # ---- summaries ---------------------------------------------------------------------
     @property

@@ -6,7 +6,10 @@ contents. Two kinds of data export:
 
 - the **release** alone (``lpviz_release_simulated.npz``, the
   :class:`~lpviz.release.Release` schema): the noised counts, the noise level,
-  held-out cells and structural zeros, no labels and no truth;
+  held-out cells and structural zeros; no truth and no noise seed (with the
+  seed anyone subtracts the noise: the file says ``simulated`` instead), and
+  labels only under the library's one rule: those a release holds, which it
+  does only when they were declared public (an uploaded release's own);
 - the **simulation with the truth** (``lpviz_simulation_with_truth.npz``):
   the true counts (and rates), the release, and each method's posterior-mean
   rates, best factors and trace, as the fits saw them.
@@ -19,6 +22,7 @@ told to; the :class:`ExportView` hands the same bytes to the browser.
 
 import io
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -76,7 +80,7 @@ def _check_target(path, formats, overwrite):
     path = Path(path)
     if path.suffix.lower() not in formats:
         raise ValueError(f"cannot write {path.name!r}: use one of {', '.join(formats)} as the file suffix")
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:  # a dangling symbolic link is an existing file too
         raise FileExistsError(f"{path} exists: choose another name or pass overwrite=True to replace it")
     return path
 
@@ -107,12 +111,13 @@ def _runners_with_results(fits):
 
 def release_bytes(fits):
     """The session's release alone (noised counts and what is public about them) in the
-    :class:`~lpviz.release.Release` ``.npz`` schema: no truth, no labels."""
+    :class:`~lpviz.release.Release` ``.npz`` schema: no truth, no noise seed, labels only when the
+    release declares them public."""
     release = fits.data.release
     if release is None:
         raise ValueError("no data loaded: choose a data source before exporting the release")
     with tempfile.TemporaryDirectory() as tmp:
-        return release.save(Path(tmp) / RELEASE_FILE).read_bytes()
+        return release.save(Path(tmp) / RELEASE_FILE, noise_seed=False).read_bytes()
 
 
 def result_arrays(fits):
@@ -218,9 +223,11 @@ def save_results(fits, path, *, overwrite=False):
 
 def save_release(fits, path, *, overwrite=False):
     """Write the release alone (.npz, no truth) to ``path``."""
+    from lpviz._files import atomic_write
+
     path = _check_target(path, (".npz",), overwrite)
-    path.write_bytes(release_bytes(fits))
-    return path
+    payload = release_bytes(fits)
+    return atomic_write(path, lambda handle: handle.write(payload))
 
 
 def results_bytes(fits, suffix):

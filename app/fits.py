@@ -17,7 +17,6 @@ import time
 from contextlib import ExitStack
 
 import holoviews as hv
-import numpy as np
 import pandas as pd
 import panel as pn
 import param
@@ -199,7 +198,7 @@ class Fits(param.Parameterized):
         shape = problem.release.shape
         check_session(
             shape,
-            f"{shape[0]:,} x {shape[1]:,} counts",
+            f"{' x '.join(f'{n:,}' for n in shape)} counts",
             problem.model,
             problem.n_components,
             list(self.active),
@@ -446,12 +445,8 @@ def score_frame(runners, keys=SCORE_KEYS):
 
 
 def model_shows(model_name, what):
-    """Whether the model registered as ``model_name`` has ``what`` ("topics" or "memberships")
-    to show: asks the model itself, on a tiny state."""
+    """Whether the model registered as ``model_name`` declares it shows ``what`` (one of
+    :data:`lpviz.models.base.VIEWS`: "topics", "memberships", "communities", ...)."""
     from lpviz import models
 
-    if not model_name:
-        return False
-    model = models.create(model_name, 1)
-    factors = model.factors(model.init_state((2, 2), 1.0, np.random.default_rng(0)))
-    return getattr(model, what)(factors) is not None
+    return bool(model_name) and what in models.get(model_name).shows

@@ -41,25 +41,30 @@ def session_bytes(shape, model_name, n_components, method_names, run=None):
     from lpviz import methods, models
     from lpviz.budget import dense_bytes
     from lpviz.engine import posterior_bytes
+    from lpviz.models import matrix_shape
 
     cells = dense_bytes(shape, "int64") // 8
     model = models.create(model_name, n_components)
     total = DATA_ARRAYS * 8 * cells
     for name in method_names:
-        total += model.state_bytes(shape) + methods.get(name)().state_bytes(shape, model) + CHAIN_ARRAYS * 8 * cells
+        # methods see the cells as a matrix (rows x the other modes flattened)
+        method_bytes = methods.get(name)().state_bytes(matrix_shape(shape), model)
+        total += model.state_bytes(shape) + method_bytes + CHAIN_ARRAYS * 8 * cells
         if run is not None:
             total += posterior_bytes(model, shape, *run)
     return total
 
 
-def largest_square(limit, model_name, n_components, method_names):
-    """The largest ``n`` such that an ``n x n`` data set and its chains fit ``limit`` bytes."""
+def largest_square(limit, model_name, n_components, method_names, further=()):
+    """The largest ``n`` such that an ``n x n`` data set (``n x n x further``: a tensor with those
+    further modes) and its chains fit ``limit`` bytes."""
     from lpviz.budget import largest_square_that_fits
 
     low, high = 0, largest_square_that_fits(8 * DATA_ARRAYS, limit) + 1  # the data alone bound it
+    further = tuple(further)
     while high - low > 1:  # session_bytes grows with n: bisect
         middle = (low + high) // 2
-        if session_bytes((middle, middle), model_name, n_components, method_names) <= limit:
+        if session_bytes((middle, middle, *further), model_name, n_components, method_names) <= limit:
             low = middle
         else:
             high = middle
@@ -84,7 +89,7 @@ def check_session(shape, what, model_name, n_components, method_names, fix="", r
 
         room = (limit - without_run) // max(1, len(method_names))
         check_posterior_memory(models.create(model_name, n_components), shape, *run, limit=room)
-    side = largest_square(limit, model_name, n_components, method_names)
+    side = largest_square(limit, model_name, n_components, method_names, further=tuple(shape[2:]))
     chains = f"{len(method_names)} chain{'s' if len(method_names) != 1 else ''}"
     check_memory(
         need,
@@ -92,7 +97,7 @@ def check_session(shape, what, model_name, n_components, method_names, fix="", r
         limit=limit,
         fix=f"Each session may use {format_bytes(limit)} (the server's {format_bytes(memory_limit())} "
         f"shared by {expected_sessions()} sessions); the largest square that fits is about "
-        f"{side:,} x {side:,}. {fix}".strip(),
+        f"{' x '.join([f'{side:,}', f'{side:,}', *(f'{n:,}' for n in shape[2:])])}. {fix}".strip(),
     )
 
 

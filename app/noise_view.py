@@ -12,7 +12,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore
-from app.plots import axis_labels, colour_limit, count_image, display_slice, subsample_note
+from app.plots import ACTOR_KINDS, axis_labels, colour_limit, count_image, display_slice, subsample_note
 
 
 class NoiseView(pn.viewable.Viewer):
@@ -29,7 +29,7 @@ class NoiseView(pn.viewable.Viewer):
         if truth is None:
             Y_obs = release.Y_obs
             lines = [
-                f"**{release.name or 'an uploaded release'}**: {Y_obs.shape[0]:,} x {Y_obs.shape[1]:,} "
+                f"**{release.name or 'an uploaded release'}**: {' x '.join(f'{n:,}' for n in Y_obs.shape)} "
                 f"({data.model}), a release without its true counts: {release.describe()}.",
                 f"{data.noise_summary}. {float((Y_obs < 0).mean()):.0%} of the noised counts are negative.",
             ]
@@ -40,7 +40,7 @@ class NoiseView(pn.viewable.Viewer):
         changed = float((Y_obs != Y_true).mean())
         name = data.data.name or data.settings.source
         lines = [
-            f"**{name}**: {Y_true.shape[0]:,} x {Y_true.shape[1]:,} ({data.model}), "
+            f"**{name}**: {' x '.join(f'{n:,}' for n in Y_true.shape)} ({data.model}), "
             f"{int(Y_true.sum()):,} counts, mean {Y_true.mean():.2f} per cell.",
             f"{data.noise_summary}. Noise changed {changed:.0%} of cells; {negative:.0%} are now negative "
             "(truncating them at 0, as a fit that ignores the noise does, biases small counts upward).",
@@ -77,7 +77,7 @@ class NoiseView(pn.viewable.Viewer):
         strides = display_slice(Y_obs.shape)
         kind = release.kind
         # actors named on a network's axes (a corpus's document ids would only clutter them)
-        labels = axis_labels(self.data) if kind == "network" else (None, None)
+        labels = axis_labels(self.data) if kind in ACTOR_KINDS else (None, None)
         # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
         # (colour_limit); the rate colour scale applies to the rate heatmaps
         options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)

@@ -15,13 +15,23 @@ NAMED_MIN_HEIGHT = 440  # a heatmap with names under it: room for the upright na
 HELDOUT_SHADE = "#303030"
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
-# Row and column names of a matrix, by the release's kind.
-AXES = {"documents": ("document", "word"), "network": ("sender", "recipient")}
+# Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
+AXES = dict(documents=("document", "word"), network=("sender", "recipient"), tensor=("sender", "recipient"))
+# The kinds whose rows and columns are actors (their axes are named by the actors).
+ACTOR_KINDS = ("network", "tensor")
+
+
+def shown_matrix(values, reduce=np.sum):
+    """What a heatmap draws of an array of cells: the array itself for a matrix; for a tensor its first
+    two modes (sender x recipient), the further modes (the months) reduced by ``reduce``."""
+    values = np.asarray(values)
+    return values if values.ndim <= 2 else reduce(values, axis=tuple(range(2, values.ndim)))
 
 
 def display_slice(shape, max_display=MAX_DISPLAY):
-    """Row and column strides that keep a matrix at most ``max_display`` a side."""
-    return tuple(max(1, int(np.ceil(n / max_display))) for n in shape)
+    """Row and column strides that keep a heatmap at most ``max_display`` a side (of a tensor: its first
+    two modes, the ones drawn)."""
+    return tuple(max(1, int(np.ceil(n / max_display))) for n in tuple(shape)[:2])
 
 
 def scale_options(scale, clim, values=None):
@@ -113,10 +123,15 @@ def count_image(
     """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values.
 
     ``labels``: ``(row_labels, col_labels)`` naming the axes (either None: numbered);
-    ``heldout``: a boolean matrix like ``Y`` whose True cells are shaded over the heatmap
-    (then an overlay is returned).
+    ``heldout``: a boolean array like ``Y`` whose True cells are shaded over the heatmap
+    (then an overlay is returned). A tensor is drawn summed over its further modes (the
+    months), a pair shaded when it is held out in every month.
     """
-    row_step, col_step = strides
+    if np.ndim(Y) > 2:
+        title = f"{title} (summed over months)"
+        heldout = None if heldout is None else shown_matrix(heldout, np.all)
+        Y = shown_matrix(Y)
+    row_step, col_step = strides[:2]
     shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
     rows = np.arange(0, Y.shape[0], row_step)
     cols = np.arange(0, Y.shape[1], col_step)
@@ -154,7 +169,7 @@ def colour_limit(*matrices, quantile=99.5):
     quantile of the absolute values; hover still shows the exact value.
     Returns ``(limit, clipped)``.
     """
-    values = np.concatenate([np.abs(np.asarray(m, dtype=np.float64)).ravel() for m in matrices])
+    values = np.concatenate([np.abs(np.asarray(shown_matrix(m), dtype=np.float64)).ravel() for m in matrices])
     top = float(values.max()) if values.size else 0.0
     limit = max(float(np.percentile(values, quantile)), 1.0)
     return (limit, True) if limit < top else (max(top, 1.0), False)
@@ -173,11 +188,12 @@ def every(n, what):
 
 
 def subsample_note(shape, strides):
-    if strides == (1, 1):
+    if all(step == 1 for step in strides):
         return ""
     return (
         f"**Display subsampled:** {every(strides[0], 'row')} and {every(strides[1], 'column')} "
-        f"of the {shape[0]:,} x {shape[1]:,} matrix is drawn; fits and metrics use all cells."
+        f"of the {shape[0]:,} x {shape[1]:,} {'matrix' if len(shape) == 2 else 'heatmap'} is drawn; "
+        "fits and metrics use all cells."
     )
 
 

@@ -430,7 +430,7 @@ class ChainRunner(param.Parameterized):
     def stride(self):
         """Iterations per trace row: ``trace_every``, or coarser so that the bounded buffer
         spans the whole run and scoring the states stays a small share of the work."""
-        cells = self.problem.release.shape[0] * self.problem.release.shape[1] if self.problem else 0
+        cells = int(np.prod(self.problem.release.shape)) if self.problem else 0
         return max(self.trace_every, -(-self.n_iter // self.buffer.length), -(-cells // SCORED_CELLS_PER_ITERATION))
 
     def join(self, timeout=None):
@@ -794,16 +794,17 @@ def warm_up_kernels():
     """
     from lpviz import methods, models
     from lpviz.driver import run
-    from lpviz.release import Release, Truth
+    from lpviz.release import KIND_ORDERS, Release, Truth
 
     with _KERNELS_LOCK:
         if _KERNELS_LOADED.is_set():
             return
         Y = np.array([[0, 3, 1, 0], [2, 0, 5, 1], [1, 1, 0, 4], [0, 2, 3, 0]])
         for model_name, model_class in models.MODELS.items():
-            kind = model_class.default_for[0] if model_class.default_for else "documents"
-            release = Release(Y_obs=Y - 1, alpha=0.5, kind=kind)
-            truth = Truth(Y)
+            kind = model_class.kinds[0]
+            counts = Y if KIND_ORDERS[kind] == 2 else Y.reshape(4, 2, 2)  # an array of the kind's order
+            release = Release(Y_obs=counts - 1, alpha=0.5, kind=kind)
+            truth = Truth(counts)
             for method_name, method_class in methods.METHODS.items():
                 try:
                     for _ in run(

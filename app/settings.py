@@ -41,8 +41,8 @@ class Source:
     defaults: dict = field(default_factory=dict)
     takes_path: bool = False
     N_from_data: bool = False  # Figure 1: N is the data's mean count
-    kind: str = ""  # "documents" or "network" when known before the data are read
-    shape: Callable = field(default=lambda settings: None)  # (rows, columns) when known before building
+    kind: str = ""  # the data kind (lpviz.release.KINDS) when known before the data are read
+    shape: Callable = field(default=lambda settings: None)  # the data's shape when known before building
 
 
 # One alpha for every row and nothing held out: per-row noise and held-out designs belong to an
@@ -88,6 +88,24 @@ SOURCES = {
         takes_path=True,
         kind="network",
     ),
+    "synthetic-tensor": Source(
+        "synthetic sender x recipient x month",
+        "synthetic-tensor",
+        ("size", "n_months", "n_components", "seed"),
+        lambda s: dict(n_actors=s.size, n_times=s.n_months, n_components=s.n_components, random_state=s.seed),
+        dict(size=30, n_months=24, n_components=4, epsilon=1.0, N=1.0, colour_scale="linear", **PLAIN_NOISE),
+        kind="tensor",
+        shape=lambda s: (s.size, s.size, s.n_months),
+    ),
+    "enron-tensor": Source(
+        "Enron sender x recipient x month",
+        "enron-tensor",
+        ("path", "min_count"),
+        lambda s: dict(min_count=s.min_count),
+        dict(min_count=100, n_components=5, epsilon=2.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE),
+        takes_path=True,
+        kind="tensor",
+    ),
     "upload": Source("a file you upload", defaults=dict(epsilon=1.0, N=1.0, colour_scale="quantile", **PLAIN_NOISE)),
 }
 # Settings that only change the noise or the held-out cells (the data set stays).
@@ -105,7 +123,17 @@ NOISE_PARAMETERS = (
 # Settings of the chains.
 # The engine's inferences (lpviz.engine.INFERENCES), as the dashboard names them.
 INFERENCE_LABELS = {"mcmc": "MCMC (Gibbs chains)", "vi": "VI (CAVI; runs to convergence, no burn-in)"}
-FIT_PARAMETERS = ("inference", "n_components", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "methods")
+FIT_PARAMETERS = (
+    "inference",
+    "model",
+    "n_components",
+    "n_iter",
+    "burn_in",
+    "thin",
+    "trace_every",
+    "chain_seed",
+    "methods",
+)
 # Settings whose change discards fits (a new data set, release or model).
 DISCARDING_PARAMETERS = (
     "preset",
@@ -114,10 +142,12 @@ DISCARDING_PARAMETERS = (
     "n_docs",
     "n_words",
     "size",
+    "n_months",
     "min_count",
     "seed",
     *NOISE_PARAMETERS,
     "inference",
+    "model",
     "n_components",
     "chain_seed",
 )
@@ -178,6 +208,7 @@ class Settings(param.Parameterized):
     n_docs = param.Integer(default=90, bounds=(2, 50_000), doc="documents")
     n_words = param.Integer(default=15, bounds=(2, 50_000), doc="vocabulary size")
     size = param.Integer(default=20, bounds=(2, 2_000), doc="actors")
+    n_months = param.Integer(default=24, bounds=(1, 600), doc="months")
     min_count = param.Integer(default=100, bounds=(1, None), doc="keep actors who sent or received this many emails")
     n_components = param.Integer(default=3, bounds=(1, 500), doc="topics or communities")
     seed = param.Integer(default=0, bounds=(0, None), doc="seed of the data set")
@@ -213,6 +244,12 @@ class Settings(param.Parameterized):
     holdout_fraction = param.Number(default=0.1, bounds=(0.01, 0.9), doc="share of cells held out")
     holdout_actors = param.Integer(default=3, bounds=(1, None), doc="top senders/recipients held out")
 
+    model: param.Selector = param.Selector(
+        default="",
+        objects=[""],
+        doc="the model fitted ('': the default model of the data's kind); the choices are the registered "
+        "models that fit the data's kind (lpviz.models.fitting)",
+    )
     inference: param.Selector = param.Selector(
         default="mcmc",
         objects=list(INFERENCE_LABELS),
@@ -241,6 +278,9 @@ class Settings(param.Parameterized):
             params = {**PRESETS[params["preset"]].settings, **params}
         if params.get("noise_seed") is None:
             params["noise_seed"] = fresh_seed()
+        from lpviz.models import MODELS
+
+        self.param.model.objects = ["", *MODELS]
         super().__init__(**params)
         self.param.methods.objects = list(METHODS)
         if not self.methods:
@@ -397,8 +437,9 @@ class Settings(param.Parameterized):
     def apply_source_defaults(self, keep=()):
         """Set the current source's own defaults (sizes, K, privacy level), except the settings
         named in ``keep`` (set together with the source, as a preset does)."""
+        defaults = {"model": "", **self.source_spec.defaults}  # a source's data pick their own default model
         with self.unguarded():
-            self.param.update(**{name: value for name, value in self.source_spec.defaults.items() if name not in keep})
+            self.param.update(**{name: value for name, value in defaults.items() if name not in keep})
 
     def reset_to_defaults(self, *_):
         """Back to the current source's defaults (asking first if that discards running fits)."""

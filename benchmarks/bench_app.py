@@ -17,7 +17,10 @@ Prints, for the Figure 3 data (90 x 15, K=3) and for Enron topics
    not changed for 1.5 s), with the iterations run after the click.
 
 ``--app-dir DIR`` serves another checkout's ``app/app.py`` (with that
-checkout's lpviz) for section 3, to measure a before/after pair in one run.
+checkout's lpviz) for section 3; given more than once, each checkout is served
+in turn in the same run and the it/s are printed side by side (e.g. this
+checkout and the pre-engine app, commit 582240d, whose chain loop was its own:
+``git worktree add /tmp/old 582240d``; it runs on this venv).
 
     .venv/bin/python benchmarks/bench_app.py [--seconds 15] [--memory-seconds 60] [--served-seconds 30]
 """
@@ -297,7 +300,9 @@ def served_run(case, seconds, app_dir):
     try:
         for _ in range(480):
             try:
-                urllib.request.urlopen(url, timeout=5).close()
+                # up to 60 s: under load a first render takes longer, and each abandoned request still builds a
+                # session the server must finish before it answers the next (see tests/browser_harness.py)
+                urllib.request.urlopen(url, timeout=60).close()
                 break
             except OSError:
                 time.sleep(0.5)
@@ -385,7 +390,9 @@ def main():
     parser.add_argument("--memory-seconds", type=float, default=60.0, help="length of the memory run (0: skip)")
     parser.add_argument("--served-seconds", type=float, default=30.0, help="length of the served runs (0: skip)")
     parser.add_argument("--cases", default="figure3,enron", help="comma-separated: figure3, enron")
-    parser.add_argument("--app-dir", type=Path, default=REPO, help="checkout whose app/app.py is served")
+    parser.add_argument(
+        "--app-dir", type=Path, action="append", default=None, help="checkout whose app/app.py is served (repeatable)"
+    )
     parser.add_argument("--served-only", action="store_true", help="only section 3")
     args = parser.parse_args()
     cases = [case for case in args.cases.split(",") if case]
@@ -413,27 +420,48 @@ def main():
     if args.served_seconds <= 0 or not Path(CHROMIUM).exists():
         print("\nserved app: skipped (--served-seconds 0 or no /usr/bin/chromium; `make browser`)")
         return
+    app_dirs = args.app_dir or [REPO]
+    summary = []
     for case in cases:
-        print(f"\n== {case}: served app ({args.app_dir}) in chromium, {args.served_seconds:.0f} s run")
-        latency, rates, pause, after, samples, cpu = served_run(case, args.served_seconds, args.app_dir.resolve())
-        print(f"   Start click -> first point in the browser: {latency:.2f} s")
-        rates, averages = rates
+        for app_dir in app_dirs:
+            averages, cpu = served_case(case, args.served_seconds, app_dir)
+            summary.append((case, app_dir, averages, cpu))
+    if len(app_dirs) > 1:
         print(
-            f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}; "
-            f"over the whole run (the page's iteration counts): {', '.join(f'{r:,.0f}' for r in averages)}"
+            "\n== served, same session: it/s per chain over the whole run (the page's iteration counts), and "
+            "iterations of all chains per CPU second of the server's threads (what a loaded machine leaves "
+            "comparable: each server gets another share of the cores)"
         )
-        print(
-            f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
-            f"{', '.join(f'{n:,}' for n in after)}"
-        )
-        print(
-            f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser "
-            f"{int(samples[-1, 2]):,}"
-        )
-        print(
-            "   CPU seconds per second of the run (server threads; the browser): "
-            + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01)
-        )
+        for case, app_dir, averages, cpu in summary:
+            server_cpu = sum(share for name, share in cpu.items() if not name.startswith("chromium"))
+            print(
+                f"   {case:<8} {str(app_dir):<40} it/s {', '.join(f'{r:,.0f}' for r in averages):<22} "
+                f"server CPU {server_cpu:4.2f}   {sum(averages) / max(server_cpu, 1e-9):8,.0f} it per CPU-s"
+            )
+
+
+def served_case(case, seconds, app_dir):
+    """Section 3 for one case and checkout; returns the it/s per chain over the whole run."""
+    print(f"\n== {case}: served app ({app_dir}) in chromium, {seconds:.0f} s run")
+    latency, rates, pause, after, samples, cpu = served_run(case, seconds, app_dir.resolve())
+    print(f"   Start click -> first point in the browser: {latency:.2f} s")
+    rates, averages = rates
+    print(
+        f"   it/s shown by the page after the run: {', '.join(f'{r:,.0f}' for r in rates)}; "
+        f"over the whole run (the page's iteration counts): {', '.join(f'{r:,.0f}' for r in averages)}"
+    )
+    print(
+        f"   Pause click -> last point in the browser: {pause:.2f} s; iterations run after the click: "
+        f"{', '.join(f'{n:,}' for n in after)}"
+    )
+    print(
+        f"   server RSS: {samples[0, 1]:.0f} -> {samples[-1, 1]:.0f} MB; points in the browser {int(samples[-1, 2]):,}"
+    )
+    print(
+        "   CPU seconds per second of the run (server threads; the browser): "
+        + ", ".join(f"{name} {share:.2f}" for name, share in sorted(cpu.items()) if share >= 0.01)
+    )
+    return averages, cpu
 
 
 if __name__ == "__main__":

@@ -3,6 +3,14 @@
     .venv/bin/python benchmarks/bench_loaders.py [--nnz 3710420]
     .venv/bin/python benchmarks/bench_loaders.py --hostile [--src TREE] [--address-limit 8G]
 
+``--hostile-io`` runs issue 20's cases (archives that hide or fake their sizes,
+damaged ones, FIFOs, long paths, permissions, a read-only and a full disk, a
+dangling symbolic link, edge lists, noise levels, labels), each through the
+CLI or the dashboard's upload handler in its own process under
+``LPVIZ_MEMORY_LIMIT`` (default 600M), and prints a Markdown table: the
+outcome, the exit code, the process's peak RSS and what was left behind.
+``--src /path/to/other/checkout`` measures another version the same way.
+
 ``--hostile`` runs every hostile-input case of issue 9 (memory bombs,
 truncations, bad bytes), each in its own process with its address space
 capped (so a loader without bounds meets MemoryError, not the OOM killer),
@@ -21,7 +29,9 @@ factor of the references.
 import argparse
 import gzip
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -306,13 +316,364 @@ def hostile(args):
             print(f"\n{name}: {what}\n  still running after {args.timeout} s: killed")
 
 
+# ---------------------------------------------------------------- issue 20: every file, every failure
+
+
+def _mount_tmpfs(folder, size, read_only=False):
+    """A small tmpfs at ``folder`` (root only): a real full disk, a real read-only file system."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], check=True)
+    return lambda: subprocess.run(["umount", str(folder)], check=False)
+
+
+def _listing(folder):
+    """What a folder holds, hidden entries included, for the table."""
+    if not os.path.lexists(folder):
+        return "absent"
+    if not folder.is_dir():
+        return "a file"
+    names = sorted(os.listdir(folder))
+    return ", ".join(names) if names else "empty"
+
+
+def io_cases(folder):
+    """name -> (what it is, setup). ``setup()`` writes the files and returns ``(arguments, options, observe)``:
+    the lpviz arguments (or the upload's ``[path, name]`` with ``options["mode"] = "upload"``), options for
+    :func:`hostile_files.run_measured`, and ``observe()`` describing what was left behind (or None)."""
+    import hostile_files as h
+
+    cases = {}
+
+    def case(name, what):
+        def register(setup):
+            cases[name] = (what, setup)
+            return setup
+
+        return register
+
+    counts = folder / "counts.csv"
+    counts.write_text("alice,bob,3\nbob,carol,1\ncarol,alice,2\nalice,carol,4\n")
+    fit = ["--components", "2", "--iterations", "12", "--thin", "2", "--burn-in", "2", "--no-progress"]
+
+    def fit_release(path):
+        return ["fit", "--data", str(path), "--already-noised", *fit], {}, None
+
+    @case("shadowed-Y", "counts .npz: a 2 x 2 'Y.npy' beside a raw 'Y' of 12,000 x 12,000 int64 (1.1 GB), privatize")
+    def _():
+        path = h.shadowed_counts(folder / "shadowed.npz")
+        return ["privatize", str(path), str(folder / "shadowed-out.npz"), "--epsilon", "1", "--force"], {}, None
+
+    @case("release-bomb", "release, Y_obs 12,000 x 12,000 int64 zeros (1.1 GB in 1.1 MB), fit --already-noised")
+    def _():
+        return fit_release(h.release_bomb(folder / "bomb.npz"))
+
+    @case("release-bomb-upload", "the same release uploaded to the dashboard (its upload handler)")
+    def _():
+        return [h.release_bomb(folder / "bomb.npz"), "bomb.npz"], {"mode": "upload"}, None
+
+    @case("duplicate-Y_obs", "release with two members 'Y_obs.npy' (2 x 2, then 12,000 x 12,000)")
+    def _():
+        return fit_release(h.duplicate_release(folder / "twice.npz"))
+
+    @case("raw-member", "release whose 'Y_obs' is a raw member of 1 GiB zeros (no .npy header)")
+    def _():
+        return fit_release(h.raw_member_release(folder / "raw.npz"))
+
+    @case("lying-sizes", "release whose Y_obs header and zip directory claim 1.1 GB from 75 bytes")
+    def _():
+        return fit_release(h.lying_sizes_release(folder / "liar.npz"))
+
+    @case("corrupt-release", "release with 16 bytes of Y_obs's deflate stream flipped")
+    def _():
+        return fit_release(h.corrupt_release(folder / "corrupt.npz"))
+
+    @case("truncated-release", "a 300 x 300 release cut in half")
+    def _():
+        Y_obs = np.arange(90000).reshape(300, 300) % 97 - 40
+        data = h.write_members(folder / "whole.npz", h.release_members(Y_obs)).read_bytes()
+        (folder / "half.npz").write_bytes(data[: len(data) // 2])
+        return fit_release(folder / "half.npz")
+
+    @case("fifo", "a FIFO named edges.csv as the input of privatize")
+    def _():
+        fifo = folder / "edges.csv"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        return ["privatize", str(fifo), str(folder / "fifo-out.npz"), "--epsilon", "1"], {"timeout": 30}, None
+
+    @case("long-path", "an input path of 5,000 characters")
+    def _():
+        return ["privatize", str(folder / ("a" * 5000)), str(folder / "long-out.npz"), "--epsilon", "1"], {}, None
+
+    @case("permission", "an input the user may not read (mode 000; root runs without its override)")
+    def _():
+        secret = folder / "secret.csv"
+        secret.write_text(counts.read_text())
+        secret.chmod(0)
+        options = {"prefix": h.without_permissions()}
+        return ["privatize", str(secret), str(folder / "secret-out.npz"), "--epsilon", "1"], options, None
+
+    @case("read-only-output", "privatize into a folder on a read-only file system (tmpfs, ro)")
+    def _():
+        target = folder / "ro"
+        undo = _mount_tmpfs(target, "1m", read_only=True)
+        return (
+            ["privatize", str(counts), str(target / "out.npz"), "--epsilon", "1"],
+            {"cleanup": undo},
+            lambda: f"left in ro/: {_listing(target)}",
+        )
+
+    @case("full-disk", "fit --method all --output DIR of 200 x 200 counts on a 512 KiB file system (tmpfs)")
+    def _():
+        disk = folder / "small"
+        undo = _mount_tmpfs(disk, "512k")
+        data = folder / "topics200.npz"
+        np.savez(data, Y=np.random.default_rng(0).poisson(3.0, size=(200, 200)))
+        arguments = ["fit", "--data", str(data), "--method", "all", "--epsilon", "1", "--seed", "1", *fit]
+        return (
+            [*arguments, "--output", str(disk / "run")],
+            {"cleanup": undo},
+            lambda: f"left on the disk: {_listing(disk)}; in run/: {_listing(disk / 'run')}",
+        )
+
+    @case("dangling-symlink", "privatize OUTPUT where OUTPUT is a symbolic link to nothing, no --force")
+    def _():
+        link = folder / "link.npz"
+        if os.path.lexists(link):
+            link.unlink()
+        link.symlink_to(folder / "nowhere" / "target.npz")
+        return (
+            ["privatize", str(counts), str(link), "--epsilon", "1"],
+            {},
+            lambda: f"OUTPUT afterwards: {'still the link' if link.is_symlink() else 'replaced by a file'}",
+        )
+
+    for label, first in (("nan", "x,y,nan"), ("hex", "x,y,0x10")):
+
+        @case(f"edges-first-{label}", f"edge list whose first line is '{first}', then 'a,c,1', 'b,c,2'")
+        def _(first=first, label=label):
+            path = folder / f"first-{label}.csv"
+            path.write_text(f"{first}\na,c,1\nb,c,2\n")
+            out = folder / f"first-{label}.npz"
+            return (
+                ["privatize", str(path), str(out), "--epsilon", "1", "--force"],
+                {},
+                lambda: f"edges kept: {_edges(out)}",
+            )
+
+    @case("self-loops-only", "edge list of self loops only (a,a,3 ...), fit --epsilon 1")
+    def _():
+        path = folder / "loops.csv"
+        path.write_text("a,a,3\nb,b,5\nc,c,1\n")
+        return ["fit", "--data", str(path), "--epsilon", "1", "--seed", "0", *fit], {}, None
+
+    @case("alpha-near-1", "privatize --alpha 0.9999999999999999")
+    def _():
+        out = folder / "alpha1.npz"
+        return ["privatize", str(counts), str(out), "--alpha", "0.9999999999999999", "--force"], {}, None
+
+    @case("alpha-1e-320", "privatize --alpha 1e-320")
+    def _():
+        return ["privatize", str(counts), str(folder / "alpha0.npz"), "--alpha", "1e-320", "--force"], {}, None
+
+    @case("contradicting-release", "release recording epsilon = 1, N = 1 (alpha 0.368) but alpha = 0.5")
+    def _():
+        path = h.write_members(
+            folder / "contradicts.npz", h.release_members(np.ones((3, 3), int), 0.5, epsilon=1.0, N=1.0)
+        )
+        return fit_release(path)
+
+    @case("byte-labels", "counts .npz with its vocabulary as bytes, privatize --labels public to .csv")
+    def _():
+        path = folder / "bytes.npz"
+        np.savez(path, Y=np.array([[1, 2], [3, 4]]), vocab=np.array([b"x0", b"x1"]))
+        out = folder / "bytes.csv"
+        return (
+            ["privatize", str(path), str(out), "--epsilon", "1", "--labels", "public", "--force"],
+            {},
+            lambda: f"header line: {out.read_text().splitlines()[0] if out.exists() else '-'}",
+        )
+
+    @case("fit-output-labels", "fit --output on an edge list of named actors (no --labels given)")
+    def _():
+        out = folder / "named-run"
+        shutil.rmtree(out, ignore_errors=True)
+        arguments = ["fit", "--data", str(counts), "--epsilon", "1", "--seed", "0", *fit, "--output", str(out)]
+        return arguments, {}, lambda: f"release.npz labels: {_members(out / 'release.npz', 'row_labels')}"
+
+    @case("source-key-name", "counts .npz whose own 'source' key says /home/alice/private/enron-ceo.csv")
+    def _():
+        path = folder / "counts.npz"
+        np.savez(path, Y=np.array([[1, 2], [3, 4]]), source=np.array("/home/alice/private/enron-ceo.csv"))
+        out = folder / "named.npz"
+        return (
+            ["privatize", str(path), str(out), "--epsilon", "1", "--force"],
+            {},
+            lambda: f"release name: {_members(out, 'name')}",
+        )
+
+    return cases
+
+
+def _edges(path):
+    if not path.exists():
+        return "no file"
+    with np.load(path) as archive:
+        n = archive["Y_obs"].shape[0]
+        return f"{n} actors" + (" (x and y went with line 1)" if n == 3 else "")
+
+
+def _members(path, key):
+    if not path.exists():
+        return "no file"
+    with np.load(path) as archive:
+        return repr(archive[key].tolist()) if key in archive.files else "none"
+
+
+def hostile_io(args):
+    import hostile_files
+
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="lpviz-hostile-io-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    cases = io_cases(folder)
+    if args.cases:
+        cases = {name: cases[name] for name in args.cases}
+    src = Path(args.src or REPO)
+    limit = os.environ.get("LPVIZ_MEMORY_LIMIT", "600M")
+    print(f"lpviz from {src}; LPVIZ_MEMORY_LIMIT={limit}; address space capped at {args.address_limit}")
+    print("| case | what | outcome | exit | peak RSS | left behind |\n|---|---|---|---|---|---|")
+    for name, (what, setup) in cases.items():
+        try:
+            arguments, options, observe = setup()
+        except (OSError, subprocess.CalledProcessError) as error:
+            print(f"| {name} | {what} | not run: {error} | | | |")
+            continue
+        cleanup = options.pop("cleanup", None)
+        try:
+            result = hostile_files.run_measured(
+                arguments,
+                src=src,
+                env={"LPVIZ_MEMORY_LIMIT": limit},
+                address_limit=_parse_size(args.address_limit),
+                timeout=options.pop("timeout", args.timeout),
+                cwd=str(folder),
+                **options,
+            )
+            left = observe() if observe else ""
+        finally:
+            if cleanup:
+                cleanup()
+        peak = f"{result['peak'] / 2**20:.0f} MiB" if result["peak"] > 0 else "-"
+        outcome = result["outcome"].replace("|", "/").replace(str(folder), "DIR")[:400]
+        print(f"| {name} | {what} | {outcome} | {result['code']} | {peak} | {left} |", flush=True)
+
+
+def _memory_of(pid):
+    """(VmRSS, VmHWM) of a process, in MiB."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                values[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
+def served_upload(args):
+    """Upload a release bomb to a served dashboard (``python -m app.serve``) through Debian's chromium,
+    as a user would, and print the server's memory before and after and what the session shows; then
+    check that a second session still opens."""
+    import socket
+
+    import hostile_files
+    from playwright.sync_api import sync_playwright
+
+    from app.settings import SOURCES
+
+    src = Path(args.src or REPO)
+    folder = Path(tempfile.mkdtemp(prefix="lpviz-served-upload-"))
+    bomb = hostile_files.release_bomb(folder / "bomb.npz", shape=(args.bomb_side, args.bomb_side))
+    port = 5800 + os.getpid() % 100
+    limit = os.environ.get("LPVIZ_MEMORY_LIMIT", "600M")
+    env = {**os.environ, "LPVIZ_MEMORY_LIMIT": limit, "PYTHONPATH": str(src)}
+    log = open(folder / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.serve", "--port", str(port)], cwd=src, env=env, stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}/app"
+    try:
+        for _ in range(480):  # the port answers; fetching the page here would build (and abandon) sessions
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        label = SOURCES["upload"].label
+        print(
+            f"lpviz from {src}; LPVIZ_MEMORY_LIMIT={limit}; bomb {bomb.name}: {bomb.stat().st_size:,} bytes, "
+            f"Y_obs {args.bomb_side:,} x {args.bomb_side:,} int64"
+        )
+        with sync_playwright() as playwright:
+            arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+            arguments += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=arguments)
+            page = browser.new_context().new_page()
+            page.set_default_timeout(300_000)
+            opened = time.perf_counter()
+            page.goto(url, timeout=900_000)
+            page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0", timeout=900_000)
+            page.get_by_text("Noise changed").first.wait_for(timeout=900_000)
+            print(f"the first session drew its first view in {time.perf_counter() - opened:.0f} s", flush=True)
+            time.sleep(3)
+            before = _memory_of(server.pid)
+            print(f"server before the upload: RSS {before[0]:.0f} MiB (peak so far {before[1]:.0f} MiB)", flush=True)
+            page.locator(f"select:has(option:text-is('{label}'))").first.select_option(label=label)
+            start = time.perf_counter()
+            page.locator("input[type=file]").set_input_files(str(bomb))
+            page.get_by_text(re.compile(r"bomb\.npz")).first.wait_for()
+            seconds = time.perf_counter() - start
+            time.sleep(2)
+            message = page.get_by_text(re.compile(r"bomb\.npz")).first.inner_text()
+            after = _memory_of(server.pid)
+            print(f"the session shows after {seconds:.1f} s: {' '.join(message.split())[:400]}")
+            print(
+                f"server after the upload: RSS {after[0]:.0f} MiB, peak {after[1]:.0f} MiB "
+                f"(+{after[1] - before[0]:.0f} MiB over the RSS before)"
+            )
+            other = browser.new_context().new_page()
+            opened = time.perf_counter()
+            other.goto(url, timeout=900_000)
+            other.get_by_text("Noise changed").first.wait_for(timeout=900_000)
+            print(
+                f"a second session opened and drew its first view in {time.perf_counter() - opened:.0f} s; "
+                f"server alive: {server.poll() is None}; its RSS now {_memory_of(server.pid)[0]:.0f} MiB"
+            )
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=39861)
     parser.add_argument("--words", type=int, default=28102)
     parser.add_argument("--nnz", type=int, default=3710420)
     parser.add_argument("--hostile", action="store_true", help="run the hostile-input cases instead")
+    parser.add_argument(
+        "--hostile-io",
+        action="store_true",
+        help="run issue 20's cases (archives, files, outputs, parameters, labels) through the CLI and the "
+        "dashboard's upload handler, each in its own process; root mounts small tmpfs for a full disk",
+    )
     parser.add_argument("--cases", nargs="*", help="only these hostile cases")
+    parser.add_argument(
+        "--served-upload",
+        action="store_true",
+        help="upload a release bomb to a served dashboard in chromium; print the server's memory",
+    )
+    parser.add_argument("--bomb-side", type=int, default=12000, help="rows = columns of the release bomb")
     parser.add_argument("--src", default=None, help="folder holding the lpviz package to measure")
     parser.add_argument("--keep", default=None, help="write the hostile files here (and keep them)")
     parser.add_argument("--address-limit", default="8G", help="address space of each case's process")
@@ -322,6 +683,12 @@ def main():
     args = parser.parse_args()
     if args.run_case:
         _run_case(args.run_case, Path(args.dir))
+        return
+    if args.hostile_io:
+        hostile_io(args)
+        return
+    if args.served_upload:
+        served_upload(args)
         return
     if args.hostile:
         hostile(args)

@@ -22,12 +22,24 @@ Sections (issue 10's targets are printed beside the figures):
    the marginal log likelihood and of rates at held-out cells, on the
    Figure 3 topics and the Figure 1 network: collapsed against Bessel.
 
-Every chain configuration runs in its own process so its peak RSS is its own.
-Wall-clock figures are the best of the repeats (the machine may be shared).
+6. (``--tiny``) Figure 3's size (90 x 15, K = 3, per-row alpha): CPU milliseconds per
+   iteration of every method, where the engine's own Python dominates (issue 25: the
+   private iteration <= 0.15 ms, from 0.244).
+7. (``--naive``) The naive method at high noise: naive against private per iteration on
+   Enron-like counts (2,000 x 10,000, K = 50, eps/N = 1, one kernel thread): issue 25's
+   target is naive <= private (the Figure 4 paper probe, ``lpviz reproduce fig4 --preset
+   paper --probe 3 --sampler collapsed``, measures the same at 10,000 x 10,000).
+
+``--before COMMIT`` (or ``--before-dir CHECKOUT``, a checkout with its own ``.venv``) runs
+sections 3, 6 and 7 also on that commit, in the same run, and prints the two side by side
+with their ratio: the plain reference of what changed (a worktree and its venv are made
+under /tmp on first use). Every chain configuration runs in its own process so its peak
+RSS is its own. Wall-clock figures are the best of the repeats (the machine may be shared).
 
     python benchmarks/bench_private_iteration.py            # sections 1, 2, 4, 5
     python benchmarks/bench_private_iteration.py --big      # and the 10,000 x 10,000 section
     python benchmarks/bench_private_iteration.py --quick    # 1 and 2 at eps/N = 1 only
+    python benchmarks/bench_private_iteration.py --tiny --naive --big --only --before 4c07f22
 """
 
 import argparse
@@ -38,6 +50,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -47,6 +60,14 @@ from lpviz.bessel import sample_nb
 EPSILON_OVER_N = 1.0
 # Chains per sampler in the ESS section (seeds 0, 1, ...).
 ESS_SEEDS = 4
+# Section 6: (label, method, options) at Figure 3's size.
+TINY_METHODS = (
+    ("private (collapsed)", "private", {}),
+    ("private (bessel)", "private", {"sampler": "bessel"}),
+    ("naive", "naive", {}),
+    ("nonprivate", "nonprivate", {}),
+)
+REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------------
@@ -163,11 +184,65 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_one(config):
-    """Time one chain configuration; returns a dict of figures (runs in a child process)."""
+def run_tiny(config):
+    """CPU milliseconds per iteration of each method at Figure 3's size (best of the repeats)."""
+    import lpviz
+    from lpviz.datasets import make_topics
+    from lpviz.engine import Chain
+
+    data = make_topics(random_state=0)
+    release, truth = data.release(), lpviz.Truth(data.Y)
+    out = {}
+    for label, method, options in TINY_METHODS:
+        chain = Chain(release, method=method, n_components=3, truth=truth, random_state=0, **options)
+        chain.step(100)  # kernels loaded, the chain settled
+        best = math.inf
+        for _ in range(config["repeats"]):
+            start = time.process_time()
+            chain.step(config["iterations"])
+            best = min(best, (time.process_time() - start) / config["iterations"])
+        out[label] = best * 1e3
+    return out
+
+
+def run_naive(config):
+    """Seconds per iteration (CPU, one kernel thread) of naive and private on Enron-like counts."""
     import lpviz
     from lpviz.engine import Chain
 
+    Y = enron_like_counts(config["rows"], config["cols"], config["K"])
+    release = lpviz.privatize(Y, epsilon=config["eps"], N=1, random_state=1)
+    del Y
+    out = {}
+    for method in ("private", "naive"):
+        chain = Chain(release, method=method, n_components=config["K"], random_state=0)
+        chain.step(2)
+        best = math.inf
+        for _ in range(config["repeats"]):
+            start = time.process_time()
+            chain.step()
+            best = min(best, time.process_time() - start)
+        out[method] = best
+    return out
+
+
+def run_one(config):
+    """Time one chain configuration; returns a dict of figures (runs in a child process)."""
+    if config.get("kind") == "tiny":
+        return run_tiny(config)
+    if config.get("kind") == "naive":
+        return run_naive(config)
+    import lpviz
+    from lpviz.engine import Chain
+
+    if "array" in config:  # a saved noised array passed with alpha=, as lpviz 0.1 took it
+        counts = np.load(config["array"])
+        rss_data = peak_rss_mb()
+        start = time.perf_counter()
+        chain = Chain(
+            counts, model="topics", method="private", n_components=config["K"], alpha=math.exp(-config["eps"])
+        )
+        return _chain_figures(chain, config, start, rss_data)
     if "release" in config:  # a saved noised release, as a user would load one: no true counts in memory
         release = lpviz.Release(Y_obs=np.load(config["release"]), alpha=math.exp(-config["eps"]))
     else:
@@ -187,8 +262,16 @@ def run_one(config):
         chain._latent = chain.method_instance.start(
             chain._prepared, chain.model_instance, chain._state, chain._work, None
         )
+    return _chain_figures(chain, config, start, rss_data)
+
+
+def _chain_figures(chain, config, start, rss_data):
+    """Start-up, first iteration, best of the repeats and peak memory of a chain built at ``start``."""
     start_seconds = time.perf_counter() - start
+    rss_built = peak_rss_mb()
+    first = time.perf_counter()
     chain.step()  # compiled kernels load; the first sweep settles
+    first_seconds = time.perf_counter() - first
     best_wall, best_cpu = math.inf, math.inf
     for _ in range(config["repeats"]):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -207,6 +290,8 @@ def run_one(config):
         "wall": best_wall,
         "cpu": best_cpu,
         "start": start_seconds,
+        "first": first_seconds,
+        "rss_built": rss_built,
         "rss": peak_rss_mb(),
         "rss_data": rss_data,
         "sparse_rows": sparse_rows,
@@ -214,13 +299,20 @@ def run_one(config):
     }
 
 
-def in_child(config):
-    """``run_one(config)`` in a fresh Python process (its own peak memory)."""
+def in_child(config, checkout=None):
+    """``run_one(config)`` in a fresh Python process (its own peak memory); with ``checkout``, in
+    that checkout's venv and with its lpviz (this file's code, that commit's library)."""
+    python, env = sys.executable, None
+    if checkout is not None:
+        python = str(Path(checkout) / ".venv" / "bin" / "python")
+        env = dict(os.environ, PYTHONPATH=str(checkout))
     done = subprocess.run(
-        [sys.executable, __file__, "--one", json.dumps(config)],
+        [python, __file__, "--one", json.dumps(config)],
         capture_output=True,
         text=True,
         timeout=config.get("timeout", 3600),
+        cwd=checkout,
+        env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"configuration {config} failed:\n{done.stderr[-3000:]}")
@@ -312,42 +404,112 @@ def section_samplers(repeats, epsilons):
                 )
 
 
-def section_big(repeats):
+def before_checkout(commit):
+    """A worktree of ``commit`` with its own venv under /tmp (made once): the reference of --before."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    path = Path(f"/tmp/lpviz-before-{sha[:10]}")
+    if not path.exists():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), sha], check=True)
+    if not (path / ".venv" / "bin" / "python").exists():
+        subprocess.run(["make", "venv"], cwd=path, check=True)
+    return path
+
+
+def _pair(config, before):
+    """``run_one(config)`` here and, with ``before``, in that checkout: (after, before or None)."""
+    return in_child(config), (in_child(config, before) if before is not None else None)
+
+
+def _ratio(after, before):
+    return f"{after / before:6.2f}x" if before else ""
+
+
+def section_tiny(repeats, before):
+    print("\n6. Figure 3's size: 90 x 15, K = 3, per-row alpha (CPU ms per iteration, best of the repeats)")
+    after, old = _pair({"kind": "tiny", "repeats": max(3, repeats), "iterations": 2000}, before)
+    print(f"   {'method':<22} {'this checkout':>14} {'before':>10} {'ratio':>8}")
+    for label, _, _ in TINY_METHODS:
+        reference = old[label] if old else None
+        shown = f"{reference:10.4f}" if reference else f"{'-':>10}"
+        print(f"   {label:<22} {after[label]:14.4f} {shown} {_ratio(after[label], reference):>8}")
+    private = after["private (collapsed)"]
+    print(
+        f"   target: private <= 0.15 ms on the lead's machine (0.244 before): {private:.4f} ms here"
+        + (f", {private / old['private (collapsed)']:.2f}x the before in this run" if old else "")
+    )
+
+
+def section_naive(repeats, before):
+    config = {"kind": "naive", "rows": 2000, "cols": 10_000, "K": 50, "eps": 1.0, "repeats": max(2, repeats // 2)}
+    print(
+        f"\n7. Naive at high noise: {config['rows']:,} x {config['cols']:,} Enron-like, K = {config['K']}, "
+        f"eps/N = {config['eps']:g}, one kernel thread (CPU s per iteration)"
+    )
+    env = dict(os.environ, LPVIZ_NUM_THREADS="1")
+    saved = os.environ.copy()
+    os.environ.update(env)
+    try:
+        after, old = _pair(config, before)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    print(f"   {'':<20} {'private':>9} {'naive':>9} {'naive / private':>16}")
+    for name, figures in (("this checkout", after), ("before", old)):
+        if figures:
+            print(
+                f"   {name:<20} {figures['private']:9.3f} {figures['naive']:9.3f} "
+                f"{figures['naive'] / figures['private']:16.2f}"
+            )
+    if old:
+        print(
+            f"   naive: {after['naive'] / old['naive']:.2f}x the before; "
+            f"private: {after['private'] / old['private']:.2f}x"
+        )
+    print("   target: naive <= private per iteration (on the Figure 4 paper probe at eps/N = 1)")
+
+
+def section_big(repeats, before=None, with_bessel=True):
     import tempfile
 
     import lpviz
 
     print("\n3. 10,000 x 10,000 Enron-like (0.55% non-zero true counts), K = 50, eps/N = 1")
-    print("   the noised release is saved first; each chain's process loads it (as a user's would)")
+    print(
+        "   the noised counts are saved first (int16); each chain's process loads them as a user's would: as a "
+        "Release, or as the array with alpha= (lpviz 0.1's way). Peak = VmHWM of that process; 'built' = the "
+        "peak once the chain is constructed, before its first iteration"
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "release.npy")
         Y = enron_like_counts(10_000, 10_000, 50)
         np.save(path, lpviz.privatize(Y, epsilon=1.0, N=1, random_state=1).Y_obs)
         del Y
-        for label, options, reps in (
-            ("collapsed sparse", {"sampler": "collapsed"}, repeats),
-            ("bessel", {"sampler": "bessel"}, 2),
-        ):
-            figures = in_child(
-                {
-                    "data": "enron",
-                    "size": 10_000,
-                    "K": 50,
-                    "eps": 1.0,
-                    "method": "private",
-                    "repeats": reps,
-                    "timeout": 7200,
-                    "release": path,
-                    **options,
-                }
-            )
-            print(
-                f"   {label:<18} start {figures['start']:6.1f} s   {figures['wall']:6.2f} s/it "
-                f"({figures['cpu']:5.2f} CPU-s)   peak {figures['rss'] / 1024:5.2f} GB "
-                f"(the loaded release alone {figures['rss_data'] / 1024:4.2f} GB)",
-                flush=True,
-            )
-    print("   targets: <= 1.0 s per iteration, chain memory <= 1.5 GB, chain start <= 5 s")
+        cases = [
+            ("collapsed, Release", {"sampler": "collapsed", "release": path}, repeats),
+            ("collapsed, int16 + alpha", {"array": path}, 1),
+        ]
+        if with_bessel:  # the paper's route: 4 dense latent arrays, minutes per run
+            cases.append(("bessel, Release", {"sampler": "bessel", "release": path}, 2))
+        for label, options, reps in cases:
+            config = {"data": "enron", "size": 10_000, "K": 50, "eps": 1.0, "method": "private", "repeats": reps}
+            config.update(timeout=7200, **options)
+            runs = [("this checkout", in_child(config))]
+            if before is not None:
+                runs.append(("before", in_child(config, before)))
+            for name, figures in runs:
+                print(
+                    f"   {label:<25} {name:<14} start {figures['start']:5.1f} s  first it {figures['first']:5.1f} s  "
+                    f"{figures['wall']:6.2f} s/it ({figures['cpu']:5.2f} CPU-s)  peak built "
+                    f"{figures['rss_built'] / 1024:5.2f} GB, overall {figures['rss'] / 1024:5.2f} GB "
+                    f"(loaded counts alone {figures['rss_data'] / 1024:4.2f} GB)",
+                    flush=True,
+                )
+    print(
+        "   targets: <= 1.0 s per iteration; peak memory of the chain's process <= 1.5 GB including "
+        "construction; start to first iteration <= 3 s (warm Numba cache)"
+    )
 
 
 def section_network(repeats):
@@ -445,11 +607,17 @@ def main():
     parser.add_argument("--big", action="store_true", help="also the 10,000 x 10,000 section (minutes, ~5 GB)")
     parser.add_argument("--ess-iterations", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--tiny", action="store_true", help="section 6: Figure 3's size, every method")
+    parser.add_argument("--naive", action="store_true", help="section 7: naive against private at high noise")
+    parser.add_argument("--only", action="store_true", help="only the sections asked for (--tiny, --naive, --big)")
+    parser.add_argument("--before", default=None, help="a commit to run sections 3, 6, 7 on too (the reference)")
+    parser.add_argument("--before-dir", type=Path, default=None, help="a checkout with .venv, instead of --before")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(run_one(json.loads(args.one))))
         return
+    before = args.before_dir or (before_checkout(args.before) if args.before else None)
     repeats = args.repeats or (3 if args.quick else 5)
     import numba
 
@@ -459,6 +627,17 @@ def main():
         f"kernel threads: {n_threads()}  numba threads: {numba.get_num_threads()}  cpus: {os.cpu_count()}  "
         f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
+    if before is not None:
+        head = subprocess.run(["git", "-C", str(before), "log", "-1", "--oneline"], capture_output=True, text=True)
+        print(f"before: {before} ({head.stdout.strip()})")
+    if args.tiny:
+        section_tiny(repeats, before)
+    if args.naive:
+        section_naive(repeats, before)
+    if args.only:
+        if args.big:
+            section_big(max(2, repeats // 2), before, with_bessel=False)
+        return
     section_headline(repeats)
     section_samplers(repeats, (1.0,) if args.quick else (0.5, 1.0, 3.0))
     if args.quick:
@@ -466,7 +645,7 @@ def main():
     section_network(repeats)
     section_ess(args.ess_iterations)
     if args.big:
-        section_big(max(2, repeats // 2))
+        section_big(max(2, repeats // 2), before)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ compilation until a sampler is used).
 
 from importlib import import_module
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _ATTRIBUTES = {
     "alpha_from": "lpviz.privacy",

@@ -12,7 +12,20 @@ import numbers
 
 import numpy as np
 
-__all__ = ["as_2d_float", "check_alpha", "check_alpha_rows", "check_int", "check_positive"]
+__all__ = [
+    "MAX_ALPHA",
+    "MIN_RATIO",
+    "NEGLIGIBLE_ALPHA",
+    "as_2d_float",
+    "check_alpha",
+    "check_alpha_rows",
+    "check_int",
+    "check_positive",
+]
+
+NEGLIGIBLE_ALPHA = 1e-12
+MIN_RATIO = 1e-12
+MAX_ALPHA = float(np.exp(-MIN_RATIO))
 
 
 def check_int(name, value, minimum):
@@ -37,7 +50,7 @@ def check_positive(name, value, hint=""):
 
 
 def check_alpha(alpha):
-    """The geometric mechanism's noise level: numbers strictly in (0, 1), as a float array."""
+    """The geometric mechanism's noise level: numbers strictly in (0, 1), at most MAX_ALPHA, as a float array."""
     try:
         a = np.asarray(alpha, dtype=float)
     except (TypeError, ValueError):
@@ -47,9 +60,24 @@ def check_alpha(alpha):
     if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a >= 1):
         raise ValueError(
             "alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N); "
-            f"0 would be no noise, 1 infinite noise), got {alpha!r}"
+            f"0 would be no noise, 1 infinite noise), got {_shown_values(alpha)}"
+        )
+    if np.any(a > MAX_ALPHA):
+        raise ValueError(
+            f"alpha = {float(np.max(a))!r} is within 1e-12 of 1 (epsilon/N = {-np.log(np.max(a)):.3g}, below "
+            f"{MIN_RATIO:g}): the noise would be practically infinite (scale {-1 / np.log(np.max(a)):.3g}) and "
+            f"nothing could be learnt from the release; use alpha at most {MAX_ALPHA!r} (epsilon/N of at "
+            f"least {MIN_RATIO:g})"
         )
     return a
+
+
+def _shown_values(values):
+    """A value or array for a message: at most a few numbers."""
+    array = np.asarray(values)
+    if array.size <= 4:
+        return repr(values) if array.ndim == 0 else repr(array.tolist())
+    return f"{array.size:,} values from {np.nanmin(array):g} to {np.nanmax(array):g}"
 
 
 def check_alpha_rows(alpha, n_rows, method_name):

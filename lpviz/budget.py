@@ -13,6 +13,8 @@ smaller of the physical memory and a container's cgroup limit).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
 import re
@@ -25,6 +27,7 @@ __all__ = [
     "dense_bytes",
     "format_bytes",
     "largest_square_that_fits",
+    "memory_budget",
     "memory_limit",
     "parse_bytes",
 ]
@@ -61,6 +64,26 @@ _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.lim
 
 class MemoryBudgetError(ValueError):
     """An allocation would exceed the memory limit (see :func:`memory_limit`)."""
+
+
+# (limit, whose limit it is in words): set by memory_budget() for the code it runs (this thread only)
+_SCOPED: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar("lpviz_memory_budget", default=None)
+
+
+@contextlib.contextmanager
+def memory_budget(limit, name):
+    """Run a block under a smaller memory limit, e.g. a dashboard session's share of the server.
+
+    Inside the block :func:`memory_limit` returns ``limit`` and refusals name
+    ``name`` (``"this session's share of the server"``) instead of the
+    environment variable. It holds for the calling thread (a context
+    variable), so one session's limit never leaks into another's work.
+    """
+    token = _SCOPED.set((int(limit), str(name)))
+    try:
+        yield
+    finally:
+        _SCOPED.reset(token)
 
 
 def parse_bytes(text) -> int:
@@ -110,9 +133,13 @@ def physical_memory() -> int:
 def memory_limit() -> int:
     """Bytes one request may allocate: ``LPVIZ_MEMORY_LIMIT`` if set, else 60% of the memory.
 
-    Raises :class:`ValueError` naming the variable when it is set to
-    something that is not a size.
+    Inside :func:`memory_budget` it is that block's limit. Raises
+    :class:`ValueError` naming the variable when it is set to something
+    that is not a size.
     """
+    scoped = _SCOPED.get()
+    if scoped is not None:
+        return scoped[0]
     text = os.environ.get(ENV_VAR, "").strip()
     if text:
         try:
@@ -170,7 +197,11 @@ def check_memory(nbytes, what, *, limit=None, fix="") -> None:
         limit = memory_limit()
     if int(nbytes) <= int(limit):
         return
-    how = f" (set {ENV_VAR} to change it)" if env_limit else ""
+    scoped = _SCOPED.get() if env_limit else None
+    if scoped is not None:
+        how = f" ({scoped[1]})"
+    else:
+        how = f" (set {ENV_VAR} to change it)" if env_limit else ""
     message = f"{what} needs {format_bytes(nbytes)} but the memory limit is {format_bytes(limit)}{how}."
     raise MemoryBudgetError(f"{message} {fix}".strip())
 

@@ -189,12 +189,14 @@ def chain_convergence(posterior):
 def probe_cells(observed, n_cells=N_PROBE_CELLS, random_state=0):
     """``(rows, cols)`` of ``n_cells`` observed cells drawn at random (without replacement).
 
-    ``observed`` is a boolean matrix (True = a cell the fit sees), e.g.
-    ``release.observed_cells``. Every chain of a setting must use the same cells.
+    ``observed`` is a boolean array (True = a cell the fit sees), e.g.
+    ``release.observed_cells``; of order 3 or more, cells are addressed as the chains do
+    (rows x the other modes flattened). Every chain of a setting must use the same cells.
     """
     observed = np.asarray(observed, dtype=bool)
-    if observed.ndim != 2:
+    if observed.ndim < 2:
         raise ValueError(f"observed must be a boolean matrix, got shape {observed.shape}")
+    observed = observed.reshape(observed.shape[0], -1)
     flat = np.flatnonzero(observed)
     if flat.size == 0:
         raise ValueError("no observed cell to probe")

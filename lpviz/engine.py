@@ -38,14 +38,15 @@ from lpviz._parallel import chunk_bounds, limit_blas_threads, new_stop_flag
 from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
-from lpviz.models.base import Work, check_count
-from lpviz.release import Release, Truth
+from lpviz.models.base import Work, check_count, matrix_shape
+from lpviz.release import Release, Truth, smallest_int_dtype
 
 __all__ = [
     "Chain",
     "ChainState",
     "ChainStopped",
     "Posterior",
+    "VariationalPosterior",
     "FitResult",
     "Run",
     "run",  # noqa: F822 -- served by __getattr__ (it lives in lpviz.driver)
@@ -115,27 +116,54 @@ class ChainState:
 # ---------------------------------------------------------------------------
 
 
+# Rows checked at once when float counts are validated and converted (a block of at most this many cells):
+# no temporary of the whole matrix's size.
+CHECK_BLOCK_CELLS = 1 << 22
+
+
 def _integer_values(values, what):
-    """int64 copy of ``values`` after checking they are finite integers."""
+    """``values`` as integer counts after checking they are finite integers: integer arrays as they
+    are (any integer type, no copy), integer-valued floats converted, a block of rows at a time, to
+    the smallest integer type that holds them (a 10,000 x 10,000 float64 matrix of counts is never
+    copied whole)."""
     values = np.asarray(values)
     if values.dtype == bool or values.dtype.kind not in "iuf":
         raise TypeError(
             f"{what} must hold integer counts, got dtype {values.dtype}; "
             "pass an integer array (e.g. Y.astype(np.int64))"
         )
-    if values.dtype.kind == "f":
-        if not np.all(np.isfinite(values)):
+    if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{what} has counts above 2**63 - 1, which no count model here can hold")
+    if values.dtype.kind != "f":
+        return values
+    if values.size == 0:
+        return values.astype(np.int64)
+    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(1, -1)
+    rows = max(1, CHECK_BLOCK_CELLS // max(flat.shape[1], 1))
+    low, high = 0.0, 0.0
+    for start in range(0, flat.shape[0], rows):
+        block = flat[start : start + rows]
+        if not np.all(np.isfinite(block)):
             raise ValueError(
                 f"{what} has NaN or infinite entries; counts must be finite integers. "
                 "For held-out cells put any integer there (e.g. 0) and set them False in mask"
             )
-        if np.any(values != np.floor(values)):
+        if np.any(block != np.floor(block)):
             raise ValueError(f"{what} has non-integer entries; counts must be integers")
-    return values.astype(np.int64)
+        if block.size:
+            low, high = min(low, float(block.min())), max(high, float(block.max()))
+    if high >= 2.0**63 or low < -(2.0**63):
+        raise ValueError(f"{what} has counts beyond the 64-bit integers, which no count model here can hold")
+    dtype = smallest_int_dtype(np.array([low, high]))
+    out = np.empty(values.shape, dtype=dtype)
+    out_flat = out.reshape(flat.shape)
+    for start in range(0, flat.shape[0], rows):
+        out_flat[start : start + rows] = flat[start : start + rows]
+    return out
 
 
 def _check_counts(Y_obs):
-    """Dense int64 array, or a CSR matrix with int64 data."""
+    """Dense integer array (any integer type, any order >= 2, C-contiguous), or a CSR matrix with integer data."""
     if sp.issparse(Y_obs):
         if Y_obs.ndim != 2:
             raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y_obs.shape}")
@@ -143,8 +171,8 @@ def _check_counts(Y_obs):
         Y.data = _integer_values(Y.data, "Y_obs")
     else:
         Y = _integer_values(Y_obs, "Y_obs")
-        if Y.ndim != 2:
-            raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y.shape}")
+        if Y.ndim < 2:
+            raise ValueError(f"Y_obs must be a count array of at least two modes (rows x columns), got shape {Y.shape}")
         Y = np.ascontiguousarray(Y)
     if 0 in Y.shape:
         raise ValueError(f"Y_obs is empty (shape {Y.shape}); it needs at least one row and one column")
@@ -173,6 +201,12 @@ def _either(*masks):
     return out
 
 
+def _as_matrix(cells):
+    """An array of cells (any order >= 2) as the matrix the methods and kernels see
+    (:func:`lpviz.models.base.matrix_shape`): a view, no copy."""
+    return None if cells is None else cells.reshape(cells.shape[0], -1)
+
+
 def _lists(mask, n_rows):
     if mask is None or not mask.any():
         return (np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -198,7 +232,7 @@ class Chain:
         A name in :data:`lpviz.models.MODELS` (``"topics"``, ``"blocks"``).
         Default for a Release: the model for its kind.
     method : str or Method
-        A name in :data:`lpviz.methods.MODELS` (``"private"``, ``"naive"``,
+        A name in :data:`lpviz.methods.METHODS` (``"private"``, ``"naive"``,
         ``"nonprivate"``): how the noise is treated.
     n_components : int
         Topics K or communities C.
@@ -250,7 +284,8 @@ class Chain:
         self.n_components = self.model_instance.n_components
         self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
         self.shape = tuple(data.shape if isinstance(data, Release) or sp.issparse(data) else np.shape(data))
-        if len(self.shape) == 2:  # what the chain will hold, before it allocates any of it
+        if len(self.shape) >= 2:  # what the chain will hold, before it allocates any of it
+            self.model_instance.check_shape(self.shape)
             self._check_memory()
         if isinstance(data, Release):
             if alpha is not None or mask is not None:
@@ -273,7 +308,8 @@ class Chain:
         if self.method_instance.needs_alpha and sp.issparse(counts):
             counts = counts.toarray()  # the private sweep visits every cell anyway
 
-        n_rows, n_cols = self.shape
+        # cells as a matrix (rows = the first mode), whatever the order of the data
+        n_rows, n_cols = matrix_shape(self.shape)
         self._warn_on_huge_counts(counts)
         model_zeros = self.model_instance.structural_zeros(self.shape)
         excluded = _either(user_excluded, model_zeros)
@@ -288,8 +324,10 @@ class Chain:
         n_observed = n_rows * n_cols - (0 if excluded is None else int(excluded.sum()))
         if n_observed == 0:
             raise ValueError("mask leaves no observed cell to fit; True marks observed cells")
+        excluded = _as_matrix(excluded)
         exclusions = Exclusions(mask=excluded, rows=_lists(excluded, n_rows), n_observed=n_observed)
         missing = user_excluded if model_zeros is None or user_excluded is None else user_excluded & ~model_zeros
+        missing = _as_matrix(missing)
         self._chain_seed = chain_seed_from(random_state)
         n_cells = n_rows * n_cols
         limit_blas_threads()
@@ -302,6 +340,7 @@ class Chain:
             missing_by_row=_lists(missing, n_rows),
             missing_by_column=_lists(None if missing is None else missing.T, n_cols),
         )
+        counts = counts if sp.issparse(counts) else _as_matrix(counts)
         self._prepared = self.method_instance.prepare(counts, alpha_rows, exclusions)
         self._start(np.random.default_rng(self._chain_seed))
         self._iteration = 0
@@ -321,14 +360,15 @@ class Chain:
         check_memory(
             self.memory_estimate(),
             f"a {self.method} chain of the {self.model} model on "
-            f"{self.shape[0]:,} x {self.shape[1]:,} counts with {self.n_components} components",
+            f"{' x '.join(f'{n:,}' for n in self.shape)} counts with {self.n_components} components",
             fix="Fit fewer rows or columns, or fewer components.",
         )
 
     @staticmethod
     def _warn_on_huge_counts(counts):
         values = counts.data if sp.issparse(counts) else counts
-        largest = int(np.abs(values).max(initial=0))
+        # the extremes, not abs(values).max(): no copy of the counts
+        largest = max(abs(int(values.min(initial=0))), abs(int(values.max(initial=0))))
         if largest > LARGE_COUNT_WARNING:
             warnings.warn(
                 f"counts up to {largest:,}: far beyond what Poisson factorization of word or message "
@@ -405,17 +445,18 @@ class Chain:
         Held-out cells are 0 (they are not sampled)."""
         latent = self._latent or {}
         if "y" in latent:
-            return latent["y"].copy()
+            return latent["y"].reshape(self.shape).copy()
         if latent.get("y_counts") is not None:
             indptr, indices, values = latent["y_counts"]
-            return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+            matrix = sp.csr_matrix((values, indices, indptr), shape=matrix_shape(self.shape))
+            return matrix.toarray().reshape(self.shape)
         return None
 
     @property
     def bessel_draws(self):
         """Copy of the last sweep's Bessel draws ``m`` (the Bessel sampler only, else None)."""
         latent = self._latent or {}
-        return latent["bessel"].copy() if "bessel" in latent else None
+        return latent["bessel"].reshape(self.shape).copy() if "bessel" in latent else None
 
     @property
     def alpha(self):
@@ -500,10 +541,9 @@ class Chain:
             )
             if work.stop[0]:
                 raise ChainStopped("stopped during the sweep")
-            model.update(self._state, stats, work, iteration)
+            log_joint = model.update_and_score(self._state, stats, counts, work, iteration)
             if work.stop[0]:
                 raise ChainStopped("stopped during the factor update")
-            log_joint = model.count_loglik(self._state, counts, work) + model.log_prior(self._state)
         except BaseException:
             self._broken = True
             raise
@@ -551,7 +591,7 @@ def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
     check_memory(
         need,
         f"a run of {int(n_iter):,} iterations saving {kept // max(1, int(thin)):,} samples of the "
-        f"factors ({int(shape[0]):,} x {int(shape[1]):,} counts, {model.n_components} components)",
+        f"factors ({' x '.join(f'{int(n):,}' for n in shape)} counts, {model.n_components} components)",
         limit=limit,
         fix=fix,
     )
@@ -561,12 +601,12 @@ def chain_bytes(model, method, shape):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
     the model's state and statistics, the method's latent state, the counts (one estimate for
     the CLI, the loaders and the dashboard's budget)."""
-    n_cells = int(shape[0]) * int(shape[1])
+    n_cells = math.prod(int(n) for n in shape)
     return int(
         model.state_bytes(shape)
-        + method.state_bytes(shape, model)
+        + method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
         + 8 * n_cells
-        + 2 * 8 * (shape[0] + shape[1]) * model.n_components
+        + 2 * 8 * sum(int(n) for n in shape) * model.n_components
     )
 
 
@@ -605,7 +645,7 @@ class Posterior:
         self.samples, self.saved_iterations = [], []
         self.best, self.best_log_joint, self.best_iteration = None, -math.inf, None
         self._log_joint, self._log_marginal, self._seconds = [], [], []
-        n_cells = self.shape[0] * self.shape[1]
+        n_cells = math.prod(self.shape)
         self._rate_sum = np.zeros(self.shape) if n_cells <= DENSE_MEAN_MAX_CELLS else None
         self._mu_hat = None
 
@@ -653,7 +693,7 @@ class Posterior:
 
     @property
     def n_saved(self):
-        return len(self.samples)
+        return len(self.saved_iterations)
 
     # -- rates -------------------------------------------------------------------
     def rate_rows(self, start, stop):
@@ -664,7 +704,7 @@ class Posterior:
             return self._rate_sum[start:stop] / len(self.samples)
         left = np.hstack([self.model_instance.low_rank(f)[0][start:stop] for f in self.samples])
         right = np.hstack([self.model_instance.low_rank(f)[1] for f in self.samples])
-        mu = left @ right.T / len(self.samples)
+        mu = (left @ right.T / len(self.samples)).reshape((left.shape[0],) + self.shape[1:])
         zeros = self.model_instance.structural_zeros(self.shape)
         if zeros is not None:
             mu[zeros[start:stop]] = 0.0
@@ -680,7 +720,7 @@ class Posterior:
         return self._mu_hat
 
     def save(self, path, release=None, *, overwrite=False):
-        """Write the fit as ``.npz`` in the fit schema (:data:`FIT_FORMAT`, README "File formats")::
+        """Write the fit as ``.npz`` in the fit schema (:data:`FIT_FORMAT`, docs/formats.md)::
 
             format              "lpviz-fit-1"
             model, method       str: registry names; method_label: its label with options
@@ -691,6 +731,7 @@ class Posterior:
             row_labels, col_labels  str, optional: the release's public labels
             log_joint, log_marginal, iteration_seconds  float (T,): traces, one value per iteration
             saved_iterations    int (S,)
+            burn_in, thin       int: the schedule samples were saved on
             best_iteration, best_log_joint, best_<factor>: the saved sample with the highest log joint
 
         With the true counts at hand anyone recomputes every number
@@ -698,11 +739,11 @@ class Posterior:
         """
         from pathlib import Path
 
-        from lpviz._files import atomic_write
+        from lpviz._files import atomic_write, output_exists, shown
 
         path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
+        if output_exists(path) and not overwrite:
+            raise FileExistsError(f"{shown(path)} already exists; choose another name or pass overwrite=True")
         if self.mu_hat is None:
             raise ValueError("the fit has no saved sample yet; run past burn_in + thin iterations first")
         zeros = self.structural_zeros
@@ -719,6 +760,8 @@ class Posterior:
             "saved_iterations": np.asarray(self.saved_iterations, dtype=np.int64),
             "best_iteration": np.asarray(self.best_iteration),
             "best_log_joint": np.asarray(self.best_log_joint),
+            "burn_in": np.asarray(self.burn_in, dtype=np.int64),
+            "thin": np.asarray(self.thin, dtype=np.int64),
         }
         arrays.update({f"best_{name}": value for name, value in self.best.items()})
         arrays.update(self._extra_arrays())
@@ -726,11 +769,30 @@ class Posterior:
             arrays["heldout"] = self.heldout
         if zeros is not None:
             arrays["structural_zeros"] = zeros
-        for key in ("row_labels", "col_labels"):
+        for key in ("row_labels", "col_labels"):  # a release holds labels only when they were declared public
             if release is not None and getattr(release, key) is not None:
                 arrays[key] = np.asarray(getattr(release, key), dtype=str)
         atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
         return path
+
+    @classmethod
+    def load(cls, path, *, limit=None):
+        """Read a fit written by :meth:`save` (``METHOD.npz`` of ``lpviz fit --output``).
+
+        Read through the bounded reader (:class:`lpviz._files.Archive`): the
+        headers are checked and what the fit takes in memory is checked
+        against the budget (``limit``) before any array is decompressed. The
+        result has the posterior mean rates (``mu_hat``, ``rate_rows``), the
+        traces, the saved iterations and the best sample; the file keeps no
+        other sample, so ``samples`` holds the best one only. A variational
+        fit comes back as a :class:`lpviz.vi.VariationalPosterior` (without
+        its ``converged`` flag, which the file does not record). Labels, when
+        the file has them, are ``row_labels`` and ``col_labels``.
+        """
+        from lpviz._files import open_archive
+
+        with open_archive(path, what="fit", fix=_FIT_FIX, limit=limit) as archive:
+            return _posterior_from_archive(cls, archive)
 
     def _extra_arrays(self):
         """Arrays a kind of posterior adds to the fit file (a variational fit: its ELBO)."""
@@ -743,7 +805,126 @@ class Posterior:
         )
 
 
+class VariationalPosterior(Posterior):
+    """The :class:`~lpviz.engine.Posterior` of a CAVI fit: its one saved "sample" is
+    the current ``E_q[factors]`` (replaced every iteration), so ``mu_hat`` is
+    ``E_q[mu]`` (mean-field: ``E[theta] E[phi]``), computed on demand by row
+    blocks. Traces: ``elbo`` and ``iteration_seconds`` (``log_joint`` and
+    ``log_marginal`` are NaN). ``converged``: whether the fit had converged.
+    """
+
+    inference = "vi"
+
+    def __init__(self, model, method, shape, *, heldout=None, structural_zeros=None):
+        super().__init__(model, method, shape, burn_in=0, thin=1, heldout=heldout, structural_zeros=structural_zeros)
+        self.method_label = f"{self.method_label}, VI"
+        self._rate_sum = None  # one mean, not a running sum: rates by row blocks when asked
+        self._elbo = []
+        self.converged = False
+
+    def add(self, state):
+        """Record one iteration's :class:`lpviz.vi.VariationalState`; its means replace the saved ones."""
+        self._log_joint.append(math.nan)
+        self._log_marginal.append(math.nan)
+        self._seconds.append(state.seconds)
+        self._elbo.append(state.elbo)
+        self.samples, self.saved_iterations = [state.factors], [state.iteration]
+        self.best, self.best_log_joint, self.best_iteration = state.factors, math.nan, state.iteration
+        self._mu_hat = None
+        self.converged = bool(state.converged)
+        return True
+
+    @property
+    def elbo(self):
+        return np.asarray(self._elbo, dtype=float)
+
+    def _extra_arrays(self):
+        return {"inference": np.asarray(self.inference), "elbo": self.elbo}
+
+
 FitResult = Posterior  # the name lpviz 0.1 gave what fit() returns
+
+_FIT_FIX = "a fit is written by `lpviz fit --output DIR` (or Posterior.save)"
+_FIT_TRACES = ("log_joint", "log_marginal", "iteration_seconds")
+
+
+def _posterior_from_archive(cls, archive):
+    """A :class:`Posterior` from an open fit archive (see :meth:`Posterior.load`)."""
+    name = archive.name
+
+    def refuse(problem):
+        return ValueError(f"{name}: {problem}; {_FIT_FIX}")
+
+    if "format" not in archive or archive.read_text("format", max_chars=64) != FIT_FORMAT:
+        raise refuse(f"not a fit ({FIT_FORMAT!r}; it holds {archive.listing()})")
+    model_name = archive.read_text("model", max_chars=64) if "model" in archive else ""
+    if model_name not in model_registry.MODELS:
+        raise refuse(f"model {model_name[:40]!r} is none of {', '.join(model_registry.MODELS)}")
+    method_name = archive.read_text("method", max_chars=64) if "method" in archive else ""
+    label = archive.read_text("method_label", max_chars=256) if "method_label" in archive else method_name
+    components = archive.read_scalar("n_components", kinds="iu") if "n_components" in archive else 0
+    if not 1 <= components <= 100_000:
+        raise refuse(f"n_components = {components} is not a number of components")
+    if "mu_hat" not in archive:
+        raise refuse("no posterior mean rates 'mu_hat' in it")
+    rates = archive.header("mu_hat")
+    if rates.ndim < 2 or rates.dtype.kind != "f" or 0 in rates.shape:
+        raise refuse(f"'mu_hat' must be a float array of two or more modes, not {rates.shape} of {rates.dtype}")
+    inference = archive.read_text("inference", max_chars=16) if "inference" in archive else "mcmc"
+    traces = [key for key in (*_FIT_TRACES, "elbo") if key in archive]
+    lengths = {archive.header(key).shape for key in traces}
+    if len(lengths) > 1 or any(len(shape) != 1 for shape in lengths):
+        raise refuse(f"the traces {', '.join(traces)} must be one value per iteration, of one length")
+    for key in ("heldout", "structural_zeros"):
+        if key in archive and (archive.header(key).dtype != bool or archive.header(key).shape != rates.shape):
+            raise refuse(f"{key!r} must be booleans shaped like mu_hat {rates.shape}")
+    best = [
+        key for key in archive.keys() if key.startswith("best_") and key not in ("best_iteration", "best_log_joint")
+    ]
+    arrays = ["mu_hat", "saved_iterations", *traces, "heldout", "structural_zeros", *best]
+    arrays += [key for key in ("row_labels", "col_labels") if key in archive]
+    # the constructor's running sum of the rates (replaced by mu_hat) and the labels as Python strings
+    labels = sum(archive.header(key).size * 80 for key in ("row_labels", "col_labels") if key in archive)
+    archive.require(
+        arrays, extra=rates.nbytes + labels, what=f"reading the fit ({rates.shape[0]:,} x {rates.shape[1]:,} rates)"
+    )
+    heldout = archive.read("heldout") if "heldout" in archive else None
+    zeros = archive.read("structural_zeros") if "structural_zeros" in archive else None
+    model = model_registry.create(model_name, int(components))
+    if inference == "vi":
+        posterior = VariationalPosterior(model, method_name, rates.shape, heldout=heldout, structural_zeros=zeros)
+        posterior._elbo = archive.read("elbo").astype(float).tolist() if "elbo" in archive else []
+    else:
+        schedule = {key: int(archive.read_scalar(key, kinds="iu")) for key in ("burn_in", "thin") if key in archive}
+        posterior = cls(
+            model,
+            method_name,
+            rates.shape,
+            burn_in=schedule.get("burn_in", 0),
+            thin=schedule.get("thin", 1),
+            heldout=heldout,
+            structural_zeros=zeros,
+        )
+    posterior.method_label = label
+    for key, attribute in zip(_FIT_TRACES, ("_log_joint", "_log_marginal", "_seconds"), strict=True):
+        if key in archive:
+            setattr(posterior, attribute, archive.read(key).astype(float).tolist())
+    saved = archive.read("saved_iterations") if "saved_iterations" in archive else np.zeros(0, dtype=np.int64)
+    if saved.ndim != 1 or saved.dtype.kind not in "iu":
+        raise refuse("'saved_iterations' must be a list of whole numbers")
+    posterior.saved_iterations = saved.tolist()
+    factors = {key[len("best_") :]: archive.read(key) for key in best}
+    posterior.best = factors or None
+    posterior.best_log_joint = float(archive.read_scalar("best_log_joint")) if "best_log_joint" in archive else math.nan
+    posterior.best_iteration = (
+        int(archive.read_scalar("best_iteration", kinds="iu")) if "best_iteration" in archive else None
+    )
+    posterior.samples = [factors] if factors else []
+    posterior._rate_sum = archive.read("mu_hat").astype(np.float64, copy=False)
+    posterior._mu_hat = None
+    for key in ("row_labels", "col_labels"):
+        setattr(posterior, key, archive.read(key).tolist() if key in archive else None)
+    return posterior
 
 
 # ---------------------------------------------------------------------------

@@ -13,10 +13,18 @@
 - :func:`score`: every number a user sees about one fit, from its posterior,
   its release and (when known) the truth. The CLI, the dashboard, the
   notebook, the benchmarks and the reproductions call it and nothing else.
+  Beside the numbers it gives the fit's ``health`` (mass ratio, collapse,
+  non-finite rates, a chain that has not mixed) and ``baselines`` (what the
+  best constant and the independence fit of the same release score, beside
+  every MAE); :func:`rankable` says whether a number may be ranked, starred
+  or counted as reproducing a claim.
 """
+
+import math
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.spatial.distance import cdist
 
 from lpviz._validate import as_2d_float as _as_2d_float
 from lpviz.alignment import align_topics, aligned_topic_distance
@@ -30,7 +38,19 @@ __all__ = [
     "align_topics",
     "aligned_topic_distance",
     "score",
+    "rankable",
+    "release_baselines",
+    "estimated_total",
+    "estimated_count_pmf",
+    "estimated_rate_median",
+    "independence_rates",
+    "component_health",
     "SCORE_LABELS",
+    "HEALTH_LABELS",
+    "BASELINE_LABELS",
+    "HEALTH_FLAGS",
+    "MAE_KEYS",
+    "MASS_RATIO_MIN",
 ]
 
 
@@ -309,25 +329,326 @@ def _rates_by_rows(fit):
     return lambda start, stop: mu[start:stop]
 
 
-def _error_sums(rate_rows, reference, cells_list, shape):
-    """Sums of |rate - reference| over each boolean cell set, by row blocks (no dense copy of the rates)."""
-    sums = [0.0] * len(cells_list)
-    rows = max(1, _SCORE_BLOCK_CELLS // max(shape[1], 1))
-    for start in range(0, shape[0], rows):
-        stop = min(shape[0], start + rows)
+def _as_matrix(cells):
+    """Cells of any order >= 2 as the matrix the engine sees (rows = the first mode, the other
+    modes flattened): a view."""
+    return cells.reshape(cells.shape[0], -1)
+
+
+def _row_blocks(shape):
+    rows = max(1, _SCORE_BLOCK_CELLS // max(math.prod(shape[1:]), 1))
+    return [(start, min(shape[0], start + rows)) for start in range(0, shape[0], rows)]
+
+
+def _rate_pass(rate_rows, shape, observed, references, cells_list):
+    """One pass over the fitted rates by row blocks (no dense copy of them): whether every rate
+    is finite, their sum over ``observed``, and for each reference (true counts, true rates) the
+    sums of ``|rate - reference|`` over each boolean cell set (None when a rate is not finite)."""
+    finite, mass = True, 0.0
+    sums = [[0.0] * len(cells_list) for _ in references]
+    for start, stop in _row_blocks(shape):
         mu = np.asarray(rate_rows(start, stop), dtype=np.float64)
         if not np.all(np.isfinite(mu)):
-            raise ValueError("the fitted rates contain NaN or infinite values; check the fit that produced them")
-        error = np.abs(mu - np.asarray(reference[start:stop], dtype=np.float64))
-        for i, cells in enumerate(cells_list):
-            sums[i] += float(error[cells[start:stop]].sum())
-    return sums
+            finite = False
+            break
+        mass += float(mu[observed[start:stop]].sum())
+        for sums_of, reference in zip(sums, references, strict=True):
+            error = np.abs(mu - np.asarray(reference[start:stop], dtype=np.float64))
+            for i, cells in enumerate(cells_list):
+                sums_of[i] += float(error[cells[start:stop]].sum())
+    if not finite:
+        return False, None, None
+    return True, mass, sums
 
 
 def _finite_or_none(value):
     """A float, or None for the NaN of a number that does not apply (a variational fit's log joint)."""
     value = float(value)
     return None if np.isnan(value) else value
+
+
+# ---------------------------------------------------------------------------
+# Fit health and baselines (score()'s ``health`` and ``baselines``)
+# ---------------------------------------------------------------------------
+
+# A fit is "collapsed" when its fitted rates keep less than this share of the data's estimated true
+# total (the noised counts' sum over the observed cells: unbiased, the noise has mean 0). The VI
+# paper's CAVI ends at 2-25% on its own Table 1 data; every healthy fit measured there keeps 50-130%.
+MASS_RATIO_MIN = 0.5
+# ...judged only when that estimate is this many of its standard errors above 0 (on tiny or very
+# noisy data the noised sum says little about the true one, and no fit is flagged on it).
+MASS_MIN_STANDARD_ERRORS = 3.0
+# A component is "dead" when its share of the fitted mass is below this fraction of an equal share
+# (1 / K); "duplicate" when its profile (a topic's word distribution, a block's member distribution)
+# lies within this Jensen-Shannon distance (base 2, in [0, 1]) of another live component's.
+DEAD_SHARE = 0.01
+DUPLICATE_JS_DISTANCE = 0.05
+# ... and the fit is "collapsed" when at least this share of its components is dead or duplicate
+# (a sparse prior legitimately switches off a few unneeded components).
+COLLAPSED_COMPONENT_SHARE = 0.5
+# A chain has "not mixed" when the split R-hat of its likelihood trace after burn-in
+# (lpviz.diagnostics.chain_convergence) exceeds this (the older rule many papers used; 1.01 is the
+# strict one) or its bulk ESS is below ESS_MIN, or when it is too short to tell.
+RHAT_MIXED = 1.05
+ESS_MIN = 50.0
+# The words of health["flags"], in this order.
+HEALTH_FLAGS = ("collapsed", "non-finite", "not mixed")
+# The MAE numbers of score() (each has its baselines) and the baselines' names.
+MAE_KEYS = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
+BASELINES = ("best_constant", "independence")
+HEALTH_LABELS = {
+    "mass_ratio": "mass ratio",
+    "collapsed": "collapsed",
+    "nonfinite": "non-finite",
+    "not_mixed": "not mixed",
+    "dead_components": "dead components",
+    "duplicate_components": "duplicate components",
+    "healthy": "healthy",
+}
+BASELINE_LABELS = {
+    "best_constant": "best constant",
+    "independence": "independence (row x column means)",
+}
+
+
+def _noise_variance(alpha):
+    """Variance of two-sided geometric noise, ``2 alpha / (1 - alpha)^2``."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    return 2.0 * alpha / (1.0 - alpha) ** 2
+
+
+def estimated_total(release, cells=None):
+    """``(total, standard_error)``: the noised counts' sum over ``cells`` (default the
+    observed cells), an unbiased estimate of the true counts' sum there (the noise has mean 0),
+    and the noise's standard deviation of that sum."""
+    cells = release.observed_cells if cells is None else cells
+    total = float(np.asarray(release.Y_obs, dtype=np.int64)[cells].sum())
+    per_row = _as_matrix(cells).sum(axis=1)
+    variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row)))
+    return total, float(np.sqrt(variance))
+
+
+def estimated_count_pmf(release, cells=None):
+    """The true counts' distribution over ``cells`` (default the observed ones), estimated
+    without bias from the noised counts alone: ``(values, pmf)`` for values 0, 1, 2, ...
+
+    The two-sided geometric noise has characteristic function
+    ``(1 - alpha)^2 / (1 - 2 alpha cos t + alpha^2)``, so its convolution is undone exactly by
+    the three-tap filter ``p(k) = ((1 + alpha^2) q(k) - alpha q(k - 1) - alpha q(k + 1)) /
+    (1 - alpha)^2`` on the noised counts' empirical pmf ``q`` (per row with per-row alpha). The
+    estimate is unbiased term by term; its entries may dip below 0 by sampling noise.
+    """
+    cells = release.observed_cells if cells is None else cells
+    Y = np.asarray(release.Y_obs, dtype=np.int64)
+    alpha = release.alpha_per_row
+    top = max(int(Y[cells].max(initial=0)), 0) + 2
+    pmf = np.zeros(top + 1)
+    values = np.arange(top + 1)
+    n_cells = max(int(cells.sum()), 1)
+    for a in np.unique(alpha):
+        rows = alpha == a
+        counts = Y[rows][cells[rows]]
+        counts = counts[(counts >= -1) & (counts <= top + 1)]
+        histogram = np.bincount(counts + 1, minlength=top + 3)  # index j holds value j - 1
+        q = histogram / n_cells
+        # value k sits at index k + 1; its neighbours at k and k + 2
+        pmf += ((1.0 + a * a) * q[1 : top + 2] - a * q[0 : top + 1] - a * q[2 : top + 3]) / (1.0 - a) ** 2
+    return values, pmf
+
+
+def _median_of_pmf(values, pmf):
+    cdf = np.cumsum(np.maximum(pmf, 0.0))
+    if cdf[-1] <= 0:
+        return 0.0
+    return float(values[np.searchsorted(cdf, 0.5 * cdf[-1])])
+
+
+def estimated_rate_median(release, cells=None):
+    """A median of the true Poisson rates over ``cells``, estimated from the noised counts alone:
+    the median of the Gamma law with the rates' mean and variance, both estimated without bias
+    (``E[mu] = E[ytil]``; ``Var[mu] = Var[ytil] - Var[noise] - E[mu]``: the Poisson and the noise
+    variances taken out). With no spread left the mean itself."""
+    from scipy import stats
+
+    cells = release.observed_cells if cells is None else cells
+    noised = np.asarray(release.Y_obs, dtype=np.float64)[cells]
+    if noised.size < 2:
+        return 0.0
+    mean = float(noised.mean())
+    per_row = _as_matrix(cells).sum(axis=1)
+    noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
+    rate_variance = float(noised.var(ddof=1)) - noise_variance - mean
+    if mean <= 0:
+        return 0.0
+    if rate_variance <= 0:
+        return mean
+    shape = mean * mean / rate_variance
+    return float(stats.gamma.median(shape, scale=rate_variance / mean))
+
+
+def independence_rates(release, cells=None):
+    """The row-mean x column-mean (independence) fit of the noised counts over ``cells`` (default
+    the observed ones): ``rate_dv = max(r_d, 0) max(c_v, 0) / m`` with ``r_d``, ``c_v`` the mean
+    noised count of row d and column v over those cells and ``m`` the overall mean (each an
+    unbiased estimate of the true one). Returns the ``(row_means, column_means / m)`` whose outer
+    product is the fit."""
+    cells = _as_matrix(release.observed_cells if cells is None else cells)
+    noised = np.where(cells, _as_matrix(np.asarray(release.Y_obs, dtype=np.float64)), 0.0)
+    mean = float(noised.sum()) / max(int(cells.sum()), 1)
+    rows = np.maximum(noised.sum(axis=1) / np.maximum(cells.sum(axis=1), 1), 0.0)
+    columns = np.maximum(noised.sum(axis=0) / np.maximum(cells.sum(axis=0), 1), 0.0)
+    if mean <= 0:
+        return np.zeros_like(rows), np.zeros_like(columns)
+    return rows, columns / mean
+
+
+_BASELINE_CACHE: dict = {}
+_BASELINE_CACHE_SIZE = 8
+
+
+def release_baselines(release, truth, observed=None, heldout=None):
+    """The baselines of :func:`score`: what a trivial fit of the same release scores.
+
+    Both fits are estimated from the release's noised counts over the observed cells alone
+    (the truth only scores them), as an analyst who holds the release could:
+
+    - ``best_constant``: one rate everywhere, the MAE-optimal one for each target: the median of
+      the true counts (:func:`estimated_count_pmf`, the noise deconvolved exactly) against the
+      true counts, the median of the true rates (:func:`estimated_rate_median`) against the
+      true rates. (On the VI paper's Table 1 data these land within 0.004 of the oracle medians'
+      MAEs, 0.394 at 1000 x 1000, K = 50.)
+    - ``independence``: :func:`independence_rates`, the rank-one fit.
+
+    Returns a dict: ``best_constant`` (the constant against the true counts),
+    ``best_constant_rate`` (against the true rates; None without them) and, for every MAE of
+    :data:`MAE_KEYS` that applies, ``best_constant_<mae key>`` and ``independence_<mae key>``
+    (e.g. ``best_constant_rate_mae``, ``independence_heldout_mae``). Cached per (release, truth,
+    cells): a live view scores every iteration.
+    """
+    observed = release.observed_cells if observed is None else observed
+    key = (id(release), id(truth), hash(observed.tobytes()), None if heldout is None else hash(heldout.tobytes()))
+    cached = _BASELINE_CACHE.get(key)
+    if cached is not None and cached[0] is release and cached[1] is truth:
+        return dict(cached[2])
+    count_constant = _median_of_pmf(*estimated_count_pmf(release, observed))
+    rate_constant = estimated_rate_median(release, observed) if truth.mu is not None else None
+    row_means, column_factors = independence_rates(release, observed)
+    cells_list = [("", observed)] + ([("heldout_", heldout)] if heldout is not None and heldout.any() else [])
+    references = [("", truth.Y, count_constant)]
+    if truth.mu is not None:
+        references.append(("rate_", truth.mu, rate_constant))
+    result = {"best_constant": count_constant, "best_constant_rate": rate_constant}
+    shape = release.shape
+    for prefix, reference, constant in references:
+        constant_sums = [0.0] * len(cells_list)
+        independence_sums = [0.0] * len(cells_list)
+        for start, stop in _row_blocks(shape):
+            target = _as_matrix(np.asarray(reference[start:stop], dtype=np.float64))
+            fitted = np.outer(row_means[start:stop], column_factors)
+            for i, (_, cells) in enumerate(cells_list):
+                block = _as_matrix(cells[start:stop])
+                constant_sums[i] += float(np.abs(target[block] - constant).sum())
+                independence_sums[i] += float(np.abs(target[block] - fitted[block]).sum())
+        for i, (where, cells) in enumerate(cells_list):
+            n_cells = int(cells.sum())
+            result[f"best_constant_{where}{prefix}mae"] = constant_sums[i] / n_cells
+            result[f"independence_{where}{prefix}mae"] = independence_sums[i] / n_cells
+    if len(_BASELINE_CACHE) >= _BASELINE_CACHE_SIZE:
+        _BASELINE_CACHE.pop(next(iter(_BASELINE_CACHE)))
+    _BASELINE_CACHE[key] = (release, truth, dict(result))
+    return result
+
+
+def component_health(model, factors):
+    """``(dead, duplicate, n_components)`` (all None for a model without ``low_rank``): how many
+    of the fit's components carry almost none of its mass
+    (share below :data:`DEAD_SHARE` / K), and how many live ones have a near copy (Jensen-Shannon
+    distance of their profiles below :data:`DUPLICATE_JS_DISTANCE`). The components are the
+    columns of the model's ``low_rank`` factors (``mu = left @ right.T``), a component's
+    profile its column of ``right`` normalised (a topic's words, a block's members)."""
+    try:
+        left, right = model.low_rank(factors)
+    except NotImplementedError:  # a model whose rates are no low-rank product has no components to judge
+        return None, None, None
+    left, right = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
+    mass = left.sum(axis=0) * right.sum(axis=0)
+    n_components = mass.size
+    total = float(mass.sum())
+    if not total > 0:
+        return n_components, 0, n_components
+    live = np.flatnonzero(mass / total >= DEAD_SHARE / n_components)
+    dead = n_components - live.size
+    profiles = right[:, live].T
+    sums = profiles.sum(axis=1)
+    live_profiles = profiles[sums > 0] / sums[sums > 0, None]
+    if len(live_profiles) < 2:
+        return dead, 0, n_components
+    # scipy's distance is in natural-log units, at most sqrt(log 2): base 2 puts it in [0, 1]
+    distances = cdist(live_profiles, live_profiles, "jensenshannon") / np.sqrt(np.log(2.0))
+    np.fill_diagonal(distances, np.inf)
+    duplicate = int((np.nan_to_num(distances, nan=0.0) < DUPLICATE_JS_DISTANCE).any(axis=1).sum())
+    return dead, duplicate, n_components
+
+
+def _not_mixed(fit, rhat, ess):
+    """True/False for a chain's posterior whose R-hat and ESS were computed; None otherwise."""
+    if getattr(fit, "inference", None) != "mcmc":
+        return None
+    if rhat is None or ess is None:
+        return True  # too short (or too flat) to tell: not shown to have mixed
+    return bool(rhat > RHAT_MIXED or ess < ESS_MIN)
+
+
+def _health(mass_ratio, mass_judged, finite, components, not_mixed):
+    dead, duplicate, n_components = components
+    collapsed = False
+    reasons = []
+    if mass_ratio is not None and mass_judged and mass_ratio < MASS_RATIO_MIN:
+        collapsed = True
+        reasons.append(f"the fitted rates keep {mass_ratio:.1%} of the data's estimated total (< {MASS_RATIO_MIN:.0%})")
+    if dead is not None:
+        if dead + duplicate >= COLLAPSED_COMPONENT_SHARE * n_components and n_components > 1:
+            collapsed = True
+            reasons.append(f"{dead} dead and {duplicate} duplicate of {n_components} components")
+    if not finite:
+        reasons.append("some fitted rates are NaN or infinite")
+    if not_mixed:
+        reasons.append("the chain has not mixed (R-hat, ESS)")
+    flags = [word for word, on in zip(HEALTH_FLAGS, (collapsed, not finite, bool(not_mixed)), strict=True) if on]
+    return {
+        "mass_ratio": mass_ratio,
+        "collapsed": collapsed,
+        "nonfinite": not finite,
+        "not_mixed": not_mixed,
+        "dead_components": dead,
+        "duplicate_components": duplicate,
+        "flags": flags,
+        "reasons": reasons,
+        "healthy": not flags,
+    }
+
+
+def rankable(scores, key="mae"):
+    """``(ok, reasons)``: whether a fit's ``scores[key]`` (an MAE of :func:`score`) may be ranked,
+    starred or counted as reproducing a claim: the fit is healthy (no ``health["flags"]``) and
+    its MAE beats both baselines (best constant, independence fit). ``reasons`` says in words
+    what failed (empty when ``ok``)."""
+    reasons = list((scores.get("health") or {}).get("reasons") or [])
+    if (scores.get("health") or {}).get("flags") is None:
+        reasons.append("no health numbers")
+    value = scores.get(key)
+    baselines = scores.get("baselines") or {}
+    if value is None:
+        reasons.append(f"no {SCORE_LABELS.get(key, key)}")
+    for name in BASELINES:
+        reference = baselines.get(f"{name}_{key}")
+        if reference is None:
+            reasons.append(f"no {BASELINE_LABELS[name]} baseline for {SCORE_LABELS.get(key, key)}")
+        elif value is not None and not value < reference:
+            reasons.append(
+                f"{SCORE_LABELS.get(key, key)} {value:.4g} does not beat the {BASELINE_LABELS[name]}'s {reference:.4g}"
+            )
+    return not reasons, reasons
 
 
 def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True):
@@ -374,6 +695,34 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         ``samples``, ``seconds``, ``iterations_per_second``.
         Structural zeros (a network's self loops) are never scored. Numbers
         that do not apply are None.
+
+        ``health`` (None before a posterior has a sample), a dict:
+
+        - ``mass_ratio``: the fitted rates' sum over the observed cells over the data's
+          estimated true total there (:func:`estimated_total`: the noised counts' sum, unbiased);
+          None without a release. Near 1 for a healthy fit of a private release (a naive fit of
+          noised counts sits far above 1: it fits the truncated noise).
+        - ``collapsed``: the mass ratio is below :data:`MASS_RATIO_MIN` (judged only when the
+          estimated total is :data:`MASS_MIN_STANDARD_ERRORS` standard errors above 0), or at
+          least :data:`COLLAPSED_COMPONENT_SHARE` of the components are dead or duplicates;
+        - ``dead_components``, ``duplicate_components``: :func:`component_health` (None when
+          ``topics=False``);
+        - ``nonfinite``: a fitted rate is NaN or infinite (then every MAE is None);
+        - ``not_mixed``: a chain's posterior whose split R-hat exceeds :data:`RHAT_MIXED` or
+          whose bulk ESS is below :data:`ESS_MIN`, or too short to tell; None for variational
+          fits, chain states and ``diagnostics=False``;
+        - ``flags``: the words of :data:`HEALTH_FLAGS` that apply ("collapsed", "non-finite",
+          "not mixed"); ``reasons``: each in a sentence with its numbers; ``healthy``: no flags.
+
+        ``baselines`` (None without both release and truth), a dict
+        (:func:`release_baselines`): the constants ``best_constant`` and ``best_constant_rate``,
+        and for every MAE above that applies, ``best_constant_<key>`` and
+        ``independence_<key>`` (e.g. ``best_constant_mae``, ``independence_rate_mae``): the
+        MAE of the best constant rate and of the row-mean x column-mean fit, both estimated from
+        the release's noised counts alone and scored against the same target and cells as the
+        fit; ``beats``: ``{key: True}`` for each MAE below both of its baselines.
+        :func:`rankable` combines both: nothing is ranked, starred or counted as reproducing a
+        claim unless it says so.
     """
     is_posterior = hasattr(fit, "rate_rows")
     if release is None and not is_posterior and truth is not None:
@@ -403,9 +752,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         result["log_marginal"] = _finite_or_none(fit.log_marginal)
         result["elbo"] = _finite_or_none(getattr(fit, "elbo", np.nan))
         factors, model, ready = fit.factors, fit.model_instance, True
-    if truth is None or not ready:
+    result["health"] = None
+    result["baselines"] = None
+    if not ready:
         return result
-    if tuple(truth.Y.shape) != tuple(shape):
+    if truth is not None and tuple(truth.Y.shape) != tuple(shape):
         raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {shape}")
 
     if release is not None:
@@ -422,13 +773,37 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         if heldout is not None:
             heldout = heldout & ~zeros
     cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
-    rate_rows = _rates_by_rows(fit)
-    references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
-    for prefix, reference in references:
-        sums = _error_sums(rate_rows, reference, cells, shape)
-        result[f"{prefix}mae"] = sums[0] / int(observed.sum())
-        if len(cells) > 1:
-            result[f"heldout_{prefix}mae"] = sums[1] / int(cells[1].sum())
+    references = []
+    if truth is not None:
+        references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
+    finite, mass, sums = _rate_pass(_rates_by_rows(fit), shape, observed, [r for _, r in references], cells)
+    if finite:
+        for (prefix, _), sums_of in zip(references, sums, strict=True):
+            result[f"{prefix}mae"] = sums_of[0] / int(observed.sum())
+            if len(cells) > 1:
+                result[f"heldout_{prefix}mae"] = sums_of[1] / int(cells[1].sum())
+
+    mass_ratio, mass_judged = None, False
+    if release is not None and finite:
+        total, standard_error = estimated_total(release, observed)
+        if total > 0:
+            mass_ratio = mass / total
+            mass_judged = total > MASS_MIN_STANDARD_ERRORS * standard_error
+    components = (None, None, None)
+    if topics and factors is not None and finite:
+        components = component_health(model, factors)
+    not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
+    result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed)
+    if release is not None and truth is not None:
+        baselines = release_baselines(release, truth, observed, cells[1] if len(cells) > 1 else None)
+        baselines["beats"] = {
+            key: result[key] < min(baselines[f"{name}_{key}"] for name in BASELINES)
+            for key in MAE_KEYS
+            if result[key] is not None and f"best_constant_{key}" in baselines
+        }
+        result["baselines"] = baselines
+    if truth is None:
+        return result
 
     fitted = model.topics(factors) if factors is not None and topics else None
     if fitted is not None:

@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, xlogy
 
+from lpviz._validate import MAX_ALPHA, MIN_RATIO, NEGLIGIBLE_ALPHA
 from lpviz._validate import check_alpha as _check_alpha
 
 __all__ = [
@@ -68,6 +69,10 @@ _CELLS_PER_BLOCK = 1 << 22
 _EXACT_CELLS_PER_CALL = 1 << 18
 # Counts must leave head room for noise in int64.
 _MAX_COUNT = 2**62
+# The noise levels that noise something, whether given as alpha or as epsilon/N: below
+# NEGLIGIBLE_ALPHA (epsilon/N > 27.6) a cell is noised with probability < 2e-12 (the release is the
+# true counts in all but name: refused unless allow_no_noise); above MAX_ALPHA (epsilon/N < 1e-12)
+# the noise's scale passes 1e12 (nothing can be learnt: always refused).
 
 
 # ---------------------------------------------------------------------------
@@ -104,6 +109,23 @@ def _check_N(N):
     return float(N)
 
 
+def check_noise_level(alpha, *, allow_no_noise=False, allow="pass allow_no_noise=True"):
+    """Refuse a noise level that noises nothing: alpha in (0, 1) within the open interval
+    (NEGLIGIBLE_ALPHA, MAX_ALPHA], the same rule whether alpha was given or came from epsilon/N.
+
+    ``allow`` says how the caller lets a negligible noise level through (the
+    CLI: ``"add --allow-no-noise"``).
+    """
+    a = _check_alpha(alpha)
+    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
+        raise ValueError(
+            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
+            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
+            f"epsilon (or larger N), or {allow} if that is really meant"
+        )
+    return a
+
+
 def alpha_from(epsilon, N=1):
     """Noise parameter of the geometric mechanism for a privacy level.
 
@@ -125,16 +147,17 @@ def alpha_from(epsilon, N=1):
     eps = _check_epsilon(epsilon)
     ratio = eps / _check_N(N)
     alpha = np.exp(-ratio)
+    if np.any(ratio < MIN_RATIO):
+        raise ValueError(
+            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1 (within "
+            f"1e-12): practically infinite noise, nothing could be learnt from the release; use epsilon/N of "
+            f"at least {MIN_RATIO:g}"
+        )
     if np.any(alpha == 0.0):
         raise ValueError(
             f"epsilon/N = {np.max(ratio):g} is so large that alpha = exp(-epsilon/N) underflows "
             "to 0: no noise at all, the release would be the true counts; use epsilon/N below 700 "
             "(below about 28 any noise is already rare)"
-        )
-    if np.any(alpha == 1.0):
-        raise ValueError(
-            f"epsilon/N = {np.min(ratio):g} is so small that alpha = exp(-epsilon/N) rounds to 1: "
-            "infinite noise, nothing could be released; use epsilon/N of at least 1e-12"
         )
     return _as_scalar_or_array(alpha)
 
@@ -194,7 +217,9 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
         raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
     rng = np.random.default_rng(random_state)
     draws = rng.beta(concentration * a0, concentration * (1.0 - a0), size=int(n_rows))
-    return np.clip(draws, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg)
+    # a Beta draw can round to 0 or 1: kept in (0, MAX_ALPHA], the levels a release may have (below
+    # NEGLIGIBLE_ALPHA privatize refuses them unless allow_no_noise, as it refuses any such level)
+    return np.clip(draws, np.finfo(float).tiny, MAX_ALPHA)
 
 
 # ---------------------------------------------------------------------------
@@ -334,22 +359,18 @@ def _geometric_noise_exact(out, alpha):
             flat[batch] = np.asarray(noised, dtype=np.int64).reshape(batch.size, -1)
 
 
-# Below this alpha (epsilon/N > 27.6) a cell is noised with probability < 2e-12:
-# such a release is the true counts in all but name.
-NEGLIGIBLE_ALPHA = 1e-12
-
-
 def privatize(
     Y,
     epsilon=None,
     N=1,
     *,
     alpha=None,
-    kind="documents",
+    kind=None,
     heldout=None,
     structural_zeros=None,
     row_labels=None,
     col_labels=None,
+    mode_labels=None,
     name="",
     random_state=None,
     exact=None,
@@ -371,23 +392,28 @@ def privatize(
 
     Parameters
     ----------
-    Y : array_like or scipy.sparse matrix of non-negative integer counts
+    Y : array_like of any order >= 2, or scipy.sparse matrix, of non-negative integer counts
         Integer dtype, or floats holding whole numbers. Not modified. Noise
-        hits every cell, zeros included, so the result is always dense.
+        hits every cell, zeros included, so the result is always dense. A
+        row is an index of the first mode (a document, a sender): per-row
+        noise levels apply to all its cells.
     epsilon : float or array_like of shape (n_rows,), optional
         Privacy budget > 0; one value per row for heterogeneous noise.
     N : float, default 1
         l1 distance between counts made indistinguishable, >= 1.
     alpha : float or array_like of shape (n_rows,), optional
         Noise parameter in (0, 1), instead of ``epsilon``.
-    kind : {"documents", "network"}
+    kind : {"documents", "network", "tensor"}, optional
         A network is square; its diagonal (no self loops) is a structural
-        zero: not noised, released as 0.
+        zero: not noised, released as 0. Default: "tensor" for an array of
+        order >= 3 (e.g. sender x recipient x month), else "documents".
     heldout, structural_zeros : bool arrays, optional
         Cells held out of every fit; cells that do not exist (not noised).
     row_labels, col_labels : sequences of str, optional
         Labels to publish with the counts (only labels that are public anyway:
         labels chosen from the true data reveal it).
+    mode_labels : sequence, optional
+        Arrays of order >= 3: labels of each further mode (e.g. months), or None.
     name : str
         The data set's name.
     random_state : None, int or numpy.random.Generator
@@ -405,18 +431,17 @@ def privatize(
     Release
         ``Y_obs`` int64 (can be negative), the noise level and the flags.
     """
-    from lpviz.release import Release
+    from lpviz.release import Release, kind_of
 
     counts = _check_counts(Y)
-    if counts.ndim != 2:
-        raise ValueError(f"Y must be a 2-D count matrix (rows x columns), got shape {counts.shape}")
-    a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
-    if np.min(a) < NEGLIGIBLE_ALPHA and not allow_no_noise:
+    if counts.ndim < 2:
         raise ValueError(
-            f"alpha = {np.min(a):.3g} (epsilon/N = {-np.log(np.min(a)):.3g}) noises a cell with "
-            f"probability {2 * np.min(a):.1g}: the release would be the true counts. Use a smaller "
-            "epsilon (or larger N), or pass allow_no_noise=True if that is really meant"
+            f"Y must be a count array with at least two modes (rows x columns, or e.g. sender x recipient x "
+            f"month), got shape {counts.shape}"
         )
+    kind = kind_of(counts.shape) if kind is None else kind
+    a = _resolve_alpha(epsilon, N, alpha, counts.shape[0])
+    check_noise_level(a, allow_no_noise=allow_no_noise)
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
         raise TypeError(f"exact must be True, False or None, got {exact!r}")
     if exact and random_state is not None:
@@ -436,6 +461,7 @@ def privatize(
         structural_zeros=structural_zeros,
         row_labels=row_labels,
         col_labels=col_labels,
+        mode_labels=mode_labels,
         name=name,
     )
     if np.ndim(epsilon):  # per-row epsilon: the release records alpha per row
@@ -460,16 +486,14 @@ def privatize(
 
 
 def _check_release_fields(shape, fields):
-    from lpviz.release import KINDS, _check_cells, _check_labels
+    from lpviz.release import _check_cells, _check_labels, _check_mode_labels, check_kind
 
-    if fields["kind"] not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {fields['kind']!r}")
-    if fields["kind"] == "network" and shape[0] != shape[1]:
-        raise ValueError(f"a network must be square (senders x recipients), got shape {shape}")
+    check_kind(fields["kind"], shape)
     _check_cells("heldout", fields["heldout"], shape)
     _check_cells("structural_zeros", fields["structural_zeros"], shape)
     _check_labels("row_labels", fields["row_labels"], shape[0])
     _check_labels("col_labels", fields["col_labels"], shape[1])
+    _check_mode_labels(fields["mode_labels"], shape)
 
 
 def truncate(Y_obs):

@@ -26,14 +26,48 @@ models hold their own hooks (``vi_*``), this module drives them.
   mean CAVI on the same data from the same start, iteration by iteration:
   what the paper's mode costs.
 
+The private method's local step comes in three variants (its option
+``variant``; DESIGN.md 1b, 1c and the README's "Variational inference"):
+
+- ``"arithmetic"`` (the default): no noise rates and no Bessel point. Each cell's
+  ``q(y_dv) ∝ Pois(y; m_dv) alpha^|ytil_dv - y|`` is the exact conditional of the
+  true count given its noised count (DESIGN.md 1b, :mod:`lpviz.collapsed`) at the
+  factors' posterior-mean rate ``m_dv = sum_k E[theta_dk] E[phi_kv]``; its mean
+  ``E[y]`` is allocated over the components in proportion to
+  ``E[theta_dk] E[phi_kv]``; the factors' Gamma ``q`` are updated as in CAVI
+  (shape ``a0 + n``, rate ``b0 + sum E[other]``). With ``E[theta] = (a0 + n) /
+  (b0 + S)`` as the point estimate, this is exactly the ECM iteration (exact
+  E-step, one conditional M-step per factor) for the factors' posterior mode under
+  Gamma(``a0 + 1``, ``b0``) priors, so it never decreases ``log p(ytil | theta,
+  phi) + log p(theta, phi)`` of that prior: a variational EM, not a mean-field
+  optimum. Why: the exact mean-field optimum collapses (next item).
+- ``"geometric"``: the same ``q(y)`` at ``W_dv = sum_k G[theta_dk] G[phi_kv]``
+  (``G[x] = exp E[log x]``) and allocation in proportion to ``G`` products: the
+  exact CAVI update of ``q(y, allocation)`` given the factors' ``q``, so the ELBO
+  never decreases. On the VI paper's Table 1 data it converges to a collapse (the
+  fitted rates keep ~2% of the data's mass): for small Gamma shapes
+  ``G[theta] << E[theta]`` and the noise absorbs the counts. The mean-field
+  objective itself prefers the collapse (its ELBO there is the highest reached).
+- ``"paper"``: the VI paper's Bessel route above (``bessel_point``,
+  ``noise_split``; giving either selects it). It collapses too.
+
+Measured on the Table 1 generator (:func:`lpviz.reproduce.table1.table1_data`):
+see the README and ``benchmarks/bench_vi.py``.
+
 The ELBO (:attr:`VariationalFit.elbo`) is ``E_q[log p(data, latents)] + H[q]``
 of the current ``q`` with nothing dropped, so for the non-private and naive
 methods it is a lower bound on ``log p(y)`` and for the private method with
-the mode (an integer point mass, a valid ``q``) one on ``log p(ytil)``. With
-``bessel_point="mean"`` the point mass sits at a non-integer, and the ELBO is
-the same formula continued through ``lgamma``: a surrogate, not a bound. The
-paper's ELBO drops the terms that do not change; its value differs from this
-one by a constant.
+the mode (an integer point mass, a valid ``q``) or the collapsed variants one on
+``log p(ytil)``. The collapsed variants' cell terms are closed forms: at the plug-in
+rate ``r`` (``W`` or ``m``), ``log p(ytil | r, alpha) + r - E[mu]`` (the
+marginal of :func:`lpviz.collapsed.log_marginal`) and, for the arithmetic
+weights, minus the allocations' KL divergence from the optimum, which sums to
+``sum n (log E[x] - E[log x])`` over the factors' entries
+(:func:`lpviz.models._variational.allocation_gap`). Only the geometric variant
+is guaranteed to raise it every iteration. With ``bessel_point="mean"`` the point
+mass sits at a non-integer, and the ELBO is the same formula continued through
+``lgamma``: a surrogate, not a bound. The paper's ELBO drops the terms that do
+not change; its value differs from this one by a constant.
 """
 
 import math
@@ -41,11 +75,9 @@ import numbers
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from lpviz import methods as method_registry
-from lpviz.engine import Chain, ChainState, ChainStopped, Posterior
-from lpviz.models.base import check_count
+from lpviz.engine import Chain, ChainState, ChainStopped, Posterior, VariationalPosterior
+from lpviz.models.base import check_count, matrix_shape
 
 __all__ = [
     "VariationalFit",
@@ -143,14 +175,16 @@ class VariationalFit(Chain):
         As for :class:`~lpviz.engine.Chain`. ``random_state`` seeds the
         initial ``q`` (the chains' random initial factors as its means).
     bessel_point : {"mode", "mean"}, optional
-        The private method's ``q(m)``: a point mass at the Bessel mode (the
-        paper's, default) or at the exact mean (:func:`lpviz.bessel.mean_nb`).
+        The private method's ``q(m)`` in its ``variant="paper"`` (giving it
+        selects that variant): a point mass at the Bessel mode (the paper's,
+        default) or at the exact mean (:func:`lpviz.bessel.mean_nb`).
     tol : float
         :attr:`converged` once the ELBO's relative change is at most ``tol``
         (after :data:`MIN_ITERATIONS` iterations).
     **options
         The method's other variational options, e.g. the private method's
-        ``noise_split`` (:mod:`lpviz.methods.private`).
+        ``variant`` ("arithmetic", the default; "geometric"; "paper": see the
+        module docstring) and ``noise_split`` (:mod:`lpviz.methods.private`).
     """
 
     def __init__(
@@ -235,7 +269,7 @@ class VariationalFit(Chain):
         import scipy.sparse as sp
 
         indptr, indices, values = counts
-        return sp.csr_matrix((values, indices, indptr), shape=self.shape).toarray()
+        return sp.csr_matrix((values, indices, indptr), shape=matrix_shape(self.shape)).toarray().reshape(self.shape)
 
     def __repr__(self):
         return (
@@ -280,43 +314,6 @@ class VariationalFit(Chain):
         self._elbo = elbo
         self._elbo_change = abs(elbo - previous) / max(abs(elbo), 1e-300) if math.isfinite(previous) else math.nan
         return time.perf_counter() - start
-
-
-class VariationalPosterior(Posterior):
-    """The :class:`~lpviz.engine.Posterior` of a CAVI fit: its one saved "sample" is
-    the current ``E_q[factors]`` (replaced every iteration), so ``mu_hat`` is
-    ``E_q[mu]`` (mean-field: ``E[theta] E[phi]``), computed on demand by row
-    blocks. Traces: ``elbo`` and ``iteration_seconds`` (``log_joint`` and
-    ``log_marginal`` are NaN). ``converged``: whether the fit had converged.
-    """
-
-    inference = "vi"
-
-    def __init__(self, model, method, shape, *, heldout=None, structural_zeros=None):
-        super().__init__(model, method, shape, burn_in=0, thin=1, heldout=heldout, structural_zeros=structural_zeros)
-        self.method_label = f"{self.method_label}, VI"
-        self._rate_sum = None  # one mean, not a running sum: rates by row blocks when asked
-        self._elbo = []
-        self.converged = False
-
-    def add(self, state):
-        """Record one iteration's :class:`VariationalState`; its means replace the saved ones."""
-        self._log_joint.append(math.nan)
-        self._log_marginal.append(math.nan)
-        self._seconds.append(state.seconds)
-        self._elbo.append(state.elbo)
-        self.samples, self.saved_iterations = [state.factors], [state.iteration]
-        self.best, self.best_log_joint, self.best_iteration = state.factors, math.nan, state.iteration
-        self._mu_hat = None
-        self.converged = bool(state.converged)
-        return True
-
-    @property
-    def elbo(self):
-        return np.asarray(self._elbo, dtype=float)
-
-    def _extra_arrays(self):
-        return {"inference": np.asarray(self.inference), "elbo": self.elbo}
 
 
 class VariationalRun:

@@ -146,14 +146,20 @@ def test_a_release_never_contains_the_input_path(tmp_path, capsys):
         (["--epsilon", "1", "--N", "0.5"], "--N must be >= 1"),
         (["--epsilon", "1", "--seed", "1"], "only for simulations; add --simulate"),
         (["--epsilon", "1", "--simulate", "--seed", "-1"], "--seed must be >= 0"),
-        (["--epsilon", "40"], "allow_no_noise=True"),
+        (["--epsilon", "40"], "or add --allow-no-noise if that is really meant"),
+        (["--alpha", "1e-320"], "--alpha 1e-320 (epsilon/N = 737) noises a cell with probability 2e-320"),
         (["--epsilon", "1e6"], "underflows to 0"),
+        # one rule for both ways: within 1e-12 of 1 the noise is practically infinite
+        (["--alpha", "0.9999999999999999"], "--alpha 0.9999999999999999 is within 1e-12 of 1"),
+        (["--epsilon", "1e-16"], "--epsilon 1e-16 --N 1: epsilon/N = 1e-16 is so small"),
     ],
 )
 def test_privatize_rejects_bad_privacy_arguments(tmp_path, counts_file, capsys, extra, message):
     output = tmp_path / "out.npz"
     fails_with(capsys, ["privatize", str(counts_file), str(output)] + extra, message)
     assert not output.exists()
+    error = capsys.readouterr().err
+    assert "allow_no_noise" not in error and "Traceback" not in error
 
 
 def test_privatize_rejects_bad_files(tmp_path, counts_file, capsys):
@@ -192,6 +198,9 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
     assert set(summary["methods"]) == {"private", "naive", "nonprivate"}
     for scores in summary["methods"].values():
         assert scores["mae"] > 0 and scores["samples"] == 6  # burn-in 40 // 6 = 6: saved 11, 16, ..., 36
+        # every MAE beside its baselines, and the fit's health, in summary.json (lpviz.metrics.score's)
+        assert scores["baselines"]["best_constant_mae"] > 0 and scores["baselines"]["independence_mae"] > 0
+        assert isinstance(scores["health"]["flags"], list) and scores["health"]["mass_ratio"] > 0
     saved = np.load(out / "private.npz")
     assert saved["mu_hat"].shape == (90, 15) and saved["log_joint"].shape == (40,)
     assert saved["best_phi"].shape == (3, 15) and saved["best_theta"].shape == (90, 3)
@@ -230,7 +239,10 @@ def test_fit_noises_true_counts_here_and_prints_a_table(counts_file, capsys):
     assert "noise: 12 x 8 documents, epsilon=1, N=1, alpha=0.3679; simulation" in out
     lines = out.splitlines()
     # the columns that apply: no held-out cells, no true rates for a counts file
-    assert lines[2].split() == ["method", "MAE", "NPMI", "best", "log", "joint", "log", "marginal", "seconds"]
+    assert lines[2].split() == [
+        *("method", "MAE", "const", "indep", "NPMI", "best", "log", "joint", "log", "marginal"),
+        *("mass", "ratio", "health", "seconds"),
+    ]
     assert [line.split()[0] for line in lines[3:6]] == ["private", "naive", "nonprivate"]
 
 
@@ -354,7 +366,8 @@ def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp
             # the fit file carries the same masks: it is enough on its own
             np.testing.assert_array_equal(saved["heldout"], held)
             np.testing.assert_array_equal(saved["structural_zeros"], release.structural_zeros)
-            assert saved["row_labels"].tolist() == list(release.row_labels)
+            # labels only with --labels public (test_hostile checks that they come with it)
+            assert "row_labels" not in saved.files and release.row_labels is None
         scores = summary["methods"][method]
         assert scores["heldout_mae"] == pytest.approx(np.abs(mu_hat - Y)[held].mean(), rel=1e-12)
         assert scores["mae"] == pytest.approx(np.abs(mu_hat - Y)[observed].mean(), rel=1e-12)

@@ -463,6 +463,7 @@ def test_log_marginal_is_the_sum_of_the_cells_marginals_at_the_starting_factors(
     from lpviz.methods import private
 
     monkeypatch.setattr(private, "SPARSE_MAX_SKIP_SHARE", 1.0 if rows == "sparse" else -1.0)
+    monkeypatch.setattr(private, "SPARSE_MIN_COLUMNS", 0)  # the sparse step even on narrow rows
     Y = data_for(model, "private", n_rows=30, n_cols=30 if model == "blocks" else 25, seed=4)
     mask = np.random.default_rng(5).random(Y.shape) > 0.15
     alpha = np.linspace(0.2, 0.7, Y.shape[0])
@@ -742,7 +743,7 @@ GOOD = np.array([[1, 0, 2], [0, 3, 1], [2, 1, 0]])
         (np.where(GOOD > 1, np.nan, GOOD), dict(mask=GOOD <= 1), ValueError, "NaN.*held-out cells.*False in mask"),
         (GOOD.astype(bool), {}, TypeError, "integer counts"),
         (np.array(["a", "b"]), {}, TypeError, "integer counts"),
-        (np.arange(4), {}, ValueError, "2-D"),
+        (np.arange(4), {}, ValueError, "at least two modes"),
         (np.zeros((0, 3), dtype=int), {}, ValueError, "empty"),
         (-GOOD, dict(method="nonprivate"), ValueError, "negative entries.*method='private'"),
         (GOOD[:, :2], dict(model="blocks"), ValueError, "square"),
@@ -824,3 +825,52 @@ def test_posterior_bytes_is_what_a_posterior_holds():
         tracemalloc.stop()
     estimate = engine.posterior_bytes(chain_run.chain.model_instance, Y.shape, 2999, 0, 1)
     assert 0.7 * held <= estimate <= 1.5 * held, (estimate, held)
+
+
+# ---------------------------------------------------------------------------
+# Construction: no dense temporary larger than the counts
+# ---------------------------------------------------------------------------
+
+
+def _construction_peak(make_chain):
+    """Bytes numpy allocated at the peak while ``make_chain()`` ran, beyond what it started with."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        chain = make_chain()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return chain, peak
+
+
+@pytest.mark.parametrize("method", ["private", "naive"])
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.float64])
+def test_a_chain_is_built_without_a_dense_copy_of_the_counts(method, dtype, monkeypatch):
+    # 1,000 x 1,000 noised counts at eps/N = 1: an int64 copy of them alone would take 8 bytes a cell;
+    # blocks of rows checked or converted at once are made small beside the matrix here
+    from lpviz.methods import base
+
+    monkeypatch.setattr(engine, "CHECK_BLOCK_CELLS", 1 << 15)
+    monkeypatch.setattr(base, "CSR_BLOCK_CELLS", 1 << 15)
+    rng = np.random.default_rng(0)
+    Y = rng.poisson(0.5, (1000, 1000)) + rng.geometric(0.63, (1000, 1000)) - rng.geometric(0.63, (1000, 1000))
+    if np.dtype(dtype).kind == "u":
+        Y = np.maximum(Y, 0)
+    Y = Y.astype(dtype)
+    Y_copy = Y.copy()
+    engine.Chain(Y[:8, :8].copy(), model="topics", method=method, n_components=2, alpha=0.4)  # kernels loaded
+    chain, peak = _construction_peak(
+        lambda: engine.Chain(Y, model="topics", method=method, n_components=5, alpha=0.4, random_state=0)
+    )
+    np.testing.assert_array_equal(Y, Y_copy)  # the user's array is left as it was
+    # what the chain keeps: the private method its counts in their smallest type (1 byte here) and the
+    # columns of the positive cells of sparse rows (4 bytes each); the naive method the CSR of its
+    # positive counts (16 bytes each); with float input the converted counts once more
+    positive = float(np.mean(Y > 0))
+    kept = 1 + 4 * positive if method == "private" else 16 * positive
+    assert peak / Y.size < kept + 1.5 + (1 if dtype is np.float64 else 0), f"{peak / Y.size:.2f} bytes a cell"
+    chain.step()
+    assert np.isfinite(chain.log_joint)

@@ -42,5 +42,5 @@ def test_none_and_bad_requests():
         holdout_mask(Y, "blocks", "top actors", n_actors=4)
     with pytest.raises(ValueError, match="share of cells"):
         holdout_mask(Y, "topics", "random cells", fraction=1.5)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="at least two modes"):
         holdout_mask(np.ones(4), "topics", "none")

@@ -56,6 +56,7 @@ def test_create_checks_options_against_the_registry():
     assert isinstance(method, Private) and method.settings == {
         "sampler": "collapsed",
         "sparse_step": "auto",
+        "variant": "arithmetic",
         "bessel_point": "mode",
         "noise_split": "components",
     }
@@ -63,7 +64,10 @@ def test_create_checks_options_against_the_registry():
     assert methods.create(method) is method and methods.create(method, sampler=None) is method
     assert (
         repr(method)
-        == ("Private(sampler='collapsed', sparse_step='auto', bessel_point='mode', noise_split='components')")
+        == (
+            "Private(sampler='collapsed', sparse_step='auto', variant='arithmetic', bessel_point='mode', "
+            "noise_split='components')"
+        )
         and repr(Naive()) == "Naive()"
     )
     assert method.display_name == "private (models the noise)"  # default options are not repeated

@@ -63,7 +63,7 @@ def missing_lists(missing, by="row"):
 
 
 def test_registry_names_classes_and_defaults():
-    assert list(models.MODELS) == ["topics", "blocks"]
+    assert list(models.MODELS) == ["topics", "blocks", "tensor"]
     assert models.get("topics") is topics.TopicModel and models.get("blocks") is blocks.BlockModel
     assert models.default_for("documents") == "topics" and models.default_for("network") == "blocks"
     model = models.create("blocks", 4, a0=0.3, b0=2.0)
@@ -72,7 +72,7 @@ def test_registry_names_classes_and_defaults():
     assert repr(model) == "BlockModel(n_components=4, a0=0.3, b0=2.0)"
     for name, model_class in models.MODELS.items():
         assert model_class.name == name and model_class.label and model_class.factor_names
-    with pytest.raises(ValueError, match="model must be one of 'topics', 'blocks'; got 'lda'"):
+    with pytest.raises(ValueError, match="model must be one of 'topics', 'blocks', 'tensor'; got 'lda'"):
         models.get("lda")
     with pytest.raises(ValueError, match="no model fits data of kind 'images'"):
         models.default_for("images")
@@ -237,8 +237,8 @@ def test_topic_allocation_is_multinomial(tokens, repeats):
     for iteration in range(repeats):
         stats_ = model.new_stats(state, work)
         model.allocate(state, cell, stats_, work, iteration)
-        counts, n_vk_parts = stats_
-        n_vk = n_vk_parts.sum(axis=0)
+        counts, n_kv_parts = stats_  # word counts topics x words
+        n_vk = n_kv_parts.sum(axis=0).T
         assert np.array_equal(counts[1], n_vk[2]) and n_vk[[0, 1, 3]].sum() == 0
         n_dk += counts
     assert n_dk.sum() == tokens * repeats and n_dk[[0, 2]].sum() == 0
@@ -365,7 +365,7 @@ def test_topic_update_draws_theta_then_phi_given_the_new_theta():
     new_theta, old_theta = [], []
     for it in range(3_000):
         state = (theta0.copy(), phiT0.copy())
-        model.update(state, (n_dk, n_vk[None]), work, it)
+        model.update(state, (n_dk, n_vk.T[None]), work, it)  # the stats hold word counts topics x words
         theta, phiT = state
         # phi's conditional given theta, as a probability integral transform: uniform if right
         shape = 0.5 + n_vk[2, 1]
@@ -531,3 +531,93 @@ def test_row_csr_pattern_matches_scipy():
     np.testing.assert_array_equal(indptr, matrix.indptr)
     np.testing.assert_array_equal(indices, matrix.indices)
     assert indptr.dtype == indices.dtype == np.int64
+
+
+# ---------------------------------------------------------------------------
+# The exact gamma and binomial samplers on the xoshiro stream
+# ---------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _binomial_draws(n, p, size, seed):
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, seed, 0, 0)
+    out = np.empty(size, dtype=np.int64)
+    for i in range(size):
+        out[i] = _kernels.binomial(n, p, state)
+    return out
+
+
+@njit(cache=True)
+def _gamma_draws(shape, size, seed):
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, seed, 0, 0)
+    out = np.empty(size)
+    for i in range(size):
+        out[i] = _kernels.standard_gamma(shape, state)
+    return out
+
+
+@pytest.mark.parametrize(
+    "n,p",
+    [
+        (12, 0.3),  # Bernoulli trials
+        (100, 0.05),  # inversion from 0
+        (200, 0.97),  # inversion on 1 - p
+        (30, 0.34),  # BTRS, n p just above 10
+        (1000, 0.5),  # BTRS at p = 1/2
+        (5000, 0.8),  # BTRS on 1 - p
+        (10**9, 0.3),  # BTRS far beyond what lgamma differences resolve
+    ],
+)
+def test_binomial_has_the_exact_law(n, p):
+    draws = _binomial_draws(n, p, 40_000, 7)
+    assert draws.min() >= 0 and draws.max() <= n
+    # about 40 bins of equal probability (single values where the law is narrow), the tails included
+    edges = np.unique(stats.binom(n, p).ppf(np.linspace(0.0, 1.0, 41)[1:-1]))
+    observed = np.bincount(np.searchsorted(edges, draws), minlength=edges.size + 1)
+
+    def pvalue(q):
+        cdf = stats.binom(n, q).cdf(edges)
+        return chi_square_pvalue(observed, np.diff(np.concatenate([[0.0], cdf, [1.0]])))
+
+    assert pvalue(p) > P_ACCEPT
+    # power: the same test rejects a probability off by a fifth of the draw's standard deviation
+    assert pvalue(p + 0.2 * np.sqrt(p * (1 - p) / n)) < P_ACCEPT
+
+
+@pytest.mark.parametrize("shape", [0.05, 0.5, 1.0, 3.7, 1e4, 1e12])
+def test_standard_gamma_has_the_exact_law(shape):
+    draws = _gamma_draws(shape, 40_000, 11)
+    assert draws.min() >= 0.0 and np.all(np.isfinite(draws))
+    assert stats.kstest(draws, stats.gamma(shape).cdf).pvalue > P_ACCEPT
+    # power: a shape off by a tenth (of its standard deviation, for large shapes)
+    wrong = shape * 1.1 if shape < 100 else shape + 0.1 * np.sqrt(shape)
+    assert stats.kstest(draws, stats.gamma(wrong).cdf).pvalue < P_ACCEPT
+
+
+@pytest.mark.parametrize("model_class", [topics.TopicModel, blocks.BlockModel])
+def test_update_and_score_is_the_hooks_one_by_one(model_class):
+    # one compiled call for small data, the hooks one by one otherwise: the same factors and log joint
+    rng = np.random.default_rng(5)
+    model = model_class(3)
+    shape = (24, 24)
+    missing = rng.random(shape) < 0.2
+    np.fill_diagonal(missing, False)
+    counts = csr(np.where(missing, 0, rng.poisson(1.5, shape)))
+    results = []
+    for fused in (True, False):
+        state = model.init_state(shape, 1.5, np.random.default_rng(1))
+        work = make_work(shape, missing, seed=4)
+        stats_ = model.new_stats(state, work)
+        model.allocate(state, counts, stats_, work, 3)
+        if fused:
+            value = model.update_and_score(state, stats_, counts, work, 3)
+        else:
+            value = models.Model.update_and_score(model, state, stats_, counts, work, 3)
+        results.append((value, state))
+    (fused_value, fused_state), (value, state) = results
+    assert fused_value == value
+    for fused_factor, factor in zip(fused_state, state, strict=True):
+        np.testing.assert_array_equal(fused_factor, factor)
+    assert value == model.count_loglik(state, counts, make_work(shape, missing, seed=4)) + model.log_prior(state)

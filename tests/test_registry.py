@@ -62,6 +62,7 @@ class CellRates(Model):
     label = "one rate per cell (saturated)"
     component_name = "cell"
     factor_names = ("rate",)
+    kinds = ("documents", "network")
 
     def state_bytes(self, shape):
         return 16 * shape[0] * shape[1]
@@ -77,6 +78,13 @@ class CellRates(Model):
 
     def rates(self, factors):
         return np.array(factors["rate"], dtype=float)
+
+    def low_rank(self, factors):
+        rate = np.asarray(factors["rate"], dtype=float)
+        return rate, np.eye(rate.shape[1])
+
+    def poisson_allocate(self, state, rows, stats, work, iteration):
+        return self.poisson_allocate_by_rates(state, rows, stats, work, iteration)
 
     def rate_rows(self, state, rows):
         return state[0][rows].copy()
@@ -296,7 +304,7 @@ def test_the_three_registries_check_entries_and_refuse_unknown_names_alike():
     from lpviz import reproduce
 
     cases = [
-        (models, "lda", "model must be one of 'topics', 'blocks'; got 'lda'", "a Model subclass"),
+        (models, "lda", "model must be one of 'topics', 'blocks', 'tensor'; got 'lda'", "a Model subclass"),
         (methods, "fancy", "method must be one of 'private', 'naive', 'nonprivate'; got 'fancy'", "a Method subclass"),
         (reproduce, "fig9", r"unknown experiment 'fig9'; choose one of fig1, .* or 'all'", "an Experiment instance"),
     ]

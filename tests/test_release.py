@@ -32,14 +32,15 @@ def release(**fields):
 @pytest.mark.parametrize(
     "fields, error, match",
     [
-        (dict(Y_obs=np.arange(4)), ValueError, r"2-D matrix of noised counts, got shape \(4,\)"),
-        (dict(Y_obs=np.ones((2, 2, 2), dtype=int)), ValueError, "2-D matrix"),
+        (dict(Y_obs=np.arange(4)), ValueError, r"at least two modes \(rows x columns\), got shape \(4,\)"),
+        (dict(Y_obs=np.ones((2, 2, 2), dtype=int), kind="documents"), ValueError, "order 3 is kind='tensor'"),
+        (dict(Y_obs=Y, kind="tensor"), ValueError, "kind='tensor' needs an array of order 3 or more"),
         (dict(Y_obs=np.zeros((0, 4), dtype=int)), ValueError, r"empty \(shape \(0, 4\)\)"),
         (dict(Y_obs=Y + 0.5), TypeError, "integer counts, got dtype float64"),
         (dict(Y_obs=Y.astype(float)), TypeError, "integer counts"),
         (dict(Y_obs=Y > 0), TypeError, "integer counts, got dtype bool"),
-        (dict(kind="graph"), ValueError, "kind must be one of 'documents', 'network'; got 'graph'"),
-        (dict(kind="network"), ValueError, r"network release must be square.*\(3, 4\)"),
+        (dict(kind="graph"), ValueError, "kind must be one of 'documents', 'network', 'tensor'; got 'graph'"),
+        (dict(kind="network"), ValueError, r"network must be square.*\(3, 4\)"),
         (dict(alpha=[0.5, 0.5]), ValueError, r"one value per row \(3\), got shape \(2,\)"),
         (dict(alpha=np.full((3, 1), 0.5)), ValueError, r"one value per row \(3\), got shape \(3, 1\)"),
         (dict(alpha=1.0), ValueError, "strictly between 0 and 1"),
@@ -117,7 +118,7 @@ def test_truth_checks_and_copies_the_counts():
     np.testing.assert_array_equal(Truth(sp.csr_matrix(Y)).Y, Y)
     with pytest.raises(ValueError, match=r"true rates have shape \(2, 2\) but the counts \(3, 4\)"):
         Truth(Y, mu=np.ones((2, 2)))
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="at least two modes"):
         Truth(np.arange(3))
     with pytest.raises(TypeError, match="must be integers"):
         Truth(Y > 0)
@@ -187,7 +188,7 @@ def test_save_refuses_to_overwrite_or_to_create_folders(tmp_path):
         release().save(path)
     release(alpha=0.25).save(path, overwrite=True)
     assert Release.load(path).alpha == 0.25
-    with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
+    with pytest.raises(FileNotFoundError, match="does not exist; create the folder first"):
         release().save(tmp_path / "no" / "such" / "r.npz")
 
 
@@ -200,7 +201,7 @@ def test_load_errors_are_clear_value_errors(tmp_path):
         Release.load(table)
     counts = tmp_path / "counts.npz"
     np.savez(counts, Y=Y)
-    with pytest.raises(ValueError, match=r"no noised counts 'Y_obs' in it \(it holds Y\)"):
+    with pytest.raises(ValueError, match=r"no noised counts 'Y_obs' in it \(it holds 'Y'\)"):
         Release.load(counts)
     no_alpha = tmp_path / "no_alpha.npz"
     np.savez(no_alpha, Y_obs=Y)

@@ -3,7 +3,11 @@
 Each subcommand lives in its own module with a ``register(subparsers)``
 function that adds its parser and sets ``func`` (called with the parsed
 arguments, returns an exit code). Errors a user can fix are raised as
-:class:`CLIError` and printed as one clear line with exit code 2.
+:class:`CLIError` and printed as one clear line with exit code 2; so are the
+library's errors (they name the file, the problem and the fix) and every
+failure of the file system (a full disk, a read-only folder, a permission,
+a path too long: :func:`lpviz._files.describe_os_error`). Ctrl-C and SIGTERM
+unwind like an error, so half-written outputs are removed on the way out.
 """
 
 import argparse
@@ -30,23 +34,38 @@ def build_parser():
 
 
 def main(argv=None):
+    from lpviz._files import Terminated, describe_os_error, is_one_line, raise_on_sigterm
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+
+    def fail(message):
+        print(f"lpviz {args.command}: error: {' '.join(str(message).split())}", file=sys.stderr)
+        return 2
+
     try:
-        return int(args.func(args) or 0)
+        with raise_on_sigterm():
+            return int(args.func(args) or 0)
     except CLIError as error:
-        print(f"lpviz {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except (ValueError, FileNotFoundError) as error:
-        # library errors already name the problem and the fix
-        print(f"lpviz {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
+    except ValueError as error:  # library errors already name the problem and the fix
+        return fail(error)
+    except OSError as error:  # the file system: one line naming the file, the problem and the fix
+        return fail(error if is_one_line(error) else describe_os_error(error))
+    except MemoryError:
+        return fail(
+            "ran out of memory; lower LPVIZ_MEMORY_LIMIT so that lpviz refuses such a request "
+            "before it starts, or use a smaller data set"
+        )
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":

@@ -129,15 +129,17 @@ def _build_enron(args):
             matrix for matrix, (options, _) in _MATRICES.items() if misplaced[0][2:].replace("-", "_") in options
         )
         raise CLIError(f"{', '.join(misplaced)} only applies to the {other} matrix, not {args.matrix}")
-    if not args.source.exists():
-        raise CLIError(
-            f"{args.source}: no such file or folder; give a maildir folder, the CMU .tar.gz or "
-            "emails.csv (download it with `lpviz fetch-enron`)"
-        )
+    from lpviz._files import check_input_path, output_exists
+
+    fix = "give a maildir folder, the CMU .tar.gz or emails.csv (download it with `lpviz fetch-enron`)"
+    try:  # a FIFO, a device, NUL bytes or a path too long: one line, before anything reads it
+        check_input_path(args.source, what="Enron source", fix=fix, folder_ok=True)
+    except FileNotFoundError:
+        raise CLIError(f"{args.source}: no such file or folder; {fix}") from None
     if args.output is not None:
         if args.output.suffix != ".npz":
             raise CLIError(f"--output {args.output}: give a file name ending in .npz")
-        if args.output.exists() and not args.force:
+        if output_exists(args.output) and not args.force:
             raise CLIError(f"--output {args.output} already exists; choose another name or pass --force to replace it")
         if not args.output.parent.is_dir():  # before the build, not after it
             raise CLIError(

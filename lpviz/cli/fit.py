@@ -10,7 +10,10 @@ the numbers of :func:`lpviz.metrics.score` against them.
 
 ``--output DIR`` writes ``release.npz`` (what the methods saw), ``truth.npz``
 (the true counts, when known: named so), one ``METHOD.npz`` per method in the
-fit schema (:meth:`lpviz.engine.Posterior.save`) and ``summary.json``.
+fit schema (:meth:`lpviz.engine.Posterior.save`) and ``summary.json``, all or
+nothing: into a hidden folder beside DIR, moved into place at the end
+(:func:`lpviz._files.atomic_folder`), so a full disk, Ctrl-C or SIGTERM
+leaves nothing under DIR. Labels go into them only with ``--labels public``.
 
 ``--chains C`` runs C chains per method (the first with the seed a single
 chain gets) and reports R-hat and ESS (:mod:`lpviz.diagnostics`);
@@ -29,16 +32,38 @@ from . import CLIError
 from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
 
 # Columns of the printed table: (score key, header, format).
+# every MAE beside its baselines (lpviz.metrics.score's "baselines": the best constant and the
+# independence fit of the same release), then the fit's health
 TABLE_COLUMNS = [
     ("mae", "MAE", "{:.4g}"),
+    ("best_constant_mae", "const", "{:.4g}"),
+    ("independence_mae", "indep", "{:.4g}"),
     ("heldout_mae", "held-out MAE", "{:.4g}"),
+    ("best_constant_heldout_mae", "const", "{:.4g}"),
+    ("independence_heldout_mae", "indep", "{:.4g}"),
     ("rate_mae", "MAE vs rates", "{:.4g}"),
+    ("best_constant_rate_mae", "const", "{:.4g}"),
+    ("independence_rate_mae", "indep", "{:.4g}"),
     ("npmi", "NPMI", "{:.3f}"),
     ("best_log_joint", "best log joint", "{:.6g}"),
     ("log_marginal", "log marginal", "{:.6g}"),
     ("elbo", "ELBO", "{:.6g}"),
+    ("mass_ratio", "mass ratio", "{:.3f}"),
+    ("health", "health", "{}"),
     ("seconds", "seconds", "{:.1f}"),
 ]
+
+
+def table_row(result):
+    """A score() dict flattened for :func:`score_table`: its baselines beside its MAEs, its mass
+    ratio, and its health in words ("ok", or its flags)."""
+    row = {key: value for key, value in result.items() if key not in ("health", "baselines")}
+    row.update({key: value for key, value in (result.get("baselines") or {}).items() if key.endswith("mae")})
+    health = result.get("health")
+    if health is not None:
+        row["mass_ratio"] = health["mass_ratio"]
+        row["health"] = ", ".join(health["flags"]) or "ok"
+    return row
 
 
 def method_options():
@@ -59,7 +84,7 @@ def register(subparsers):
 
     parser = subparsers.add_parser(
         "fit",
-        help="fit a topic or block model (" + ", ".join(METHODS) + ")",
+        help="fit a topic, block or tensor model (" + ", ".join(METHODS) + ")",
         description="Fit Poisson factorization to counts noised with the geometric mechanism, with each "
         "method: " + "; ".join(f"{name}: {m.description}" for name, m in METHODS.items()),
     )
@@ -68,7 +93,7 @@ def register(subparsers):
         required=True,
         metavar="SPEC",
         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-        "enron-network:PATH, synthetic-topics or synthetic-blocks",
+        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
     )
     parser.add_argument(
         "--model",
@@ -169,6 +194,14 @@ def register(subparsers):
         metavar="DIR",
         help="write release.npz, truth.npz (if known), METHOD.npz per method and summary.json",
     )
+    parser.add_argument(
+        "--labels",
+        choices=("none", "public"),
+        default="none",
+        help="'public' writes the data's row/column labels into the files of --output (release.npz, "
+        "METHOD.npz); only when they are public anyway: labels chosen from the true data (the most "
+        "frequent words, the busiest senders) reveal it (default none)",
+    )
     parser.add_argument("--force", action="store_true", help="replace result files that exist in DIR")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -256,7 +289,8 @@ def format_table(rows, columns):
 
 
 def score_table(rows):
-    """The table of the columns that have a value in some row."""
+    """The table of the columns that have a value in some row (rows: score() dicts with a "method")."""
+    rows = [table_row(row) for row in rows]
     columns = [("method", "method", "{}")] + [
         c for c in TABLE_COLUMNS if any(row.get(c[0]) is not None for row in rows)
     ]
@@ -293,7 +327,10 @@ def resolve_seed(seed):
 
 def _load(args, seed, noise_seed):
     """``(release or None, truth or None, data kind, K of the truth or None)``."""
+    from dataclasses import replace
+
     from ..datasets import SyntheticData, load_data
+    from ..datasets.loaders import describe_lines
 
     if args.already_noised:
         release = read_release(args.data)
@@ -304,17 +341,26 @@ def _load(args, seed, noise_seed):
     # the synthetic generators take the seed; files do not
     options = {"random_state": seed} if args.data.startswith("synthetic-") else {}
     data = load_data(args.data, **options)
-    components = int(data.factors["theta"].shape[1]) if isinstance(data, SyntheticData) else None
+    # every model's factors have the components last
+    components = int(next(iter(data.factors.values())).shape[-1]) if isinstance(data, SyntheticData) else None
     level = privacy_level(args, required=False)
+    public = args.labels == "public"
     if level is not None:
         epsilon, N, alpha = level
         noise = dict(alpha=alpha) if epsilon is None else dict(epsilon=epsilon, N=N)
-        # noised here, by whoever holds the truth: a simulation, labels kept
-        release = data.privatize(**noise, random_state=noise_seed, public_labels=True)
+        # noised here, by whoever holds the truth: a simulation; labels only when declared public
+        release = data.privatize(
+            **noise, random_state=noise_seed, public_labels=public, allow_no_noise=args.allow_no_noise
+        )
     elif isinstance(data, SyntheticData):  # the generator's own noised copy
         release = data.release()
+        if not public:
+            release = replace(release, row_labels=None, col_labels=None)
     else:
         release = None
+    lines = describe_lines(data.info)
+    if lines and not args.json:
+        print(f"read {args.data}: {lines}")
     return release, data.truth(), data.kind, components
 
 
@@ -367,13 +413,8 @@ def run(args):
         if needs_truth and args.method != "all":
             raise CLIError(f"--method {args.method} needs the true counts; an already-noised release has none")
         names = [n for n in names if n not in needs_truth]
-    if args.output is not None and args.output.exists() and not args.output.is_dir():
-        raise CLIError(f"--output {args.output} is a file; give a directory")
     if args.output is not None:
-        if not args.output.parent.is_dir():
-            raise CLIError(f"folder {args.output.parent} does not exist; create it first (or fix --output)")
-        for name in [f"{m}.npz" for m in names] + ["release.npz", "truth.npz", "summary.json"]:
-            refuse_overwrite(args.output / name, args.force)
+        _check_output_folder(args.output, [f"{m}.npz" for m in names], args.force)
     idata_paths = _idata_paths(args.save_idata, names)
     for path in idata_paths.values():
         if not path.parent.is_dir():
@@ -456,6 +497,7 @@ def run(args):
     shape = release.shape if release is not None else truth.Y.shape
     summary = {
         "data": args.data,
+        "labels_written": args.labels,
         "shape": list(shape),
         "kind": kind,
         "model": model,
@@ -487,23 +529,51 @@ def run(args):
         summary.setdefault("idata", []).append(str(path))
 
     if args.output is not None:
-        args.output.mkdir(exist_ok=True)
-        files = []
-        if release is not None:
-            files.append(release.save(args.output / "release.npz", overwrite=args.force))
-        if truth is not None:
-            save_truth(args.output / "truth.npz", truth, args.force)
-            files.append(args.output / "truth.npz")
-        for name in names:
-            files.append(posteriors[name][0].save(args.output / f"{name}.npz", release, overwrite=args.force))
-        summary["files"] = [str(path) for path in files] + [str(args.output / "summary.json")]
-        save_json(args.output / "summary.json", summary, args.force)
+        _write_output(args.output, release, truth, {name: posteriors[name][0] for name in names}, summary, args.force)
 
     if args.json:
         print(json.dumps(summary))
     else:
         _print_summary(summary, names, release)
     return 0
+
+
+# ---------------------------------------------------------------------------
+# --output
+# ---------------------------------------------------------------------------
+
+
+def _check_output_folder(output, method_files, force):
+    """Before any work: --output must be a folder (or a new name in an existing one) whose result
+    files (dangling symbolic links included) are replaced only with --force."""
+    from lpviz._files import check_path_text, output_exists, shown
+
+    check_path_text(output)
+    if output_exists(output) and not output.is_dir():
+        what = "a symbolic link to nothing" if output.is_symlink() else "a file"
+        raise CLIError(f"--output {shown(output)} is {what}; give a folder (a new name or an existing folder)")
+    if not output.parent.is_dir():
+        raise CLIError(f"folder {shown(output.parent)} does not exist; create it first (or fix --output)")
+    if output.is_dir():
+        for name in [*method_files, "release.npz", "truth.npz", "summary.json"]:
+            refuse_overwrite(output / name, force)
+
+
+def _write_output(output, release, truth, posteriors, summary, force):
+    """release.npz, truth.npz, METHOD.npz and summary.json, all or nothing (lpviz._files.atomic_folder)."""
+    from lpviz._files import atomic_folder
+
+    names = (["release.npz"] if release is not None else []) + (["truth.npz"] if truth is not None else [])
+    names += [f"{name}.npz" for name in posteriors] + ["summary.json"]
+    summary["files"] = [str(output / name) for name in names]
+    with atomic_folder(output, replace_files=force) as folder:
+        if release is not None:
+            release.save(folder / "release.npz")
+        if truth is not None:
+            save_truth(folder / "truth.npz", truth, False)
+        for name, posterior in posteriors.items():
+            posterior.save(folder / f"{name}.npz", release)
+        save_json(folder / "summary.json", summary, False)
 
 
 # ---------------------------------------------------------------------------
@@ -558,20 +628,15 @@ def _inference_data(posteriors, release, truth, heldout, seed):
 
 def _save_idata(path, idata):
     """netCDF via a temporary file beside ``path``, moved into place: never half a file."""
-    import os
+    from lpviz._files import atomic_write
 
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        idata.to_netcdf(str(temporary))
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    atomic_write(path, lambda temporary: idata.to_netcdf(str(temporary)), by_name=True)
 
 
 def _print_summary(summary, names, release):
     rows, k = summary["shape"], summary["n_components"]
     noise = release.describe() if release is not None else "no noise (the non-private fit only)"
-    print(f"data: {summary['data']} ({rows[0]} x {rows[1]}, {summary['model']}, K={k}); noise: {noise}")
+    print(f"data: {summary['data']} ({' x '.join(map(str, rows))}, {summary['model']}, K={k}); noise: {noise}")
     held = f", {summary['heldout_cells']:,} cells held out ({summary['holdout']})" if summary["heldout_cells"] else ""
     if summary["inference"] == "vi":
         from ..vi import DEFAULT_TOL
@@ -612,6 +677,16 @@ def _print_summary(summary, names, release):
         )
     else:
         print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
+    print(
+        "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
+        "estimated from the release alone (lpviz.metrics.score's baselines)"
+    )
+    for name in names:
+        for i, result in enumerate(summary.get("chains", {}).get(name) or [summary["methods"][name]]):
+            health = result.get("health") or {}
+            if health.get("flags"):
+                chain = f" #{i + 1}" if "chains" in summary else ""
+                print(f"{name}{chain}: {', '.join(health['flags'])}: {'; '.join(health['reasons'])}")
     if summary["inference"] == "vi":
         for name in names:
             result = summary["methods"][name]

@@ -2,7 +2,7 @@
 
 The result is a *release* (:class:`lpviz.release.Release`): an ``.npz`` with
 the noised counts and the noise level, so that ``lpviz fit --data RELEASE
---already-noised`` knows how it was noised (the schema is in the README and
+--already-noised`` knows how it was noised (the schema is in docs/formats.md and
 in :mod:`lpviz.release`). ``.csv`` output writes just the noised table (for
 other tools). The noise is exact (OpenDP, secure generator) unless
 ``--simulate`` asks for a seeded, replayable simulation.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lpviz._files import atomic_write
+from lpviz._files import atomic_write, check_path_text, output_exists, shown
 
 from . import CLIError
 
@@ -46,11 +46,6 @@ def register(subparsers):
         "public anyway: labels chosen from the true data (the most frequent words, the "
         "busiest senders, message ids) reveal it (default none)",
     )
-    parser.add_argument(
-        "--allow-no-noise",
-        action="store_true",
-        help="allow a noise level so low (epsilon/N > 27.6) that practically no cell is noised",
-    )
     parser.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.set_defaults(func=run)
@@ -64,6 +59,11 @@ def add_privacy_arguments(parser):
         "--N", type=float, default=None, dest="N", help="l1 distance made indistinguishable (default 1; with --epsilon)"
     )
     group.add_argument("--alpha", type=float, default=None, help="noise level in (0, 1), instead of --epsilon")
+    group.add_argument(
+        "--allow-no-noise",
+        action="store_true",
+        help="allow a noise level so low (alpha < 1e-12, epsilon/N > 27.6) that practically no cell is noised",
+    )
 
 
 def privacy_level(args, required=True):
@@ -76,11 +76,20 @@ def privacy_level(args, required=True):
         if required:
             raise CLIError("give the privacy level: --epsilon E [--N N] or --alpha A")
         return None
-    from ..privacy import alpha_from
+    from ..privacy import alpha_from, check_noise_level
 
+    # one rule for both ways of giving the level (lpviz.privacy.check_noise_level), in the flags' words
+    allow = "add --allow-no-noise"
     if args.alpha is not None:
-        if not 0 < args.alpha < 1:
-            raise CLIError(f"--alpha must lie strictly between 0 and 1, got {args.alpha:g}")
+        try:
+            check_noise_level(args.alpha, allow_no_noise=args.allow_no_noise, allow=allow)
+        except ValueError as error:
+            text = _flag_words(error)
+            for start in ("alpha = ", "alpha "):
+                if text.startswith(start):
+                    text = "--alpha " + text[len(start) :]
+                    break
+            raise CLIError(text) from None
         return None, None, float(args.alpha)
     N = 1.0 if args.N is None else args.N
     if not args.epsilon > 0:
@@ -89,21 +98,36 @@ def privacy_level(args, required=True):
         raise CLIError(f"--N must be >= 1 (the l1 distance the mechanism hides), got {N:g}")
     try:
         alpha = alpha_from(args.epsilon, N)
+        check_noise_level(alpha, allow_no_noise=args.allow_no_noise, allow=allow)
     except ValueError as error:
-        raise CLIError(f"--epsilon {args.epsilon:g} --N {N:g}: {error}") from None
+        raise CLIError(f"--epsilon {args.epsilon:g} --N {N:g}: {_flag_words(error)}") from None
     return float(args.epsilon), float(N), float(alpha)
 
 
+def _flag_words(error):
+    """A library message about the noise level in the CLI's words (its flags, not its arguments)."""
+    text = str(error)
+    for library, flag in (
+        ("use alpha at most", "use --alpha at most"),
+        ("epsilon/N of at least", "--epsilon/--N of at least"),
+    ):
+        text = text.replace(library, flag)
+    return text
+
+
 def refuse_overwrite(path, force):
-    if path.exists() and not force:
-        raise CLIError(f"{path} already exists; choose another name or pass --force to replace it")
+    """An existing output (a dangling symbolic link included) is replaced only with --force."""
+    if output_exists(path) and not force:
+        what = "is a symbolic link to nothing" if Path(path).is_symlink() and not Path(path).exists() else "exists"
+        raise CLIError(f"{shown(path)} already {what}; choose another name or pass --force to replace it")
 
 
 def check_output_folder(path):
     """An output's folder must exist: a typo must not create a folder tree silently."""
+    check_path_text(path)
     folder = Path(path).parent
     if not folder.is_dir():
-        raise CLIError(f"folder {folder} does not exist; create it first (or fix the path)")
+        raise CLIError(f"folder {shown(folder)} does not exist; create it first (or fix the path)")
 
 
 def read_release(path):
@@ -113,7 +137,9 @@ def read_release(path):
     try:
         return Release.load(path)
     except FileNotFoundError:
-        raise CLIError(f"{path}: no such file; --already-noised reads a release written by `lpviz privatize`") from None
+        raise CLIError(
+            f"{shown(path)}: no such file; --already-noised reads a release written by `lpviz privatize`"
+        ) from None
     except ValueError as error:
         message = str(error)
         if "no noised counts 'Y_obs'" in message:
@@ -124,7 +150,12 @@ def read_release(path):
 def _write_csv(path, Y_obs, row_labels, col_labels):
     import pandas as pd
 
-    table = pd.DataFrame(Y_obs, index=row_labels, columns=col_labels)
+    from lpviz._files import decode_text
+
+    def texts(labels):  # labels as text: never "b'x0'"
+        return None if labels is None else [decode_text(label) for label in labels]
+
+    table = pd.DataFrame(Y_obs, index=texts(row_labels), columns=texts(col_labels))
     atomic_write(path, lambda handle: handle.write(table.to_csv().encode("utf-8")))
 
 
@@ -132,6 +163,7 @@ def run(args):
     from ..datasets import load_data
     from ..datasets.loaders import KINDS
 
+    check_path_text(args.input)
     output = Path(args.output)
     if output.suffix.lower() not in (".npz", ".csv"):
         raise CLIError(f"OUTPUT {output} must end in .npz (a release for `lpviz fit`) or .csv (a table)")

@@ -2,16 +2,25 @@
 
 from ._types import CountData, SyntheticData
 from .download import fetch_enron
-from .enron import EnronCorpus, ReadReport, build_enron_network, build_enron_topics, read_corpus, read_emails
+from .enron import (
+    EnronCorpus,
+    ReadReport,
+    build_enron_network,
+    build_enron_topics,
+    enron_tensor,
+    read_corpus,
+    read_emails,
+)
 from .holdout import HOLDOUTS, holdout_mask
 from .loaders import load_counts, load_data, save_counts
-from .synthetic import make_blocks, make_topics
+from .synthetic import make_blocks, make_tensor, make_topics
 
 __all__ = [
     "CountData",
     "SyntheticData",
     "make_topics",
     "make_blocks",
+    "make_tensor",
     "load_counts",
     "load_data",
     "save_counts",
@@ -19,6 +28,7 @@ __all__ = [
     "ReadReport",
     "build_enron_network",
     "build_enron_topics",
+    "enron_tensor",
     "read_corpus",
     "read_emails",
     "fetch_enron",

@@ -74,7 +74,11 @@ class CountData:
         """
         from lpviz.privacy import privatize
 
-        labels = dict(row_labels=self.row_labels, col_labels=self.col_labels) if public_labels else {}
+        labels = (
+            dict(row_labels=self.row_labels, col_labels=self.col_labels, mode_labels=self.info.get("mode_labels"))
+            if public_labels
+            else {}
+        )
         return privatize(
             self.Y,
             epsilon,
@@ -127,6 +131,7 @@ class SyntheticData(CountData):
             structural_zeros=self.info.get("structural_zeros"),
             row_labels=self.row_labels,
             col_labels=self.col_labels,
+            mode_labels=self.info.get("mode_labels"),
             simulated=True,
             noise_seed=self.info.get("noise_seed"),
             name=self.source,

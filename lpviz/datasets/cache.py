@@ -52,8 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lpviz._files import atomic_write, remove_stale_temporaries
-from lpviz.budget import format_bytes, parse_bytes
+from lpviz._files import atomic_write, open_archive, open_input, remove_stale_temporaries
+from lpviz.budget import MemoryBudgetError, format_bytes, parse_bytes
 
 CACHE_FORMAT = 1
 LIMIT_ENV_VAR = "LPVIZ_CACHE_LIMIT"
@@ -196,18 +196,29 @@ def _encode_arrays(arrays: dict) -> dict:
     return out
 
 
-def _decode_arrays(npz) -> dict:
+def _decode_arrays(archive) -> dict:
+    """The entry's arrays from an open :class:`lpviz._files.Archive`, read after one budget check."""
+    blobs = [name for name in archive.keys() if name.endswith(_STRINGS_SUFFIX)]
+    # the lists of str: their characters once more as Python strings, and a list slot each
+    extra = sum(
+        archive.header(name).nbytes + 64 * archive.header(name[: -len(_STRINGS_SUFFIX)] + _OFFSETS_SUFFIX).size
+        for name in blobs
+        if name[: -len(_STRINGS_SUFFIX)] + _OFFSETS_SUFFIX in archive
+    )
+    archive.require(archive.keys(), extra=extra, what="reading a cache entry")
     out = {}
-    for name in npz.files:
+    for name in archive.keys():
         if name.endswith(_OFFSETS_SUFFIX):
             continue
         if name.endswith(_STRINGS_SUFFIX):
             base = name[: -len(_STRINGS_SUFFIX)]
-            text = npz[name].tobytes().decode("utf-8", "surrogatepass")
-            offsets = npz[base + _OFFSETS_SUFFIX].tolist()
+            if base + _OFFSETS_SUFFIX not in archive:
+                raise ValueError(f"{archive.name}: {name!r} has no offsets")
+            text = archive.read(name).tobytes().decode("utf-8", "surrogatepass")
+            offsets = archive.read(base + _OFFSETS_SUFFIX).tolist()
             out[base] = [text[a:b] for a, b in pairwise(offsets)]
         else:
-            out[name] = npz[name]
+            out[name] = archive.read(name)
     return out
 
 
@@ -325,7 +336,7 @@ def _load(directory: Path, key: str):
         return None, "missing"
     _open(directory)
     try:
-        manifest = json.loads(manifest_path.read_bytes())
+        manifest = json.loads(_read_small(manifest_path))
     except (OSError, ValueError) as exc:
         _discard(directory, key, f"missing or unreadable manifest ({exc.__class__.__name__})")
         return None, "damaged"
@@ -333,16 +344,18 @@ def _load(directory: Path, key: str):
         _discard(directory, key, "from another cache format or key")
         return None, "damaged"
     try:
-        payload = data_path.read_bytes()
-    except OSError:
+        size, digest = _file_digest(data_path)
+    except (OSError, ValueError):
         _discard(directory, key, "missing its data file")
         return None, "damaged"
-    if len(payload) != manifest.get("size") or hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
+    if size != manifest.get("size") or digest != manifest.get("sha256"):
         _discard(directory, key, "corrupt (size or checksum mismatch)")
         return None, "damaged"
-    try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-            arrays = _decode_arrays(npz)
+    try:  # the bounded reader: an entry that would not fit the memory budget is refused, not loaded
+        with open_archive(data_path, what="cache entry", fix="it is rebuilt") as archive:
+            arrays = _decode_arrays(archive)
+    except MemoryBudgetError:
+        raise
     except Exception as exc:  # checksum passed but content unreadable: still never trusted
         _discard(directory, key, f"unreadable ({exc.__class__.__name__}: {exc})")
         return None, "damaged"
@@ -351,6 +364,29 @@ def _load(directory: Path, key: str):
     except OSError:
         pass
     return (arrays, manifest.get("meta", {})), "hit"
+
+
+_MANIFEST_MAX = 1 << 20  # a manifest is a few hundred bytes of JSON
+
+
+def _read_small(path: Path) -> bytes:
+    """A manifest's bytes, refused (ValueError) when it is larger than any manifest: never read whole."""
+    with open_input(path, what="cache manifest") as handle:
+        data = handle.read(_MANIFEST_MAX + 1)
+    if len(data) > _MANIFEST_MAX:
+        raise ValueError(f"{path}: larger than a cache manifest")
+    return data
+
+
+def _file_digest(path: Path):
+    """(size, SHA-256) of a file read a MiB at a time (an entry is never held whole for its checksum)."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_input(path, what="cache entry") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
 
 
 def load_arrays(key: str, *, cache_dir=None):

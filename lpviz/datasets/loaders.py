@@ -10,6 +10,12 @@ first lines):
     style). Gives a square sender x recipient count matrix (``model="blocks"``)
     whose rows and columns are the actors, sorted (numerically when every
     name is an integer). Repeated pairs add up; a missing count means 1.
+    The first line is a header by rule: known column names (``source``,
+    ``target``, ``count``, ``sender_email``, ``FromNodeId`` ...) and a count
+    column that is not a number; never because a count failed to parse (a
+    bad count on line 1 is an error naming it). Self loops are dropped with
+    a warning (the block model has no diagonal); ``info["lines"]`` counts
+    the lines read, skipped, merged and dropped.
 ``"npz"``
     A NumPy archive with the counts in ``Y`` (dense) or as CSR arrays
     ``Y_data``/``Y_indices``/``Y_indptr``/``Y_shape`` (what :func:`save_counts`
@@ -40,7 +46,8 @@ Hostile or mistaken files cannot exhaust memory: before anything large is
 allocated, what the file declares (a Matrix Market or UCI header, the .npy
 headers inside an .npz, the number of actors of an edge list) and what its
 text will cost to parse are checked against the memory budget
-(:mod:`lpviz.budget`, ``LPVIZ_MEMORY_LIMIT``); gzip files are decompressed
+(:mod:`lpviz.budget`, ``LPVIZ_MEMORY_LIMIT``; an .npz goes through the
+bounded reader, :class:`lpviz._files.Archive`); gzip files are decompressed
 once as a stream to learn their size (and to find a truncated one) before
 they are parsed. Refusals are :class:`~lpviz.budget.MemoryBudgetError`
 (a ``ValueError``) naming the file, the size asked and the size allowed.
@@ -53,7 +60,7 @@ import inspect
 import json
 import os
 import re
-import zipfile
+import warnings
 import zlib
 from importlib import import_module
 from pathlib import Path
@@ -63,7 +70,7 @@ import pandas as pd
 import scipy.io
 import scipy.sparse as sp
 
-from lpviz._files import atomic_write
+from lpviz._files import atomic_write, check_input_path, check_path_text, decode_text, open_archive, output_exists
 from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, memory_limit
 
 from ._types import CountData
@@ -132,9 +139,10 @@ def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
     kind : {"edges", "npz", "mtx", "uci", "dense-csv"}, optional
         The format; detected from the name and content when omitted.
     header : bool, optional
-        Text tables only: whether the first line is a header. Detected when
-        omitted (non-numeric cells where numbers follow, or usual column
-        names such as ``source,target,count``).
+        Text tables only: whether the first line is a header. Detected by
+        rule when omitted: for an edge list, known column names such as
+        ``source,target,count`` with a non-numeric count column; for a dense
+        table, a name (not a number) in every count column.
     vocab : str, Path or sequence of str, optional
         Document-term formats: the column (word) names, as a list or a file
         with one word per line. Overrides names stored in the file; for UCI
@@ -151,9 +159,8 @@ def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
         (sparse CSR for ``.mtx`` and UCI files). ``info["format"]`` says how
         the file was read.
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or folder; check the path")
+    # NUL bytes, over-long paths, FIFOs and devices: refused here, before any reader opens the path
+    path = check_input_path(path, what="data file", fix="check the path", folder_ok=True)
     if path.is_file() and path.name.lower().endswith(".gz"):
         _text_bytes(path)  # a gzip bomb or a truncated file is refused before a line is read
     if kind is None:
@@ -191,13 +198,13 @@ def save_counts(data, path, *, overwrite=False):
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"{path}: counts are saved as NumPy archives; give a name ending in .npz")
-    if path.exists() and not overwrite:
+    if output_exists(path) and not overwrite:
         raise FileExistsError(f"{path} already exists; choose another name or pass overwrite=True")
     arrays = {
-        "row_labels": np.asarray([str(label) for label in data.row_labels], dtype=str),
-        "col_labels": np.asarray([str(label) for label in data.col_labels], dtype=str),
+        "row_labels": np.asarray([decode_text(label) for label in data.row_labels], dtype=str),
+        "col_labels": np.asarray([decode_text(label) for label in data.col_labels], dtype=str),
         "model": np.asarray(data.model, dtype=str),
-        "source": np.asarray(str(data.source), dtype=str),
+        "source": np.asarray(data.name, dtype=str),  # the data set's name, never its folder
         "info_json": np.asarray(json.dumps(data.info, default=_json_default), dtype=str),
     }
     if sp.issparse(data.Y):
@@ -217,15 +224,17 @@ def save_counts(data, path, *, overwrite=False):
 _SPEC_SOURCES = {
     "enron-topics": ("lpviz.datasets.enron", "build_enron_topics", True),
     "enron-network": ("lpviz.datasets.enron", "build_enron_network", True),
+    "enron-tensor": ("lpviz.datasets.enron", "enron_tensor", True),
     "synthetic-topics": ("lpviz.datasets.synthetic", "make_topics", False),
     "synthetic-blocks": ("lpviz.datasets.synthetic", "make_blocks", False),
+    "synthetic-tensor": ("lpviz.datasets.synthetic", "make_tensor", False),
 }
 
 
 def load_data(spec, **options):
     """Resolve a data spec, as the CLI and the app take it, to :class:`CountData`.
 
-    ``spec`` is one of ``"enron-topics:PATH"`` / ``"enron-network:PATH"``
+    ``spec`` is one of ``"enron-topics:PATH"`` / ``"enron-network:PATH"`` / ``"enron-tensor:PATH"``
     (the paper's two Enron matrices built from a maildir, tarball or
     ``emails.csv``), ``"synthetic-topics"`` / ``"synthetic-blocks"``
     (generated with known truth), ``"KIND:PATH"`` with a ``kind`` of
@@ -247,10 +256,15 @@ def load_data(spec, **options):
         if not takes_path and colon:
             raise ValueError(f"data spec {spec!r} takes no path: write just {name!r}")
         builder = getattr(import_module(module_name), function_name)
+        if takes_path:  # a folder (maildir), a tarball or a CSV: refused here if a FIFO, a device, NUL bytes ...
+            check_input_path(
+                rest, what="Enron source", fix="give a maildir folder, the CMU .tar.gz or emails.csv", folder_ok=True
+            )
         return _call_with_options(builder, (rest,) if takes_path else (), options, spec)
     if name in KINDS and colon:
         return _call_with_options(load_counts, (rest,), {**options, "kind": name}, spec)
-    if not Path(spec).exists():
+    check_path_text(spec)
+    if not os.path.lexists(spec):
         raise FileNotFoundError(
             f"no data at {spec!r}: give an existing file, or one of "
             + ", ".join(f"{key}:PATH" if takes else key for key, (_, _, takes) in _SPEC_SOURCES.items())
@@ -310,33 +324,40 @@ def _sniff_table_kind(path):
         )
     if _is_edge_header(first):
         return "edges"
-    header = _looks_like_header(first, rest)
-    data_rows = rest if header else rows
-    # (a ragged short row counts as names: the edge-list reader then names the ragged line)
-    names_in_front = all(len(r) < 2 or (not _is_number(r[0]) and not _is_number(r[1])) for r in data_rows)
-    numeric = all(all(_is_number(x) for x in r) for r in data_rows)
-    # a header of words over numbers names columns of a narrow dense table
-    if names_in_front or (numeric and not header):
+    # A narrow dense table: a header of words over rows of numbers (names, if any, only in front).
+    # Anything else with two or three columns is an edge list.
+    if not _is_word_header(first) or not rest:
         return "edges"
-    return "dense-csv"
+    numeric_rows = all(len(r) == len(first) and all(_is_number(x) for x in r[1:]) for r in rest)
+    names_in_front = all(len(r) < 2 or (not _is_number(r[0]) and not _is_number(r[1])) for r in rest)
+    return "dense-csv" if numeric_rows and not names_in_front else "edges"
+
+
+# words that make a column name an edge list's when part of it (sender_email); the one-letter names count only whole
+_EDGE_ROLE_WORDS = _EDGE_HEADER_WORDS - {"u", "v", "i", "j", "n"}
+
+
+def _is_edge_name(field):
+    """A column name of an edge list: one of the usual names, or made of one (``sender_email``, ``FromNodeId``)."""
+    name = field.strip()
+    if name.lower() in _EDGE_HEADER_WORDS:
+        return True
+    words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).lower())
+    return any(word in _EDGE_ROLE_WORDS for word in words)
 
 
 def _is_edge_header(fields):
-    return len(fields) in (2, 3) and all(f.strip().lower() in _EDGE_HEADER_WORDS for f in fields)
-
-
-def _looks_like_header(first, rest):
-    """A first line is a header if it has words where later lines have numbers."""
-    if _is_edge_header(first):
-        return True
-    if not rest:
+    """The rule for an edge list's header line: two or three known column names, the count column not a number."""
+    if len(fields) not in (2, 3) or (len(fields) == 3 and _is_number(fields[2])):
         return False
-    for column, cell in enumerate(first):
-        if cell.strip() == "" or _is_number(cell):
-            continue
-        if all(column < len(r) and _is_number(r[column]) for r in rest):
-            return True
-    return False
+    return all(_is_edge_name(field) for field in fields)
+
+
+def _is_word_header(fields):
+    """The rule for a dense table's header line: every count column a non-numeric name (the first cell
+    may be empty or a name, over a column of document names)."""
+    first, counts = fields[0].strip(), fields[1:]
+    return bool(counts) and all(cell.strip() and not _is_number(cell) for cell in counts) and not _is_number(first)
 
 
 # ---------------------------------------------------------------- text tables
@@ -524,7 +545,7 @@ def _is_number(text):
     return text.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity")
 
 
-def _read_table(path, sep, skiprows, columns, what, numeric_from=0):
+def _read_table(path, sep, skiprows, columns, what, numeric_from=0, first_line_hint=""):
     """Parse a text table with pandas; on failure find and name the bad line.
 
     ``columns`` are the column names (their number is the expected field
@@ -547,13 +568,13 @@ def _read_table(path, sep, skiprows, columns, what, numeric_from=0):
             engine="c",
         )
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError, EOFError, OSError) as error:
-        _diagnose_table(path, sep, skiprows, columns, what, numeric_from)
+        _diagnose_table(path, sep, skiprows, columns, what, numeric_from, first_line_hint)
         raise ValueError(f"{path}: could not read it as {what}: {error}") from None
 
 
-def _diagnose_table(path, sep, skiprows, columns, what, numeric_from):
+def _diagnose_table(path, sep, skiprows, columns, what, numeric_from, first_line_hint=""):
     """Raise a ValueError for the first line with a wrong field count or a non-number."""
-    for number, fields in _iter_rows(path, sep, skiprows):
+    for row, (number, fields) in enumerate(_iter_rows(path, sep, skiprows)):
         if len(fields) != len(columns):
             raise ValueError(
                 f"{path}, line {number}: {len(fields)} fields where {what} has {len(columns)} "
@@ -563,7 +584,7 @@ def _diagnose_table(path, sep, skiprows, columns, what, numeric_from):
             if not _is_number(cell):
                 raise ValueError(
                     f"{path}, line {number}: {columns[column]} {cell.strip()!r} is not a number; "
-                    "counts must be non-negative whole numbers"
+                    f"counts must be non-negative whole numbers{first_line_hint if row == 0 else ''}"
                 )
 
 
@@ -571,7 +592,7 @@ def _sep_name(sep):
     return {None: "whitespace", ",": "comma", "\t": "tab"}.get(sep, repr(sep))
 
 
-def _check_count_values(values, path, describe_position):
+def _check_count_values(values, path, describe_position, hint=None):
     """Counts must be finite, non-negative, whole and below MAX_COUNT: else name where and how to fix.
 
     Checked a chunk at a time, so the only large allocation is the int64
@@ -590,7 +611,8 @@ def _check_count_values(values, path, describe_position):
         if bad.any():
             offset = int(np.flatnonzero(bad)[0])
             index = np.unravel_index(start + offset, values.shape)
-            raise ValueError(f"{path}, {describe_position(index)}: {_count_problem(chunk[offset])}")
+            extra = hint(index) if hint is not None else ""
+            raise ValueError(f"{path}, {describe_position(index)}: {_count_problem(chunk[offset])}{extra}")
     return values.astype(np.int64, copy=False)
 
 
@@ -620,8 +642,6 @@ def _load_edges(path, header):
     if not preview:
         raise ValueError(f"{path}: no edges (only blank or comment lines); expected lines source,target[,count]")
     first = preview[0]
-    if header is None:
-        header = _looks_like_header(first, preview[1:])
     n_fields = len(first)
     if n_fields not in (2, 3):
         raise ValueError(
@@ -629,10 +649,25 @@ def _load_edges(path, header):
             f"source,target or source,target,count (separator: {_sep_name(sep)}); "
             "pass kind='dense-csv' if it is a document x word table"
         )
+    first_line = _skip_through_first_row(path, sep, skiprows)
+    if header is None:
+        # by rule, never because a count failed to parse: known column names, the count column not a number
+        header = _is_edge_header(first)
+        if not header and _names_over_ids(first, preview[1:]):
+            raise ValueError(
+                f"{path}, line {first_line}: {sep_join(first, sep)!r} looks like a header (names where every "
+                "other line has numeric ids) but its column names are not ones lpviz knows; name the columns "
+                "source,target[,count], or pass header=True (header=False if it is an edge)"
+            )
     columns = ["source", "target", "count"][:n_fields]
     if header:
-        skiprows = _skip_through_first_row(path, sep, skiprows)
-    table = _read_table(path, sep, skiprows, columns, "an edge list", numeric_from=2)
+        skiprows = first_line
+    hint = (
+        f"; if line {first_line} is a header, name its columns source,target,count (or pass header=True)"
+        if not header
+        else ""
+    )
+    table = _read_table(path, sep, skiprows, columns, "an edge list", numeric_from=2, first_line_hint=hint)
     if table.empty:
         raise ValueError(f"{path}: only a header line, no edges; add lines source,target[,count]")
 
@@ -654,7 +689,12 @@ def _load_edges(path, header):
             "source and target (a ragged line?)"
         )
     if n_fields == 3:
-        counts = _check_count_values(table[2].to_numpy(), path, lambda index: position(index[0]))
+        counts = _check_count_values(
+            table[2].to_numpy(),
+            path,
+            lambda index: position(index[0]),
+            hint=lambda index: hint if index[0] == 0 else "",
+        )
     else:
         counts = np.ones(n_lines, dtype=np.int64)
     del table
@@ -662,8 +702,46 @@ def _load_edges(path, header):
     codes = rank[codes]
     n = len(labels)
     rows, cols = codes[:n_lines], codes[n_lines:]
+    # The block model has no self loops (its diagonal is a structural zero): they are dropped, counted
+    # and warned about, never fitted silently as zeros.
+    loops = rows == cols
+    n_loops = int(loops.sum())
+    loop_counts = int(counts[loops].sum()) if n_loops else 0
+    if n_loops == n_lines:
+        raise ValueError(
+            f"{path}: every one of its {n_lines:,} lines is a self loop (an actor to itself); the block model "
+            "has no self loops (a network's diagonal does not exist), so nothing is left to fit; is it the "
+            "right file?"
+        )
+    if n_loops:
+        keep = ~loops
+        rows, cols, counts = rows[keep], cols[keep], counts[keep]
+        warnings.warn(
+            f"{path.name}: {n_loops:,} self-loop line{'s' if n_loops != 1 else ''} (an actor to itself, "
+            f"{loop_counts:,} counts) dropped: the block model has no self loops",
+            UserWarning,
+            stacklevel=4,
+        )
     Y = sp.coo_matrix((counts, (rows, cols)), shape=(n, n)).tocsr()  # repeated pairs add up
     Y.sum_duplicates()
+    pairs = Y.nnz  # explicit zeros (lines with count 0) included: every distinct pair once
+    zero_lines = int((counts == 0).sum())
+    Y.eliminate_zeros()
+    total_lines, _ = _line_count(path)
+    info = {
+        "format": "edges",
+        "n_edge_lines": int(n_lines),
+        "lines": {
+            "total": total_lines,
+            "header": int(bool(header)),
+            "skipped_blank_or_comment": max(0, total_lines - n_lines - int(bool(header))),
+            "edges": int(n_lines),
+            "merged_repeated_pairs": int(n_lines - n_loops - pairs),
+            "self_loops_dropped": n_loops,
+            "self_loop_counts_dropped": loop_counts,
+            "zero_counts": zero_lines,
+        },
+    }
     if n <= DENSE_NETWORK_MAX_ACTORS:
         check_memory(
             dense_bytes((n, n), np.int64),
@@ -671,14 +749,53 @@ def _load_edges(path, header):
             fix="Lower the memory it needs elsewhere, or keep fewer actors.",
         )
         Y = Y.toarray()
-    return CountData(
-        Y=Y,
-        row_labels=labels,
-        col_labels=list(labels),
-        model="blocks",
-        source=str(path),
-        info={"format": "edges", "n_edge_lines": int(n_lines)},
+    return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks", source=str(path), info=info)
+
+
+def sep_join(fields, sep):
+    return (" " if sep is None else sep).join(fields)
+
+
+def _names_over_ids(first, rest):
+    """True when line 1 has non-numeric names where every following line has integer ids."""
+    return (
+        bool(rest)
+        and not any(_INT_RE.match(field.strip()) for field in first[:2])
+        and all(len(r) >= 2 and all(_INT_RE.match(field.strip()) for field in r[:2]) for r in rest)
     )
+
+
+def _line_count(path):
+    """(lines, bytes) of a text file (a .gz decompressed), counted a MiB at a time."""
+    lines = size = 0
+    last = b"\n"
+    with gzip.open(path, "rb") if _is_gz(path) else open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            lines += chunk.count(b"\n")
+            size += len(chunk)
+            last = chunk[-1:]
+    return lines + (last != b"\n"), size
+
+
+def describe_lines(info):
+    """One line on what reading a file dropped or merged (edge lists), or "" when nothing was."""
+    lines = info.get("lines")
+    if not lines:
+        return ""
+    parts = [f"{lines['edges']:,} edge lines read"]
+    if lines["header"]:
+        parts.append("1 header line")
+    if lines["skipped_blank_or_comment"]:
+        parts.append(f"{lines['skipped_blank_or_comment']:,} blank or comment lines skipped")
+    if lines["merged_repeated_pairs"]:
+        parts.append(f"{lines['merged_repeated_pairs']:,} repeated pairs added to earlier lines")
+    if lines["self_loops_dropped"]:
+        parts.append(
+            f"{lines['self_loops_dropped']:,} self loops dropped ({lines['self_loop_counts_dropped']:,} counts)"
+        )
+    if lines["zero_counts"]:
+        parts.append(f"{lines['zero_counts']:,} lines with count 0")
+    return "; ".join(parts)
 
 
 def _skip_through_first_row(path, sep, skiprows):
@@ -723,7 +840,7 @@ def _load_dense_csv(path, header):
         raise ValueError(f"{path}: no rows (only blank or comment lines); expected a document x word table")
     first = preview[0]
     if header is None:
-        header = _looks_like_header(first, preview[1:])
+        header = _is_word_header(first)  # by rule: every count column of line 1 a name
     data_preview = preview[1:] if header else preview
     has_row_labels = bool(data_preview) and (
         any(not _is_number(r[0]) for r in data_preview) or (header and first[0].strip() == "" and len(first) > 1)
@@ -964,7 +1081,7 @@ def _mm_error(path, error, part):
 # ---------------------------------------------------------------- npz
 
 _NPZ_SAVE_HINT = "save counts with np.savez(path, Y=counts, vocab=words) or lpviz.datasets.save_counts"
-_NPZ_TEXT_KEYS = ("row_labels", "col_labels", "vocab", "model", "source", "info_json")
+_NPZ_TEXT_KEYS = ("row_labels", "col_labels", "vocab", "model", "info_json")
 _NPZ_LAYOUTS = (  # (members, how the counts are stored), first match wins
     (("Y",), "dense"),
     (("Y_data", "Y_indices", "Y_indptr", "Y_shape"), "lpviz csr"),
@@ -972,108 +1089,16 @@ _NPZ_LAYOUTS = (  # (members, how the counts are stored), first match wins
 )
 
 
-def _npy_header(archive, name, path):
-    """(shape, dtype) from the .npy header of a zip member, without reading its data."""
-    try:
-        with archive.open(name) as member:
-            version = np.lib.format.read_magic(member)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, dtype = read(member)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError, TypeError) as error:
-        raise ValueError(f"{path}: member {name!r} is not a readable NumPy array ({error}); {_NPZ_SAVE_HINT}") from None
-    if dtype.hasobject:
-        raise ValueError(
-            f"{path}: holds Python objects (pickled), which lpviz does not load for "
-            "safety; save plain arrays: np.savez(path, Y=counts, vocab=np.array(words))"
-        )
-    if any(n < 0 for n in shape):
-        raise ValueError(f"{path}: member {name!r} declares the shape {tuple(shape)}; {_NPZ_SAVE_HINT}")
-    return tuple(int(n) for n in shape), dtype
-
-
-def _npz_plan(path, archive):
-    """What the archive holds: member names by key, the layout of the counts, each member's header."""
-    members = {}
-    for name in archive.namelist():
-        key = name[:-4] if name.endswith(".npy") else name
-        members.setdefault(key, name)
-    keys = set(members)
-    layout = next((kind for needed, kind in _NPZ_LAYOUTS if set(needed) <= keys), None)
-    if layout is None:
-        raise ValueError(
-            f"{path}: no count matrix 'Y' in this .npz (it holds: "
-            f"{', '.join(sorted(keys)) or 'nothing'}); save it with "
-            "np.savez(path, Y=counts, vocab=words)"
-        )
-    needed = next(needed for needed, kind in _NPZ_LAYOUTS if kind == layout)
-    wanted = [key for key in (*needed, *_NPZ_TEXT_KEYS) if key in keys]
-    headers = {key: _npy_header(archive, members[key], path) for key in wanted}
-    return layout, headers
-
-
-def _check_npz_budget(path, layout, headers, shape):
-    """Every member that will be loaded, the int64 counts and the labels, against the budget."""
-    stored = sum(dense_bytes(member_shape, dtype) for member_shape, dtype in headers.values())
-    if layout == "dense":
-        converted = dense_bytes(shape, np.int64)
-    else:  # CSR with int64 counts, from at most as many values as stored
-        data_shape = headers["Y_data" if layout == "lpviz csr" else "data"][0]
-        converted = dense_bytes(data_shape, np.int64) * 3
-    labels = sum(shape[:2]) * _LABEL_BYTES
-    check_memory(
-        stored + converted + labels,
-        f"{path}: loading its arrays (the counts are {' x '.join(f'{n:,}' for n in shape)}, "
-        f"{format_bytes(stored)} uncompressed)",
-        fix="Check the file; if it is right, store the counts sparse (lpviz.datasets.save_counts "
-        "with a scipy.sparse matrix) or use a machine with more memory.",
-    )
-
-
-def _member(archive, key, path):
-    """``archive[key]``, read only after the budget check; a damaged or short member names itself."""
-    try:
-        return archive[key]
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as error:
-        raise ValueError(
-            f"{path}: member {key!r} is damaged or shorter than its header says "
-            f"({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}"
-        ) from None
-
-
-def _sparse_shape(path, archive, key, headers):
-    shape, dtype = headers[key]
-    if shape != (2,) or dtype.kind not in "iu":
-        raise ValueError(f"{path}: {key!r} must hold the two integers (rows, columns); {_NPZ_SAVE_HINT}")
-    values = _member(archive, key, path)
-    if (values < 0).any():
-        raise ValueError(f"{path}: {key!r} holds a negative size {values.tolist()}; {_NPZ_SAVE_HINT}")
-    return tuple(int(n) for n in values)
-
-
 def _load_npz(path):
-    with open(path, "rb") as raw:
-        magic = raw.read(6)
-    if magic == b"\x93NUMPY":
-        raise ValueError(f"{path}: a single .npy array, not an .npz archive; save it with np.savez(path, Y=counts)")
-    if not magic.startswith(_ZIP_MAGIC):
-        raise ValueError(f"{path}: not a NumPy .npz archive (an .npz is a zip file; this one is not); {_NPZ_SAVE_HINT}")
-    try:
-        zipped = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as error:
-        raise ValueError(f"{path}: not a NumPy .npz archive ({error}); {_NPZ_SAVE_HINT}") from None
-    with zipped:
-        layout, headers = _npz_plan(path, zipped)
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as error:
-        raise ValueError(f"{path}: not a NumPy .npz archive ({error}); {_NPZ_SAVE_HINT}") from None
-    try:
-        with archive:
-            Y, texts = _read_npz_arrays(path, archive, layout, headers)
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as error:
-        raise ValueError(
-            f"{path}: a damaged .npz archive ({error.__class__.__name__}: {error}); {_NPZ_SAVE_HINT}"
-        ) from None
+    """Counts from an .npz, every member read through the bounded reader (:class:`lpviz._files.Archive`)."""
+    with open_archive(path, what="archive", fix=_NPZ_SAVE_HINT) as archive:
+        layout = next((kind for needed, kind in _NPZ_LAYOUTS if all(key in archive for key in needed)), None)
+        if layout is None:
+            raise ValueError(
+                f"{path}: no count matrix 'Y' in this .npz (it holds: {archive.listing()}); save it with "
+                "np.savez(path, Y=counts, vocab=words)"
+            )
+        Y, texts = _read_npz_arrays(path, archive, layout)
     if sp.issparse(Y):
         csr = Y.tocsr()
 
@@ -1088,9 +1113,9 @@ def _load_npz(path):
         Y = _check_count_values(Y, path, lambda index: f"cell {tuple(int(i) for i in index)} of Y")
     from lpviz import models
 
-    model = str(texts["model"]) if "model" in texts else models.default_for("documents")
+    model = texts["model"] if "model" in texts else models.default_for("documents")
     if model not in models.MODELS:
-        raise ValueError(f"{path}: model {model!r} must be one of {', '.join(map(repr, models.MODELS))}")
+        raise ValueError(f"{path}: model {model[:40]!r} must be one of {', '.join(map(repr, models.MODELS))}")
     try:
         models.get(model)(1).check_shape(Y.shape)
     except ValueError as error:
@@ -1105,7 +1130,7 @@ def _load_npz(path):
     info = {}
     if "info_json" in texts:
         try:
-            info = json.loads(str(texts["info_json"]))
+            info = json.loads(texts["info_json"])
         except ValueError as error:
             raise ValueError(f"{path}: 'info_json' is not JSON ({error}); {_NPZ_SAVE_HINT}") from None
         if not isinstance(info, dict):
@@ -1113,42 +1138,67 @@ def _load_npz(path):
                 f"{path}: 'info_json' must hold a JSON object, not {type(info).__name__}; {_NPZ_SAVE_HINT}"
             )
     info["format"] = "npz"
-    return CountData(
-        Y=Y, row_labels=row_labels, col_labels=col_labels, model=model, source=str(texts.get("source", path)), info=info
-    )
+    # the data set is named after the file the user gave, never after a path stored inside it
+    return CountData(Y=Y, row_labels=row_labels, col_labels=col_labels, model=model, source=str(path), info=info)
 
 
-def _read_npz_arrays(path, archive, layout, headers):
-    """The counts (dense or CSR, not yet checked) and the text members, after the budget check."""
+def _read_npz_arrays(path, archive, layout):
+    """The counts (dense or CSR, not yet checked) and the text members, read after the budget check."""
+    prefix = "Y_" if layout == "lpviz csr" else ""
     if layout == "dense":
-        shape, dtype = headers["Y"]
+        header = archive.header("Y")
+        shape, dtype = header.shape, header.dtype
         if len(shape) != 2:
             raise ValueError(
                 f"{path}: 'Y' has shape {shape}; counts must be a 2-d documents x words (or actors x actors) matrix"
             )
     else:
-        shape = _sparse_shape(path, archive, "Y_shape" if layout == "lpviz csr" else "shape", headers)
-        dtype = headers["Y_data" if layout == "lpviz csr" else "data"][1]
+        shape_key = "Y_shape" if layout == "lpviz csr" else "shape"
+        header = archive.header(shape_key)
+        if header.shape != (2,) or header.dtype.kind not in "iu":
+            raise ValueError(f"{path}: {shape_key!r} must hold the two integers (rows, columns); {_NPZ_SAVE_HINT}")
+        values = archive.read(shape_key)
+        if (values < 0).any():
+            raise ValueError(f"{path}: {shape_key!r} holds a negative size {values.tolist()}; {_NPZ_SAVE_HINT}")
+        shape = tuple(int(n) for n in values)
+        dtype = archive.header(prefix + "data").dtype
+        for key in ("indices", "indptr"):
+            member = archive.header(prefix + key)
+            if member.dtype.kind not in "iu" or member.ndim != 1:
+                raise ValueError(f"{path}: {prefix + key!r} must be a 1-d array of integers; {_NPZ_SAVE_HINT}")
     if dtype.kind not in "biuf":
         raise ValueError(f"{path}: 'Y' holds {dtype} values, not numbers; save numeric counts")
-    _check_npz_budget(path, layout, headers, shape)
+    for key in _NPZ_TEXT_KEYS:
+        if key in archive and archive.header(key).dtype.kind not in "US":
+            raise ValueError(f"{path}: {key!r} must hold text, not {archive.header(key).dtype}; {_NPZ_SAVE_HINT}")
+    members = ["Y"] if layout == "dense" else [prefix + key for key in ("data", "indices", "indptr")]
+    stored = sum(archive.header(key).nbytes for key in members)
     if layout == "dense":
-        Y = _member(archive, "Y", path)
+        converted = dense_bytes(shape, np.int64)
+    else:  # CSR with int64 counts, from at most as many values as stored
+        converted = dense_bytes(archive.header(prefix + "data").shape, np.int64) * 3
+    labels = sum(shape) * _LABEL_BYTES
+    archive.require(
+        members + [key for key in _NPZ_TEXT_KEYS if key in archive],
+        extra=converted + labels,
+        what=f"loading its arrays (the counts are {' x '.join(f'{n:,}' for n in shape)}, "
+        f"{format_bytes(stored)} uncompressed)",
+        fix="Check the file; if it is right, store the counts sparse (lpviz.datasets.save_counts "
+        "with a scipy.sparse matrix) or use a machine with more memory.",
+    )
+    if layout == "dense":
+        Y = archive.read("Y")
     else:
-        prefix = "Y_" if layout == "lpviz csr" else ""
-        for key in ("indices", "indptr"):
-            if headers[prefix + key][1].kind not in "iu" or len(headers[prefix + key][0]) != 1:
-                raise ValueError(f"{path}: {prefix + key!r} must be a 1-d array of integers; {_NPZ_SAVE_HINT}")
         sparse_format = sp.csr_matrix
         if layout == "scipy":
-            name = _npz_text(_member(archive, "format", path))
+            name = archive.read_text("format", max_chars=16)
             if name not in ("csr", "csc"):
                 raise ValueError(
                     f"{path}: a scipy.sparse {name[:10]!r} matrix; lpviz reads CSR or CSC: save it "
                     "with scipy.sparse.save_npz(path, matrix.tocsr())"
                 )
             sparse_format = sp.csc_matrix if name == "csc" else sp.csr_matrix
-        arrays = tuple(_member(archive, prefix + key, path) for key in ("data", "indices", "indptr"))
+        arrays = tuple(archive.read(prefix + key) for key in ("data", "indices", "indptr"))
         try:
             Y = sparse_format(arrays, shape=shape)
             Y.check_format(full_check=True)
@@ -1156,20 +1206,21 @@ def _read_npz_arrays(path, archive, layout, headers):
             raise ValueError(
                 f"{path}: the sparse arrays do not form a {shape[0]} x {shape[1]} matrix ({error}); {_NPZ_SAVE_HINT}"
             ) from None
-    texts = {key: _member(archive, key, path) for key in _NPZ_TEXT_KEYS if key in headers}
+    texts = {}
+    for key in _NPZ_TEXT_KEYS:
+        if key not in archive:
+            continue
+        if key in ("model", "info_json"):
+            texts[key] = archive.read_text(key, max_chars=1 << 20)
+        else:
+            texts[key] = archive.read(key)
     return Y, texts
-
-
-def _npz_text(array):
-    value = np.asarray(array).reshape(-1)[:1].tolist()
-    value = value[0] if value else ""
-    return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _labels(array, n, path, name):
     if array is None:
         return [str(i) for i in range(n)]
-    labels = [str(x) for x in np.asarray(array).ravel()]
+    labels = [decode_text(x, str(path), name) for x in np.asarray(array).ravel()]
     if len(labels) != n:
         raise ValueError(
             f"{path}: '{name}' has {len(labels)} names for {n} rows/columns of Y; save one name per row/column"

@@ -8,9 +8,12 @@
   ``alpha = exp(-epsilon / N)``, no self loops.
 - :func:`lda_corpus` (the VIPS comparison's synthetic corpus): LDA with a
   Poisson document length and known topics, no noised copy.
+- :func:`make_tensor` (the tensor model): sender x recipient x month counts
+  from a CP model whose components are groups of actors active in a burst of
+  months, no self loops.
 
-All three return :class:`~lpviz.datasets.SyntheticData` holding the true counts
-``Y``, (the first two) one noised copy ``Y_obs``, the noise level ``alpha``, the true rates
+All four return :class:`~lpviz.datasets.SyntheticData` holding the true counts
+``Y``, (all but lda_corpus) one noised copy ``Y_obs``, the noise level ``alpha``, the true rates
 ``mu`` and factors, all drawn from one seeded generator.
 """
 
@@ -21,17 +24,17 @@ from .._validate import check_positive as _check_positive
 from ..privacy import alpha_from, heterogeneous_alpha, privatize
 from ._types import SyntheticData
 
-__all__ = ["make_topics", "make_blocks", "lda_corpus"]
+__all__ = ["make_topics", "make_blocks", "lda_corpus", "make_tensor"]
 
 
-def _check_size(n_rows, n_cols):
+def _check_size(*shape):
     """The generator holds the rates, the counts and the noised copy densely (about five
-    8-byte matrices with noising): refuse sizes that do not fit before drawing anything."""
+    8-byte arrays with noising): refuse sizes that do not fit before drawing anything."""
     from lpviz.budget import check_memory, dense_bytes
 
     check_memory(
-        5 * dense_bytes((n_rows, n_cols), np.float64),
-        f"a synthetic {n_rows:,} x {n_cols:,} data set",
+        5 * dense_bytes(shape, np.float64),
+        f"a synthetic {' x '.join(f'{n:,}' for n in shape)} data set",
         fix="Choose fewer rows or columns.",
     )
 
@@ -294,4 +297,103 @@ def lda_corpus(
         },
         mu=mu,
         factors={"theta": theta, "phi": phi},
+    )
+
+
+def make_tensor(
+    n_actors=30,
+    n_times=24,
+    n_components=4,
+    epsilon=1.0,
+    N=1.0,
+    *,
+    mean_count=0.5,
+    a0=0.3,
+    self_loops=False,
+    random_state=None,
+):
+    """Sender x recipient x month counts with a known CP truth, for the tensor model.
+
+    Each component k is a group of senders and recipients active in a burst of
+    months: ``a[i, k], b[j, k] ~ Gamma(shape a0, rate 1)`` (sparse for
+    ``a0 < 1``: a few actors carry each component), and ``c[t, k]`` a bump
+    ``exp(-(t - centre_k)^2 / (2 width^2))`` with the centres spread evenly over
+    the months and ``width = n_times / (2 K)`` (at least one month), so each
+    component's time profile is known and different. The rates
+    ``mu[i, j, t] = sum_k a[i, k] b[j, k] c[t, k]`` are scaled so that the
+    cells that exist average ``mean_count``; ``y ~ Pois(mu)``; then
+    ``Y_obs = Y + tau``, ``tau ~ 2Geo(alpha)``, ``alpha = exp(-epsilon / N)``.
+
+    Self loops (``i == j``, every month) do not exist unless ``self_loops``:
+    they are structural zeros (0 in ``Y``, ``Y_obs`` and ``mu``; never
+    noised, fitted or scored), the rule of the Enron network.
+
+    Parameters
+    ----------
+    n_actors, n_times, n_components : int
+        I = J actors, T months, K components (``n_times >= 1``, ``n_actors >= 2``).
+    epsilon, N : float > 0, N >= 1
+        Privacy level of the noised copy.
+    mean_count : float > 0
+        Mean rate over the cells that exist.
+    a0 : float > 0
+        Gamma shape of the actors' factors.
+    self_loops : bool
+    random_state : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    SyntheticData
+        ``model="tensor"``, ``Y``/``Y_obs`` int64 (I, I, T), scalar ``alpha``,
+        ``mu``, ``factors={"a": (I, K), "b": (I, K), "c": (T, K)}``;
+        ``info["mode_labels"]`` (the months' labels), ``info["structural_zeros"]``
+        (None with self loops), ``info["epsilon"]``, ``info["N"]``.
+    """
+    n_actors = _check_int("n_actors", n_actors, 2)
+    n_times = _check_int("n_times", n_times, 1)
+    n_components = _check_int("n_components", n_components, 1)
+    epsilon = _check_positive("epsilon", epsilon)
+    mean_count = _check_positive("mean_count", mean_count)
+    a0 = _check_positive("a0", a0)
+    alpha = alpha_from(epsilon, N)
+    _check_size(n_actors, n_actors, n_times)
+    rng = np.random.default_rng(random_state)
+
+    a = rng.gamma(a0, 1.0, size=(n_actors, n_components))
+    b = rng.gamma(a0, 1.0, size=(n_actors, n_components))
+    centres = (np.arange(n_components) + 0.5) * n_times / n_components
+    width = max(n_times / (2.0 * n_components), 1.0)
+    months = np.arange(n_times)[:, None]
+    c = np.exp(-0.5 * ((months - centres[None, :]) / width) ** 2)
+    mu = np.einsum("ik,jk,tk->ijt", a, b, c)
+    zeros = None
+    if not self_loops:
+        zeros = np.zeros(mu.shape, dtype=bool)
+        zeros[np.arange(n_actors), np.arange(n_actors), :] = True
+        mu[zeros] = 0.0
+    level = mean_count / (mu.mean() if zeros is None else mu[~zeros].mean())
+    c *= level
+    mu *= level
+    Y = rng.poisson(mu).astype(np.int64)
+    release = privatize(Y, alpha=alpha, kind="tensor", structural_zeros=zeros, random_state=rng)
+
+    return SyntheticData(
+        Y=Y,
+        row_labels=[f"actor {i}" for i in range(n_actors)],
+        col_labels=[f"actor {i}" for i in range(n_actors)],
+        model="tensor",
+        source="synthetic-tensor",
+        info={
+            "epsilon": epsilon,
+            "N": float(N),
+            "mean_count": mean_count,
+            "a0": a0,
+            "structural_zeros": zeros,
+            "mode_labels": [[f"month {t + 1}" for t in range(n_times)]],
+            "description": "sender x recipient x month: K groups of actors, each active in a burst of months",
+        },
+        Y_obs=release.Y_obs,
+        alpha=alpha,
+        mu=mu,
+        factors={"a": a, "b": b, "c": c},
     )

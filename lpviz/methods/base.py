@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from lpviz.models._kernels import row_csr_pattern
+from lpviz.models._kernels import count_positive_outside, fill_positive_outside, row_csr_pattern
 
 
 @dataclass
@@ -125,11 +125,43 @@ def excluded_rows(excluded_mask):
     return row_csr_pattern(np.ascontiguousarray(excluded_mask, dtype=np.bool_))
 
 
-def fixed_counts_csr(counts, excluded_mask):
-    """CSR (indptr, indices, values) int64 of the non-zero counts outside the excluded cells."""
-    matrix = sp.csr_matrix(counts)
-    if excluded_mask is not None:
-        matrix = matrix.multiply(sp.csr_matrix(~excluded_mask)).tocsr()
-    matrix.eliminate_zeros()
-    matrix.sort_indices()
-    return (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.int64))
+# Rows of dense counts transformed at once (a block of at most this many cells): no temporary of
+# the whole matrix's size, whatever the counts' integer type.
+CSR_BLOCK_CELLS = 1 << 18
+
+
+def fixed_counts_csr(counts, excluded_mask, transform=None):
+    """CSR (indptr, indices, values) int64 of the positive entries of ``transform(counts)`` (default:
+    the counts) outside the excluded cells. Dense counts go a block of rows at a time, twice (count,
+    then fill): the CSR is the only array of the matrix's size made."""
+    transform = transform or (lambda block: block)
+    if sp.issparse(counts):
+        matrix = sp.csr_matrix(transform(counts))
+        if excluded_mask is not None:
+            matrix = matrix.multiply(sp.csr_matrix(~excluded_mask)).tocsr()
+        matrix.data[matrix.data < 0] = 0
+        matrix.eliminate_zeros()
+        matrix.sort_indices()
+        return (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.int64))
+    counts = np.asarray(counts)
+    n_rows, n_cols = counts.shape
+    excluded = (
+        excluded_rows(excluded_mask)
+        if excluded_mask is not None
+        else (np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    )
+    rows = max(1, CSR_BLOCK_CELLS // max(n_cols, 1))
+    starts = range(0, n_rows, rows)
+    row_counts = np.zeros(n_rows, dtype=np.int64)
+    for start in starts:
+        count_positive_outside(
+            np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded, row_counts
+        )
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(row_counts, out=indptr[1:])
+    indices, values = np.empty(indptr[-1], dtype=np.int64), np.empty(indptr[-1], dtype=np.int64)
+    for start in starts:  # one transformed block alive at a time
+        fill_positive_outside(
+            np.ascontiguousarray(transform(counts[start : start + rows])), start, *excluded, indptr, indices, values
+        )
+    return indptr, indices, values

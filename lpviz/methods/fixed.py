@@ -17,7 +17,7 @@ class FixedCountsMethod(Method):
         raise NotImplementedError
 
     def prepare(self, counts, alpha, excluded):
-        fitted = fixed_counts_csr(self.counts(counts), excluded.mask)
+        fitted = fixed_counts_csr(counts, excluded.mask, self.counts)
         n_observed = excluded.n_observed
         return Prepared(
             counts=fitted, alpha=None, excluded=excluded.rows, mean_count=float(fitted[2].sum()) / max(n_observed, 1)

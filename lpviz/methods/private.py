@@ -51,8 +51,9 @@ from lpviz.collapsed import (
     sample_true_count_and_marginal_parts,
 )
 from lpviz.methods.base import Method, Prepared
-from lpviz.models._kernels import binomial, ordered_sum, row_sum
+from lpviz.models._kernels import binomial, ordered_sum, row_sum, standard_gamma
 from lpviz.models._variational import (
+    collapsed_vi_chunk,
     digamma_plus_one,
     geo_plus_one,
     lgamma_digamma_plus_one,
@@ -72,6 +73,9 @@ UNIT_LATENT = 5 << 40
 # dense synthetic counts 98.8 / 87.5 at eps/N = 1 (45%), 84.2 / 75.0 at 3,
 # 99.9 / 102.7 at 0.5 (58%): the sparse step wins up to about half.
 SPARSE_MAX_SKIP_SHARE = 0.5
+# Rows narrower than this take the dense loop whatever their share: skipping a few cells saves less
+# than the sparse step's own cost (alias tables, a Poisson draw per component, merging the tokens).
+SPARSE_MIN_COLUMNS = 32
 # Rows of rates computed at once (a dense block of rates of at most this many cells).
 BLOCK_CELLS = 1 << 22
 # The CAVI step holds four dense blocks (E[mu], V[mu], G products, E[y]) of at most this many cells.
@@ -85,11 +89,6 @@ _SMALL_GAMMA_SHAPE = 12
 # ---------------------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True)
-def _gamma_large(shape, scale):
-    return np.random.gamma(shape, scale)
-
-
 @njit(nogil=True, cache=True, inline="always")
 def gamma_integer_shape(shape, scale, state):
     """Gamma(shape, scale) for integer shape >= 1: ``-log`` of a product of
@@ -99,7 +98,7 @@ def gamma_integer_shape(shape, scale, state):
         for _ in range(shape):
             product *= 1.0 - uniform(state)  # in (0, 1]: log stays finite
         return -scale * math.log(product)
-    return _gamma_large(shape, scale)
+    return scale * standard_gamma(float(shape), state)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -221,31 +220,81 @@ def _bessel_marginal_chunk(chunk, first, last, data, rates, seeds, row_terms):
 
 
 @njit(nogil=True, cache=True)
-def _collapsed_rows_chunk(chunk, first, last, data, rates, cells, draws, seeds, row_terms):
+def _bessel_serial(
+    Y,
+    alpha,
+    excluded_indptr,
+    excluded_indices,
+    mu,
+    lambda_plus,
+    lambda_minus,
+    y_latent,
+    bessel_m,
+    posterior_scale,
+    chain_seed,
+    iteration,
+    stop,
+    row_terms,
+    marginal,
+):
+    """The Bessel route's sweep of every row in one call (data of one row block, one chunk):
+    the marginal, the draws and the CSR of the positive true counts."""
+    n_blocks = (Y.shape[0] + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    data = (Y, alpha, excluded_indptr, excluded_indices)
+    seeds = (chain_seed, iteration, stop)
+    _bessel_marginal_chunk(0, 0, n_blocks, data, (mu, 0), seeds, marginal)
+    _bessel_chunk(
+        0,
+        0,
+        n_blocks,
+        data,
+        (mu, 0),
+        (lambda_plus, lambda_minus, y_latent, bessel_m, posterior_scale),
+        seeds,
+        row_terms,
+    )
+    return positive_csr(y_latent, 0, Y.shape[0])
+
+
+@njit(nogil=True, cache=True)
+def _collapsed_rows_chunk(
+    chunk,
+    first,
+    last,
+    Y,
+    alpha,
+    excluded_indptr,
+    excluded_indices,
+    mu,
+    origin,
+    use_row,
+    cell_indptr,
+    cell_indices,
+    slots,
+    slot_indices,
+    slot_values,
+    n_drawn,
+    chain_seed,
+    iteration,
+    stop,
+    noise_log,
+    marginal_log,
+):
     """The collapsed draws of the rows of stream blocks [first, last) (rows of one row block).
 
-    A dense row (``position[d] >= 0``) draws every observed cell into row
-    ``position[d]`` of ``y_dense`` (0 where excluded). A sparse row draws its
-    listed cells (``ytil > 0``) into ``y_cells`` (indexed from the block's first
-    listed cell); its other cells are the thinning step's, and only their rate
-    sum is needed here, for the marginal: the row's rate sum minus the listed
-    and excluded cells' rates.
+    A dense row (``use_row[d]`` False) draws every observed cell. A sparse row draws its listed
+    cells (``ytil > 0``; ``cell_indptr``/``cell_indices``); its other cells are the thinning
+    step's, and only their rate sum is needed here, for the marginal: the row's rate sum minus
+    the listed and excluded cells' rates.
 
-    ``data``: (noised counts, per-row alpha, excluded indptr, excluded indices);
-    ``rates``: (dense rates of the block's rows, its first row, ``position``);
-    ``cells``: (indptr, indices) of the sparse rows' listed cells; ``draws``:
-    (``y_dense``, ``y_cells``); ``row_terms``: (noise log term, marginal log
-    likelihood) per row, added to (a sparse row's zero cells' constant terms are
-    added by the caller).
+    ``mu``: dense rates of the block's rows (row ``d - origin``). Row ``d``'s positive draws go,
+    in column order, to ``slot_indices``/``slot_values`` from ``slots[d] - slots[origin]`` on (its
+    room: its cells), their number to ``n_drawn[d]`` (:func:`_compact` makes the CSR).
+    ``noise_log``/``marginal_log``: the noise log term and the marginal log likelihood per row,
+    added to (a sparse row's zero cells' constant terms are added by the caller).
     """
-    Y, alpha, excluded_indptr, excluded_indices = data
-    mu, origin, position = rates
-    indptr, indices = cells
-    y_dense, y_cells = draws
-    chain_seed, iteration, stop = seeds
-    noise_log, marginal_log = row_terms
     n_cols = Y.shape[1]
-    first_cell = indptr[origin]
+    base = slots[origin]
     state = np.empty(4, dtype=np.uint64)
     for block in range(first, last):
         if stop[0]:
@@ -263,13 +312,12 @@ def _collapsed_rows_chunk(chunk, first, last, data, rates, cells, draws, seeds, 
             product = 1.0
             zero_abs = 0
             zero_rate = 0.0
-            if position[d] >= 0:
-                p = position[d]
+            pos = slots[d] - base
+            if not use_row[d]:
                 next_excluded = excluded_indptr[d]
                 for v in range(n_cols):
                     if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
                         next_excluded += 1
-                        y_dense[p, v] = 0
                         continue
                     ytil = np.int64(Y[d, v])
                     m = mu[r, v]
@@ -281,26 +329,34 @@ def _collapsed_rows_chunk(chunk, first, last, data, rates, cells, draws, seeds, 
                         y, part, factor = sample_true_count_and_marginal_parts(float(ytil), m, a, log_a, state)
                         linear += part
                         logs, product = add_marginal_factor(logs, product, factor)
-                    y_dense[p, v] = y
+                    if y > 0:
+                        slot_indices[pos] = v
+                        slot_values[pos] = y
+                        pos += 1
                     n_cells += 1
                     noise_size += abs(ytil - y)
             else:
                 listed_rate = 0.0
-                for idx in range(indptr[d], indptr[d + 1]):
-                    ytil = np.int64(Y[d, indices[idx]])
-                    m = mu[r, indices[idx]]
+                for idx in range(cell_indptr[d], cell_indptr[d + 1]):
+                    v = cell_indices[idx]
+                    ytil = np.int64(Y[d, v])
+                    m = mu[r, v]
                     listed_rate += m
                     y, part, factor = sample_true_count_and_marginal_parts(float(ytil), m, a, log_a, state)
                     linear += part
                     logs, product = add_marginal_factor(logs, product, factor)
-                    y_cells[idx - first_cell] = y
+                    if y > 0:
+                        slot_indices[pos] = v
+                        slot_values[pos] = y
+                        pos += 1
                     noise_size += abs(ytil - y)
-                n_cells = indptr[d + 1] - indptr[d]
+                n_cells = cell_indptr[d + 1] - cell_indptr[d]
                 for idx in range(excluded_indptr[d], excluded_indptr[d + 1]):
                     listed_rate += mu[r, excluded_indices[idx]]
                 row_rate = row_sum(mu, r)
                 # the thinning step's cells; rounding may leave a tiny negative difference
                 zero_rate = max(row_rate - listed_rate, 0.0)
+            n_drawn[d] = pos - (slots[d] - base)
             noise_log[d] += geometric_log_lik(n_cells, noise_size, a)
             marginal_log[d] += (
                 n_cells * log_norm + zero_abs * log_a + linear + logs + math.log(product) - (1.0 - a) * zero_rate
@@ -308,46 +364,75 @@ def _collapsed_rows_chunk(chunk, first, last, data, rates, cells, draws, seeds, 
 
 
 @njit(nogil=True, cache=True)
-def _block_counts(first_row, last_row, position, y_dense, cells):
-    """CSR (rows [first_row, last_row)) of the positive draws: dense rows from
-    ``y_dense``, the other rows from the listed ``cells`` (indptr, indices, the
-    draws of the block's listed cells, from ``indptr[first_row]`` on)."""
-    indptr_cells, indices_cells, y_cells = cells
-    offset = indptr_cells[first_row]
+def _compact(first_row, last_row, slots, n_drawn, slot_indices, slot_values):
+    """CSR (indptr, indices, values) int64 of rows [first_row, last_row) from their slots: row d's
+    ``n_drawn[d]`` entries from ``slots[d] - slots[first_row]`` on."""
     n_rows = last_row - first_row
-    n_cols = y_dense.shape[1]
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     for i in range(n_rows):
-        d = first_row + i
-        count = 0
-        if position[d] >= 0:
-            for v in range(n_cols):
-                if y_dense[position[d], v] > 0:
-                    count += 1
-        else:
-            for idx in range(indptr_cells[d] - offset, indptr_cells[d + 1] - offset):
-                if y_cells[idx] > 0:
-                    count += 1
-        indptr[i + 1] = indptr[i] + count
+        indptr[i + 1] = indptr[i] + n_drawn[first_row + i]
     indices = np.empty(indptr[-1], dtype=np.int64)
     values = np.empty(indptr[-1], dtype=np.int64)
+    base = slots[first_row]
     for i in range(n_rows):
         d = first_row + i
-        pos = indptr[i]
-        if position[d] >= 0:
-            for v in range(n_cols):
-                y = y_dense[position[d], v]
-                if y > 0:
-                    indices[pos] = v
-                    values[pos] = y
-                    pos += 1
-        else:
-            for idx in range(indptr_cells[d], indptr_cells[d + 1]):
-                if y_cells[idx - offset] > 0:
-                    indices[pos] = indices_cells[idx]
-                    values[pos] = y_cells[idx - offset]
-                    pos += 1
+        source = slots[d] - base
+        for j in range(n_drawn[d]):
+            indices[indptr[i] + j] = slot_indices[source + j]
+            values[indptr[i] + j] = slot_values[source + j]
     return indptr, indices, values
+
+
+@njit(nogil=True, cache=True)
+def _collapsed_serial(
+    Y,
+    alpha,
+    excluded_indptr,
+    excluded_indices,
+    mu,
+    use_row,
+    cell_indptr,
+    cell_indices,
+    slots,
+    chain_seed,
+    iteration,
+    stop,
+    noise_log,
+    marginal_log,
+):
+    """Every row's collapsed draws in one call (data of one row block, one chunk): what
+    :func:`_collapsed_rows_chunk` and :func:`_compact` do for a block, without their Python
+    round trips (the whole sweep of a small matrix costs tens of microseconds)."""
+    n_rows = Y.shape[0]
+    room = slots[n_rows]
+    slot_indices = np.empty(room, dtype=np.int64)
+    slot_values = np.empty(room, dtype=np.int64)
+    n_drawn = np.zeros(n_rows, dtype=np.int64)
+    n_blocks = (n_rows + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    _collapsed_rows_chunk(
+        0,
+        0,
+        n_blocks,
+        Y,
+        alpha,
+        excluded_indptr,
+        excluded_indices,
+        mu,
+        0,
+        use_row,
+        cell_indptr,
+        cell_indices,
+        slots,
+        slot_indices,
+        slot_values,
+        n_drawn,
+        chain_seed,
+        iteration,
+        stop,
+        noise_log,
+        marginal_log,
+    )
+    return _compact(0, n_rows, slots, n_drawn, slot_indices, slot_values)
 
 
 @njit(nogil=True, cache=True)
@@ -606,13 +691,37 @@ class Private(Method):
     options = {
         "sampler": ("collapsed", "bessel"),
         "sparse_step": ("auto", "off"),
+        "variant": ("arithmetic", "geometric", "paper"),
         "bessel_point": ("mode", "mean"),
         "noise_split": ("components", "delta"),
     }
     inferences = ("mcmc", "vi")
-    # CAVI only: bessel_point: q(m), a point mass at the Bessel mode (the VI paper's) or mean;
-    # noise_split: how E[y+] is split between noise and true count (see _vi_private_chunk)
-    option_inference = {"sampler": "mcmc", "sparse_step": "mcmc", "bessel_point": "vi", "noise_split": "vi"}
+    # CAVI only: variant: q(y) the exact collapsed conditional at the factors' arithmetic means
+    # (the default) or geometric means (exact mean-field CAVI), or the VI paper's Bessel route
+    # (lpviz.vi explains all three); the paper's own options: bessel_point: q(m), a point mass at
+    # the Bessel mode (the VI paper's) or mean; noise_split: how E[y+] is split between noise and
+    # true count (see _vi_private_chunk). Giving either of those two selects variant="paper".
+    option_inference = {
+        "sampler": "mcmc",
+        "sparse_step": "mcmc",
+        "variant": "vi",
+        "bessel_point": "vi",
+        "noise_split": "vi",
+    }
+
+    def __init__(self, **options):
+        # giving an option of the paper's variant without a variant selects it; with another variant
+        # only their defaults are accepted (forms that pass every option, e.g. the app's, give those)
+        paper_options = [key for key in ("bessel_point", "noise_split") if options.get(key) is not None]
+        if paper_options and options.get("variant") is None:
+            options = dict(options, variant="paper")
+        super().__init__(**options)
+        changed = [key for key in paper_options if self.settings[key] != self.options[key][0]]
+        if changed and self.settings["variant"] != "paper":
+            raise ValueError(
+                f"{changed[0]}={self.settings[changed[0]]!r} is an option of the VI paper's Bessel route "
+                f"(variant='paper'), not of variant={self.settings['variant']!r}; drop it or set variant='paper'"
+            )
 
     def prepare(self, counts, alpha, excluded):
         counts = np.asarray(counts)
@@ -645,11 +754,14 @@ class Private(Method):
             counts, (excluded_indptr, excluded_indices) = prepared.counts, prepared.excluded
             n_positive, zero_cells, zero_abs = _row_counts(counts, excluded_indptr, excluded_indices)
             use_row = np.zeros(shape[0], dtype=np.bool_)
-            if self.settings["sparse_step"] == "auto":
+            if self.settings["sparse_step"] == "auto" and shape[1] >= SPARSE_MIN_COLUMNS:
                 skipped = n_positive + np.diff(excluded_indptr)
                 use_row = skipped <= SPARSE_MAX_SKIP_SHARE * shape[1]
             # the listed (ytil > 0) cells of sparse rows; dense rows draw every cell themselves
             cells = _listed_cells(counts, use_row, excluded_indptr, excluded_indices, n_positive)
+            # room for each row's positive draws: every cell of a dense row, the listed ones of a sparse row
+            slots = np.zeros(shape[0] + 1, dtype=np.int64)
+            np.cumsum(np.where(use_row, np.diff(cells[0]), shape[1]), out=slots[1:])
             # a sparse row's zero cells' log terms that need no rates: the same every sweep
             alpha, log_alpha = prepared.alpha, np.log(prepared.alpha)
             zero_terms = np.where(
@@ -657,9 +769,12 @@ class Private(Method):
             )
             return {
                 "use_row": use_row,
+                "any_sparse": bool(use_row.any()),
                 "cells": cells,
+                "slots": slots,
                 "zero_terms": zero_terms,
                 "log_alpha": log_alpha,
+                "all_rows": np.arange(shape[0]),
                 "y_counts": None,
             }
         # Exponential prior on lambda with mean alpha/(1-alpha).
@@ -680,7 +795,9 @@ class Private(Method):
     def _bessel_sweep(self, prepared, latent, model, state, stats, work, iteration):
         Y = prepared.counts
         n_rows, n_cols = Y.shape
-        data = (Y, prepared.alpha, *prepared.excluded)
+        row_terms = np.zeros(n_rows)
+        marginal = np.zeros(n_rows)
+        blocks = row_blocks(n_rows, n_cols)
         arrays = (
             latent["lambda_plus"],
             latent["lambda_minus"],
@@ -688,80 +805,126 @@ class Private(Method):
             latent["bessel"],
             latent["posterior_scale"],
         )
-        row_terms = np.zeros(n_rows)
-        marginal = np.zeros(n_rows)
-        seeds = (work.chain_seed, iteration, work.stop)
-        for start, stop in row_blocks(n_rows, n_cols):
-            mu = model.rate_rows(state, np.arange(start, stop))
-            bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
-            run_chunks(_bessel_marginal_chunk, bounds, work.stop, data, (mu, start), seeds, marginal)
-            run_chunks(_bessel_chunk, bounds, work.stop, data, (mu, start), arrays, seeds, row_terms)
-        counts = positive_csr(latent["y"], 0, n_rows)
+        if len(blocks) == 1 and not work.parallel:  # small data: the whole sweep in one compiled call
+            mu = model.rate_rows(state, np.arange(n_rows))
+            counts = _bessel_serial(
+                Y,
+                prepared.alpha,
+                *prepared.excluded,
+                mu,
+                *arrays,
+                work.chain_seed,
+                iteration,
+                work.stop,
+                row_terms,
+                marginal,
+            )
+        else:
+            data = (Y, prepared.alpha, *prepared.excluded)
+            seeds = (work.chain_seed, iteration, work.stop)
+            for start, stop in blocks:
+                mu = model.rate_rows(state, np.arange(start, stop))
+                bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
+                run_chunks(_bessel_marginal_chunk, bounds, work.stop, data, (mu, start), seeds, marginal)
+                run_chunks(_bessel_chunk, bounds, work.stop, data, (mu, start), arrays, seeds, row_terms)
+            counts = positive_csr(latent["y"], 0, n_rows)
         model.allocate(state, counts, stats, work, iteration)
         return counts, {"noise": ordered_sum(row_terms), "log_marginal": ordered_sum(marginal)}
 
     def _collapsed_sweep(self, prepared, latent, model, state, stats, work, iteration):
         Y, alpha = prepared.counts, prepared.alpha
         n_rows, n_cols = Y.shape
-        seeds = (work.chain_seed, iteration, work.stop)
         noise_log, marginal_log = np.zeros(n_rows), np.zeros(n_rows)
-        use_row = latent["use_row"]
+        use_row, cells, slots = latent["use_row"], latent["cells"], latent["slots"]
 
         # sparse rows: the ytil <= 0 cells by thinning (their rate-free log terms here)
         tokens = None
-        if use_row.any():
+        if latent["any_sparse"]:
             tokens = model.poisson_allocate(state, (use_row, Y, *prepared.excluded, alpha), stats, work, iteration)
             # each token adds one to its cell's |ytil - y| (tokens land in sparse rows only)
             per_row = np.bincount(tokens[0], minlength=n_rows)
             noise_log += latent["zero_terms"] + per_row * latent["log_alpha"]
             marginal_log += latent["zero_terms"]
 
-        # a block of rows at a time, rates by the model's dense product: dense rows draw every
-        # cell, sparse rows their listed ones (a matrix product beats gathering the listed
-        # cells' rates one dot product at a time, even when a fifth of the cells is listed).
-        # Pipelined: the next block's product runs on the pool beside this block's kernels, and
-        # the previous block's counts are gathered here meanwhile, so no core waits on another.
-        cells = latent["cells"]
-        data = (Y, alpha, *prepared.excluded)
-        pieces = []
-        position = np.full(n_rows, -1, dtype=np.int64)
         blocks = row_blocks(n_rows, n_cols)
-        pipelined = work.parallel and len(blocks) > 1
-        rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
-        previous = None
-        for index, (start, stop) in enumerate(blocks):
-            mu = rates.result()[0]
-            if index + 1 < len(blocks):
-                rates = submit_call(model.rate_rows, state, np.arange(*blocks[index + 1]), parallel=pipelined)
-            dense_rows = np.flatnonzero(~use_row[start:stop]) + start
-            position[dense_rows] = np.arange(dense_rows.size)
-            y_dense = np.empty((dense_rows.size, n_cols), dtype=np.int64)  # the kernel writes every cell
-            y_cells = np.empty(cells[0][stop] - cells[0][start], dtype=np.int64)
-            bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
-            pending = submit_chunks(
-                _collapsed_rows_chunk,
-                bounds,
+        if len(blocks) == 1 and not work.parallel:  # small data: every row's draws in one compiled call
+            mu = model.rate_rows(state, latent["all_rows"])
+            counts = _collapsed_serial(
+                Y,
+                alpha,
+                *prepared.excluded,
+                mu,
+                use_row,
+                *cells,
+                slots,
+                work.chain_seed,
+                iteration,
                 work.stop,
-                data,
-                (mu, start, position),
-                cells,
-                (y_dense, y_cells),
-                seeds,
-                (noise_log, marginal_log),
+                noise_log,
+                marginal_log,
             )
-            if previous is not None:
-                pieces.append(_gather_block(previous, position, cells))
-            previous = (pending, start, stop, y_dense, y_cells, dense_rows)
-        pieces.append(_gather_block(previous, position, cells))
-        counts = _concatenate_csr(pieces)
+        else:
+            counts = self._collapsed_blocks(
+                prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log
+            )
         model.allocate(state, counts, stats, work, iteration)
         if tokens is not None and tokens[0].size:
             counts = _add_tokens(counts, *tokens)
         latent["y_counts"] = counts
         return counts, {"noise": ordered_sum(noise_log), "log_marginal": ordered_sum(marginal_log)}
 
+    @staticmethod
+    def _collapsed_blocks(prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log):
+        """The collapsed draws a block of rows at a time, rates by the model's dense product: dense
+        rows draw every cell, sparse rows their listed ones (a matrix product beats gathering the
+        listed cells' rates one dot product at a time, even when a fifth of the cells is listed).
+        Pipelined: the next block's product runs on the pool beside this block's kernels, and the
+        previous block's counts are compacted here meanwhile, so no core waits on another."""
+        Y, alpha = prepared.counts, prepared.alpha
+        use_row, cells, slots = latent["use_row"], latent["cells"], latent["slots"]
+        pieces = []
+        pipelined = work.parallel and len(blocks) > 1
+        rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
+        n_drawn = np.zeros(Y.shape[0], dtype=np.int64)
+        previous = None
+        for index, (start, stop) in enumerate(blocks):
+            mu = rates.result()[0]
+            if index + 1 < len(blocks):
+                rates = submit_call(model.rate_rows, state, np.arange(*blocks[index + 1]), parallel=pipelined)
+            room = slots[stop] - slots[start]
+            slot_indices, slot_values = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+            bounds = _shift(chunk_bounds(stop - start, mu.size, work.parallel), start // ROWS_PER_STREAM)
+            pending = submit_chunks(
+                _collapsed_rows_chunk,
+                bounds,
+                work.stop,
+                Y,
+                alpha,
+                *prepared.excluded,
+                mu,
+                start,
+                use_row,
+                *cells,
+                slots,
+                slot_indices,
+                slot_values,
+                n_drawn,
+                work.chain_seed,
+                iteration,
+                work.stop,
+                noise_log,
+                marginal_log,
+            )
+            if previous is not None:
+                pieces.append(_gather_block(previous, slots, n_drawn))
+            previous = (pending, start, stop, slot_indices, slot_values)
+        pieces.append(_gather_block(previous, slots, n_drawn))
+        return _concatenate_csr(pieces)
+
     # -- variational inference (CAVI, lpviz.vi) ----------------------------------------
     def vi_start(self, prepared, model, q, work):
+        if self.settings["variant"] != "paper":  # no noise rates: q(y) is the collapsed conditional
+            return {"y_expected": None}
         alpha = prepared.alpha[:, None]
         shape = prepared.counts.shape
         # q(lambda+-) starts at the prior mean alpha / (1 - alpha) = alpha (E[g] + 1)
@@ -774,6 +937,8 @@ class Private(Method):
         }
 
     def vi_sweep(self, prepared, latent, model, q, stats, work):
+        if self.settings["variant"] != "paper":
+            return vi_collapsed_sweep(prepared, latent, model, q, stats, work, self.settings["variant"])
         Y = prepared.counts
         n_rows, n_cols = Y.shape
         data = (Y, prepared.alpha, *prepared.excluded)
@@ -804,19 +969,40 @@ class Private(Method):
         return ordered_sum(row_terms)
 
     def vi_warm_start(self, prepared, latent, vi_latent):
-        if "lambda_plus" in latent:  # the Bessel sampler: noise rates at their q means alpha (E[g] + 1)
+        # the Bessel sampler from the paper's variant: noise rates at their q means alpha (E[g] + 1)
+        if "lambda_plus" in latent and "g_plus" in vi_latent:
             alpha = prepared.alpha[:, None]
             latent["lambda_plus"][...] = alpha * (vi_latent["g_plus"] + 1.0)
             latent["lambda_minus"][...] = alpha * (vi_latent["g_minus"] + 1.0)
 
 
-def _gather_block(block, position, cells):
+def vi_collapsed_sweep(prepared, latent, model, q, stats, work, weights):
+    """The collapsed local step (:func:`lpviz.models._variational.collapsed_vi_chunk`) over every
+    row block at the model's plug-in rates (``weights``: "arithmetic" or "geometric", see
+    :mod:`lpviz.vi`), then the model's expected allocation with the same weights; returns the
+    cells' ELBO terms."""
+    Y = prepared.counts
+    n_rows, n_cols = Y.shape
+    data = (Y, prepared.alpha, *prepared.excluded)
+    row_terms = np.zeros(n_rows)
+    pieces = []
+    for start, stop in row_blocks(n_rows, n_cols, VI_BLOCK_CELLS):
+        bounds = _shift(chunk_bounds(stop - start, (stop - start) * n_cols, work.parallel), start // ROWS_PER_STREAM)
+        rates = model.vi_rates(q, start, stop, weights)
+        y_block = np.empty_like(rates)
+        run_chunks(collapsed_vi_chunk, bounds, work.stop, data, (rates, start, work.stop), (y_block, row_terms))
+        pieces.append(positive_csr_float(y_block))
+    counts = _concatenate_csr(pieces)
+    model.vi_allocate(q, counts, stats, work, weights)
+    latent["y_expected"] = counts
+    return ordered_sum(row_terms)
+
+
+def _gather_block(block, slots, n_drawn):
     """Wait for a block's collapsed draws; their CSR of positive draws."""
-    pending, start, stop, y_dense, y_cells, dense_rows = block
+    pending, start, stop, slot_indices, slot_values = block
     pending.result()
-    counts = _block_counts(start, stop, position, y_dense, (*cells, y_cells))
-    position[dense_rows] = -1
-    return counts
+    return _compact(start, stop, slots, n_drawn, slot_indices, slot_values)
 
 
 def _concatenate_csr(pieces):

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from lpviz._parallel import ROWS_PER_STREAM, run_chunks
-from lpviz._random import seed_state, seed_stream
+from lpviz._random import seed_state
 from lpviz.collapsed import sample_poisson
 from lpviz.models._kernels import (
     FAST_DOT,
@@ -27,8 +27,9 @@ from lpviz.models._kernels import (
     log_factorial,
     multinomial,
     ordered_sum,
+    standard_gamma,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, refresh_row
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
 from lpviz.models.base import Model
 
 UNIT_SWEEP = 0
@@ -79,7 +80,6 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             return
-        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
         seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
         for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
             if indptr[i + 1] == indptr[i]:
@@ -133,7 +133,8 @@ def _update_theta(theta, pi, counts, missing, prior, seeds):
     a0, b0 = prior
     chain_seed, iteration = seeds
     n_actors, n_comm = theta.shape
-    seed_stream(chain_seed, iteration, UNIT_THETA)
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, chain_seed, iteration, UNIT_THETA)
     total = column_sums(theta)
     receivers = np.empty(n_comm)
     senders = np.empty(n_comm)
@@ -144,7 +145,7 @@ def _update_theta(theta, pi, counts, missing, prior, seeds):
             rate = b0
             for d in range(n_comm):
                 rate += pi[c, d] * receivers[d] + pi[d, c] * senders[d]
-            new = np.random.gamma(a0 + n_send[i, c] + n_recv[i, c], 1.0 / rate)
+            new = standard_gamma(a0 + n_send[i, c] + n_recv[i, c], state) / rate
             total[c] += new - theta[i, c]
             theta[i, c] = new
 
@@ -169,12 +170,13 @@ def _update_pi(pi, theta, n_cd, missing, prior, seeds):
     """pi_cd ~ Gamma(a0 + n_cd, b0 + sum over observed i != j of theta_ic theta_jd), in place."""
     a0, b0 = prior
     chain_seed, iteration = seeds
-    seed_stream(chain_seed, iteration, UNIT_PI)
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, chain_seed, iteration, UNIT_PI)
     weights = pair_weights(theta, missing[0], missing[1])
     n_comm = pi.shape[0]
     for c in range(n_comm):
         for d in range(n_comm):
-            pi[c, d] = np.random.gamma(a0 + n_cd[c, d], 1.0 / (b0 + weights[c, d]))
+            pi[c, d] = standard_gamma(a0 + n_cd[c, d], state) / (b0 + weights[c, d])
 
 
 @njit(nogil=True, cache=True)
@@ -197,6 +199,41 @@ def _loglik_chunk(chunk, first, last, counts, factors, row_log):
             if y > 0 and j != i:
                 total += y * math.log(dot_rows(sender_pi, 0, theta, j)) - log_factorial(y)
         row_log[i] = total
+
+
+@njit(nogil=True, cache=True)
+def _update_and_score(
+    theta,
+    pi,
+    n_send,
+    n_recv,
+    n_cd,
+    indptr,
+    indices,
+    values,
+    row_missing_indptr,
+    row_missing_indices,
+    column_missing_indptr,
+    column_missing_indices,
+    a0,
+    b0,
+    chain_seed,
+    iteration,
+    stop,
+):
+    """:meth:`BlockModel.update_and_score` of data in one chunk, in one call: theta, pi, then the
+    log likelihood of the counts and the log prior at the new factors (the same kernels and the
+    same order of arithmetic as the hooks one by one)."""
+    prior = (a0, b0)
+    missing = (row_missing_indptr, row_missing_indices, column_missing_indptr, column_missing_indices)
+    _update_theta(theta, pi, (n_send, n_recv), missing, prior, (chain_seed, iteration))
+    _update_pi(pi, theta, n_cd, (row_missing_indptr, row_missing_indices), prior, (chain_seed, iteration))
+    row_log = np.zeros(theta.shape[0])
+    n_blocks = (theta.shape[0] + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
+    _loglik_chunk(0, 0, n_blocks, (indptr, indices, values), (theta, pi), row_log)
+    weights = pair_weights(theta, row_missing_indptr, row_missing_indices)
+    loglik = ordered_sum(row_log) - ordered_sum((weights * pi).ravel())
+    return loglik + (gamma_log_prior(theta, a0, b0) + gamma_log_prior(pi, a0, b0))
 
 
 @njit(nogil=True, cache=True)
@@ -418,10 +455,13 @@ class BlockModel(Model):
     label = "block model (mixed-membership SBM)"
     component_name = "community"
     factor_names = ("theta", "pi")
+    kinds = ("network",)
     default_for = ("network",)
     inferences = ("mcmc", "vi")
+    shows = ("memberships", "communities")
 
     def check_shape(self, shape):
+        super().check_shape(shape)
         if shape[0] != shape[1]:
             raise ValueError(
                 f"model='blocks' needs a square sender x recipient matrix, got shape {tuple(shape)}; "
@@ -461,6 +501,9 @@ class BlockModel(Model):
         return theta @ factors["pi"], theta
 
     def memberships(self, factors):
+        return factors["theta"]
+
+    def communities(self, factors):
         return factors["theta"]
 
     # -- kernels ----------------------------------------------------------------------------
@@ -518,6 +561,27 @@ class BlockModel(Model):
         weights = pair_weights(theta, *work.missing_by_row)
         return ordered_sum(row_log) - ordered_sum((weights * pi).ravel())
 
+    def update_and_score(self, state, stats, counts, work, iteration):
+        if len(work.bounds) > 1:
+            return super().update_and_score(state, stats, counts, work, iteration)
+        theta, pi = state
+        n_send, n_recv_parts, n_cd_parts = stats
+        return _update_and_score(
+            theta,
+            pi,
+            n_send,
+            n_recv_parts[0],
+            n_cd_parts[0],
+            *counts,
+            *work.missing_by_row,
+            *work.missing_by_column,
+            self.a0,
+            self.b0,
+            work.chain_seed,
+            iteration,
+            work.stop,
+        )
+
     # -- variational inference (CAVI, lpviz.vi) --------------------------------------
     # q is (theta, pi): two GammaFactor.
     def vi_init(self, shape, mean_count, rng):
@@ -544,22 +608,35 @@ class BlockModel(Model):
         )
         return mean_mu, var_mu, weight_mu
 
+    def vi_rates(self, q, start, stop, weights):
+        theta, pi = q
+        theta_w = weights_of(theta, weights)
+        rates = (theta_w[start:stop] @ weights_of(pi, weights)) @ theta_w.T
+        rates[np.arange(stop - start), np.arange(start, stop)] = 0.0  # no self loops
+        return rates
+
     def vi_new_stats(self, q, work):
         theta, _ = q
         n, C = theta.mean.shape
-        return (np.zeros((n, C)), np.zeros((len(work.bounds), n, C)))
+        return {"sums": (np.zeros((n, C)), np.zeros((len(work.bounds), n, C))), "weights": "geometric"}
 
-    def vi_allocate(self, q, counts, stats, work):
+    def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         theta, pi = q
+        stats["weights"] = weights
         row_log = np.zeros(theta.n_rows)
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, (theta.geo, pi.geo), stats, row_log, work.stop)
+        factors = (weights_of(theta, weights), weights_of(pi, weights))
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
         theta, pi = q
-        row_sums, column_parts = stats
-        n_theta = theta.geo * (row_sums @ pi.geo.T) + theta.geo * column_parts.sum(axis=0)
-        n_cd = pi.geo * (theta.geo.T @ row_sums)
+        row_sums, column_parts = stats["sums"]
+        theta_w, pi_w = weights_of(theta, stats["weights"]), weights_of(pi, stats["weights"])
+        n_theta = theta_w * (row_sums @ pi_w.T) + theta_w * column_parts.sum(axis=0)
+        n_cd = pi_w * (theta_w.T @ row_sums)
+        gap = 0.0
+        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
+            gap = allocation_gap(theta, n_theta) + allocation_gap(pi, n_cd)
         old_elog = (theta.elog.copy(), pi.elog.copy())
         prior = (self.a0, self.b0)
         theta_elbo = _vi_update_theta(
@@ -572,4 +649,4 @@ class BlockModel(Model):
         observed_rate = ordered_sum((weights * pi.mean).ravel())
         # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log pi]
         moved = float(np.sum(n_theta * (theta.elog - old_elog[0]))) + float(np.sum(n_cd * (pi.elog - old_elog[1])))
-        return moved - observed_rate + theta_elbo + pi_elbo
+        return moved - gap - observed_rate + theta_elbo + pi_elbo

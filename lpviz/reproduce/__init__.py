@@ -235,6 +235,7 @@ from lpviz.reproduce.fig3 import Figure3  # noqa: E402
 from lpviz.reproduce.fig4 import Figure4  # noqa: E402
 from lpviz.reproduce.fig5 import Figure5  # noqa: E402
 from lpviz.reproduce.table1 import Table1  # noqa: E402
+from lpviz.reproduce.tensor import TensorExperiment  # noqa: E402
 from lpviz.reproduce.vips import Vips  # noqa: E402
 
 register(Figure1())
@@ -243,3 +244,4 @@ register(Figure4())
 register(Figure5())
 register(Table1())
 register(Vips())
+register(TensorExperiment())

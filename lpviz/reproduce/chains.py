@@ -18,7 +18,7 @@ among them), so a task gives the same numbers wherever it runs. Its pieces:
     ``{"rule": "random cells", "fraction": f, "seed": s}``
     (:func:`lpviz.datasets.holdout_mask`).
 ``method``, ``method_options``, ``model``, ``n_components``, ``n_iter``, ``burn_in``, ``thin``, ``chain_seed``
-    The chain (:func:`lpviz.engine.run`).
+    The chain (:func:`lpviz.run`).
 ``diagnostics``
     ``{"cells": n, "cells_seed": int, "columns": n}``: what the convergence
     diagnostics trace (:func:`lpviz.diagnostics.chain_summary`).
@@ -110,6 +110,12 @@ def _enron_network(spec):
     return build_enron_network(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
 
 
+def _enron_tensor(spec):
+    from lpviz.datasets import enron_tensor
+
+    return enron_tensor(spec.get("path") or enron_source(), min_count=spec.get("min_count", 100))
+
+
 def _load_data_spec(spec):
     from lpviz.datasets import load_data
 
@@ -122,6 +128,7 @@ DATA_SOURCES = {
     "synthetic-lda": _synthetic_lda,
     "enron-topics": _enron_topics,
     "enron-network": _enron_network,
+    "enron-tensor": _enron_tensor,
     "spec": _load_data_spec,
 }
 
@@ -297,7 +304,7 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
             arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
         record["trace_name"] = summary["trace_name"]
     keep = params.get("keep") or {}
-    n_cells = release.shape[0] * release.shape[1]
+    n_cells = int(np.prod(release.shape))
     if keep.get("mu_hat") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
         arrays["mu_hat"] = posterior.mu_hat
     if keep.get("best") and n_cells <= KEEP_MU_HAT_MAX_CELLS:

@@ -149,6 +149,7 @@ def write_probe(experiment, out_dir, results, run_info):
             }
         )
     path = rp.write_csv(out_dir / PROBE_FILE, rows)
+    _write_probe_summary(experiment, out_dir, rows, run_info)
     manifest = out_dir / RUN_FILE
     if manifest.is_file():
         previous = json.loads(manifest.read_text())
@@ -161,3 +162,63 @@ def write_probe(experiment, out_dir, results, run_info):
             settings = {**experiment.settings(preset), "sampler": previous.get("sampler")}
             write_outputs(experiment, out_dir, preset, settings, store.read_all(tasks), previous)
     return path
+
+
+def _write_probe_summary(experiment, out_dir, rows, run_info):
+    """probe.md: the probe's seconds per iteration at the paper's sizes and the paper's grid projected
+    from them on 2 and 16 workers (and this machine's cores), beside the run's load average."""
+    rates = {(row["method"], row["setting"]): row["seconds_per_iteration"] for row in rows}
+    grid = _paper_grid(experiment, experiment.settings("paper").get("chains"))
+    seconds = [rates.get(group, np.nan) * n_iter for group, n_iter in grid]
+    workers = sorted({2, os.cpu_count() or 1, rp.CLUSTER_WORKERS})
+    projection = [
+        {
+            "workers": w,
+            "tasks": len(grid),
+            "CPU time": rp.format_duration(float(np.sum(seconds))),
+            "wall-clock": rp.format_duration(rp.projected_seconds(seconds, w)),
+        }
+        for w in workers
+    ]
+    loads = [i.get("load_average") for i in run_info.get("invocations", []) if i.get("load_average") is not None]
+    lines = [
+        f"# {experiment.name}: probe at the paper's sizes",
+        "",
+        f"{run_info.get('probe_iterations')} iterations of one chain per setting and method (the first one, "
+        "with its one-off costs, left out of seconds per iteration); sampler "
+        f"{run_info.get('sampler') or 'default'}; load average at the start "
+        f"{', '.join(f'{x:.1f}' for x in loads) or '-'} (a shared machine slows every number).",
+        "",
+        rp.markdown_table(
+            rows,
+            ["setting", "method", "seconds_per_iteration", "first_iteration_seconds", "peak_memory_gb"],
+            ["setting", "method", "s/iteration", "first iteration s", "peak GB"],
+        ),
+        "",
+        *_method_ratios(rows),
+        "## The paper's grid projected from the probe",
+        "",
+        "Per task: the probe's seconds per iteration of its (method, setting) x its iterations; tasks packed on "
+        "W workers, longest first, one chain per worker at a time.",
+        "",
+        rp.markdown_table(projection, ["workers", "tasks", "CPU time", "wall-clock"]),
+        "",
+    ]
+    return rp.write_text(Path(out_dir) / "probe.md", "\n".join(lines))
+
+
+def _method_ratios(rows):
+    """Lines comparing each method's seconds per iteration with the first method's, per setting."""
+    by_setting = {}
+    for row in rows:
+        by_setting.setdefault(row["setting"], {})[row["method"]] = row["seconds_per_iteration"]
+    lines = []
+    for setting, methods in by_setting.items():
+        if len(methods) < 2:
+            continue
+        (first, reference), *others = methods.items()
+        lines.append(
+            f"- {setting}: "
+            + "; ".join(f"{name} / {first} = {value / reference:.2f}" for name, value in others if reference > 0)
+        )
+    return lines + [""] if lines else []

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lpviz._files import atomic_write
+from lpviz._files import atomic_write, open_archive
 
 __all__ = [
     "Task",
@@ -154,14 +154,14 @@ class ResultStore:
         atomic_write(self.path(task.id), lambda handle: np.savez_compressed(handle, **arrays))
 
     def read_record(self, task_id):
-        with np.load(self.path(task_id), allow_pickle=False) as archive:
-            return json.loads(str(archive[RECORD_KEY]))
+        with open_archive(self.path(task_id), what="task result") as archive:
+            return json.loads(archive.read_text(RECORD_KEY, max_chars=1 << 24))
 
     def read(self, task_id):
-        """``(record, arrays)`` of one stored task."""
-        with np.load(self.path(task_id), allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files if name != RECORD_KEY}
-            record = json.loads(str(archive[RECORD_KEY]))
+        """``(record, arrays)`` of one stored task (through the bounded reader, lpviz._files.Archive)."""
+        with open_archive(self.path(task_id), what="task result") as archive:
+            arrays = {name: archive.read(name) for name in archive.keys() if name != RECORD_KEY}
+            record = json.loads(archive.read_text(RECORD_KEY, max_chars=1 << 24))
         return record, arrays
 
     def read_all(self, tasks=None):

@@ -28,6 +28,10 @@ __all__ = [
     "REPRODUCED",
     "NOT_REPRODUCED",
     "PARTLY",
+    "fit_problems",
+    "trusted_verdict",
+    "health_fields",
+    "flat_scores",
     "versions",
     "task_rows",
     "group_stats",
@@ -68,6 +72,72 @@ def verdict_of(checks):
     if all(checks):
         return REPRODUCED
     return NOT_REPRODUCED if not any(checks) else PARTLY
+
+
+def fit_problems(fit, name=""):
+    """What keeps a fit's number from counting towards a claim, in words (empty: nothing).
+
+    ``fit``: a flat row with the fields of :func:`health_fields` (``flags``, ``mae`` and its
+    ``best_constant_mae``, ``independence_mae``). A fit counts when it is healthy (no flags:
+    not collapsed, finite, mixed) and its MAE beats both baselines (:func:`lpviz.metrics.rankable`).
+    """
+    label = f"{name}: " if name else ""
+    problems = []
+    flags = fit.get("flags")
+    if flags is None:
+        problems.append(f"{label}no health numbers")
+    elif flags:
+        mass = fit.get("mass_ratio")
+        mass_text = f" (mass ratio {mass:.3f})" if mass is not None else ""
+        problems.append(f"{label}{flags}{mass_text}")
+    for baseline, words in (("best_constant_mae", "the best constant"), ("independence_mae", "the independence fit")):
+        value, reference = fit.get("mae"), fit.get(baseline)
+        if reference is None or value is None:
+            problems.append(f"{label}no MAE or no {words}'s MAE to compare with")
+        elif not value < reference:
+            problems.append(f"{label}MAE {value:.3f} does not beat {words}'s {reference:.3f}")
+    return problems
+
+
+def trusted_verdict(checks, fits):
+    """``(verdict, problems)``: :func:`verdict_of` the checks when every fit the claim rests on
+    counts (:func:`fit_problems`; ``fits``: {name: row}), else NOT_REPRODUCED with the reasons:
+    a collapsed, unmixed or non-finite fit, or one that does not beat the baselines, reproduces
+    nothing."""
+    problems = [problem for name, fit in fits.items() for problem in fit_problems(fit, name)]
+    return (NOT_REPRODUCED if problems else verdict_of(checks)), problems
+
+
+def health_fields(scores, key="mae"):
+    """The flat fields a report row carries from one :func:`lpviz.metrics.score` dict, for the MAE
+    ``key`` it reports (e.g. ``"rate_mae"``): ``mass_ratio``, ``flags`` (the health words joined,
+    "" when healthy), ``best_constant_mae`` and ``independence_mae`` (that MAE's baselines)."""
+    health = scores.get("health") or {}
+    baselines = scores.get("baselines") or {}
+    return {
+        "mass_ratio": health.get("mass_ratio"),
+        "flags": ", ".join(health.get("flags") or []) if health else None,
+        "best_constant_mae": baselines.get(f"best_constant_{key}"),
+        "independence_mae": baselines.get(f"independence_{key}"),
+    }
+
+
+def flat_scores(scores):
+    """A score() dict flattened for a CSV row: its numbers, ``mass_ratio``, ``health_flags`` (words
+    joined), ``collapsed``, ``not_mixed`` and every baseline MAE (``best_constant_rate_mae``, ...)."""
+    row = {key: value for key, value in scores.items() if key not in ("health", "baselines")}
+    health = scores.get("health")
+    if isinstance(health, dict):
+        row.update(
+            mass_ratio=health.get("mass_ratio"),
+            health_flags=", ".join(health.get("flags") or []),
+            collapsed=health.get("collapsed"),
+            not_mixed=health.get("not_mixed"),
+        )
+    baselines = scores.get("baselines")
+    if isinstance(baselines, dict):
+        row.update({key: value for key, value in baselines.items() if key.endswith("mae")})
+    return row
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +226,7 @@ def task_rows(results, label_keys=()):
             alpha_mean=record.get("alpha_mean"),
             heldout_cells=record.get("heldout_cells"),
         )
-        row.update({key: value for key, value in record.get("scores", {}).items()})
+        row.update(flat_scores(record.get("scores", {})))
         row.update(record.get("extra_scores", {}))
         for key in (
             "seconds_total",

@@ -10,13 +10,15 @@ One module a step, each re-exported here:
 - :mod:`~lpviz.datasets.enron.corpus`: the parsed :class:`EnronCorpus`, read
   once per source and cached (:func:`read_corpus`);
 - :mod:`~lpviz.datasets.enron.builders`: the paper's topic and network matrices
-  (:func:`build_enron_topics`, :func:`build_enron_network`).
+  (:func:`build_enron_topics`, :func:`build_enron_network`);
+- :mod:`~lpviz.datasets.enron.tensor`: sender x recipient x month counts (:func:`enron_tensor`).
 """
 
 from .builders import build_enron_network, build_enron_topics
 from .corpus import EnronCorpus, read_corpus
 from .parser import Email, MalformedEmail, parse_email
 from .readers import ReadReport, read_emails
+from .tensor import enron_tensor
 from .tokens import STOP_WORDS, TOKENIZATION, clean_body, tokenize
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "TOKENIZATION",
     "build_enron_network",
     "build_enron_topics",
+    "enron_tensor",
     "parse_email",
     "read_corpus",
     "read_emails",

@@ -267,7 +267,11 @@ def build_enron_network(source, min_count=100, cache_dir=None, *, allow_partial=
     return _cached_count_data("enron-network", source, {"min_count": min_count}, build, cache_dir, on_cache)
 
 
-def _build_network(corpus, min_count) -> CountData:
+def _network_actors(corpus, min_count):
+    """The network's actors and its edges among them: ``(keep, sent, received, edges)`` where ``keep``
+    indexes the kept addresses (sorted), ``sent``/``received`` are every address's corpus-wide counts
+    and ``edges`` = (sender position, recipient position, message index) of every email-recipient pair
+    between kept actors (one per distinct recipient; never the sender itself)."""
     n_addresses = len(corpus.addresses)
     n_recipients = np.diff(corpus.recipient_indptr)
     sends = (corpus.senders >= 0) & (n_recipients > 0)
@@ -280,18 +284,24 @@ def _build_network(corpus, min_count) -> CountData:
             f"{min_count} (most active: {int((sent + received).max(initial=0))}); "
             "lower min_count"
         )
+    position = np.full(n_addresses, -1, dtype=np.int64)
+    position[keep] = np.arange(keep.size)
+    edge_sender = np.repeat(np.where(corpus.senders >= 0, position[np.maximum(corpus.senders, 0)], -1), n_recipients)
+    edge_recipient = position[corpus.recipient_indices]
+    message_of_edge = np.repeat(np.arange(len(corpus)), n_recipients)
+    kept = (edge_sender >= 0) & (edge_recipient >= 0)
+    return keep, sent, received, (edge_sender[kept], edge_recipient[kept], message_of_edge[kept])
+
+
+def _build_network(corpus, min_count) -> CountData:
+    keep, sent, received, (edge_sender, edge_recipient, message_of_edge) = _network_actors(corpus, min_count)
     check_memory(
         dense_bytes((keep.size, keep.size), np.int64),
         f"{corpus.source}: the {keep.size:,} x {keep.size:,} network of the actors passing min_count={min_count}",
         fix="Raise min_count.",
     )
-    position = np.full(n_addresses, -1, dtype=np.int64)
-    position[keep] = np.arange(keep.size)
-    edge_sender = np.repeat(np.where(corpus.senders >= 0, position[np.maximum(corpus.senders, 0)], -1), n_recipients)
-    edge_recipient = position[corpus.recipient_indices]
-    kept = (edge_sender >= 0) & (edge_recipient >= 0)
     Y = np.zeros((keep.size, keep.size), dtype=np.int64)
-    np.add.at(Y, (edge_sender[kept], edge_recipient[kept]), 1)
+    np.add.at(Y, (edge_sender, edge_recipient), 1)
     if keep.size < 2 or not Y.any():
         # a network with no email between its actors has nothing for the block model to fit
         raise ValueError(
@@ -299,7 +309,6 @@ def _build_network(corpus, min_count) -> CountData:
             "to one another (0 counts among them); lower min_count or use a larger corpus"
         )
     labels = [corpus.addresses[a] for a in keep]
-    message_of_edge = np.repeat(np.arange(len(corpus)), n_recipients)
     info = {
         "builder": "build_enron_network",
         "params": {"min_count": min_count},
@@ -309,7 +318,7 @@ def _build_network(corpus, min_count) -> CountData:
         "sent": sent[keep].tolist(),
         "received": received[keep].tolist(),
         "n_actors_seen": int(np.count_nonzero((sent + received) > 0)),
-        "n_emails_used": int(np.unique(message_of_edge[kept]).size),
+        "n_emails_used": int(np.unique(message_of_edge).size),
         "report": corpus.report,
     }
     return CountData(Y=Y, row_labels=labels, col_labels=list(labels), model="blocks", source=corpus.source, info=info)

@@ -37,7 +37,8 @@ class EnronCorpus:
     ``senders[i]`` indexes ``addresses`` (-1: no sender); recipients of message
     ``i`` are ``recipient_indices[recipient_indptr[i]:recipient_indptr[i+1]]``
     (distinct, without the sender). ``names[a]`` is the most frequent display
-    name of ``addresses[a]`` ("" if none).
+    name of ``addresses[a]`` ("" if none). ``months[i]``: the month message ``i``
+    was sent (``12 * year + month - 1``, -1 without a date; :func:`~.parser.month_label`).
     """
 
     message_ids: list
@@ -51,6 +52,7 @@ class EnronCorpus:
     recipient_indices: np.ndarray
     addresses: list
     names: list
+    months: np.ndarray
     report: dict
     source: str = ""
     fingerprint: dict = field(default_factory=dict)
@@ -81,6 +83,7 @@ class EnronCorpus:
             "senders": self.senders,
             "recipient_indptr": self.recipient_indptr,
             "recipient_indices": self.recipient_indices,
+            "months": self.months,
         }
 
     @classmethod
@@ -101,6 +104,7 @@ class EnronCorpus:
             recipient_indices=arrays["recipient_indices"],
             addresses=arrays["addresses"],
             names=arrays["names"],
+            months=arrays["months"],
             report=meta["report"],
             source=meta["source"],
             fingerprint=meta["fingerprint"],
@@ -142,6 +146,7 @@ def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) 
     # Typed arrays, not lists: the full CMU corpus has tens of millions of entries.
     token_cols, token_vals, token_ptr = array("i"), array("i"), array("q", [0])
     recipient_cols, recipient_ptr, senders, word_totals = array("i"), array("q", [0]), array("i"), array("q")
+    months = array("i")
     for message in emails:
         message_ids.append(message.message_id)
         paths.append(message.path)
@@ -153,6 +158,7 @@ def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) 
         token_ptr.append(len(token_cols))
         word_totals.append(len(words))
         senders.append(address_ids[message.sender] if message.sender else -1)
+        months.append(message.month)
         recipient_cols.extend(map(address_ids.__getitem__, message.recipients))
         recipient_ptr.append(len(recipient_cols))
         for address, name in message.names.items():
@@ -216,6 +222,7 @@ def _parse_corpus(source: Path, fingerprint: dict, allow_partial: bool = False) 
         recipient_indices=recipients.indices.astype(np.int32),
         addresses=addresses,
         names=names,
+        months=np.frombuffer(months, dtype=np.int32)[order].copy(),
         report=report.as_dict(),
         source=str(source),
         fingerprint=fingerprint,

@@ -15,11 +15,12 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import email.utils
 import hashlib
 import re
 from dataclasses import dataclass
 
-PARSER_VERSION = 2  # bump when parsing or tokenization changes: invalidates cached corpora
+PARSER_VERSION = 3  # bump when parsing or tokenization changes: invalidates cached corpora (3: the month sent)
 
 
 class MalformedEmail(ValueError):
@@ -39,7 +40,8 @@ class Email:
     and Bcc without repeats and without the sender. ``names`` maps addresses
     to display names found in From/To/Cc or the ``X-From``/``X-To``/``X-cc``
     headers. ``text`` is the decoded body text, ``None`` if the message has
-    no text part.
+    no text part. ``month`` is the month of its Date header as written
+    (``12 * year + month - 1``; -1 when there is no parseable date).
     """
 
     message_id: str
@@ -50,6 +52,7 @@ class Email:
     text: str | None
     subject: str = ""
     notes: tuple = ()
+    month: int = -1
 
 
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
@@ -76,6 +79,23 @@ _KNOWN_HEADERS = frozenset(
         "sender",
     }
 )
+
+
+def month_of(date: str) -> int:
+    """``12 * year + month - 1`` of an RFC 822 Date header as written (its own time zone: a month
+    is a month where the mail was sent), -1 when it does not parse."""
+    try:
+        parsed = email.utils.parsedate_tz(date) if date else None
+    except (TypeError, ValueError, IndexError):
+        parsed = None
+    if parsed is None or not 1 <= parsed[1] <= 12 or parsed[0] < 1:
+        return -1
+    return 12 * parsed[0] + parsed[1] - 1
+
+
+def month_label(month: int) -> str:
+    """ "2001-05" for :func:`month_of`'s number."""
+    return f"{month // 12:04d}-{month % 12 + 1:02d}"
 
 
 def _split_header_block(raw: bytes):
@@ -287,7 +307,11 @@ def parse_email(raw, path: str = "") -> Email:
             for address, name in _parse_address_list(value):
                 if name:
                     names.setdefault(address, name)
+    month = month_of(headers.get("date", ""))
+    if month < 0:
+        notes.append("no_date")
     return Email(
+        month=month,
         message_id=message_id,
         path=path,
         sender=sender,

@@ -1,0 +1,567 @@
+"""The tensor model: Bayesian Poisson CP factorization ``mu_ijt = sum_k a_ik b_jk c_tk``.
+
+Schein, Paisley, Blei and Wallach (KDD 2015), for dyadic event counts such as
+sender x recipient x month: Gamma priors (shape ``a0``, rate ``b0``) on every
+factor entry, each count split over the K components in proportion to
+``a_ik b_jk c_tk`` (the auxiliary allocation), and each mode's factor drawn
+from its gamma conditional given the other two, mode by mode, exactly as the
+matrix models do for their two factors (DESIGN.md 1e). Nothing private is
+here: the noise, the latent true counts and the sparse step are per cell and
+live in the methods, which see the tensor as the matrix of rows ``i`` and
+columns ``j * T + t`` (:func:`lpviz.models.base.matrix_shape`); this model maps
+a column back to ``(j, t)``.
+
+Excluded cells (held out, or structural zeros of the data such as the self
+loops of an email tensor) are left out of the likelihood: each mode's rate
+sums are the product of the other modes' factor sums minus the excluded
+cells' products, from the row lists of excluded cells.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks
+from lpviz._random import seed_state, seed_stream
+from lpviz.collapsed import sample_poisson
+from lpviz.models._kernels import (
+    FAST_DOT,
+    column_alias_tables,
+    column_sums,
+    draw_alias,
+    draw_weighted,
+    gamma_log_prior,
+    grow,
+    in_sorted,
+    log_factorial,
+    multinomial,
+    ordered_sum,
+)
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
+from lpviz.models.base import Model
+
+# Units: each phase of an iteration draws from its own streams (as the matrix models').
+UNIT_SWEEP = 0
+UNIT_A = 1 << 40
+UNIT_B = 2 << 40
+UNIT_C = 3 << 40
+UNIT_POISSON = 4 << 40
+# The mode a factor update is for (the other two give its rates).
+MODE_A, MODE_B, MODE_C = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------
+# MCMC kernels: one chunk of stream blocks each
+# ---------------------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT, inline="always")
+def _cell_weights(A, i, B, j, C, t, out):
+    """``out[k] = a_ik b_jk c_tk``; returns their sum (the cell's rate)."""
+    total = 0.0
+    for k in range(A.shape[1]):
+        w = A[i, k] * B[j, k] * C[t, k]
+        out[k] = w
+        total += w
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
+    """Split the counts of rows (first-mode indices) in blocks [first, last) over components.
+
+    ``counts``: CSR (indptr, indices, values) of the cells to allocate, columns
+    ``j * T + t``; ``factors``: (A, B, C); ``seeds``: (chain seed, iteration,
+    stop flag); ``stats``: (n_a, n_b parts, n_c parts): rows of n_a belong to the
+    chunk, the parts are summed over chunks later.
+    """
+    indptr, indices, values = counts
+    A, B, C = factors
+    chain_seed, iteration, stop = seeds
+    n_a, n_b_parts, n_c_parts = stats
+    n_b = n_b_parts[chunk]
+    n_c = n_c_parts[chunk]
+    n_rows, n_components = A.shape
+    n_times = C.shape[0]
+    weights = np.empty(n_components)
+    drawn = np.zeros(n_components, dtype=np.int64)
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        for i in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            for idx in range(indptr[i], indptr[i + 1]):
+                y = values[idx]
+                if y <= 0:
+                    continue
+                j, t = divmod(indices[idx], n_times)
+                total = _cell_weights(A, i, B, j, C, t, weights)
+                if y == 1:  # most cells: one walk, no multinomial
+                    k = draw_weighted(weights, total, state)
+                    n_a[i, k] += 1
+                    n_b[j, k] += 1
+                    n_c[t, k] += 1
+                    continue
+                multinomial(y, weights, total, state, drawn)
+                for k in range(n_components):
+                    if drawn[k]:
+                        n_a[i, k] += drawn[k]
+                        n_b[j, k] += drawn[k]
+                        n_c[t, k] += drawn[k]
+
+
+@njit(nogil=True, cache=True)
+def _excluded_products(mode, factors, missing_indptr, missing_indices, out):
+    """``out[r, k]`` = sum over the excluded cells whose index in ``mode`` is r of the product of
+    the other two modes' factors (what the rate sums of row r of that mode leave out); returns
+    the sum over the excluded cells of their rates ``a_ik b_jk c_tk`` summed over k."""
+    A, B, C = factors
+    n_times = C.shape[0]
+    out[:] = 0.0
+    total = 0.0
+    for i in range(A.shape[0]):
+        for idx in range(missing_indptr[i], missing_indptr[i + 1]):
+            j, t = divmod(missing_indices[idx], n_times)
+            for k in range(A.shape[1]):
+                a, b, c = A[i, k], B[j, k], C[t, k]
+                total += a * b * c
+                if mode == MODE_A:
+                    out[i, k] += b * c
+                elif mode == MODE_B:
+                    out[j, k] += a * c
+                else:
+                    out[t, k] += a * b
+    return total
+
+
+@njit(nogil=True, cache=True)
+def _gamma_rows_chunk(chunk, first, last, factor, counts, rates, prior, seeds):
+    """Draw rows in blocks [first, last) of one factor from their gamma conditional:
+    ``factor[r, k] ~ Gamma(a0 + counts[r, k], b0 + full[k] - excluded[r, k])``.
+
+    ``rates``: (full, excluded): the rate sum over every cell and the excluded
+    cells' part of it; ``prior``: (a0, b0); ``seeds``: (chain seed, iteration, unit, stop flag).
+    """
+    full, excluded = rates
+    a0, b0 = prior
+    chain_seed, iteration, unit, stop = seeds
+    n_rows, n_components = factor.shape
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_stream(chain_seed, iteration, unit + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            for k in range(n_components):
+                rate = max(full[k] - excluded[r, k], 0.0)  # rounding when almost every cell is excluded
+                factor[r, k] = np.random.gamma(a0 + counts[r, k], 1.0 / (b0 + rate))
+
+
+@njit(nogil=True, cache=True)
+def _loglik_chunk(chunk, first, last, counts, factors, row_log):
+    """``row_log[i] = sum over row i's cells of y log mu_ijt - log y!`` for rows in blocks [first, last)."""
+    indptr, indices, values = counts
+    A, B, C = factors
+    n_times = C.shape[0]
+    weights = np.empty(A.shape[1])
+    for i in range(first * ROWS_PER_STREAM, min(A.shape[0], last * ROWS_PER_STREAM)):
+        total = 0.0
+        for idx in range(indptr[i], indptr[i + 1]):
+            y = values[idx]
+            if y > 0:
+                j, t = divmod(indices[idx], n_times)
+                total += y * math.log(_cell_weights(A, i, B, j, C, t, weights)) - log_factorial(y)
+        row_log[i] = total
+
+
+@njit(nogil=True, cache=True)
+def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
+    """Draw ``y_ijt ~ Poisson(scale_i mu_ijt)`` at the observed cells with ``ytil <= 0`` of the
+    used rows without visiting them: per component ``T_ik ~ Poisson(scale_i a_ik sum_j b_jk
+    sum_t c_tk)`` tokens, each placed at ``j`` with probability ``b_jk / sum_j b_jk`` and at
+    ``t`` with probability ``c_tk / sum_t c_tk`` (two alias tables) and dropped when its cell
+    is not one of those (``ytil > 0`` or excluded): Poisson thinning, as in the matrix
+    models' steps.
+
+    ``rows``: (use_row, noised counts (matrix), excluded indptr, excluded indices (sorted per
+    row), scale); ``tables``: the alias tables of B and of C ((column sums, probability,
+    alias) each); ``stats``: (n_a, n_b parts, n_c parts). Returns the tokens' (rows, columns).
+    """
+    use_row, Y, excluded_indptr, excluded_indices, scale = rows
+    A, B, C = factors
+    (b_sum, b_probability, b_alias), (c_sum, c_probability, c_alias) = tables
+    chain_seed, iteration, stop = seeds
+    n_a, n_b_parts, n_c_parts = stats
+    n_b = n_b_parts[chunk]
+    n_c = n_c_parts[chunk]
+    n_rows, n_components = A.shape
+    n_times = C.shape[0]
+    state = np.empty(4, dtype=np.uint64)
+    token_rows = np.empty(64, dtype=np.int64)
+    token_cols = np.empty(64, dtype=np.int64)
+    n_tokens = 0
+    for block in range(first, last):
+        if stop[0]:
+            break
+        seed_state(state, chain_seed, iteration, UNIT_POISSON + block)
+        for i in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            if not use_row[i]:
+                continue
+            start, end = excluded_indptr[i], excluded_indptr[i + 1]
+            for k in range(n_components):
+                tokens = sample_poisson(scale[i] * A[i, k] * b_sum[k] * c_sum[k], state)
+                if tokens == 0:
+                    continue
+                token_rows = grow(token_rows, n_tokens + tokens)
+                token_cols = grow(token_cols, n_tokens + tokens)
+                for _ in range(tokens):
+                    j = draw_alias(b_probability, b_alias, k, state)
+                    t = draw_alias(c_probability, c_alias, k, state)
+                    column = j * n_times + t
+                    if Y[i, column] > 0 or (end > start and in_sorted(excluded_indices, start, end, column)):
+                        continue
+                    n_a[i, k] += 1
+                    n_b[j, k] += 1
+                    n_c[t, k] += 1
+                    token_rows[n_tokens] = i
+                    token_cols[n_tokens] = column
+                    n_tokens += 1
+    return token_rows[:n_tokens], token_cols[:n_tokens]
+
+
+# ---------------------------------------------------------------------------
+# Variational inference (CAVI) kernels
+# ---------------------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
+    """Expected allocation of the (expected) counts of rows in blocks [first, last):
+    ``E[y_ijtk] = y G[a_ik] G[b_jk] G[c_tk] / W_ijt``, ``W_ijt = sum_k G[a_ik] G[b_jk] G[c_tk]``.
+
+    Kept factored: ``stats`` = (R (I, K), Q_b parts (chunks, J, K), Q_c parts
+    (chunks, T, K)) get ``R_i += (y / W) G[b_j] G[c_t]``, ``Q_b,j += (y / W) G[a_i] G[c_t]``,
+    ``Q_c,t += (y / W) G[a_i] G[b_j]``; then ``n_a = G[a] R``, ``n_b = G[b] Q_b``,
+    ``n_c = G[c] Q_c``. ``row_log[i] = sum y log W``.
+    """
+    indptr, indices, values = counts
+    geo_a, geo_b, geo_c = geo
+    row_sums, b_parts, c_parts = stats
+    b_part = b_parts[chunk]
+    c_part = c_parts[chunk]
+    n_rows, n_components = geo_a.shape
+    n_times = geo_c.shape[0]
+    row_sum = np.empty(n_components)
+    for i in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        row_sum[:] = 0.0
+        total = 0.0
+        for idx in range(indptr[i], indptr[i + 1]):
+            y = values[idx]
+            if not y > 0.0:
+                continue
+            j, t = divmod(indices[idx], n_times)
+            weight = 0.0
+            for k in range(n_components):
+                weight += geo_a[i, k] * geo_b[j, k] * geo_c[t, k]
+            if not weight > 0.0:  # every G underflowed: the cell has no rate to share
+                continue
+            scale = y / weight
+            for k in range(n_components):
+                row_sum[k] += scale * geo_b[j, k] * geo_c[t, k]
+                b_part[j, k] += scale * geo_a[i, k] * geo_c[t, k]
+                c_part[t, k] += scale * geo_a[i, k] * geo_b[j, k]
+            total += y * math.log(weight)
+        row_sums[i] = row_sum
+        row_log[i] = total
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def _vi_moments_chunk(chunk, first, last, a, b, c, out):
+    """Moments of ``mu_ijt = sum_k a_ik b_jk c_tk`` under mean-field q at every cell of the rows
+    in stream blocks [first, last): ``E[mu]``, ``V[mu]`` and ``sum_k G[a] G[b] G[c]``. Per
+    component ``V[abc] = V[a] E2[b] E2[c] + E[a]^2 V[b] E2[c] + E[a]^2 E[b]^2 V[c]`` (a
+    telescoped ``E2 E2 E2 - E^2 E^2 E^2``: no cancellation), summed over the independent
+    components.
+
+    ``a``, ``b``, ``c``: (E, V, G) of each factor; ``out``: (mean, variance, G sum) blocks of
+    matrix rows from ``origin`` on, origin, stop flag.
+    """
+    mean_a, var_a, geo_a = a
+    mean_b, var_b, geo_b = b
+    mean_c, var_c, geo_c = c
+    mean_out, var_out, weight_out, origin, stop = out
+    n_rows, n_components = mean_a.shape
+    n_second, n_times = mean_b.shape[0], mean_c.shape[0]
+    square_a = np.empty(n_components)
+    pair_mean = np.empty(n_components)
+    pair_var = np.empty(n_components)  # V[a] E2[b] + E[a]^2 V[b]
+    pair_square = np.empty(n_components)  # (E[a] E[b])^2
+    pair_geo = np.empty(n_components)
+    for i in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        r = i - origin
+        for k in range(n_components):
+            square_a[k] = mean_a[i, k] * mean_a[i, k]
+        for j in range(n_second):
+            for k in range(n_components):
+                second_b = var_b[j, k] + mean_b[j, k] * mean_b[j, k]
+                pair_mean[k] = mean_a[i, k] * mean_b[j, k]
+                pair_var[k] = var_a[i, k] * second_b + square_a[k] * var_b[j, k]
+                pair_square[k] = pair_mean[k] * pair_mean[k]
+                pair_geo[k] = geo_a[i, k] * geo_b[j, k]
+            for t in range(n_times):
+                mean = 0.0
+                variance = 0.0
+                weight = 0.0
+                for k in range(n_components):
+                    m_c = mean_c[t, k]
+                    v_c = var_c[t, k]
+                    mean += pair_mean[k] * m_c
+                    variance += pair_var[k] * (v_c + m_c * m_c) + pair_square[k] * v_c
+                    weight += pair_geo[k] * geo_c[t, k]
+                column = j * n_times + t
+                mean_out[r, column] = mean
+                var_out[r, column] = variance
+                weight_out[r, column] = weight
+
+
+@njit(nogil=True, cache=True)
+def _vi_rows_chunk(chunk, first, last, factor, counts, rates, prior, row_elbo):
+    """CAVI update of rows in blocks [first, last) of one factor's Gamma q:
+    ``shape_rk = a0 + n_rk``, ``rate_rk = b0 + full[k] - excluded[r, k]`` (the other modes'
+    expected factor sums over the observed cells); ``row_elbo[r]``: the row's prior + entropy
+    terms. ``factor``: (shape, rate, mean, var, geo, elog); ``rates``: (full, excluded, stop flag).
+    """
+    shape, rate = factor[0], factor[1]
+    full, excluded, stop = rates
+    a0, b0 = prior
+    n_rows, n_components = shape.shape
+    for r in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        for k in range(n_components):
+            shape[r, k] = a0 + counts[r, k]
+            rate[r, k] = b0 + max(full[k] - excluded[r, k], 0.0)
+        row_elbo[r] = refresh_row(factor, r, prior)
+
+
+# ---------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------
+
+
+def _other_sums(factors, mode):
+    """``prod over the other two modes of their factors' column sums`` (K,): a mode's rate sum
+    over every cell."""
+    sums = [column_sums(f) for m, f in enumerate(factors) if m != mode]
+    return sums[0] * sums[1]
+
+
+class TensorModel(Model):
+    """Bayesian Poisson CP factorization of a three-way count array (Schein et al. 2015).
+
+    ``mu_ijt = sum_k a_ik b_jk c_tk`` with ``a`` (I, K), ``b`` (J, K), ``c`` (T, K):
+    for an email tensor, senders, recipients and months. Factor dict keys ``a``, ``b``,
+    ``c``; the views read each component's profile over the last mode (``c``, e.g.
+    months) and its first-by-second-mode map ``a_k b_k^T`` (sender x recipient).
+    """
+
+    name = "tensor"
+    label = "tensor model (Poisson CP factorization)"
+    component_name = "component"
+    factor_names = ("a", "b", "c")
+    kinds = ("tensor",)
+    default_for = ("tensor",)
+    inferences = ("mcmc", "vi")
+    shows = ("profiles", "pair_maps")
+
+    # -- shapes and memory --------------------------------------------------------
+    def check_shape(self, shape):
+        if len(shape) != 3:
+            raise ValueError(
+                f"model='tensor' fits a three-way array (e.g. sender x recipient x month), got shape "
+                f"{tuple(shape)}; for a matrix use model='topics' or model='blocks'"
+                + ("; reshape a higher-order array by merging modes" if len(shape) > 3 else "")
+            )
+
+    def factor_bytes(self, shape):
+        return 8 * self.n_components * sum(int(n) for n in shape)
+
+    def state_bytes(self, shape):
+        n_rows, n_second, n_times = (int(n) for n in shape)
+        # factors, n_a, per-chunk parts of n_b and n_c (up to 8 chunks), and the update's rate arrays
+        return 8 * self.n_components * (3 * (n_rows + n_second + n_times) + 8 * (n_second + n_times))
+
+    # -- state ----------------------------------------------------------------------
+    def init_state(self, shape, mean_count, rng):
+        K = self.n_components
+        level = (max(mean_count, 1e-2) / K) ** (1.0 / 3.0)
+        # gamma(1) draws whose products match the mean count: early sweeps allocate sensibly
+        return tuple(rng.gamma(1.0, level, (int(n), K)) for n in shape)
+
+    def factors(self, state):
+        return {name: factor.copy() for name, factor in zip(self.factor_names, state, strict=True)}
+
+    def set_factors(self, state, factors):
+        for name, factor in zip(self.factor_names, state, strict=True):
+            factor[...] = factors[name]
+
+    # -- rates -------------------------------------------------------------------------
+    def low_rank(self, factors):
+        a, b, c = (np.asarray(factors[name]) for name in self.factor_names)
+        return a, (b[:, None, :] * c[None, :, :]).reshape(-1, a.shape[1])  # Khatri-Rao: column j * T + t
+
+    def rates(self, factors):
+        a, b, c = (np.asarray(factors[name], dtype=np.float64) for name in self.factor_names)
+        return np.matmul(a[:, None, :] * b[None, :, :], c.T)
+
+    def rate_rows(self, state, rows):
+        A, B, C = state
+        # one matrix product with the Khatri-Rao columns (J T x K), as the topic model's theta @ phi
+        return A[rows] @ (B[:, None, :] * C[None, :, :]).reshape(-1, A.shape[1]).T
+
+    def profiles(self, factors):
+        return np.asarray(factors["c"])
+
+    def pair_maps(self, factors, component):
+        return np.outer(factors["a"][:, component], factors["b"][:, component])
+
+    # -- kernels ------------------------------------------------------------------------
+    def new_stats(self, state, work):
+        A, B, C = state
+        K, n_chunks = self.n_components, len(work.bounds)
+        return (
+            np.zeros((A.shape[0], K), dtype=np.int64),
+            np.zeros((n_chunks, B.shape[0], K), dtype=np.int64),
+            np.zeros((n_chunks, C.shape[0], K), dtype=np.int64),
+        )
+
+    def allocate(self, state, counts, stats, work, iteration):
+        run_chunks(
+            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
+        )
+
+    def poisson_allocate(self, state, rows, stats, work, iteration):
+        tables = (column_alias_tables(state[1]), column_alias_tables(state[2]))
+        tokens = run_chunks(
+            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
+        )
+        return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
+
+    def _mode_bounds(self, state, mode, work):
+        """The chunks of a mode's rows: the chain's row chunks for the first mode."""
+        if mode == MODE_A:
+            return work.bounds
+        n_cells = state[0].shape[0] * state[1].shape[0] * state[2].shape[0]
+        return chunk_bounds(state[mode].shape[0], n_cells, work.parallel)
+
+    def update(self, state, stats, work, iteration):
+        n_a, n_b_parts, n_c_parts = stats
+        counts = (n_a, n_b_parts.sum(axis=0), n_c_parts.sum(axis=0))
+        prior = (self.a0, self.b0)
+        for mode, unit in ((MODE_A, UNIT_A), (MODE_B, UNIT_B), (MODE_C, UNIT_C)):
+            excluded = np.empty_like(state[mode])
+            _excluded_products(mode, state, *work.missing_by_row, excluded)
+            run_chunks(
+                _gamma_rows_chunk,
+                self._mode_bounds(state, mode, work),
+                work.stop,
+                state[mode],
+                counts[mode],
+                (_other_sums(state, mode), excluded),
+                prior,
+                (work.chain_seed, iteration, unit, work.stop),
+            )
+
+    def log_prior(self, state):
+        return sum(gamma_log_prior(factor, self.a0, self.b0) for factor in state)
+
+    def _observed_rate(self, factors, work):
+        """Sum of the rates over the observed cells."""
+        scratch = np.empty_like(factors[0])
+        excluded_rate = _excluded_products(MODE_A, factors, *work.missing_by_row, scratch)
+        full = float(column_sums(factors[0]) @ _other_sums(factors, MODE_A))
+        return full - excluded_rate
+
+    def count_loglik(self, state, counts, work):
+        row_log = np.zeros(state[0].shape[0])
+        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
+        return ordered_sum(row_log) - self._observed_rate(state, work)
+
+    # -- variational inference (CAVI, lpviz.vi) --------------------------------------
+    # q is (a, b, c): three GammaFactor.
+    def vi_init(self, shape, mean_count, rng):
+        prior = (self.a0, self.b0)
+        return tuple(GammaFactor.around(f, VI_INIT_SHAPE, prior) for f in self.init_state(shape, mean_count, rng))
+
+    def vi_factors(self, q):
+        return {name: factor.mean.copy() for name, factor in zip(self.factor_names, q, strict=True)}
+
+    def vi_moments(self, q, start, stop, bounds, work):
+        a, b, c = q
+        shape = (stop - start, b.n_rows * c.n_rows)
+        mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
+        run_chunks(
+            _vi_moments_chunk,
+            bounds,
+            work.stop,
+            (a.mean, a.var, a.geo),
+            (b.mean, b.var, b.geo),
+            (c.mean, c.var, c.geo),
+            (mean_mu, var_mu, weight_mu, start, work.stop),
+        )
+        return mean_mu, var_mu, weight_mu
+
+    def vi_rates(self, q, start, stop, weights):
+        a, b, c = (weights_of(factor, weights) for factor in q)
+        return a[start:stop] @ (b[:, None, :] * c[None, :, :]).reshape(-1, a.shape[1]).T
+
+    def vi_new_stats(self, q, work):
+        a, b, c = q
+        K, n_chunks = self.n_components, len(work.bounds)
+        sums = (np.zeros((a.n_rows, K)), np.zeros((n_chunks, b.n_rows, K)), np.zeros((n_chunks, c.n_rows, K)))
+        return {"sums": sums, "weights": "geometric"}
+
+    def vi_allocate(self, q, counts, stats, work, weights="geometric"):
+        stats["weights"] = weights
+        row_log = np.zeros(q[0].n_rows)
+        factors = tuple(weights_of(factor, weights) for factor in q)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
+        return row_log
+
+    def vi_update(self, q, stats, work):
+        row_sums, b_parts, c_parts = stats["sums"]
+        a_w, b_w, c_w = (weights_of(factor, stats["weights"]) for factor in q)
+        expected = (a_w * row_sums, b_w * b_parts.sum(axis=0), c_w * c_parts.sum(axis=0))
+        gap = 0.0
+        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
+            gap = sum(allocation_gap(factor, n) for factor, n in zip(q, expected, strict=True))
+        old_elog = tuple(factor.elog.copy() for factor in q)
+        prior = (self.a0, self.b0)
+        means = tuple(factor.mean for factor in q)  # updated in place, mode by mode
+        elbo = 0.0
+        for mode in (MODE_A, MODE_B, MODE_C):
+            excluded = np.empty_like(means[mode])
+            _excluded_products(mode, means, *work.missing_by_row, excluded)
+            row_elbo = np.zeros(q[mode].n_rows)
+            run_chunks(
+                _vi_rows_chunk,
+                self._mode_bounds(means, mode, work),
+                work.stop,
+                q[mode].arrays(),
+                expected[mode],
+                (_other_sums(means, mode), excluded, work.stop),
+                prior,
+                row_elbo,
+            )
+            elbo += ordered_sum(row_elbo)
+        # the allocation q stays as allocated: its log-rate terms move with each E[log factor]
+        moved = sum(
+            float(np.sum(n * (factor.elog - old))) for n, factor, old in zip(expected, q, old_elog, strict=True)
+        )
+        return moved - gap - self._observed_rate(means, work) + elbo
