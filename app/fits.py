@@ -100,7 +100,7 @@ class Fits(param.Parameterized):
 
     def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, place=None, **params):
         """``place``: where the workers run (default :func:`app.runner.default_place`: threads of
-        this process, or the Dask cluster of ``python -m app.serve --chains-on-cluster``)."""
+        this process)."""
         from lpviz.methods import METHODS
 
         super().__init__(data=data if data is not None else DataStore(), **params)
@@ -314,7 +314,7 @@ class Fits(param.Parameterized):
                 buffers = []
                 for name, frames in self._unsent.items():
                     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-                    self.runners[name].apply(frame, {}, trigger=False)
+                    self.runners[name].apply(frame, {}, trigger=False, settle=False)  # the result first
                     buffers.append(self.runners[name].buffer)
                     streamed += len(frame)
                 self._unsent = {}

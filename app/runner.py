@@ -15,7 +15,6 @@ once per process.
 
 import collections
 import math
-import os
 import queue
 import threading
 import time
@@ -105,6 +104,7 @@ class Control:
         self.stop_event = threading.Event()
         self.chain_run = None
         self.wakers = []  # callables that wake whatever this worker waits in
+        self.pauses = 0  # how many times the event loop asked to pause: a "paused" names the one it answers
         self._lock = threading.Lock()
 
     def attach(self, chain_run):
@@ -123,6 +123,7 @@ class Control:
         self._wake()
 
     def pause(self):
+        self.pauses += 1
         self.run_event.clear()
         self._wake()
 
@@ -201,7 +202,7 @@ class Turnstile:
         return self._inside
 
 
-_TURNSTILE = []
+_TURNSTILE: list[Turnstile] = []
 _TURNSTILE_LOCK = threading.Lock()
 
 
@@ -357,8 +358,8 @@ class ChainRunner(param.Parameterized):
     def poll(self):
         """Settle what the worker's leaving decides: a "starting" run launches, a "stopping"
         one reads stopped (or idle), a finished one done (or error). Returns whether it changed."""
-        if self._worker is None or self._worker.is_alive():
-            return False
+        if self._worker is None or self._worker.is_alive() or not self._queue.empty():
+            return False  # settled once its last messages (rows, snapshot, "done") are collected
         self._worker.join()
         self._worker = None
         if self._ended is not None and self.status in ("running", "pausing", "paused"):
@@ -471,7 +472,8 @@ class ChainRunner(param.Parameterized):
             elif kind == "result":
                 result = payload
             elif kind == "paused":
-                if self.status == "pausing":
+                # only the answer to the latest pause: an older one (pause, resume, pause) is stale
+                if self.status == "pausing" and payload == self._control.pauses:
                     updates.update(status="paused", iterations_per_second=0.0)
             elif kind == "done":
                 self._ended = ("done", {})
@@ -493,9 +495,10 @@ class ChainRunner(param.Parameterized):
         frame = pd.DataFrame(rows, columns=list(TRACE_COLUMNS)) if rows else None
         return frame, updates
 
-    def apply(self, frame, updates, trigger=True):
+    def apply(self, frame, updates, trigger=True, settle=True):
         """Append ``frame`` to the buffer (redrawing its plots unless ``trigger=False``), set
-        ``updates``, then :meth:`poll` (a worker that has left settles the status)."""
+        ``updates``, then (unless ``settle=False``: the caller applies the updates later)
+        :meth:`poll` (a worker that has left settles the status, after its last result is set)."""
         if frame is not None:
             if trigger:
                 self.buffer.send(frame)
@@ -503,7 +506,8 @@ class ChainRunner(param.Parameterized):
                 self.buffer.update(data=frame)
         if updates:
             self.param.update(**updates)
-        self.poll()
+        if settle:
+            self.poll()
 
     def drain(self):
         """Move what the worker produced into the buffer and the parameters; returns rows streamed."""
@@ -528,21 +532,9 @@ class ChainRunner(param.Parameterized):
         )
 
 
-CHAINS_ENV = "LPVIZ_CHAINS"
-
-
 def default_place():
-    """Where a session's workers run: on the Dask cluster at ``$LPVIZ_SCHEDULER`` when
-    ``$LPVIZ_CHAINS`` is "cluster" (``python -m app.serve --scheduler ADDRESS --chains-on-cluster``),
-    else in threads of this process."""
-    where = os.environ.get(CHAINS_ENV, "local").strip().lower() or "local"
-    if where == "local":
-        return LocalPlace()
-    if where == "cluster":
-        from app.cluster import ClusterPlace
-
-        return ClusterPlace.shared()
-    raise ValueError(f"{CHAINS_ENV}={where!r}: use 'local' (threads of the server) or 'cluster' (Dask workers)")
+    """Where a session's workers run: threads of this process (:class:`LocalPlace`)."""
+    return LocalPlace()
 
 
 class LocalPlace:
@@ -631,9 +623,12 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 give_turn()
                 flush()
                 snapshot()
-                post("paused")
                 pace.leave(token)  # a paused chain holds nobody back
+                answered = None
                 while not control.run_event.is_set():
+                    if answered != control.pauses:  # each pause answered (pause, resume, pause while waiting)
+                        answered = control.pauses
+                        post("paused", answered)
                     control.run_event.wait(WAKE_SECONDS)
                 pace.join(token)
                 continue

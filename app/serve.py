@@ -22,9 +22,7 @@
   (:meth:`app.fits.Fits.drain`) and its threads, chains and data are
   released when it is discarded (:meth:`app.fits.Fits.close`).
 - Chains: in the server's threads, sharing its cores fairly between sessions
-  (:class:`app.runner.Turnstile`), or with ``--chains-on-cluster`` on the
-  workers of the Dask cluster at ``--scheduler`` (``LPVIZ_CHAINS=cluster``),
-  streaming their states back, so a class scales by adding workers.
+  (:class:`app.runner.Turnstile`).
 - ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
   callback due every 100 ms (JSON lines), with its sessions and threads every
   second (:func:`watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
@@ -101,11 +99,6 @@ def parse_args(argv=None):
         "cluster of worker processes, started at the first sweep)",
     )
     parser.add_argument(
-        "--chains-on-cluster",
-        action="store_true",
-        help="run the sessions' chains on the Dask cluster at --scheduler (default: in this process)",
-    )
-    parser.add_argument(
         "--unused-session-lifetime",
         type=int,
         default=15_000,
@@ -123,8 +116,6 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.sessions is not None and args.sessions < 1:
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
-    if args.chains_on_cluster and not args.scheduler:
-        parser.error("--chains-on-cluster needs --scheduler ADDRESS (the Dask cluster the chains run on)")
     if args.unused_session_lifetime < 1:
         parser.error(f"--unused-session-lifetime must be >= 1 ms, got {args.unused_session_lifetime}")
     if args.address not in LOCAL and not args.allow_websocket_origin:
@@ -145,8 +136,6 @@ def main(argv=None):
         os.environ["LPVIZ_ALLOW_DOWNLOADS"] = "1"
     if args.scheduler:
         os.environ["LPVIZ_SCHEDULER"] = args.scheduler
-    if args.chains_on_cluster:
-        os.environ["LPVIZ_CHAINS"] = "cluster"
     check = args.check_unused_sessions or min(17_000, args.unused_session_lifetime)
     from panel.command import main as panel
 
@@ -177,7 +166,7 @@ def main(argv=None):
 LOOP_LOG_ENV = "LPVIZ_LOOP_LOG"
 LOOP_PERIOD_SECONDS = 0.1
 _watching = threading.Lock()
-_watched = []
+_watched: list[str] = []
 
 
 def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
