@@ -14,6 +14,7 @@ there gets a runner, a trace and a row in every table without a change here.
 
 import threading
 import time
+import weakref
 from contextlib import ExitStack
 
 import holoviews as hv
@@ -75,6 +76,25 @@ DRAIN_PERIOD_MS = 200
 SOON_POLL_MS, SOON_POLLS = 20, 250
 # A session whose page has had no connection this long is gone (a closed tab): its chains stop.
 LOST_CONNECTION_SECONDS = 0.4
+# The event loop serves every session of the process: the redraws of running sessions (trace plots,
+# views recomputed from snapshots) may take at most this share of it together. A redraw that cost
+# c seconds waits at least (running sessions) * c / share before the next, so a class of N sessions
+# slows its redraws instead of starving the loop (clicks, pages opening) and each other.
+REDRAW_LOOP_SHARE = 0.5
+_SESSIONS: "weakref.WeakSet[Fits]" = weakref.WeakSet()  # every Fits of this process (a closed one drops out)
+
+
+def running_sessions():
+    """How many sessions of this process have chains that move (at least 1)."""
+    return max(1, sum(1 for fits in list(_SESSIONS) if not fits.closed and fits.moving))
+
+
+def stretch(throttle, cost):
+    """After a redraw that cost ``cost`` seconds, keep ``throttle`` closed for this session's fair
+    share of the loop (see :data:`REDRAW_LOOP_SHARE`), if that is longer than its own period."""
+    period = running_sessions() * cost / REDRAW_LOOP_SHARE
+    if period > throttle.seconds:
+        throttle.defer(period)
 
 
 class Fits(param.Parameterized):
@@ -113,6 +133,7 @@ class Fits(param.Parameterized):
         self._connected, self._lost_at = False, None
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         self._redraw = Throttle(TRACE_SECONDS)
+        _SESSIONS.add(self)
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
@@ -283,8 +304,13 @@ class Fits(param.Parameterized):
         returns trace rows streamed. A session whose page is gone stops its chains instead."""
         connection = self.connection()
         if connection == "lost":
-            self.halt()
-            self._poll()
+            # nobody watches: the statuses change without redrawing any view (a page's views
+            # recomputed for nobody would take the loop from the sessions still open)
+            with ExitStack() as quiet:
+                for runner in self.runners.values():
+                    quiet.enter_context(param.parameterized.discard_events(runner))
+                self.halt()
+                self._poll()
             if not any(runner.is_alive for runner in self.runners.values()):
                 self._draining.stop()
             return 0
@@ -307,7 +333,9 @@ class Fits(param.Parameterized):
         streamed = 0
         # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
         with self._batched():
+            redraw_cost = None
             if self._unsent and (still or self._redraw.due()):
+                redraw_started = time.perf_counter()
                 # every buffer first, then one trigger for all of them, so a plot over several
                 # (an overlay of every method's trace) redraws once; at most every TRACE_SECONDS
                 # while running (a redraw costs the event loop), at once when a run stops moving
@@ -319,9 +347,12 @@ class Fits(param.Parameterized):
                     streamed += len(frame)
                 self._unsent = {}
                 hv.streams.Stream.trigger(buffers)
+                redraw_cost = time.perf_counter() - redraw_started
             # statuses after the rows: a page that reads "paused" has every row before it
             for runner, _, updates in collected:
                 runner.apply(None, updates)
+        if redraw_cost is not None and not still:
+            stretch(self._redraw, redraw_cost)
         return streamed
 
     def _poll(self):
@@ -410,7 +441,10 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
                 return
             if not throttle.due():
                 return
+        started = time.perf_counter()
         callback(runner)
+        if not statuses:  # a redraw while running: the next waits for this session's share of the loop
+            stretch(throttle, time.perf_counter() - started)
 
     return [(runner, runner.param.watch(on_change, ["result", "status"])) for runner in fits.runners.values()]
 

@@ -27,6 +27,7 @@ threads and memory are read, so a leak shows as growth from round to round.
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -405,12 +406,17 @@ class Student:
     async def close(self, timeout=10.0):
         """Close the tab: the close handshake completes (the server sees the connection gone at
         once, as with a browser), not a socket left for the garbage collector."""
+        protocol = getattr(self.socket, "protocol", None)
         if self.socket is not None:
             self.socket.close()
         if self._reader is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._reader, timeout)  # read_message() gives None once closed
             self._reader.cancel()
+        if protocol is not None and not protocol.stream.closed():
+            # a server too busy to answer the close in time: drop the connection as a closed tab
+            # does (tornado's own abort timer would die with this event loop, leaving it open)
+            protocol.stream.close()
         self.progress.closed = time.monotonic()
 
 
@@ -563,6 +569,10 @@ def play_round(server, n, plan, client):
         rss_running=rss_running,
         threads_running=threads_running,
         python_threads_running=server.python_threads(),
+        # what the pages said last, over every student's methods (an "error" would explain a short class)
+        last_statuses=dict(
+            collections.Counter(status for p in progresses for status in (p.samples[-1][2] if p.samples else ()))
+        ),
     )
     return figures
 
@@ -667,9 +677,11 @@ def report_round(n, round_index, figures, baseline):
         f"client {figures['client_cpu']:.1f}; running: RSS {figures['rss_running']:.0f} MB, "
         f"{figures['threads_running']} threads; released: RSS {figures['rss_released']:.0f} MB "
         f"({figures['rss_released'] - baseline[0]:+.0f} on the baseline), {figures['threads_released']} threads "
-        f"(baseline {baseline[1]}) {figures['python_threads_released']}",
+        f"(baseline {baseline[1]}) {figures['python_threads_released']}, "
+        f"{figures['sessions_released']} sessions held",
         flush=True,
     )
+    print(f"   the pages' last progress lines: {figures['last_statuses']}", flush=True)
     if figures["failed"]:
         print("   failed:", "; ".join(figures["failed"]), flush=True)
 
@@ -702,6 +714,7 @@ def main(argv=None):
                 rss, threads = wait_for_release(server, baseline[1], timeout=90)
                 figures.update(rss_released=rss, threads_released=threads, baseline=baseline)
                 figures["python_threads_released"] = server.python_threads()
+                figures["sessions_released"] = server.sessions()
                 report_round(n, round_index, figures, baseline)
                 results.append(dict(n=n, round=round_index, client=args.client, **figures))
         finally:
