@@ -174,3 +174,37 @@ def test_fifty_rounds_of_start_stop_reset_20_ms_apart_then_start_runs():
         assert all(not workers_of(runner) for runner in fits.runners.values())
     finally:
         close_and_check_released(fits)
+
+
+def test_redraws_of_a_class_wait_for_their_share_of_the_event_loop():
+    """A redraw that cost c seconds waits (running sessions) * c / REDRAW_LOOP_SHARE before the next:
+    sessions that run slow their redraws; idle ones do not count."""
+    from app.fits import _SESSIONS, REDRAW_LOOP_SHARE, running_sessions, stretch
+    from app.throttle import Throttle
+
+    sessions = [make_fits() for _ in range(3)]
+    try:
+        before = sum(1 for fits in list(_SESSIONS) if not fits.closed and fits.moving)  # other tests' leftovers
+        for fits in sessions[:2]:
+            fits.start()
+        assert running_sessions() == before + 2
+        clock = [100.0]
+        throttle = Throttle(1.0, clock=lambda: clock[0])
+        assert throttle.due()
+        stretch(throttle, cost=0.4)  # 0.4 s of loop time, (before + 2) sessions running
+        wait = running_sessions() * 0.4 / REDRAW_LOOP_SHARE
+        clock[0] += wait - 0.01
+        assert not throttle.due()
+        clock[0] += 0.02
+        assert throttle.due()
+        cheap = Throttle(1.0, clock=lambda: clock[0])
+        assert cheap.due()
+        stretch(cheap, cost=0.001)  # a cheap redraw keeps its own period
+        clock[0] += 1.0
+        assert cheap.due()
+        for fits in sessions[:2]:
+            fits.close()
+        assert running_sessions() == max(1, before)
+    finally:
+        for fits in sessions:
+            fits.close()
