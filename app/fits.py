@@ -306,9 +306,7 @@ class Fits(param.Parameterized):
         if connection == "lost":
             # nobody watches: the statuses change without redrawing any view (a page's views
             # recomputed for nobody would take the loop from the sessions still open)
-            with ExitStack() as quiet:
-                for runner in self.runners.values():
-                    quiet.enter_context(param.parameterized.discard_events(runner))
+            with self._quietly():
                 self.halt()
                 self._poll()
             if not any(runner.is_alive for runner in self.runners.values()):
@@ -390,6 +388,13 @@ class Fits(param.Parameterized):
 
         callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
 
+    def _quietly(self):
+        """The runners' parameters change without events: no view redraws for a page that has gone."""
+        stack = ExitStack()
+        for runner in self.runners.values():
+            stack.enter_context(param.parameterized.discard_events(runner))
+        return stack
+
     def halt(self):
         """Stop every worker (the page has gone); the statuses read stopped once they have left."""
         for runner in self.runners.values():
@@ -401,7 +406,8 @@ class Fits(param.Parameterized):
         Safe to call twice, and from a notebook."""
         if self.closed:
             return
-        self.halt()
+        with self._quietly():
+            self.halt()
         self._draining.stop()
         deadline = time.monotonic() + CLOSE_JOIN_SECONDS
         for runner in self.runners.values():

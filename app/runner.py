@@ -442,8 +442,11 @@ class ChainRunner(param.Parameterized):
         return True
 
     def release(self):
-        """Drop the run, its data and its outputs (the session has ended; the worker has left)."""
-        self._forget()
+        """Drop the run, its data and its outputs (the session has ended; the worker has left).
+        Nothing is redrawn: the buffer's plots are let go first, and no watcher hears of it."""
+        hv.streams.Stream.clear(self.buffer)  # the subscribers (the closed page's plots), not the data
+        with param.parameterized.discard_events(self):
+            self._forget()
         self.problem = None
         self._worker = None if self._worker is not None and not self._worker.is_alive() else self._worker
         self._queue = queue.SimpleQueue()

@@ -22,7 +22,15 @@
   (:meth:`app.fits.Fits.drain`) and its threads, chains and data are
   released when it is discarded (:meth:`app.fits.Fits.close`).
 - Chains: in the server's threads, sharing its cores fairly between sessions
-  (:class:`app.runner.Turnstile`).
+  (:class:`app.runner.Turnstile`); the redraws of running sessions share the
+  event loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
+- A class (``benchmarks/bench_class.py``; 2 cores shared with other work):
+  the chains of 4-12 students progress fairly, but the event loop is the
+  limit: building one session's page costs seconds of it (Panel and
+  HoloViews), so when a whole class opens at once the pages arrive one after
+  another (40-100 s for the last of 4-12 on the loaded machine) and the loop
+  lags by seconds while views redraw. Have a class open the page in groups
+  of two or three.
 - ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
   callback due every 100 ms (JSON lines), with its sessions and threads every
   second (:func:`watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
