@@ -28,6 +28,7 @@ from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
@@ -51,6 +52,8 @@ pn.config.exception_handler = show_refusal
 
 
 def create_app():
+    context = getattr(pn.state.curdoc, "session_context", None)
+    watch_event_loop(getattr(context, "server_context", None))  # with $LPVIZ_LOOP_LOG only
     fits = default_session()
     data = fits.data
     views = {

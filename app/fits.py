@@ -14,6 +14,7 @@ there gets a runner, a trace and a row in every table without a change here.
 
 import threading
 import time
+import weakref
 from contextlib import ExitStack
 
 import holoviews as hv
@@ -26,6 +27,7 @@ from app.recompute import recompute_once as _recompute_once
 from app.runner import (
     BUFFER_LENGTH,
     LOCKSTEP_SLACK,
+    MOVING_STATUSES,
     RATE_WINDOW_SECONDS,
     SCORED_CELLS_PER_ITERATION,
     STATUSES,
@@ -35,6 +37,7 @@ from app.runner import (
     Control,
     Lockstep,
     Problem,
+    default_place,
     empty_trace,
     warm_up_kernels,
 )
@@ -44,6 +47,7 @@ from app.throttle import TRACE_SECONDS, Periodic, Throttle
 __all__ = [
     "BUFFER_LENGTH",
     "LOCKSTEP_SLACK",
+    "MOVING_STATUSES",
     "RATE_WINDOW_SECONDS",
     "SCORED_CELLS_PER_ITERATION",
     "SCORE_KEYS",
@@ -62,13 +66,35 @@ __all__ = [
     "warm_up_kernels",
 ]
 
-STILL_STATUSES = ("paused", "stopped", "done", "error")
+STILL_STATUSES = ("paused", "stopped", "done", "error", "idle")
+# A session's teardown waits at most this long for each worker to leave (a stop reaches the
+# kernels within milliseconds; a worker still building its chain leaves once it is built).
+CLOSE_JOIN_SECONDS = 5.0
 DRAIN_PERIOD_MS = 200
 # Right after Start, Pause or Stop: drain this often until the first rows or the
 # acknowledgements are out (for at most this many polls), not at the next periodic drain.
 SOON_POLL_MS, SOON_POLLS = 20, 250
 # A session whose page has had no connection this long is gone (a closed tab): its chains stop.
 LOST_CONNECTION_SECONDS = 0.4
+# The event loop serves every session of the process: the redraws of running sessions (trace plots,
+# views recomputed from snapshots) may take at most this share of it together. A redraw that cost
+# c seconds waits at least (running sessions) * c / share before the next, so a class of N sessions
+# slows its redraws instead of starving the loop (clicks, pages opening) and each other.
+REDRAW_LOOP_SHARE = 0.5
+_SESSIONS: "weakref.WeakSet[Fits]" = weakref.WeakSet()  # every Fits of this process (a closed one drops out)
+
+
+def running_sessions():
+    """How many sessions of this process have chains that move (at least 1)."""
+    return max(1, sum(1 for fits in list(_SESSIONS) if not fits.closed and fits.moving))
+
+
+def stretch(throttle, cost):
+    """After a redraw that cost ``cost`` seconds, keep ``throttle`` closed for this session's fair
+    share of the loop (see :data:`REDRAW_LOOP_SHARE`), if that is longer than its own period."""
+    period = running_sessions() * cost / REDRAW_LOOP_SHARE
+    if period > throttle.seconds:
+        throttle.defer(period)
 
 
 class Fits(param.Parameterized):
@@ -76,25 +102,38 @@ class Fits(param.Parameterized):
 
     Follows its :class:`~app.datastore.DataStore`: new data or noise reset
     the runners onto the new release; fit settings reach them at once.
-    Start/Pause/Resume/Stop/Reset act on the methods chosen in the settings.
-    :meth:`drain` (every 200 ms on the session's event loop while something
-    runs; every 20 ms right after Start, Pause and Stop) hands the workers'
-    output to the buffers and parameters.
+    Start/Pause/Resume/Stop/Reset act on the methods chosen in the settings:
+    each is a transition of the runners' state machines (see
+    :class:`~app.runner.ChainRunner`), which alone own the worker threads, so
+    any sequence of clicks at any rate leaves at most one worker per method and
+    a status that says what the worker does. :meth:`drain` (every 200 ms on the
+    session's event loop while something moves; every 20 ms right after Start,
+    Pause and Stop) hands the workers' output to the buffers and parameters and
+    settles the transitions. Without a document (a script, a test) nothing is
+    scheduled: the caller drains. :meth:`close` (the session's end) stops and
+    joins the workers and lets go of the chains and data.
     """
 
     data = param.ClassSelector(class_=DataStore, constant=True)
     busy = param.Boolean(default=False, doc="a chain runs or data are being built (the header spinner)")
+    closed = param.Boolean(default=False, doc="the session has ended: its workers have left, its data are gone")
 
-    def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, **params):
+    def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, place=None, **params):
+        """``place``: where the workers run (default :func:`app.runner.default_place`: threads of
+        this process)."""
         from lpviz.methods import METHODS
 
         super().__init__(data=data if data is not None else DataStore(), **params)
         pace = Lockstep() if lockstep else None
-        self.runners = {name: ChainRunner(name, buffer_length=buffer_length, pace=pace) for name in METHODS}
+        place = place if place is not None else default_place()
+        self.runners = {
+            name: ChainRunner(name, buffer_length=buffer_length, pace=pace, place=place) for name in METHODS
+        }
         self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._connected, self._lost_at = False, None
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         self._redraw = Throttle(TRACE_SECONDS)
+        _SESSIONS.add(self)
         settings = self.settings
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
@@ -140,6 +179,8 @@ class Fits(param.Parameterized):
 
     def configure(self):
         """Point every runner at the current release (stopping and clearing what ran before)."""
+        if self.closed:
+            return
         self._unsent = {}
         problem = self.problem()
         for runner in self.runners.values():
@@ -155,6 +196,8 @@ class Fits(param.Parameterized):
     def start(self, *_):
         """Start (or resume) the chosen methods' chains (refused if they would not fit this
         session's share of the server's memory)."""
+        if self.closed:
+            return
         problem = self.problem()
         if problem is not None:
             settings = self.settings
@@ -162,7 +205,7 @@ class Fits(param.Parameterized):
         with self._batched():
             for runner in self.active.values():
                 runner.start()
-        self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.running)
+        self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.moving)
 
     def pause(self, *_):
         for runner in self.active.values():
@@ -199,18 +242,31 @@ class Fits(param.Parameterized):
     def stop(self, *_):
         for runner in self.runners.values():
             runner.stop()
-        self._drain_soon(lambda: not any(r.is_alive for r in self.runners.values()))
+        self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):
         self._unsent = {}
         for runner in self.runners.values():
             runner.reset()
-            if runner.unavailable_reason:
-                runner.param.update(status="unavailable", error=runner.unavailable_reason)
+        self._drain_soon(lambda: not self.moving)
 
     @property
     def running(self):
-        return any(r.status in ("running", "pausing") for r in self.runners.values())
+        """A chain runs or is about to (starting, running, pausing)."""
+        return any(r.status in ("starting", "running", "pausing") for r in self.runners.values())
+
+    @property
+    def moving(self):
+        """A runner is between states the event loop must settle (a worker at work or leaving)."""
+        return any(r.status in MOVING_STATUSES for r in self.runners.values())
+
+    @property
+    def state(self):
+        """The session's state in one word: the furthest along of its runners' statuses
+        (starting, running, pausing, stopping, paused, then done, stopped, error, idle)."""
+        statuses = {runner.status for runner in self.runners.values()}
+        order = ("starting", "running", "pausing", "stopping", "paused", "done", "stopped", "error", "idle")
+        return next((status for status in order if status in statuses), "idle")
 
     def would_discard(self):
         """What a new data set, release or model would throw away: '' or e.g. 'the running fits (...)'."""
@@ -218,7 +274,7 @@ class Fits(param.Parameterized):
         return f"the running fits ({', '.join(live)})" if live else ""
 
     def _update_busy(self, *_):
-        busy = self.running or self.data.loading
+        busy = self.moving or self.data.loading
         if busy != self.busy:
             self.busy = busy
         if busy:
@@ -244,16 +300,24 @@ class Fits(param.Parameterized):
         return "lost" if now - self._lost_at >= LOST_CONNECTION_SECONDS else "absent"
 
     def drain(self):
-        """Deliver finished data builds and chain output; returns trace rows streamed.
-        A session whose page is gone stops its chains instead."""
+        """Deliver finished data builds and chain output, and settle the runners' transitions;
+        returns trace rows streamed. A session whose page is gone stops its chains instead."""
         connection = self.connection()
         if connection == "lost":
-            self.close()
+            # nobody watches: the statuses change without redrawing any view (a page's views
+            # recomputed for nobody would take the loop from the sessions still open)
+            with self._quietly():
+                self.halt()
+                self._poll()
+            if not any(runner.is_alive for runner in self.runners.values()):
+                self._draining.stop()
             return 0
         if connection == "absent":
+            self._poll()
             return 0  # nobody is watching: no redraws, until the page is back or gone
         self.data.poll()
         if not any(runner.has_output for runner in self.runners.values()):
+            self._poll()
             if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
                 self._draining.stop()  # nothing runs: no periodic work (and no busy flicker) until Start
             return 0
@@ -261,26 +325,40 @@ class Fits(param.Parameterized):
         for runner, frame, _ in collected:
             if frame is not None:
                 self._unsent.setdefault(runner.method, []).append(frame)
-        still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected)
+        still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected) or any(
+            not runner.is_alive and runner.status in MOVING_STATUSES for runner in self.runners.values()
+        )
         streamed = 0
         # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
         with self._batched():
+            redraw_cost = None
             if self._unsent and (still or self._redraw.due()):
+                redraw_started = time.perf_counter()
                 # every buffer first, then one trigger for all of them, so a plot over several
                 # (an overlay of every method's trace) redraws once; at most every TRACE_SECONDS
                 # while running (a redraw costs the event loop), at once when a run stops moving
                 buffers = []
                 for name, frames in self._unsent.items():
                     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-                    self.runners[name].apply(frame, {}, trigger=False)
+                    self.runners[name].apply(frame, {}, trigger=False, settle=False)  # the result first
                     buffers.append(self.runners[name].buffer)
                     streamed += len(frame)
                 self._unsent = {}
                 hv.streams.Stream.trigger(buffers)
+                redraw_cost = time.perf_counter() - redraw_started
             # statuses after the rows: a page that reads "paused" has every row before it
             for runner, _, updates in collected:
                 runner.apply(None, updates)
+        if redraw_cost is not None and not still:
+            stretch(self._redraw, redraw_cost)
         return streamed
+
+    def _poll(self):
+        """Settle the transitions of runners whose workers have left (one redraw for all)."""
+        if any(runner._worker is not None and not runner.is_alive for runner in self.runners.values()):
+            with self._batched():
+                for runner in self.runners.values():
+                    runner.poll()
 
     @staticmethod
     def _batched(hold=True, freeze=True):
@@ -310,12 +388,34 @@ class Fits(param.Parameterized):
 
         callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
 
-    def close(self):
-        """Stop the workers and the periodic drain (session end). Nothing is redrawn: nobody is
-        watching any more, and the views' updates would keep the event loop busy for nothing."""
+    def _quietly(self):
+        """The runners' parameters change without events: no view redraws for a page that has gone."""
+        stack = ExitStack()
+        for runner in self.runners.values():
+            stack.enter_context(param.parameterized.discard_events(runner))
+        return stack
+
+    def halt(self):
+        """Stop every worker (the page has gone); the statuses read stopped once they have left."""
         for runner in self.runners.values():
             runner.halt()
+
+    def close(self):
+        """The session has ended: stop and join the workers, stop the periodic drain and let go of
+        the chains, traces and results (nothing is redrawn: nobody is watching any more).
+        Safe to call twice, and from a notebook."""
+        if self.closed:
+            return
+        with self._quietly():
+            self.halt()
         self._draining.stop()
+        deadline = time.monotonic() + CLOSE_JOIN_SECONDS
+        for runner in self.runners.values():
+            runner.join(max(0.0, deadline - time.monotonic()))
+        for runner in self.runners.values():
+            runner.release()
+        self._unsent = {}
+        self.closed = True
 
 
 def _has_sample(result):
@@ -347,7 +447,10 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
                 return
             if not throttle.due():
                 return
+        started = time.perf_counter()
         callback(runner)
+        if not statuses:  # a redraw while running: the next waits for this session's share of the loop
+            stretch(throttle, time.perf_counter() - started)
 
     return [(runner, runner.param.watch(on_change, ["result", "status"])) for runner in fits.runners.values()]
 

@@ -13,6 +13,7 @@ the chains of one session level; :func:`warm_up_kernels` loads the kernels
 once per process.
 """
 
+import collections
 import math
 import queue
 import threading
@@ -26,7 +27,23 @@ import param
 
 from app.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle, messages
 
-STATUSES = ("idle", "running", "pausing", "paused", "stopped", "done", "error", "unavailable")
+# A runner's states. Moving: the worker is (or is about to be) at work, so the event loop keeps
+# draining. Still: no worker thread is alive (idle, stopped, done, error, unavailable) or it waits
+# (paused). "starting": the previous worker is leaving, the new run begins as soon as it has;
+# "stopping": Stop, Reset or the session's end asked the worker to leave, and it has not yet.
+STATUSES = (
+    "idle",
+    "starting",
+    "running",
+    "pausing",
+    "paused",
+    "stopping",
+    "stopped",
+    "done",
+    "error",
+    "unavailable",
+)
+MOVING_STATUSES = ("starting", "running", "pausing", "stopping")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
 TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
 TRACE_COLUMNS = (
@@ -46,6 +63,11 @@ BUFFER_LENGTH = 2_000
 SCORED_CELLS_PER_ITERATION = 100_000
 RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long, once the run has lasted that
 LOCKSTEP_SLACK = 20
+# A chain's turn on the process's cores (see Turnstile): long enough that handing over costs
+# nothing next to it, short enough that 36 chains waiting in line each run within a second or so.
+TURN_SECONDS = 0.05
+# A waiting worker looks at its Control at least this often (a Stop also wakes it at once).
+WAKE_SECONDS = 0.25
 
 
 def empty_trace():
@@ -70,13 +92,19 @@ class Problem:
 
 
 class Control:
-    """How the event loop steers one worker: run (clear = pause), stop, and the Run to stop mid-iteration."""
+    """How the event loop steers one worker: run (clear = pause), stop, and the Run to stop mid-iteration.
+
+    A worker waiting (paused, in its :class:`Lockstep`, in line at the :class:`Turnstile`) is
+    woken at once by :meth:`stop`, :meth:`pause` and :meth:`resume` through ``wakers``.
+    """
 
     def __init__(self):
         self.run_event = threading.Event()
         self.run_event.set()
         self.stop_event = threading.Event()
         self.chain_run = None
+        self.wakers = []  # callables that wake whatever this worker waits in
+        self.pauses = 0  # how many times the event loop asked to pause: a "paused" names the one it answers
         self._lock = threading.Lock()
 
     def attach(self, chain_run):
@@ -92,18 +120,114 @@ class Control:
             self.run_event.set()  # wake a paused worker so it can leave
             if self.chain_run is not None:
                 self.chain_run.stop()  # the kernels leave within milliseconds
+        self._wake()
+
+    def pause(self):
+        self.pauses += 1
+        self.run_event.clear()
+        self._wake()
+
+    def resume(self):
+        self.run_event.set()
+        self._wake()
+
+    def _wake(self):
+        for wake in list(self.wakers):
+            wake()
 
     @property
     def stopped(self):
         return self.stop_event.is_set()
+
+    @property
+    def moving(self):
+        """Neither stopped nor asked to pause."""
+        return self.run_event.is_set() and not self.stop_event.is_set()
+
+
+class Turnstile:
+    """Chains take turns on the process's cores: at most ``places`` at once, first come first served.
+
+    Every chain of every session queues here before running a turn of iterations
+    (:data:`TURN_SECONDS`), then queues again at the back. No chain waits longer
+    than the turns of the chains ahead of it, however many sessions there are; a
+    class's sessions progress at the same pace; and only ``places`` threads want
+    the GIL besides the event loop (which stays responsive), instead of every
+    session's chains at once. One per process (:func:`turnstile`), with
+    ``lpviz._parallel.n_threads()`` places (``LPVIZ_NUM_THREADS``, default the cores).
+    """
+
+    def __init__(self, places, turn_seconds=TURN_SECONDS):
+        if places < 1:
+            raise ValueError(f"places must be >= 1, got {places}")
+        self.places = places
+        self.turn_seconds = turn_seconds
+        self._line = collections.deque()  # tickets waiting, first in line first
+        self._inside = 0
+        self._condition = threading.Condition()
+
+    def enter(self, control):
+        """Wait for a place (in line); True once inside, False if ``control`` stopped or paused first."""
+        ticket = object()
+        with self._condition:
+            self._line.append(ticket)
+            try:
+                while not (self._line[0] is ticket and self._inside < self.places):
+                    if not control.moving:
+                        return False
+                    self._condition.wait(WAKE_SECONDS)
+                self._line.popleft()
+                self._inside += 1
+                return True
+            finally:
+                if ticket in self._line:
+                    self._line.remove(ticket)
+                    self._condition.notify_all()  # whoever was behind may now be first
+
+    def leave(self):
+        with self._condition:
+            self._inside -= 1
+            self._condition.notify_all()
+
+    def wake(self):
+        with self._condition:
+            self._condition.notify_all()
+
+    @property
+    def waiting(self):
+        return len(self._line)
+
+    @property
+    def inside(self):
+        return self._inside
+
+
+_TURNSTILE: list[Turnstile] = []
+_TURNSTILE_LOCK = threading.Lock()
+
+
+def turnstile():
+    """This process's :class:`Turnstile` (made on first use)."""
+    with _TURNSTILE_LOCK:
+        if not _TURNSTILE:
+            from lpviz._parallel import n_threads
+
+            _TURNSTILE.append(Turnstile(n_threads()))
+        return _TURNSTILE[0]
 
 
 class ChainRunner(param.Parameterized):
     """One method's chain, run in a worker thread and handed over in batches.
 
     :meth:`configure` with a :class:`Problem`, then :meth:`start`,
-    :meth:`pause`, :meth:`resume`, :meth:`stop`, :meth:`reset`. Nothing the
-    worker computes is visible until :meth:`drain` runs on the event loop.
+    :meth:`pause`, :meth:`resume`, :meth:`stop`, :meth:`reset`: the
+    transitions of a small state machine (:data:`STATUSES`) that is the only
+    owner of its worker thread. A run starts only once the previous worker has
+    left (until then the status reads "starting"), so however fast the buttons
+    are pressed there is at most one worker per runner, and the status is what
+    the worker does. Nothing the worker computes is visible until :meth:`drain`
+    (or :meth:`collect` and :meth:`apply`) runs on the event loop, which also
+    :meth:`poll` s for workers that have left.
 
     ``result`` is None before the first snapshot, then a dict the worker
     copied: ``iteration``; ``mu`` (rates of the current state); ``mu_hat``
@@ -127,10 +251,12 @@ class ChainRunner(param.Parameterized):
     error = param.String(default="")
     options = param.Dict(default={}, doc="the method's options (e.g. the private method's sampler)")
 
-    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, pace=None, **params):
-        """``pace``: a :class:`Lockstep` shared with the session's other runners, or None."""
+    def __init__(self, method, *, buffer_length=BUFFER_LENGTH, pace=None, place=None, **params):
+        """``pace``: a :class:`Lockstep` shared with the session's other runners, or None;
+        ``place``: where the worker runs (:class:`LocalPlace` by default: a thread of this process)."""
         super().__init__(method=method, **params)
         self.pace = pace
+        self.place = place or LocalPlace()
         # a name of its own for the buffer's data, so several buffers trigger together
         self.buffer = hv.streams.Buffer(
             empty_trace(), length=buffer_length, index=False, rename={"data": f"trace_{method}"}
@@ -138,8 +264,11 @@ class ChainRunner(param.Parameterized):
         self.problem = None
         self._queue = queue.SimpleQueue()
         self._generation = 0
-        self._thread = None
+        self._worker = None  # the one worker (a handle with is_alive/join), or None
         self._control = Control()
+        self._next = None  # what to launch once the worker has left: "fresh", "extend" or None
+        self._after = "stopped"  # the status a stopping worker leaves behind
+        self._ended = None  # (status, updates) the worker reported at its end, applied once it has left
         self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
         self._rate_mark = None  # (time, iteration) the it/s figure is measured from
 
@@ -166,55 +295,33 @@ class ChainRunner(param.Parameterized):
             return "needs the true counts, which this release does not come with"
         return ""
 
-    # ---- control (event loop) -------------------------------------------------------
+    # ---- the state machine (event loop) ----------------------------------------------------
     def configure(self, problem):
         """Use ``problem`` for the next run; stops and clears the current one."""
-        self.reset()
         self.problem = problem
-        reason = self.unavailable_reason
-        if reason:
-            self.param.update(status="unavailable", error=reason)
+        self.reset()
 
     def start(self):
         """Start a fresh run (or resume a paused one)."""
         if self.status in ("paused", "pausing"):
             self.resume()
             return
-        if self.status == "running" or self.status == "unavailable":
+        if self.status in ("running", "starting", "unavailable"):
             return
         if self.problem is None:
             raise RuntimeError("no data to fit: configure the runner with a Problem first")
-        self.reset()
-        self._generation += 1
-        schedule = dict(
-            n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride, options=dict(self.options)
-        )
-        self._carry = {"schedule": schedule}
-        self._launch(self.n_iter)
+        self._request("fresh")
 
     def extend(self):
         """Continue a finished run for another ``n_iter`` iterations (the same chain and posterior)."""
-        if self.status != "done" or self._carry.get("chain_run") is None:
-            return
-        self._launch(self.target + self.n_iter)
-
-    def _launch(self, target):
-        self._control = Control()
-        self._thread = threading.Thread(
-            target=self._work,
-            name=f"lpviz-{self.method}-chain",
-            args=(self._generation, self.problem, self._carry, target, self._control),
-            daemon=True,
-        )
-        self.param.update(status="running", target=target, error="")
-        self._rate_mark = (time.perf_counter(), self.iteration)
-        self._thread.start()
+        if self.status == "done" and self._carry.get("chain_run") is not None:
+            self._request("extend")
 
     def pause(self):
         """Ask the worker to pause after its current iteration; ``status`` reads "paused"
         once it has handed over everything up to there."""
         if self.status == "running":
-            self._control.run_event.clear()
+            self._control.pause()
             self.param.update(status="pausing", iterations_per_second=0.0)
 
     def resume(self):
@@ -223,34 +330,102 @@ class ChainRunner(param.Parameterized):
             self.extend()
         elif self.status in ("paused", "pausing"):
             self._rate_mark = (time.perf_counter(), self.iteration)
-            self._control.run_event.set()
+            self._control.resume()
             self.status = "running"
 
-    def halt(self):
-        """Stop the worker (even in the middle of an iteration) and change nothing else."""
-        self._control.stop()
-
     def stop(self):
-        """End the run, even in the middle of an iteration; its results stay until :meth:`reset`."""
-        self._control.stop()
-        if self.status in ("running", "pausing", "paused"):
-            self.param.update(status="stopped", iterations_per_second=0.0)
+        """End the run, even in the middle of an iteration; its results stay until :meth:`reset`.
+        The status reads "stopping" until the worker has left, then "stopped"."""
+        if self.status in ("running", "pausing", "paused", "starting"):
+            self._next = None
+            self._leave("stopped")
+
+    def halt(self):
+        """Stop the worker, whatever it does (the session ends); its results stay."""
+        self._next = None
+        if self.status in MOVING_STATUSES or self.status == "paused":
+            self._leave("stopped")
+        else:
+            self._control.stop()
 
     def reset(self):
-        """Stop and forget the run: empty traces, no result, iteration 0."""
-        self.stop()
+        """Stop and forget the run: empty traces, no result, iteration 0 (the status reads
+        "stopping" until the worker has left, then "idle")."""
+        self._next = None
+        self._forget()
+        self._leave("unavailable" if self.unavailable_reason else "idle")
+
+    def poll(self):
+        """Settle what the worker's leaving decides: a "starting" run launches, a "stopping"
+        one reads stopped (or idle), a finished one done (or error). Returns whether it changed."""
+        if self._worker is None or self._worker.is_alive() or not self._queue.empty():
+            return False  # settled once its last messages (rows, snapshot, "done") are collected
+        self._worker.join()
+        self._worker = None
+        if self._ended is not None and self.status in ("running", "pausing", "paused"):
+            status, updates = self._ended
+            self.param.update(status=status, iterations_per_second=0.0, **updates)
+        elif self._next is not None:
+            self._launch()
+        elif self.status in MOVING_STATUSES or self.status == "paused":
+            # it left without being asked (it cannot, short of the interpreter's end): say so
+            self.param.update(status=self._after, iterations_per_second=0.0)
+        self._ended = None
+        return True
+
+    def _request(self, what):
+        """Launch ``what`` now if no worker is alive, else once the current one has left."""
+        self._next = what
+        if self._worker is not None and self._worker.is_alive():
+            self._control.stop()
+            self.param.update(status="starting", iterations_per_second=0.0)
+        else:
+            self._worker = None
+            self._launch()
+
+    def _leave(self, then):
+        """Ask the worker to leave; the status is ``then`` once it has."""
+        self._control.stop()
+        self._after = then
+        alive = self._worker is not None and self._worker.is_alive()
+        self._set(status="stopping" if alive else then, iterations_per_second=0.0)
+        if not alive:
+            self._worker = None
+
+    def _forget(self):
         self._generation += 1  # whatever the old worker still sends is ignored
         if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
             self.buffer.clear()
         self._carry = {}
-        fresh = dict(status="idle", iteration=0, iterations_per_second=0.0, result=None, error="")
+        self._ended = None
+        self._set(iteration=0, result=None, error="", iterations_per_second=0.0)
+
+    def _set(self, **values):
         changed = {
             name: value
-            for name, value in fresh.items()
+            for name, value in values.items()
             if getattr(self, name) is not value and getattr(self, name) != value
         }
         if changed:
             self.param.update(**changed)
+
+    def _launch(self):
+        what, self._next = self._next, None
+        if what == "fresh":
+            self._forget()
+            self._generation += 1
+            schedule = dict(
+                n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin, stride=self.stride, options=dict(self.options)
+            )
+            self._carry = {"schedule": schedule}
+            target = self.n_iter
+        else:
+            target = self.target + self.n_iter
+        self._control = Control()
+        self._ended = None
+        self.param.update(status="running", target=target, error="")
+        self._rate_mark = (time.perf_counter(), self.iteration)
+        self._worker = self.place.launch(self, self._generation, self.problem, self._carry, target, self._control)
 
     @property
     def stride(self):
@@ -260,11 +435,21 @@ class ChainRunner(param.Parameterized):
         return max(self.trace_every, -(-self.n_iter // self.buffer.length), -(-cells // SCORED_CELLS_PER_ITERATION))
 
     def join(self, timeout=None):
-        """Wait for the worker thread to finish (tests, session teardown)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
+        """Wait for the worker to leave (tests, session teardown); :meth:`poll` then settles the status."""
+        if self._worker is not None:
+            self._worker.join(timeout)
+            return not self._worker.is_alive()
         return True
+
+    def release(self):
+        """Drop the run, its data and its outputs (the session has ended; the worker has left).
+        Nothing is redrawn: the buffer's plots are let go first, and no watcher hears of it."""
+        hv.streams.Stream.clear(self.buffer)  # the subscribers (the closed page's plots), not the data
+        with param.parameterized.discard_events(self):
+            self._forget()
+        self.problem = None
+        self._worker = None if self._worker is not None and not self._worker.is_alive() else self._worker
+        self._queue = queue.SimpleQueue()
 
     @property
     def has_output(self):
@@ -272,7 +457,7 @@ class ChainRunner(param.Parameterized):
 
     @property
     def is_alive(self):
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker is not None and self._worker.is_alive()
 
     def trace(self):
         """The streamed trace (bounded by the buffer length) as a DataFrame."""
@@ -290,14 +475,13 @@ class ChainRunner(param.Parameterized):
             elif kind == "result":
                 result = payload
             elif kind == "paused":
-                if self.status == "pausing":
+                # only the answer to the latest pause: an older one (pause, resume, pause) is stale
+                if self.status == "pausing" and payload == self._control.pauses:
                     updates.update(status="paused", iterations_per_second=0.0)
             elif kind == "done":
-                if self.status in ("running", "pausing"):
-                    updates["status"] = "done"
-                updates["iterations_per_second"] = 0.0
+                self._ended = ("done", {})
             elif kind == "error":
-                updates.update(status="error", error=payload, iterations_per_second=0.0)
+                self._ended = ("error", {"error": payload})
         if reached is not None:
             updates["iteration"] = max(reached, self.iteration)
         if result is not None:
@@ -314,8 +498,10 @@ class ChainRunner(param.Parameterized):
         frame = pd.DataFrame(rows, columns=list(TRACE_COLUMNS)) if rows else None
         return frame, updates
 
-    def apply(self, frame, updates, trigger=True):
-        """Append ``frame`` to the buffer (redrawing its plots unless ``trigger=False``) and set ``updates``."""
+    def apply(self, frame, updates, trigger=True, settle=True):
+        """Append ``frame`` to the buffer (redrawing its plots unless ``trigger=False``), set
+        ``updates``, then (unless ``settle=False``: the caller applies the updates later)
+        :meth:`poll` (a worker that has left settles the status, after its last result is set)."""
         if frame is not None:
             if trigger:
                 self.buffer.send(frame)
@@ -323,6 +509,8 @@ class ChainRunner(param.Parameterized):
                 self.buffer.update(data=frame)
         if updates:
             self.param.update(**updates)
+        if settle:
+            self.poll()
 
     def drain(self):
         """Move what the worker produced into the buffer and the parameters; returns rows streamed."""
@@ -330,134 +518,199 @@ class ChainRunner(param.Parameterized):
         self.apply(frame, updates)
         return 0 if frame is None else len(frame)
 
-    # ---- worker thread ----------------------------------------------------------------------
-    def _work(self, generation, problem, carry, target, control):
-        from lpviz import methods
-        from lpviz.driver import run
-        from lpviz.engine import ChainStopped
-        from lpviz.metrics import score
+    # ---- the worker ----------------------------------------------------------------------------
+    def work(self, generation, problem, carry, target, control, post=None, pace=None, turns=None):
+        """The worker's loop (in a thread of this process or of a Dask worker): run the chain to
+        ``target``, posting ``(generation, kind, payload)`` messages (``post``: default this
+        runner's queue), level with ``pace`` and taking turns at ``turns`` (a :class:`Turnstile`)."""
+        run_chain(
+            self.method,
+            problem,
+            carry,
+            target,
+            control,
+            post or (lambda kind, payload=None: self._queue.put((generation, kind, payload))),
+            pace if pace is not None else self.pace,
+            turns if turns is not None else turnstile(),
+        )
 
-        post = lambda kind, payload=None: self._queue.put((generation, kind, payload))  # noqa: E731
-        pace, token = self.pace or Lockstep(), object()  # a private Lockstep never waits
-        release, truth = problem.release, problem.truth
-        schedule = carry["schedule"]
-        stride = schedule["stride"]
-        rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
-        # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
-        # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
-        row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
-        posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
-        rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
 
-        def flush():
-            nonlocal rows
-            if rows or state is not None:
-                post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
-                rows = []
+def default_place():
+    """Where a session's workers run: threads of this process (:class:`LocalPlace`)."""
+    return LocalPlace()
 
-        def snapshot():
-            nonlocal posterior_score, scored_at
-            if state is not None:
-                saved = _last_saved(chain_run.posterior)
-                if saved != scored_at:  # without a truth: the fit's own numbers
-                    posterior_score, scored_at = score(chain_run.posterior, release, truth), saved
-                post("result", self._snapshot(state, chain_run, posterior_score))
 
-        try:
-            if chain_run is None:
-                method = methods.create(self.method, **schedule["options"])
-                # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
-                plan = (
-                    dict(inference="vi")
-                    if problem.inference == "vi"
-                    else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
-                )
-                chain_run = run(
-                    release,
-                    model=problem.model,
-                    method=method,
-                    n_components=problem.n_components,
-                    n_iter=target,
-                    truth=truth if method.uses_truth else None,
-                    random_state=problem.seed,
-                    **plan,
-                )
-            chain_run.n_iter = target  # a finished run continues to the new target
-            control.attach(chain_run)
-            pace.join(token)
-            while not control.stopped:
-                if not control.run_event.is_set():  # pausing: hand everything over, then say so
-                    flush()
-                    snapshot()
-                    post("paused")
-                    pace.leave(token)  # a paused chain holds nobody back
-                    control.run_event.wait()
-                    pace.join(token)
-                    continue
+class LocalPlace:
+    """Workers as daemon threads of this process (the default)."""
+
+    def launch(self, runner, generation, problem, carry, target, control):
+        thread = threading.Thread(
+            target=runner.work,
+            name=f"lpviz-{runner.method}-chain",
+            args=(generation, problem, carry, target, control),
+            daemon=True,
+        )
+        thread.start()
+        return thread
+
+
+def run_chain(method_name, problem, carry, target, control, post, pace, turns):
+    """Run one chain to ``target`` iterations: the body of every worker, local or on a Dask worker.
+
+    ``post(kind, payload)`` hands over trace rows, result snapshots and the end
+    ("paused", "done", "error"); ``carry`` holds what a continuation needs (the
+    chain run, its state and scores) and is filled in when the run ends.
+    """
+    from lpviz import methods
+    from lpviz.driver import run
+    from lpviz.engine import ChainStopped
+    from lpviz.metrics import score
+
+    pace, token = pace or Lockstep(), object()  # a private Lockstep never waits
+    release, truth = problem.release, problem.truth
+    schedule = carry["schedule"]
+    stride = schedule["stride"]
+    rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
+    # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
+    # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
+    row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
+    posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
+    rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
+    inside, turn_ends = False, 0.0
+    control.wakers += [turns.wake, pace.wake]
+
+    def flush():
+        nonlocal rows
+        if rows or state is not None:
+            post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
+            rows = []
+
+    def snapshot():
+        nonlocal posterior_score, scored_at
+        if state is not None:
+            saved = _last_saved(chain_run.posterior)
+            if saved != scored_at:  # without a truth: the fit's own numbers
+                posterior_score, scored_at = score(chain_run.posterior, release, truth), saved
+            post("result", _snapshot(state, chain_run, posterior_score))
+
+    def give_turn():
+        nonlocal inside
+        if inside:
+            turns.leave()
+            inside = False
+
+    try:
+        if chain_run is None:
+            method = methods.create(method_name, **schedule["options"])
+            # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
+            plan = (
+                dict(inference="vi")
+                if problem.inference == "vi"
+                else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
+            )
+            chain_run = run(
+                release,
+                model=problem.model,
+                method=method,
+                n_components=problem.n_components,
+                n_iter=target,
+                truth=truth if method.uses_truth else None,
+                random_state=problem.seed,
+                **plan,
+            )
+        chain_run.n_iter = target  # a finished run continues to the new target
+        control.attach(chain_run)
+        pace.join(token)
+        while not control.stopped:
+            if not control.run_event.is_set():  # pausing: hand everything over, then say so
+                give_turn()
+                flush()
+                snapshot()
+                pace.leave(token)  # a paused chain holds nobody back
+                answered = None
+                while not control.run_event.is_set():
+                    if answered != control.pauses:  # each pause answered (pause, resume, pause while waiting)
+                        answered = control.pauses
+                        post("paused", answered)
+                    control.run_event.wait(WAKE_SECONDS)
+                pace.join(token)
+                continue
+            if pace.ahead(token):  # level with the session's slowest chain, holding no turn meanwhile
+                give_turn()
                 pace.wait(token, control)
-                try:
-                    state = next(chain_run)
-                except StopIteration:
-                    break
-                pace.advance(token)
-                if state.iteration % stride == 0 or state.iteration == 1:
-                    saved = _last_saved(chain_run.posterior)
-                    if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
-                        row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
-                        row_scored_at = saved
-                    own = score(state, release, truth, topics=False)
-                    rows.append(self._row(state, own, row_score))
-                now = time.monotonic()
-                if rows_due.due(now) or state.iteration == 1:
-                    flush()
-                if snapshot_due.due(now) or state.iteration == 1:
-                    snapshot()
-            flush()
-            snapshot()
-            if not control.stopped:
-                carry.update(
-                    chain_run=chain_run,
-                    state=state,
-                    posterior_score=posterior_score,
-                    scored_at=scored_at,
-                    row_score=row_score,
-                    row_scored_at=row_scored_at,
-                )
-                post("done")
-        except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
-            flush()
-        except Exception as exc:  # shown in the UI instead of dying silently in a thread
-            post("error", f"{type(exc).__name__}: {exc}")
-        finally:
-            pace.leave(token)
+                continue
+            if not inside:
+                if not turns.enter(control):
+                    continue  # stopped or paused while in line
+                inside, turn_ends = True, time.monotonic() + turns.turn_seconds
+            try:
+                state = next(chain_run)
+            except StopIteration:
+                break
+            pace.advance(token)
+            if state.iteration % stride == 0 or state.iteration == 1:
+                saved = _last_saved(chain_run.posterior)
+                if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
+                    row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
+                    row_scored_at = saved
+                own = score(state, release, truth, topics=False)
+                rows.append(_row(state, own, row_score))
+            now = time.monotonic()
+            if rows_due.due(now) or state.iteration == 1:
+                flush()
+            if snapshot_due.due(now) or state.iteration == 1:
+                snapshot()
+            if now >= turn_ends:
+                give_turn()  # to the back of the line
+        give_turn()
+        flush()
+        snapshot()
+        if not control.stopped:
+            carry.update(
+                chain_run=chain_run,
+                state=state,
+                posterior_score=posterior_score,
+                scored_at=scored_at,
+                row_score=row_score,
+                row_scored_at=row_scored_at,
+            )
+            post("done")
+    except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
+        flush()
+    except Exception as exc:  # shown in the UI instead of dying silently in a thread
+        post("error", f"{type(exc).__name__}: {exc}")
+    finally:
+        give_turn()
+        pace.leave(token)
+        control.wakers.clear()
 
-    @staticmethod
-    def _row(state, own, posterior_score):
-        return (
-            state.iteration,
-            _number(state.log_joint),
-            _number(state.log_marginal),
-            _number(getattr(state, "elbo", None)),
-            *(_number(own.get(key)) for key in TRACE_SCORES),
-            *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
-        )
 
-    @staticmethod
-    def _snapshot(state, chain_run, posterior_score):
-        """What the views read, copied in the worker (nothing here is touched by the chain again)."""
-        posterior = chain_run.posterior
-        return dict(
-            iteration=state.iteration,
-            mu=state.mu.copy(),
-            mu_hat=posterior.mu_hat,
-            best=posterior.best,
-            best_log_joint=posterior.best_log_joint if posterior.best else None,
-            samples_saved=posterior.n_saved,
-            score=dict(posterior_score),
-            bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
-            model=chain_run.chain.model_instance,
-            seconds=posterior.seconds,
-        )
+def _row(state, own, posterior_score):
+    return (
+        state.iteration,
+        _number(state.log_joint),
+        _number(state.log_marginal),
+        _number(getattr(state, "elbo", None)),
+        *(_number(own.get(key)) for key in TRACE_SCORES),
+        *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
+    )
+
+
+def _snapshot(state, chain_run, posterior_score):
+    """What the views read, copied in the worker (nothing here is touched by the chain again)."""
+    posterior = chain_run.posterior
+    return dict(
+        iteration=state.iteration,
+        mu=state.mu.copy(),
+        mu_hat=posterior.mu_hat,
+        best=posterior.best,
+        best_log_joint=posterior.best_log_joint if posterior.best else None,
+        samples_saved=posterior.n_saved,
+        score=dict(posterior_score),
+        bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
+        model=chain_run.chain.model_instance,
+        seconds=posterior.seconds,
+    )
 
 
 def _last_saved(posterior):
@@ -471,45 +724,59 @@ class Lockstep:
 
     Chains share two or so cores; left alone, each gets the same CPU time, so
     the cheapest (non-private) runs twice as many iterations as the costliest
-    (private) one. In lockstep a chain that is ahead sleeps, and its CPU time
+    (private) one. In lockstep a chain that is ahead waits, and its CPU time
     goes to the slowest: the traces stay comparable iteration by iteration
     and the slowest chain runs faster.
 
     Each worker :meth:`join` s (starting level with the slowest chain
     running, so a chain resumed or restarted later holds nobody back),
-    :meth:`wait` s before and :meth:`advance` s after each iteration, and
-    :meth:`leave` s when it pauses or ends.
+    :meth:`wait` s while it is :meth:`ahead`, :meth:`advance` s after each
+    iteration, and :meth:`leave` s when it pauses or ends. Waiting sleeps on a
+    condition that every advance and leave signals: no polling.
     """
-
-    POLL_SECONDS = 0.001
 
     def __init__(self, slack=LOCKSTEP_SLACK):
         self.slack = slack
         self._counts = {}  # worker token -> iterations since it joined, offset to the slowest at joining
-        self._lock = threading.Lock()
+        self._condition = threading.Condition()
 
     def join(self, token):
-        with self._lock:
+        with self._condition:
             counts = list(self._counts.values())
             self._counts[token] = min(counts) if counts else 0
 
     def leave(self, token):
-        with self._lock:
+        with self._condition:
             self._counts.pop(token, None)
+            self._condition.notify_all()
 
     def advance(self, token):
-        self._counts[token] += 1  # only this worker writes its entry
+        with self._condition:
+            self._counts[token] += 1
+            self._condition.notify_all()
 
     def gap(self, token):
         """How many iterations this worker is ahead of the slowest other one (0 alone)."""
+        with self._condition:
+            return self._gap(token)
+
+    def _gap(self, token):
         own = self._counts.get(token)
-        others = [count for key, count in list(self._counts.items()) if key is not token]
+        others = [count for key, count in self._counts.items() if key is not token]
         return 0 if own is None or not others else own - min(others)
+
+    def ahead(self, token):
+        return self.gap(token) > self.slack
 
     def wait(self, token, control):
         """Sleep while this worker is more than ``slack`` iterations ahead of another."""
-        while self.gap(token) > self.slack and not control.stopped and control.run_event.is_set():
-            time.sleep(self.POLL_SECONDS)
+        with self._condition:
+            while self._gap(token) > self.slack and control.moving:
+                self._condition.wait(WAKE_SECONDS)
+
+    def wake(self):
+        with self._condition:
+            self._condition.notify_all()
 
 
 _KERNELS_LOADED = threading.Event()  # process-wide: numba loads each kernel once per process

@@ -16,6 +16,24 @@
   (``LPVIZ_SCHEDULER``) when given, else on one LocalCluster of worker
   processes the server starts at the first sweep and shares between sessions
   (``LPVIZ_SWEEP_WORKERS`` workers, default half the cores).
+- Closed sessions: Bokeh discards a session whose page has gone after
+  ``--unused-session-lifetime`` ms (default 15,000, checked every
+  ``--check-unused-sessions`` ms, default 17,000); its chains stop at once
+  (:meth:`app.fits.Fits.drain`) and its threads, chains and data are
+  released when it is discarded (:meth:`app.fits.Fits.close`).
+- Chains: in the server's threads, sharing its cores fairly between sessions
+  (:class:`app.runner.Turnstile`); the redraws of running sessions share the
+  event loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
+- A class (``benchmarks/bench_class.py``; 2 cores shared with other work):
+  the chains of 4-12 students progress fairly, but the event loop is the
+  limit: building one session's page costs seconds of it (Panel and
+  HoloViews), so when a whole class opens at once the pages arrive one after
+  another (40-100 s for the last of 4-12 on the loaded machine) and the loop
+  lags by seconds while views redraw. Have a class open the page in groups
+  of two or three.
+- ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
+  callback due every 100 ms (JSON lines), with its sessions and threads every
+  second (:func:`watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
 - Server-side files are read only from ``--data-folder`` (repeatable;
   default the data cache folder and ``../shared/data``), downloads happen
   only with ``--allow-downloads``.
@@ -28,8 +46,13 @@ The same with ``panel serve``::
 """
 
 import argparse
+import collections
+import json
 import os
+import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,10 +106,26 @@ def parse_args(argv=None):
         help="Dask scheduler the epsilon sweeps run on (e.g. tcp://host:8786; default: a local "
         "cluster of worker processes, started at the first sweep)",
     )
+    parser.add_argument(
+        "--unused-session-lifetime",
+        type=int,
+        default=15_000,
+        metavar="MS",
+        help="how long a session whose page has gone is kept before its memory is released (default 15000)",
+    )
+    parser.add_argument(
+        "--check-unused-sessions",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="how often gone sessions are looked for (default 17000, or the lifetime if shorter)",
+    )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
     if args.sessions is not None and args.sessions < 1:
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
+    if args.unused_session_lifetime < 1:
+        parser.error(f"--unused-session-lifetime must be >= 1 ms, got {args.unused_session_lifetime}")
     if args.address not in LOCAL and not args.allow_websocket_origin:
         parser.error(
             f"--address {args.address} serves the network: also say which host name browsers use, "
@@ -105,6 +144,7 @@ def main(argv=None):
         os.environ["LPVIZ_ALLOW_DOWNLOADS"] = "1"
     if args.scheduler:
         os.environ["LPVIZ_SCHEDULER"] = args.scheduler
+    check = args.check_unused_sessions or min(17_000, args.unused_session_lifetime)
     from panel.command import main as panel
 
     origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin
@@ -121,10 +161,58 @@ def main(argv=None):
         args.address,
         "--websocket-max-message-size",
         str(args.max_upload),
+        "--unused-session-lifetime",
+        str(args.unused_session_lifetime),
+        "--check-unused-sessions",
+        str(check),
         *[flag for origin in origins for flag in ("--allow-websocket-origin", origin)],
         *(["--show"] if args.show else []),
     ]
     panel()
+
+
+LOOP_LOG_ENV = "LPVIZ_LOOP_LOG"
+LOOP_PERIOD_SECONDS = 0.1
+_watching = threading.Lock()
+_watched: list[str] = []
+
+
+def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
+    """Record the event loop's lag: how late a callback due every ``period`` seconds runs.
+
+    Once per process, from the first session on (``app/app.py`` calls this), and only when
+    ``$LPVIZ_LOOP_LOG`` names a file: each tick appends ``{"t": monotonic seconds, "lag_ms": ...}``;
+    every second also the sessions the server holds and its Python threads by name (digits
+    dropped), so a load test reads what the server itself saw. Returns whether it runs.
+    """
+    path = os.environ.get(LOOP_LOG_ENV)
+    if not path:
+        return False
+    with _watching:
+        if _watched:
+            return True
+        _watched.append(path)
+    from tornado.ioloop import IOLoop
+
+    loop = IOLoop.current()
+    handle = open(path, "a", buffering=1)  # noqa: SIM115  (open for the process's life)
+    last_summary = [0.0]
+
+    def summary(now):
+        names = collections.Counter(re.sub(r"[_-]?\d+$", "", thread.name) for thread in threading.enumerate())
+        sessions = len(server_context.sessions) if server_context is not None else None
+        return {"t": now, "sessions": sessions, "threads": dict(names)}
+
+    def tick(due):
+        now = time.monotonic()
+        handle.write(json.dumps({"t": now, "lag_ms": round((now - due) * 1000, 2)}) + "\n")
+        if now - last_summary[0] >= 1.0:
+            last_summary[0] = now
+            handle.write(json.dumps(summary(now)) + "\n")
+        loop.call_at(loop.time() + period, tick, now + period)
+
+    loop.call_at(loop.time() + period, tick, time.monotonic() + period)
+    return True
 
 
 if __name__ == "__main__":

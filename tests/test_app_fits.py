@@ -151,8 +151,8 @@ def test_pause_is_acknowledged_after_the_last_rows_and_resume_continues(fits):
     drain_until(fits, lambda: all(len(r.buffer.data) > paused_at[m] + 5 for m, r in fits.runners.items()))
     assert all(r.status == "running" for r in fits.runners.values())
     drain_until(fits, lambda: all(r.iterations_per_second > 0 for r in fits.runners.values()))
-    fits.stop()
-    assert all(r.status == "stopped" for r in fits.runners.values())
+    fits.stop()  # "stopping" until the worker has left (the status says what the worker does)
+    assert all(r.status in ("stopping", "stopped") for r in fits.runners.values())
     for runner in fits.runners.values():
         assert runner.join(timeout=30)
         kept = runner.iteration
@@ -204,6 +204,8 @@ def test_changing_the_noise_asks_first_then_resets_running_chains_onto_the_new_r
     fits.settings.epsilon = 3.0
     fits.settings.confirm()
     assert fits.settings.pending == {} and fits.settings.question == ""
+    assert all(r.status in ("stopping", "idle") and len(r.buffer.data) == 0 for r in fits.runners.values())
+    drain_until(fits, lambda: not fits.moving)  # "idle" once the old workers have left
     assert all(r.status == "idle" and len(r.buffer.data) == 0 for r in fits.runners.values())
     assert fits.runners["private"].problem.release is fits.data.release
     assert fits.data.release.alpha == pytest.approx(np.exp(-3.0))

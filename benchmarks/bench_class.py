@@ -1,0 +1,728 @@
+"""A class on one server: N students open the dashboard, choose a preset, press Start, switch tabs, close.
+
+Each student is a client of the served app over Bokeh's websocket protocol,
+as a browser tab is: it loads the page (the server builds the session), pulls
+the document, says it is ready, and then sends what a click sends (a
+``button_click`` event, a tab's ``active`` or a selector's ``value``) and
+reads what the server sends back (the progress lines' text, the trace plots'
+rows). It renders nothing, so 12 students cost the client machine little (a
+headless chromium page costs far more: ``--client chromium`` plays the same
+class in Debian's chromium for comparison and prints both sides' CPU).
+
+Per student: seconds until Start is clickable, seconds from Start to the first
+trace point in the page, iterations per second while every student's chains
+run; fairness = the slowest student's progress / the fastest's, taken when the
+fastest has run ``--window`` seconds after the last Start (or finished); the
+server's event-loop lag (p50, p95: measured inside the server, see
+``app.serve.watch_event_loop``), its resident memory, threads and CPU seconds,
+and the client's CPU seconds.
+
+Rounds (``--rounds``): the whole class opens and closes again; after each
+round the server is given time to discard the closed sessions, and its
+threads and memory are read, so a leak shows as growth from round to round.
+
+    .venv/bin/python benchmarks/bench_class.py                  # N = 4, 8, 12, in-process chains
+    .venv/bin/python benchmarks/bench_class.py --sessions 4 --rounds 3 --client chromium
+"""
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# What the teacher asks the class to choose: not the page's opening preset, so choosing it is a real
+# change (new data, new release), and 6,000 iterations, so the chains run through the measured window.
+CLASS_PRESET = "Figure 3 (small alpha0)"
+# Before each round the idle server's loop lag is read for this long: the reference the round's lag is
+# compared with (the machine is shared: an idle server's loop is late too when other processes load it).
+IDLE_SECONDS = 3.0
+STATUS_LINE = re.compile(
+    r"(?:strong&gt;|<strong>)(.+?)(?:&lt;|<)/strong(?:&gt;|>) - (\w+), iteration ([\d,]+) / ([\d,]+)"
+)
+TRACE_EVENTS = ("ColumnsStreamed", "ColumnDataChanged", "ColumnsPatched")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ---- the server and what /proc says about it ------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def process_status(pid):
+    """Resident MB and OS threads of ``pid``."""
+    rss, threads = float("nan"), 0
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return rss, threads
+
+
+def python_threads(log_path):
+    """The server's Python threads by name, as its loop log last wrote them."""
+    for line in reversed(read_lines(log_path)):
+        if line.get("threads") is not None:
+            return line["threads"]
+    return {}
+
+
+def read_lines(path):
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return []
+    lines = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(line))
+    return lines
+
+
+def load_average():
+    return os.getloadavg()[0]
+
+
+class Server:
+    """``python -m app.serve`` on a free port, with its event-loop log in a temporary file."""
+
+    def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/app"
+        self.folder = tempfile.TemporaryDirectory(prefix="lpviz-class-")
+        self.loop_log = Path(self.folder.name) / "loop.jsonl"
+        environment = {**os.environ, **(env or {}), "LPVIZ_LOOP_LOG": str(self.loop_log)}
+        command = [
+            sys.executable,
+            "-m",
+            "app.serve",
+            "--port",
+            str(self.port),
+            "--unused-session-lifetime",
+            str(session_lifetime_ms),
+            *extra_args,
+        ]
+        self.output = open(Path(self.folder.name) / "server.log", "w")  # noqa: SIM115  (closed in close())
+        self.process = subprocess.Popen(
+            command, cwd=REPO, env=environment, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.pid = self.process.pid
+
+    def wait_ready(self, timeout=300):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with code {self.process.returncode}:\n{self.log_text()}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=60) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not answer within {timeout} s:\n{self.log_text()}") from None
+                time.sleep(0.5)
+
+    def log_text(self):
+        self.output.flush()
+        return (Path(self.folder.name) / "server.log").read_text()[-4000:]
+
+    def cpu_seconds(self):
+        return process_cpu_seconds(self.pid)
+
+    def status(self):
+        return process_status(self.pid)
+
+    def loop_lags(self, since=0.0):
+        """Event-loop lags (ms) the server recorded after monotonic time ``since``."""
+        return [
+            (line["t"], line["lag_ms"])
+            for line in read_lines(self.loop_log)
+            if line.get("t", 0) >= since and "lag_ms" in line
+        ]
+
+    def sessions(self):
+        """Sessions the server holds, as its loop log last wrote it."""
+        for line in reversed(read_lines(self.loop_log)):
+            if line.get("sessions") is not None:
+                return line["sessions"]
+        return None
+
+    def python_threads(self):
+        return python_threads(self.loop_log)
+
+    def close(self):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait()
+        self.output.close()
+        self.folder.cleanup()
+
+
+# ---- a student: Bokeh's websocket protocol, no rendering --------------------------------------------
+
+
+def _message_id():
+    return os.urandom(8).hex()
+
+
+def _frames(msgtype, content):
+    return [json.dumps({"msgid": _message_id(), "msgtype": msgtype}), "{}", json.dumps(content)]
+
+
+def _event(name, **values):
+    """A UI event as bokehjs serializes it (a model reference is ``{"id": ...}``)."""
+    return {"type": "event", "name": name, "values": {"type": "map", "entries": [[k, v] for k, v in values.items()]}}
+
+
+def _has_rows(data):
+    """Whether a data source's (serialized) columns hold an ``iteration`` column with rows."""
+    if isinstance(data, dict) and data.get("type") == "map":
+        data = dict((k, v) for k, v in data.get("entries", []) if isinstance(k, str))
+    if not isinstance(data, dict) or "iteration" not in data:
+        return False
+    column = data["iteration"]
+    if isinstance(column, dict):  # an ndarray: its shape
+        return bool(column.get("shape", [0])[0])
+    return bool(column)
+
+
+@dataclass
+class Progress:
+    """What one student saw: times are monotonic seconds."""
+
+    index: int
+    requested: float = float("nan")  # the page was asked for
+    opened: float = float("nan")  # the page's document is in
+    clickable: float = float("nan")  # the Start button is in the page
+    started: float = float("nan")  # Start clicked
+    first_point: float = float("nan")  # the first trace row arrived
+    closed: float = float("nan")
+    samples: list = field(default_factory=list)  # (time, iteration of the slowest chain, statuses)
+    error: str = ""
+
+    def iteration_at(self, moment):
+        """The progress the page showed at ``moment`` (the last sample before it)."""
+        seen = [iteration for when, iteration, _ in self.samples if when <= moment]
+        return seen[-1] if seen else 0
+
+
+class Student:
+    """One browser tab on the dashboard, over the websocket (what bokehjs sends and reads)."""
+
+    def __init__(self, url, index):
+        self.url, self.progress = url, Progress(index)
+        self.models = {}  # id -> {"name": ..., "attributes": {...}}
+        self.lines = {}  # method label -> (status, iteration): the last progress line the page got
+        self.socket = None
+        self._replies = {}
+        self._reader = None
+
+    # -- the document as far as a student needs it --
+    def _index(self, node):
+        stack = [node]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                if item.get("type") == "object" and "id" in item:
+                    entry = self.models.setdefault(item["id"], {"name": item.get("name", ""), "attributes": {}})
+                    entry["attributes"].update(item.get("attributes", {}))
+                    self._note_line(entry["attributes"].get("text"))
+                if item.get("type") not in ("ndarray", "bytes"):  # arrays hold no models: not walked
+                    stack.extend(value for value in item.values() if isinstance(value, (dict, list)))
+            elif isinstance(item, list) and item and not isinstance(item[0], (int, float)):
+                # a data column (numbers) holds no models: not walked
+                stack.extend(value for value in item if isinstance(value, (dict, list)))
+
+    def _apply(self, content, now):
+        for event in content.get("events", []):
+            self._index(event)
+            kind = event.get("kind")
+            if kind == "ModelChanged":
+                model = self.models.setdefault(event["model"]["id"], {"name": "", "attributes": {}})
+                model["attributes"][event["attr"]] = event["new"]
+                if event["attr"] == "text":
+                    self._note_line(event["new"])
+            trace = kind in TRACE_EVENTS or (kind == "ModelChanged" and event.get("attr") == "data")
+            if (
+                trace
+                and self.progress.started == self.progress.started
+                and self.progress.first_point != self.progress.first_point
+            ):
+                if _has_rows(event.get("data", event.get("new"))):  # a trace plot's rows, after Start
+                    self.progress.first_point = now
+        self._sample(now)
+
+    def _sample(self, now):
+        lines = self.status_lines()
+        if lines:
+            iterations = [iteration for _, iteration in lines]
+            self.progress.samples.append((now, min(iterations), tuple(status for status, _ in lines)))
+
+    def _note_line(self, text):
+        if isinstance(text, str) and ", iteration " in text:
+            match = STATUS_LINE.search(text.replace("&nbsp;", " "))
+            if match:  # keyed by the method: a tab rendered again makes new models with the same lines
+                self.lines[match.group(1)] = (match.group(2), int(match.group(3).replace(",", "")))
+
+    def status_lines(self):
+        """(status, iteration) of every method's progress line, as the page last showed it."""
+        return list(self.lines.values())
+
+    def find(self, name_end, **attributes):
+        for model_id, model in self.models.items():
+            if model["name"].endswith(name_end) and all(model["attributes"].get(k) == v for k, v in attributes.items()):
+                return model_id
+        return None
+
+    def tab_index(self, title):
+        tabs = self.find("Tabs")
+        panels = self.models[tabs]["attributes"].get("tabs", [])
+        titles = [self.models.get(panel["id"], {}).get("attributes", {}).get("title") for panel in panels]
+        return tabs, titles.index(title)
+
+    # -- talking to the server --
+    async def _send(self, msgtype, content):
+        for frame in _frames(msgtype, content):
+            await self.socket.write_message(frame)
+
+    async def send_events(self, *events):
+        await self._send("PATCH-DOC", {"events": list(events)})
+
+    async def click(self, label):
+        button = self.find("Button", label=label)
+        if button is None:
+            raise LookupError(f"no button {label!r} in the page")
+        await self.send_events(
+            {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": _event("button_click", model={"id": button})}
+        )
+
+    async def set(self, model_id, attribute, value):
+        self.models[model_id]["attributes"][attribute] = value
+        await self.send_events({"kind": "ModelChanged", "model": {"id": model_id}, "attr": attribute, "new": value})
+
+    async def tab(self, title):
+        tabs, index = self.tab_index(title)
+        await self.set(tabs, "active", index)
+
+    async def choose_preset(self, name):
+        select = next(
+            (
+                model_id
+                for model_id, model in self.models.items()
+                if model["name"].endswith("Select") and name in json.dumps(model["attributes"].get("options", []))
+            ),
+            None,
+        )
+        if select is None:
+            raise LookupError(f"no selector offers the preset {name!r}")
+        if self.models[select]["attributes"].get("value") != name:
+            await self.set(select, "value", name)
+
+    async def open(self):
+        from bokeh.protocol import Protocol
+        from bokeh.protocol.receiver import Receiver
+        from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        self.progress.requested = time.monotonic()
+        response = await AsyncHTTPClient().fetch(self.url, request_timeout=600)
+        token = re.search(rb'"token":"([^"]+)"', response.body).group(1).decode()
+        host = self.url.split("//", 1)[1].split("/", 1)[0]
+        request = HTTPRequest(
+            self.url.replace("http", "ws", 1) + "/ws", headers={"Origin": f"http://{host}"}, request_timeout=600
+        )
+        self.socket = await websocket_connect(request, subprotocols=["bokeh", token], max_message_size=2**28)
+        self._receiver = Receiver(Protocol())
+        self._reader = asyncio.ensure_future(self._read())
+        await self._wait_reply("ACK")
+        await self._send("PULL-DOC-REQ", {})
+        doc = await self._wait_reply("PULL-DOC-REPLY")
+        self._index(doc.content["doc"])
+        self.progress.opened = time.monotonic()
+        await self.send_events({"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": _event("document_ready")})
+
+    async def _wait_reply(self, msgtype, timeout=600):
+        deadline = time.monotonic() + timeout
+        while msgtype not in self._replies:
+            if self._reader.done():
+                self._reader.result()
+                raise ConnectionError(f"the connection closed before {msgtype}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {msgtype} within {timeout} s")
+            await asyncio.sleep(0.01)
+        return self._replies.pop(msgtype)
+
+    async def _read(self):
+        while True:
+            fragment = await self.socket.read_message()
+            if fragment is None:
+                return
+            message = await self._receiver.consume(fragment)
+            if message is None:
+                continue
+            if message.msgtype == "PATCH-DOC":
+                self._apply(message.content, time.monotonic())
+            else:
+                self._replies[message.msgtype] = message
+
+    async def wait_for(self, condition, timeout, what):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self._reader.done():
+                raise ConnectionError(f"the connection closed while waiting for {what}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"student {self.progress.index}: no {what} within {timeout} s")
+            await asyncio.sleep(0.05)
+
+    async def close(self, timeout=10.0):
+        """Close the tab: the close handshake completes (the server sees the connection gone at
+        once, as with a browser), not a socket left for the garbage collector."""
+        protocol = getattr(self.socket, "protocol", None)
+        if self.socket is not None:
+            self.socket.close()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, timeout)  # read_message() gives None once closed
+            self._reader.cancel()
+        if protocol is not None and not protocol.stream.closed():
+            # a server too busy to answer the close in time: drop the connection as a closed tab
+            # does (tornado's own abort timer would die with this event loop, leaving it open)
+            protocol.stream.close()
+        self.progress.closed = time.monotonic()
+
+
+@dataclass
+class Plan:
+    """What every student does, with its timings (seconds)."""
+
+    preset: str = CLASS_PRESET
+    window: float = 20.0  # fairness is taken this long after the last Start
+    tabs: tuple = ("Topics", "Blocks", "Fits")  # switched through after the first point, before the window ends
+    tab_seconds: float = 1.5
+    timeout: float = 300.0
+
+
+async def play_student(student, plan, everyone_started, measured):
+    progress = student.progress
+    try:
+        await student.open()
+        await student.choose_preset(plan.preset)
+        await student.tab("Fits")
+        await student.wait_for(lambda: student.find("Button", label="Start"), plan.timeout, "clickable Start")
+        progress.clickable = time.monotonic()
+        progress.started = time.monotonic()
+        await student.click("Start")
+        await student.wait_for(lambda: progress.first_point == progress.first_point, plan.timeout, "first trace point")
+        await everyone_started.wait()
+        for title in plan.tabs:
+            await asyncio.sleep(plan.tab_seconds)
+            await student.tab(title)
+        await measured.wait()
+    except Exception as exc:  # one student's failure is a figure, not the end of the class
+        progress.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        await student.close()
+
+
+async def play_class(url, n, plan, stagger=0.25):
+    """N students in one event loop; returns their :class:`Progress` and the window measured:
+    from the moment every student's chains ran (its first trace point) for ``plan.window``
+    seconds, or until the first student's run ended."""
+    students = [Student(url, index) for index in range(n)]
+    everyone_started, measured = asyncio.Event(), asyncio.Event()
+    tasks = []
+    for student in students:
+        tasks.append(asyncio.ensure_future(play_student(student, plan, everyone_started, measured)))
+        await asyncio.sleep(stagger)  # a class does not click within the same millisecond
+    deadline = time.monotonic() + plan.timeout
+    while not all(s.progress.first_point == s.progress.first_point or s.progress.error for s in students):
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    begin = time.monotonic()
+    everyone_started.set()
+    end = begin + plan.window
+    while time.monotonic() < end:
+        if any("done" in statuses for s in students for _, _, statuses in s.progress.samples[-1:]):
+            break
+        await asyncio.sleep(0.05)
+    moment = time.monotonic()
+    measured.set()
+    await asyncio.gather(*tasks)
+    return [s.progress for s in students], begin, moment
+
+
+# ---- figures -----------------------------------------------------------------------------------------
+
+
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def summarize(progresses, begin, moment):
+    """Per student: iterations made inside the window [begin, moment] (every chain running), and
+    fairness = the least of them / the most."""
+    ok = [p for p in progresses if not p.error]
+    made = [p.iteration_at(moment) - p.iteration_at(begin) for p in ok]
+    seconds = max(moment - begin, 1e-9)
+    return dict(
+        sessions=len(progresses),
+        failed=[f"{p.index}: {p.error}" for p in progresses if p.error],
+        clickable=[p.clickable - p.opened for p in ok],
+        opened=[p.opened - p.requested for p in ok],
+        first_point=[p.first_point - p.started for p in ok],
+        window=seconds,
+        made=made,
+        rates=[m / seconds for m in made],
+        fairness=(min(made) / max(made)) if made and max(made) > 0 else float("nan"),
+    )
+
+
+def client_cpu_seconds(server_pid):
+    """CPU seconds of this process (the websocket students) and of its children (chromium), the
+    server (also a child) and its own children excluded."""
+    import psutil  # a dependency of distributed
+
+    me = psutil.Process()
+    server = {server_pid} | {child.pid for child in psutil.Process(server_pid).children(recursive=True)}
+    children = 0.0
+    for child in me.children(recursive=True):
+        if child.pid in server:
+            continue
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            children += times.user + times.system
+    return time.process_time(), children
+
+
+def wait_for_release(server, baseline_threads, timeout):
+    """Wait until the server holds no session and its chain threads are gone (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sessions = server.sessions()
+        threads = server.python_threads()
+        chains = sum(count for name, count in threads.items() if name.startswith("lpviz-"))
+        if sessions == 0 and chains == 0:
+            break
+        time.sleep(0.5)
+    time.sleep(1.0)
+    return server.status()
+
+
+def play_round(server, n, plan, client):
+    time.sleep(IDLE_SECONDS)
+    idle_lags = [lag for _, lag in server.loop_lags(since=time.monotonic() - IDLE_SECONDS)]
+    cpu_before, client_before, opened_at = server.cpu_seconds(), client_cpu_seconds(server.pid), time.monotonic()
+    if client == "chromium":
+        progresses, begin, moment = chromium_class(server.url, n, plan)
+    else:
+        progresses, begin, moment = asyncio.run(play_class(server.url, n, plan))
+    seconds = time.monotonic() - opened_at
+    figures = summarize(progresses, begin, moment)
+    rss_running, threads_running = server.status()
+    running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
+    all_lags = [lag for _, lag in server.loop_lags(since=opened_at)]
+    client_after = client_cpu_seconds(server.pid)
+    figures.update(
+        idle_lag_p95=percentile(idle_lags, 95),
+        lag_p50=percentile(running_lags, 50),
+        lag_p95=percentile(running_lags, 95),
+        lag_max=max(running_lags, default=float("nan")),
+        lag_open_p95=percentile(all_lags, 95),
+        lag_open_max=max(all_lags, default=float("nan")),
+        server_cpu=server.cpu_seconds() - cpu_before,
+        seconds=seconds,
+        client_cpu=client_after[0] - client_before[0] + client_after[1] - client_before[1],
+        load=load_average(),
+        rss_running=rss_running,
+        threads_running=threads_running,
+        python_threads_running=server.python_threads(),
+        # what the pages said last, over every student's methods (an "error" would explain a short class)
+        last_statuses=dict(
+            collections.Counter(status for p in progresses for status in (p.samples[-1][2] if p.samples else ()))
+        ),
+    )
+    return figures
+
+
+# ---- the same class in chromium (for the client's cost) ------------------------------------------------
+
+
+def chromium_class(url, n, plan):
+    """The class in Debian's chromium: one page per student, driven in turn from one thread."""
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from browser_harness import CHROMIUM, CHROMIUM_ARGS, COUNT_TRACE_POINTS
+
+    progresses = [Progress(index) for index in range(n)]
+    pages = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for progress in progresses:
+                context = browser.new_context(viewport={"width": 1500, "height": 1000})
+                page = context.new_page()
+                page.set_default_timeout(plan.timeout * 1000)
+                try:
+                    progress.requested = time.monotonic()
+                    page.goto(url)
+                    page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
+                    progress.opened = time.monotonic()
+                    page.locator(".bk-tab").get_by_text("Fits", exact=True).click()
+                    page.get_by_role("button", name="Start").wait_for()
+                    progress.clickable = progress.started = time.monotonic()
+                    page.get_by_role("button", name="Start").click()
+                except Exception as exc:
+                    progress.error = f"{type(exc).__name__}: {exc}"
+                pages.append((context, page))
+            for progress, (_, page) in zip(progresses, pages, strict=True):
+                if progress.error:
+                    continue
+                try:
+                    page.wait_for_function(f"() => ({COUNT_TRACE_POINTS})() > 0")
+                    progress.first_point = time.monotonic()
+                except Exception as exc:
+                    progress.error = f"{type(exc).__name__}: {exc}"
+            begin = max((p.first_point for p in progresses if not p.error), default=time.monotonic())
+            for progress, (_, page) in zip(progresses, pages, strict=True):
+                if not progress.error:
+                    _chromium_sample(progress, page, begin)
+            end = begin + plan.window
+            while time.monotonic() < end:
+                for progress, (_, page) in zip(progresses, pages, strict=True):
+                    if not progress.error:
+                        _chromium_sample(progress, page)
+                if any("done" in s for p in progresses for _, _, s in p.samples[-1:]):
+                    break
+                time.sleep(0.5)
+            moment = time.monotonic()
+            for progress, (_, page) in zip(progresses, pages, strict=True):
+                if not progress.error:
+                    _chromium_sample(progress, page, moment)
+        finally:
+            for context, _ in pages:
+                context.close()
+            browser.close()
+    for progress in progresses:
+        progress.closed = time.monotonic()
+    return progresses, begin, moment
+
+
+def _chromium_sample(progress, page, when=None):
+    texts = page.evaluate(
+        """() => { const out = [];
+        for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+          if (typeof m.text === "string" && m.text.includes(", iteration ")) out.push(m.text);
+        return out; }"""
+    )
+    lines = [STATUS_LINE.search(text.replace("&nbsp;", " ")) for text in texts]
+    lines = [(m.group(2), int(m.group(3).replace(",", ""))) for m in lines if m]
+    if lines:
+        progress.samples.append((when or time.monotonic(), min(i for _, i in lines), tuple(s for s, _ in lines)))
+
+
+# ---- the command -----------------------------------------------------------------------------------------
+
+
+def report_round(n, round_index, figures, baseline):
+    def fmt(values, digits=2):
+        return (
+            f"{min(values):.{digits}f} / {statistics.median(values):.{digits}f} / {max(values):.{digits}f}"
+            if values
+            else "-"
+        )
+
+    print(
+        f"N={n:2d} round {round_index} (load {figures['load']:.1f}): "
+        f"page s {fmt(figures['opened'])}, Start clickable s {fmt(figures['clickable'])}, "
+        f"first point s {fmt(figures['first_point'])} (min/median/max)\n"
+        f"   over {figures['window']:.1f} s with every chain running: it/s per session {fmt(figures['rates'], 0)}, "
+        f"fairness {figures['fairness']:.2f}, loop lag p50/p95/max {figures['lag_p50']:.0f}/{figures['lag_p95']:.0f}/"
+        f"{figures['lag_max']:.0f} ms (idle server before the round: p95 {figures['idle_lag_p95']:.0f}) "
+        f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f})\n"
+        f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "
+        f"client {figures['client_cpu']:.1f}; running: RSS {figures['rss_running']:.0f} MB, "
+        f"{figures['threads_running']} threads; released: RSS {figures['rss_released']:.0f} MB "
+        f"({figures['rss_released'] - baseline[0]:+.0f} on the baseline), {figures['threads_released']} threads "
+        f"(baseline {baseline[1]}) {figures['python_threads_released']}, "
+        f"{figures['sessions_released']} sessions held",
+        flush=True,
+    )
+    print(f"   the pages' last progress lines: {figures['last_statuses']}", flush=True)
+    if figures["failed"]:
+        print("   failed:", "; ".join(figures["failed"]), flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[4, 8, 12], help="class sizes (default 4 8 12)")
+    parser.add_argument("--rounds", type=int, default=1, help="times each class opens and closes (default 1)")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds after the last Start (default 20)")
+    parser.add_argument("--preset", default=CLASS_PRESET)
+    parser.add_argument("--client", choices=("websocket", "chromium"), default="websocket")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+
+    results = []
+    for n in args.sessions:
+        server = Server()
+        try:
+            server.wait_ready()
+            time.sleep(2.0)
+            baseline = wait_for_release(server, None, timeout=60)  # the page load above made a session
+            print(
+                f"N={n}: server pid {server.pid}, baseline RSS {baseline[0]:.0f} MB, {baseline[1]} threads, "
+                f"load {load_average():.1f}",
+                flush=True,
+            )
+            plan = Plan(preset=args.preset, window=args.window)
+            for round_index in range(1, args.rounds + 1):
+                figures = play_round(server, n, plan, args.client)
+                rss, threads = wait_for_release(server, baseline[1], timeout=90)
+                figures.update(rss_released=rss, threads_released=threads, baseline=baseline)
+                figures["python_threads_released"] = server.python_threads()
+                figures["sessions_released"] = server.sessions()
+                report_round(n, round_index, figures, baseline)
+                results.append(dict(n=n, round=round_index, client=args.client, **figures))
+        finally:
+            server.close()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+if __name__ == "__main__":
+    main()
