@@ -9,6 +9,9 @@ paper's (DESIGN.md section 2) except where a text says they are reduced.
 
 from dataclasses import dataclass, field
 
+# The noise seed every preset uses (a "new noise draw" replaces it, and the dashboard says so).
+CLASS_SEED = 2019
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -19,8 +22,11 @@ class Preset:
     settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        # every preset says how it fits, so the Table 1 preset's VI does not outlive it
-        object.__setattr__(self, "settings", {"inference": "mcmc", **self.settings})
+        # every preset says how it fits, so the Table 1 preset's VI does not outlive it; and it
+        # noises with the class seed, so every student of a class sees the same release and numbers
+        object.__setattr__(
+            self, "settings", {"inference": "mcmc", "noise_seed": CLASS_SEED, "chain_seed": 0, **self.settings}
+        )
 
 
 def _figure3(alpha0, n_iter, burn_in, what):
