@@ -75,6 +75,18 @@ def guarantee(release, source=""):
     )
 
 
+def seed_words(noise_seed):
+    """Whether the numbers on screen are the class's (the presets' fixed noise seed) or a fresh draw."""
+    from app.presets import CLASS_SEED
+
+    if noise_seed == CLASS_SEED:
+        return f"Class seed {CLASS_SEED}: every student running a preset sees this same release and the same numbers."
+    return (
+        f"**A new noise draw** (seed {noise_seed}): your release and numbers differ from the class's "
+        f"(the presets use seed {CLASS_SEED}; choose a preset again to go back to it)."
+    )
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -193,8 +205,11 @@ class ControlsView(pn.viewable.Viewer):
 
     def privacy_controls(self):
         settings = self.settings
-        redraw = pn.widgets.Button(label="Redraw noise", color="primary")
+        redraw = pn.widgets.Button(label="New noise draw", color="primary", css_classes=["new-noise-draw"])
         redraw.on_click(settings.redraw_noise)
+        seed_note = pn.pane.Markdown(
+            pn.bind(seed_words, settings.param.noise_seed), sizing_mode="stretch_width", name="seed-note"
+        )
 
         @param.depends(settings.param.heterogeneous)
         def noise_widgets(heterogeneous):
@@ -233,6 +248,7 @@ class ControlsView(pn.viewable.Viewer):
             holdout_widgets,
             widget(settings, "noise_seed", label="Noise seed (simulation)"),
             redraw,
+            seed_note,
             title="Privacy",
             collapsible=False,
             sizing_mode="stretch_width",

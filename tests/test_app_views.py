@@ -528,7 +528,7 @@ def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
 
 def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
     from app.fits_view import BEST_MARK, FitsView, scoreboard_html
-    from lpviz.metrics import SCORE_LABELS
+    from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
 
     fits = fitted_topics
     release, truth = fits.data.release, fits.data.truth
@@ -556,9 +556,21 @@ def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
         ("rhat", nearest_one),
         ("ess", max),
     ):
-        best = pick(expected[label][key] for label in expected if expected[label][key] is not None)
-        optima |= {(label, SCORE_LABELS[key]) for label in expected if expected[label][key] == best}
+        # only a healthy fit is starred, and an MAE only when it beats its baselines (lpviz.metrics.rankable)
+        ranked = [
+            label
+            for label in expected
+            if expected[label][key] is not None
+            and (rankable(expected[label], key)[0] if key in MAE_KEYS else expected[label]["health"]["healthy"])
+        ]
+        if ranked:
+            best = pick(expected[label][key] for label in ranked)
+            optima |= {(label, SCORE_LABELS[key]) for label in ranked if expected[label][key] == best}
     assert marked == optima
+    for label, numbers in expected.items():  # the health in words, the best constant beside each MAE
+        row = board.set_index("method").loc[label]
+        assert (row["health"] == "healthy") == numbers["health"]["healthy"]
+        assert row["MAE: best constant"] == numbers["baselines"]["best_constant_mae"]
     for label, numbers in expected.items():  # the marked numbers are score()'s
         row = board.set_index("method").loc[label]
         assert row["MAE"] == pytest.approx(numbers["mae"], rel=1e-12)
