@@ -142,8 +142,14 @@ def count_image(
         tick_labels(row_labels, rows) if row_labels is not None else None,
         tick_labels(col_labels, cols) if col_labels is not None else None,
     )
+    # the axes span this matrix and nothing else: set, not left to a range a previous plot of another
+    # shape may have left behind (seen: a 300 x 100 matrix drawn over 0-800 words after a data switch)
+    xlim = (float(cols[0]) - col_step / 2, float(cols[-1]) + col_step / 2) if len(cols) else None
+    ylim = (float(rows[0]) - row_step / 2, float(rows[-1]) + row_step / 2) if len(rows) else None
     options = dict(
         title=title,
+        xlim=xlim,
+        ylim=ylim,
         cmap=cmap,
         colorbar=True,
         tools=["hover"],

@@ -99,3 +99,35 @@ def test_a_new_noise_draw_keeps_the_preset_and_says_its_numbers_are_not_the_clas
     settings.preset = "Figure 3 (small alpha0)"  # chosen again: the class seed again
     assert settings.noise_seed == CLASS_SEED and fits.data.release.noise_seed == CLASS_SEED
     fits.close()
+
+
+def test_every_teaching_steps_claim_holds_on_the_opening_preset_at_the_class_seed():
+    """Teaching mode on the dashboard's opening session: each step that claims a finding is run and
+    its claim checked on screen (held), the scoreboard step starting the fits itself."""
+    import panel as pn
+
+    from app.session import default_session
+    from app.teaching import STEPS, Teaching
+
+    fits = default_session()
+    fits.data._background = False
+    try:
+        teaching = Teaching(fits=fits)
+        claimed = [i for i, step in enumerate(STEPS) if step.claim is not None]
+        assert claimed, "no teaching step claims anything"
+        for index in claimed:
+            teaching.go(index)
+            deadline = time.monotonic() + TIMEOUT
+            while any(runner.status in ("running", "pausing") for runner in fits.runners.values()):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+                fits.drain()
+            for runner in fits.runners.values():
+                runner.join(timeout=30)
+            fits.drain()
+            teaching._check_claim()
+            assert teaching.verdict.held is True, f"step {index + 1}: {teaching.verdict.text}"
+            shown = teaching._text()
+            assert isinstance(shown, pn.pane.Markdown) and "**held**" in shown.object
+    finally:
+        fits.close()
