@@ -161,6 +161,11 @@ def test_privacy_view_follows_the_session_epsilon_and_N():
     text = view.summary().object
     row_alpha = np.asarray(data.release.alpha)
     assert "Heterogeneous" in text and f"{row_alpha.min():.3f}" in text
+    # the plots follow the release's own per-row noise (its median row), not the unused scalar epsilon
+    assert view.alpha == pytest.approx(np.median(row_alpha)) != pytest.approx(np.exp(-10.0))
+    tau, geometric, _ = view.noise_frame()
+    np.testing.assert_allclose(geometric, np.exp(privacy.geometric_logpmf(tau, np.median(row_alpha))))
+    assert "median row's alpha" in text
     for name, figure in view.figures().items():
         assert isinstance(figure, hv.Overlay), name
 
