@@ -91,9 +91,7 @@ class NoiseView(pn.viewable.Viewer):
             count_image(truncated, kind, "Noised counts truncated at 0", clim(truncated), **options),
         ]
         if Y_true is not None:
-            images.insert(
-                0, count_image(Y_true, kind, "True counts (private to the owner)", clim(Y_true), **options)
-            )
+            images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim(Y_true), **options))
         return hv.Layout(images).cols(3).opts(shared_axes=True)
 
     def noise_histogram_plot(self):
