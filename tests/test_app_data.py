@@ -609,3 +609,18 @@ def test_per_row_noise_and_held_out_cells_stay_with_their_experiment(source):
     assert not store.settings.heterogeneous and store.settings.holdout == "none"
     if store.release is not None:
         assert np.ndim(store.release.alpha) == 0 and store.release.heldout_cells is None
+
+
+def test_the_own_data_panel_names_every_format_and_its_example_loads(store):
+    from app.controls_view import EXAMPLE_EDGES, OWN_DATA_HELP, own_data_help
+
+    for words in ("Edge list", "Dense table", "`Y`", "`Y_data`", "`Y_obs`", "Matrix Market", "UCI"):
+        assert words in OWN_DATA_HELP, words
+    panel = own_data_help()
+    download = panel.select(pn.widgets.FileDownload)[0]
+    assert download.filename == "example_edges.csv"
+    store.load_upload(EXAMPLE_EDGES.encode(), download.filename)  # the example is a file the upload reads
+    assert store.error == "" and store.release.shape == (4, 4) and store.release.kind == "network"
+    controls = ControlsView(data=store)
+    shown = [p.object for p in controls.data_controls().select(pn.pane.Markdown) if p.name == "own-data-help"]
+    assert shown == [OWN_DATA_HELP]  # visible beside the upload button while the source is an upload
