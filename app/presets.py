@@ -154,10 +154,10 @@ FIGURE3_LARGE = _figure3(
     0.75,
     6000,
     1000,
-    "Heavy noise. Press Start and watch the scoreboard on the Fits tab: the private method's MAE against "
-    "the true rates ends at about half of naive's (every fit healthy, the best constant rate's MAE beside "
-    "them); the non-private fit of the true counts stays best. The Topics tab shows naive's topics blurred. "
-    "The paper's 6,000 iterations, every 25th saved after 1,000.",
+    "Heavy noise. Press Run the fits (top of the sidebar; or Start on the Fits tab) and watch the "
+    "scoreboard: the private method's MAE against the true rates ends at about half of naive's (every fit "
+    "healthy, the best constant rate's MAE beside them); the non-private fit of the true counts stays best. "
+    "The Topics tab shows naive's topics blurred. The paper's 6,000 iterations, every 25th saved after 1,000.",
     Claim(
         "the private fit's MAE against the true rates is below naive's.",
         "rate_mae",

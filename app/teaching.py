@@ -235,4 +235,11 @@ class Teaching(pn.viewable.Viewer):
         if self._standalone:
             return pn.Column(card, self.tabs, sizing_mode="stretch_width")
         toggle = pn.widgets.Toggle.from_param(self.param.on, label="Teaching mode", color="light")
-        return pn.Column(toggle, card, sizing_mode="stretch_width")
+        run = pn.widgets.Button(label="Run the fits", color="success")
+        run.on_click(self.run_fits)
+        return pn.Column(pn.Row(run, toggle), card, sizing_mode="stretch_width")
+
+    def run_fits(self, *_):
+        """From the opening screen: show the Fits tab and start the chosen methods' fits there."""
+        self.select("Fits")
+        self.fits.start()
