@@ -581,3 +581,16 @@ def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
         assert row["MAE"] == pytest.approx(numbers["mae"], rel=1e-12)
         assert row["NPMI"] == pytest.approx(numbers["npmi"], rel=1e-12)
     assert scoreboard_html(board.iloc[:0]) == ""
+
+
+def test_the_simulation_export_keeps_the_actor_names_shown_on_the_axes():
+    from app.export import result_arrays
+
+    fits = Fits(DataStore(Settings(noise_seed=3)))
+    try:
+        fits.data.load_upload(b"source,target,count\nann,bob,3\nbob,cy,2\ncy,ann,1\nann,cy,4\n", "mail.csv")
+        assert fits.data.error == ""
+        arrays = result_arrays(fits)
+        assert arrays["row_labels"].tolist() == arrays["col_labels"].tolist() == ["ann", "bob", "cy"]
+    finally:
+        fits.close()
