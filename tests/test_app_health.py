@@ -91,3 +91,18 @@ def test_a_collapsed_fit_is_marked_and_never_starred_a_healthy_one_is(variant):
             assert view.claim_verdict().held is True
     finally:
         fits.close()
+
+
+def test_topics_of_data_without_true_topics_have_no_blank_truth_column():
+    from app.topics_view import TopicsView
+
+    fits = Fits(DataStore(Settings(noise_seed=3), background=False))
+    rows = ["doc,alpha,beta,gamma,delta,eps"] + [f"d{i},{i % 3},{(i * 2) % 5},1,{i % 2},3" for i in range(12)]
+    fits.data.load_upload("\n".join(rows).encode(), "words.csv")
+    fits.settings.param.update(n_components=2, n_iter=20, burn_in=5, thin=5)
+    try:
+        finish(fits)
+        table = TopicsView(fits=fits).table
+        assert not table.empty and "L1 to truth" not in table.columns  # uploaded counts: no true topics
+    finally:
+        fits.close()
