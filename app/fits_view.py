@@ -38,7 +38,17 @@ def trace_curve(runner, column, *, line_dash="solid"):
 
 def overlay(curves, *, title, ylabel, legend):
     """The live curves in one plot (one curve alone is a plot too: it has no legend to place)."""
-    options = dict(title=title, ylabel=ylabel, responsive=True, height=300, show_legend=True)
+    from bokeh.models import NumeralTickFormatter
+
+    # plain numbers with thousands separators ("-250,000"), not Bokeh's "-2.500e+5" for large ones
+    options = dict(
+        title=title,
+        ylabel=ylabel,
+        responsive=True,
+        height=300,
+        show_legend=True,
+        yformatter=NumeralTickFormatter(format="0,0.[000]"),
+    )
     if len(curves) > 1:
         options["legend_position"] = legend
     return hv.Overlay(curves).collate().opts(**options)
@@ -414,7 +424,9 @@ class FitsView(pn.viewable.Viewer):
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
-        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps")
+        return pn.pane.HoloViews(
+            layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps", linked_axes=False
+        )
 
     @staticmethod
     def _rate_frame(runner, shape):
