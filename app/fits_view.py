@@ -205,6 +205,18 @@ class FitsView(pn.viewable.Viewer):
         follow_results(self.fits, self._on_result, VIEW_SECONDS)
         follow_results(self.fits, lambda runner: self._update_scores(), VIEW_SECONDS)
         self._update_scores()
+        # The rate heatmaps of each (data generation, methods, scale) are a new pane in this box, never
+        # the old pane updated in place: Panel's in-place update re-used the old Bokeh figures, and
+        # after a data switch all four were seen titled "truth (true counts)" over stale axes.
+        self._rates_box = pn.Column(sizing_mode="stretch_width", name="rates-box")
+        settings = self.fits.settings
+        self.fits.data.param.watch(lambda *_: self._redraw_rates(), ["release"])
+        settings.param.watch(
+            lambda *events: settings.still(events) and self._redraw_rates(), ["methods", "colour_scale"]
+        )
+
+    def _redraw_rates(self):
+        self._rates_box.objects = [self.rates()]
 
     # ---- controls ---------------------------------------------------------------------
     def controls(self):
@@ -483,6 +495,7 @@ class FitsView(pn.viewable.Viewer):
         return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
+        self._redraw_rates()
         table = pn.pane.HTML(
             pn.bind(scoreboard_html, self.param.scores),
             visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
@@ -506,6 +519,6 @@ class FitsView(pn.viewable.Viewer):
             explanation,
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
-            self.rates,
+            self._rates_box,
             sizing_mode="stretch_width",
         )

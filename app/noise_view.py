@@ -116,7 +116,9 @@ class NoiseView(pn.viewable.Viewer):
         layout = self.heatmap_layout()
         if layout is None:
             return pn.pane.Markdown("")
-        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps")
+        return pn.pane.HoloViews(
+            layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps", linked_axes=False
+        )
 
     @param.depends("data.release")
     def noise_histogram(self):
