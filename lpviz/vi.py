@@ -51,7 +51,7 @@ The private method's local step comes in three variants (its option
 - ``"paper"``: the VI paper's Bessel route above (``bessel_point``,
   ``noise_split``; giving either selects it). It collapses too.
 
-Measured on the Table 1 generator (:func:`lpviz.reproduce.table1.table1_data`):
+Measured on the Table 1 generator (``lpviz.reproduce.table1.table1_data``):
 see the README and ``benchmarks/bench_vi.py``.
 
 The ELBO (:attr:`VariationalFit.elbo`) is ``E_q[log p(data, latents)] + H[q]``

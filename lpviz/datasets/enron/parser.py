@@ -15,10 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
-import email.utils
 import hashlib
 import re
 from dataclasses import dataclass
+from email.utils import parsedate_tz
 
 PARSER_VERSION = 3  # bump when parsing or tokenization changes: invalidates cached corpora (3: the month sent)
 
@@ -85,7 +85,7 @@ def month_of(date: str) -> int:
     """``12 * year + month - 1`` of an RFC 822 Date header as written (its own time zone: a month
     is a month where the mail was sent), -1 when it does not parse."""
     try:
-        parsed = email.utils.parsedate_tz(date) if date else None
+        parsed = parsedate_tz(date) if date else None
     except (TypeError, ValueError, IndexError):
         parsed = None
     if parsed is None or not 1 <= parsed[1] <= 12 or parsed[0] < 1:
