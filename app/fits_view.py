@@ -320,7 +320,7 @@ class FitsView(pn.viewable.Viewer):
 
         if frame.empty:
             return ""
-        labels = {method_class.label: method_class for method_class in METHODS.values()}
+        labels = {runner.label: METHODS[runner.method] for runner in self.fits.runners.values()}
         allowed = frame.attrs.get("rankable", {})
         for key in ("rate_mae", "mae"):
             column = SCORE_LABELS[key]
