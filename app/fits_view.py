@@ -310,7 +310,7 @@ class FitsView(pn.viewable.Viewer):
         )
         return (
             f"<div class='claim-verdict' data-held='{verdict.word}'><b>The preset's claim:</b> {preset.claim.text} "
-            f"<b style='color:{colour}'>{verdict.word.capitalize()}</b>: {verdict.text}.{seed}</div>"
+            f"<b style='color:{colour}'>{verdict.word.capitalize()}</b>: {verdict.text.rstrip('.')}.{seed}</div>"
         )
 
     def explanation_html(self, frame):
