@@ -258,8 +258,8 @@ class BlocksView(pn.viewable.Viewer):
         )
         body = pn.Column(
             scores,
-            pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width"),
-            pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width"),
+            pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width", linked_axes=False),
+            pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width", linked_axes=False),
             visible=pn.bind(lambda *_: self.applies, self.fits.data.param.release, self.fits.data.param.model),
             sizing_mode="stretch_width",
         )

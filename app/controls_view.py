@@ -75,6 +75,55 @@ def guarantee(release, source=""):
     )
 
 
+OWN_DATA_HELP = """**Your own data** (choose a file with the upload button; nothing leaves this server session):
+
+- **Edge list** `.csv`/`.tsv`/`.txt` (optionally `.gz`): lines `source,target[,count]`, a header line such as
+  `source,target,count` optional; gives a sender x recipient network (a missing count means 1, repeated
+  pairs add up, self loops are dropped).
+- **Dense table** `.csv`: documents x words, a header line of words, optionally a first column of
+  document names.
+- **NumPy archive** `.npz`: the counts in key `Y` (dense), or CSR arrays `Y_data`, `Y_indices`, `Y_indptr`,
+  `Y_shape`; optional `vocab` or `col_labels`, `row_labels`, `model`. An `.npz` that `lpviz privatize`
+  wrote (key `Y_obs`, with its `epsilon` and `N` or `alpha`) is read as a **release**: its noise is kept as is.
+- **Matrix Market** `.mtx`; **UCI bag-of-words** `docword.NAME.txt` (with `vocab.NAME.txt`).
+
+Counts must be non-negative whole numbers (a noised table with negative counts must come as the
+release `.npz`, which says how much noise it carries)."""
+
+# A small example of the simplest format, offered for download beside the help.
+EXAMPLE_EDGES = "source,target,count\nann,bob,3\nbob,cy,2\ncy,ann,1\nann,cy,4\ndee,ann,2\nbob,dee,5\n"
+
+
+def own_data_help():
+    """The "your own data" panel: every accepted format with its required keys, and an example file."""
+    from io import BytesIO
+
+    example = pn.widgets.FileDownload(
+        BytesIO(EXAMPLE_EDGES.encode()),
+        filename="example_edges.csv",
+        label="Download an example (edge list)",
+        color="light",
+        sizing_mode="stretch_width",
+    )
+    return pn.Column(
+        pn.pane.Markdown(OWN_DATA_HELP, sizing_mode="stretch_width", name="own-data-help"),
+        example,
+        sizing_mode="stretch_width",
+    )
+
+
+def seed_words(noise_seed):
+    """Whether the numbers on screen are the class's (the presets' fixed noise seed) or a fresh draw."""
+    from app.presets import CLASS_SEED
+
+    if noise_seed == CLASS_SEED:
+        return f"Class seed {CLASS_SEED}: every student running a preset sees this same release and the same numbers."
+    return (
+        f"**A new noise draw** (seed {noise_seed}): your release and numbers differ from the class's "
+        f"(the presets use seed {CLASS_SEED}; choose a preset again to go back to it)."
+    )
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -114,6 +163,7 @@ class ControlsView(pn.viewable.Viewer):
                 column.append(download)
             if not spec.spec:
                 column.insert(0, upload)
+                column.insert(1, own_data_help())
             return column
 
         status = self.status()
@@ -193,8 +243,11 @@ class ControlsView(pn.viewable.Viewer):
 
     def privacy_controls(self):
         settings = self.settings
-        redraw = pn.widgets.Button(label="Redraw noise", color="primary")
+        redraw = pn.widgets.Button(label="New noise draw", color="primary", css_classes=["new-noise-draw"])
         redraw.on_click(settings.redraw_noise)
+        seed_note = pn.pane.Markdown(
+            pn.bind(seed_words, settings.param.noise_seed), sizing_mode="stretch_width", name="seed-note"
+        )
 
         @param.depends(settings.param.heterogeneous)
         def noise_widgets(heterogeneous):
@@ -233,6 +286,7 @@ class ControlsView(pn.viewable.Viewer):
             holdout_widgets,
             widget(settings, "noise_seed", label="Noise seed (simulation)"),
             redraw,
+            seed_note,
             title="Privacy",
             collapsible=False,
             sizing_mode="stretch_width",

@@ -235,10 +235,11 @@ class DataStore(param.Parameterized):
         self._generation = 0
         self._pending = []  # finished background work, applied by poll() on the event loop
         self._pending_lock = threading.Lock()
-        self._applying = False
         self._new_source = True
         self._started = None  # (time, what) of the work in a thread, for its progress
-        self.settings.param.watch(self._on_settings, ["source", *DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.built_with = {}  # the settings the data and release in force were made from
+        self.settings.param.watch(self._on_settings, [*DATA_PARAMETERS, *NOISE_PARAMETERS])
+        self.settings.param.watch(self._on_applied, ["applied"])
         self.settings.param.watch(self._on_model, ["model"])
         self.load()
 
@@ -313,13 +314,23 @@ class DataStore(param.Parameterized):
             self.param.update(error=str(exc), loading=False)
             return
         plan = self._plan()
-        self._run(lambda: derive(build(), plan), f"building {self.settings.source_spec.label}")
+        made_from = self._made_from(plan)
+        what = f"building {self.settings.source_spec.label}"
+        self._run(lambda: {**derive(build(), plan), "built_with": made_from}, what)
 
     def renoise(self):
         """Noise the current data again (privacy, held-out or noise-seed settings changed)."""
         if self.data is not None:
             data, plan = self.data, self._plan()
-            self._run(lambda: derive(data, plan), "noising")
+            made_from = {**self.built_with, **self._made_from(plan)}
+            self._run(lambda: {**derive(data, plan), "built_with": made_from}, "noising")
+
+    def _made_from(self, plan):
+        """The settings a build or noising reads (the source's data settings and ``plan``), as read."""
+        settings = self.settings
+        data_settings = {name: getattr(settings, name) for name in settings.source_spec.parameters}
+        noise = {name: plan[name] for name in (*NOISE_PARAMETERS, "n_components", "model")}
+        return {"source": settings.source, **data_settings, **noise}
 
     def _run(self, work, what):
         """Do ``work`` (build and/or noise) at once, or in a thread when served; :meth:`poll` applies it."""
@@ -455,20 +466,15 @@ class DataStore(param.Parameterized):
         if kind == "derived":
             self._new_source = False
             release = payload["release"]
+            made_from = payload["built_with"]
             if payload["truth"] is None and release.epsilon is not None:  # an uploaded release: its own level
-                with self.settings.unguarded():
-                    self._applying = True
-                    try:
-                        self.settings.param.update(epsilon=release.epsilon, heterogeneous=False)
-                    finally:
-                        self._applying = False
+                with self.settings.internal():
+                    self.settings.param.update(epsilon=release.epsilon, heterogeneous=False)
+                made_from.update(epsilon=release.epsilon, heterogeneous=False)
             if payload["N"] != self.settings.N:
-                self._applying = True
-                try:  # Figure 1: N is the mean count of the drawn network
-                    with self.settings.unguarded():
-                        self.settings.N = payload["N"]
-                finally:
-                    self._applying = False
+                with self.settings.internal():  # Figure 1: N is the mean count of the drawn network
+                    self.settings.N = payload["N"]
+            self.built_with = {**made_from, "N": payload["N"]}
             data = payload["data"]
             name = data.name or self.settings.source
             # one update, so every view reacting to any of these sees them consistent
@@ -490,18 +496,10 @@ class DataStore(param.Parameterized):
     # ---- reactions -------------------------------------------------------------------
     def _on_settings(self, *events):
         events = self.settings.still(events)  # a change held back for a yes changes nothing yet
-        if self._applying or not events:
-            return
+        if self.settings.declaring or not events:
+            return  # declared settings: rebuilt once, on ``applied``
         names = {event.name for event in events}
-        if "source" in names:
-            self._new_source = True
-            self._applying = True
-            try:
-                self.settings.apply_source_defaults(keep=names)
-            finally:
-                self._applying = False
-            self.load()
-        elif names & set(self.settings.source_spec.parameters):
+        if names & set(self.settings.source_spec.parameters):
             self.load(events)
         elif names & set(NOISE_PARAMETERS) - HELDOUT_PARAMETERS and self.truth is None and self.release is not None:
             self.settings.refuse(events)
@@ -512,6 +510,11 @@ class DataStore(param.Parameterized):
             )
         elif names & set(NOISE_PARAMETERS):
             self.renoise()
+
+    def _on_applied(self, *_):
+        """A preset or a data source put its settings in force: build the data once from them all."""
+        self._new_source = True
+        self.load()
 
     def _on_model(self, *events):
         """Another model for the same data: the release stays, the fits follow ``model``."""

@@ -32,6 +32,7 @@ import panel as pn
 import param
 
 from app.fits import Fits
+from app.plots import axis_labels
 
 FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}
 RELEASE_FILE = "lpviz_release_simulated.npz"
@@ -149,6 +150,10 @@ def result_arrays(fits):
             arrays[key] = getattr(release, key)
     if truth.mu is not None:
         arrays["mu_true"] = truth.mu
+    # the names on the dashboard's axes (the owner's file holds the truth, so the data set's own names too)
+    for key, labels in zip(("row_labels", "col_labels"), axis_labels(data), strict=True):
+        if labels is not None:
+            arrays[key] = np.asarray([str(label) for label in labels])
     for runner in _runners_with_results(fits):
         result = runner.result
         if result.get("mu_hat") is not None:

@@ -38,7 +38,17 @@ def trace_curve(runner, column, *, line_dash="solid"):
 
 def overlay(curves, *, title, ylabel, legend):
     """The live curves in one plot (one curve alone is a plot too: it has no legend to place)."""
-    options = dict(title=title, ylabel=ylabel, responsive=True, height=300, show_legend=True)
+    from bokeh.models import NumeralTickFormatter
+
+    # plain numbers with thousands separators ("-250,000"), not Bokeh's "-2.500e+5" for large ones
+    options = dict(
+        title=title,
+        ylabel=ylabel,
+        responsive=True,
+        height=300,
+        show_legend=True,
+        yformatter=NumeralTickFormatter(format="0,0.[000]"),
+    )
     if len(curves) > 1:
         options["legend_position"] = legend
     return hv.Overlay(curves).collate().opts(**options)
@@ -68,25 +78,79 @@ CONVERGENCE_NOTE = (
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 
+HEALTH_COLUMN = "health"
+BASELINE_SUFFIX = ": best constant"  # the column beside each MAE: the best constant rate's MAE
+
+
+def health_words(scores):
+    """A fit's health from :func:`lpviz.metrics.score` in a few words ("healthy", "not mixed: run
+    longer", "collapsed", ...); "" before it has a sample."""
+    health = scores.get("health")
+    if not health:
+        return ""
+    if health["healthy"]:
+        return "healthy"
+    words = {"not mixed": "not mixed: run longer", "collapsed": "collapsed", "non-finite": "non-finite rates"}
+    return "; ".join(words.get(flag, flag) for flag in health["flags"])
+
+
+def board_frame(runners):
+    """The scoreboard: :func:`~app.fits.score_frame` of the runners, the best constant's MAE beside
+    each MAE column and each fit's health in words (all from its :func:`lpviz.metrics.score`).
+    ``frame.attrs["rankable"]``: ``{column: [method, ...]}``, the fits that may be starred in it
+    (healthy; for an MAE, also beating its baselines: :func:`lpviz.metrics.rankable`);
+    ``frame.attrs["reasons"]``: ``{method: [reason, ...]}`` of the flagged fits."""
+    from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
+
+    frame = score_frame(runners, SCOREBOARD_KEYS)
+    if frame.empty:
+        return frame
+    scored = [(runner.label, runner.result["score"]) for runner in runners if (runner.result or {}).get("score")]
+    for key in MAE_KEYS:
+        column = SCORE_LABELS[key]
+        if column in frame:
+            values = [(scores.get("baselines") or {}).get(f"best_constant_{key}") for _, scores in scored]
+            frame.insert(frame.columns.get_loc(column) + 1, column + BASELINE_SUFFIX, values)
+    frame.insert(1, HEALTH_COLUMN, [health_words(scores) for _, scores in scored])
+    healthy = [label for label, scores in scored if (scores.get("health") or {}).get("healthy")]
+    allowed = {column: list(healthy) for column in frame.columns}
+    for key in MAE_KEYS:
+        if SCORE_LABELS[key] in frame:
+            allowed[SCORE_LABELS[key]] = [label for label, scores in scored if rankable(scores, key)[0]]
+    frame.attrs["rankable"] = allowed
+    frame.attrs["reasons"] = {
+        label: (scores.get("health") or {}).get("reasons") or []
+        for label, scores in scored
+        if not (scores.get("health") or {}).get("healthy", True)
+    }
+    return frame
+
+
 def best_cells(frame):
     """``{column: [method, ...]}``: the methods with the best value of each score column of a
-    :func:`~app.fits.score_frame` (lowest error, highest coherence; ties all marked)."""
+    :func:`board_frame` (lowest error, highest coherence; ties all marked), among the fits that may
+    be ranked in that column (``frame.attrs["rankable"]``; a frame without it: every fit)."""
     from lpviz.metrics import SCORE_LABELS
 
+    allowed = frame.attrs.get("rankable")
     best = {}
     for keys, pick in ((LOWER_IS_BETTER, "min"), (HIGHER_IS_BETTER, "max"), (CLOSEST_TO_ONE, "one")):
         for column in (SCORE_LABELS[key] for key in keys):
-            if column in frame and frame[column].notna().any():
-                values = frame[column].astype(float)
+            if column not in frame:
+                continue
+            rows = frame if allowed is None else frame[frame["method"].isin(allowed.get(column, []))]
+            if rows[column].notna().any():
+                values = rows[column].astype(float)
                 if pick == "one":
                     values = (values - 1).abs()
                 optimum = values.max() if pick == "max" else values.min()
-                best[column] = list(frame.loc[values == optimum, "method"])
+                best[column] = list(rows.loc[values == optimum, "method"])
     return best
 
 
 def scoreboard_html(frame):
-    """The score table as HTML, the best value of each column in bold with a star."""
+    """The score table as HTML, the best value of each column in bold with a star (never a flagged
+    fit's), each flagged fit's reasons in words below."""
     if frame.empty:
         return ""
     from lpviz.metrics import SCORE_LABELS
@@ -104,12 +168,21 @@ def scoreboard_html(frame):
             text = table_cell(row[column])
             if row["method"] in best.get(column, ()):
                 text = f"<b>{text} {BEST_MARK}</b>"
+            elif column == HEALTH_COLUMN and text not in ("", "healthy"):
+                text = f"<b style='color:#b2182b'>{text}</b>"
             cells.append(f"<td>{text}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
+    flagged = "".join(
+        f"<li><b>{method}</b>: {'; '.join(reasons)}. Never starred or ranked.</li>"
+        for method, reasons in frame.attrs.get("reasons", {}).items()
+    )
     return (
         f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        f"<p>{BEST_MARK} the best of each column (lowest error, highest coherence, R-hat nearest 1, "
-        f"largest ESS).</p>" + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
+        + (f"<ul class='flagged-fits'>{flagged}</ul>" if flagged else "")
+        + f"<p>{BEST_MARK} the best of each column among the healthy fits (lowest error, highest coherence, "
+        f"R-hat nearest 1, largest ESS); an MAE is starred only when it beats the trivial baselines (the best "
+        f"constant rate, shown beside it, and the row x column means fit).</p>"
+        + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
     )
 
 
@@ -123,6 +196,7 @@ class FitsView(pn.viewable.Viewer):
 
     fits = param.ClassSelector(class_=Fits)
     scores = param.DataFrame(default=pd.DataFrame(), doc="the score table shown")
+    verdict = param.Parameter(default=None, doc="the preset's claim checked on the finished fits (a Verdict)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -131,6 +205,18 @@ class FitsView(pn.viewable.Viewer):
         follow_results(self.fits, self._on_result, VIEW_SECONDS)
         follow_results(self.fits, lambda runner: self._update_scores(), VIEW_SECONDS)
         self._update_scores()
+        # The rate heatmaps of each (data generation, methods, scale) are a new pane in this box, never
+        # the old pane updated in place: Panel's in-place update re-used the old Bokeh figures, and
+        # after a data switch all four were seen titled "truth (true counts)" over stale axes.
+        self._rates_box = pn.Column(sizing_mode="stretch_width", name="rates-box")
+        settings = self.fits.settings
+        self.fits.data.param.watch(lambda *_: self._redraw_rates(), ["release"])
+        settings.param.watch(
+            lambda *events: settings.still(events) and self._redraw_rates(), ["methods", "colour_scale"]
+        )
+
+    def _redraw_rates(self):
+        self._rates_box.objects = [self.rates()]
 
     # ---- controls ---------------------------------------------------------------------
     def controls(self):
@@ -163,7 +249,9 @@ class FitsView(pn.viewable.Viewer):
 
         def text(status, iteration, goal, rate, error):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
-            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}, {speed} it/s"
+            # a finished chain's speed is in the scoreboard (its average): no "0 it/s" here
+            speed = f", {speed} it/s" if rate > 0 and status in ("running", "pausing") else ""
+            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}{speed}"
             return line + (f" - {error}" if error else "")
 
         label = pn.pane.Markdown(
@@ -187,7 +275,68 @@ class FitsView(pn.viewable.Viewer):
         )
 
     def _update_scores(self):
-        self.scores = score_frame(self.fits.active.values(), SCOREBOARD_KEYS)
+        self.scores = board_frame(list(self.fits.active.values()))
+        self.verdict = self.claim_verdict()
+
+    # ---- the preset's claim, checked ----------------------------------------------------
+    def claim_verdict(self):
+        """The :class:`~app.presets.Verdict` of the current preset's claim on the finished fits
+        (None without a preset claim); "not checked yet" while any of its fits runs."""
+        from app.presets import PRESETS, Verdict, check
+
+        preset = PRESETS.get(self.fits.settings.preset)
+        if preset is None or preset.claim is None:
+            return None
+        runners = self.fits.runners
+        involved = [runners[m] for m in preset.claim.methods if m in runners]
+        if len(involved) < len(preset.claim.methods) or any(m not in self.fits.active for m in preset.claim.methods):
+            return Verdict(None, "the methods it compares are not all chosen in the fit settings")
+        if any(runner.status not in ("done", "stopped") for runner in involved):
+            return Verdict(None, "checked when the run ends")
+        return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
+
+    def claim_html(self, verdict, preset_name, noise_seed):
+        from app.presets import CLASS_SEED, PRESETS
+
+        preset = PRESETS.get(preset_name)
+        if preset is None or preset.claim is None or verdict is None:
+            return ""
+        colour = {True: "#1a7f37", False: "#b2182b", None: "#555"}[verdict.held]
+        seed = (
+            ""
+            if noise_seed == CLASS_SEED
+            else f" <i>A new noise draw (seed {noise_seed}, not the class seed {CLASS_SEED}): these numbers "
+            "differ from the class's.</i>"
+        )
+        return (
+            f"<div class='claim-verdict' data-held='{verdict.word}'><b>The preset's claim:</b> {preset.claim.text} "
+            f"<b style='color:{colour}'>{verdict.word.capitalize()}</b>: {verdict.text.rstrip('.')}.{seed}</div>"
+        )
+
+    def explanation_html(self, frame):
+        """One line where a private fit beats the fit of the true counts (the paper's finding, not a bug)."""
+        from lpviz.methods import METHODS
+        from lpviz.metrics import SCORE_LABELS
+
+        if frame.empty:
+            return ""
+        labels = {runner.label: METHODS[runner.method] for runner in self.fits.runners.values()}
+        allowed = frame.attrs.get("rankable", {})
+        for key in ("rate_mae", "mae"):
+            column = SCORE_LABELS[key]
+            if column not in frame:
+                continue
+            rows = frame[frame["method"].isin(allowed.get(column, []))].set_index("method")[column]
+            private = [label for label in rows.index if label in labels and labels[label].needs_alpha]
+            truth = [label for label in rows.index if label in labels and labels[label].uses_truth]
+            if private and truth and rows[private].min() < rows[truth].min():
+                return (
+                    f"<p class='private-beats-truth'>Why can {private[0]} ({rows[private].min():.4g}) beat "
+                    f"{truth[0]} ({rows[truth].min():.4g}) on {column}? The private model explains small counts "
+                    "partly as noise and shrinks them: a regularisation the paper reports too (on Enron). "
+                    "The fit of the true counts chases every count, noise of the Poisson draw included.</p>"
+                )
+        return ""
 
     # ---- traces ---------------------------------------------------------------------
     def trace_plots(self):
@@ -287,7 +436,9 @@ class FitsView(pn.viewable.Viewer):
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
-        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps")
+        return pn.pane.HoloViews(
+            layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps", linked_axes=False
+        )
 
     @staticmethod
     def _rate_frame(runner, shape):
@@ -344,18 +495,30 @@ class FitsView(pn.viewable.Viewer):
         return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
 
     def __panel__(self):
+        self._redraw_rates()
         table = pn.pane.HTML(
             pn.bind(scoreboard_html, self.param.scores),
             visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
             sizing_mode="stretch_width",
             name="fit-scores",
         )
+        settings = self.fits.settings
+        claim = pn.pane.HTML(
+            pn.bind(self.claim_html, self.param.verdict, settings.param.preset, settings.param.noise_seed),
+            sizing_mode="stretch_width",
+            name="claim-verdict",
+        )
+        explanation = pn.pane.HTML(
+            pn.bind(self.explanation_html, self.param.scores), sizing_mode="stretch_width", name="private-beats-truth"
+        )
         return pn.Column(
             self.controls(),
             self.progress,
+            claim,
             table,
+            explanation,
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
-            self.rates,
+            self._rates_box,
             sizing_mode="stretch_width",
         )

@@ -55,10 +55,11 @@ class NoiseView(pn.viewable.Viewer):
         note = subsample_note(Y_true.shape, display_slice(Y_true.shape))
         if note:
             lines.append(note)
-        limit, clipped = colour_limit(Y_true, Y_obs)
+        limit, clipped = colour_limit(Y_true)
+        lines.append("Each heatmap has its own colour scale, from the counts it shows (white is zero).")
         if clipped:
             lines.append(
-                f"Colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
+                f"The true counts' colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
                 f"count is {int(Y_true.max()):,}); hover shows exact values."
             )
         return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
@@ -72,8 +73,11 @@ class NoiseView(pn.viewable.Viewer):
             return None
         Y_obs = release.Y_obs
         Y_true = truth.Y if truth is not None else None
-        limit, _ = colour_limit(*([Y_obs] if Y_true is None else [Y_true, Y_obs]))
-        clim = (-limit, limit)  # symmetric, so white is exactly zero
+
+        def clim(values):  # each heatmap's own scale, from the data it shows; symmetric, so white is zero
+            limit = colour_limit(values)[0]
+            return (-limit, limit)
+
         strides = display_slice(Y_obs.shape)
         kind = release.kind
         # actors named on a network's axes (a corpus's document ids would only clutter them)
@@ -81,12 +85,13 @@ class NoiseView(pn.viewable.Viewer):
         # signed counts on a diverging scale whose white is zero: linear, with the tail clipped
         # (colour_limit); the rate colour scale applies to the rate heatmaps
         options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)
+        truncated = truncate(Y_obs)
         images = [
-            count_image(Y_obs, kind, "Noised counts (released)", clim, **options),
-            count_image(truncate(Y_obs), kind, "Noised counts truncated at 0", clim, **options),
+            count_image(Y_obs, kind, "Noised counts (released)", clim(Y_obs), **options),
+            count_image(truncated, kind, "Noised counts truncated at 0", clim(truncated), **options),
         ]
         if Y_true is not None:
-            images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim, **options))
+            images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim(Y_true), **options))
         return hv.Layout(images).cols(3).opts(shared_axes=True)
 
     def noise_histogram_plot(self):
@@ -111,7 +116,9 @@ class NoiseView(pn.viewable.Viewer):
         layout = self.heatmap_layout()
         if layout is None:
             return pn.pane.Markdown("")
-        return pn.pane.HoloViews(layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps")
+        return pn.pane.HoloViews(
+            layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps", linked_axes=False
+        )
 
     @param.depends("data.release")
     def noise_histogram(self):

@@ -136,14 +136,22 @@ def count_image(
     rows = np.arange(0, Y.shape[0], row_step)
     cols = np.arange(0, Y.shape[1], col_step)
     row_name, col_name = AXES.get(kind, ("row", "column"))
-    image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label])
+    # The title is the element's own label, not a plot option: options live in HoloViews' global
+    # store under ids, and four heatmaps of one layout were seen all titled with the first one's
+    # ("truth (true counts)") after data switches in the served app.
+    image = hv.Image((cols, rows, shown), kdims=[col_name, row_name], vdims=[label], label=title)
     row_labels, col_labels = labels
     ticks = label_options(
         tick_labels(row_labels, rows) if row_labels is not None else None,
         tick_labels(col_labels, cols) if col_labels is not None else None,
     )
+    # the axes span this matrix and nothing else: set, not left to a range a previous plot of another
+    # shape may have left behind (seen: a 300 x 100 matrix drawn over 0-800 words after a data switch)
+    xlim = (float(cols[0]) - col_step / 2, float(cols[-1]) + col_step / 2) if len(cols) else None
+    ylim = (float(rows[0]) - row_step / 2, float(rows[-1]) + row_step / 2) if len(rows) else None
     options = dict(
-        title=title,
+        xlim=xlim,
+        ylim=ylim,
         cmap=cmap,
         colorbar=True,
         tools=["hover"],
@@ -158,7 +166,9 @@ def count_image(
     image = image.opts(**{**options, **ticks})
     if heldout is None or not np.any(heldout):
         return image
-    return image * heldout_overlay(np.asarray(heldout)[::row_step, ::col_step], rows, cols, image.kdims)
+    return (image * heldout_overlay(np.asarray(heldout)[::row_step, ::col_step], rows, cols, image.kdims)).relabel(
+        title
+    )
 
 
 def colour_limit(*matrices, quantile=99.5):

@@ -83,7 +83,18 @@ class PrivacyView(pn.viewable.Viewer):
 
     # -- the numbers shown (tested against lpviz.privacy) ---------------------
     @property
+    def row_alphas(self):
+        """The release's per-row alphas when its noise is heterogeneous (else None)."""
+        release = self.data.release
+        alpha = None if release is None else np.asarray(release.alpha, float)
+        return alpha if alpha is not None and alpha.ndim == 1 and alpha.size else None
+
+    @property
     def epsilon(self):
+        """The settings' epsilon; with per-row noise, the median row's (epsilon = -N log alpha)."""
+        rows = self.row_alphas
+        if rows is not None:
+            return float(privacy.epsilon_from(float(np.median(rows)), self.N))
         return float(self.data.settings.epsilon)
 
     @property
@@ -102,7 +113,11 @@ class PrivacyView(pn.viewable.Viewer):
 
     @property
     def alpha(self):
-        """The scalar alpha = exp(-epsilon / N) the settings give."""
+        """The alpha the plots show: exp(-epsilon / N) of the settings, or with per-row noise the
+        median row's alpha (the release's own noise, not a scalar setting it does not use)."""
+        rows = self.row_alphas
+        if rows is not None:
+            return float(np.median(rows))
         return float(privacy.alpha_from(self.epsilon, self.N))
 
     def noise_frame(self):
@@ -119,7 +134,7 @@ class PrivacyView(pn.viewable.Viewer):
         return adversary_view(self.y, self.distance, alpha, noise_support(alpha, mass=0.99, upper=60))
 
     # -- plots -----------------------------------------------------------------
-    @param.depends("data.settings.epsilon", "data.settings.N")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
     def skellam_plot(self):
         alpha = self.alpha
         half = noise_support(alpha)
@@ -140,7 +155,7 @@ class PrivacyView(pn.viewable.Viewer):
             min_height=300,
         )
 
-    @param.depends("data.settings.epsilon", "data.settings.N")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
     def geometric_plot(self):
         tau, geometric, mixture = self.noise_frame()
         bars = hv.Spikes((tau, geometric), "tau", "P(tau)", label="2Geo(alpha)").opts(
@@ -159,7 +174,7 @@ class PrivacyView(pn.viewable.Viewer):
             min_height=300,
         )
 
-    @param.depends("data.settings.epsilon", "data.settings.N", "y")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release", "y")
     def adversary_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         y, N = self.y, self.distance
@@ -176,7 +191,7 @@ class PrivacyView(pn.viewable.Viewer):
             min_height=280,
         )
 
-    @param.depends("data.settings.epsilon", "data.settings.N", "y")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release", "y")
     def log_ratio_plot(self):
         y_tilde, log_p_y, log_p_yN = self.adversary_frame()
         bound = self.log_ratio_bound
@@ -196,7 +211,8 @@ class PrivacyView(pn.viewable.Viewer):
     def summary(self):
         eps, N, alpha = self.epsilon, self.N, self.alpha
         text = (
-            f"**epsilon = {eps:g}, N = {N:g}: epsilon/N = {eps / N:.3g}, "
+            f"**{'the median row: ' if self.row_alphas is not None else ''}epsilon = {eps:.3g}, N = {N:g}: "
+            f"epsilon/N = {eps / N:.3g}, "
             f"alpha = exp(-epsilon/N) = {format_alpha(alpha)}.** The noise is discrete Laplace with "
             f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
             f"noised counts whose probabilities differ by a factor of at most "
@@ -211,7 +227,7 @@ class PrivacyView(pn.viewable.Viewer):
                 f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"
                 f"{row_alpha.max():.3f}), so each row's own epsilon ranges "
                 f"{row_eps.min():.3g}-{row_eps.max():.3g} for N = {N:g}. "
-                f"The plots use the scalar settings above.*"
+                f"The plots show the median row's alpha = {format_alpha(alpha)}.*"
             )
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 

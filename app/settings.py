@@ -195,8 +195,38 @@ def method_options_class():
     return param.parameterized_class("MethodOptions", parameters)
 
 
+def source_defaults(source):
+    """What a switch to ``source`` sets: the model back to the data's default (models are per kind of
+    data) and the source's own :attr:`Source.defaults`."""
+    return {"model": "", **SOURCES[source].defaults}
+
+
+def preset_values(name):
+    """Every setting the preset ``name`` puts in force: its data source's defaults, then the
+    preset's own settings over them (a preset's value is never overwritten by its source's)."""
+    preset = PRESETS[name]
+    return {**source_defaults(preset.settings["source"]), **preset.settings}
+
+
+# Settings a preset or a data source declares: the ones a person's own choice is remembered for.
+DECLARED_PARAMETERS = tuple(
+    sorted(
+        {"model"}
+        | {name for source in SOURCES.values() for name in source.defaults}
+        | {name for preset in PRESETS.values() for name in preset.settings}
+    )
+)
+
+
 class Settings(param.Parameterized):
-    """Every value a person sets in the dashboard (and nothing derived from them)."""
+    """Every value a person sets in the dashboard (and nothing derived from them).
+
+    One mechanism puts declared settings in force (:meth:`declare`): choosing a preset declares
+    every one of :func:`preset_values`, whatever their previous values (equal ones included); a
+    data source chosen by hand declares its defaults (:func:`source_defaults`) except the
+    settings the person has set by hand since the last preset or reset. Either way ``applied``
+    fires once afterwards, and the data store rebuilds once, from the settings in force.
+    """
 
     preset: param.Selector = param.Selector(
         default="",
@@ -267,6 +297,7 @@ class Settings(param.Parameterized):
         objects=["linear", "log", "quantile"],
         doc="colour scale of the rate heatmaps (log or quantile for heavy-tailed counts)",
     )
+    applied = param.Event(doc="fires once after a batch of declared settings is in force (the data are rebuilt)")
     pending = param.Dict(default={}, doc="changes held back because they would discard running fits")
     question = param.String(default="", doc="what confirming the pending changes would discard")
 
@@ -275,7 +306,9 @@ class Settings(param.Parameterized):
         from lpviz.methods import METHODS
 
         if params.get("preset"):
-            params = {**PRESETS[params["preset"]].settings, **params}
+            params = {**preset_values(params["preset"]), **params}
+        else:
+            params = {**source_defaults(params.get("source", "synthetic-topics")), **params}
         if params.get("noise_seed") is None:
             params["noise_seed"] = fresh_seed()
         from lpviz.models import MODELS
@@ -291,14 +324,21 @@ class Settings(param.Parameterized):
         # session's Fits. Changes that would discard something wait for confirm().
         self.discard_check = None
         self._unguarded = 0
+        self._declaring = 0
+        self._user_set = set()  # settings set by hand since the last preset or reset (a source switch keeps them)
         self._reverting = False
         self._refused = {}  # name -> refused value, until it is put back
         # before the guard: a refused noise level asks nothing and reaches nobody
         self.param.watch(self._check_noise_level, ["epsilon", "N"])
         self.param.watch(self._guard, list(DISCARDING_PARAMETERS))
         self.param.watch(self._apply_preset, "preset")
-        self._applying_preset = False
-        self.param.watch(self._leave_preset, sorted({name for preset in PRESETS.values() for name in preset.settings}))
+        self.param.watch(self._apply_source, "source")
+        self.param.watch(self._note_user_set, list(DECLARED_PARAMETERS))
+        # a new noise draw keeps the experiment (its text says the numbers are no longer the class's)
+        self.param.watch(
+            self._leave_preset,
+            sorted({name for preset in PRESETS.values() for name in preset.settings} - {"noise_seed"}),
+        )
         self.param.watch(self._check_schedule, ["n_iter", "burn_in", "thin"])
 
     # ---- changes that would discard running fits wait for a yes -----------------------
@@ -395,20 +435,51 @@ class Settings(param.Parameterized):
         self.refuse(events)
         raise ValueError(f"{', '.join(event.name for event in events)} not changed: {reason}")
 
-    def _apply_preset(self, *events):
-        """Set the chosen preset's settings (once its choice stands: asked first if it discards fits)."""
-        if not self.still(events) or not self.preset:
-            return
-        self._applying_preset = True
+    @contextmanager
+    def internal(self):
+        """Changes made by the dashboard itself (declared values, the data's own N): not the
+        person's own choices, and not reacted to one by one (``applied`` follows a declaration)."""
+        self._declaring += 1
         try:
             with self.unguarded():
-                self.param.update(**PRESETS[self.preset].settings)
+                yield
         finally:
-            self._applying_preset = False
+            self._declaring -= 1
+
+    @property
+    def declaring(self):
+        """True while declared settings are being put in force (the data store waits for ``applied``)."""
+        return bool(self._declaring)
+
+    def declare(self, values, *, keep=()):
+        """Put ``values`` in force in one batch (except the names in ``keep``), then fire
+        ``applied`` once: the one way a preset or a data source sets what it declares."""
+        with self.internal():
+            self.param.update(**{name: value for name, value in values.items() if name not in keep})
+        self.param.trigger("applied")
+
+    def _note_user_set(self, *events):
+        if self._declaring or self._reverting:
+            return
+        self._user_set.update(event.name for event in self.still(events))
+
+    def _apply_preset(self, *events):
+        """Put every setting of the chosen preset in force (once its choice stands: asked first if it
+        discards fits); the settings set by hand before are forgotten."""
+        if self._declaring or not self.still(events) or not self.preset:
+            return
+        self._user_set.clear()
+        self.declare(preset_values(self.preset))
+
+    def _apply_source(self, *events):
+        """A data source chosen by hand: its defaults, except for what the person set by hand."""
+        if self._declaring or not self.still(events):
+            return
+        self.declare(source_defaults(self.source), keep=self._user_set - {"model"})
 
     def _leave_preset(self, *events):
         """A setting of the preset changed by hand: the settings are one's own now (its text no longer applies)."""
-        if self._applying_preset or not self.preset or not self.still(events):
+        if self._declaring or not self.preset or not self.still(events):
             return
         own = PRESETS[self.preset].settings
         if any(event.name in own and event.new != own[event.name] for event in events):
@@ -434,18 +505,14 @@ class Settings(param.Parameterized):
         """The :class:`Source` of the current source."""
         return SOURCES[self.source]
 
-    def apply_source_defaults(self, keep=()):
-        """Set the current source's own defaults (sizes, K, privacy level), except the settings
-        named in ``keep`` (set together with the source, as a preset does)."""
-        defaults = {"model": "", **self.source_spec.defaults}  # a source's data pick their own default model
-        with self.unguarded():
-            self.param.update(**{name: value for name, value in defaults.items() if name not in keep})
-
     def reset_to_defaults(self, *_):
-        """Back to the current source's defaults (asking first if that discards running fits)."""
-        changed = {name: value for name, value in self.source_spec.defaults.items() if getattr(self, name) != value}
+        """Back to the current source's defaults (asking first if that discards running fits); they
+        count as the source's again, not as set by hand."""
+        defaults = self.source_spec.defaults
+        changed = {name: value for name, value in defaults.items() if getattr(self, name) != value}
         if changed:
             self.param.update(**changed)
+        self._user_set -= set(defaults) - set(self.pending)
 
     def options_for(self, method_class):
         """The options of ``method_class`` as set here (``{option: value}``)."""

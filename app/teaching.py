@@ -13,15 +13,21 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
-from app.fits import Fits
+from app.fits import Fits, follow_results
+from app.presets import Claim, Verdict, check
+from app.throttle import VIEW_SECONDS
 
 
 @dataclass(frozen=True)
 class Step:
+    """One idea: its ``title``, the ``tab`` it shows, its ``text``, and the :class:`~app.presets.Claim`
+    the text makes about the fits (checked on screen after the run, and by a test)."""
+
     title: str
     tab: str
     text: str
     starts_fits: bool = False
+    claim: Claim | None = None
 
 
 STEPS = (
@@ -66,15 +72,25 @@ STEPS = (
         "Every method runs one chain on the same release: **private** (models the noise), **naive** "
         "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
-        "better, ★ the best) and R-hat (near 1: the chain has mixed). The private fit should beat the naive "
-        "one and come close to the non-private one.",
+        "better), the best constant rate's error beside it (a fit must beat that to mean anything), each "
+        "fit's health (a chain that has not mixed or a fit that collapsed is flagged and never starred) and "
+        "R-hat (near 1: the chain has mixed). On the opening preset the private fit's error ends below the "
+        "naive one's; the non-private fit stays the reference both aim at.",
         starts_fits=True,
+        claim=Claim(
+            "the private fit's MAE against the true rates ends below naive's.",
+            "rate_mae",
+            better=("private",),
+            worse=("naive",),
+        ),
     ),
     Step(
         "The epsilon sweep",
         "Epsilon sweep",
-        "The same fits at several privacy levels ε: the smaller ε, the more noise. Naive's error grows "
-        "quickly as the noise grows, private's more slowly, and non-private's does not depend on ε.",
+        "The same fits at several privacy levels ε: the smaller ε, the more noise. Run the sweep and see how "
+        "each method's error changes with ε. Each point is one noise draw and one short run, so this step "
+        "states no finding: curves of short runs can cross (`lpviz reproduce fig3` averages over noise "
+        "draws and runs the paper's iterations).",
     ),
 )
 
@@ -96,6 +112,7 @@ class Teaching(pn.viewable.Viewer):
     on = param.Boolean(default=False, doc="teaching mode: the steps shown and the tabs following them")
     step = param.Integer(default=0, bounds=(0, len(STEPS) - 1), doc="the step shown (0-based)")
     note = param.String(default="", doc="what the current step did, or why it could not")
+    verdict = param.Parameter(default=None, doc="the current step's claim checked on the finished fits")
 
     def __init__(self, **params):
         standalone = params.get("tabs") is None
@@ -108,6 +125,23 @@ class Teaching(pn.viewable.Viewer):
         if standalone:
             self.tabs = self._own_tabs()
             self.on = True
+        follow_results(self.fits, lambda runner: self._check_claim(), VIEW_SECONDS)
+        self.param.watch(lambda *_: self._check_claim(), ["step"])
+
+    def step_verdict(self):
+        """The :class:`~app.presets.Verdict` of the current step's claim (None: it makes none)."""
+        claim = self.current.claim
+        if claim is None:
+            return None
+        runners = self.fits.runners
+        if any(m not in self.fits.active for m in claim.methods):
+            return Verdict(None, "the methods it compares are not all chosen in the fit settings")
+        if any(runners[m].status not in ("done", "stopped") for m in claim.methods):
+            return Verdict(None, "checked when the fits end")
+        return check(claim, {m: (runners[m].result or {}).get("score") or {} for m in claim.methods})
+
+    def _check_claim(self):
+        self.verdict = self.step_verdict()
 
     def _own_tabs(self):
         from app.bessel_view import BesselView
@@ -180,12 +214,14 @@ class Teaching(pn.viewable.Viewer):
             self.go(self.step)
 
     # ---- view -------------------------------------------------------------------------
-    @param.depends("step", "note")
+    @param.depends("step", "note", "verdict")
     def _text(self):
         step = self.current
         text = f"**Step {self.step + 1} of {len(STEPS)}: {step.title}** ({step.tab} tab)\n\n{step.text}"
         if self.note:
             text += f"\n\n*{self.note}*"
+        if self.verdict is not None:
+            text += f"\n\n**This step's claim** ({step.claim.text}): **{self.verdict.word}**: {self.verdict.text}."
         return pn.pane.Markdown(text, sizing_mode="stretch_width", name="teaching-step")
 
     def __panel__(self):
@@ -199,4 +235,11 @@ class Teaching(pn.viewable.Viewer):
         if self._standalone:
             return pn.Column(card, self.tabs, sizing_mode="stretch_width")
         toggle = pn.widgets.Toggle.from_param(self.param.on, label="Teaching mode", color="light")
-        return pn.Column(toggle, card, sizing_mode="stretch_width")
+        run = pn.widgets.Button(label="Run the fits", color="success")
+        run.on_click(self.run_fits)
+        return pn.Column(pn.Row(run, toggle), card, sizing_mode="stretch_width")
+
+    def run_fits(self, *_):
+        """From the opening screen: show the Fits tab and start the chosen methods' fits there."""
+        self.select("Fits")
+        self.fits.start()

@@ -266,7 +266,7 @@ class TensorView(pn.viewable.Viewer):
             scores,
             pn.pane.HoloViews(self.profile_plots, sizing_mode="stretch_width"),
             chooser,
-            pn.pane.HoloViews(self.pair_heatmaps, sizing_mode="stretch_width"),
+            pn.pane.HoloViews(self.pair_heatmaps, sizing_mode="stretch_width", linked_axes=False),
             visible=pn.bind(lambda *_: self.applies, self.fits.data.param.model, self.fits.data.param.release),
             sizing_mode="stretch_width",
         )

@@ -163,6 +163,8 @@ class TopicsView(pn.viewable.Viewer):
             )
             tables.append(table)
         table = pd.concat(tables, ignore_index=True) if tables else self.param.table.default
+        if phi_true is None:  # real data have no true topics: no column of blanks
+            table = table.drop(columns=["L1 to truth"])
         self.param.update(
             topics=topics, table=table, scores=score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples"))
         )
@@ -247,7 +249,7 @@ class TopicsView(pn.viewable.Viewer):
             ),
             scores,
             table,
-            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width"),
+            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width", linked_axes=False),
             visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
             sizing_mode="stretch_width",
         )

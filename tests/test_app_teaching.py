@@ -322,3 +322,17 @@ def test_documents_keep_numbered_axes_on_the_data_tab():
     assert store.data.row_labels is not None  # it has labels, but they are no actors
     x_names, y_names = rendered_axes(NoiseView(data=store).heatmap_layout().values()[0])
     assert x_names == {} and y_names == {}
+
+
+def test_the_fits_start_from_the_opening_screen(topic_fits):
+    import panel as pn
+
+    from app.teaching import Teaching
+
+    tabs = pn.Tabs(("Data & noise", pn.pane.Markdown("data")), ("Fits", pn.pane.Markdown("fits")))
+    teaching = Teaching(fits=topic_fits, tabs=tabs)
+    run = [b for b in pn.panel(teaching).select(pn.widgets.Button) if b.label == "Run the fits"]
+    assert len(run) == 1 and tabs.active == 0  # in the sidebar, beside the teaching toggle
+    run[0].clicks += 1
+    assert tabs.active == 1 and all(r.status != "idle" for r in topic_fits.active.values())
+    topic_fits.stop()

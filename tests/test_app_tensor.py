@@ -120,4 +120,4 @@ def test_noise_and_rate_heatmaps_of_a_tensor_are_summed_over_months(fitted_tenso
     true_counts = layout.values()[0]
     image = true_counts if isinstance(true_counts, hv.Image) else true_counts.values()[0]
     np.testing.assert_array_equal(image.dimension_values(2, flat=False), fitted_tensor.data.truth.Y.sum(axis=2))
-    assert "summed over months" in image.opts.get().kwargs["title"]
+    assert "summed over months" in image.label

@@ -161,6 +161,11 @@ def test_privacy_view_follows_the_session_epsilon_and_N():
     text = view.summary().object
     row_alpha = np.asarray(data.release.alpha)
     assert "Heterogeneous" in text and f"{row_alpha.min():.3f}" in text
+    # the plots follow the release's own per-row noise (its median row), not the unused scalar epsilon
+    assert view.alpha == pytest.approx(np.median(row_alpha)) != pytest.approx(np.exp(-10.0))
+    tau, geometric, _ = view.noise_frame()
+    np.testing.assert_allclose(geometric, np.exp(privacy.geometric_logpmf(tau, np.median(row_alpha))))
+    assert "median row's alpha" in text
     for name, figure in view.figures().items():
         assert isinstance(figure, hv.Overlay), name
 
@@ -528,7 +533,7 @@ def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
 
 def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
     from app.fits_view import BEST_MARK, FitsView, scoreboard_html
-    from lpviz.metrics import SCORE_LABELS
+    from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
 
     fits = fitted_topics
     release, truth = fits.data.release, fits.data.truth
@@ -556,11 +561,36 @@ def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
         ("rhat", nearest_one),
         ("ess", max),
     ):
-        best = pick(expected[label][key] for label in expected if expected[label][key] is not None)
-        optima |= {(label, SCORE_LABELS[key]) for label in expected if expected[label][key] == best}
+        # only a healthy fit is starred, and an MAE only when it beats its baselines (lpviz.metrics.rankable)
+        ranked = [
+            label
+            for label in expected
+            if expected[label][key] is not None
+            and (rankable(expected[label], key)[0] if key in MAE_KEYS else expected[label]["health"]["healthy"])
+        ]
+        if ranked:
+            best = pick(expected[label][key] for label in ranked)
+            optima |= {(label, SCORE_LABELS[key]) for label in ranked if expected[label][key] == best}
     assert marked == optima
+    for label, numbers in expected.items():  # the health in words, the best constant beside each MAE
+        row = board.set_index("method").loc[label]
+        assert (row["health"] == "healthy") == numbers["health"]["healthy"]
+        assert row["MAE: best constant"] == numbers["baselines"]["best_constant_mae"]
     for label, numbers in expected.items():  # the marked numbers are score()'s
         row = board.set_index("method").loc[label]
         assert row["MAE"] == pytest.approx(numbers["mae"], rel=1e-12)
         assert row["NPMI"] == pytest.approx(numbers["npmi"], rel=1e-12)
     assert scoreboard_html(board.iloc[:0]) == ""
+
+
+def test_the_simulation_export_keeps_the_actor_names_shown_on_the_axes():
+    from app.export import result_arrays
+
+    fits = Fits(DataStore(Settings(noise_seed=3)))
+    try:
+        fits.data.load_upload(b"source,target,count\nann,bob,3\nbob,cy,2\ncy,ann,1\nann,cy,4\n", "mail.csv")
+        assert fits.data.error == ""
+        arrays = result_arrays(fits)
+        assert arrays["row_labels"].tolist() == arrays["col_labels"].tolist() == ["ann", "bob", "cy"]
+    finally:
+        fits.close()

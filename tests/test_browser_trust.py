@@ -1,0 +1,191 @@
+"""Trust what the served dashboard shows: titles and axes bound to their data after many preset and
+data switches (one at phone width), a preset's claim checked on screen with the health marks beside
+the scores, and the class seed.
+
+Read from the page's Bokeh documents (every figure's title, x range and image sizes), in Debian's
+chromium driven by Playwright. Screenshots go to docs/screenshots/.
+"""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from app.presets import CLASS_SEED, PRESETS
+from app.settings import preset_values
+from tests.browser_harness import FIGURES, LABELS, N_METHODS, TIMEOUT_MS, Page
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+MAX_DISPLAY = 300
+# The matrices the presets draw (rows x columns) and whether the truth drawn is rates or counts.
+SHAPES = {
+    "Figure 3 (large alpha0)": (90, 15, "rates"),
+    "Figure 3 (small alpha0)": (90, 15, "rates"),
+    "Figure 1": (20, 20, "rates"),
+    "Figure 4 (reduced size for the browser)": (400, 800, "counts"),
+    "Central vs local": (400, 800, "counts"),
+    "Table 1 (VI paper, reduced)": (300, 100, "rates"),
+    "Figure 5": (84, 84, "counts"),
+}
+
+
+def choose_preset(page, name):
+    page.page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=name)
+
+
+def expected_heatmaps(name):
+    rows, cols, truth = SHAPES[name]
+    steps = [max(1, math.ceil(n / MAX_DISPLAY)) for n in (rows, cols)]
+    shown = [math.ceil(n / step) for n, step in zip((rows, cols), steps, strict=True)]
+    vi = PRESETS[name].settings["inference"] == "vi"
+    titles = [f"truth (true {truth})", *(f"{LABELS[m]}{', VI' if vi else ''}: not started" for m in LABELS)]
+    return titles, shown[0] * shown[1], cols, steps[1]
+
+
+def heatmaps_ok(page, name):
+    """Wait until the Fits tab's heatmaps are the preset's: one per title (the truth, each method),
+    each image the matrix's size and its x axis the matrix's columns. Returns the figures."""
+    titles, size, cols, step = expected_heatmaps(name)
+    script = """([script, titles, size, cols, step]) => {
+      const figures = eval(script)().filter(f => f.images.length > 0);
+      if (figures.length !== titles.length) return false;
+      const seen = figures.map(f => f.title).sort();
+      if (JSON.stringify(seen) !== JSON.stringify([...titles].sort())) return false;
+      return figures.every(f => f.images.every(n => n === size) && Math.abs((f.end - f.start) - cols) < step);
+    }"""
+    try:
+        page.wait_until(script, [FIGURES, titles, size, cols, step])
+    except Exception:  # say what the page showed instead
+        figures = [f for f in page.evaluate(FIGURES) if f["images"]]
+        pytest.fail(f"{name}: expected {titles} of {size} cells over {cols} columns; the page shows {figures}")
+    return [f for f in page.evaluate(FIGURES) if f["images"]]
+
+
+def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_and_phone_width(
+    browser, server, artifacts_dir
+):
+    page = Page(browser, server.url)
+    try:
+        page.tab("Fits")
+        heatmaps_ok(page, "Figure 3 (large alpha0)")
+        walk = [
+            "Figure 1",
+            "Figure 4 (reduced size for the browser)",
+            "Table 1 (VI paper, reduced)",
+            "Figure 5",
+            "Figure 3 (small alpha0)",
+            "Central vs local",
+            "Figure 1",
+            "Table 1 (VI paper, reduced)",
+            "Figure 3 (large alpha0)",
+            "Figure 5",
+            "Figure 4 (reduced size for the browser)",
+            "Figure 3 (small alpha0)",
+        ]
+        for i, name in enumerate(walk):
+            if i == len(walk) - 3:  # the last three at phone width
+                page.page.set_viewport_size({"width": 412, "height": 900})
+            choose_preset(page, name)
+            figures = heatmaps_ok(page, name)
+            assert len({f["title"] for f in figures}) == 1 + N_METHODS
+            # the settings in force are the preset's (shown in the sidebar's data line)
+            rows, cols, _ = SHAPES[name]
+            page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for()
+        values = preset_values("Figure 3 (small alpha0)")
+        page.page.get_by_text(f"Class seed {CLASS_SEED}").first.wait_for()
+        assert values["noise_seed"] == CLASS_SEED
+        # (the phone layout itself is not fixed: the main column is narrow beside the sidebar)
+        page.page.screenshot(path=str(SCREENSHOTS / "phone-412px.png"), full_page=False)
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_a_preset_claim_is_checked_on_screen_with_health_and_baselines(browser, server):
+    page = Page(browser, server.url)
+    try:
+        name = "Table 1 (VI paper, reduced)"
+        choose_preset(page, name)
+        page.tab("Fits")
+        heatmaps_ok(page, name)
+        page.page.get_by_text("Checked when the run ends").first.wait_for()
+        page.click("Start")
+        page.page.locator(".claim-verdict[data-held='held']").wait_for(timeout=TIMEOUT_MS)
+        text = page.page.locator(".claim-verdict").inner_text()
+        assert PRESETS[name].claim.text in text and "Held" in text
+        header = page.page.locator("table.scoreboard th").all_inner_texts()
+        assert "health" in header and "MAE vs true rates: best constant" in header
+        health = page.page.locator("table.scoreboard tbody tr td:nth-child(2)").all_inner_texts()
+        assert health == ["healthy"] * N_METHODS
+        page.page.screenshot(path=str(SCREENSHOTS / "claim-held.png"), full_page=True)
+        # a new noise draw: the same preset, another release, and the page says so
+        page.click("New noise draw")
+        page.page.get_by_text("A new noise draw").first.wait_for()
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_unmixed_chains_are_flagged_run_longer_and_the_claim_says_so(browser, server):
+    page = Page(browser, server.url)
+    try:
+        choose_preset(page, "Figure 3 (small alpha0)")
+        page.page.get_by_text("Fit settings").first.click()
+        page.fill("Thin", 1)  # burn-in and thin first: 60 iterations after a burn-in of 1,000 are refused
+        page.fill("Burn in", 20)
+        page.fill("N iter", 60)
+        page.tab("Fits")
+        page.page.get_by_text("/ 60").first.wait_for()
+        page.click("Start")
+        page.statuses("done")
+        flagged = page.page.locator("table.scoreboard tbody tr td:nth-child(2)")
+        flagged.first.wait_for()
+        assert flagged.all_inner_texts() == ["not mixed: run longer"] * N_METHODS
+        assert "\u2605" not in page.page.locator("table.scoreboard").inner_text()  # nothing starred
+        assert page.page.locator("ul.flagged-fits li").count() == N_METHODS
+        page.page.screenshot(path=str(SCREENSHOTS / "flagged-unmixed.png"), full_page=True)
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_a_collapsed_fit_is_flagged_in_words_and_the_claim_did_not_hold(browser, server):
+    page = Page(browser, server.url)
+    try:
+        name = "Table 1 (VI paper, reduced)"
+        choose_preset(page, name)
+        page.page.get_by_text("Fit settings").first.click()
+        # the VI paper's own CAVI variant, which collapses on these data (a method option: still the preset)
+        page.page.locator("select:has(option:text-is('geometric'))").first.select_option("paper")
+        page.tab("Fits")
+        page.click("Start")
+        page.page.locator(".claim-verdict[data-held='did not hold']").wait_for(timeout=TIMEOUT_MS)
+        assert "never counts" in page.page.locator(".claim-verdict").inner_text()
+        cells = page.page.locator("table.scoreboard tbody tr").all()
+        private = next(row for row in cells if row.locator("td").first.inner_text().startswith("private"))
+        assert private.locator("td").nth(1).inner_text().startswith("collapsed")
+        assert "\u2605" not in private.inner_text()  # never starred
+        page.page.screenshot(path=str(SCREENSHOTS / "flagged-collapsed-claim-not-held.png"), full_page=True)
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_the_opening_page_and_the_own_data_help(browser, server):
+    page = Page(browser, server.url)
+    try:
+        page.page.get_by_role("button", name="Run the fits").wait_for()  # Start from the opening screen
+        page.page.screenshot(path=str(SCREENSHOTS / "opening-page.png"), full_page=False)
+        page.choose("upload")
+        page.page.get_by_text("Your own data").first.wait_for()
+        page.page.get_by_text("Y_indptr").first.wait_for()
+        with page.page.expect_download() as download:
+            page.page.get_by_role("button", name="Download an example (edge list)").click()
+        assert download.value.suggested_filename == "example_edges.csv"
+        page.page.screenshot(path=str(SCREENSHOTS / "own-data-help.png"), full_page=False)
+        assert page.errors == []
+    finally:
+        page.close()

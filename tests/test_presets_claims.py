@@ -1,0 +1,133 @@
+"""Every preset's lesson is a checked claim: run at its class seed, exactly as a student runs it
+(the dashboard's own chains, in-process), the Fits tab's verdict on it must be "held".
+
+The check itself (app.presets.check) is tested on hand-made scores: a flagged fit never counts,
+the winner must beat the trivial baselines, a wrong order or a wide spread does not hold.
+"""
+
+import time
+
+import pytest
+
+from app.datastore import DataStore
+from app.fits import Fits
+from app.fits_view import FitsView
+from app.presets import CLASS_SEED, PRESETS, Claim, check
+from app.settings import Settings
+
+TIMEOUT = 900  # seconds per preset on a loaded 2-core machine
+
+
+def run_preset(name, **settings):
+    fits = Fits(DataStore(Settings(preset=name, **settings), background=False), buffer_length=10_000)
+    assert fits.data.error == "", fits.data.error
+    view = FitsView(fits=fits)
+    assert view.claim_verdict().held is None  # nothing run: nothing claimed yet
+    fits.start()
+    deadline = time.monotonic() + TIMEOUT
+    while any(runner.status in ("running", "pausing") for runner in fits.runners.values()):
+        assert time.monotonic() < deadline, "the preset's fits did not finish"
+        time.sleep(0.1)
+        fits.drain()
+    for runner in fits.runners.values():
+        runner.join(timeout=30)
+    fits.drain()
+    view._update_scores()
+    return fits, view
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_presets_claim_holds_at_its_class_seed(name, enron_tarball):
+    fits, view = run_preset(name, path=str(enron_tarball))
+    try:
+        assert fits.settings.noise_seed == CLASS_SEED and fits.data.release.noise_seed == CLASS_SEED
+        assert all(runner.status == "done" for runner in fits.active.values()), {
+            m: (r.status, r.error) for m, r in fits.active.items()
+        }
+        verdict = view.claim_verdict()
+        assert verdict.held is True, f"{name}: {PRESETS[name].claim.text} -> {verdict.text}"
+        html = view.claim_html(verdict, name, fits.settings.noise_seed)
+        assert "Held" in html and PRESETS[name].claim.text in html and "not the class seed" not in html
+    finally:
+        fits.close()
+
+
+def _scores(value, *, healthy=True, not_mixed=False, constant=10.0):
+    flags = [] if healthy else (["not mixed"] if not_mixed else ["collapsed"])
+    return {
+        "mae": value,
+        "health": {
+            "healthy": healthy,
+            "flags": flags,
+            "not_mixed": not_mixed,
+            "reasons": [] if healthy else ["the chain has not mixed (R-hat, ESS)"],
+        },
+        "baselines": {"best_constant_mae": constant, "independence_mae": constant},
+    }
+
+
+def test_the_check_holds_only_for_healthy_fits_in_the_claimed_order():
+    beats = Claim("a beats b", "mae", better=("private",), worse=("naive",))
+    assert check(beats, {"private": _scores(1.0), "naive": _scores(2.0)}).held is True
+    assert check(beats, {"private": _scores(2.0), "naive": _scores(1.0)}).held is False
+    assert check(beats, {"private": _scores(1.0)}).held is None  # naive not run yet
+    unmixed = check(beats, {"private": _scores(1.0, healthy=False, not_mixed=True), "naive": _scores(2.0)})
+    assert unmixed.held is False and "Run longer" in unmixed.text and "never counts" in unmixed.text
+    collapsed = check(beats, {"private": _scores(1.0), "naive": _scores(2.0, healthy=False)})
+    assert collapsed.held is False  # the loser flagged: the comparison does not count either
+    trivial = check(beats, {"private": _scores(1.0, constant=0.5), "naive": _scores(2.0, constant=0.5)})
+    assert trivial.held is False and "baselines" in trivial.text  # a constant rate does better
+    close = Claim("all close", "mae", close=("private", "naive"), tolerance=0.15)
+    assert check(close, {"private": _scores(1.0), "naive": _scores(1.1)}).held is True
+    assert check(close, {"private": _scores(1.0), "naive": _scores(1.2)}).held is False
+    diagnostics = Claim("not mixed", "mae", not_mixed=("private",))
+    assert check(diagnostics, {"private": _scores(1.0, healthy=False, not_mixed=True)}).held is True
+    assert check(diagnostics, {"private": _scores(1.0)}).held is False
+
+
+def test_a_new_noise_draw_keeps_the_preset_and_says_its_numbers_are_not_the_class_seeds():
+    settings = Settings(preset="Figure 3 (small alpha0)")
+    assert settings.noise_seed == CLASS_SEED
+    settings.redraw_noise()
+    assert settings.noise_seed != CLASS_SEED and settings.preset == "Figure 3 (small alpha0)"
+    fits = Fits(DataStore(settings, background=False))
+    view = FitsView(fits=fits)
+    assert fits.data.release.noise_seed == settings.noise_seed
+    html = view.claim_html(view.claim_verdict(), settings.preset, settings.noise_seed)
+    assert f"seed {settings.noise_seed}, not the class seed {CLASS_SEED}" in html
+    settings.preset = ""
+    settings.preset = "Figure 3 (small alpha0)"  # chosen again: the class seed again
+    assert settings.noise_seed == CLASS_SEED and fits.data.release.noise_seed == CLASS_SEED
+    fits.close()
+
+
+def test_every_teaching_steps_claim_holds_on_the_opening_preset_at_the_class_seed():
+    """Teaching mode on the dashboard's opening session: each step that claims a finding is run and
+    its claim checked on screen (held), the scoreboard step starting the fits itself."""
+    import panel as pn
+
+    from app.session import default_session
+    from app.teaching import STEPS, Teaching
+
+    fits = default_session()
+    fits.data._background = False
+    try:
+        teaching = Teaching(fits=fits)
+        claimed = [i for i, step in enumerate(STEPS) if step.claim is not None]
+        assert claimed, "no teaching step claims anything"
+        for index in claimed:
+            teaching.go(index)
+            deadline = time.monotonic() + TIMEOUT
+            while any(runner.status in ("running", "pausing") for runner in fits.runners.values()):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+                fits.drain()
+            for runner in fits.runners.values():
+                runner.join(timeout=30)
+            fits.drain()
+            teaching._check_claim()
+            assert teaching.verdict.held is True, f"step {index + 1}: {teaching.verdict.text}"
+            shown = teaching._text()
+            assert isinstance(shown, pn.pane.Markdown) and "**held**" in shown.object
+    finally:
+        fits.close()
