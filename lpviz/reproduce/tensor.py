@@ -20,6 +20,7 @@ has not mixed; both are flagged in words and never counted for a claim.
 
 import numpy as np
 
+from lpviz import methods as method_registry
 from lpviz.reproduce import report as rp
 from lpviz.reproduce.base import Experiment, Setting, chain_grid
 from lpviz.reproduce.chains import build_release, fit_and_summarise
@@ -174,8 +175,11 @@ class TensorExperiment(Experiment):
                 where["eps_over_N"] = level
             return rp.lookup(stats, metric, **where)
 
+        def on_true_data(method):  # the registry says which methods fit the true counts (no noise level)
+            return method_registry.get(method).uses_truth
+
         def setting_of(method, level, K):
-            return f"eps/N={level:g}, K={K}" if method != "nonprivate" else f"true data, K={K}"
+            return f"true data, K={K}" if on_true_data(method) else f"eps/N={level:g}, K={K}"
 
         def mixed(method, level, K):
             rhat = worst_rhat.get((setting_of(method, level, K), method))
@@ -201,7 +205,8 @@ class TensorExperiment(Experiment):
         }
         collapsed = [
             f"{method} at eps/N={e:g}, K={k} (mass {value('mass', method, e, k):.2f})"
-            for method in ("private", "naive")
+            for method in METHODS
+            if not on_true_data(method)
             for e, k in pairs
             if value("mass", method, e, k) < COLLAPSED_MASS
         ]
@@ -209,7 +214,7 @@ class TensorExperiment(Experiment):
             f"{method} at {setting_of(method, e, k)} "
             f"(R-hat {_rhat_text(worst_rhat.get((setting_of(method, e, k), method), np.inf))})"
             for method in METHODS
-            for e, k in (pairs if method != "nonprivate" else [(levels[0], k) for k in components])
+            for e, k in ([(levels[0], k) for k in components] if on_true_data(method) else pairs)
             if not mixed(method, e, k)
         ]
         claims = []
