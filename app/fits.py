@@ -12,7 +12,6 @@ The runners are made from :data:`lpviz.methods.METHODS`: a method registered
 there gets a runner, a trace and a row in every table without a change here.
 """
 
-import threading
 import time
 import weakref
 from contextlib import ExitStack
@@ -125,7 +124,7 @@ class Fits(param.Parameterized):
 
         super().__init__(data=data if data is not None else DataStore(), **params)
         pace = Lockstep() if lockstep else None
-        place = place if place is not None else default_place()
+        self.place = place = place if place is not None else default_place()
         self.runners = {
             name: ChainRunner(name, buffer_length=buffer_length, pace=pace, place=place) for name in METHODS
         }
@@ -151,7 +150,7 @@ class Fits(param.Parameterized):
         self.data.param.watch(self._update_busy, ["loading"])
         self.configure()
         if served():
-            threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
+            self.place.warm_up()  # the kernels, where the chains will run
             pn.state.on_session_destroyed(lambda session_context: self.close())
         self._update_busy()
 
@@ -414,6 +413,7 @@ class Fits(param.Parameterized):
             runner.join(max(0.0, deadline - time.monotonic()))
         for runner in self.runners.values():
             runner.release()
+        self.place.close()
         self._unsent = {}
         self.closed = True
 
