@@ -472,7 +472,10 @@ class DaskPlace:
                 del self.cluster.hosts[self.worker]
         future, self.host, self._future, self._shipped = self._future, None, None, None
         if future is not None:
-            future.release()
+            # cancelled, not only released: the actor's own reference to its key (Dask's) would keep
+            # the host on the worker until this process's garbage collector found it
+            cancel = self.cluster.client.cancel([future], asynchronous=True, force=True, reason="the session has ended")
+            asyncio.ensure_future(cancel)
 
     async def _close(self):
         async with self._locked():
