@@ -219,6 +219,15 @@ class ChainCluster:
             ) from exc
         return cls(client, address)
 
+    def warm_up(self):
+        """Load the kernels on every worker there is now (a task each, in the background), so the
+        first chains of a class do not wait for them; a worker that joins later loads them when it
+        gets its first session."""
+        from distributed import fire_and_forget
+
+        for address in self.client.scheduler_info().get("workers", {}):
+            fire_and_forget(self.client.submit(warm_up_kernels, workers=[address], pure=False))
+
     def call(self, coroutine_function, *args):
         """Run ``coroutine_function(*args)`` on the client's event loop (returns at once; any thread)."""
         self.client.loop.add_callback(coroutine_function, *args)
@@ -267,6 +276,7 @@ def connect(address):
         if _SHARED and _SHARED[0].address == address and _SHARED[0].client.status == "running":
             return _SHARED[0]
         cluster = ChainCluster.connect(address)
+        cluster.warm_up()
         _SHARED[:] = [cluster]
         return cluster
 
