@@ -23,6 +23,7 @@ import param
 
 from app.datastore import DataStore, served
 from app.recompute import recompute_once as _recompute_once
+from app.remote import default_place
 from app.runner import (
     BUFFER_LENGTH,
     LOCKSTEP_SLACK,
@@ -36,7 +37,6 @@ from app.runner import (
     Control,
     Lockstep,
     Problem,
-    default_place,
     empty_trace,
     warm_up_kernels,
 )
@@ -118,8 +118,8 @@ class Fits(param.Parameterized):
     closed = param.Boolean(default=False, doc="the session has ended: its workers have left, its data are gone")
 
     def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, place=None, **params):
-        """``place``: where the workers run (default :func:`app.runner.default_place`: threads of
-        this process)."""
+        """``place``: where the workers run (default :func:`app.remote.default_place`: threads of
+        this process, unless the server runs the chains on a Dask cluster)."""
         from lpviz.methods import METHODS
 
         super().__init__(data=data if data is not None else DataStore(), **params)

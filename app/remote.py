@@ -44,7 +44,11 @@ import threading
 import time
 import uuid
 
-from app.runner import REMOTE_CHAIN, Control, Lockstep, run_chain, turnstile, warm_up_kernels
+from app.runner import REMOTE_CHAIN, Control, LocalPlace, Lockstep, run_chain, turnstile, warm_up_kernels
+
+# Where a session's chains run: "server" (threads of this process) or "cluster" (Dask workers).
+CHAINS_ENV = "LPVIZ_CHAINS"
+CHAINS_PLACES = ("server", "cluster")
 
 # A take waits on the worker this long at most for the first message (then returns empty).
 TAKE_WAIT_SECONDS = 1.0
@@ -57,6 +61,16 @@ CALL_SECONDS = 30.0
 ORPHAN_SECONDS = 60.0
 # A session's close waits this long at most for its host to stop its chains.
 CLOSE_SECONDS = 10.0
+
+
+def default_place():
+    """Where a session's chains run: threads of this process (:class:`~app.runner.LocalPlace`), or,
+    when ``$LPVIZ_CHAINS`` is "cluster" (``python -m app.serve --scheduler ADDRESS``), the workers
+    of the server's Dask cluster (:class:`DaskPlace`)."""
+    chains = os.environ.get(CHAINS_ENV, "server").strip() or "server"
+    if chains not in CHAINS_PLACES:
+        raise ValueError(f"${CHAINS_ENV} must be one of {', '.join(CHAINS_PLACES)}, got {chains!r}")
+    return DaskPlace() if chains == "cluster" else LocalPlace()
 
 
 # ---- on the worker -------------------------------------------------------------------------------------
@@ -82,6 +96,7 @@ class ChainHost:
         self._carries = {}  # method -> (generation, launch, carry) of a finished run, for an extension
         self._problem = (None, None)  # (token, Problem) the session's chains fit
         self._closed = False
+        self._watching = False  # whether _watch is scheduled
         threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
 
     # -- called by the server (actor calls, on the worker's event loop: none of them blocks) --
@@ -111,6 +126,9 @@ class ChainHost:
         )
         self._runs[launch] = [method, thread, control, number]
         thread.start()
+        if not self._watching:
+            self._watching = True
+            asyncio.get_running_loop().call_later(ORPHAN_SECONDS / 4, self._watch)
         return {"pid": self.pid, "worker": self.worker}
 
     async def steer(self, launch, method, steering):
@@ -162,6 +180,17 @@ class ChainHost:
             self._arrived.set()
         return len(self._runs)
 
+    def _watch(self):
+        """On the worker's loop, every ORPHAN_SECONDS / 4 while it has runs: a host nobody has taken
+        from for ORPHAN_SECONDS (its server died or was cut off) stops its chains."""
+        if time.monotonic() - self._taken_at > ORPHAN_SECONDS:
+            for run in list(self._runs.values()):
+                run[2].stop()
+        if self._closed or not self._runs:
+            self._watching = False
+            return
+        asyncio.get_running_loop().call_later(ORPHAN_SECONDS / 4, self._watch)
+
     # -- the chain threads --
     def _work(self, launch, method, generation, problem, carry, target, control, lockstep):
         ended = []
@@ -170,8 +199,6 @@ class ChainHost:
             if kind == "done":
                 ended.append(kind)
             self._post((launch, kind, payload))
-            if time.monotonic() - self._taken_at > ORPHAN_SECONDS:
-                control.stop()  # nobody takes the output any more: the server has gone
 
         try:
             run_chain(method, problem, carry, target, control, post, self.pace if lockstep else None, turnstile())

@@ -560,27 +560,8 @@ class ChainRunner(param.Parameterized):
         )
 
 
-# Where a session's chains run: "server" (threads of this process) or "cluster" (Dask workers, app.remote).
-CHAINS_ENV = "LPVIZ_CHAINS"
-CHAINS_PLACES = ("server", "cluster")
 # What a finished run's carry holds when its chain stays on a Dask worker (app.remote), for an extension.
 REMOTE_CHAIN = "remote_chain"
-
-
-def default_place():
-    """Where a session's workers run: threads of this process (:class:`LocalPlace`), or, when
-    ``$LPVIZ_CHAINS`` is "cluster" (``python -m app.serve --scheduler ADDRESS``), the workers of
-    the server's Dask cluster (:class:`app.remote.DaskPlace`)."""
-    import os
-
-    chains = os.environ.get(CHAINS_ENV, "server").strip() or "server"
-    if chains not in CHAINS_PLACES:
-        raise ValueError(f"${CHAINS_ENV} must be one of {', '.join(CHAINS_PLACES)}, got {chains!r}")
-    if chains == "cluster":
-        from app.remote import DaskPlace
-
-        return DaskPlace()
-    return LocalPlace()
 
 
 class LocalPlace:

@@ -66,7 +66,7 @@ import threading
 import time
 from pathlib import Path
 
-from app.runner import CHAINS_ENV, CHAINS_PLACES
+from app.remote import CHAINS_ENV, CHAINS_PLACES
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = ("127.0.0.1", "localhost", "::1")

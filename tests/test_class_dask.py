@@ -188,7 +188,8 @@ def test_a_killed_worker_gives_a_clear_error_and_start_runs_again(cluster):
 
 def test_the_server_flags_say_where_the_chains_run(cluster, monkeypatch):
     from app import remote
-    from app.runner import LocalPlace, default_place
+    from app.remote import default_place
+    from app.runner import LocalPlace
     from app.serve import parse_args
 
     assert parse_args(["--scheduler", "tcp://example:8786"]).chains == "cluster"
