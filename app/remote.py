@@ -162,7 +162,7 @@ class ChainHost:
 
     async def census(self):
         """The runs whose chain has not left: ``{launch: (method, control state)}`` (tests, diagnostics)."""
-        return {launch: (run[0], run[2].state()) for launch, run in self._runs.items()}
+        return {launch: (run[0], run[2].state()) for launch, run in list(self._runs.items())}  # threads change it
 
     async def close(self):
         """Stop every chain, wait for them to leave (at most :data:`CLOSE_SECONDS`) and drop the chains

@@ -236,7 +236,7 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
     def summary(now):
         names = collections.Counter(re.sub(r"[_-]?\d+$", "", thread.name) for thread in threading.enumerate())
         sessions = len(server_context.sessions) if server_context is not None else None
-        return {"t": now, "sessions": sessions, "threads": dict(names)}
+        return {"t": now, "sessions": sessions, "threads": dict(names), "iterations": chain_progress()}
 
     def tick(due):
         now = time.monotonic()
@@ -248,6 +248,19 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
 
     loop.call_at(loop.time() + period, tick, time.monotonic() + period)
     return True
+
+
+def chain_progress():
+    """Each open session's progress as its chains report it (the least iteration of its running
+    methods), by a key of its own: a load test tells the chains' fairness from the pages' lag."""
+    from app.fits import _SESSIONS
+
+    progress = {}
+    for fits in list(_SESSIONS):
+        running = [runner.iteration for runner in fits.active.values() if runner.status == "running"]
+        if not fits.closed and running:
+            progress[str(id(fits))] = min(running)
+    return progress
 
 
 if __name__ == "__main__":

@@ -578,6 +578,22 @@ def summarize(progresses, begin, moment):
     )
 
 
+def chain_progress(server, begin, moment):
+    """What each session's chains made in [begin, moment] as the server itself logged it (the least
+    iteration of its running methods, every second: ``app.serve.chain_progress``), for the sessions
+    running at both ends; and the seconds between those two log lines. Unlike the pages' progress
+    lines, this does not wait for the event loop to redraw a page."""
+    lines = [
+        (line["t"], line["iterations"])
+        for line in read_lines(server.loop_log)
+        if "iterations" in line and begin <= line["t"] <= moment
+    ]
+    if len(lines) < 2:
+        return [], float("nan")
+    (first_t, first), (last_t, last) = lines[0], lines[-1]
+    return [last[key] - first[key] for key in first if key in last], last_t - first_t
+
+
 def client_cpu_seconds(server_pid, cluster_pid=None):
     """CPU seconds of this process (the websocket students) and of its children (chromium), the
     server and the cluster (also children) and their own children excluded."""
@@ -625,6 +641,12 @@ def play_round(server, n, plan, client, cluster=None):
         progresses, begin, moment = asyncio.run(play_class(server.url, n, plan))
     seconds = time.monotonic() - opened_at
     figures = summarize(progresses, begin, moment)
+    made, made_seconds = chain_progress(server, begin, moment)
+    figures.update(
+        chain_made=made,
+        chain_rates=[m / made_seconds for m in made] if made_seconds > 0 else [],
+        chain_fairness=(min(made) / max(made)) if made and max(made) > 0 else float("nan"),
+    )
     rss_running, threads_running = server.status()
     running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
     all_lags = [lag for _, lag in server.loop_lags(since=opened_at)]
@@ -750,6 +772,8 @@ def report_round(n, round_index, figures, baseline):
         f"fairness {figures['fairness']:.2f}, loop lag p50/p95/max {figures['lag_p50']:.0f}/{figures['lag_p95']:.0f}/"
         f"{figures['lag_max']:.0f} ms (idle server before the round: p95 {figures['idle_lag_p95']:.0f}) "
         f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f})\n"
+        f"   the chains' own progress ({len(figures['chain_made'])} sessions running, as the server logged it): "
+        f"it/s per session {fmt(figures['chain_rates'], 0)}, fairness {figures['chain_fairness']:.2f}\n"
         f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "
         f"cluster {figures['cluster_cpu']:.1f} (its RSS {figures['cluster_rss']:.0f} MB), "
         f"client {figures['client_cpu']:.1f}; running: RSS {figures['rss_running']:.0f} MB, "
@@ -822,7 +846,7 @@ def play_size(n, mode, address, cluster, args):
         )
         plan = Plan(preset=args.preset, window=args.window)
         for round_index in range(1, args.rounds + 1):
-            figures = play_round(server, n, plan, args.client, cluster if mode == "cluster" else None)
+            figures = play_round(server, n, plan, args.client, cluster)  # an idle cluster in-process: its CPU apart
             rss, threads = wait_for_release(server, baseline[1], timeout=90)
             figures.update(rss_released=rss, threads_released=threads, baseline=baseline, chains=mode)
             figures["python_threads_released"] = server.python_threads()
