@@ -79,7 +79,7 @@ def default_place():
 class ChainHost:
     """One session's chains on a Dask worker (made there as an actor by :class:`DaskPlace`)."""
 
-    def __init__(self, session):
+    def __init__(self, session, orphan_seconds=ORPHAN_SECONDS):
         from distributed import get_worker
 
         worker = get_worker()
@@ -97,6 +97,7 @@ class ChainHost:
         self._problem = (None, None)  # (token, Problem) the session's chains fit
         self._closed = False
         self._watching = False  # whether _watch is scheduled
+        self.orphan_seconds = orphan_seconds
         threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
 
     # -- called by the server (actor calls, on the worker's event loop: none of them blocks) --
@@ -128,7 +129,7 @@ class ChainHost:
         thread.start()
         if not self._watching:
             self._watching = True
-            asyncio.get_running_loop().call_later(ORPHAN_SECONDS / 4, self._watch)
+            asyncio.get_running_loop().call_later(self.orphan_seconds / 4, self._watch)
         return {"pid": self.pid, "worker": self.worker}
 
     async def steer(self, launch, method, steering):
@@ -181,15 +182,15 @@ class ChainHost:
         return len(self._runs)
 
     def _watch(self):
-        """On the worker's loop, every ORPHAN_SECONDS / 4 while it has runs: a host nobody has taken
-        from for ORPHAN_SECONDS (its server died or was cut off) stops its chains."""
-        if time.monotonic() - self._taken_at > ORPHAN_SECONDS:
+        """On the worker's loop, every ``orphan_seconds / 4`` while it has runs: a host nobody has
+        taken from for ``orphan_seconds`` (its server died or was cut off) stops its chains."""
+        if time.monotonic() - self._taken_at > self.orphan_seconds:
             for run in list(self._runs.values()):
                 run[2].stop()
         if self._closed or not self._runs:
             self._watching = False
             return
-        asyncio.get_running_loop().call_later(ORPHAN_SECONDS / 4, self._watch)
+        asyncio.get_running_loop().call_later(self.orphan_seconds / 4, self._watch)
 
     # -- the chain threads --
     def _work(self, launch, method, generation, problem, carry, target, control, lockstep):

@@ -290,6 +290,7 @@ class ChainRunner(param.Parameterized):
         self._ended = None  # (status, updates) the worker reported at its end, applied once it has left
         self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
         self._rate_mark = None  # (time, iteration) the it/s figure is measured from
+        self.reached = 0  # the last iteration the worker posted (not yet drained, perhaps)
 
     # ---- what the registry says about the method ----------------------------------------
     @property
@@ -415,6 +416,7 @@ class ChainRunner(param.Parameterized):
 
     def _forget(self):
         self._generation += 1  # whatever the old worker still sends is ignored
+        self.reached = 0
         if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
             self.buffer.clear()
         self._carry = {}
@@ -542,7 +544,10 @@ class ChainRunner(param.Parameterized):
     # ---- the worker ----------------------------------------------------------------------------
     def post(self, generation, kind, payload=None):
         """Hand the event loop a worker's message (from any thread): trace rows, a result snapshot,
-        "paused", "done" or "error"; :meth:`collect` keeps only the current ``generation``'s."""
+        "paused", "done" or "error"; :meth:`collect` keeps only the current ``generation``'s.
+        ``reached`` follows the chain as it posts, before any drain (a load test's measure)."""
+        if kind == "rows" and generation == self._generation:
+            self.reached = payload[1]
         self._queue.put((generation, kind, payload))
 
     def work(self, generation, problem, carry, target, control):

@@ -251,13 +251,14 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
 
 
 def chain_progress():
-    """Each open session's progress as its chains report it (the least iteration of its running
-    methods), by a key of its own: a load test tells the chains' fairness from the pages' lag."""
+    """Each open session's progress as its chains post it, before the event loop drains it (the
+    least iteration of its running methods), by a key of its own: a load test tells the chains'
+    fairness from the pages' lag."""
     from app.fits import _SESSIONS
 
     progress = {}
     for fits in list(_SESSIONS):
-        running = [runner.iteration for runner in fits.active.values() if runner.status == "running"]
+        running = [runner.reached for runner in fits.active.values() if runner.status == "running"]
         if not fits.closed and running:
             progress[str(id(fits))] = min(running)
     return progress

@@ -186,6 +186,27 @@ def test_a_killed_worker_gives_a_clear_error_and_start_runs_again(cluster):
     wait_until(lambda: not any(chain_threads_on_workers(cluster).values()), "no chain left on the workers")
 
 
+def test_a_host_whose_server_has_gone_stops_its_chains(cluster):
+    """A host nobody takes from (its server died) stops its chains after ``orphan_seconds``."""
+    from app.remote import ChainHost
+
+    fits = session(cluster)  # only for its Problem
+    client = cluster.client
+    future = client.submit(ChainHost, "orphan", orphan_seconds=2.0, actor=True, key="lpviz-session-orphan")
+    try:
+        with client.as_current():  # the actor binds to this client
+            host = future.result()
+            schedule = dict(n_iter=100_000, burn_in=10, thin=10, stride=1, options={})
+            steering = (1, (False, True, 0))  # numbered; not stopped, running, no pause
+            host.launch("naive-1", "naive", 1, 1, fits.problem(), schedule, 100_000, False, True, steering).result()
+            assert [method for method, _ in host.census().result().values()] == ["naive"]
+            wait_until(lambda: host.census().result() == {}, "the orphaned chain stopped", timeout=30)
+        assert not any(chain_threads_on_workers(cluster).values())
+    finally:
+        fits.close()
+        client.cancel([future], force=True)
+
+
 def test_the_server_flags_say_where_the_chains_run(cluster, monkeypatch):
     from app import remote
     from app.remote import default_place
