@@ -391,10 +391,11 @@ DUPLICATE_JS_DISTANCE = 0.05
 # mass ratio.
 COLLAPSED_COMPONENT_SHARE = 0.5
 # A chain has "not mixed" when the split R-hat of its likelihood trace after burn-in
-# (lpviz.diagnostics.chain_convergence) exceeds this (the older rule many papers used; 1.01 is the
-# strict one) or its bulk ESS is below ESS_MIN, or when it is too short to tell.
+# (lpviz.diagnostics.chain_convergence) exceeds this or its bulk ESS is below ESS_MIN, or when it is
+# too short to tell. The dashboard's promise is "R-hat > 1.1 or bulk ESS < 100 is not mixed"; 1.05 is
+# stricter than 1.1 (Vehtari et al. 2021 recommend 1.01), so every chain past 1.1 is flagged too.
 RHAT_MIXED = 1.05
-ESS_MIN = 50.0
+ESS_MIN = 100.0
 # The words of health["flags"], in this order.
 HEALTH_FLAGS = ("collapsed", "non-finite", "not mixed")
 # The MAE numbers of score() (each has its baselines) and the baselines' names.
@@ -745,8 +746,9 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         - ``dead_components``, ``duplicate_components``: :func:`component_health` (None when
           ``topics=False``);
         - ``nonfinite``: a fitted rate is NaN or infinite (then every MAE is None);
-        - ``not_mixed``: a chain's posterior whose split R-hat exceeds :data:`RHAT_MIXED` or
-          whose bulk ESS is below :data:`ESS_MIN`, or too short to tell; None for variational
+        - ``not_mixed``: a chain's posterior whose split R-hat exceeds :data:`RHAT_MIXED` (1.05,
+          stricter than the usual 1.1) or whose bulk ESS is below :data:`ESS_MIN` (100), or too
+          short to tell; None for variational
           fits, chain states and ``diagnostics=False``;
         - ``flags``: the words of :data:`HEALTH_FLAGS` that apply ("collapsed", "non-finite",
           "not mixed"); ``reasons``: each in a sentence with its numbers; ``healthy``: no flags.

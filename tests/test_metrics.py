@@ -363,8 +363,13 @@ def test_not_mixed_from_the_chains_rhat_and_ess():
     assert score(short, release, truth, diagnostics=False)["health"]["not_mixed"] is None
     longer = fit(release, n_components=8, n_iter=600, burn_in=300, thin=10, random_state=0)
     numbers = score(longer, release, truth)
-    expected = numbers["rhat"] > 1.05 or numbers["ess"] < 50
+    expected = numbers["rhat"] > 1.05 or numbers["ess"] < 100
     assert numbers["health"]["not_mixed"] is expected
+    # the dashboard's promise: R-hat > 1.1 or bulk ESS < 100 is "not mixed" (R-hat 1.05: stricter)
+    from lpviz.metrics import _not_mixed
+
+    assert [_not_mixed(longer, 1.0, ess) for ess in (60.0, 99.9, 100.0)] == [True, True, False]
+    assert [_not_mixed(longer, rhat, 500.0) for rhat in (1.04, 1.06, 1.11)] == [False, True, True]
 
 
 def test_baselines_are_estimated_from_the_release_alone():
