@@ -28,6 +28,7 @@ from bokeh.plotting import figure
 
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
+from app.onscreen import OnScreen
 from app.throttle import VIEW_SECONDS
 from app.topics_view import topic_order
 from lpviz import topicmap
@@ -257,8 +258,9 @@ class TopicMapView(pn.viewable.Viewer):
         self._alignment = {}
         self._panels = None
         self._stale = False  # results came while nothing was shown (served): map them when shown
-        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
-        self.fits.data.param.watch(lambda *events: self.refresh(), ["release", "model"])
+        self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
+        follow_results(self.fits, self._follow, VIEW_SECONDS, needs_sample=True)
+        self.fits.data.param.watch(self._follow, ["release", "model"])
         self.refresh()
 
     @property
@@ -270,6 +272,9 @@ class TopicMapView(pn.viewable.Viewer):
         data = self.fits.data.data
         vocab = data.col_labels if data is not None and data.col_labels else None
         return word_labels(vocab if vocab is not None and len(vocab) == n_words else None, n_words)
+
+    def _follow(self, *_):
+        self.on_screen.run("refresh", self.refresh)
 
     def refresh(self):
         """Recompute every method's map from the runners' current best samples: at once, or
@@ -433,6 +438,7 @@ class TopicMapView(pn.viewable.Viewer):
 
     def figures(self):
         """The maps and the chosen topics' bars as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         if not self.maps:
             return {}
         labels_of = {name: self.labels(len(m.word_frequency)) for name, m in self.maps.items()}

@@ -16,6 +16,7 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, model_shows, score_frame
+from app.onscreen import OnScreen
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -128,7 +129,8 @@ class TopicsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
+        self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
+        follow_results(self.fits, lambda runner: self._follow(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
 
     @property
@@ -137,6 +139,9 @@ class TopicsView(pn.viewable.Viewer):
         return model_shows(self.fits.data.model, "topics")
 
     @param.depends("n_top", "fits.data.release", watch=True)
+    def _follow(self):
+        self.on_screen.run("refresh", self.refresh)
+
     def refresh(self):
         """Recompute topics and scores from the runners' current results."""
         data = self.fits.data
@@ -227,6 +232,7 @@ class TopicsView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         return {"topics_heatmaps": self.heatmaps()}
 
     def __panel__(self):

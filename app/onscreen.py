@@ -1,0 +1,84 @@
+"""Work for what is on screen only: a hidden tab's views wait, and catch up once when shown.
+
+The event loop of a served dashboard is shared by every session of the process
+(a class of 12 on one server). A view on a hidden tab that redraws for every new
+result still costs that loop (Panel keeps a tab's Bokeh models alive after it was
+shown once, and updates them while hidden), for nobody. :class:`OnScreen` holds
+such work while its view is hidden (the latest of each kind) and runs it once when
+the view is shown; :func:`follow_active_tab` tells each view of a ``pn.Tabs``
+whether its tab is the active one; :func:`built_when_shown` builds a tab's contents
+on its first showing, not with the session.
+"""
+
+import panel as pn
+
+
+class OnScreen:
+    """Whether a view is shown; work asked of a hidden view waits and runs once when it is shown.
+
+    ``run(kind, work)`` calls ``work()`` at once while shown; while hidden it keeps ``work``
+    (a newer one of the same ``kind`` replaces it), and :meth:`show` runs what waits, in the
+    order it was first asked for. A view that nothing hides (a notebook, a test) is shown.
+    """
+
+    def __init__(self, shown=True):
+        self.shown = bool(shown)
+        self._waiting = {}
+
+    @property
+    def stale(self):
+        """Work waits for the view to be shown."""
+        return bool(self._waiting)
+
+    def run(self, kind, work):
+        if self.shown:
+            self._waiting.pop(kind, None)  # done now: what waited of this kind is older
+            work()
+        else:
+            self._waiting[kind] = work
+
+    def show(self, shown=True):
+        """The view is shown (or hidden): when shown, what waited runs now."""
+        self.shown = bool(shown)
+        if self.shown:
+            self.catch_up()
+
+    def catch_up(self):
+        """Run what waits now, shown or not (an export wants the figures as they would be shown)."""
+        waiting, self._waiting = self._waiting, {}
+        for work in waiting.values():
+            work()
+
+    def __repr__(self):
+        return f"OnScreen({'shown' if self.shown else 'hidden'}, waiting: {list(self._waiting)})"
+
+
+def on_screen(view):
+    """The :class:`OnScreen` of ``view`` (None for a view that does not hold back hidden work)."""
+    return getattr(view, "on_screen", None)
+
+
+def follow_active_tab(tabs, views):
+    """Tell each of ``views`` (in ``tabs``' order) whether its tab is the active one, now and on
+    every change of ``tabs.active``. (Panel's own watcher on ``active``, which draws the tab, runs
+    first: a view that waited is drawn as it was, then patched once with what came meanwhile.)"""
+
+    def update(*_):
+        for index, view in enumerate(views):
+            screen = on_screen(view)
+            if screen is not None:
+                screen.show(index == tabs.active)
+
+    tabs.param.watch(update, "active")
+    update()
+
+
+def built_when_shown(view):
+    """``view``'s contents, made when its tab is first drawn rather than with the session
+    (a class opening its pages at once waits for every page's hidden tabs otherwise)."""
+
+    def contents():
+        return view.__panel__()
+
+    contents.view = view  # whose contents these are (the pane's ``object.view``)
+    return pn.param.ParamFunction(contents, lazy=True, sizing_mode="stretch_width")

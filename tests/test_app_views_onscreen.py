@@ -1,0 +1,159 @@
+"""Only the shown tab's views redraw: the dashboard as ``app/app.py`` assembles it, in-process.
+
+A served class shares one event loop; a hidden tab that redraws for new data or
+new results costs every session for nobody (issue 22). Here the real page
+(``create_app``) is rendered to Bokeh models and driven by switching its tabs,
+with real chains: new data and new results rebuild only the shown tab, a tab
+shown later rebuilds once from the newest data and results, and the trace rows
+of a hidden Fits tab wait and arrive in one redraw, none lost.
+"""
+
+import collections
+import time
+
+import pytest
+
+from app.app import create_app
+from app.blocks_view import BlocksView
+from app.fits_view import FitsView
+from app.noise_view import NoiseView
+from app.onscreen import OnScreen
+from app.topicmap_view import TopicMapView
+from app.topics_view import TopicsView
+
+TIMEOUT = 300  # seconds: real chains on a shared 2-core machine
+
+
+class Page:
+    """The app's page rendered as a browser would get it (the shown tab's Bokeh models), its
+    views by class, and how often each view rebuilt."""
+
+    def __init__(self):
+        self.template = create_app()
+        self.tabs = self.template.main[0]
+        self.titles = list(self.tabs._names)  # Panel keeps the tab titles there (no public accessor in 1.9)
+        self.views = {type(tab.object.view): tab.object.view for tab in self.tabs.objects}
+        self.root = self.tabs.get_root()
+        self.fits = self.views[FitsView].fits
+        self.builds = collections.Counter()
+        for cls, method in (
+            (TopicsView, "refresh"),
+            (BlocksView, "refresh"),
+            (TopicMapView, "refresh"),
+            (NoiseView, "_follow"),
+            (FitsView, "_redraw_rates"),
+            (FitsView, "_update_scores"),
+        ):
+            self._count(cls, method)
+
+    def _count(self, cls, method):
+        view = self.views[cls]
+        original = getattr(view, method)
+
+        def counted(*args, **kwargs):
+            self.builds[cls.__name__, method] += 1
+            return original(*args, **kwargs)
+
+        setattr(view, method, counted)  # the views look their work up when they do it
+
+    def show(self, title):
+        self.tabs.active = self.titles.index(title)
+
+    def built(self):
+        built, self.builds = dict(self.builds), collections.Counter()
+        return built
+
+    def run(self, n_iter):
+        fits = self.fits
+        fits.settings.param.update(n_iter=n_iter, burn_in=10, thin=5)
+        fits.start()
+        deadline = time.monotonic() + TIMEOUT
+        while fits.running or fits.moving:
+            assert time.monotonic() < deadline, {m: (r.status, r.iteration) for m, r in fits.runners.items()}
+            time.sleep(0.05)
+            fits.drain()
+
+
+@pytest.fixture
+def page():
+    page = Page()
+    yield page
+    page.fits.close()
+
+
+def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page):
+    fits = page.fits
+    assert page.tabs.active == 0 and page.titles[0] == "Data & noise"
+    on_screen = {cls.__name__: view.on_screen.shown for cls, view in page.views.items() if hasattr(view, "on_screen")}
+    assert on_screen == {
+        "NoiseView": True,
+        "FitsView": False,
+        "TopicsView": False,
+        "TopicMapView": False,
+        "BlocksView": False,
+        "ExportView": False,
+    }
+    page.show("Fits")
+    page.built()
+
+    # new data (a new noise draw): only the shown Fits tab rebuilds
+    fits.settings.noise_seed += 1
+    release = fits.data.release
+    assert page.built() == {("FitsView", "_redraw_rates"): 1}
+    assert page.views[NoiseView].release is not release  # hidden: still the old draw
+    assert page.views[TopicsView].on_screen.stale
+
+    # new results: the shown Fits tab follows them, the hidden Topics tab does not
+    page.run(40)
+    built = page.built()
+    assert built[("FitsView", "_update_scores")] >= 1
+    assert not any(view == "TopicsView" for view, _ in built), built
+    assert set(page.views[TopicsView].table["method"]) <= {"truth"}  # the table of before the run
+
+    # shown: the Topics tab rebuilds once, from the newest data and results
+    page.show("Topics")
+    assert page.built() == {("TopicsView", "refresh"): 1}
+    topics = page.views[TopicsView]
+    assert set(topics.table["method"]) >= {runner.label for runner in fits.active.values()}
+    page.show("Fits")
+    page.show("Topics")
+    assert page.built() == {}  # nothing new came: nothing rebuilds
+    page.show("Data & noise")
+    assert page.views[NoiseView].release is release
+    assert page.built() == {("NoiseView", "_follow"): 1}
+
+
+def test_trace_rows_of_a_hidden_fits_tab_wait_and_arrive_in_one_redraw(page):
+    fits = page.fits
+    page.show("Fits")
+    page.show("Topics")  # the trace plots are hidden from now on
+    assert not fits.traces_on_screen.shown
+    triggers = []
+    for runner in fits.runners.values():
+        runner.buffer.add_subscriber(lambda runner=runner, **contents: triggers.append(runner.method))
+    page.run(60)
+    assert triggers == [] and all(len(runner.buffer.data) == 0 for runner in fits.runners.values())
+    assert fits.traces_on_screen.stale
+    page.show("Fits")
+    assert sorted(triggers) == sorted(fits.runners)  # one redraw of every method's trace
+    for runner in fits.active.values():
+        iterations = runner.buffer.data["iteration"].tolist()
+        assert iterations == sorted(set(iterations)) and iterations[-1] == 60, runner.method  # none lost
+
+
+def test_work_waits_while_hidden_the_newest_of_each_kind():
+    done = []
+    screen = OnScreen()
+    screen.run("a", lambda: done.append("a1"))
+    assert done == ["a1"]  # shown: at once
+    screen.show(False)
+    screen.run("a", lambda: done.append("a2"))
+    screen.run("b", lambda: done.append("b"))
+    screen.run("a", lambda: done.append("a3"))  # replaces a2, keeps a's place
+    assert done == ["a1"] and screen.stale
+    screen.show()
+    assert done == ["a1", "a3", "b"] and not screen.stale
+    screen.show(False)
+    screen.run("a", lambda: done.append("a4"))
+    screen.catch_up()  # an export wants it now, hidden or not
+    assert done[-1] == "a4" and not screen.shown and not screen.stale
