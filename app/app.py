@@ -27,7 +27,7 @@ from app.controls_view import ControlsView  # noqa: E402
 from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
-from app.onscreen import built_when_shown, follow_active_tab  # noqa: E402
+from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
@@ -72,10 +72,7 @@ def create_app():
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     views["Export"] = export
     # each tab built when first shown; a hidden tab's views wait (app/onscreen.py)
-    tabs = pn.Tabs(
-        *((name, built_when_shown(view)) for name, view in views.items()), dynamic=True, sizing_mode="stretch_width"
-    )
-    follow_active_tab(tabs, list(views.values()))
+    tabs = ViewTabs(*views.items(), sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
     spinner = pn.indicators.LoadingSpinner(

@@ -5,9 +5,8 @@ The event loop of a served dashboard is shared by every session of the process
 result still costs that loop (Panel keeps a tab's Bokeh models alive after it was
 shown once, and updates them while hidden), for nobody. :class:`OnScreen` holds
 such work while its view is hidden (the latest of each kind) and runs it once when
-the view is shown; :func:`follow_active_tab` tells each view of a ``pn.Tabs``
-whether its tab is the active one; :func:`built_when_shown` builds a tab's contents
-on its first showing, not with the session.
+the view is shown; :class:`ViewTabs` tells each view whether its tab is the active
+one and builds a tab's contents on its first showing, not with the session.
 """
 
 import panel as pn
@@ -58,19 +57,28 @@ def on_screen(view):
     return getattr(view, "on_screen", None)
 
 
-def follow_active_tab(tabs, views):
-    """Tell each of ``views`` (in ``tabs``' order) whether its tab is the active one, now and on
-    every change of ``tabs.active``. (Panel's own watcher on ``active``, which draws the tab, runs
-    first: a view that waited is drawn as it was, then patched once with what came meanwhile.)"""
+class ViewTabs(pn.Tabs):
+    """``pn.Tabs(dynamic=True)`` of views, given as ``(title, view)``: each tab's contents are built
+    when it is first shown (:func:`built_when_shown`), and each view's :class:`OnScreen` says
+    whether its tab is the active one. A view catches up before its tab is drawn, so a tab shown
+    after new data or results is drawn once, from the newest."""
 
-    def update(*_):
-        for index, view in enumerate(views):
+    def __init__(self, *items, **params):
+        self.views = [view for _, view in items]
+        super().__init__(*((title, built_when_shown(view)) for title, view in items), dynamic=True, **params)
+        self._show_active()
+
+    def _show_active(self):
+        for index, view in enumerate(self.views):
             screen = on_screen(view)
             if screen is not None:
-                screen.show(index == tabs.active)
+                screen.show(index == self.active)
 
-    tabs.param.watch(update, "active")
-    update()
+    def _update_active(self, *events):
+        # Panel's watcher on ``active`` (made with the tabs, so it runs before any added later)
+        # draws the shown tab: the views catch up first
+        self._show_active()
+        super()._update_active(*events)
 
 
 def built_when_shown(view):

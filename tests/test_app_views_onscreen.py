@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import app.topics_view
 from app.app import create_app
 from app.blocks_view import BlocksView
 from app.fits_view import FitsView
@@ -32,7 +33,7 @@ class Page:
         self.template = create_app()
         self.tabs = self.template.main[0]
         self.titles = list(self.tabs._names)  # Panel keeps the tab titles there (no public accessor in 1.9)
-        self.views = {type(tab.object.view): tab.object.view for tab in self.tabs.objects}
+        self.views = {type(view): view for view in self.tabs.views}
         self.root = self.tabs.get_root()
         self.fits = self.views[FitsView].fits
         self.builds = collections.Counter()
@@ -74,6 +75,14 @@ class Page:
             fits.drain()
 
 
+def counted(function, calls):
+    def call(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    return call
+
+
 @pytest.fixture
 def page():
     page = Page()
@@ -81,7 +90,7 @@ def page():
     page.fits.close()
 
 
-def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page):
+def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page, monkeypatch):
     fits = page.fits
     assert page.tabs.active == 0 and page.titles[0] == "Data & noise"
     on_screen = {cls.__name__: view.on_screen.shown for cls, view in page.views.items() if hasattr(view, "on_screen")}
@@ -110,11 +119,15 @@ def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page):
     assert not any(view == "TopicsView" for view, _ in built), built
     assert set(page.views[TopicsView].table["method"]) <= {"truth"}  # the table of before the run
 
-    # shown: the Topics tab rebuilds once, from the newest data and results
+    # shown: the Topics tab rebuilds once, from the newest data and results, before it is drawn
+    # (drawn first and then patched, its heatmaps would be made twice)
+    heatmaps = []
+    monkeypatch.setattr(app.topics_view, "term_topic_frame", counted(app.topics_view.term_topic_frame, heatmaps))
     page.show("Topics")
     assert page.built() == {("TopicsView", "refresh"): 1}
     topics = page.views[TopicsView]
     assert set(topics.table["method"]) >= {runner.label for runner in fits.active.values()}
+    assert len(heatmaps) == len(topics.topics) == 1 + len(fits.active)  # one heatmap each: the truth's and each fit's
     page.show("Fits")
     page.show("Topics")
     assert page.built() == {}  # nothing new came: nothing rebuilds
