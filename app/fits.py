@@ -42,7 +42,7 @@ from app.runner import (
     empty_trace,
     warm_up_kernels,
 )
-from app.throttle import TRACE_SECONDS, Periodic, Throttle
+from app.throttle import TRACE_SECONDS, OffLoop, Periodic, Throttle
 
 # the runner's names, importable from here as before the split
 __all__ = [
@@ -137,6 +137,8 @@ class Fits(param.Parameterized):
         # whether the trace plots are shown (the Fits tab's view shows or hides them): hidden, the
         # trace rows wait instead of redrawing plots nobody sees
         self.traces_on_screen = OnScreen()
+        # the views' computations from results, off the event loop when served
+        self.off_loop = OffLoop(background=served(), doc=pn.state.curdoc)
         _SESSIONS.add(self)
         settings = self.settings
         self._sync_schedule()
@@ -440,6 +442,7 @@ class Fits(param.Parameterized):
             runner.join(max(0.0, deadline - time.monotonic()))
         for runner in self.runners.values():
             runner.release()
+        self.off_loop.close()
         self._unsent = {}
         self.closed = True
 

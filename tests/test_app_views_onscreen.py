@@ -9,8 +9,12 @@ of a hidden Fits tab wait and arrive in one redraw, none lost.
 """
 
 import collections
+import queue
+import threading
 import time
+from functools import partial
 
+import pandas as pd
 import pytest
 
 import app.topics_view
@@ -19,6 +23,7 @@ from app.blocks_view import BlocksView
 from app.fits_view import FitsView
 from app.noise_view import NoiseView
 from app.onscreen import OnScreen
+from app.throttle import OffLoop
 from app.topicmap_view import TopicMapView
 from app.topics_view import TopicsView
 
@@ -170,3 +175,82 @@ def test_work_waits_while_hidden_the_newest_of_each_kind():
     screen.run("a", lambda: done.append("a4"))
     screen.catch_up()  # an export wants it now, hidden or not
     assert done[-1] == "a4" and not screen.shown and not screen.stale
+
+
+class Loop:
+    """A session's event loop as Bokeh's document offers it to threads (``add_next_tick_callback``):
+    the callbacks wait until the test runs them, on its own thread."""
+
+    def __init__(self):
+        self.callbacks = queue.Queue()
+
+    def add_next_tick_callback(self, callback):
+        self.callbacks.put(callback)
+
+    def run_one(self, timeout=TIMEOUT):
+        self.callbacks.get(timeout=timeout)()
+
+
+def test_view_computations_run_in_the_pool_one_per_session_and_apply_on_the_loop():
+    loop, other_loop = Loop(), Loop()
+    session, other = OffLoop(background=True, doc=loop), OffLoop(background=True, doc=other_loop)
+    release = threading.Event()
+    computed, applied = [], []
+
+    def compute(name):
+        computed.append((name, threading.current_thread().name))
+        if name == "first":
+            assert release.wait(TIMEOUT)
+        return name
+
+    def apply(outcome):
+        applied.append((outcome, threading.current_thread().name))
+
+    session.submit("topics", partial(compute, "first"), apply)
+    session.submit("maps", partial(compute, "maps"), apply)
+    session.submit("topics", partial(compute, "older"), apply)
+    session.submit("topics", partial(compute, "newest"), apply)  # replaces "older", which is never computed
+    other.submit("topics", partial(compute, "other session"), apply)  # not held up by the first session's
+    other_loop.run_one()
+    assert applied == [("other session", threading.current_thread().name)]  # applied on the loop's thread
+    assert [name for name, _ in computed] == ["first", "other session"]  # one in flight per session
+    release.set()
+    for _ in range(3):
+        loop.run_one()
+    assert [name for name, _ in computed] == ["first", "other session", "maps", "newest"]
+    assert all(thread.startswith("lpviz-view") for _, thread in computed)
+    assert [outcome for outcome, _ in applied] == ["other session", "first", "maps", "newest"]
+    assert session.idle and other.idle
+
+    def fails():
+        raise ValueError("no topics")
+
+    session.submit("topics", fails, apply)
+    loop.run_one()
+    assert isinstance(applied[-1][0], ValueError)  # the view is told, not left waiting
+    session.submit("topics", partial(compute, "after the end"), apply)
+    session.close()
+    loop.run_one()
+    assert applied[-1][0] != "after the end"  # a closed session applies nothing
+
+
+def test_a_served_topics_view_computes_off_the_loop():
+    fits = Page().fits
+    try:
+        fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+        fits.start()
+        for runner in fits.active.values():
+            assert runner.join(timeout=TIMEOUT)
+        fits.drain()
+        loop = Loop()
+        fits.off_loop = OffLoop(background=True, doc=loop)
+        view = TopicsView(fits=fits)  # its first refresh is submitted, not done
+        assert view.topics == {}
+        loop.run_one()
+        reference = TopicsView(fits=fits)
+        reference.fits.off_loop = OffLoop(background=False)
+        reference.refresh()
+        assert list(view.topics) == list(reference.topics) == ["truth", *(r.label for r in fits.active.values())]
+        pd.testing.assert_frame_equal(view.table, reference.table)
+    finally:
+        fits.close()
