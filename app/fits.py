@@ -16,6 +16,7 @@ import threading
 import time
 import weakref
 from contextlib import ExitStack
+from functools import partial
 
 import holoviews as hv
 import pandas as pd
@@ -471,15 +472,27 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
         if any(status in ("running", "pausing") for status in statuses):
             throttle.defer()
             return
-        if not statuses:
-            if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
-                return
-            if not throttle.due():
-                return
+        if statuses:  # a run that stopped moving: shown exactly, with its statuses
+            callback(runner)
+            return
+        if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
+            return
+        if not throttle.due():
+            return
+        if served():
+            # a redraw while running is a callback of its own, after the drain that brought the
+            # result: the loop serves the other sessions (and clicks) between the two
+            pn.state.execute(partial(redraw, runner, throttle), schedule=True)
+        else:
+            redraw(runner, throttle)
+
+    def redraw(runner, throttle):
+        if fits.closed:
+            return
         started = time.perf_counter()
-        callback(runner)
-        if not statuses:  # a redraw while running: the next waits for this session's share of the loop
-            stretch(throttle, time.perf_counter() - started)
+        with Fits._batched():
+            callback(runner)
+        stretch(throttle, time.perf_counter() - started)  # the next waits for this session's share of the loop
 
     return [(runner, runner.param.watch(on_change, ["result", "status"])) for runner in fits.runners.values()]
 

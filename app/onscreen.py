@@ -44,9 +44,13 @@ class OnScreen:
 
     def catch_up(self):
         """Run what waits now, shown or not (an export wants the figures as they would be shown)."""
-        waiting, self._waiting = self._waiting, {}
-        for work in waiting.values():
-            work()
+        while self._waiting:  # one at a time: a work may drop another (see drop)
+            kind = next(iter(self._waiting))
+            self._waiting.pop(kind)()
+
+    def drop(self, kind):
+        """Forget the waiting work of ``kind`` (a newer work makes it pointless)."""
+        self._waiting.pop(kind, None)
 
     def __repr__(self):
         return f"OnScreen({'shown' if self.shown else 'hidden'}, waiting: {list(self._waiting)})"

@@ -281,7 +281,13 @@ class TopicMapView(pn.viewable.Viewer):
         if self._background and self._panels is None:
             self._stale = True
             return
-        self.fits.off_loop.submit("topic map", partial(compute_maps, *self._inputs()), self._apply)
+        self.on_screen.drop("apply")  # an older result, waiting for the tab: this one replaces it
+        # computed while the tab shows, the result may come after it is hidden: then it waits too
+        self.fits.off_loop.submit(
+            "topic map",
+            partial(compute_maps, *self._inputs()),
+            lambda outcome: self.on_screen.run("apply", partial(self._apply, outcome)),
+        )
 
     def _inputs(self):
         """What the maps are computed from, read on the event loop: ``(fits, phi_true)``, with

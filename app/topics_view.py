@@ -170,6 +170,7 @@ class TopicsView(pn.viewable.Viewer):
     def refresh(self):
         """Recompute topics and scores from the runners' current results (served: in the session's
         :class:`~app.throttle.OffLoop`, applied on the event loop when computed)."""
+        self.on_screen.drop("apply")  # an older result, waiting for the tab: this one replaces it
         data = self.fits.data
         if data.release is None or not self.applies:
             self.param.update(topics={}, table=self.param.table.default, scores=self.param.scores.default)
@@ -187,7 +188,10 @@ class TopicsView(pn.viewable.Viewer):
             n_top=self.n_top,
         )
         scores = score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples"))
-        self.fits.off_loop.submit("topics", compute, partial(self._apply, scores))
+        # computed while the tab shows, the result may come after it is hidden: then it waits too
+        self.fits.off_loop.submit(
+            "topics", compute, lambda outcome: self.on_screen.run("apply", partial(self._apply, scores, outcome))
+        )
 
     def _apply(self, scores, outcome):
         if isinstance(outcome, Exception):

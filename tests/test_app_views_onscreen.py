@@ -246,7 +246,10 @@ def test_a_served_topics_view_computes_off_the_loop():
         fits.off_loop = OffLoop(background=True, doc=loop)
         view = TopicsView(fits=fits)  # its first refresh is submitted, not done
         assert view.topics == {}
+        view.on_screen.show(False)  # the student went to another tab meanwhile
         loop.run_one()
+        assert view.topics == {}  # computed, and waiting for the tab
+        view.on_screen.show()
         reference = TopicsView(fits=fits)
         reference.fits.off_loop = OffLoop(background=False)
         reference.refresh()
