@@ -50,6 +50,9 @@ CLASS_PRESET = "Figure 3 (small alpha0)"
 # Before each round the idle server's loop lag is read for this long: the reference the round's lag is
 # compared with (the machine is shared: an idle server's loop is late too when other processes load it).
 IDLE_SECONDS = 3.0
+# The steady part of the window starts this long after the last student's last tab switch (the
+# switch's own redraws done): the lag the running chains and their redraws alone cause.
+STEADY_AFTER = 2.0
 STATUS_LINE = re.compile(
     r"(?:strong&gt;|<strong>)(.+?)(?:&lt;|<)/strong(?:&gt;|>) - (\w+), iteration ([\d,]+) / ([\d,]+)"
 )
@@ -226,6 +229,7 @@ class Progress:
     started: float = float("nan")  # Start clicked
     first_point: float = float("nan")  # the first trace row arrived
     closed: float = float("nan")
+    switched: float = float("nan")  # the last tab switch sent
     samples: list = field(default_factory=list)  # (time, iteration of the slowest chain, statuses)
     error: str = ""
 
@@ -446,6 +450,7 @@ async def play_student(student, plan, everyone_started, measured):
         for title in plan.tabs:
             await asyncio.sleep(plan.tab_seconds)
             await student.tab(title)
+            progress.switched = time.monotonic()
         await measured.wait()
     except Exception as exc:  # one student's failure is a figure, not the end of the class
         progress.error = f"{type(exc).__name__}: {exc}"
@@ -553,6 +558,9 @@ def play_round(server, n, plan, client):
     figures = summarize(progresses, begin, moment)
     rss_running, threads_running = server.status()
     running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
+    # steady: every student on the Fits tab (after the last tab switch and STEADY_AFTER seconds more)
+    switched = max((p.switched for p in progresses if p.switched == p.switched), default=begin)
+    steady_lags = [lag for t, lag in server.loop_lags(since=switched + STEADY_AFTER) if t <= moment]
     all_lags = [lag for _, lag in server.loop_lags(since=opened_at)]
     client_after = client_cpu_seconds(server.pid)
     figures.update(
@@ -562,6 +570,9 @@ def play_round(server, n, plan, client):
         lag_max=max(running_lags, default=float("nan")),
         lag_open_p95=percentile(all_lags, 95),
         lag_open_max=max(all_lags, default=float("nan")),
+        steady_seconds=max(0.0, moment - switched - STEADY_AFTER),
+        steady_lag_p50=percentile(steady_lags, 50),
+        steady_lag_p95=percentile(steady_lags, 95),
         server_cpu=server.cpu_seconds() - cpu_before,
         seconds=seconds,
         client_cpu=client_after[0] - client_before[0] + client_after[1] - client_before[1],
@@ -672,7 +683,9 @@ def report_round(n, round_index, figures, baseline):
         f"   over {figures['window']:.1f} s with every chain running: it/s per session {fmt(figures['rates'], 0)}, "
         f"fairness {figures['fairness']:.2f}, loop lag p50/p95/max {figures['lag_p50']:.0f}/{figures['lag_p95']:.0f}/"
         f"{figures['lag_max']:.0f} ms (idle server before the round: p95 {figures['idle_lag_p95']:.0f}) "
-        f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f})\n"
+        f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f}; steady, everyone on "
+        f"Fits for the last {figures['steady_seconds']:.0f} s: p50/p95 {figures['steady_lag_p50']:.0f}/"
+        f"{figures['steady_lag_p95']:.0f})\n"
         f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "
         f"client {figures['client_cpu']:.1f}; running: RSS {figures['rss_running']:.0f} MB, "
         f"{figures['threads_running']} threads; released: RSS {figures['rss_released']:.0f} MB "
