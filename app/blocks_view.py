@@ -16,7 +16,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, model_shows, score_frame
+from app.fits import Fits, follow_results, model_shows
+from app.fits_view import baseline_frame
 from app.onscreen import OnScreen
 from app.plots import (
     RATE_CMAP,
@@ -24,10 +25,13 @@ from app.plots import (
     display_slice,
     heldout_overlay,
     label_options,
+    matched_components_panel,
+    matched_reference,
     scale_options,
     subsample_note,
     tick_labels,
     truth_reference,
+    waiting_line,
 )
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
@@ -103,16 +107,7 @@ class BlocksView(pn.viewable.Viewer):
             return
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
         fitted = {runner.label: runner.result["model"].communities(runner.result["best"]) for runner in runners}
-        truth_theta = self._truth_memberships()
-        of_truth = [runner.label for runner in runners if runner.method_class.uses_truth]
-        if truth_theta is not None:
-            theta_ref, source = truth_theta, "the true memberships"
-        elif of_truth:
-            theta_ref, source = fitted[of_truth[0]], f"the {of_truth[0]} fit"
-        elif runners:
-            theta_ref, source = fitted[runners[0].label], f"the {runners[0].label} fit"
-        else:
-            theta_ref, source = None, ""
+        theta_ref, source = matched_reference(self._truth_memberships(), runners, fitted, "the true memberships")
         panels = {}
         for runner in runners:
             theta = np.asarray(fitted[runner.label])
@@ -120,7 +115,7 @@ class BlocksView(pn.viewable.Viewer):
                 mu_hat=runner.result["mu_hat"], theta=theta[:, community_order(theta, theta_ref)]
             )
         order = actor_order(theta_ref) if theta_ref is not None else np.arange(data.release.shape[0])
-        self.param.update(panels=panels, order=order, order_source=source, scores=score_frame(runners, keys=SCORE_KEYS))
+        self.param.update(panels=panels, order=order, order_source=source, scores=baseline_frame(runners, SCORE_KEYS))
 
     def _truth_memberships(self):
         from lpviz import models
@@ -231,12 +226,7 @@ class BlocksView(pn.viewable.Viewer):
                 f"Actors ordered by their main community in {self.order_source}; "
                 "communities of each fit matched to those."
             )
-        waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.panels]
-        if waiting:
-            lines.append(
-                f"*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
-            )
+        lines.append(waiting_line(self.fits, self.panels))
         held = data.release.heldout_cells
         if held is not None:
             lines.append(
@@ -246,7 +236,7 @@ class BlocksView(pn.viewable.Viewer):
         note = subsample_note(data.release.shape, display_slice(data.release.shape))
         if note:
             lines.append(note)
-        return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
+        return pn.pane.Markdown("\n\n".join(filter(None, lines)), sizing_mode="stretch_width")
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
@@ -254,19 +244,13 @@ class BlocksView(pn.viewable.Viewer):
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
     def __panel__(self):
-        # made once, shown only for a network (the status explains otherwise)
-        scores = pn.pane.DataFrame(
+        return matched_components_panel(
+            self.status,
             self.param.scores,
-            index=False,
-            float_format="{:.4g}".format,
-            sizing_mode="stretch_width",
-            name="block-scores",
+            "block-scores",
+            [
+                pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width", linked_axes=False),
+                pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width", linked_axes=False),
+            ],
+            pn.bind(lambda *_: self.applies, self.fits.data.param.release, self.fits.data.param.model),
         )
-        body = pn.Column(
-            scores,
-            pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width", linked_axes=False),
-            pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width", linked_axes=False),
-            visible=pn.bind(lambda *_: self.applies, self.fits.data.param.release, self.fits.data.param.model),
-            sizing_mode="stretch_width",
-        )
-        return pn.Column(self.status, body, sizing_mode="stretch_width")

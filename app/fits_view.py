@@ -96,6 +96,28 @@ def health_words(scores):
     return "; ".join(words.get(flag, flag) for flag in health["flags"])
 
 
+def _scored(runners):
+    return [(runner.label, runner.result["score"]) for runner in runners if (runner.result or {}).get("score")]
+
+
+def baseline_frame(runners, keys):
+    """:func:`~app.fits.score_frame` of the runners' ``keys``, with the best constant rate's MAE
+    (``score()``'s baselines, nothing recomputed) in a column beside each MAE: no MAE without its
+    reference, on any tab."""
+    from lpviz.metrics import MAE_KEYS, SCORE_LABELS
+
+    frame = score_frame(runners, keys)
+    if frame.empty:
+        return frame
+    scored = _scored(runners)
+    for key in MAE_KEYS:
+        column = SCORE_LABELS[key]
+        if column in frame:
+            values = [(scores.get("baselines") or {}).get(f"best_constant_{key}") for _, scores in scored]
+            frame.insert(frame.columns.get_loc(column) + 1, column + BASELINE_SUFFIX, values)
+    return frame
+
+
 def board_frame(runners):
     """The scoreboard: :func:`~app.fits.score_frame` of the runners, the best constant's MAE beside
     each MAE column and each fit's health in words (all from its :func:`lpviz.metrics.score`).
@@ -104,15 +126,10 @@ def board_frame(runners):
     ``frame.attrs["reasons"]``: ``{method: [reason, ...]}`` of the flagged fits."""
     from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
 
-    frame = score_frame(runners, SCOREBOARD_KEYS)
+    frame = baseline_frame(runners, SCOREBOARD_KEYS)
     if frame.empty:
         return frame
-    scored = [(runner.label, runner.result["score"]) for runner in runners if (runner.result or {}).get("score")]
-    for key in MAE_KEYS:
-        column = SCORE_LABELS[key]
-        if column in frame:
-            values = [(scores.get("baselines") or {}).get(f"best_constant_{key}") for _, scores in scored]
-            frame.insert(frame.columns.get_loc(column) + 1, column + BASELINE_SUFFIX, values)
+    scored = _scored(runners)
     frame.insert(1, HEALTH_COLUMN, [health_words(scores) for _, scores in scored])
     healthy = [label for label, scores in scored if (scores.get("health") or {}).get("healthy")]
     allowed = {column: list(healthy) for column in frame.columns}

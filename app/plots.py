@@ -225,3 +225,40 @@ def table_cell(value):
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return ""
     return f"{value:,.4g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+# ---- a tab of matched components (Blocks, Tensor): one layout, one reference, one waiting line ----
+def matched_reference(truth, runners, fitted, truth_source):
+    """``(reference, source)``: what every fit's components are matched to -- ``truth`` (described by
+    ``truth_source``) when known, else the first fit of the true counts (its method class
+    ``uses_truth``), else the first fit; ``(None, "")`` with neither. ``fitted``: label -> the fit's
+    components as the tab compares them."""
+    of_truth = [runner.label for runner in runners if runner.method_class.uses_truth]
+    if truth is not None:
+        return truth, truth_source
+    labels = [*of_truth, *(runner.label for runner in runners)]
+    if labels:
+        return fitted[labels[0]], f"the {labels[0]} fit"
+    return None, ""
+
+
+def waiting_line(fits, shown):
+    """The line naming the active fits not yet in ``shown`` (nothing saved yet), or ""."""
+    waiting = [runner.label for runner in fits.active.values() if runner.label not in shown]
+    if not waiting:
+        return ""
+    return (
+        f"*Waiting for a saved sample (after burn-in {fits.settings.burn_in}) from: "
+        f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
+    )
+
+
+def matched_components_panel(status, scores, name, plots, applies):
+    """A matched-components tab: its ``status`` above, then (made once, shown only while ``applies``,
+    a bound function: the status explains otherwise) the ``scores`` table (a DataFrame parameter,
+    named ``name`` in the page) and the ``plots``."""
+    import panel as pn
+
+    table = pn.pane.DataFrame(scores, index=False, float_format="{:.4g}".format, sizing_mode="stretch_width", name=name)
+    body = pn.Column(table, *plots, visible=applies, sizing_mode="stretch_width")
+    return pn.Column(status, body, sizing_mode="stretch_width")

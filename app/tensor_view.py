@@ -26,8 +26,16 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.fits import Fits, follow_results, model_shows, score_frame
-from app.plots import RATE_CMAP, label_options, tick_labels
+from app.fits import Fits, follow_results, model_shows
+from app.fits_view import baseline_frame
+from app.plots import (
+    RATE_CMAP,
+    label_options,
+    matched_components_panel,
+    matched_reference,
+    tick_labels,
+    waiting_line,
+)
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics, models
 
@@ -115,15 +123,8 @@ class TensorView(pn.viewable.Viewer):
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
         fitted = {runner.label: (runner.result["model"], runner.result["best"]) for runner in runners}
         truth = data.truth.factors if data.truth is not None and data.truth.factors else None
-        of_truth = [runner.label for runner in runners if runner.method_class.uses_truth]
-        if truth is not None:
-            reference, source = (self._model(), truth), "the true components"
-        elif of_truth:
-            reference, source = fitted[of_truth[0]], f"the {of_truth[0]} fit"
-        elif runners:
-            reference, source = fitted[runners[0].label], f"the {runners[0].label} fit"
-        else:
-            reference, source = None, ""
+        known = (self._model(), truth) if truth is not None else None
+        reference, source = matched_reference(known, runners, fitted, "the true components")
         panels = {}
         if truth is not None:
             panels["truth"] = (self._model(), truth)
@@ -144,7 +145,7 @@ class TensorView(pn.viewable.Viewer):
             panels=panels,
             order=order,
             reference=source,
-            scores=score_frame(runners, keys=SCORE_KEYS),
+            scores=baseline_frame(runners, SCORE_KEYS),
             component=min(self.component, n_components),
         )
 
@@ -241,33 +242,23 @@ class TensorView(pn.viewable.Viewer):
         lines = []
         if self.reference:
             lines.append(f"Components matched to {self.reference}; actors ordered by their main sender component.")
-        waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.panels]
-        if waiting:
-            lines.append(
-                f"*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
-            )
-        return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
+        lines.append(waiting_line(self.fits, self.panels))
+        return pn.pane.Markdown("\n\n".join(filter(None, lines)), sizing_mode="stretch_width")
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
         return {"tensor_profiles": self.profile_plots(), "tensor_pairs": self.pair_heatmaps()}
 
     def __panel__(self):
-        scores = pn.pane.DataFrame(
-            self.param.scores,
-            index=False,
-            float_format="{:.4g}".format,
-            sizing_mode="stretch_width",
-            name="tensor-scores",
-        )
         chooser = pn.widgets.IntSlider.from_param(self.param.component, name="component (heatmaps)", width=320)
-        body = pn.Column(
-            scores,
-            pn.pane.HoloViews(self.profile_plots, sizing_mode="stretch_width"),
-            chooser,
-            pn.pane.HoloViews(self.pair_heatmaps, sizing_mode="stretch_width", linked_axes=False),
-            visible=pn.bind(lambda *_: self.applies, self.fits.data.param.model, self.fits.data.param.release),
-            sizing_mode="stretch_width",
+        return matched_components_panel(
+            self.status,
+            self.param.scores,
+            "tensor-scores",
+            [
+                pn.pane.HoloViews(self.profile_plots, sizing_mode="stretch_width"),
+                chooser,
+                pn.pane.HoloViews(self.pair_heatmaps, sizing_mode="stretch_width", linked_axes=False),
+            ],
+            pn.bind(lambda *_: self.applies, self.fits.data.param.model, self.fits.data.param.release),
         )
-        return pn.Column(self.status, body, sizing_mode="stretch_width")

@@ -19,6 +19,7 @@ import param
 
 from app.fits import Fits, follow_results, model_shows, score_frame
 from app.onscreen import OnScreen
+from app.plots import waiting_line
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -240,7 +241,6 @@ class TopicsView(pn.viewable.Viewer):
                 "topics: see the **Blocks** tab. Choose a documents x words source "
                 "(synthetic topics, Enron topics or a documents x words file) to see topics here."
             )
-        waiting = [runner.label for runner in self.fits.active.values() if runner.label not in self.topics]
         truth = "Topics are aligned to the true topics (Hungarian algorithm); " if TRUTH in self.topics else ""
         corpus = (
             f"scores use the true counts as reference corpus, top {self.n_top} words. "
@@ -248,11 +248,9 @@ class TopicsView(pn.viewable.Viewer):
             else "no scores: this release came without its true counts. "
         )
         text = f"{truth}{corpus}Each method shows the saved sample with the highest log joint."
+        waiting = waiting_line(self.fits, self.topics)
         if waiting:
-            text += (
-                f"\n\n*Waiting for a saved sample (after burn-in {self.fits.settings.burn_in}) from: "
-                f"{', '.join(waiting)}. Start the fits in the Fits tab.*"
-            )
+            text += f"\n\n{waiting}"
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 
     def figures(self):

@@ -14,6 +14,7 @@ import pytest
 from app.controls_view import ControlsView
 from app.datastore import DataStore
 from app.fits import Fits
+from app.fits_view import BASELINE_SUFFIX
 from app.settings import Settings
 from lpviz import models
 from lpviz.engine import run
@@ -111,6 +112,12 @@ def test_the_tensor_tab_shows_matched_components_of_every_fit(fitted_tensor):
         expected = score(chain_run.posterior, release, truth)
         assert table.loc[runner.label, "MAE"] == pytest.approx(expected["mae"], rel=1e-12)
         assert table.loc[runner.label, "MAE vs true rates"] == pytest.approx(expected["rate_mae"], rel=1e-12)
+        # every MAE with its reference beside it: the best constant rate's MAE, score()'s own baseline
+        baselines = expected["baselines"]
+        for column, key in (("MAE", "mae"), ("MAE vs true rates", "rate_mae")):
+            beside = list(table.columns).index(column) + 1
+            assert table.columns[beside] == column + BASELINE_SUFFIX
+            assert table.loc[runner.label, column + BASELINE_SUFFIX] == baselines[f"best_constant_{key}"]
 
 
 def test_noise_and_rate_heatmaps_of_a_tensor_are_summed_over_months(fitted_tensor):

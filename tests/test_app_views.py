@@ -15,6 +15,7 @@ import pytest
 
 from app.datastore import DataStore
 from app.fits import Fits
+from app.fits_view import BASELINE_SUFFIX
 from app.settings import Settings
 from lpviz import bessel, methods, privacy
 from lpviz.engine import run
@@ -305,6 +306,9 @@ def test_held_out_mae_is_the_same_in_the_fits_and_blocks_tabs_and_the_library(fi
             ("held-out MAE vs true rates", "heldout_rate_mae"),
         ):
             assert fits_table.loc[runner.label, column] == blocks_table.loc[runner.label, column]
+            beside = column + BASELINE_SUFFIX  # each MAE with the best constant rate's beside it, on both tabs
+            assert fits_table.loc[runner.label, beside] == blocks_table.loc[runner.label, beside]
+            assert blocks_table.loc[runner.label, beside] == expected["baselines"][f"best_constant_{key}"]
             assert fits_table.loc[runner.label, column] == pytest.approx(expected[key], rel=1e-12)
         # never over a self loop: the held-out cells are the held-out actors' cells off the diagonal
         mu_hat = runner.result["mu_hat"]

@@ -106,7 +106,7 @@ def test_settings_are_applied_or_refused_with_the_reason(page, artifacts_dir):
     page.fill("N", 1)
     page.page.get_by_text("alpha = exp(-eps/N) = 6.144e-06").first.wait_for()  # significant digits, never 0.0000
     page.page.get_by_text("Fit settings").first.click()
-    page.fill("Burn in", 9000)  # more than the 6,000 iterations: no sample would be saved
+    page.fill("Burn in", 11000)  # more than the 10,000 iterations: no sample would be saved
     page.page.get_by_text("no sample would be saved").first.wait_for()
     expect(page.page.get_by_label("Burn in", exact=True)).to_have_value("1000")
     page.fill("N docs", 50)

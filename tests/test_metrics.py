@@ -330,13 +330,21 @@ def test_health_passes_the_true_factors_and_flags_a_collapsed_fit():
     same = {"theta": true["theta"], "phi": np.tile(true["phi"].mean(axis=0), (8, 1))}
     copies = score(_posterior_of("topics", same, release.shape), release, truth, diagnostics=False)["health"]
     assert copies["duplicate_components"] == 8 and copies["collapsed"] and copies["mass_ratio"] > 0.8
-    # half the components switched off: dead, collapsed; a few switched off: not
-    for dead, collapsed in ((4, True), (2, False)):
+    # all but one component switched off: collapsed; some switched off (a sparse prior's choice): not by
+    # themselves, only when the mass they carried is lost
+    for dead in (7, 4, 2):
         theta = true["theta"].copy()
         theta[:, :dead] = 0.0
         posterior = _posterior_of("topics", {"theta": theta, "phi": true["phi"]}, release.shape)
-        health = score(posterior, release, truth, diagnostics=False)
-        assert health["health"]["dead_components"] == dead and health["health"]["collapsed"] is collapsed
+        health = score(posterior, release, truth, diagnostics=False)["health"]
+        assert health["dead_components"] == dead
+        assert health["collapsed"] is (dead == 7 or health["mass_ratio"] < MASS_RATIO_MIN)
+    # a sparse fit that keeps the data's mass in 3 of 8 components is healthy
+    theta = true["theta"].copy()
+    theta[:, 3:] = 0.0
+    theta *= true["theta"].sum() / theta.sum()
+    sparse = score(_posterior_of("topics", {"theta": theta, "phi": true["phi"]}, release.shape), release, truth)
+    assert sparse["health"]["dead_components"] == 5 and not sparse["health"]["collapsed"]
 
     # non-finite rates: flagged, MAEs withheld
     broken = {"theta": true["theta"].copy(), "phi": true["phi"]}
@@ -355,8 +363,13 @@ def test_not_mixed_from_the_chains_rhat_and_ess():
     assert score(short, release, truth, diagnostics=False)["health"]["not_mixed"] is None
     longer = fit(release, n_components=8, n_iter=600, burn_in=300, thin=10, random_state=0)
     numbers = score(longer, release, truth)
-    expected = numbers["rhat"] > 1.05 or numbers["ess"] < 50
+    expected = numbers["rhat"] > 1.05 or numbers["ess"] < 100
     assert numbers["health"]["not_mixed"] is expected
+    # the dashboard's promise: R-hat > 1.1 or bulk ESS < 100 is "not mixed" (R-hat 1.05: stricter)
+    from lpviz.metrics import _not_mixed
+
+    assert [_not_mixed(longer, 1.0, ess) for ess in (60.0, 99.9, 100.0)] == [True, True, False]
+    assert [_not_mixed(longer, rhat, 500.0) for rhat in (1.04, 1.06, 1.11)] == [False, True, True]
 
 
 def test_baselines_are_estimated_from_the_release_alone():

@@ -286,9 +286,20 @@ def test_cli_refuses_contradictory_options(capsys, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fig1", "fig3"])
-def test_quick_preset_reproduces_every_claim(name, tmp_path):
+def test_quick_preset_fails_no_claim_on_healthy_fits(name, tmp_path):
+    """Every claim of the quick preset holds, or is not counted because fits it compares are flagged
+    (named in its row): no claim fails on healthy fits. Measured: fig1's private Bessel chains have not
+    mixed in 2,000 iterations (nor all in the paper's 8,500; the dashboard's Figure 1 preset needs
+    30,000 for a bulk ESS of 100), fig3's private fits at alpha0 = 0.8 keep 47-49% of the mass (the
+    rows with alpha up to 0.97 follow the prior), so their claims are not counted."""
     [report] = reproduce(name, "quick", workers=2, output=tmp_path)
-    assert _claims(report) == [REPRODUCED] * 3
+    text = Path(report).read_text()
+    table = text[text.index("## Claims") : text.index("How each verdict")]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 3
+    for row in rows:
+        verdict = row.split("|")[-2].strip()
+        assert verdict == (NOT_REPRODUCED if "Not counted:" in row else REPRODUCED), row
 
 
 # ---------------------------------------------------------------------------

@@ -188,6 +188,33 @@ def chain_grid(experiment, *, data, settings, methods, copies, chains, seed, com
     return tasks
 
 
+def eps_by_components_grid(experiment, *, data, key, components, settings, methods, holdout, common, **grid):
+    """Tasks of :func:`chain_grid` over eps/N levels x numbers of components on one fixed data set
+    (real data, no randomness of its own: every task reads data seed 0).
+
+    ``key``: the label of the component count (``"C"``, ``"K"``); ``settings``: the preset's
+    (``eps_over_N``, ``n_iter``, ``burn_in``, ``thin``); ``holdout``: the held-out design every
+    setting shares; ``grid``: ``copies``, ``chains``, ``seed``, ``sampler`` for :func:`chain_grid`.
+    """
+    levels = [
+        Setting(
+            f"eps/N={e:g}, {key}={n}",
+            {"eps_over_N": e, key: n},
+            {"epsilon": e, "N": 1},
+            noise_keys=("eps_over_N",),
+            truth_key=f"{key}={n}",
+            params={"n_components": n, "holdout": holdout},
+        )
+        for n in components
+        for e in settings["eps_over_N"]
+    ]
+    schedule = {name: settings[name] for name in ("n_iter", "burn_in", "thin")}
+    tasks = chain_grid(experiment, data=data, settings=levels, methods=methods, common={**common, **schedule}, **grid)
+    for task in tasks:
+        task.params["data"]["seed"] = 0
+    return tasks
+
+
 def sampler_options(method, sampler):
     """``{"sampler": sampler}`` for a method that has a sampler option (the registry says which),
     ``{}`` otherwise or without a sampler."""

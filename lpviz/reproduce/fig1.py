@@ -103,6 +103,7 @@ class Figure1(Experiment):
                 f" non-private {value('sparse_rate_mae', 'nonprivate'):.3g}",
                 rp.verdict_of(sparse_checks),
                 "naive's mean |mu_hat - mu*| over the sparse cells above private's at every epsilon",
+                methods=("private", "naive"),
             ),
             rp.Claim(
                 "The private fit recovers the latent structure, even at high privacy",
@@ -112,6 +113,7 @@ class Figure1(Experiment):
                 f"{value('rate_mae', 'nonprivate'):.3g}",
                 rp.verdict_of(rate_checks),
                 "private's MAE vs the true rates below naive's at every epsilon",
+                methods=("private", "naive"),
             ),
             rp.Claim(
                 "As privacy increases, the naive fit gets worse",
@@ -119,6 +121,7 @@ class Figure1(Experiment):
                 f"naive MAE vs mu*: {series('rate_mae', 'naive')}",
                 rp.verdict_of(monotone),
                 "naive's MAE vs the true rates grows as epsilon falls",
+                methods=("naive",),
             ),
         ]
         files += rp.metric_panels(

@@ -95,6 +95,7 @@ class Figure3(Experiment):
                 f"{d[(naive, high)]:.3f}, private {d[(private, high)]:.3f}",
                 rp.verdict_of([d[(naive, high)] > d[(private, high)]]),
                 "private's topic error below naive's at the large alpha0",
+                methods=(private, naive),
             ),
             rp.Claim(
                 "Even at high noise the private fit recovers the true topics",
@@ -102,6 +103,7 @@ class Figure3(Experiment):
                 f"private {d[(private, high)]:.3f} vs non-private (true counts) {d_np:.3f}",
                 rp.verdict_of([d[(private, high)] <= d_np + RECOVERY_MARGIN]),
                 f"private's topic error at the large alpha0 within {RECOVERY_MARGIN} of the non-private fit's",
+                methods=(private, ON_TRUTH[0]),
             ),
             rp.Claim(
                 "The naive fit degrades as the noise grows",
@@ -109,6 +111,7 @@ class Figure3(Experiment):
                 f"naive topic error: alpha0={low:g} {d[(naive, low)]:.3f}, alpha0={high:g} {d[(naive, high)]:.3f}",
                 rp.verdict_of([d[(naive, high)] > d[(naive, low)]]),
                 "naive's topic error larger at the large alpha0 than at the small one",
+                methods=(naive,),
             ),
         ]
         files += rp.metric_panels(

@@ -129,6 +129,7 @@ class Figure4(Experiment):
                 f"MAE at eps/N {levels_text}: private {series('mae', 'private')}; naive {series('mae', 'naive')}",
                 rp.verdict_of([value("mae", "private", e) < value("mae", "naive", e) for e in levels]),
                 "private's mean MAE below naive's at every eps/N",
+                methods=("private", "naive"),
             ),
             rp.Claim(
                 "Almost the same reconstruction error as non-private Poisson factorization",
@@ -136,6 +137,7 @@ class Figure4(Experiment):
                 f"private {series('mae', 'private')} vs non-private {np_mae:.4g}",
                 rp.verdict_of([abs(value("mae", "private", e) - np_mae) <= ALMOST_SAME * np_mae for e in levels]),
                 f"private's MAE within {ALMOST_SAME:.0%} of the non-private fit's at every eps/N",
+                methods=("private", "nonprivate"),
             ),
             rp.Claim(
                 "The naive error increases dramatically as privacy increases",
@@ -143,6 +145,7 @@ class Figure4(Experiment):
                 f"naive MAE {series('mae', 'naive')}",
                 rp.verdict_of([b > a for a, b in pairwise(naive_mae)]),
                 "naive's MAE grows at every step from eps/N=3 to 1",
+                methods=("naive",),
             ),
             rp.Claim(
                 "Higher-quality topics than the naive approach (NPMI)",
@@ -151,6 +154,7 @@ class Figure4(Experiment):
                 f"non-private {np_npmi:.4g}",
                 rp.verdict_of([value("npmi", "private", e) > value("npmi", "naive", e) for e in levels]),
                 "private's NPMI above naive's at every eps/N",
+                methods=("private", "naive"),
             ),
             rp.Claim(
                 "Higher-quality topics than the naive approach (coherence)",
@@ -158,6 +162,7 @@ class Figure4(Experiment):
                 f"UMass: private {series('umass', 'private')}; naive {series('umass', 'naive')}",
                 rp.verdict_of([value("umass", "private", e) > value("umass", "naive", e) for e in levels]),
                 "private's UMass coherence above naive's at every eps/N",
+                methods=("private", "naive"),
             ),
             rp.Claim(
                 'Better coherence than non-private Poisson factorization ("surprisingly")',
@@ -165,6 +170,7 @@ class Figure4(Experiment):
                 f"UMass: private {series('umass', 'private')} vs non-private {np_umass:.4g}",
                 rp.verdict_of([value("umass", "private", e) > np_umass for e in levels]),
                 "private's UMass coherence above the non-private fit's at every eps/N",
+                methods=("private", "nonprivate"),
             ),
             rp.Claim(
                 "NPMI does not show that advantage over non-private",
@@ -172,6 +178,7 @@ class Figure4(Experiment):
                 f"NPMI: private {series('npmi', 'private')} vs non-private {np_npmi:.4g}",
                 rp.verdict_of([value("npmi", "private", e) <= np_npmi for e in levels]),
                 "private's NPMI not above the non-private fit's at any eps/N",
+                methods=("private", "nonprivate"),
             ),
         ]
         files += rp.metric_panels(

@@ -17,7 +17,7 @@ paper's share of observed cells (holding out 50 of 84 would leave 441 cells).
 """
 
 from lpviz.reproduce import report as rp
-from lpviz.reproduce.base import Experiment, Setting, chain_grid
+from lpviz.reproduce.base import Experiment, eps_by_components_grid
 
 EPS_OVER_N = (3.0, 2.0, 1.0)
 METHODS = ("private", "naive", "nonprivate")
@@ -81,33 +81,20 @@ class Figure5(Experiment):
     def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         holdout = self._heldout()
-        grid = [
-            Setting(
-                f"eps/N={e:g}, C={c}",
-                {"eps_over_N": e, "C": c},
-                {"epsilon": e, "N": 1},
-                noise_keys=("eps_over_N",),
-                truth_key=f"C={c}",
-                params={"n_components": c, "holdout": holdout},
-            )
-            for c in settings["communities"]
-            for e in settings["eps_over_N"]
-        ]
-        common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
-        tasks = chain_grid(
+        return eps_by_components_grid(
             self.name,
-            data={**self.data_spec},
-            settings=grid,
+            data=self.data_spec,
+            key="C",
+            components=settings["communities"],
+            settings=settings,
             methods=METHODS,
+            holdout=holdout,
+            common=_COMMON,
             copies=settings["copies"],
             chains=chains or settings["chains"],
             seed=seed,
-            common=common,
             sampler=sampler,
         )
-        for task in tasks:  # the network has no randomness of its own: one data seed for all
-            task.params["data"]["seed"] = 0
-        return tasks
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["mae", "heldout_mae"]
@@ -122,13 +109,6 @@ class Figure5(Experiment):
             if level is not None:
                 where["eps_over_N"] = level
             return rp.lookup(stats, metric, **where)
-
-        def share(checks):
-            return sum(checks) / len(checks)
-
-        def generally(checks):
-            fraction = share(checks)
-            return rp.REPRODUCED if fraction >= GENERALLY else (rp.PARTLY if fraction > 0 else rp.NOT_REPRODUCED)
 
         def listing(metric, method):
             return "; ".join(
@@ -145,8 +125,9 @@ class Figure5(Experiment):
                     "figure 5: private generally below naive",
                     f"{metric} at eps/N {', '.join(f'{e:g}' for e in levels)}: private {listing(metric, 'private')} | "
                     f"naive {listing(metric, 'naive')} (lower in {sum(vs_naive)} of {len(pairs)} settings)",
-                    generally(vs_naive),
+                    rp.generally(vs_naive, GENERALLY),
                     f"private below naive in at least {GENERALLY:.0%} of the (eps/N, C) settings",
+                    methods=("private", "naive"),
                 )
             )
             claims.append(
@@ -156,8 +137,9 @@ class Figure5(Experiment):
                     "non-private: "
                     + ", ".join(f"C={c}: {value(metric, 'nonprivate', None, c):.3g}" for c in communities)
                     + f" (private lower in {sum(vs_np)} of {len(pairs)} settings)",
-                    generally(vs_np),
+                    rp.generally(vs_np, GENERALLY),
                     f"private below non-private in at least {GENERALLY:.0%} of the settings",
+                    methods=("private", "nonprivate"),
                 )
             )
         files += rp.metric_panels(

@@ -64,6 +64,10 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     diagnostics_rows = rp.diagnostic_rows(results, experiment.group_keys)
     files.append(rp.write_csv(out_dir / "diagnostics.csv", diagnostics_rows))
     claims, sections, experiment_files = experiment.report(results, rows, out_dir, settings)
+    claims = rp.gate_on_health(claims, rows)
+    health = rp.health_section(rows)
+    if health is not None:
+        sections.append(health)
     files += experiment_files
 
     chains = settings.get("chains")

@@ -14,7 +14,7 @@ import math
 import platform
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,10 @@ __all__ = [
     "fit_problems",
     "trusted_verdict",
     "health_fields",
+    "flagged_fits",
+    "generally",
+    "gate_on_health",
+    "health_section",
     "flat_scores",
     "versions",
     "task_rows",
@@ -62,6 +66,9 @@ class Claim:
     lpviz: str
     verdict: str
     rule: str = ""
+    # the methods whose fits the claim compares: with any of them flagged (collapsed, not mixed,
+    # non-finite), the claim is not counted as reproduced (:func:`gate_on_health`)
+    methods: tuple = ()
 
 
 def verdict_of(checks):
@@ -72,6 +79,16 @@ def verdict_of(checks):
     if all(checks):
         return REPRODUCED
     return NOT_REPRODUCED if not any(checks) else PARTLY
+
+
+def generally(checks, share):
+    """REPRODUCED when at least ``share`` of the checks hold, NOT_REPRODUCED when none does, else PARTLY
+    (the paper's "generally")."""
+    checks = [bool(c) for c in checks]
+    if not checks:
+        return "n/a"
+    fraction = sum(checks) / len(checks)
+    return REPRODUCED if fraction >= share else (PARTLY if fraction > 0 else NOT_REPRODUCED)
 
 
 def fit_problems(fit, name=""):
@@ -106,6 +123,72 @@ def trusted_verdict(checks, fits):
     nothing."""
     problems = [problem for name, fit in fits.items() for problem in fit_problems(fit, name)]
     return (NOT_REPRODUCED if problems else verdict_of(checks)), problems
+
+
+def flagged_fits(rows, methods=None):
+    """``[(row, words)]`` for each task row whose :func:`lpviz.metrics.score` health flags are set
+    (collapsed, not mixed, non-finite...) or missing, among the rows of ``methods`` (every row when None)."""
+    flagged = []
+    for row in rows:
+        if methods is not None and row.get("method") not in methods:
+            continue
+        flags = row.get("health_flags")
+        if flags is None or (isinstance(flags, float) and not np.isfinite(flags)):
+            flagged.append((row, "no health numbers"))
+        elif flags:
+            flagged.append((row, str(flags)))
+    return flagged
+
+
+def _fit_name(row):
+    where = ", ".join(str(row[key]) for key in ("setting",) if row.get(key) is not None)
+    which = "".join(f" {key} {row[key]}" for key in ("copy", "chain") if row.get(key) is not None)
+    return f"{row.get('method')} ({where}{which})"
+
+
+def gate_on_health(claims, rows):
+    """The claims with every verdict resting on a flagged fit turned into NOT_REPRODUCED, saying which
+    fits and why: a collapsed, unmixed or non-finite fit reproduces nothing. A claim rests on the fits
+    of its ``methods`` (all of their settings: a conservative rule, stated in the report)."""
+    gated = []
+    for claim in claims:
+        flagged = flagged_fits(rows, claim.methods) if claim.methods else []
+        if not flagged:
+            gated.append(claim)
+            continue
+        shown = "; ".join(f"{_fit_name(row)}: {words}" for row, words in flagged[:3])
+        more = f"; and {len(flagged) - 3} more" if len(flagged) > 3 else ""
+        gated.append(
+            replace(
+                claim,
+                lpviz=f"{claim.lpviz}. Not counted: {len(flagged)} of the fits compared are flagged ({shown}{more})",
+                verdict=NOT_REPRODUCED,
+                rule=(claim.rule + "; " if claim.rule else "")
+                + "and only when every fit of "
+                + ", ".join(claim.methods)
+                + " is healthy (not collapsed, finite, mixed)",
+            )
+        )
+    return gated
+
+
+def health_section(rows):
+    """The report's "Fit health" section: each flagged fit in words, or that every fit is healthy;
+    None when the experiment's rows carry no health (fits not scored by score(), e.g. VIPS)."""
+    if not any("health_flags" in row for row in rows):
+        return None
+    flagged = flagged_fits(rows)
+    if not flagged:
+        return (
+            "Fit health",
+            f"Every fit is healthy by score(): none collapsed, non-finite or unmixed ({len(rows)} fits).",
+        )
+    lines = [f"- {_fit_name(row)}: {words}" for row, words in flagged]
+    return (
+        "Fit health",
+        f"{len(flagged)} of {len(rows)} fits are flagged by score() and count for no claim "
+        "(not mixed: run longer; collapsed: the fit lost the data's mass):\n\n" + "\n".join(lines),
+    )
 
 
 def health_fields(scores, key="mae"):

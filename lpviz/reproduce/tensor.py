@@ -22,7 +22,7 @@ import numpy as np
 
 from lpviz import methods as method_registry
 from lpviz.reproduce import report as rp
-from lpviz.reproduce.base import Experiment, Setting, chain_grid
+from lpviz.reproduce.base import Experiment, eps_by_components_grid
 from lpviz.reproduce.chains import build_release, fit_and_summarise
 
 EPS_OVER_N = (3.0, 2.0, 1.0, 0.5)
@@ -125,33 +125,20 @@ class TensorExperiment(Experiment):
     def tasks(self, preset, chains=None, seed=0, sampler=None):
         settings = self.settings(preset)
         holdout = {"rule": "random cells", "fraction": HELDOUT_FRACTION, "seed": 0}
-        grid = [
-            Setting(
-                f"eps/N={e:g}, K={k}",
-                {"eps_over_N": e, "K": k},
-                {"epsilon": e, "N": 1},
-                noise_keys=("eps_over_N",),
-                truth_key=f"K={k}",
-                params={"n_components": k, "holdout": holdout},
-            )
-            for k in settings["components"]
-            for e in settings["eps_over_N"]
-        ]
-        common = {**_COMMON, "n_iter": settings["n_iter"], "burn_in": settings["burn_in"], "thin": settings["thin"]}
-        tasks = chain_grid(
+        return eps_by_components_grid(
             self.name,
             data=self._data(settings),
-            settings=grid,
+            key="K",
+            components=settings["components"],
+            settings=settings,
             methods=METHODS,
+            holdout=holdout,
+            common=_COMMON,
             copies=settings["copies"],
             chains=chains or settings["chains"],
             seed=seed,
-            common=common,
             sampler=sampler,
         )
-        for task in tasks:  # the tensor has no randomness of its own: one data seed for all
-            task.params["data"]["seed"] = 0
-        return tasks
 
     def report(self, results, rows, out_dir, settings):
         metrics = ["mae", "heldout_mae", "mass", "constant_mae", "heldout_constant_mae"]
@@ -188,10 +175,6 @@ class TensorExperiment(Experiment):
         def healthy(method, level, K):
             mass = value("mass", method, level, K)
             return mass is not None and mass >= COLLAPSED_MASS and mixed(method, level, K)
-
-        def generally(checks):
-            fraction = sum(checks) / len(checks)
-            return rp.REPRODUCED if fraction >= GENERALLY else (rp.PARTLY if fraction > 0 else rp.NOT_REPRODUCED)
 
         def listing(metric, method):
             return "; ".join(
@@ -234,9 +217,10 @@ class TensorExperiment(Experiment):
                     "any Poisson factorization: the private method beats ignoring the noise",
                     f"{metric} at eps/N {', '.join(f'{e:g}' for e in levels)}: private {listing(metric, 'private')} | "
                     f"naive {listing(metric, 'naive')} (lower, mixed and healthy in {sum(vs_naive)} of {len(pairs)})",
-                    generally(vs_naive),
+                    rp.generally(vs_naive, GENERALLY),
                     f"private below naive, both mixed and not collapsed, in at least {GENERALLY:.0%} of the "
                     "(eps/N, K) settings",
+                    methods=("private", "naive"),
                 )
             )
             claims.append(
@@ -245,9 +229,10 @@ class TensorExperiment(Experiment):
                     "a fit that learns something predicts better than one number",
                     f"best constant (median true count) {constant[metric]:.3g}; private {listing(metric, 'private')} "
                     f"(below in {sum(vs_constant)} of {len(pairs)})",
-                    generally(vs_constant),
+                    rp.generally(vs_constant, GENERALLY),
                     f"private below the best constant, mixed and not collapsed, in at least {GENERALLY:.0%} of the "
                     "settings",
+                    methods=("private",),
                 )
             )
         files += rp.metric_panels(
