@@ -6,7 +6,7 @@ result still costs that loop (Panel keeps a tab's Bokeh models alive after it wa
 shown once, and updates them while hidden), for nobody. :class:`OnScreen` holds
 such work while its view is hidden (the latest of each kind) and runs it once when
 the view is shown; :class:`ViewTabs` tells each view whether its tab is the active
-one and builds a tab's contents on its first showing, not with the session.
+one.
 """
 
 import panel as pn
@@ -62,14 +62,15 @@ def on_screen(view):
 
 
 class ViewTabs(pn.Tabs):
-    """``pn.Tabs(dynamic=True)`` of views, given as ``(title, view)``: each tab's contents are built
-    when it is first shown (:func:`built_when_shown`), and each view's :class:`OnScreen` says
-    whether its tab is the active one. A view catches up before its tab is drawn, so a tab shown
-    after new data or results is drawn once, from the newest."""
+    """``pn.Tabs(dynamic=True)`` of views, given as ``(title, view)``: only the active tab has Bokeh
+    models, and each view's :class:`OnScreen` says whether its tab is the active one. A view catches
+    up before its tab is drawn, so a tab shown after new data or results is drawn once, from the
+    newest. (Building each tab's contents only when first shown, a ParamFunction(lazy=True) per tab,
+    saved page builds but its tabs never appeared in chromium: not done.)"""
 
     def __init__(self, *items, **params):
-        self.views = [view for _, view in items]
-        super().__init__(*((title, built_when_shown(view)) for title, view in items), dynamic=True, **params)
+        self.views = [view for _, view in items]  # Panel builds each one's contents (__panel__) with the tabs
+        super().__init__(*items, dynamic=True, **params)
         self._show_active()
 
     def _show_active(self):
@@ -83,14 +84,3 @@ class ViewTabs(pn.Tabs):
         # draws the shown tab: the views catch up first
         self._show_active()
         super()._update_active(*events)
-
-
-def built_when_shown(view):
-    """``view``'s contents, made when its tab is first drawn rather than with the session
-    (a class opening its pages at once waits for every page's hidden tabs otherwise)."""
-
-    def contents():
-        return view.__panel__()
-
-    contents.view = view  # whose contents these are (the pane's ``object.view``)
-    return pn.param.ParamFunction(contents, lazy=True, sizing_mode="stretch_width")
