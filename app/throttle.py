@@ -37,6 +37,7 @@ VIEW_SECONDS = 2.0
 # Threads computing for the views of every session of the process (as many as the cores of the
 # machine a class was measured on; each session has at most one computation in flight).
 VIEW_THREADS = 2
+VIEW_POOL_THREADS = "lpviz-view-pool"  # their names' prefix: the process's, not a session's (they stay)
 log = logging.getLogger("lpviz.app")
 
 
@@ -124,7 +125,7 @@ _pool_lock = threading.Lock()
 def view_pool():
     with _pool_lock:
         if not _pool:
-            _pool.append(ThreadPoolExecutor(max_workers=VIEW_THREADS, thread_name_prefix="lpviz-view"))
+            _pool.append(ThreadPoolExecutor(max_workers=VIEW_THREADS, thread_name_prefix=VIEW_POOL_THREADS))
         return _pool[0]
 
 

@@ -538,7 +538,12 @@ def wait_for_release(server, baseline_threads, timeout):
     while time.monotonic() < deadline:
         sessions = server.sessions()
         threads = server.python_threads()
-        chains = sum(count for name, count in threads.items() if name.startswith("lpviz-"))
+        # the sessions' threads: the process's pool for the views ("lpviz-view-pool", two) is no session's
+        chains = sum(
+            count
+            for name, count in threads.items()
+            if name.startswith("lpviz-") and not name.startswith("lpviz-view-pool")
+        )
         if sessions == 0 and chains == 0:
             break
         time.sleep(0.5)
