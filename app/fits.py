@@ -12,7 +12,6 @@ The runners are made from :data:`lpviz.methods.METHODS`: a method registered
 there gets a runner, a trace and a row in every table without a change here.
 """
 
-import threading
 import time
 import weakref
 from contextlib import ExitStack
@@ -26,6 +25,7 @@ import param
 from app.datastore import DataStore, served
 from app.onscreen import OnScreen
 from app.recompute import recompute_once as _recompute_once
+from app.remote import default_place
 from app.runner import (
     BUFFER_LENGTH,
     LOCKSTEP_SLACK,
@@ -39,7 +39,6 @@ from app.runner import (
     Control,
     Lockstep,
     Problem,
-    default_place,
     empty_trace,
     warm_up_kernels,
 )
@@ -121,13 +120,13 @@ class Fits(param.Parameterized):
     closed = param.Boolean(default=False, doc="the session has ended: its workers have left, its data are gone")
 
     def __init__(self, data=None, *, buffer_length=BUFFER_LENGTH, lockstep=True, place=None, **params):
-        """``place``: where the workers run (default :func:`app.runner.default_place`: threads of
-        this process)."""
+        """``place``: where the workers run (default :func:`app.remote.default_place`: threads of
+        this process, unless the server runs the chains on a Dask cluster)."""
         from lpviz.methods import METHODS
 
         super().__init__(data=data if data is not None else DataStore(), **params)
         pace = Lockstep() if lockstep else None
-        place = place if place is not None else default_place()
+        self.place = place = place if place is not None else default_place()
         self.runners = {
             name: ChainRunner(name, buffer_length=buffer_length, pace=pace, place=place) for name in METHODS
         }
@@ -158,7 +157,7 @@ class Fits(param.Parameterized):
         self.data.param.watch(self._update_busy, ["loading"])
         self.configure()
         if served():
-            threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
+            self.place.warm_up()  # the kernels, where the chains will run
             pn.state.on_session_destroyed(lambda session_context: self.close())
         self._update_busy()
 
@@ -444,6 +443,7 @@ class Fits(param.Parameterized):
         for runner in self.runners.values():
             runner.release()
         self.off_loop.close()
+        self.place.close()
         self._unsent = {}
         self.closed = True
 

@@ -135,6 +135,24 @@ class Control:
         for wake in list(self.wakers):
             wake()
 
+    def state(self):
+        """``(stopped, running, pauses)``: all a worker elsewhere needs to follow this one (:meth:`follow`)."""
+        return (self.stop_event.is_set(), self.run_event.is_set(), self.pauses)
+
+    def follow(self, state):
+        """Take the :meth:`state` of the Control a worker's steering comes from (a worker on a Dask
+        worker follows the server's), waking the worker as :meth:`stop`, :meth:`pause` and :meth:`resume` do."""
+        stopped, running, pauses = state
+        if stopped:
+            self.stop()
+            return
+        self.pauses = pauses  # a "paused" names the pause it answers, as numbered where the pause was asked
+        if running:
+            self.resume()
+        else:
+            self.run_event.clear()
+            self._wake()
+
     @property
     def stopped(self):
         return self.stop_event.is_set()
@@ -206,13 +224,14 @@ _TURNSTILE: list[Turnstile] = []
 _TURNSTILE_LOCK = threading.Lock()
 
 
-def turnstile():
-    """This process's :class:`Turnstile` (made on first use)."""
+def turnstile(places=None):
+    """This process's :class:`Turnstile` (made on first use, with ``places`` places: default
+    ``lpviz._parallel.n_threads()``; a Dask worker's chains use its thread count)."""
     with _TURNSTILE_LOCK:
         if not _TURNSTILE:
             from lpviz._parallel import n_threads
 
-            _TURNSTILE.append(Turnstile(n_threads()))
+            _TURNSTILE.append(Turnstile(places or n_threads()))
         return _TURNSTILE[0]
 
 
@@ -271,6 +290,7 @@ class ChainRunner(param.Parameterized):
         self._ended = None  # (status, updates) the worker reported at its end, applied once it has left
         self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
         self._rate_mark = None  # (time, iteration) the it/s figure is measured from
+        self.reached = 0  # the last iteration the worker posted (not yet drained, perhaps)
 
     # ---- what the registry says about the method ----------------------------------------
     @property
@@ -314,7 +334,9 @@ class ChainRunner(param.Parameterized):
 
     def extend(self):
         """Continue a finished run for another ``n_iter`` iterations (the same chain and posterior)."""
-        if self.status == "done" and self._carry.get("chain_run") is not None:
+        # the chain is here (a local run), or kept where it ran (a Dask worker's: app.remote)
+        continues = self._carry.get("chain_run") is not None or self._carry.get(REMOTE_CHAIN)
+        if self.status == "done" and continues:
             self._request("extend")
 
     def pause(self):
@@ -394,6 +416,7 @@ class ChainRunner(param.Parameterized):
 
     def _forget(self):
         self._generation += 1  # whatever the old worker still sends is ignored
+        self.reached = 0
         if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
             self.buffer.clear()
         self._carry = {}
@@ -519,29 +542,46 @@ class ChainRunner(param.Parameterized):
         return 0 if frame is None else len(frame)
 
     # ---- the worker ----------------------------------------------------------------------------
-    def work(self, generation, problem, carry, target, control, post=None, pace=None, turns=None):
-        """The worker's loop (in a thread of this process or of a Dask worker): run the chain to
-        ``target``, posting ``(generation, kind, payload)`` messages (``post``: default this
-        runner's queue), level with ``pace`` and taking turns at ``turns`` (a :class:`Turnstile`)."""
+    def post(self, generation, kind, payload=None):
+        """Hand the event loop a worker's message (from any thread): trace rows, a result snapshot,
+        "paused", "done" or "error"; :meth:`collect` keeps only the current ``generation``'s.
+        ``reached`` follows the chain as it posts, before any drain (a load test's measure)."""
+        if kind == "rows" and generation == self._generation:
+            self.reached = payload[1]
+        self._queue.put((generation, kind, payload))
+
+    def work(self, generation, problem, carry, target, control):
+        """The worker's loop, in a thread of this process: run the chain to ``target``, posting
+        to this runner, level with its ``pace`` and taking turns at this process's :func:`turnstile`."""
         run_chain(
             self.method,
             problem,
             carry,
             target,
             control,
-            post or (lambda kind, payload=None: self._queue.put((generation, kind, payload))),
-            pace if pace is not None else self.pace,
-            turns if turns is not None else turnstile(),
+            lambda kind, payload=None: self.post(generation, kind, payload),
+            self.pace,
+            turnstile(),
         )
 
 
-def default_place():
-    """Where a session's workers run: threads of this process (:class:`LocalPlace`)."""
-    return LocalPlace()
+# What a finished run's carry holds when its chain stays on a Dask worker (app.remote), for an extension.
+REMOTE_CHAIN = "remote_chain"
 
 
 class LocalPlace:
-    """Workers as daemon threads of this process (the default)."""
+    """Workers as daemon threads of this process (the default).
+
+    A place launches a runner's worker (:meth:`launch` returns a handle with ``is_alive()`` and
+    ``join(timeout)``), warms up what the workers need when a served session opens
+    (:meth:`warm_up`) and lets go of what it holds when the session ends (:meth:`close`).
+    """
+
+    def warm_up(self):
+        threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
+
+    def close(self):
+        """Nothing to let go: the session's threads have left (:meth:`app.fits.Fits.close` joined them)."""
 
     def launch(self, runner, generation, problem, carry, target, control):
         thread = threading.Thread(

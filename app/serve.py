@@ -16,14 +16,25 @@
   (``LPVIZ_SCHEDULER``) when given, else on one LocalCluster of worker
   processes the server starts at the first sweep and shares between sessions
   (``LPVIZ_SWEEP_WORKERS`` workers, default half the cores).
+- With ``--scheduler ADDRESS`` the sessions' chains run on that cluster's
+  workers too (``--chains cluster``, the default then; ``LPVIZ_CHAINS``):
+  each session on the worker with the fewest sessions per thread, its states
+  streamed back (:mod:`app.remote`), so a class scales by adding workers and
+  the server process computes no chain. The server connects at start and
+  stops with a clear message if the scheduler cannot be reached; the workers
+  must be started from this checkout (``cd lpviz && dask worker ADDRESS``).
+  A lost worker ends its sessions' runs with an error that says so; Start
+  runs them again on a live worker. ``--chains server`` keeps the chains in
+  the server's threads while sweeps go to the cluster.
 - Closed sessions: Bokeh discards a session whose page has gone after
   ``--unused-session-lifetime`` ms (default 15,000, checked every
   ``--check-unused-sessions`` ms, default 17,000); its chains stop at once
   (:meth:`app.fits.Fits.drain`) and its threads, chains and data are
   released when it is discarded (:meth:`app.fits.Fits.close`).
-- Chains: in the server's threads, sharing its cores fairly between sessions
-  (:class:`app.runner.Turnstile`); the redraws of running sessions share the
-  event loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
+- Chains: in the server's threads (without ``--scheduler``), sharing its
+  cores fairly between sessions (:class:`app.runner.Turnstile`; on a Dask
+  worker, its threads); the redraws of running sessions share the event
+  loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
 - A class (``benchmarks/bench_class.py``; 2 cores shared with other work):
   the chains of 4-12 students progress fairly, but the event loop is the
   limit: building one session's page costs seconds of it (Panel and
@@ -54,6 +65,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from app.remote import CHAINS_ENV, CHAINS_PLACES
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = ("127.0.0.1", "localhost", "::1")
@@ -103,8 +116,16 @@ def parse_args(argv=None):
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="Dask scheduler the epsilon sweeps run on (e.g. tcp://host:8786; default: a local "
-        "cluster of worker processes, started at the first sweep)",
+        help="Dask scheduler the epsilon sweeps, and the sessions' chains (see --chains), run on (e.g. "
+        "tcp://host:8786; default: sweeps on a local cluster of worker processes started at the first "
+        "sweep, chains in this process)",
+    )
+    parser.add_argument(
+        "--chains",
+        choices=CHAINS_PLACES,
+        default=None,
+        help="where the sessions' chains run: 'cluster' (the workers of --scheduler; the default when it "
+        "is given) or 'server' (threads of this process; the default without --scheduler)",
     )
     parser.add_argument(
         "--unused-session-lifetime",
@@ -126,6 +147,10 @@ def parse_args(argv=None):
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
     if args.unused_session_lifetime < 1:
         parser.error(f"--unused-session-lifetime must be >= 1 ms, got {args.unused_session_lifetime}")
+    if args.chains is None:
+        args.chains = "cluster" if args.scheduler else "server"
+    if args.chains == "cluster" and not args.scheduler:
+        parser.error("--chains cluster runs the chains on a Dask cluster: say which with --scheduler ADDRESS")
     if args.address not in LOCAL and not args.allow_websocket_origin:
         parser.error(
             f"--address {args.address} serves the network: also say which host name browsers use, "
@@ -144,6 +169,16 @@ def main(argv=None):
         os.environ["LPVIZ_ALLOW_DOWNLOADS"] = "1"
     if args.scheduler:
         os.environ["LPVIZ_SCHEDULER"] = args.scheduler
+    os.environ[CHAINS_ENV] = args.chains
+    if args.chains == "cluster":
+        from app.remote import connect
+
+        try:
+            cluster = connect(args.scheduler)  # now, so an unreachable scheduler stops the server at once
+        except OSError as exc:
+            sys.exit(f"lpviz: {exc}")
+        workers = cluster.client.scheduler_info().get("workers", {})
+        print(f"lpviz: the sessions' chains run on the Dask cluster at {args.scheduler} ({len(workers)} workers now)")
     check = args.check_unused_sessions or min(17_000, args.unused_session_lifetime)
     from panel.command import main as panel
 
@@ -201,7 +236,7 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
     def summary(now):
         names = collections.Counter(re.sub(r"[_-]?\d+$", "", thread.name) for thread in threading.enumerate())
         sessions = len(server_context.sessions) if server_context is not None else None
-        return {"t": now, "sessions": sessions, "threads": dict(names)}
+        return {"t": now, "sessions": sessions, "threads": dict(names), "iterations": chain_progress()}
 
     def tick(due):
         now = time.monotonic()
@@ -213,6 +248,20 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
 
     loop.call_at(loop.time() + period, tick, time.monotonic() + period)
     return True
+
+
+def chain_progress():
+    """Each open session's progress as its chains post it, before the event loop drains it (the
+    least iteration of its running methods), by a key of its own: a load test tells the chains'
+    fairness from the pages' lag."""
+    from app.fits import _SESSIONS
+
+    progress = {}
+    for fits in list(_SESSIONS):
+        running = [runner.reached for runner in fits.active.values() if runner.status == "running"]
+        if not fits.closed and running:
+            progress[str(id(fits))] = min(running)
+    return progress
 
 
 if __name__ == "__main__":

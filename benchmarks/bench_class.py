@@ -21,8 +21,16 @@ Rounds (``--rounds``): the whole class opens and closes again; after each
 round the server is given time to discard the closed sessions, and its
 threads and memory are read, so a leak shows as growth from round to round.
 
+Where the chains run: in the server's threads (the default), or on the
+workers of a Dask cluster (``--scheduler ADDRESS``, passed to ``python -m
+app.serve``; ``--local-cluster W`` starts a LocalCluster of W worker
+processes, one Dask thread each, in a process of its own so that the
+server's, the cluster's and the students' CPU are told apart). ``--compare``
+plays each class size in-process first, then on the cluster, in the same run.
+
     .venv/bin/python benchmarks/bench_class.py                  # N = 4, 8, 12, in-process chains
     .venv/bin/python benchmarks/bench_class.py --sessions 4 --rounds 3 --client chromium
+    .venv/bin/python benchmarks/bench_class.py --local-cluster 2 --compare   # both, side by side
 """
 
 import argparse
@@ -188,6 +196,66 @@ class Server:
             self.process.wait()
         self.output.close()
         self.folder.cleanup()
+
+
+class ClusterProcess:
+    """A LocalCluster of ``workers`` worker processes (one Dask thread each, as the tests' and the
+    sweeps' clusters) started in a process of its own, until :meth:`close`."""
+
+    SCRIPT = (
+        "import sys\n"
+        "from lpviz.reproduce.grid import local_cluster\n"
+        "cluster = local_cluster(int(sys.argv[1]), threads=1)\n"
+        "print(cluster.scheduler_address, flush=True)\n"
+        "sys.stdin.read()\n"  # until the benchmark closes this pipe
+        "cluster.close()\n"
+    )
+
+    def __init__(self, workers, timeout=300):
+        self.workers = workers
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", self.SCRIPT, str(workers)],
+            cwd=REPO,  # the workers import the app from this checkout
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.pid = self.process.pid
+        self.address = self.process.stdout.readline().strip()
+        if not self.address.startswith("tcp://"):
+            raise RuntimeError(f"the LocalCluster did not start (exit code {self.process.poll()})")
+
+    def processes(self):
+        import psutil
+
+        root = psutil.Process(self.pid)
+        return [root, *root.children(recursive=True)]
+
+    def cpu_seconds(self):
+        """CPU seconds of the scheduler and the workers (the whole process tree)."""
+        total = 0.0
+        for process in self.processes():
+            with contextlib.suppress(Exception):
+                times = process.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def rss_mb(self):
+        total = 0.0
+        for process in self.processes():
+            with contextlib.suppress(Exception):
+                total += process.memory_info().rss / 2**20
+        return total
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 # ---- a student: Bokeh's websocket protocol, no rendering --------------------------------------------
@@ -515,13 +583,32 @@ def summarize(progresses, begin, moment):
     )
 
 
-def client_cpu_seconds(server_pid):
+def chain_progress(server, begin, moment):
+    """What each session's chains made in [begin, moment] as the server itself logged it (the least
+    iteration of its running methods, every second: ``app.serve.chain_progress``), for the sessions
+    running at both ends; and the seconds between those two log lines. Unlike the pages' progress
+    lines, this does not wait for the event loop to redraw a page."""
+    lines = [
+        (line["t"], line["iterations"])
+        for line in read_lines(server.loop_log)
+        if "iterations" in line and begin <= line["t"] <= moment
+    ]
+    if len(lines) < 2:
+        return [], float("nan")
+    (first_t, first), (last_t, last) = lines[0], lines[-1]
+    return [last[key] - first[key] for key in first if key in last], last_t - first_t
+
+
+def client_cpu_seconds(server_pid, cluster_pid=None):
     """CPU seconds of this process (the websocket students) and of its children (chromium), the
-    server (also a child) and its own children excluded."""
+    server and the cluster (also children) and their own children excluded."""
     import psutil  # a dependency of distributed
 
     me = psutil.Process()
-    server = {server_pid} | {child.pid for child in psutil.Process(server_pid).children(recursive=True)}
+    server = set()
+    for pid in (server_pid, cluster_pid):
+        if pid is not None:
+            server |= {pid} | {child.pid for child in psutil.Process(pid).children(recursive=True)}
     children = 0.0
     for child in me.children(recursive=True):
         if child.pid in server:
@@ -551,24 +638,35 @@ def wait_for_release(server, baseline_threads, timeout):
     return server.status()
 
 
-def play_round(server, n, plan, client):
+def play_round(server, n, plan, client, cluster=None):
     time.sleep(IDLE_SECONDS)
     idle_lags = [lag for _, lag in server.loop_lags(since=time.monotonic() - IDLE_SECONDS)]
-    cpu_before, client_before, opened_at = server.cpu_seconds(), client_cpu_seconds(server.pid), time.monotonic()
+    cluster_pid = cluster.pid if cluster is not None else None
+    cpu_before, client_before = server.cpu_seconds(), client_cpu_seconds(server.pid, cluster_pid)
+    opened_at = time.monotonic()
+    cluster_before = cluster.cpu_seconds() if cluster is not None else 0.0
     if client == "chromium":
         progresses, begin, moment = chromium_class(server.url, n, plan)
     else:
         progresses, begin, moment = asyncio.run(play_class(server.url, n, plan))
     seconds = time.monotonic() - opened_at
     figures = summarize(progresses, begin, moment)
+    made, made_seconds = chain_progress(server, begin, moment)
+    figures.update(
+        chain_made=made,
+        chain_rates=[m / made_seconds for m in made] if made_seconds > 0 else [],
+        chain_fairness=(min(made) / max(made)) if made and max(made) > 0 else float("nan"),
+    )
     rss_running, threads_running = server.status()
     running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
     # steady: every student on the Fits tab (after the last tab switch and STEADY_AFTER seconds more)
     switched = max((p.switched for p in progresses if p.switched == p.switched), default=begin)
     steady_lags = [lag for t, lag in server.loop_lags(since=switched + STEADY_AFTER) if t <= moment]
     all_lags = [lag for _, lag in server.loop_lags(since=opened_at)]
-    client_after = client_cpu_seconds(server.pid)
+    client_after = client_cpu_seconds(server.pid, cluster_pid)
     figures.update(
+        cluster_cpu=cluster.cpu_seconds() - cluster_before if cluster is not None else float("nan"),
+        cluster_rss=cluster.rss_mb() if cluster is not None else float("nan"),
         idle_lag_p95=percentile(idle_lags, 95),
         lag_p50=percentile(running_lags, 50),
         lag_p95=percentile(running_lags, 95),
@@ -681,8 +779,9 @@ def report_round(n, round_index, figures, baseline):
             else "-"
         )
 
+    where = figures.get("chains", "server")
     print(
-        f"N={n:2d} round {round_index} (load {figures['load']:.1f}): "
+        f"N={n:2d} chains on the {where}, round {round_index} (load {figures['load']:.1f}): "
         f"page s {fmt(figures['opened'])}, Start clickable s {fmt(figures['clickable'])}, "
         f"first point s {fmt(figures['first_point'])} (min/median/max)\n"
         f"   over {figures['window']:.1f} s with every chain running: it/s per session {fmt(figures['rates'], 0)}, "
@@ -691,7 +790,10 @@ def report_round(n, round_index, figures, baseline):
         f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f}; steady, everyone on "
         f"Fits for the last {figures['steady_seconds']:.0f} s: p50/p95 {figures['steady_lag_p50']:.0f}/"
         f"{figures['steady_lag_p95']:.0f})\n"
+        f"   the chains' own progress ({len(figures['chain_made'])} sessions running, as the server logged it): "
+        f"it/s per session {fmt(figures['chain_rates'], 0)}, fairness {figures['chain_fairness']:.2f}\n"
         f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "
+        f"cluster {figures['cluster_cpu']:.1f} (its RSS {figures['cluster_rss']:.0f} MB), "
         f"client {figures['client_cpu']:.1f}; running: RSS {figures['rss_running']:.0f} MB, "
         f"{figures['threads_running']} threads; released: RSS {figures['rss_released']:.0f} MB "
         f"({figures['rss_released'] - baseline[0]:+.0f} on the baseline), {figures['threads_released']} threads "
@@ -712,33 +814,65 @@ def main(argv=None):
     parser.add_argument("--preset", default=CLASS_PRESET)
     parser.add_argument("--client", choices=("websocket", "chromium"), default="websocket")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run the chains on this Dask cluster")
+    where.add_argument(
+        "--local-cluster",
+        type=int,
+        default=None,
+        metavar="W",
+        help="run the chains on a LocalCluster of W worker processes started for the benchmark",
+    )
+    parser.add_argument(
+        "--compare", action="store_true", help="play each class size with in-process chains first, then on the cluster"
+    )
     args = parser.parse_args(argv)
+    if args.local_cluster is not None and args.local_cluster < 1:
+        parser.error(f"--local-cluster needs at least one worker, got {args.local_cluster}")
+    if args.compare and not (args.scheduler or args.local_cluster):
+        parser.error("--compare needs a cluster: --scheduler ADDRESS or --local-cluster W")
 
-    results = []
-    for n in args.sessions:
-        server = Server()
-        try:
-            server.wait_ready()
-            time.sleep(2.0)
-            baseline = wait_for_release(server, None, timeout=60)  # the page load above made a session
-            print(
-                f"N={n}: server pid {server.pid}, baseline RSS {baseline[0]:.0f} MB, {baseline[1]} threads, "
-                f"load {load_average():.1f}",
-                flush=True,
-            )
-            plan = Plan(preset=args.preset, window=args.window)
-            for round_index in range(1, args.rounds + 1):
-                figures = play_round(server, n, plan, args.client)
-                rss, threads = wait_for_release(server, baseline[1], timeout=90)
-                figures.update(rss_released=rss, threads_released=threads, baseline=baseline)
-                figures["python_threads_released"] = server.python_threads()
-                figures["sessions_released"] = server.sessions()
-                report_round(n, round_index, figures, baseline)
-                results.append(dict(n=n, round=round_index, client=args.client, **figures))
-        finally:
-            server.close()
+    cluster = ClusterProcess(args.local_cluster) if args.local_cluster else None
+    address = args.scheduler or (cluster.address if cluster is not None else None)
+    modes = (["server"] if args.compare or not address else []) + (["cluster"] if address else [])
+    try:
+        results = []
+        for n in args.sessions:
+            for mode in modes:
+                results += play_size(n, mode, address, cluster, args)
+    finally:
+        if cluster is not None:
+            cluster.close()
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def play_size(n, mode, address, cluster, args):
+    """The class of ``n`` students for ``args.rounds`` rounds on a server of its own, with the chains
+    in its threads (``mode`` "server") or on the cluster at ``address`` ("cluster")."""
+    results = []
+    server = Server(extra_args=["--scheduler", address, "--chains", mode] if mode == "cluster" else [])
+    try:
+        server.wait_ready()
+        time.sleep(2.0)
+        baseline = wait_for_release(server, None, timeout=60)  # the page load above made a session
+        print(
+            f"N={n}: server pid {server.pid}, baseline RSS {baseline[0]:.0f} MB, {baseline[1]} threads, "
+            f"load {load_average():.1f}",
+            flush=True,
+        )
+        plan = Plan(preset=args.preset, window=args.window)
+        for round_index in range(1, args.rounds + 1):
+            figures = play_round(server, n, plan, args.client, cluster)  # an idle cluster in-process: its CPU apart
+            rss, threads = wait_for_release(server, baseline[1], timeout=90)
+            figures.update(rss_released=rss, threads_released=threads, baseline=baseline, chains=mode)
+            figures["python_threads_released"] = server.python_threads()
+            figures["sessions_released"] = server.sessions()
+            report_round(n, round_index, figures, baseline)
+            results.append(dict(n=n, round=round_index, client=args.client, **figures))
+    finally:
+        server.close()
     return results
 
 

@@ -24,8 +24,8 @@ TIMEOUT = 120  # seconds; a loaded 2-core machine with a cold numba cache
 STILL = ("idle", "stopped", "done", "error", "unavailable")
 
 
-def make_fits(n_iter=100_000):
-    fits = Fits(DataStore(Settings(noise_seed=7)), buffer_length=2_000)
+def make_fits(n_iter=100_000, place=None):
+    fits = Fits(DataStore(Settings(noise_seed=7)), buffer_length=2_000, place=place)
     fits.settings.param.update(n_iter=n_iter, burn_in=10, thin=10)
     return fits
 
@@ -41,7 +41,11 @@ def drain_until(fits, condition, what, timeout=TIMEOUT):
 
 
 def workers_of(runner):
-    """Live threads running this runner's chain (whoever started them)."""
+    """Live threads running this runner's chain (whoever started them); with the chains on a Dask
+    worker (tests/test_class_dask.py), the runs its host has not seen leave (threads there)."""
+    census = getattr(runner.place, "census", None)
+    if census is not None:
+        return [launch for launch, (method, _) in census().items() if method == runner.method]
     return [
         thread
         for thread in threading.enumerate()
@@ -91,9 +95,11 @@ def close_and_check_released(fits):
 class Clicks(RuleBasedStateMachine):
     """A student clicking the controls of one session, at any rate."""
 
+    place = None  # makes where the chains run (None: threads of this process; a Dask worker's in test_class_dask)
+
     def __init__(self):
         super().__init__()
-        self.fits = make_fits()
+        self.fits = make_fits(place=self.place() if self.place is not None else None)
 
     @rule()
     def start(self):
