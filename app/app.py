@@ -28,6 +28,7 @@ from app.controls_view import ControlsView  # noqa: E402
 from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
+from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.resources import serve_stylesheets_locally  # noqa: E402
 from app.serve import watch_event_loop  # noqa: E402
@@ -102,7 +103,9 @@ def create_app():
     }
     export = ExportView(fits=fits, views=list(views.values()))
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
-    tabs = pn.Tabs(*views.items(), ("Export", export), dynamic=True, sizing_mode="stretch_width")
+    views["Export"] = export
+    # each tab built when first shown; a hidden tab's views wait (app/onscreen.py)
+    tabs = ViewTabs(*views.items(), sizing_mode="stretch_width")
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
     spinner = pn.indicators.LoadingSpinner(

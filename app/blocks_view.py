@@ -18,6 +18,7 @@ import param
 
 from app.fits import Fits, follow_results, model_shows
 from app.fits_view import baseline_frame
+from app.onscreen import OnScreen
 from app.plots import (
     RATE_CMAP,
     axis_labels,
@@ -85,7 +86,8 @@ class BlocksView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
+        self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
+        follow_results(self.fits, lambda runner: self._follow(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
 
     @property
@@ -94,6 +96,9 @@ class BlocksView(pn.viewable.Viewer):
         return self.fits.data.release is not None and model_shows(self.fits.data.model, "communities")
 
     @param.depends("fits.data.release", "fits.data.model", watch=True)
+    def _follow(self):
+        self.on_screen.run("refresh", self.refresh)
+
     def refresh(self):
         """Recompute orders, aligned memberships and scores from the runners' results."""
         data = self.fits.data
@@ -235,6 +240,7 @@ class BlocksView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 
     def __panel__(self):

@@ -32,6 +32,7 @@ import panel as pn
 import param
 
 from app.fits import Fits
+from app.onscreen import OnScreen
 from app.plots import axis_labels
 
 FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}
@@ -380,8 +381,9 @@ class ExportView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._chosen = False  # whether a person picked a figure (else the first one follows the data)
+        self.on_screen = OnScreen()  # listing makes every view's figures: only when this tab is shown
         self._list_figures()
-        self.fits.data.param.watch(lambda *events: self._list_figures(), ["release"])
+        self.fits.data.param.watch(lambda *events: self.on_screen.run("list", self._list_figures), ["release"])
 
     def _list_figures(self):
         """The figures the views have now (they change with the data: no truth, no noise histogram)."""

@@ -15,6 +15,7 @@ there gets a runner, a trace and a row in every table without a change here.
 import time
 import weakref
 from contextlib import ExitStack
+from functools import partial
 
 import holoviews as hv
 import pandas as pd
@@ -22,6 +23,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore, served
+from app.onscreen import OnScreen
 from app.recompute import recompute_once as _recompute_once
 from app.remote import default_place
 from app.runner import (
@@ -40,7 +42,7 @@ from app.runner import (
     empty_trace,
     warm_up_kernels,
 )
-from app.throttle import TRACE_SECONDS, Periodic, Throttle
+from app.throttle import TRACE_SECONDS, OffLoop, Periodic, Throttle
 
 # the runner's names, importable from here as before the split
 __all__ = [
@@ -132,6 +134,11 @@ class Fits(param.Parameterized):
         self._connected, self._lost_at = False, None
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         self._redraw = Throttle(TRACE_SECONDS)
+        # whether the trace plots are shown (the Fits tab's view shows or hides them): hidden, the
+        # trace rows wait instead of redrawing plots nobody sees
+        self.traces_on_screen = OnScreen()
+        # the views' computations from results, off the event loop when served
+        self.off_loop = OffLoop(background=served(), doc=pn.state.curdoc)
         _SESSIONS.add(self)
         settings = self.settings
         self._sync_schedule()
@@ -331,19 +338,16 @@ class Fits(param.Parameterized):
         # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
         with self._batched():
             redraw_cost = None
-            if self._unsent and (still or self._redraw.due()):
+            if self._unsent and not self.traces_on_screen.shown:
+                # nobody sees the trace plots (another tab is shown): the rows wait, as many as
+                # the plots keep, and are drawn in one redraw when the plots are shown again
+                self._hold_back_rows()
+                self.traces_on_screen.run("traces", self.stream_traces)
+            elif self._unsent and (still or self._redraw.due()):
+                # at most every TRACE_SECONDS while running (a redraw costs the event loop), at
+                # once when a run stops moving
                 redraw_started = time.perf_counter()
-                # every buffer first, then one trigger for all of them, so a plot over several
-                # (an overlay of every method's trace) redraws once; at most every TRACE_SECONDS
-                # while running (a redraw costs the event loop), at once when a run stops moving
-                buffers = []
-                for name, frames in self._unsent.items():
-                    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-                    self.runners[name].apply(frame, {}, trigger=False, settle=False)  # the result first
-                    buffers.append(self.runners[name].buffer)
-                    streamed += len(frame)
-                self._unsent = {}
-                hv.streams.Stream.trigger(buffers)
+                streamed = self.stream_traces()
                 redraw_cost = time.perf_counter() - redraw_started
             # statuses after the rows: a page that reads "paused" has every row before it
             for runner, _, updates in collected:
@@ -351,6 +355,31 @@ class Fits(param.Parameterized):
         if redraw_cost is not None and not still:
             stretch(self._redraw, redraw_cost)
         return streamed
+
+    def stream_traces(self):
+        """Stream the trace rows taken from the workers into the buffers, in one redraw of the
+        trace plots (every buffer first, then one trigger for all of them, so a plot over several,
+        an overlay of every method's trace, redraws once); returns the rows streamed."""
+        if not self._unsent:
+            return 0
+        streamed, buffers = 0, []
+        with self._batched():
+            for name, frames in self._unsent.items():
+                frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+                self.runners[name].apply(frame, {}, trigger=False, settle=False)  # the result first
+                buffers.append(self.runners[name].buffer)
+                streamed += len(frame)
+            self._unsent = {}
+            hv.streams.Stream.trigger(buffers)
+        return streamed
+
+    def _hold_back_rows(self):
+        """Keep of the rows waiting for hidden trace plots only what their buffers would keep."""
+        for name, frames in self._unsent.items():
+            if len(frames) > 1:
+                length = self.runners[name].buffer.length
+                frame = pd.concat(frames, ignore_index=True)
+                self._unsent[name] = [frame.iloc[-length:] if length else frame]
 
     def _poll(self):
         """Settle the transitions of runners whose workers have left (one redraw for all)."""
@@ -413,6 +442,7 @@ class Fits(param.Parameterized):
             runner.join(max(0.0, deadline - time.monotonic()))
         for runner in self.runners.values():
             runner.release()
+        self.off_loop.close()
         self.place.close()
         self._unsent = {}
         self.closed = True
@@ -442,15 +472,27 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
         if any(status in ("running", "pausing") for status in statuses):
             throttle.defer()
             return
-        if not statuses:
-            if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
-                return
-            if not throttle.due():
-                return
+        if statuses:  # a run that stopped moving: shown exactly, with its statuses
+            callback(runner)
+            return
+        if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
+            return
+        if not throttle.due():
+            return
+        if served():
+            # a redraw while running is a callback of its own, after the drain that brought the
+            # result: the loop serves the other sessions (and clicks) between the two
+            pn.state.execute(partial(redraw, runner, throttle), schedule=True)
+        else:
+            redraw(runner, throttle)
+
+    def redraw(runner, throttle):
+        if fits.closed:
+            return
         started = time.perf_counter()
-        callback(runner)
-        if not statuses:  # a redraw while running: the next waits for this session's share of the loop
-            stretch(throttle, time.perf_counter() - started)
+        with Fits._batched():
+            callback(runner)
+        stretch(throttle, time.perf_counter() - started)  # the next waits for this session's share of the loop
 
     return [(runner, runner.param.watch(on_change, ["result", "status"])) for runner in fits.runners.values()]
 

@@ -10,6 +10,8 @@ fed through ``hv.streams.Pipe`` from the runners' snapshots, as often as the
 view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
+from functools import partial
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -218,19 +220,27 @@ class FitsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._rate_pipes = {}
+        # hidden (another tab shown), the traces' rows, the rate heatmaps and the scoreboard wait
+        # until shown; the session's drain asks the same whether the trace plots are shown
+        self.on_screen = self.fits.traces_on_screen
         # one throttle for all the rate heatmaps: each redraw re-sends whole images
-        follow_results(self.fits, self._on_result, VIEW_SECONDS)
-        follow_results(self.fits, lambda runner: self._update_scores(), VIEW_SECONDS)
+        follow_results(
+            self.fits, lambda runner: self.on_screen.run("rates", partial(self._on_result, runner)), VIEW_SECONDS
+        )
+        follow_results(self.fits, lambda runner: self.on_screen.run("scores", self._update_scores), VIEW_SECONDS)
         self._update_scores()
         # The rate heatmaps of each (data generation, methods, scale) are a new pane in this box, never
         # the old pane updated in place: Panel's in-place update re-used the old Bokeh figures, and
         # after a data switch all four were seen titled "truth (true counts)" over stale axes.
         self._rates_box = pn.Column(sizing_mode="stretch_width", name="rates-box")
         settings = self.fits.settings
-        self.fits.data.param.watch(lambda *_: self._redraw_rates(), ["release"])
+        self.fits.data.param.watch(lambda *_: self._follow_rates(), ["release"])
         settings.param.watch(
-            lambda *events: settings.still(events) and self._redraw_rates(), ["methods", "colour_scale"]
+            lambda *events: settings.still(events) and self._follow_rates(), ["methods", "colour_scale"]
         )
+
+    def _follow_rates(self):
+        self.on_screen.run("rates-box", self._redraw_rates)
 
     def _redraw_rates(self):
         self._rates_box.objects = [self.rates()]
@@ -478,6 +488,7 @@ class FitsView(pn.viewable.Viewer):
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         data = self.fits.data
         if data.release is None:
             return {}

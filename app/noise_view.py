@@ -12,6 +12,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore
+from app.onscreen import OnScreen
 from app.plots import ACTOR_KINDS, axis_labels, colour_limit, count_image, display_slice, subsample_note
 
 
@@ -19,8 +20,18 @@ class NoiseView(pn.viewable.Viewer):
     """The data a person has, the data the world sees, and the noised data truncated at 0."""
 
     data = param.ClassSelector(class_=DataStore)
+    release = param.Parameter(default=None, doc="the release drawn: the session's, once this view is shown")
 
-    @param.depends("data.release")
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.on_screen = OnScreen()  # hidden (another tab shown): new data are drawn when shown
+        self.data.param.watch(lambda *_: self.on_screen.run("release", self._follow), ["release"])
+        self._follow()
+
+    def _follow(self):
+        self.release = self.data.release
+
+    @param.depends("release")
     def summary(self):
         data = self.data
         release, truth = data.release, data.truth
@@ -111,7 +122,7 @@ class NoiseView(pn.viewable.Viewer):
             title="Noise drawn (two-sided geometric)", tools=["hover"], responsive=True, height=220, color="#888888"
         )
 
-    @param.depends("data.release")
+    @param.depends("release")
     def heatmaps(self):
         layout = self.heatmap_layout()
         if layout is None:
@@ -120,7 +131,7 @@ class NoiseView(pn.viewable.Viewer):
             layout, sizing_mode="stretch_width", min_height=320, name="noise-heatmaps", linked_axes=False
         )
 
-    @param.depends("data.release")
+    @param.depends("release")
     def noise_histogram(self):
         histogram = self.noise_histogram_plot()
         if histogram is None:
@@ -129,6 +140,7 @@ class NoiseView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         if self.data.release is None:
             return {}
         figures = {"noise_heatmaps": self.heatmap_layout(), "noise_histogram": self.noise_histogram_plot()}

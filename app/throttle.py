@@ -9,13 +9,18 @@ pauses, stops or ends. Every one of them asks a :class:`Throttle`.
 
 Workers hand their output over through a queue that the event loop empties
 on a :class:`Periodic` callback, keeping only the current run's
-:func:`messages`.
+:func:`messages`. Views compute what they draw from results (topic alignment,
+scores, topic maps) in a thread pool shared by the process, :class:`OffLoop`,
+and only apply it on the event loop.
 """
 
+import logging
 import math
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import panel as pn
 
@@ -29,6 +34,11 @@ TRACE_SECONDS = 1.0
 # Views that recompute from a snapshot (NPMI over a large vocabulary, Hungarian
 # alignment, whole images re-sent to the browser).
 VIEW_SECONDS = 2.0
+# Threads computing for the views of every session of the process (as many as the cores of the
+# machine a class was measured on; each session has at most one computation in flight).
+VIEW_THREADS = 2
+VIEW_POOL_THREADS = "lpviz-view-pool"  # their names' prefix: the process's, not a session's (they stay)
+log = logging.getLogger("lpviz.app")
 
 
 class Throttle:
@@ -106,3 +116,86 @@ def messages(inbox, generation):
             return
         if sent_for == generation:
             yield kind, payload
+
+
+_pool: list = []  # the process's ThreadPoolExecutor for the views, made when first needed
+_pool_lock = threading.Lock()
+
+
+def view_pool():
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max_workers=VIEW_THREADS, thread_name_prefix=VIEW_POOL_THREADS))
+        return _pool[0]
+
+
+class OffLoop:
+    """One session's view computations, off its event loop: ``submit(kind, compute, apply)`` runs
+    ``compute()`` in the process's :func:`view_pool` and ``apply(outcome)`` (its result, or the
+    exception it raised) on the session's event loop, where the views' models may be changed.
+
+    At most one computation of the session is in flight, so a session cannot take the pool from the
+    others; what is submitted meanwhile waits, a newer submission of the same ``kind`` replacing the
+    older. Without ``background`` (no server: a notebook, a script, a test) both run at once.
+    """
+
+    def __init__(self, background, doc=None):
+        self.background = background
+        self._doc = doc
+        self._waiting = {}  # kind -> (compute, apply)
+        self._busy = False
+        self._closed = False
+
+    @property
+    def idle(self):
+        """Nothing computes or waits."""
+        return not self._busy and not self._waiting
+
+    def submit(self, kind, compute, apply):
+        """Call from the event loop."""
+        if self._closed:
+            return
+        if not self.background:
+            try:
+                outcome = compute()
+            except Exception as exc:  # the view shows it, as it would a result
+                outcome = exc
+            apply(outcome)
+            return
+        self._waiting.pop(kind, None)  # a newer submission of a kind goes last
+        self._waiting[kind] = (compute, apply)
+        if not self._busy:
+            self._next()
+
+    def _next(self):
+        if self._closed or not self._waiting:
+            self._busy = False
+            return
+        kind = next(iter(self._waiting))
+        compute, apply = self._waiting.pop(kind)
+        self._busy = True
+        doc = self._doc
+
+        def work():
+            try:
+                outcome = compute()
+            except Exception as exc:
+                outcome = exc
+            try:
+                doc.add_next_tick_callback(partial(self._done, apply, outcome))  # Bokeh's thread-safe way in
+            except Exception:  # the session has ended meanwhile
+                log.debug("a view computation outlived its session", exc_info=True)
+
+        view_pool().submit(work)
+
+    def _done(self, apply, outcome):
+        try:
+            if not self._closed:
+                apply(outcome)
+        finally:
+            self._next()
+
+    def close(self):
+        """The session has ended: nothing more is computed or applied."""
+        self._closed = True
+        self._waiting = {}

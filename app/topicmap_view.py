@@ -12,7 +12,6 @@ once to the first method's). The computations are
 Topics tab shows, numbered as there); this view only draws them.
 """
 
-import threading
 from collections import Counter
 from functools import partial
 
@@ -28,6 +27,7 @@ from bokeh.plotting import figure
 
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
+from app.onscreen import OnScreen
 from app.throttle import VIEW_SECONDS
 from app.topics_view import topic_order
 from lpviz import topicmap
@@ -278,15 +278,15 @@ class TopicMapView(pn.viewable.Viewer):
     error = param.String(default="", doc="Why the maps could not be computed, if they could not.")
 
     def __init__(self, *, background=None, **params):
-        """``background``: compute the maps in a worker thread (default: when served)."""
+        """``background``: a view never shown computes nothing (default: when served)."""
         super().__init__(**params)
         self._background = served() if background is None else background
-        self._generation, self._latest, self._computing = 0, None, False
         self._alignment = {}
         self._panels = None
         self._stale = False  # results came while nothing was shown (served): map them when shown
-        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
-        self.fits.data.param.watch(lambda *events: self.refresh(), ["release", "model"])
+        self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
+        follow_results(self.fits, self._follow, VIEW_SECONDS, needs_sample=True)
+        self.fits.data.param.watch(self._follow, ["release", "model"])
         self.refresh()
 
     @property
@@ -299,21 +299,23 @@ class TopicMapView(pn.viewable.Viewer):
         vocab = data.col_labels if data is not None and data.col_labels else None
         return word_labels(vocab if vocab is not None and len(vocab) == n_words else None, n_words)
 
+    def _follow(self, *_):
+        self.on_screen.run("refresh", self.refresh)
+
     def refresh(self):
-        """Recompute every method's map from the runners' current best samples: at once, or
-        (served) in a worker thread whose result the event loop applies. A served session
-        whose tab was never shown computes nothing (while chains run, on a shared machine)."""
+        """Recompute every method's map from the runners' current best samples (served: in the
+        session's :class:`~app.throttle.OffLoop`, applied on the event loop when computed). A served
+        session whose tab was never shown computes nothing (while chains run, on a shared machine)."""
         if self._background and self._panels is None:
             self._stale = True
             return
-        inputs = self._inputs()
-        if not self._background:
-            self._apply(compute_maps(*inputs))
-            return
-        self._generation += 1
-        self._latest = (self._generation, inputs)
-        if not self._computing:  # one computation at a time; the newest inputs go next
-            self._compute_in_thread(pn.state.curdoc)
+        self.on_screen.drop("apply")  # an older result, waiting for the tab: this one replaces it
+        # computed while the tab shows, the result may come after it is hidden: then it waits too
+        self.fits.off_loop.submit(
+            "topic map",
+            partial(compute_maps, *self._inputs()),
+            lambda outcome: self.on_screen.run("apply", partial(self._apply, outcome)),
+        )
 
     def _inputs(self):
         """What the maps are computed from, read on the event loop: ``(fits, phi_true)``, with
@@ -332,30 +334,6 @@ class TopicMapView(pn.viewable.Viewer):
             if (runner.result or {}).get("best")
         ]
         return fits, phi_true
-
-    def _compute_in_thread(self, doc):
-        generation, inputs = self._latest
-        self._computing = True
-
-        def work():
-            try:
-                outcome = compute_maps(*inputs)
-            except Exception as exc:  # shown in the view, like any other refusal of the session
-                outcome = exc
-            callback = partial(self._finish, doc, generation, outcome)
-            if doc is not None and doc.session_context is not None:
-                doc.add_next_tick_callback(callback)  # Bokeh's one thread-safe way onto the event loop
-            else:
-                callback()
-
-        threading.Thread(target=work, name="lpviz-topic-map", daemon=True).start()
-
-    def _finish(self, doc, generation, outcome):
-        self._computing = False
-        if generation != self._generation:  # newer results came meanwhile: map those instead
-            self._compute_in_thread(doc)
-            return
-        self._apply(outcome)
 
     def _apply(self, outcome):
         if isinstance(outcome, Exception):
@@ -461,6 +439,7 @@ class TopicMapView(pn.viewable.Viewer):
 
     def figures(self):
         """The maps and the chosen topics' bars as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         if not self.maps:
             return {}
         labels_of = {name: self.labels(len(m.word_frequency)) for name, m in self.maps.items()}

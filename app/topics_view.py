@@ -9,6 +9,8 @@ per-method numbers are each runner's :func:`lpviz.metrics.score`, the same
 the Fits tab and the CLI show.
 """
 
+from functools import partial
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -16,6 +18,7 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, model_shows, score_frame
+from app.onscreen import OnScreen
 from app.plots import waiting_line
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
@@ -105,6 +108,29 @@ def term_topic_frame(topics, vocab, n_words):
     )
 
 
+def topic_tables(fits, model, truth, vocab, n_top):
+    """``(topics, table)`` of :class:`TopicsView`: the truth's topics (when ``truth`` has factors) and
+    each fit's aligned to them, with their table rows (:func:`summarize_topics`); ``fits`` is
+    ``[(label, model, best factors)]``. Pure, so that a served session computes it off its event loop."""
+    phi_true = model.topics(truth.factors) if truth is not None else None
+    reference = truth.Y if truth is not None else None
+    topics, tables = {}, []
+    if phi_true is not None:
+        topics[TRUTH], table = summarize_topics(phi_true, reference, vocab=vocab, n_top=n_top, method=TRUTH)
+        tables.append(table.assign(**{"L1 to truth": 0.0}))
+    for label, fit_model, best in fits:
+        phi = fit_model.topics(best)
+        aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
+        topics[label], table = summarize_topics(
+            phi, reference, vocab=vocab, n_top=n_top, phi_true=aligned_to, method=label
+        )
+        tables.append(table)
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(TABLE_COLUMNS))
+    if phi_true is None:  # real data have no true topics: no column of blanks
+        table = table.drop(columns=["L1 to truth"])
+    return topics, table
+
+
 class TopicsView(pn.viewable.Viewer):
     """Per method: the best saved sample's topics, their scores and a term x topic heatmap.
 
@@ -129,7 +155,8 @@ class TopicsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        follow_results(self.fits, lambda runner: self.refresh(), VIEW_SECONDS, needs_sample=True)
+        self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
+        follow_results(self.fits, lambda runner: self._follow(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
 
     @property
@@ -138,37 +165,40 @@ class TopicsView(pn.viewable.Viewer):
         return model_shows(self.fits.data.model, "topics")
 
     @param.depends("n_top", "fits.data.release", watch=True)
+    def _follow(self):
+        self.on_screen.run("refresh", self.refresh)
+
     def refresh(self):
-        """Recompute topics and scores from the runners' current results."""
+        """Recompute topics and scores from the runners' current results (served: in the session's
+        :class:`~app.throttle.OffLoop`, applied on the event loop when computed)."""
+        self.on_screen.drop("apply")  # an older result, waiting for the tab: this one replaces it
         data = self.fits.data
         if data.release is None or not self.applies:
             self.param.update(topics={}, table=self.param.table.default, scores=self.param.scores.default)
             return
         from lpviz import models
 
-        vocab = data.data.col_labels or None
-        model = models.create(data.model, self.fits.settings.n_components)
         truth = data.truth
-        phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
-        reference = truth.Y if truth is not None else None
-        topics, tables = {}, []
-        if phi_true is not None:
-            topics[TRUTH], table = summarize_topics(phi_true, reference, vocab=vocab, n_top=self.n_top, method=TRUTH)
-            tables.append(table.assign(**{"L1 to truth": 0.0}))
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
-        for runner in runners:
-            phi = runner.result["model"].topics(runner.result["best"])
-            aligned_to = phi_true if phi_true is not None and len(phi) >= len(phi_true) else None
-            topics[runner.label], table = summarize_topics(
-                phi, reference, vocab=vocab, n_top=self.n_top, phi_true=aligned_to, method=runner.label
-            )
-            tables.append(table)
-        table = pd.concat(tables, ignore_index=True) if tables else self.param.table.default
-        if phi_true is None:  # real data have no true topics: no column of blanks
-            table = table.drop(columns=["L1 to truth"])
-        self.param.update(
-            topics=topics, table=table, scores=score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples"))
+        compute = partial(
+            topic_tables,
+            fits=[(runner.label, runner.result["model"], runner.result["best"]) for runner in runners],
+            model=models.create(data.model, self.fits.settings.n_components),
+            truth=truth if truth is not None and truth.factors else None,
+            vocab=data.data.col_labels or None,
+            n_top=self.n_top,
         )
+        scores = score_frame(runners, keys=("npmi", "umass", "topic_distance", "samples"))
+        # computed while the tab shows, the result may come after it is hidden: then it waits too
+        self.fits.off_loop.submit(
+            "topics", compute, lambda outcome: self.on_screen.run("apply", partial(self._apply, scores, outcome))
+        )
+
+    def _apply(self, scores, outcome):
+        if isinstance(outcome, Exception):
+            raise outcome
+        topics, table = outcome
+        self.param.update(topics=topics, table=table, scores=scores)
 
     def mean_scores(self):
         """Each method's NPMI, UMass and topic error: its :func:`lpviz.metrics.score`."""
@@ -225,6 +255,7 @@ class TopicsView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        self.on_screen.catch_up()
         return {"topics_heatmaps": self.heatmaps()}
 
     def __panel__(self):

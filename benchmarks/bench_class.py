@@ -58,6 +58,9 @@ CLASS_PRESET = "Figure 3 (small alpha0)"
 # Before each round the idle server's loop lag is read for this long: the reference the round's lag is
 # compared with (the machine is shared: an idle server's loop is late too when other processes load it).
 IDLE_SECONDS = 3.0
+# The steady part of the window starts this long after the last student's last tab switch (the
+# switch's own redraws done): the lag the running chains and their redraws alone cause.
+STEADY_AFTER = 2.0
 STATUS_LINE = re.compile(
     r"(?:strong&gt;|<strong>)(.+?)(?:&lt;|<)/strong(?:&gt;|>) - (\w+), iteration ([\d,]+) / ([\d,]+)"
 )
@@ -294,6 +297,7 @@ class Progress:
     started: float = float("nan")  # Start clicked
     first_point: float = float("nan")  # the first trace row arrived
     closed: float = float("nan")
+    switched: float = float("nan")  # the last tab switch sent
     samples: list = field(default_factory=list)  # (time, iteration of the slowest chain, statuses)
     error: str = ""
 
@@ -514,6 +518,7 @@ async def play_student(student, plan, everyone_started, measured):
         for title in plan.tabs:
             await asyncio.sleep(plan.tab_seconds)
             await student.tab(title)
+            progress.switched = time.monotonic()
         await measured.wait()
     except Exception as exc:  # one student's failure is a figure, not the end of the class
         progress.error = f"{type(exc).__name__}: {exc}"
@@ -620,7 +625,12 @@ def wait_for_release(server, baseline_threads, timeout):
     while time.monotonic() < deadline:
         sessions = server.sessions()
         threads = server.python_threads()
-        chains = sum(count for name, count in threads.items() if name.startswith("lpviz-"))
+        # the sessions' threads: the process's pool for the views ("lpviz-view-pool", two) is no session's
+        chains = sum(
+            count
+            for name, count in threads.items()
+            if name.startswith("lpviz-") and not name.startswith("lpviz-view-pool")
+        )
         if sessions == 0 and chains == 0:
             break
         time.sleep(0.5)
@@ -649,6 +659,9 @@ def play_round(server, n, plan, client, cluster=None):
     )
     rss_running, threads_running = server.status()
     running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
+    # steady: every student on the Fits tab (after the last tab switch and STEADY_AFTER seconds more)
+    switched = max((p.switched for p in progresses if p.switched == p.switched), default=begin)
+    steady_lags = [lag for t, lag in server.loop_lags(since=switched + STEADY_AFTER) if t <= moment]
     all_lags = [lag for _, lag in server.loop_lags(since=opened_at)]
     client_after = client_cpu_seconds(server.pid, cluster_pid)
     figures.update(
@@ -660,6 +673,9 @@ def play_round(server, n, plan, client, cluster=None):
         lag_max=max(running_lags, default=float("nan")),
         lag_open_p95=percentile(all_lags, 95),
         lag_open_max=max(all_lags, default=float("nan")),
+        steady_seconds=max(0.0, moment - switched - STEADY_AFTER),
+        steady_lag_p50=percentile(steady_lags, 50),
+        steady_lag_p95=percentile(steady_lags, 95),
         server_cpu=server.cpu_seconds() - cpu_before,
         seconds=seconds,
         client_cpu=client_after[0] - client_before[0] + client_after[1] - client_before[1],
@@ -771,7 +787,9 @@ def report_round(n, round_index, figures, baseline):
         f"   over {figures['window']:.1f} s with every chain running: it/s per session {fmt(figures['rates'], 0)}, "
         f"fairness {figures['fairness']:.2f}, loop lag p50/p95/max {figures['lag_p50']:.0f}/{figures['lag_p95']:.0f}/"
         f"{figures['lag_max']:.0f} ms (idle server before the round: p95 {figures['idle_lag_p95']:.0f}) "
-        f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f})\n"
+        f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f}; steady, everyone on "
+        f"Fits for the last {figures['steady_seconds']:.0f} s: p50/p95 {figures['steady_lag_p50']:.0f}/"
+        f"{figures['steady_lag_p95']:.0f})\n"
         f"   the chains' own progress ({len(figures['chain_made'])} sessions running, as the server logged it): "
         f"it/s per session {fmt(figures['chain_rates'], 0)}, fairness {figures['chain_fairness']:.2f}\n"
         f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "

@@ -5,6 +5,7 @@ import holoviews as hv
 import numpy as np
 import pytest
 
+import app.topicmap_view
 from app.topicmap_view import CHOSEN_COLOUR, TopicMapView, ordered_map
 from lpviz import metrics, topicmap
 from tests.test_app_views import make_fits, run_fits
@@ -137,32 +138,40 @@ def test_maps_wait_for_samples_and_empty_on_new_noise():
     assert "Waiting for a saved sample" in view.status().object
 
 
-def test_served_views_map_in_a_worker_thread_and_keep_the_newest_results(fitted, monkeypatch):
-    import time
+def test_served_views_map_in_the_view_pool_and_keep_the_newest_results(fitted, monkeypatch):
+    import queue
+    import threading
 
+    from app.throttle import OffLoop
+
+    class Loop:  # the session's event loop as Bokeh's document offers it to threads
+        def __init__(self):
+            self.callbacks = queue.Queue()
+
+        def add_next_tick_callback(self, callback):
+            self.callbacks.put(callback)
+
+    loop, threads = Loop(), []
+    monkeypatch.setattr(fitted, "off_loop", OffLoop(background=True, doc=loop))
+    original = app.topicmap_view.compute_maps
+
+    def compute_maps(*inputs):
+        threads.append(threading.current_thread().name)
+        return original(*inputs)
+
+    monkeypatch.setattr(app.topicmap_view, "compute_maps", compute_maps)
     view = TopicMapView(fits=fitted, background=True)
     assert view.maps == {} and view._stale  # served and never shown: nothing is computed
-    assert view.panels  # the tab is shown: the first computation starts in a thread
-    started = []
-    original = TopicMapView._compute_in_thread
-
-    def counted(self, doc):
-        started.append(self._latest[0])
-        original(self, doc)
-
-    monkeypatch.setattr(TopicMapView, "_compute_in_thread", counted)
+    assert view.panels  # the tab is shown: the first computation starts in the pool
     view.refresh()
-    view.refresh()  # while a computation runs: queued, and only the newest inputs are computed
-    deadline = time.monotonic() + 60
-    while (view._computing or not view.maps) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not view._computing and started and started[-1] == view._generation == 3
-    assert len(started) <= 2  # never one thread per refresh
-    reference = TopicMapView(fits=fitted)  # computed on the spot
-    assert list(view.maps) == list(reference.maps)
+    view.refresh()  # while a computation runs: waits, and only the newest inputs are computed
+    while not (view.maps and fitted.off_loop.idle):
+        loop.callbacks.get(timeout=60)()  # applied on the loop, here this thread
+    assert len(threads) == 2 and all(name.startswith("lpviz-view") for name in threads)
+    reference, _ = original(*view._inputs())  # computed on the spot
+    assert list(view.maps) == list(reference)
     for name in view.maps:
-        np.testing.assert_allclose(view.maps[name].coordinates, reference.maps[name].coordinates)
-        assert view.bar_words(name) == reference.bar_words(name)
+        np.testing.assert_allclose(view.maps[name].coordinates, reference[name].coordinates)
 
 
 def test_word_labels_are_the_vocabulary_made_unique():

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from app.throttle import VIEW_POOL_THREADS
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_class.py"
 RELEASE_SECONDS = 120  # the server discards closed sessions within ~2 s; generous for a loaded machine
 
@@ -42,7 +44,12 @@ def server(bench):
 
 
 def chain_threads(server):
-    return sum(count for name, count in server.python_threads().items() if name.startswith("lpviz-"))
+    """The sessions' threads (the process's pool for the views, a fixed two, is no session's)."""
+    return sum(
+        count
+        for name, count in server.python_threads().items()
+        if name.startswith("lpviz-") and not name.startswith(VIEW_POOL_THREADS)
+    )
 
 
 def play(bench, server, n, **plan):
