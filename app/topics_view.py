@@ -230,7 +230,8 @@ class TopicsView(pn.viewable.Viewer):
             )
         return hv.Layout(plots).cols(len(plots))
 
-    @param.depends("topics")
+    # the release too: a switch to data without topics leaves ``topics`` empty as it was (no event)
+    @param.depends("topics", "fits.data.release")
     def status(self):
         data = self.fits.data
         if data.release is None:
