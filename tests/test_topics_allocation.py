@@ -10,26 +10,12 @@ import pytest
 import scipy.sparse as sp
 from _checks import P_ACCEPT, chi_square_pvalue
 from scipy import stats
+from test_tensor import make_work
 
-from lpviz._parallel import chunk_bounds, new_stop_flag
-from lpviz.engine import _lists
-from lpviz.models import Work, topics
+from lpviz.models import topics
 
 N_TOPICS = 20  # rejection from REJECTION_MIN_TOPICS = 16 on, for cells of up to 20 // 4 = 5 tokens
 ROWS = 20_000
-
-
-def _work(shape, seed=0, parallel=False):
-    n_rows, n_cols = shape
-    return Work(
-        bounds=chunk_bounds(n_rows, n_rows * n_cols, parallel),
-        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
-        parallel=parallel,
-        stop=new_stop_flag(),
-        chain_seed=seed,
-        missing_by_row=_lists(None, n_rows),
-        missing_by_column=_lists(None, n_cols),
-    )
 
 
 def _csr(Y):
@@ -52,7 +38,7 @@ def _allocate(theta_row, phiT, tokens, iteration, seed=1, word=1):
     theta = np.tile(theta_row, (ROWS, 1))
     Y = np.zeros((ROWS, phiT.shape[0]), dtype=np.int64)
     Y[:, word] = tokens
-    work = _work(Y.shape, seed=seed)
+    work = make_work(Y.shape, seed=seed)
     stats_ = model.new_stats((theta, phiT), work)
     model.allocate((theta, phiT), _csr(Y), stats_, work, iteration)
     n_dk, n_kv_parts = stats_
@@ -123,7 +109,7 @@ def test_tiled_allocation_does_not_depend_on_the_chunks(n_words):
     counts = _csr(rng.poisson(0.4, (64, n_words)) * (rng.random((64, n_words)) < 0.3))
     results = []
     for parallel in (False, True):
-        work = _work((64, n_words), seed=5, parallel=parallel)
+        work = make_work((64, n_words), seed=5, parallel=parallel)
         assert (len(work.bounds) > 1) == parallel
         stats_ = model.new_stats(state, work)
         model.allocate(state, counts, stats_, work, 9)
