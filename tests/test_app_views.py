@@ -178,7 +178,8 @@ def test_bessel_view_says_the_collapsed_sampler_has_no_bessel_draws(fitted_topic
     view = BesselView(fits=fitted_topics)
     assert view.draws_runner() is None
     assert "collapsed sampler" in view._draws_note.object and "Sampler = bessel" in view._draws_note.object
-    assert view._draws_pipe.data[1].sum() == 0
+    # no empty plot: the Bessel law on the release, one draw per observed cell (tests/test_app_teaching.py)
+    assert view._draws_pipe.data[1].sum() == fitted_topics.data.release.observed_cells.sum()
 
 
 def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
@@ -197,8 +198,10 @@ def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
     assert edges[-1] > draws.max()
     histogram = view.draws_plot(view._draws_pipe.data)
     assert histogram.dimension_values("cells").sum() == draws.size
-    view.show_chain_draws = False
-    assert view._draws_pipe.data[1].sum() == 0
+    assert histogram.opts.get().kwargs["title"] == "Bessel draws of the chain's last sweep"
+    view.show_chain_draws = False  # the Bessel law on the release instead of the chain's draws
+    assert "on this release" in view._draws_note.object
+    assert view.draws_figure().opts.get().kwargs["title"] == "Bessel draws on this release"
 
 
 # ---- topics view ----------------------------------------------------------------------
