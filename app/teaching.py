@@ -96,9 +96,19 @@ STEPS = (
         "Epsilon sweep",
         "The same fits at several privacy levels ε: the smaller ε, the more noise. This step starts the "
         "sweep when none ran; see how each method's error changes with ε as its points arrive. Each point "
-        "is one noise draw and one short run, so this step states no finding: curves of short runs can "
-        "cross (`lpviz reproduce fig3` averages over noise draws and runs the paper's iterations).",
+        "is the mean MAE against the true counts over 3 noise draws (the band their range) of fits of 10,000 "
+        "iterations; the dashed "
+        "line is the non-private fit. On the opening preset's data the private fit's MAE lies below naive's "
+        "at every ε/N the default sweep shows. Type other values of ε/N to see more or less noise; the "
+        "table flags any fit that has not mixed, and a flagged fit never counts.",
         starts_sweep=True,
+        claim=Claim(
+            "at every ε/N of the sweep, the private fit's MAE against the true counts (mean over the noise draws) "
+            "is below naive's.",
+            "mae",
+            better=("private",),
+            worse=("naive",),
+        ),
     ),
 )
 
@@ -135,12 +145,20 @@ class Teaching(pn.viewable.Viewer):
             self.on = True
         follow_results(self.fits, lambda runner: self._check_claim(), VIEW_SECONDS)
         self.param.watch(lambda *_: self._check_claim(), ["step"])
+        for view in getattr(self.tabs, "views", []):  # a sweep's claim is checked when it ends
+            if hasattr(view, "verdict") and "state" in view.param:
+                view.param.watch(lambda *_: self._check_claim(), ["state"])
 
     def step_verdict(self):
         """The :class:`~app.presets.Verdict` of the current step's claim (None: it makes none)."""
         claim = self.current.claim
         if claim is None:
             return None
+        if self.current.starts_sweep:
+            sweep = self.view(self.current.tab)
+            if sweep is None or not hasattr(sweep, "verdict"):
+                return Verdict(None, "this dashboard has no epsilon sweep to check it on")
+            return sweep.verdict(claim)
         runners = self.fits.runners
         if any(m not in self.fits.active for m in claim.methods):
             return Verdict(None, "the methods it compares are not all chosen in the fit settings")

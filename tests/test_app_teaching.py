@@ -344,13 +344,13 @@ def test_the_fits_start_from_the_opening_screen(topic_fits):
 
 
 def plotted_values(figure):
-    """How many finite values each element of a HoloViews figure draws (its last value dimension),
+    """How many finite values each element of a HoloViews figure draws (its first value dimension),
     guides (lines at a value, text) left out; a histogram counts its cells."""
     counts = []
     for element in figure.traverse(lambda element: element, [hv.Element]):
         if isinstance(element, (hv.VLine, hv.HLine, hv.Text, hv.Labels)):
             continue
-        values = np.asarray(element.dimension_values((element.vdims or element.kdims)[-1]), dtype=float)
+        values = np.asarray(element.dimension_values((element.vdims or element.kdims)[0]), dtype=float)
         counts.append(
             int(values[np.isfinite(values)].sum())
             if isinstance(element, hv.Histogram)
