@@ -9,6 +9,7 @@ chromium driven by Playwright. Screenshots go to docs/screenshots/.
 import math
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -32,8 +33,55 @@ SHAPES = {
 }
 
 
+PHONE = {"width": 412, "height": 900}
+MAIN_MIN_PHONE_PX = 360  # the main column at 412 px (beside the 340 px sidebar it was 72 px)
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+# Console warnings the served page may show, each allowed by name with its reason; every other
+# warning, and every error, fails the test.
+ALLOWED_WARNINGS = {
+    "GPU stall due to ReadPixels": "headless chromium's software WebGL reporting its own driver (Bokeh reads "
+    "pixels back for hit testing); the browser's message, not the page's",
+}
+MAIN_WIDTH = "() => document.getElementById('main').getBoundingClientRect().width"
+SIDEBAR_SHOWN = "() => document.getElementById('sidebar').classList.contains('show')"
+
+
+def outside_requests(page):
+    """The URLs the page asked for from anywhere but this machine (data: and blob: URLs never leave it)."""
+    urls = {url.split("?")[0] for url in page.requests}
+    return sorted(
+        url
+        for url in urls
+        if not url.startswith("data:") and urlparse(url.removeprefix("blob:")).hostname not in LOOPBACK
+    )
+
+
+def console_problems(page):
+    """Console errors, and warnings not allowed by name in ALLOWED_WARNINGS."""
+    return [
+        f"{kind}: {text}"
+        for kind, text in page.console
+        if kind == "error" or (kind == "warning" and not any(name in text for name in ALLOWED_WARNINGS))
+    ]
+
+
 def choose_preset(page, name):
+    """Choose a preset in the sidebar; at phone width, where the sidebar is folded, open it with the
+    header's toggle first and fold it again after."""
+    folded = not page.evaluate(SIDEBAR_SHOWN)
+    if folded:
+        toggle_sidebar(page, shown=True)
     page.page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=name)
+    if folded:
+        toggle_sidebar(page, shown=False)
+
+
+def toggle_sidebar(page, *, shown):
+    page.page.locator("#sidebar-toggle").click()
+    state = "" if shown else "!"
+    page.wait_until(
+        f"() => {state}({SIDEBAR_SHOWN})() && !document.getElementById('sidebar').classList.contains('collapsing')"
+    )
 
 
 def expected_heatmaps(name):
@@ -86,18 +134,19 @@ def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_
             "Figure 3 (small alpha0)",
         ]
         for i, name in enumerate(walk):
-            if i == len(walk) - 3:  # the last three at phone width
-                page.page.set_viewport_size({"width": 412, "height": 900})
+            if i == len(walk) - 3:  # the last three at phone width: the sidebar folds away, the tabs get the width
+                page.page.set_viewport_size(PHONE)
+                page.wait_until(f"() => !({SIDEBAR_SHOWN})() && ({MAIN_WIDTH})() >= {MAIN_MIN_PHONE_PX}")
             choose_preset(page, name)
             figures = heatmaps_ok(page, name)
             assert len({f["title"] for f in figures}) == 1 + N_METHODS
             # the settings in force are the preset's (shown in the sidebar's data line)
             rows, cols, _ = SHAPES[name]
-            page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for()
+            page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for(state="attached")
         values = preset_values("Figure 3 (small alpha0)")
-        page.page.get_by_text(f"Class seed {CLASS_SEED}").first.wait_for()
+        page.page.get_by_text(f"Class seed {CLASS_SEED}").first.wait_for(state="attached")
         assert values["noise_seed"] == CLASS_SEED
-        # (the phone layout itself is not fixed: the main column is narrow beside the sidebar)
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX and not page.evaluate(SIDEBAR_SHOWN)
         page.page.screenshot(path=str(SCREENSHOTS / "phone-412px.png"), full_page=False)
         assert page.errors == []
     finally:
@@ -187,5 +236,52 @@ def test_the_opening_page_and_the_own_data_help(browser, server):
         assert download.value.suggested_filename == "example_edges.csv"
         page.page.screenshot(path=str(SCREENSHOTS / "own-data-help.png"), full_page=False)
         assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_at_phone_width_the_page_opens_with_the_sidebar_folded_and_the_main_column_usable(browser, server):
+    page = Page(browser, server.url, viewport=PHONE)
+    try:
+        page.wait_until(f"() => !({SIDEBAR_SHOWN})()")
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX
+        heatmap = page.page.locator(".bk-Figure").first.bounding_box()
+        assert heatmap is not None and heatmap["width"] >= MAIN_MIN_PHONE_PX / 2  # the plots have room
+        # the header's toggle opens the sidebar over the main column: Run the fits is one tap away
+        toggle_sidebar(page, shown=True)
+        page.page.get_by_role("button", name="Run the fits").wait_for(state="visible")
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX  # drawn over it, not squeezing it
+        toggle_sidebar(page, shown=False)
+        assert console_problems(page) == [] and outside_requests(page) == []
+    finally:
+        page.close()
+
+
+def test_the_served_page_fetches_nothing_from_outside_and_logs_no_warnings(browser, server):
+    """Every request and console message from the page's first byte: a run of the fits, every tab
+    (the Topic map twice: its empty maps once warned 108 times a visit) and a network preset."""
+    page = Page(browser, server.url)
+    try:
+        page.page.get_by_text("Fit settings").first.click()
+        page.fill("N iter", 2000)  # short chains (after a burn-in of 1,000): this test is about the page
+        page.tab("Fits")
+        page.page.get_by_text("/ 2,000").first.wait_for()
+        page.click("Run the fits")
+        for tab in ("Fits", "Topics", "Topic map", "Blocks", "Tensor", "Bessel", "Privacy", "Central vs local"):
+            page.tab(tab)
+            page.page.wait_for_timeout(1500)
+        page.tab("Fits")
+        page.statuses("done")
+        page.tab("Topic map")
+        page.wait_until(f"() => ({FIGURES})().some(f => f.title.endsWith('top words'))")  # the maps drawn
+        choose_preset(page, "Figure 5")
+        page.tab("Blocks")
+        page.page.get_by_text("held-out cells").first.wait_for()
+        for tab in ("Epsilon sweep", "Export", "Data & noise"):
+            page.tab(tab)
+            page.page.wait_for_timeout(1500)
+        assert outside_requests(page) == [], "fetched from outside this machine"
+        assert console_problems(page) == []
+        assert len(page.requests) > 10  # the recording saw the page load itself
     finally:
         page.close()
