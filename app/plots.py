@@ -45,6 +45,10 @@ def scale_options(scale, clim, values=None):
             low = max(float(positive.min()) if positive.size else high * 1e-3, high * 1e-4)
         return dict(cnorm="log", clim=(low, max(high, low * 10)))
     if scale == "quantile":
+        finite = np.asarray(values, dtype=np.float64) if values is not None else np.zeros(0)
+        finite = finite[np.isfinite(finite)]
+        if finite.size and finite.min() == finite.max():  # one value (a fit not started): no quantiles,
+            return dict(cnorm="linear", clim=clim)  # and an exported colour bar of NaN limits would not draw
         return dict(cnorm="eq_hist", clim=clim)
     return dict(cnorm="linear", clim=clim)
 
