@@ -36,7 +36,11 @@ def display_slice(shape, max_display=MAX_DISPLAY):
 
 def scale_options(scale, clim, values=None):
     """HoloViews options of a colour ``scale``: "linear"; "log" (rates: values at or below the
-    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails)."""
+    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails).
+
+    The colour norm follows the scale alone, never the values: a live heatmap keeps the Bokeh colour
+    mapper of its first frame (a fit not started: all zeros), and HoloViews fails to update a linear
+    mapper with an equalised one's options (the run's updates stopped with it)."""
     if scale == "log":
         low, high = clim
         if low <= 0:
@@ -45,10 +49,6 @@ def scale_options(scale, clim, values=None):
             low = max(float(positive.min()) if positive.size else high * 1e-3, high * 1e-4)
         return dict(cnorm="log", clim=(low, max(high, low * 10)))
     if scale == "quantile":
-        finite = np.asarray(values, dtype=np.float64) if values is not None else np.zeros(0)
-        finite = finite[np.isfinite(finite)]
-        if finite.size and finite.min() == finite.max():  # one value (a fit not started): no quantiles,
-            return dict(cnorm="linear", clim=clim)  # and an exported colour bar of NaN limits would not draw
         return dict(cnorm="eq_hist", clim=clim)
     return dict(cnorm="linear", clim=clim)
 

@@ -6,6 +6,7 @@ what :func:`app.export.save_figure` writes): the texts' order and their boxes as
 """
 
 import holoviews as hv
+import numpy as np
 import pytest
 
 from app.datastore import DataStore
@@ -64,3 +65,23 @@ def test_without_the_tidying_the_same_export_overlaps(figure5):
     fig = hv.renderer("matplotlib").get_plot(_matplotlib_styled(figure)).state
     fig.canvas.draw()
     assert overlapping_texts(fig, across_axes_only=True)
+
+
+@pytest.mark.parametrize("scale", ["linear", "log", "quantile"])
+def test_a_live_heatmap_keeps_its_colour_mapper_from_not_started_to_a_result(scale):
+    """The export's linear colour bar is the PNG's alone: a served rate heatmap's first frame is a fit
+    not started (all zeros) and keeps its Bokeh colour mapper; a colour norm chosen from the values
+    (linear for one value, equalised after) failed in HoloViews' update, inside the runner's watcher,
+    and the run's progress lines stopped (test_browser's preset walk)."""
+    from app.plots import count_image
+
+    clim = (0.0, 50.0)
+    pipe = hv.streams.Pipe(data=np.zeros((30, 20)))
+    heatmap = hv.DynamicMap(lambda data: count_image(data, "documents", "a fit", clim, scale=scale), streams=[pipe])
+    plot = hv.renderer("bokeh").get_plot(heatmap)
+    mapper = type(plot.handles["color_mapper"])
+    rates = np.random.default_rng(0).gamma(0.3, 20.0, size=(30, 20))  # heavy-tailed, as rates are
+    pipe.send(rates)
+    assert type(plot.handles["color_mapper"]) is mapper
+    assert plot.handles["color_mapper"].high == pytest.approx(clim[1])
+    np.testing.assert_allclose(plot.handles["source"].data["image"][0], rates)

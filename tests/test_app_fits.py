@@ -17,7 +17,7 @@ import pytest
 from holoviews.core.spaces import get_nested_streams
 
 from app.datastore import DataStore
-from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, score_frame
+from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, follow_results, score_frame
 from app.fits_view import FitsView
 from app.settings import Settings
 from lpviz import methods
@@ -255,6 +255,22 @@ def test_a_chain_error_is_shown_not_swallowed(fits):
     runner.start()
     drain_until(fits, lambda: runner.status == "error", errors_expected=True)
     assert "sampler" in runner.error and "no-such-sampler" in runner.error
+
+
+def test_a_view_that_fails_to_redraw_stops_no_run(fits, caplog):
+    """A view follows the runners through a watcher of their status: its failure is logged, and every
+    runner's status and iteration still arrive (one failing heatmap left two chains reading "idle")."""
+
+    def broken_view(runner):
+        raise AttributeError("a view's redraw failed")
+
+    follow_results(fits, broken_view, 0.0)
+    fits.settings.param.update(n_iter=20, burn_in=5, thin=5)
+    with caplog.at_level("ERROR", logger="lpviz.app"):
+        fits.start()
+        drain_until(fits, lambda: all(r.status == "done" for r in fits.runners.values()))
+    assert all(r.iteration == 20 for r in fits.runners.values())
+    assert "failed to redraw" in caplog.text and "a view's redraw failed" in caplog.text
 
 
 def test_two_sessions_do_not_share_runs():
