@@ -146,7 +146,7 @@ def _thin_ticks(axis, renderer):
 
 
 def _tidy_ticks(fig):
-    """Readable texts everywhere: a title wider than its panel goes over two lines, and on every
+    """Readable texts everywhere: a title wider than its panel goes over more lines, and on every
     axis (colour bars included) a tick label over its neighbour is dropped."""
     import textwrap
 
@@ -155,9 +155,11 @@ def _tidy_ticks(fig):
     for ax in fig.axes:
         title, width = ax.title, ax.get_window_extent(renderer).width
         drawn = title.get_window_extent(renderer).width
-        if title.get_text() and drawn > width > 0:  # a title wider than its panel: over two lines
-            characters = max(12, int(len(title.get_text()) * width / drawn))
-            title.set_text(textwrap.fill(title.get_text(), characters))
+        if title.get_text() and drawn > width > 0:  # a title wider than its panel: each line wrapped to
+            # the panel's width (a title centred and wider than its panel reached over its axis's top tick)
+            lines = title.get_text().split("\n")
+            characters = max(12, int(max(map(len, lines)) * 0.95 * width / drawn))
+            title.set_text("\n".join(textwrap.fill(line, characters) for line in lines))
     fig.canvas.draw()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):

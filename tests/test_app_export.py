@@ -85,3 +85,21 @@ def test_a_live_heatmap_keeps_its_colour_mapper_from_not_started_to_a_result(sca
     assert type(plot.handles["color_mapper"]) is mapper
     assert plot.handles["color_mapper"].high == pytest.approx(clim[1])
     np.testing.assert_allclose(plot.handles["source"].data["image"][0], rates)
+
+
+def test_long_method_titles_are_wrapped_inside_their_panels():
+    """A VI method's two-line title ("private (models the noise), VI" over its fit's state) is wider
+    than its panel: each line is wrapped to the panel's width, centred over it, clear of its axis's
+    top tick (it reached over it before)."""
+    fits = Fits(DataStore(Settings(preset="Table 1 (VI paper, reduced)"), background=False))
+    try:
+        fig = matplotlib_figure(FitsView(fits=fits).figures()["fits_rates"])
+    finally:
+        fits.close()
+    renderer = fig.canvas.get_renderer()
+    titled = [ax for ax in fig.axes if ax.title.get_text()]
+    assert sum(", VI" in ax.title.get_text() for ax in titled) == 3
+    for ax in titled:
+        title, panel = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert panel.x0 <= title.x0 and title.x1 <= panel.x1, ax.title.get_text()
+    assert overlapping_texts(fig) == []

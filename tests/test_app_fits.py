@@ -311,8 +311,8 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
 
     rendered = hv.render(rates.object, backend="bokeh")
     titles = sorted(plot.title.text for plot in rendered.select({"type": Plot}) if plot.title is not None)
-    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}: mean of 4 samples"] + [
-        f"{fits.runners[name].label}: not started" for name in ("private", "naive")
+    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}\nmean of 4 samples"] + [
+        f"{fits.runners[name].label}\nnot started" for name in ("private", "naive")
     ]
     assert titles == sorted(expected)
     assert view.scores["method"].tolist() == [fits.runners["nonprivate"].label]

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from app.fits_view import RATE_MIN_WIDTH
 from app.presets import CLASS_SEED, PRESETS
 from app.settings import preset_values
 from tests.browser_harness import FIGURES, LABELS, N_METHODS, TIMEOUT_MS, Page
@@ -34,6 +35,7 @@ SHAPES = {
 
 
 PHONE = {"width": 412, "height": 900}
+DESKTOP = {"width": 1500, "height": 1000}  # the harness's page
 MAIN_MIN_PHONE_PX = 360  # the main column at 412 px (beside the 340 px sidebar it was 72 px)
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 # Console warnings the served page may show, each allowed by name with its reason; every other
@@ -43,6 +45,44 @@ ALLOWED_WARNINGS = {
     "pixels back for hit testing); the browser's message, not the page's",
 }
 MAIN_WIDTH = "() => document.getElementById('main').getBoundingClientRect().width"
+# Every heatmap drawn (a figure with an image) as laid out in the page: its title's lines, where the
+# title starts in its plot (the frame's left: the title's view's box), the widest line as the page
+# measures it in the title's own font (a canvas's measureText), and the plot's width (its canvas).
+HEATMAP_TITLES = """
+() => {
+  const views = [];
+  const walk = (view) => {
+    if (!view || views.includes(view)) return;
+    views.push(view);
+    for (const child of view.child_views || []) walk(child);
+    if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);  // a title's
+  };
+  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  const context = document.createElement("canvas").getContext("2d");
+  const titles = [];
+  for (const view of views) {
+    const model = view.model;
+    if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+    const images = (model.renderers || []).some(r => {
+      const source = r.data_source;
+      const data = source && (source.data instanceof Map ? Object.fromEntries(source.data) : source.data);
+      return data && data.image !== undefined;
+    });
+    if (!images || !model.title || !model.title.text) continue;
+    const title = model.title;
+    const titleView = views.find(v => v.model === title);
+    context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+    titles.push({
+      text: title.text,
+      start: titleView && titleView.bbox ? titleView.bbox.x + title.offset : null,
+      width: Math.max(...title.text.split("\\n").map(line => context.measureText(line).width)),
+      plot: view.bbox ? view.bbox.width : null,
+      model_width: model.outer_width,
+    });
+  }
+  return titles;
+}
+"""
 SIDEBAR_SHOWN = "() => document.getElementById('sidebar').classList.contains('show')"
 
 
@@ -89,7 +129,7 @@ def expected_heatmaps(name):
     steps = [max(1, math.ceil(n / MAX_DISPLAY)) for n in (rows, cols)]
     shown = [math.ceil(n / step) for n, step in zip((rows, cols), steps, strict=True)]
     vi = PRESETS[name].settings["inference"] == "vi"
-    titles = [f"truth (true {truth})", *(f"{LABELS[m]}{', VI' if vi else ''}: not started" for m in LABELS)]
+    titles = [f"truth (true {truth})", *(f"{LABELS[m]}{', VI' if vi else ''}\nnot started" for m in LABELS)]
     return titles, shown[0] * shown[1], cols, steps[1]
 
 
@@ -110,6 +150,25 @@ def heatmaps_ok(page, name):
         figures = [f for f in page.evaluate(FIGURES) if f["images"]]
         pytest.fail(f"{name}: expected {titles} of {size} cells over {cols} columns; the page shows {figures}")
     return [f for f in page.evaluate(FIGURES) if f["images"]]
+
+
+def heatmap_titles_fit(page, count=1 + N_METHODS):
+    """Wait until the page has laid out ``count`` heatmaps and every title's widest line, from where
+    it starts, ends inside its plot (a title past the plot's edge is cut off); fail saying which do not."""
+    script = """([script, count]) => {
+      const titles = eval(script)();
+      return titles.length === count && titles.every(t => t.start !== null && t.plot === t.model_width
+        && t.start >= 0 && t.start + t.width <= t.plot);
+    }"""
+    try:
+        page.wait_until(script, [HEATMAP_TITLES, count])
+    except Exception:
+        titles = page.evaluate(HEATMAP_TITLES)
+        cut = [t for t in titles if t["start"] is None or t["start"] + t["width"] > t["plot"]]
+        pytest.fail(f"expected {count} heatmaps, each title inside its plot; cut off: {cut}; all: {titles}")
+    titles = page.evaluate(HEATMAP_TITLES)
+    assert all(t["width"] > 50 for t in titles)  # measured text, not an empty font
+    return titles
 
 
 def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_and_phone_width(
@@ -140,6 +199,7 @@ def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_
             choose_preset(page, name)
             figures = heatmaps_ok(page, name)
             assert len({f["title"] for f in figures}) == 1 + N_METHODS
+            heatmap_titles_fit(page)  # the method's name and its fit's state, at desktop and phone width
             # the settings in force are the preset's (shown in the sidebar's data line)
             rows, cols, _ = SHAPES[name]
             page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for(state="attached")
@@ -170,6 +230,17 @@ def test_a_preset_claim_is_checked_on_screen_with_health_and_baselines(browser, 
         health = page.page.locator("table.scoreboard tbody tr td:nth-child(2)").all_inner_texts()
         assert health == ["healthy"] * N_METHODS
         page.page.screenshot(path=str(SCREENSHOTS / "claim-held.png"), full_page=True)
+        # the titles after the run (each method's name and its fit's state) fit their heatmaps, also at
+        # phone width, where each heatmap is its narrowest
+        methods = [t["text"] for t in heatmap_titles_fit(page) if "\n" in t["text"]]  # each method's
+        assert len(methods) == N_METHODS and all(", VI\n" in t and "not started" not in t for t in methods), methods
+        page.page.set_viewport_size(PHONE)
+        narrow = f"Math.max(({MAIN_WIDTH})(), {RATE_MIN_WIDTH})"
+        page.wait_until(f"() => ({HEATMAP_TITLES})().every(t => t.plot <= {narrow})")
+        heatmap_titles_fit(page)
+        page.page.set_viewport_size(DESKTOP)
+        if not page.evaluate(SIDEBAR_SHOWN):
+            toggle_sidebar(page, shown=True)
         # a new noise draw: the same preset, another release, and the page says so
         page.click("New noise draw")
         page.page.get_by_text("A new noise draw").first.wait_for()
