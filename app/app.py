@@ -19,6 +19,7 @@ if not hasattr(sys.modules.get("app"), "__path__"):
     sys.modules.pop("app", None)
 
 import panel as pn  # noqa: E402
+from bokeh.models import CustomJS  # noqa: E402
 
 from app.bessel_view import BesselView  # noqa: E402
 from app.blocks_view import BlocksView  # noqa: E402
@@ -29,6 +30,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
+from app.resources import serve_stylesheets_locally  # noqa: E402
 from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
@@ -38,6 +40,7 @@ from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
+serve_stylesheets_locally()
 log = logging.getLogger("lpviz.app")
 
 
@@ -50,6 +53,36 @@ def show_refusal(exception):
 
 
 pn.config.exception_handler = show_refusal
+
+# Phone width: below this the sidebar starts collapsed (the header's toggle opens it over the main
+# column) so the tabs get the whole width; a sidebar of 340 px beside them left 72 px at 412 px.
+NARROW_PX = 800
+NARROW_CSS = f"""
+@media (max-width: {NARROW_PX}px) {{
+  #content {{ position: relative; }}
+  #sidebar.show, #sidebar.collapsing {{
+    position: absolute; top: 0; left: 0; bottom: 0; z-index: 1050;
+    width: min(var(--sidebar-width), 92vw); max-width: 92vw !important;
+    background-color: var(--bs-body-bg); box-shadow: 4px 0 12px rgba(0, 0, 0, 0.25);
+  }}
+  #main {{ padding: 6px 4px 12px 4px; }}
+  #header .title {{ font-size: 1.05em; overflow: hidden; text-overflow: ellipsis; }}
+}}
+"""
+# Bootstrap's collapse keeps its state in the sidebar's "show" class: collapse it when the page opens
+# narrow or is made narrow, open it again when it is made wide.
+NARROW_JS = f"""
+const narrow = window.matchMedia("(max-width: {NARROW_PX}px)");
+const sidebar = document.getElementById("sidebar");
+const toggle = document.getElementById("sidebar-toggle");
+function fit_sidebar() {{
+  if (!sidebar) return;
+  sidebar.classList.toggle("show", !narrow.matches);
+  if (toggle) toggle.setAttribute("aria-expanded", String(!narrow.matches));
+}}
+fit_sidebar();
+narrow.addEventListener("change", fit_sidebar);
+"""
 
 
 def create_app():
@@ -80,7 +113,7 @@ def create_app():
     )
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
-    return pn.template.BootstrapTemplate(
+    template = pn.template.BootstrapTemplate(
         title="lpviz: locally private Bayesian inference for count data",
         busy_indicator=None,
         header=[spinner],
@@ -89,6 +122,10 @@ def create_app():
         sidebar_width=340,
         header_background="#b2182b",
     )
+    template.config.raw_css.append(NARROW_CSS)
+    if pn.state.curdoc is not None:
+        pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
+    return template
 
 
 if __name__.startswith("bokeh"):

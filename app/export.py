@@ -41,6 +41,7 @@ TRUTH_FILE = "lpviz_simulation_with_truth.npz"
 SUMMARY_FILE = "lpviz_simulation_summary.json"
 SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
+PNG_DPI = 110
 # Bokeh option names the views use, as matplotlib spells them.
 _MPL_NAMES = {
     "line_width": "linewidth",
@@ -68,6 +69,11 @@ def _matplotlib_styled(figure):
                 if name in allowed and value is not None:
                     options[name] = value**2 if name == "s" else value  # bokeh: diameter, mpl: area
         options.pop("fontsize", None)  # bokeh's '9pt' strings are no matplotlib sizes
+        if options.get("cnorm") == "eq_hist":
+            # HoloViews' matplotlib histogram equalisation maps values to colours non-monotonically
+            # along its colour bar (ticks 20, 40, 60, 80 were drawn at 246, 273, 191, 246 px: unordered,
+            # on top of each other): a PNG uses the linear scale, with the same colour limits
+            options["cnorm"] = "linear"
         if isinstance(obj, (hv.Overlay, hv.Element)) and "fig_inches" in allowed:
             options["fig_inches"] = 5
         return obj.opts(backend="matplotlib", clone=True, **options)
@@ -76,6 +82,114 @@ def _matplotlib_styled(figure):
     if isinstance(styled, hv.Layout):  # panels carry their own titles: no "A, B, C" sublabels
         styled = styled.opts(backend="matplotlib", sublabel_format="")
     return styled
+
+
+def _texts(fig):
+    """``[(axes index, text artist), ...]``: every visible title, axis label and tick label drawn
+    (ticks outside their axis's limits are not drawn)."""
+    texts = []
+    for index, ax in enumerate(fig.axes):
+        if not (ax.get_visible() and ax.axison):  # an axes drawn without its axes (a layout's frame)
+            texts.append((index, ax.title))
+            continue
+        items = [ax.title, ax.xaxis.label, ax.yaxis.label]
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            low, high = sorted(limits)
+            span = (high - low) * 1e-9
+            for tick in axis.get_major_ticks():
+                if low - span <= tick.get_loc() <= high + span:
+                    items += [tick.label1, tick.label2]
+        texts += [(index, item) for item in items if item.get_visible() and item.get_text()]
+    return texts
+
+
+def overlapping_texts(fig, *, across_axes_only=False, boxes=False):
+    """Pairs of texts of a drawn matplotlib figure whose boxes overlap, as ``(text, text)`` (their
+    boxes with ``boxes=True``): a tick label over another, a colour bar's label over the next
+    panel's, a title over a title."""
+    renderer = fig.canvas.get_renderer()
+    drawn = [(index, item.get_text(), item.get_window_extent(renderer)) for index, item in _texts(fig)]
+    return [
+        (box_a, box_b) if boxes else (a, b)
+        for i, (ax_a, a, box_a) in enumerate(drawn)
+        for ax_b, b, box_b in drawn[i + 1 :]
+        if (ax_a != ax_b or not across_axes_only) and box_a.overlaps(box_b)
+    ]
+
+
+def colour_bars(fig):
+    """The colour bars of a matplotlib figure (each axes a colour bar draws in knows it)."""
+    return [ax._colorbar for ax in fig.axes if getattr(ax, "_colorbar", None) is not None]
+
+
+def _shown_label(tick):
+    """The label a tick shows (a colour bar's are on the right: its second label)."""
+    return tick.label1 if tick.label1.get_visible() else tick.label2
+
+
+def _thin_ticks(axis, renderer):
+    """Keep an axis's tick labels in order and apart: a label whose box would overlap the last one
+    kept is dropped (the named axes of a small heatmap, a colour bar's ticks)."""
+    low, high = sorted(axis.get_view_interval())
+    ticks = [(tick.get_loc(), _shown_label(tick)) for tick in axis.get_major_ticks()]
+    ticks = sorted((value, label) for value, label in ticks if low <= value <= high)
+    if not ticks or not any(label.get_text() for _, label in ticks):
+        return
+    kept, last = [], None
+    for value, label in ticks:
+        box = label.get_window_extent(renderer)
+        if last is None or not box.overlaps(last):
+            kept.append((value, label.get_text()))
+            last = box
+    if len(kept) < len(ticks):
+        axis.set_ticks([value for value, _ in kept], labels=[text for _, text in kept])
+
+
+def _tidy_ticks(fig):
+    """Readable texts everywhere: a title wider than its panel goes over more lines, and on every
+    axis (colour bars included) a tick label over its neighbour is dropped."""
+    import textwrap
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        title, width = ax.title, ax.get_window_extent(renderer).width
+        drawn = title.get_window_extent(renderer).width
+        if title.get_text() and drawn > width > 0:  # a title wider than its panel: each line wrapped to
+            # the panel's width (a title centred and wider than its panel reached over its axis's top tick)
+            lines = title.get_text().split("\n")
+            characters = max(12, int(max(map(len, lines)) * 0.95 * width / drawn))
+            title.set_text("\n".join(textwrap.fill(line, characters) for line in lines))
+    fig.canvas.draw()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            _thin_ticks(axis, renderer)
+
+
+def matplotlib_figure(figure, max_attempts=3):
+    """The matplotlib figure a PNG export of the HoloViews ``figure`` draws: styled as on screen,
+    every axis's and colour bar's ticks ordered and apart, and the panels of a layout spread until
+    no text of one panel (or its colour bar) lies over another's (a colour bar's label was drawn
+    over the next panel's axis names)."""
+    styled = _matplotlib_styled(figure)
+    renderer = hv.renderer("matplotlib")
+    hspace, vspace = 0.5, 0.3  # HoloViews' own defaults, in axes widths and heights
+    for _ in range(max_attempts):
+        if isinstance(styled, hv.Layout):
+            styled = styled.opts(backend="matplotlib", hspace=hspace, vspace=vspace)
+        fig = renderer.get_plot(styled).state
+        _tidy_ticks(fig)
+        fig.canvas.draw()
+        overlaps = overlapping_texts(fig, across_axes_only=True, boxes=True)
+        if not isinstance(styled, hv.Layout) or not overlaps:
+            break
+        # widen the gaps by the widest overlap (in units of a panel's width), and a little more
+        panel = max(ax.get_window_extent().width for ax in fig.axes)
+        widest = max(min(a.x1, b.x1) - max(a.x0, b.x0) for a, b in overlaps)
+        tallest = max(min(a.y1, b.y1) - max(a.y0, b.y0) for a, b in overlaps)
+        hspace += widest / panel + 0.1
+        vspace += min(tallest, widest) / panel + 0.05
+    return fig
 
 
 def _check_target(path, formats, overwrite):
@@ -91,15 +205,19 @@ def save_figure(figure, path, *, overwrite=False):
     """Write a HoloViews figure to ``path`` (.png via matplotlib, .html via Bokeh). Returns the path."""
     path = _check_target(path, FIGURE_FORMATS, overwrite)
     backend = FIGURE_FORMATS[path.suffix.lower()]
-    if backend == "matplotlib":
-        figure = _matplotlib_styled(figure)
     with tempfile.TemporaryDirectory() as tmp:  # write whole, then move: no half-written file
         scratch = Path(tmp) / f"figure{path.suffix.lower()}"
-        options = {"dpi": 110} if backend == "matplotlib" else {"resources": "inline"}  # offline HTML
-        # HoloViews puts a responsive figure in a stretch_width Row, and Panel warns that the figure's
-        # own stretch_both wins: what a saved page wants, so the warning is noise to whoever saves
-        with param.logging_level("ERROR"):
-            hv.save(figure, scratch, backend=backend, **options)
+        if backend == "matplotlib":
+            import matplotlib.pyplot as plt
+
+            fig = matplotlib_figure(figure)
+            fig.savefig(scratch, dpi=PNG_DPI, bbox_inches="tight")
+            plt.close(fig)
+        else:
+            # HoloViews puts a responsive figure in a stretch_width Row, and Panel warns that the figure's
+            # own stretch_both wins: what a saved page wants, so the warning is noise to whoever saves
+            with param.logging_level("ERROR"):
+                hv.save(figure, scratch, backend=backend, resources="inline")  # offline HTML
         path.write_bytes(scratch.read_bytes())
     return path
 

@@ -42,7 +42,7 @@ from app.runner import (
     empty_trace,
     warm_up_kernels,
 )
-from app.throttle import TRACE_SECONDS, OffLoop, Periodic, Throttle
+from app.throttle import TRACE_SECONDS, OffLoop, Periodic, Throttle, log
 
 # the runner's names, importable from here as before the split
 __all__ = [
@@ -349,9 +349,16 @@ class Fits(param.Parameterized):
                 redraw_started = time.perf_counter()
                 streamed = self.stream_traces()
                 redraw_cost = time.perf_counter() - redraw_started
-            # statuses after the rows: a page that reads "paused" has every row before it
+            # statuses after the rows: a page that reads "paused" has every row before it; every
+            # runner's, even when a watcher of one fails (its error is raised after the others')
+            failures = []
             for runner, _, updates in collected:
-                runner.apply(None, updates)
+                try:
+                    runner.apply(None, updates)
+                except Exception as error:
+                    failures.append(error)
+        if failures:
+            raise failures[0]
         if redraw_cost is not None and not still:
             stretch(self._redraw, redraw_cost)
         return streamed
@@ -465,6 +472,15 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
     shared = Throttle(seconds)
     throttles = {name: Throttle(seconds) if per_runner else shared for name in fits.runners}
 
+    def show(runner):
+        # a view that fails to redraw must not stop the run: this is a watcher of the runner's status,
+        # and an exception here skipped the watchers after it and the drain's other runners (two VI
+        # chains read "idle, iteration 0" while they ran); the error goes to the server's log
+        try:
+            callback(runner)
+        except Exception:
+            log.exception("a view failed to redraw %s's result; the run goes on", runner.label)
+
     def on_change(*events):
         runner = events[0].obj
         throttle = throttles[runner.method]
@@ -473,7 +489,7 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
             throttle.defer()
             return
         if statuses:  # a run that stopped moving: shown exactly, with its statuses
-            callback(runner)
+            show(runner)
             return
         if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
             return
@@ -491,7 +507,7 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
             return
         started = time.perf_counter()
         with Fits._batched():
-            callback(runner)
+            show(runner)
         stretch(throttle, time.perf_counter() - started)  # the next waits for this session's share of the loop
 
     return [(runner, runner.param.watch(on_change, ["result", "status"])) for runner in fits.runners.values()]

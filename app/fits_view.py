@@ -44,6 +44,10 @@ CONVERGENCE_NOTE = (
     "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
     "chain still drifts. ESS: the effective number of independent draws among those."
 )
+# The rate heatmaps (the truth, each method) two to a row: four to a row left a title ~230 px on a
+# 1500 px page
+RATE_COLUMNS = 2
+RATE_MIN_WIDTH = 300  # at phone width too: a VI method's name beside the axis names, in the title's font
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 
@@ -170,6 +174,13 @@ def scoreboard_html(frame):
         f"constant rate, shown beside it, and the row x column means fit).</p>"
         + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
     )
+
+
+def rate_title(runner, state):
+    """A method's rate heatmap title: the method on one line, the state of its fit on the next (on
+    one line, "private (models the noise), VI: mean of 400 samples" ran past a quarter of the page
+    and was cut off at the plot's edge)."""
+    return f"{runner.label}\n{state}"
 
 
 def mae_key(truth):
@@ -409,7 +420,19 @@ class FitsView(pn.viewable.Viewer):
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
-        panels = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate", scale=scale)]
+        panels = [
+            count_image(
+                reference,
+                kind,
+                title,
+                clim,
+                strides=strides,
+                cmap=RATE_CMAP,
+                label="rate",
+                scale=scale,
+                min_width=RATE_MIN_WIDTH,
+            )
+        ]
         self._rate_pipes = {}
         for name, runner in self.fits.active.items():
             pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
@@ -420,16 +443,17 @@ class FitsView(pn.viewable.Viewer):
                 return count_image(
                     values,
                     kind,
-                    f"{runner.label}: {subtitle}",
+                    rate_title(runner, subtitle),
                     clim,
                     strides=strides,
                     cmap=RATE_CMAP,
                     label="rate",
                     scale=scale,
+                    min_width=RATE_MIN_WIDTH,
                 )
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
-        layout = hv.Layout(panels).cols(4).opts(shared_axes=True)
+        layout = hv.Layout(panels).cols(RATE_COLUMNS).opts(shared_axes=True)
         return pn.pane.HoloViews(
             layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps", linked_axes=False
         )
@@ -440,7 +464,8 @@ class FitsView(pn.viewable.Viewer):
         if result is None:
             return np.zeros(shape), "not started"
         if result["mu_hat"] is not None:
-            return result["mu_hat"], f"mean of {result['samples_saved']} samples"
+            saved = result["samples_saved"]
+            return result["mu_hat"], f"mean of {saved} sample{'' if saved == 1 else 's'}"  # VI: its one q
         return result["mu"], f"burn-in, sample {result['iteration']}"
 
     def _on_result(self, runner):
@@ -479,7 +504,7 @@ class FitsView(pn.viewable.Viewer):
                 count_image(
                     values,
                     kind,
-                    f"{runner.label}: {subtitle}",
+                    rate_title(runner, subtitle),
                     clim,
                     strides=strides,
                     cmap=RATE_CMAP,
@@ -487,7 +512,7 @@ class FitsView(pn.viewable.Viewer):
                     scale=scale,
                 )
             )
-        return {**figures, "fits_rates": hv.Layout(rates).cols(4)}
+        return {**figures, "fits_rates": hv.Layout(rates).cols(RATE_COLUMNS)}
 
     def __panel__(self):
         self._redraw_rates()

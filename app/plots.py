@@ -13,6 +13,7 @@ MAX_DISPLAY = 300
 MAX_TICKS = 20  # named ticks per axis at most: more would overlap on a heatmap a few hundred pixels high
 NAMED_MIN_HEIGHT = 440  # a heatmap with names under it: room for the upright names and the cells
 HELDOUT_SHADE = "#303030"
+HEATMAP_TITLE_SIZE = "10pt"  # HoloViews' 12pt bold: a method's name and its fit's state ran past a heatmap
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
@@ -36,7 +37,11 @@ def display_slice(shape, max_display=MAX_DISPLAY):
 
 def scale_options(scale, clim, values=None):
     """HoloViews options of a colour ``scale``: "linear"; "log" (rates: values at or below the
-    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails)."""
+    lower limit show as its colour); "quantile" (histogram equalisation, for heavy tails).
+
+    The colour norm follows the scale alone, never the values: a live heatmap keeps the Bokeh colour
+    mapper of its first frame (a fit not started: all zeros), and HoloViews fails to update a linear
+    mapper with an equalised one's options (the run's updates stopped with it)."""
     if scale == "log":
         low, high = clim
         if low <= 0:
@@ -119,10 +124,12 @@ def count_image(
     scale="linear",
     labels=(None, None),
     heldout=None,
+    min_width=220,
 ):
     """One heatmap of a count (or rate) matrix of a release of ``kind``, rows down, hover values.
 
     ``labels``: ``(row_labels, col_labels)`` naming the axes (either None: numbered);
+    ``min_width``: the narrowest the plot gets, in pixels (a narrow window: its title must still fit);
     ``heldout``: a boolean array like ``Y`` whose True cells are shaded over the heatmap
     (then an overlay is returned). A tensor is drawn summed over its further modes (the
     months), a pair shaded when it is held out in every month.
@@ -150,6 +157,7 @@ def count_image(
     xlim = (float(cols[0]) - col_step / 2, float(cols[-1]) + col_step / 2) if len(cols) else None
     ylim = (float(rows[0]) - row_step / 2, float(rows[-1]) + row_step / 2) if len(rows) else None
     options = dict(
+        fontsize={"title": HEATMAP_TITLE_SIZE},
         xlim=xlim,
         ylim=ylim,
         cmap=cmap,
@@ -158,12 +166,13 @@ def count_image(
         invert_yaxis=True,
         responsive=True,
         min_height=260,
-        min_width=220,
+        min_width=min_width,
         toolbar="above",
         framewise=True,
         **scale_options(scale, clim, shown),
     )
-    image = image.opts(**{**options, **ticks})
+    fontsize = {**options["fontsize"], **ticks.get("fontsize", {})}
+    image = image.opts(**{**options, **ticks, "fontsize": fontsize})
     if heldout is None or not np.any(heldout):
         return image
     return (image * heldout_overlay(np.asarray(heldout)[::row_step, ::col_step], rows, cols, image.kdims)).relabel(

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, TapTool
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d, TapTool
 from bokeh.models.annotations import LabelSet
 from bokeh.plotting import figure
 
@@ -40,6 +40,7 @@ BAR_ROW_PIXELS = 18
 # Circle radii in the map's units (Jensen-Shannon distances, at most 1 apart): area proportional to the
 # topic's share of the tokens, on one scale for every method (LDAvis's convention).
 RADIUS_SCALE = 0.25
+NO_WORDS = " "  # the bars' one (blank) category while they show no words: an empty axis has no range
 
 
 def word_labels(vocab, n_words):
@@ -90,6 +91,24 @@ def map_frame(topic_map, highlighted):
     }
 
 
+def map_limits(frame, padding=0.1):
+    """``(x_limits, y_limits)`` of a map's circles (each circle whole), padded, of one span in both
+    directions (the map's distances read alike across and up)."""
+    x, y, radius = (np.asarray(frame[key], dtype=float) for key in ("x", "y", "radius"))
+    if x.size == 0:
+        return (-1.0, 1.0), (-1.0, 1.0)
+    lows, highs = np.array([(x - radius).min(), (y - radius).min()]), np.array([(x + radius).max(), (y + radius).max()])
+    half = max(float((highs - lows).max()), 1e-9) * (1 + 2 * padding) / 2
+    centre = (lows + highs) / 2
+    return (centre[0] - half, centre[0] + half), (centre[1] - half, centre[1] + half)
+
+
+def set_range(axis_range, limits):
+    """Set a Range1d to ``limits``, its reset (the reset tool's target) with it."""
+    start, end = (float(limit) for limit in limits)
+    axis_range.update(start=start, end=end, reset_start=start, reset_end=end)
+
+
 def bar_frame(topic_map, topic, labels, lambda_, n_words):
     """Columns of one topic's word bars, most relevant word first."""
     words = topic_map.top_words(topic, lambda_, n_words)
@@ -115,11 +134,15 @@ class MethodPanel:
         self.bar_source = ColumnDataSource(
             {key: [] for key in ("word", "word_index", "overall", "in_topic", "relevance")}
         )
+        # Ranges set from the data drawn (Range1d), never left to BokehJS: a data range over an empty
+        # source (a panel before its fit has topics) has no bounds, and every render of it warned
+        # "could not set initial ranges" in the console (108 per visit of the tab).
         self.map = figure(
             title=title,
             height=MAP_HEIGHT,
             sizing_mode="stretch_width",
-            match_aspect=True,
+            x_range=Range1d(-1, 1),
+            y_range=Range1d(-1, 1),
             tools="tap,pan,wheel_zoom,reset",
             toolbar_location="above",
             x_axis_label="PC1",
@@ -155,12 +178,12 @@ class MethodPanel:
             HoverTool(renderers=[circles], tooltips=[("topic", "@topic"), ("share of tokens", "@share{0.0}%")])
         )
         self.map.select_one(TapTool).renderers = [circles]
-        self.map.x_range.range_padding = self.map.y_range.range_padding = 0.1
         self.bars = figure(
             title="",
             height=MAP_HEIGHT,
             sizing_mode="stretch_width",
-            y_range=FactorRange(),
+            x_range=Range1d(0, 1),
+            y_range=FactorRange(factors=[NO_WORDS]),
             tools="",
             toolbar_location=None,
             x_axis_label="expected tokens",
@@ -200,18 +223,23 @@ class MethodPanel:
         )
 
     def show_map(self, topic_map, highlighted):
-        self.map_source.data = map_frame(topic_map, highlighted)
+        frame = map_frame(topic_map, highlighted)
+        x_limits, y_limits = map_limits(frame)
+        set_range(self.map.x_range, x_limits)
+        set_range(self.map.y_range, y_limits)
+        self.map_source.data = frame
 
     def show_bars(self, topic_map, topic, labels, lambda_, n_words):
         frame = bar_frame(topic_map, topic, labels, lambda_, n_words)
-        self.bars.y_range.factors = frame["word"][::-1]  # most relevant on top
+        set_range(self.bars.x_range, (0, 1.05 * max(float(np.max(frame["overall"], initial=0.0)), 1e-9)))
+        self.bars.y_range.factors = frame["word"][::-1] or [NO_WORDS]  # most relevant on top
         self.bars.height = max(MAP_HEIGHT, BAR_ROW_PIXELS * len(frame["word"]) + 90)
         self.bars.title.text = f"topic {topic + 1} ({100 * topic_map.sizes[topic]:.1f}% of tokens): top words"
         self.bar_source.data = frame
 
     def clear_bars(self):
         self.bar_source.data = {key: [] for key in self.bar_source.data}
-        self.bars.y_range.factors = []
+        self.bars.y_range.factors = [NO_WORDS]
         self.bars.title.text = "no matching topic"
 
     def clear_tap(self, keep=None):

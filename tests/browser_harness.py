@@ -161,11 +161,14 @@ PANEL_CDN_STYLES = re.compile(r"Failed to load resource: net::ERR_NAME_NOT_RESOL
 class Page:
     """One browser session on the dashboard, collecting console errors."""
 
-    def __init__(self, browser, url):
-        self.context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    def __init__(self, browser, url, viewport=None):
+        self.context = browser.new_context(viewport=viewport or {"width": 1500, "height": 1000})
         self.page = self.context.new_page()
         self.page.set_default_timeout(TIMEOUT_MS)
         self.errors = []
+        self.requests, self.console = [], []  # every URL asked for and every console message, from the start
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("console", lambda message: self.console.append((message.type, message.text)))
         self.page.on(
             "console",
             lambda message: self.errors.append(message.text)

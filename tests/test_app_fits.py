@@ -16,7 +16,7 @@ import panel as pn
 import pytest
 
 from app.datastore import DataStore
-from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, score_frame
+from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, follow_results, score_frame
 from app.fits_view import FitsView
 from app.runner import empty_trace
 from app.settings import Settings
@@ -257,6 +257,22 @@ def test_a_chain_error_is_shown_not_swallowed(fits):
     assert "sampler" in runner.error and "no-such-sampler" in runner.error
 
 
+def test_a_view_that_fails_to_redraw_stops_no_run(fits, caplog):
+    """A view follows the runners through a watcher of their status: its failure is logged, and every
+    runner's status and iteration still arrive (one failing heatmap left two chains reading "idle")."""
+
+    def broken_view(runner):
+        raise AttributeError("a view's redraw failed")
+
+    follow_results(fits, broken_view, 0.0)
+    fits.settings.param.update(n_iter=20, burn_in=5, thin=5)
+    with caplog.at_level("ERROR", logger="lpviz.app"):
+        fits.start()
+        drain_until(fits, lambda: all(r.status == "done" for r in fits.runners.values()))
+    assert all(r.iteration == 20 for r in fits.runners.values())
+    assert "failed to redraw" in caplog.text and "a view's redraw failed" in caplog.text
+
+
 def test_two_sessions_do_not_share_runs():
     first, second = make_fits(), make_fits()
     first.settings.param.update(n_iter=30, burn_in=10)
@@ -311,8 +327,8 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
 
     rendered = hv.render(rates.object, backend="bokeh")
     titles = sorted(plot.title.text for plot in rendered.select({"type": Plot}) if plot.title is not None)
-    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}: mean of 4 samples"] + [
-        f"{fits.runners[name].label}: not started" for name in ("private", "naive")
+    expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}\nmean of 4 samples"] + [
+        f"{fits.runners[name].label}\nnot started" for name in ("private", "naive")
     ]
     assert titles == sorted(expected)
     assert view.scores["method"].tolist() == [fits.runners["nonprivate"].label]

@@ -9,9 +9,11 @@ chromium driven by Playwright. Screenshots go to docs/screenshots/.
 import math
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
+from app.fits_view import RATE_MIN_WIDTH
 from app.presets import CLASS_SEED, PRESETS
 from app.settings import preset_values
 from tests.browser_harness import FIGURES, LABELS, N_METHODS, TIMEOUT_MS, Page
@@ -32,8 +34,94 @@ SHAPES = {
 }
 
 
+PHONE = {"width": 412, "height": 900}
+DESKTOP = {"width": 1500, "height": 1000}  # the harness's page
+MAIN_MIN_PHONE_PX = 360  # the main column at 412 px (beside the 340 px sidebar it was 72 px)
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+# Console warnings the served page may show, each allowed by name with its reason; every other
+# warning, and every error, fails the test.
+ALLOWED_WARNINGS = {
+    "GPU stall due to ReadPixels": "headless chromium's software WebGL reporting its own driver (Bokeh reads "
+    "pixels back for hit testing); the browser's message, not the page's",
+}
+MAIN_WIDTH = "() => document.getElementById('main').getBoundingClientRect().width"
+# Every heatmap drawn (a figure with an image) as laid out in the page: its title's lines, where the
+# title starts in its plot (the frame's left: the title's view's box), the widest line as the page
+# measures it in the title's own font (a canvas's measureText), and the plot's width (its canvas).
+HEATMAP_TITLES = """
+() => {
+  const views = [];
+  const walk = (view) => {
+    if (!view || views.includes(view)) return;
+    views.push(view);
+    for (const child of view.child_views || []) walk(child);
+    if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);  // a title's
+  };
+  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  const context = document.createElement("canvas").getContext("2d");
+  const titles = [];
+  for (const view of views) {
+    const model = view.model;
+    if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+    const images = (model.renderers || []).some(r => {
+      const source = r.data_source;
+      const data = source && (source.data instanceof Map ? Object.fromEntries(source.data) : source.data);
+      return data && data.image !== undefined;
+    });
+    if (!images || !model.title || !model.title.text) continue;
+    const title = model.title;
+    const titleView = views.find(v => v.model === title);
+    context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+    titles.push({
+      text: title.text,
+      start: titleView && titleView.bbox ? titleView.bbox.x + title.offset : null,
+      width: Math.max(...title.text.split("\\n").map(line => context.measureText(line).width)),
+      plot: view.bbox ? view.bbox.width : null,
+      model_width: model.outer_width,
+    });
+  }
+  return titles;
+}
+"""
+SIDEBAR_SHOWN = "() => document.getElementById('sidebar').classList.contains('show')"
+
+
+def outside_requests(page):
+    """The URLs the page asked for from anywhere but this machine (data: and blob: URLs never leave it)."""
+    urls = {url.split("?")[0] for url in page.requests}
+    return sorted(
+        url
+        for url in urls
+        if not url.startswith("data:") and urlparse(url.removeprefix("blob:")).hostname not in LOOPBACK
+    )
+
+
+def console_problems(page):
+    """Console errors, and warnings not allowed by name in ALLOWED_WARNINGS."""
+    return [
+        f"{kind}: {text}"
+        for kind, text in page.console
+        if kind == "error" or (kind == "warning" and not any(name in text for name in ALLOWED_WARNINGS))
+    ]
+
+
 def choose_preset(page, name):
+    """Choose a preset in the sidebar; at phone width, where the sidebar is folded, open it with the
+    header's toggle first and fold it again after."""
+    folded = not page.evaluate(SIDEBAR_SHOWN)
+    if folded:
+        toggle_sidebar(page, shown=True)
     page.page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=name)
+    if folded:
+        toggle_sidebar(page, shown=False)
+
+
+def toggle_sidebar(page, *, shown):
+    page.page.locator("#sidebar-toggle").click()
+    state = "" if shown else "!"
+    page.wait_until(
+        f"() => {state}({SIDEBAR_SHOWN})() && !document.getElementById('sidebar').classList.contains('collapsing')"
+    )
 
 
 def expected_heatmaps(name):
@@ -41,7 +129,7 @@ def expected_heatmaps(name):
     steps = [max(1, math.ceil(n / MAX_DISPLAY)) for n in (rows, cols)]
     shown = [math.ceil(n / step) for n, step in zip((rows, cols), steps, strict=True)]
     vi = PRESETS[name].settings["inference"] == "vi"
-    titles = [f"truth (true {truth})", *(f"{LABELS[m]}{', VI' if vi else ''}: not started" for m in LABELS)]
+    titles = [f"truth (true {truth})", *(f"{LABELS[m]}{', VI' if vi else ''}\nnot started" for m in LABELS)]
     return titles, shown[0] * shown[1], cols, steps[1]
 
 
@@ -62,6 +150,25 @@ def heatmaps_ok(page, name):
         figures = [f for f in page.evaluate(FIGURES) if f["images"]]
         pytest.fail(f"{name}: expected {titles} of {size} cells over {cols} columns; the page shows {figures}")
     return [f for f in page.evaluate(FIGURES) if f["images"]]
+
+
+def heatmap_titles_fit(page, count=1 + N_METHODS):
+    """Wait until the page has laid out ``count`` heatmaps and every title's widest line, from where
+    it starts, ends inside its plot (a title past the plot's edge is cut off); fail saying which do not."""
+    script = """([script, count]) => {
+      const titles = eval(script)();
+      return titles.length === count && titles.every(t => t.start !== null && t.plot === t.model_width
+        && t.start >= 0 && t.start + t.width <= t.plot);
+    }"""
+    try:
+        page.wait_until(script, [HEATMAP_TITLES, count])
+    except Exception:
+        titles = page.evaluate(HEATMAP_TITLES)
+        cut = [t for t in titles if t["start"] is None or t["start"] + t["width"] > t["plot"]]
+        pytest.fail(f"expected {count} heatmaps, each title inside its plot; cut off: {cut}; all: {titles}")
+    titles = page.evaluate(HEATMAP_TITLES)
+    assert all(t["width"] > 50 for t in titles)  # measured text, not an empty font
+    return titles
 
 
 def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_and_phone_width(
@@ -86,18 +193,20 @@ def test_heatmap_titles_and_axes_follow_ten_preset_and_data_switches_at_desktop_
             "Figure 3 (small alpha0)",
         ]
         for i, name in enumerate(walk):
-            if i == len(walk) - 3:  # the last three at phone width
-                page.page.set_viewport_size({"width": 412, "height": 900})
+            if i == len(walk) - 3:  # the last three at phone width: the sidebar folds away, the tabs get the width
+                page.page.set_viewport_size(PHONE)
+                page.wait_until(f"() => !({SIDEBAR_SHOWN})() && ({MAIN_WIDTH})() >= {MAIN_MIN_PHONE_PX}")
             choose_preset(page, name)
             figures = heatmaps_ok(page, name)
             assert len({f["title"] for f in figures}) == 1 + N_METHODS
+            heatmap_titles_fit(page)  # the method's name and its fit's state, at desktop and phone width
             # the settings in force are the preset's (shown in the sidebar's data line)
             rows, cols, _ = SHAPES[name]
-            page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for()
+            page.page.get_by_text(re.compile(rf"{rows:,} x {cols:,}")).first.wait_for(state="attached")
         values = preset_values("Figure 3 (small alpha0)")
-        page.page.get_by_text(f"Class seed {CLASS_SEED}").first.wait_for()
+        page.page.get_by_text(f"Class seed {CLASS_SEED}").first.wait_for(state="attached")
         assert values["noise_seed"] == CLASS_SEED
-        # (the phone layout itself is not fixed: the main column is narrow beside the sidebar)
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX and not page.evaluate(SIDEBAR_SHOWN)
         page.page.screenshot(path=str(SCREENSHOTS / "phone-412px.png"), full_page=False)
         assert page.errors == []
     finally:
@@ -121,6 +230,17 @@ def test_a_preset_claim_is_checked_on_screen_with_health_and_baselines(browser, 
         health = page.page.locator("table.scoreboard tbody tr td:nth-child(2)").all_inner_texts()
         assert health == ["healthy"] * N_METHODS
         page.page.screenshot(path=str(SCREENSHOTS / "claim-held.png"), full_page=True)
+        # the titles after the run (each method's name and its fit's state) fit their heatmaps, also at
+        # phone width, where each heatmap is its narrowest
+        methods = [t["text"] for t in heatmap_titles_fit(page) if "\n" in t["text"]]  # each method's
+        assert len(methods) == N_METHODS and all(", VI\n" in t and "not started" not in t for t in methods), methods
+        page.page.set_viewport_size(PHONE)
+        narrow = f"Math.max(({MAIN_WIDTH})(), {RATE_MIN_WIDTH})"
+        page.wait_until(f"() => ({HEATMAP_TITLES})().every(t => t.plot <= {narrow})")
+        heatmap_titles_fit(page)
+        page.page.set_viewport_size(DESKTOP)
+        if not page.evaluate(SIDEBAR_SHOWN):
+            toggle_sidebar(page, shown=True)
         # a new noise draw: the same preset, another release, and the page says so
         page.click("New noise draw")
         page.page.get_by_text("A new noise draw").first.wait_for()
@@ -187,5 +307,52 @@ def test_the_opening_page_and_the_own_data_help(browser, server):
         assert download.value.suggested_filename == "example_edges.csv"
         page.page.screenshot(path=str(SCREENSHOTS / "own-data-help.png"), full_page=False)
         assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_at_phone_width_the_page_opens_with_the_sidebar_folded_and_the_main_column_usable(browser, server):
+    page = Page(browser, server.url, viewport=PHONE)
+    try:
+        page.wait_until(f"() => !({SIDEBAR_SHOWN})()")
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX
+        heatmap = page.page.locator(".bk-Figure").first.bounding_box()
+        assert heatmap is not None and heatmap["width"] >= MAIN_MIN_PHONE_PX / 2  # the plots have room
+        # the header's toggle opens the sidebar over the main column: Run the fits is one tap away
+        toggle_sidebar(page, shown=True)
+        page.page.get_by_role("button", name="Run the fits").wait_for(state="visible")
+        assert page.evaluate(MAIN_WIDTH) >= MAIN_MIN_PHONE_PX  # drawn over it, not squeezing it
+        toggle_sidebar(page, shown=False)
+        assert console_problems(page) == [] and outside_requests(page) == []
+    finally:
+        page.close()
+
+
+def test_the_served_page_fetches_nothing_from_outside_and_logs_no_warnings(browser, server):
+    """Every request and console message from the page's first byte: a run of the fits, every tab
+    (the Topic map twice: its empty maps once warned 108 times a visit) and a network preset."""
+    page = Page(browser, server.url)
+    try:
+        page.page.get_by_text("Fit settings").first.click()
+        page.fill("N iter", 2000)  # short chains (after a burn-in of 1,000): this test is about the page
+        page.tab("Fits")
+        page.page.get_by_text("/ 2,000").first.wait_for()
+        page.click("Run the fits")
+        for tab in ("Fits", "Topics", "Topic map", "Blocks", "Tensor", "Bessel", "Privacy", "Central vs local"):
+            page.tab(tab)
+            page.page.wait_for_timeout(1500)
+        page.tab("Fits")
+        page.statuses("done")
+        page.tab("Topic map")
+        page.wait_until(f"() => ({FIGURES})().some(f => f.title.endsWith('top words'))")  # the maps drawn
+        choose_preset(page, "Figure 5")
+        page.tab("Blocks")
+        page.page.get_by_text("held-out cells").first.wait_for()
+        for tab in ("Epsilon sweep", "Export", "Data & noise"):
+            page.tab(tab)
+            page.page.wait_for_timeout(1500)
+        assert outside_requests(page) == [], "fetched from outside this machine"
+        assert console_problems(page) == []
+        assert len(page.requests) > 10  # the recording saw the page load itself
     finally:
         page.close()
