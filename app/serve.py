@@ -136,8 +136,8 @@ def parse_args(argv=None):
         type=int,
         default=None,
         metavar="N",
-        help="chains of all sessions running at once in this process (default: the cores less one, at "
-        "least one: the event loop keeps a core for the pages; chains take turns, see Turnstile)",
+        help="chains of all sessions running at once in this process (default: $LPVIZ_CHAIN_THREADS, else the "
+        "cores less one, at least one: the event loop keeps a core for the pages; chains take turns)",
     )
     parser.add_argument(
         "--unused-session-lifetime",
@@ -155,10 +155,11 @@ def parse_args(argv=None):
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
-    if args.chain_threads is None:
+    if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores less one
+        from lpviz._env import env_count
         from lpviz._parallel import n_threads
 
-        args.chain_threads = max(1, n_threads() - 1)
+        args.chain_threads = env_count(CHAIN_THREADS_ENV, max(1, n_threads() - 1))
     if args.chain_threads < 1:
         parser.error(f"--chain-threads needs at least one thread, got {args.chain_threads}")
     if args.sessions is not None and args.sessions < 1:

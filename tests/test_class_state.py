@@ -227,6 +227,9 @@ def test_served_chains_leave_the_event_loop_a_core(monkeypatch):
     assert parse_args(["--chain-threads", "3"]).chain_threads == 3
     with pytest.raises(SystemExit):
         parse_args(["--chain-threads", "0"])
+    monkeypatch.setenv("LPVIZ_CHAIN_THREADS", "2")
+    assert parse_args([]).chain_threads == 2  # the environment's, when the flag is not given
+    monkeypatch.delenv("LPVIZ_CHAIN_THREADS")
     monkeypatch.setattr(runner_module, "_TURNSTILE", [])  # this process's turnstile, made afresh
     monkeypatch.setenv(runner_module.CHAIN_THREADS_ENV, "1")
     assert runner_module.turnstile().places == 1
