@@ -34,10 +34,13 @@
 - Chains: in the server's threads (without ``--scheduler``), sharing its
   cores fairly between sessions (:class:`app.runner.Turnstile`; on a Dask
   worker, its threads): at most ``--chain-threads`` at once (default the
-  cores less one), so the event loop that serves every page keeps a core
-  (a class of 4 on 2 cores: loop lag p50 263 ms with one chain thread, 505 ms
-  with two, for the same chain progress); the redraws of running sessions share the event
-  loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
+  cores). Measured on 2 quiet cores (``bench_class.py``): with one chain
+  thread a class of 4 had loop lag p50/p95 3/330 ms in the steady window, but
+  a class of 12 only 1-3 it/s per session (fairness 0.28); with two, a class
+  of 12 ran 3-6 it/s per session (fairness 0.47, lag p50/p95 38/2727 ms). The
+  server is bound by Python's GIL at about one core either way; a class
+  scales with ``--scheduler`` (chains on Dask workers). The redraws of
+  running sessions share the event loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
 - A class (``benchmarks/bench_class.py``; 2 cores shared with other work):
   the chains of 4-12 students progress fairly, but the event loop is the
   limit: building one session's page costs seconds of it (Panel and
@@ -137,7 +140,8 @@ def parse_args(argv=None):
         default=None,
         metavar="N",
         help="chains of all sessions running at once in this process (default: $LPVIZ_CHAIN_THREADS, else the "
-        "cores less one, at least one: the event loop keeps a core for the pages; chains take turns)",
+        "cores; chains take turns, see Turnstile). Fewer leave the event loop more of the GIL: a class of 4 "
+        "lags less, a class of 12 progresses slower and less fairly (see benchmarks/bench_class.py)",
     )
     parser.add_argument(
         "--unused-session-lifetime",
@@ -155,11 +159,11 @@ def parse_args(argv=None):
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
-    if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores less one
+    if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores
         from lpviz._env import env_count
         from lpviz._parallel import n_threads
 
-        args.chain_threads = env_count(CHAIN_THREADS_ENV, max(1, n_threads() - 1))
+        args.chain_threads = env_count(CHAIN_THREADS_ENV, n_threads())
     if args.chain_threads < 1:
         parser.error(f"--chain-threads needs at least one thread, got {args.chain_threads}")
     if args.sessions is not None and args.sessions < 1:
