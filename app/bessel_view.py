@@ -5,6 +5,10 @@ Pick ``nu`` and ``a`` and see the pmf with its mean and mode marked; a map of
 variational fit replace the Bessel variable by its mode; and, when a chain
 whose method draws Bessel variables runs, a histogram of the draws of its last
 sweep (a copy its worker made for the snapshot, never the sampler's own array).
+Without such a chain (the default private sampler is the collapsed one, which
+has no Bessel variables) the histogram shows the Bessel law on the session's
+release: the draws a Bessel sampler's sweep makes at the current rates
+(:func:`release_draws`), so the tab never shows an empty plot.
 """
 
 import holoviews as hv
@@ -20,6 +24,8 @@ from lpviz import bessel
 _PMF_FLOOR = 1e-6
 # The chain-draws histogram redraws at most this often while a chain runs.
 DRAWS_SECONDS = 1.0
+# Cells of a release drawn for the histogram without a Bessel chain (a random subset beyond it).
+RELEASE_DRAWS_MAX_CELLS = 20_000
 
 
 def pmf_support(nu, a):
@@ -48,6 +54,30 @@ def draws_histogram(draws, max_bins=60):
     edges = np.arange(0, top + width + 1, width) - 0.5
     counts, edges = np.histogram(draws, bins=edges)
     return edges, counts
+
+
+def release_draws(release, rates, max_cells=RELEASE_DRAWS_MAX_CELLS, seed=0):
+    """One Bessel draw per observed cell of ``release`` (at most ``max_cells``, a random subset),
+    as the Bessel sampler makes them at the rates ``rates`` (the release's shape): ``m ~
+    Bessel(|noised count|, 2 sqrt((lambda+ + mu) lambda-))`` with ``lambda+``, ``lambda-`` drawn
+    from their exponential prior of mean alpha / (1 - alpha) (each row's alpha), as in the sampler's
+    first sweep. Seeded by ``seed``: the same release and rates give the same picture."""
+    counts = np.asarray(release.Y_obs)
+    rates = np.asarray(rates, dtype=float)
+    if rates.shape != counts.shape:
+        raise ValueError(f"rates of shape {rates.shape} do not fit the release's {counts.shape}")
+    rng = np.random.default_rng(seed)
+    cells = np.flatnonzero(release.observed_cells)
+    if cells.size > max_cells:
+        cells = np.sort(rng.choice(cells, size=max_cells, replace=False))
+    row = np.unravel_index(cells, counts.shape)[0]
+    alpha = release.alpha_per_row[row]
+    prior_mean = alpha / (1.0 - alpha)
+    lambda_plus = rng.exponential(1.0, cells.size) * prior_mean
+    lambda_minus = rng.exponential(1.0, cells.size) * prior_mean
+    mu = np.maximum(rates.ravel()[cells], 0.0)
+    nu = np.abs(counts.ravel()[cells]).astype(float)
+    return bessel.sample(nu, 2.0 * np.sqrt((lambda_plus + mu) * lambda_minus), random_state=rng)
 
 
 class BesselView(pn.viewable.Viewer):
@@ -85,8 +115,10 @@ class BesselView(pn.viewable.Viewer):
         super().__init__(**params)
         self._draws_pipe = hv.streams.Pipe(data=(np.array([0.0, 1.0]), np.zeros(1)))
         self._draws_note = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self._draws_title = "Bessel draws of the chain's last sweep"
         if self.fits is not None:
             follow_results(self.fits, lambda runner: self.refresh_draws(), DRAWS_SECONDS)
+            self.fits.data.param.watch(lambda *_: self.refresh_draws(), ["release"])
         self.refresh_draws()
 
     # -- numbers the plots show (tested against lpviz.bessel) -----------------
@@ -123,6 +155,46 @@ class BesselView(pn.viewable.Viewer):
         """The Bessel draws of that chain's last snapshot sweep, or None."""
         runner = self.draws_runner()
         return None if runner is None else runner.result["bessel_draws"]
+
+    def release_rates(self):
+        """``(rates, words)``: the rates the Bessel law is shown at without a Bessel chain, and what
+        they are. A chosen chain's current rates when one has them (the private one first), else
+        the release truncated at 0 (the naive guess of the rates before any fit)."""
+        release = self.fits.data.release
+        runners = sorted(self.fits.active.values(), key=lambda runner: runner.method != "private")
+        for runner in runners:
+            mu = (runner.result or {}).get("mu")
+            if mu is not None and np.shape(mu) == release.shape:
+                return mu, f"the chain {runner.label} at iteration {runner.result['iteration']:,}"
+        return np.maximum(np.asarray(release.Y_obs), 0), "the release truncated at 0 (no fit has run yet)"
+
+    def shown_draws(self):
+        """``(draws, words)`` the histogram shows: the Bessel chain's last sweep, else
+        :func:`release_draws` on the session's release; ``(None, why)`` without a release."""
+        draws = self.chain_draws() if self.show_chain_draws else None
+        if draws is not None and draws.size:
+            runner = self.draws_runner()
+            return draws, (
+                f"{runner.label}, iteration {runner.result['iteration']}: {draws.size:,} draws, mean "
+                f"{draws.mean():.2f}, max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros."
+            )
+        release = None if self.fits is None else self.fits.data.release
+        if release is None:
+            return None, "*The Bessel draws appear once the data are built.*"
+        rates, rates_words = self.release_rates()
+        draws = release_draws(release, rates)
+        sampler = getattr(self.fits.settings.method_options, "sampler", None)
+        why = (
+            f"The private method runs the {sampler} sampler, which draws the true counts directly and has no "
+            "Bessel variables (choose Sampler = bessel in the fit controls and start the fits to see a chain's own)"
+            if sampler is not None and sampler != "bessel"
+            else "No chain draws Bessel variables yet (start the fits to see the private chain's own)"
+        )
+        return draws, (
+            f"*{why}.* Here: the Bessel law on this release, one draw per observed cell ({draws.size:,}) as a "
+            f"Bessel sampler's sweep makes it at the rates of {rates_words}, with lambda+ and lambda- from "
+            f"their prior: mean {draws.mean():.2f}, max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros."
+        )
 
     # -- plots -----------------------------------------------------------------
     @param.depends("nu", "a")
@@ -188,39 +260,25 @@ class BesselView(pn.viewable.Viewer):
             tools=["hover"],
             responsive=True,
             min_height=250,
-            title="Bessel draws of the chain's last sweep",
+            title=self._draws_title,
         )
 
     # -- chain draws -----------------------------------------------------------
     def refresh_draws(self):
-        """Push the current draws into the histogram."""
-        draws = self.chain_draws() if self.show_chain_draws else None
-        if draws is None or draws.size == 0:
-            sampler = getattr(self.fits.settings.method_options, "sampler", None) if self.fits is not None else None
-            if sampler is not None and sampler != "bessel":
-                # the collapsed sampler draws the true counts directly: there are no Bessel variables
-                self._draws_note.object = (
-                    f"*The private method runs the {sampler} sampler, which has no Bessel "
-                    "variables: choose Sampler = bessel in the fit controls and start the "
-                    "fits to see the draws the Bessel sampler makes.*"
-                )
-            else:
-                self._draws_note.object = (
-                    "*Start the fits (Fits tab) to see the Bessel draws the private "
-                    "sampler makes, one per observed cell per sweep.*"
-                )
-            self._draws_pipe.send((np.array([0.0, 1.0]), np.zeros(1)))
-            return
-        runner = self.draws_runner()
-        self._draws_note.object = (
-            f"{runner.label}, iteration {runner.result['iteration']}: {draws.size:,} draws, mean {draws.mean():.2f}, "
-            f"max {int(draws.max())}, {np.mean(draws == 0):.0%} zeros."
-        )
-        self._draws_pipe.send(draws_histogram(draws))
+        """Push the draws :meth:`shown_draws` gives into the histogram (an empty one without data)."""
+        draws, words = self.shown_draws() if self.fits is not None else (None, "")
+        self._draws_note.object = words
+        chain = draws is not None and self.draws_runner() is not None and self.show_chain_draws
+        self._draws_title = "Bessel draws of the chain's last sweep" if chain else "Bessel draws on this release"
+        self._draws_pipe.send(draws_histogram(draws) if draws is not None else (np.array([0.0, 1.0]), np.zeros(1)))
 
     @param.depends("show_chain_draws", watch=True)
     def _on_toggle_draws(self):
         self.refresh_draws()
+
+    def draws_figure(self):
+        """The Bessel-draws histogram as it is now (a static HoloViews object)."""
+        return self.draws_plot(self._draws_pipe.data)
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""

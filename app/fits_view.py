@@ -1,8 +1,8 @@
 """Run the chains and watch them: controls, progress, scores, live traces and rates.
 
-The traces are ``hv.DynamicMap`` curves over each runner's bounded
-``hv.streams.Buffer``, so new rows are streamed to the browser (Bokeh
-``ColumnDataSource.stream``) rather than the plot being redrawn. The score
+The traces are Bokeh lines over each runner's bounded ``hv.streams.Buffer``
+(:mod:`app.live_traces`): new rows are streamed to the browser
+(``ColumnDataSource.stream``) rather than the plot being redrawn. The score
 table is each runner's :func:`lpviz.metrics.score` of its posterior (the
 numbers the Topics and Blocks tabs and the CLI show), drawn as a scoreboard with
 the best value of each score column marked. The rate heatmaps are
@@ -19,42 +19,9 @@ import panel as pn
 import param
 
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
+from app.live_traces import LiveTraces
 from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
 from app.throttle import VIEW_SECONDS
-
-
-def trace_curve(runner, column, *, line_dash="solid"):
-    """A live curve of one trace column of one runner."""
-    # Styled once; each redraw clones it around the buffer's data (keeping its
-    # options), which costs half of building and styling a new curve per drain.
-    styled = hv.Curve(runner.buffer.data, "iteration", column, label=runner.label).opts(
-        color=runner.color, line_width=1.5, line_dash=line_dash, tools=["hover"]
-    )
-    name = f"trace_{runner.method}"  # the buffer's renamed data
-
-    def curve(**contents):
-        return styled.clone(contents[name])
-
-    return hv.DynamicMap(curve, streams=[runner.buffer])
-
-
-def overlay(curves, *, title, ylabel, legend):
-    """The live curves in one plot (one curve alone is a plot too: it has no legend to place)."""
-    from bokeh.models import NumeralTickFormatter
-
-    # plain numbers with thousands separators ("-250,000"), not Bokeh's "-2.500e+5" for large ones
-    options = dict(
-        title=title,
-        ylabel=ylabel,
-        responsive=True,
-        height=300,
-        show_legend=True,
-        yformatter=NumeralTickFormatter(format="0,0.[000]"),
-    )
-    if len(curves) > 1:
-        options["legend_position"] = legend
-    return hv.Overlay(curves).collate().opts(**options)
-
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
 SCOREBOARD_KEYS = (
@@ -220,6 +187,7 @@ class FitsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._rate_pipes = {}
+        self._live_traces = []  # the trace plots shown (app.live_traces), detached when replaced
         # hidden (another tab shown), the traces' rows, the rate heatmaps and the scoreboard wait
         # until shown; the session's drain asks the same whether the trace plots are shown
         self.on_screen = self.fits.traces_on_screen
@@ -367,25 +335,20 @@ class FitsView(pn.viewable.Viewer):
 
     # ---- traces ---------------------------------------------------------------------
     def trace_plots(self):
-        """``(MAE overlay, log-joint overlay, key text)`` of the active runners, or None without data."""
+        """``(MAE plot, log-joint plot, key text)`` of the active runners (:class:`LiveTraces`; no MAE
+        plot without true counts), or None without data."""
         data = self.fits.data
         if data.release is None:
             return None
         runners = list(self.fits.active.values())
-        if data.settings.inference == "vi":  # a CAVI fit has no sample to score: its objective instead
-            joint_plot = overlay(
-                [trace_curve(runner, "elbo") for runner in runners],
-                title="ELBO (each method's own model)",
-                ylabel="ELBO",
-                legend="bottom_right",
-            )
-        else:
-            joint_plot = overlay(
-                [trace_curve(runner, "log_joint") for runner in runners],
-                title="Log joint (each method's own model)",
-                ylabel="log joint",
-                legend="bottom_right",
-            )
+        column, title, ylabel = (
+            ("elbo", "ELBO (each method's own model)", "ELBO")  # a CAVI fit has no sample to score
+            if data.settings.inference == "vi"
+            else ("log_joint", "Log joint (each method's own model)", "log joint")
+        )
+        joint_plot = LiveTraces(
+            [(runner, column, "solid") for runner in runners], title=title, ylabel=ylabel, legend="bottom_right"
+        )
         if data.truth is None:
             return (
                 None,
@@ -397,14 +360,14 @@ class FitsView(pn.viewable.Viewer):
             )
         key = mae_key(data.truth)
         held_out = data.release.heldout_cells is not None
-        curves = []
+        lines = []
         for runner in runners:
-            curves.append(trace_curve(runner, key))
-            curves.append(trace_curve(runner, f"mean_{key}", line_dash="dashed"))
+            lines.append((runner, key, "solid"))
+            lines.append((runner, f"mean_{key}", "dashed"))
             if held_out:  # no held-out curve without held-out cells
-                curves.append(trace_curve(runner, f"mean_heldout_{key}", line_dash="dotted"))
+                lines.append((runner, f"mean_heldout_{key}", "dotted"))
         reference = "true rates" if key == "rate_mae" else "true counts"
-        mae_plot = overlay(curves, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
+        mae_plot = LiveTraces(lines, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
         text = "Solid: the current sample. Dashed: the posterior mean over the saved samples" + (
             ". Dotted: the posterior mean on the held-out cells." if held_out else "."
         )
@@ -417,13 +380,17 @@ class FitsView(pn.viewable.Viewer):
 
     @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference")
     def traces(self):
+        for plot in self._live_traces:
+            plot.detach()  # the plots replaced stop following the buffers
+        self._live_traces = []
         plots = self.trace_plots()
         if plots is None:
             return pn.pane.Markdown("No data yet.")
         mae_plot, joint_plot, text = plots
-        panes = [pn.pane.HoloViews(joint_plot, sizing_mode="stretch_width", name="joint-trace")]
+        self._live_traces = [plot for plot in (mae_plot, joint_plot) if plot is not None]
+        panes = [pn.pane.Bokeh(joint_plot.figure, sizing_mode="stretch_width", name="joint-trace")]
         if mae_plot is not None:
-            panes.insert(0, pn.pane.HoloViews(mae_plot, sizing_mode="stretch_width", name="mae-trace"))
+            panes.insert(0, pn.pane.Bokeh(mae_plot.figure, sizing_mode="stretch_width", name="mae-trace"))
         return pn.Column(
             pn.Row(*panes, sizing_mode="stretch_width"),
             pn.pane.Markdown(text, margin=(0, 10)),

@@ -224,14 +224,20 @@ _TURNSTILE: list[Turnstile] = []
 _TURNSTILE_LOCK = threading.Lock()
 
 
+# Chains running at once in a served process (app.serve's --chain-threads): the cores less one there.
+CHAIN_THREADS_ENV = "LPVIZ_CHAIN_THREADS"
+
+
 def turnstile(places=None):
     """This process's :class:`Turnstile` (made on first use, with ``places`` places: default
-    ``lpviz._parallel.n_threads()``; a Dask worker's chains use its thread count)."""
+    ``$LPVIZ_CHAIN_THREADS``, else ``lpviz._parallel.n_threads()``; a Dask worker's chains use its
+    thread count)."""
     with _TURNSTILE_LOCK:
         if not _TURNSTILE:
+            from lpviz._env import env_count
             from lpviz._parallel import n_threads
 
-            _TURNSTILE.append(Turnstile(places or n_threads()))
+            _TURNSTILE.append(Turnstile(places or env_count(CHAIN_THREADS_ENV, n_threads())))
         return _TURNSTILE[0]
 
 

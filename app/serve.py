@@ -33,7 +33,10 @@
   released when it is discarded (:meth:`app.fits.Fits.close`).
 - Chains: in the server's threads (without ``--scheduler``), sharing its
   cores fairly between sessions (:class:`app.runner.Turnstile`; on a Dask
-  worker, its threads); the redraws of running sessions share the event
+  worker, its threads): at most ``--chain-threads`` at once (default the
+  cores less one), so the event loop that serves every page keeps a core
+  (a class of 4 on 2 cores: loop lag p50 263 ms with one chain thread, 505 ms
+  with two, for the same chain progress); the redraws of running sessions share the event
   loop (:data:`app.fits.REDRAW_LOOP_SHARE`).
 - A class (``benchmarks/bench_class.py``; 2 cores shared with other work):
   the chains of 4-12 students progress fairly, but the event loop is the
@@ -67,6 +70,7 @@ import time
 from pathlib import Path
 
 from app.remote import CHAINS_ENV, CHAINS_PLACES
+from app.runner import CHAIN_THREADS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = ("127.0.0.1", "localhost", "::1")
@@ -128,6 +132,14 @@ def parse_args(argv=None):
         "is given) or 'server' (threads of this process; the default without --scheduler)",
     )
     parser.add_argument(
+        "--chain-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="chains of all sessions running at once in this process (default: the cores less one, at "
+        "least one: the event loop keeps a core for the pages; chains take turns, see Turnstile)",
+    )
+    parser.add_argument(
         "--unused-session-lifetime",
         type=int,
         default=15_000,
@@ -143,6 +155,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
+    if args.chain_threads is None:
+        from lpviz._parallel import n_threads
+
+        args.chain_threads = max(1, n_threads() - 1)
+    if args.chain_threads < 1:
+        parser.error(f"--chain-threads needs at least one thread, got {args.chain_threads}")
     if args.sessions is not None and args.sessions < 1:
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
     if args.unused_session_lifetime < 1:
@@ -170,6 +188,7 @@ def main(argv=None):
     if args.scheduler:
         os.environ["LPVIZ_SCHEDULER"] = args.scheduler
     os.environ[CHAINS_ENV] = args.chains
+    os.environ[CHAIN_THREADS_ENV] = str(args.chain_threads)
     if args.chains == "cluster":
         from app.remote import connect
 

@@ -1,15 +1,18 @@
 """An epsilon sweep: MAE (held-out MAE, NPMI) against epsilon / N, one line per method.
 
-Run builds a grid of short fits of the session's data set with
+Run builds a grid of fits of the session's data set with
 :func:`lpviz.reproduce.sweep.sweep_tasks` (the session's sizes, model,
-methods, held-out cells and seeds; only the noise level varies) and runs it
+methods, held-out cells and seeds; only the noise level varies, each level
+noised ``n_draws`` times: the curve is the mean over the draws, the band
+their range) and runs it
 with :class:`~lpviz.reproduce.sweep.SweepRun` on the runner of ``lpviz
 reproduce``: on the server's Dask cluster (``python -m app.serve
 --scheduler``) or on the local worker processes the server shares between
 sessions; never on the event loop. Points are drained from the run's queue
 every 200 ms on the event loop and drawn as they come; Cancel stops the run
 (no fit starts afterwards; the ones running are discarded). Every number is
-the fit's :func:`lpviz.metrics.score`.
+the fit's :func:`lpviz.metrics.score`; :meth:`SweepView.verdict` checks a
+:class:`~app.presets.Claim` at every epsilon / N of the finished sweep.
 """
 
 import io
@@ -24,6 +27,7 @@ import param
 
 from app.datastore import served
 from app.fits import Fits
+from app.presets import Verdict, check
 from app.throttle import Periodic
 
 DRAIN_PERIOD_MS = 200
@@ -55,13 +59,21 @@ class SweepView(pn.viewable.Viewer):
     ratios = param.String(
         default="",
         label="epsilon / N values",
-        doc="the noise levels of the sweep, separated by commas (default: 6 around the session's)",
+        doc="the noise levels of the sweep, separated by commas (default: 3 around the session's)",
     )
+    # n_iter and n_draws start at lpviz.reproduce.sweep's DEFAULT_ITERATIONS and DEFAULT_DRAWS (set in
+    # __init__: importing lpviz.reproduce with the app would slow every server's start)
     n_iter = param.Integer(
-        default=300,
+        default=10_000,
         bounds=(10, 100_000),
         label="Iterations per fit",
-        doc="iterations of each short fit (the first half burn-in)",
+        doc="iterations of each fit (the first quarter burn-in)",
+    )
+    n_draws = param.Integer(
+        default=3,
+        bounds=(1, 20),
+        label="Noise draws per point",
+        doc="noise draws fitted at each epsilon / N: the curve is their mean, the band their range",
     )
     state: param.Selector = param.Selector(default="idle", objects=list(STATES))
     progress = param.String(default="")
@@ -70,7 +82,9 @@ class SweepView(pn.viewable.Viewer):
     def __init__(self, scheduler=None, **params):
         """``scheduler``: where the grid runs (as :func:`lpviz.reproduce.grid.run_tasks` takes it);
         default the server's (:func:`lpviz.reproduce.sweep.default_scheduler`)."""
-        super().__init__(**params)
+        from lpviz.reproduce.sweep import DEFAULT_DRAWS, DEFAULT_ITERATIONS
+
+        super().__init__(**{"n_iter": DEFAULT_ITERATIONS, "n_draws": DEFAULT_DRAWS, **params})
         self.scheduler = scheduler
         self._run = None
         self._grid = []
@@ -111,7 +125,7 @@ class SweepView(pn.viewable.Viewer):
             self._ratios_typed = True
 
     def _follow_noise_level(self, *_):
-        """Until values are typed, the grid follows the session's epsilon / N (6 values around it)."""
+        """Until values are typed, the grid follows the session's epsilon / N (3 values around it)."""
         from lpviz.reproduce.sweep import default_ratios
 
         if self._ratios_typed:
@@ -166,6 +180,7 @@ class SweepView(pn.viewable.Viewer):
             n_iter=self.n_iter,
             chain_seed=settings.chain_seed,
             method_options={m: settings.options_for(registry.get(m)) for m in methods},
+            n_draws=self.n_draws,
         )
 
     # ---- control (event loop) -----------------------------------------------------------
@@ -192,7 +207,7 @@ class SweepView(pn.viewable.Viewer):
         self.param.update(
             points=self._frame(),
             state="starting",
-            progress=f"Starting {len(tasks)} fits of {self.n_iter:,} iterations ...",
+            progress=f"Starting {len(tasks)} fits of {self.n_iter:,} iterations ({self._draws_words()}) ...",
         )
         self._draining.start()
 
@@ -250,6 +265,60 @@ class SweepView(pn.viewable.Viewer):
 
         return sweep_frame(self._rows)
 
+    def _draws_words(self):
+        return "one noise draw per point" if self.n_draws == 1 else f"{self.n_draws} noise draws per point"
+
+    # ---- what the sweep shows, checked ------------------------------------------------------
+    def curves(self):
+        """The finished points' curves (:func:`lpviz.reproduce.sweep.sweep_curves`): per method and
+        epsilon / N the mean over the noise draws, their range and health."""
+        from lpviz.reproduce.sweep import sweep_curves
+
+        return sweep_curves(self.points if self.points is not None else self._frame())
+
+    def verdict(self, claim):
+        """The :class:`~app.presets.Verdict` of ``claim`` at every epsilon / N of the finished sweep:
+        each level's mean scores over its draws checked with :func:`app.presets.check` (a level
+        with a flagged draw is a flagged fit: never counted). None while the sweep has not ended."""
+        from lpviz.metrics import SCORE_LABELS
+        from lpviz.reproduce.sweep import BASELINE_COLUMNS, RATIO_COLUMN
+
+        if self.state != "finished":
+            why = {"cancelled": "the sweep was cancelled", "error": "the sweep failed", "unavailable": self.progress}
+            return Verdict(None, why.get(self.state, "checked when the sweep ends"))
+        curves = self.curves()
+        noised = curves[curves[RATIO_COLUMN].notna()]
+        if noised.empty:
+            return Verdict(None, "the sweep has no point to check")
+        failed, waiting, shown = [], [], []
+        for ratio, level in noised.groupby(RATIO_COLUMN, sort=True):
+            scores = {}
+            for _, row in level.iterrows():
+                baselines = {column: row[column] for column in BASELINE_COLUMNS if pd.notna(row[column])}
+                scores[row["method"]] = {
+                    claim.key: None if pd.isna(row[claim.key]) else float(row[claim.key]),
+                    "health": {
+                        "healthy": bool(row["healthy"]),
+                        "flags": [] if row["healthy"] else ["flagged"],
+                        "reasons": [row["flags"]] if row["flags"] else [],
+                    },
+                    "baselines": baselines,
+                }
+            verdict = check(claim, scores)
+            if verdict.held is None:  # a method's fits at this level failed or were not run
+                waiting.append(f"at epsilon / N = {ratio:g}: {verdict.text}")
+            elif not verdict.held:
+                failed.append(f"at epsilon / N = {ratio:g}: {verdict.text}")
+            else:
+                shown.append(f"{ratio:g}: {verdict.text.split(': ', 1)[-1]}")
+        label = SCORE_LABELS.get(claim.key, claim.key)
+        if failed:
+            return Verdict(False, "; ".join(failed))
+        if waiting:
+            return Verdict(None, "; ".join(waiting))
+        draws = int(noised["draws"].min())
+        return Verdict(True, f"{label} (mean of {draws} noise draws) at epsilon / N " + "; ".join(shown))
+
     # ---- downloads ------------------------------------------------------------------------
     def csv_text(self):
         """The points as CSV: one row per finished fit."""
@@ -302,9 +371,14 @@ class SweepView(pn.viewable.Viewer):
     # ---- view -----------------------------------------------------------------------------
     def _title(self):
         settings = self.fits.settings
+        seeds = (
+            f"noise seed {settings.noise_seed}"
+            if self.n_draws == 1
+            else f"noise seeds {settings.noise_seed}-{settings.noise_seed + self.n_draws - 1}"
+        )
         return (
-            f"{settings.source_spec.label}, K = {settings.n_components}, {self.n_iter:,} iterations per fit "
-            f"(noise seed {settings.noise_seed}, chain seed {settings.chain_seed})"
+            f"{settings.source_spec.label}, K = {settings.n_components}, {self.n_iter:,} iterations per fit, "
+            f"mean of {self.n_draws} noise draws ({seeds}, chain seed {settings.chain_seed})"
         )
 
     def _update_widgets(self, *_):
@@ -327,12 +401,14 @@ class SweepView(pn.viewable.Viewer):
         if points.empty:
             return pd.DataFrame()
         shown = [key for key in SWEEP_SCORES if points[key].notna().any()]
-        frame = points[["label", "epsilon_over_N", "alpha", *shown, "seconds"]].copy()
+        frame = points[["label", "epsilon_over_N", "draw", "alpha", *shown, "seconds"]].copy()
+        frame.insert(len(frame.columns) - 1, "health", points["flags"].where(~points["healthy"], "healthy"))
         frame["alpha"] = frame["alpha"].map(lambda value: f"{value:.4g}")  # a text column: "" for a truth fit
-        frame = frame.astype({"epsilon_over_N": object})
+        frame = frame.astype({"epsilon_over_N": object, "draw": object})
         truth_fit = frame["epsilon_over_N"].isna()
         frame.loc[truth_fit, "epsilon_over_N"] = "(true counts)"
         frame.loc[truth_fit, "alpha"] = ""
+        frame.loc[truth_fit, "draw"] = ""
         return frame.rename(
             columns={"label": "method", "epsilon_over_N": "epsilon / N", **{key: SCORE_LABELS[key] for key in shown}}
         )
@@ -340,14 +416,16 @@ class SweepView(pn.viewable.Viewer):
     @staticmethod
     def figure(points, grid=()):
         """One plot per score of :func:`~lpviz.reproduce.sweep.plotted_scores` against epsilon / N
-        (log axis, spanning the ``grid`` of the run from the start, so points fill it in), a line and
-        points per noised method, a dashed line for a fit of the true counts."""
+        (log axis, spanning the ``grid`` of the run from the start, so points fill it in): per noised
+        method a line and points through the mean over the noise draws, a band over their range, a
+        dashed line for a fit of the true counts."""
         from lpviz import methods as registry
         from lpviz.metrics import SCORE_LABELS
-        from lpviz.reproduce.sweep import RATIO_COLUMN, plotted_scores
+        from lpviz.reproduce.sweep import RATIO_COLUMN, plotted_scores, sweep_curves
 
         ratio = hv.Dimension(RATIO_COLUMN, label="epsilon / N")
         noised = points[points[RATIO_COLUMN].notna()]
+        curves = sweep_curves(points)
         values = [*grid, *noised[RATIO_COLUMN]]
         span = [min(values), max(values)] if values else [0.1, 10.0]
         if span[0] == span[1]:
@@ -357,7 +435,7 @@ class SweepView(pn.viewable.Viewer):
         for key in plotted_scores(points):
             score = hv.Dimension(key, label=SCORE_LABELS[key])
             layers = []
-            for method, rows in points.groupby("method", sort=False):
+            for method, rows in curves.groupby("method", sort=False):
                 method_class = registry.get(method)
                 rows = rows[rows[key].notna()]
                 if rows.empty:
@@ -365,9 +443,15 @@ class SweepView(pn.viewable.Viewer):
                 style = dict(color=method_class.color)
                 marked = rows[rows[RATIO_COLUMN].notna()]
                 if len(marked):
+                    if (marked["draws"] > 1).any():  # the range of the noise draws around their mean
+                        layers.append(
+                            hv.Area(marked, ratio, [f"{key}_low", f"{key}_high"], label=method_class.label).opts(
+                                alpha=0.2, line_alpha=0, **style
+                            )
+                        )
                     layers.append(hv.Curve(marked, ratio, score, label=method_class.label).opts(**style))
                     layers.append(
-                        hv.Scatter(marked, ratio, [score, "alpha", "seconds"], label=method_class.label).opts(
+                        hv.Scatter(marked, ratio, [score, "draws", "flags"], label=method_class.label).opts(
                             size=8, tools=["hover"], **style
                         )
                     )
@@ -394,16 +478,23 @@ class SweepView(pn.viewable.Viewer):
     def __panel__(self):
         settings = self.fits.settings
 
+        from lpviz.reproduce.sweep import DEFAULT_DRAWS, DEFAULT_ITERATIONS
+
         @pn.depends(
             settings.param.source, settings.param.heterogeneous, settings.param.methods, self.fits.data.param.release
         )
         def notes(*_):
             lines = [
                 (
-                    "Short fits of the session's data set at each epsilon / N (the session's methods, sizes, "
-                    "held-out cells and seeds; only the noise level changes; every point uses the same noise "
-                    "seed, so the point at the session's own epsilon / N is its release). A fit of the true "
-                    "counts does not see the noise: one fit, drawn as a dashed line."
+                    "Fits of the session's data set at each epsilon / N (the session's methods, sizes, "
+                    "held-out cells and seeds; only the noise level changes). Each epsilon / N is noised "
+                    f"*Noise draws per point* times (default {DEFAULT_DRAWS}: noise seeds the session's, +1, "
+                    "+2, ...; its first draw at the session's own epsilon / N is its release): **each point "
+                    "is the mean over these draws, the band their range**, and the table lists every fit. "
+                    "A fit of the true counts does not see the noise: one fit, drawn as a dashed line. A "
+                    "fit flagged unhealthy (not mixed, collapsed) says so in the table and is never "
+                    f"counted. The default {DEFAULT_ITERATIONS:,} iterations per fit are what the chains "
+                    "need to mix on the opening preset's data; fewer leave curves that can cross."
                 )
             ]
             if settings.heterogeneous:
@@ -416,6 +507,7 @@ class SweepView(pn.viewable.Viewer):
         controls = pn.Row(
             pn.widgets.TextInput.from_param(self.param.ratios, width=260),
             pn.widgets.IntInput.from_param(self.param.n_iter, width=140),
+            pn.widgets.IntInput.from_param(self.param.n_draws, width=140),
             pn.Column(pn.Spacer(height=18), pn.Row(self.run_button, self.cancel_button)),
             pn.Column(pn.Spacer(height=18), pn.Row(self.csv_download, self.png_download)),
             sizing_mode="stretch_width",

@@ -18,6 +18,7 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results, model_shows, score_frame
+from app.live_heatmaps import LiveHeatmaps
 from app.onscreen import OnScreen
 from app.plots import waiting_line
 from app.throttle import VIEW_SECONDS
@@ -155,6 +156,8 @@ class TopicsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
+        # drawn in place: a new result changes the figures' data, not the figures (app.live_heatmaps)
+        self._live_heatmaps = LiveHeatmaps("topic", "term", "P(term | topic)", row_pixels=TERM_ROW_PIXELS)
         self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
         follow_results(self.fits, lambda runner: self._follow(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
@@ -204,14 +207,23 @@ class TopicsView(pn.viewable.Viewer):
         """Each method's NPMI, UMass and topic error: its :func:`lpviz.metrics.score`."""
         return self.scores
 
+    def heatmap_frames(self):
+        """``{method label: long (topic, term, P) table}`` of the heatmaps, the terms each topic's top ones."""
+        vocab = self.fits.data.data.col_labels or None
+        return {name: term_topic_frame(topics, vocab, self.n_heatmap_words) for name, topics in self.topics.items()}
+
+    @param.depends("topics", "n_heatmap_words", watch=True)
+    def _draw_heatmaps(self):
+        with pn.io.hold():  # factors, data and colour limits reach the page in one message
+            self._live_heatmaps.update(self.heatmap_frames())
+
     @param.depends("topics", "n_heatmap_words")
     def heatmaps(self):
+        """The heatmaps as one HoloViews layout (the export's; the page shows the same frames in place)."""
         if not self.topics:
             return hv.Overlay([hv.Text(0.5, 0.5, "No topics yet")])
-        vocab = self.fits.data.data.col_labels or None
         plots = []
-        for name, topics in self.topics.items():
-            frame = term_topic_frame(topics, vocab, self.n_heatmap_words)
+        for name, frame in self.heatmap_frames().items():
             n_terms = frame["term"].nunique()
             # one row of text per term (a fixed height made the labels of large vocabularies overlap)
             plots.append(
@@ -279,7 +291,7 @@ class TopicsView(pn.viewable.Viewer):
             ),
             scores,
             table,
-            pn.pane.HoloViews(self.heatmaps, sizing_mode="stretch_width", linked_axes=False),
+            self._live_heatmaps.panel,
             visible=pn.bind(lambda model: self.applies, self.fits.data.param.model),
             sizing_mode="stretch_width",
         )

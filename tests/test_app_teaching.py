@@ -336,3 +336,129 @@ def test_the_fits_start_from_the_opening_screen(topic_fits):
     run[0].clicks += 1
     assert tabs.active == 1 and all(r.status != "idle" for r in topic_fits.active.values())
     topic_fits.stop()
+
+
+# ---------------------------------------------------------------------------
+# D. Every step lands on a view with data
+# ---------------------------------------------------------------------------
+
+
+def plotted_values(figure):
+    """How many finite values each element of a HoloViews figure draws (its first value dimension),
+    guides (lines at a value, text) left out; a histogram counts its cells."""
+    counts = []
+    for element in figure.traverse(lambda element: element, [hv.Element]):
+        if isinstance(element, (hv.VLine, hv.HLine, hv.Text, hv.Labels)):
+            continue
+        values = np.asarray(element.dimension_values((element.vdims or element.kdims)[0]), dtype=float)
+        counts.append(
+            int(values[np.isfinite(values)].sum())
+            if isinstance(element, hv.Histogram)
+            else int(np.isfinite(values).sum())
+        )
+    return counts
+
+
+def shown_figures(view):
+    """The figures the view on a tab shows (each view's own accessor), by name."""
+    from app.bessel_view import BesselView
+    from app.sweep_view import SweepView
+
+    if isinstance(view, SweepView):
+        return {"sweep": view.plot.object} if view.plot.object is not None else {}
+    figures = view.figures()
+    if isinstance(view, BesselView):
+        figures["bessel_draws"] = view.draws_figure()
+    return figures
+
+
+def test_every_teaching_step_lands_on_a_view_with_data(topic_fits):
+    """Walk every step over the dashboard's real views: the view the step shows draws data (no plot
+    of it empty), the scoreboard and sweep steps starting what they need."""
+    from app.bessel_view import BesselView
+    from app.fits_view import FitsView
+    from app.noise_view import NoiseView
+    from app.onscreen import ViewTabs
+    from app.privacy_view import PrivacyView
+    from app.sweep_view import SweepView
+    from app.teaching import STEPS, Teaching
+    from tests.test_app_sweep import drain_until_ended
+
+    assert topic_fits.settings.method_options.sampler == "collapsed"  # no chain draws Bessel variables
+    sweep = SweepView(fits=topic_fits, scheduler="serial", n_iter=40)
+    tabs = ViewTabs(
+        ("Data & noise", NoiseView(data=topic_fits.data)),
+        ("Fits", FitsView(fits=topic_fits)),
+        ("Bessel", BesselView(fits=topic_fits)),
+        ("Privacy", PrivacyView(data=topic_fits.data)),
+        ("Epsilon sweep", sweep),
+    )
+    teaching = Teaching(fits=topic_fits, tabs=tabs)
+    teaching.on = True
+    for index, step in enumerate(STEPS):
+        teaching.go(index)
+        assert tabs._names[tabs.active] == step.tab
+        view = teaching.view(step.tab)
+        if step.starts_fits:
+            assert "started for you" in teaching.note
+            for runner in topic_fits.runners.values():
+                assert runner.join(timeout=120)
+            topic_fits.drain()
+        if step.starts_sweep:
+            assert "sweep has been started for you" in teaching.note and sweep.state == "starting"
+            drain_until_ended(sweep, timeout=300)
+            assert sweep.state == "finished", sweep.progress
+        figures = shown_figures(view)
+        assert figures, (step.title, "no figure")
+        for name, figure in figures.items():
+            counts = plotted_values(figure)
+            assert counts and min(counts) > 0, (step.title, name, counts)
+    # the Bessel step's histogram: one draw per observed cell of the release, not a chain's
+    bessel = teaching.view("Bessel")
+    assert bessel.draws_figure().dimension_values("cells").sum() == topic_fits.data.release.observed_cells.sum()
+    # a sweep that ran is shown again, not restarted
+    finished = sweep.points
+    teaching.back()
+    teaching.next()
+    assert sweep.state == "finished" and sweep.points is finished and teaching.note == ""
+
+
+def test_the_bessel_law_on_a_release_follows_the_samplers_parametrisation():
+    """release_draws: m ~ Bessel(|y~|, 2 sqrt((lambda+ + mu) lambda-)), lambda+- ~ Exp(mean alpha/(1-alpha)):
+    the draws' mean matches that mixture's (by independent Monte Carlo), and not the one of a slightly
+    wrong prior mean; held-out cells are left out; the same seed gives the same draws."""
+    from app.bessel_view import release_draws
+    from lpviz import bessel
+    from lpviz.release import Release
+
+    rng = np.random.default_rng(5)
+    shape = (200, 100)
+    counts = rng.integers(-6, 12, size=shape)
+    alpha = np.linspace(0.3, 0.8, shape[0])
+    heldout = rng.random(shape) < 0.1
+    release = Release(counts, alpha, heldout=heldout)
+    rates = rng.gamma(2.0, 1.5, size=shape)
+    draws = release_draws(release, rates, seed=1)
+    observed = release.observed_cells
+    assert draws.size == observed.sum()
+    np.testing.assert_array_equal(draws, release_draws(release, rates, seed=1))
+
+    def mixture_mean(prior_scale, reps=4):
+        nu = np.abs(counts[observed]).astype(float)
+        mu = rates[observed]
+        mean = np.broadcast_to(alpha[:, None], shape)[observed] / (1 - np.broadcast_to(alpha[:, None], shape)[observed])
+        check = np.random.default_rng(99)
+        values = []
+        for _ in range(reps):
+            plus = check.exponential(1.0, nu.size) * mean * prior_scale
+            minus = check.exponential(1.0, nu.size) * mean * prior_scale
+            values.append(np.mean(bessel.mean(nu, 2 * np.sqrt((plus + mu) * minus))))
+        return float(np.mean(values))
+
+    spread = np.std(draws) / np.sqrt(draws.size)  # the draws' own sampling error (the expectation's is smaller)
+    assert abs(draws.mean() - mixture_mean(1.0)) < 4 * spread
+    assert abs(draws.mean() - mixture_mean(1.3)) > 4 * spread  # power: a 30% larger prior mean is told apart
+    subset = release_draws(release, rates, max_cells=500, seed=1)
+    assert subset.size == 500
+    with pytest.raises(ValueError, match="do not fit"):
+        release_draws(release, rates[:, :10])

@@ -178,7 +178,8 @@ def test_bessel_view_says_the_collapsed_sampler_has_no_bessel_draws(fitted_topic
     view = BesselView(fits=fitted_topics)
     assert view.draws_runner() is None
     assert "collapsed sampler" in view._draws_note.object and "Sampler = bessel" in view._draws_note.object
-    assert view._draws_pipe.data[1].sum() == 0
+    # no empty plot: the Bessel law on the release, one draw per observed cell (tests/test_app_teaching.py)
+    assert view._draws_pipe.data[1].sum() == fitted_topics.data.release.observed_cells.sum()
 
 
 def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
@@ -197,8 +198,10 @@ def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
     assert edges[-1] > draws.max()
     histogram = view.draws_plot(view._draws_pipe.data)
     assert histogram.dimension_values("cells").sum() == draws.size
-    view.show_chain_draws = False
-    assert view._draws_pipe.data[1].sum() == 0
+    assert histogram.opts.get().kwargs["title"] == "Bessel draws of the chain's last sweep"
+    view.show_chain_draws = False  # the Bessel law on the release instead of the chain's draws
+    assert "on this release" in view._draws_note.object
+    assert view.draws_figure().opts.get().kwargs["title"] == "Bessel draws on this release"
 
 
 # ---- topics view ----------------------------------------------------------------------
@@ -246,6 +249,24 @@ def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     heatmap = heatmaps.values()[1]  # the first method's fit
     assert set(heatmap.dimension_values("topic")) == {str(k) for k in range(1, K + 1)}
     assert heatmap.dimension_values("P(term | topic)").max() <= 1.0
+    # the page's heatmaps: the same frames, drawn in place (one figure per method, kept across updates)
+    live = view._live_heatmaps
+    assert list(live.figures) == list(view.topics)
+    for title, frame in view.heatmap_frames().items():
+        plot, source, mapper = live.figures[title]
+        terms = list(dict.fromkeys(frame["term"]))
+        assert plot.title.text == title and list(plot.y_range.factors) == terms[::-1]
+        assert list(plot.x_range.factors) == [str(k) for k in range(1, K + 1)]
+        np.testing.assert_allclose(source.data["value"], frame["P(term | topic)"])
+        assert mapper.low == pytest.approx(frame["P(term | topic)"].min())
+    figures = {title: plot for title, (plot, _, _) in live.figures.items()}
+    view.n_heatmap_words = 2  # fewer terms: the same figures, shorter, their data replaced
+    assert {title: plot for title, (plot, _, _) in live.figures.items()} == figures
+    for title, frame in view.heatmap_frames().items():
+        plot, source, _ = live.figures[title]
+        assert len(source.data["y"]) == len(frame) and plot.height == max(320, 13 * frame["term"].nunique() + 90)
+    view.topics = {}
+    assert live.figures == {} and "No topics yet" in live.panel.objects[0].object
 
 
 def test_topics_view_waits_for_samples_and_explains_networks():

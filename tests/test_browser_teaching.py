@@ -6,6 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.teaching import STEPS
+from tests.browser_harness import TIMEOUT_MS
+from tests.test_browser_sweep import COUNT_SWEEP_POINTS
 
 pytestmark = pytest.mark.browser
 
@@ -27,6 +29,27 @@ def wait_for_tab(page, name):
 
 def step_title(page, index):
     return page.page.get_by_text(f"Step {index + 1} of {len(STEPS)}: {STEPS[index].title}", exact=False)
+
+
+# Per figure: its title and the histogram counts it draws (its glyphs' "top" columns summed).
+DRAWN = """
+() => {
+  const figures = [];
+  for (const doc of window.Bokeh.documents)
+    for (const model of doc.all_models) {
+      if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+      let tops = 0;
+      for (const r of model.renderers || []) {
+        const source = r.data_source;
+        const data = source && (source.data instanceof Map ? Object.fromEntries(source.data) : source.data);
+        if (!data) continue;
+        if (data.top !== undefined) tops += Array.from(data.top).reduce((a, b) => a + b, 0);
+      }
+      figures.push({title: model.title ? model.title.text : "", tops});
+    }
+  return figures;
+}
+"""
 
 
 def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
@@ -51,8 +74,18 @@ def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
         if step.starts_fits:  # the scoreboard step starts the chains itself
             page.page.get_by_text("started for you").first.wait_for()
             page.page.get_by_text("running, iteration").first.wait_for()
-        if step.tab == "Bessel":
+        if step.tab == "Bessel":  # no Bessel chain runs: the Bessel law on the release, not an empty plot
+            page.wait_until(f"() => ({DRAWN})().some(f => f.title === 'Bessel draws on this release' && f.tops > 0)")
+            page.page.get_by_text("the Bessel law on this release").first.wait_for()
             page.shot(artifacts_dir, "teaching_mode")
+        if step.starts_sweep:  # the sweep step starts the default sweep: its first points arrive in the plot
+            page.page.get_by_text("sweep has been started for you").first.wait_for()
+            expect(page.page.get_by_text(re.compile(r"[1-9]\d* of 19 fits done")).first).to_be_visible(
+                timeout=TIMEOUT_MS * 2  # the server's shared cluster starts, then a fit of 10,000 iterations ends
+            )
+            page.wait_until(f"() => ({COUNT_SWEEP_POINTS})() > 0")
+            page.click("Cancel")  # the rest of the grid: not needed here
+            page.page.get_by_text("Sweep cancelled").first.wait_for()
         previous = active_tab(page)
     assert page.page.get_by_role("button", name="Next").is_disabled()
     page.click("Back")

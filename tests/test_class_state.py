@@ -214,3 +214,22 @@ def test_redraws_of_a_class_wait_for_their_share_of_the_event_loop():
     finally:
         for fits in sessions:
             fits.close()
+
+
+def test_served_chains_leave_the_event_loop_a_core(monkeypatch):
+    """`app.serve` runs at most the cores less one chains at once (at least one); the process's
+    turnstile takes that number from the environment the server sets."""
+    from app import runner as runner_module
+    from app.serve import parse_args
+    from lpviz._parallel import n_threads
+
+    assert parse_args([]).chain_threads == max(1, n_threads() - 1)
+    assert parse_args(["--chain-threads", "3"]).chain_threads == 3
+    with pytest.raises(SystemExit):
+        parse_args(["--chain-threads", "0"])
+    monkeypatch.setattr(runner_module, "_TURNSTILE", [])  # this process's turnstile, made afresh
+    monkeypatch.setenv(runner_module.CHAIN_THREADS_ENV, "1")
+    assert runner_module.turnstile().places == 1
+    monkeypatch.setattr(runner_module, "_TURNSTILE", [])
+    monkeypatch.delenv(runner_module.CHAIN_THREADS_ENV)
+    assert runner_module.turnstile().places == n_threads()

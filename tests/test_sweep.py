@@ -24,6 +24,7 @@ from lpviz.reproduce.sweep import (
     point_row,
     shared_local_client,
     short_schedule,
+    sweep_curves,
     sweep_frame,
     sweep_png,
     sweep_tasks,
@@ -68,7 +69,7 @@ def test_the_grid_has_one_task_per_ratio_and_noised_method_and_one_fit_of_the_tr
         "true-data--nonprivate",
     ]
     schedule = short_schedule(40)
-    assert schedule == {"n_iter": 40, "burn_in": 20, "thin": 1}
+    assert schedule == {"n_iter": 40, "burn_in": 10, "thin": 1}
     for task in tasks:
         params = task.params
         assert params["data"] == DATA and params["n_components"] == 2 and params["chain_seed"] == 5
@@ -89,7 +90,8 @@ def test_the_grid_has_one_task_per_ratio_and_noised_method_and_one_fit_of_the_tr
 
 
 def test_default_ratios_are_a_factor_two_apart_around_the_current_one_and_bad_ratios_are_refused():
-    assert default_ratios(1.0) == [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
+    assert default_ratios(1.0) == [0.5, 1.0, 2.0]  # DEFAULT_POINTS: measured (lpviz.reproduce.sweep)
+    assert default_ratios(1.0, points=6) == [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     assert default_ratios(0.3, points=3) == [0.15, 0.3, 0.6]
     assert max(default_ratios(20.0)) <= 40  # none where the noise would be negligible
     assert check_ratios([2, 1, 2]) == [1.0, 2.0]
@@ -103,6 +105,77 @@ def test_default_ratios_are_a_factor_two_apart_around_the_current_one_and_bad_ra
         sweep_tasks(DATA, [1.0], ["no-such-method"], n_components=2)
     with pytest.raises(ValueError, match="iterations per fit"):
         sweep_tasks(DATA, [1.0], ["private"], n_components=2, n_iter=3)
+    for bad in (0, 2.5, True, 21):
+        with pytest.raises(ValueError, match="noise draws per point"):
+            sweep_tasks(DATA, [1.0], ["private"], n_components=2, n_draws=bad)
+
+
+def test_each_point_is_noised_n_draws_times_with_consecutive_seeds_and_the_true_counts_fitted_once():
+    tasks = small_tasks(ratios=[0.5, 2.0], n_draws=3)
+    assert [t.id for t in tasks] == [
+        "eps_over_N=0.5--private",
+        "eps_over_N=0.5--private--draw=1",
+        "eps_over_N=0.5--private--draw=2",
+        "eps_over_N=2--private",
+        "eps_over_N=2--private--draw=1",
+        "eps_over_N=2--private--draw=2",
+        "eps_over_N=0.5--naive",
+        "eps_over_N=0.5--naive--draw=1",
+        "eps_over_N=0.5--naive--draw=2",
+        "eps_over_N=2--naive",
+        "eps_over_N=2--naive--draw=1",
+        "eps_over_N=2--naive--draw=2",
+        "true-data--nonprivate",
+    ]
+    assert [t.params["noise"]["seed"] for t in tasks[:3]] == [11, 12, 13]
+    assert [t.params["labels"]["draw"] for t in tasks[:3]] == [0, 1, 2]
+    # the first draw is the single-draw sweep's point; the others are other releases at the same level
+    assert tasks[0].params == small_tasks(ratios=[0.5, 2.0])[0].params
+    releases = [build_release(task.params)[1] for task in tasks[:3]]
+    assert not np.array_equal(releases[0].Y_obs, releases[1].Y_obs)
+    assert all(float(np.mean(r.alpha)) == pytest.approx(math.exp(-0.5)) for r in releases)
+
+
+def _point(method, ratio, draw, mae, healthy=True, flags=""):
+    return {
+        "method": method,
+        "label": method,
+        RATIO_COLUMN: ratio,
+        "draw": draw,
+        "alpha": math.exp(-ratio) if ratio == ratio else math.nan,
+        **{key: math.nan for key in SWEEP_SCORES},
+        "mae": mae,
+        "healthy": healthy,
+        "flags": flags,
+        "best_constant_mae": 2.0 + draw,
+        "independence_mae": 2.5 + draw,
+        "iterations": 40,
+        "seconds": 0.1,
+        "task": f"{method}-{ratio}-{draw}",
+    }
+
+
+def test_the_curves_are_the_mean_over_draws_with_their_range_and_a_flagged_draw_flags_its_point():
+    rows = [
+        _point("naive", 1.0, 1, 3.0),
+        _point("private", 1.0, 0, 1.0),
+        _point("private", 1.0, 1, 2.0),
+        _point("private", 1.0, 2, 6.0, healthy=False, flags="the chain has not mixed (R-hat, ESS)"),
+        _point("naive", 1.0, 0, 5.0),
+        _point("nonprivate", math.nan, 0, 0.5),
+    ]
+    frame = sweep_frame(rows)
+    assert list(frame["method"]) == ["private"] * 3 + ["naive"] * 2 + ["nonprivate"]
+    assert list(frame["draw"]) == [0, 1, 2, 0, 1, 0]
+    curves = sweep_curves(frame).set_index("method")
+    assert curves.loc["private", "mae"] == pytest.approx(3.0)
+    assert (curves.loc["private", "mae_low"], curves.loc["private", "mae_high"]) == (1.0, 6.0)
+    assert curves.loc["private", "draws"] == 3 and not curves.loc["private", "healthy"]
+    assert curves.loc["private", "flags"] == "draw 2: the chain has not mixed (R-hat, ESS)"
+    assert curves.loc["private", "best_constant_mae"] == pytest.approx(3.0)  # baselines averaged too
+    assert curves.loc["naive", "mae"] == 4.0 and curves.loc["naive", "healthy"]
+    assert math.isnan(curves.loc["nonprivate", RATIO_COLUMN]) and curves.loc["nonprivate", "draws"] == 1
+    assert sweep_curves(sweep_frame([])).empty
 
 
 def _run_to_the_end(sweep, timeout=120):
