@@ -39,7 +39,8 @@ FAST_DOT = {"reassoc", "contract", "nsz", "arcp"}
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT, inline="always")
 def dot_rows(A, i, B, j):
-    """``A[i] . B[j]``."""
+    """``A[i] . B[j]``. Inlined as Numba IR, so compiled with the caller's flags: vectorised only
+    in a ``fastmath=FAST_DOT`` caller (a serial chain of additions otherwise, ~4x slower at K = 50)."""
     total = 0.0
     for k in range(A.shape[1]):
         total += A[i, k] * B[j, k]

@@ -173,10 +173,15 @@ def _update_chunk(chunk, first, last, sides, prior, seeds):
                 factor[r, k] = standard_gamma(a0 + counts[r, k], state) / (b0 + max(rate[k], 0.0))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _loglik_chunk(chunk, first, last, counts, factors, row_log):
     """``row_log[d] = sum over row d's cells of y log mu_dv - log y!`` for rows in [first, last),
-    summed a tile of words at a time (0.7x the time of row by row at 2,000 x 10,000, K = 50)."""
+    summed a tile of words at a time (0.7x the time of row by row at 2,000 x 10,000, K = 50).
+
+    ``fastmath=FAST_DOT``: :func:`dot_rows` is inlined as Numba IR and compiled with this
+    kernel's flags, so only here do its products vectorise (a serial chain of additions
+    otherwise: the log likelihood took 0.21-0.28 s of naive's iteration at 2,000 x 10,000,
+    K = 50, eps/N = 1, and 0.10 s with the flags)."""
     indptr, indices, values = counts
     theta, phiT = factors
     n_docs, n_topics = theta.shape
