@@ -109,15 +109,13 @@ def test_topics_of_data_without_true_topics_have_no_blank_truth_column():
 
 
 def test_trace_axes_show_plain_numbers_not_scientific_notation():
-    import holoviews as hv
     from bokeh.models import NumeralTickFormatter
 
     fits = Fits(DataStore(Settings(noise_seed=3), background=False))
     try:
         mae_plot, joint_plot, _ = FitsView(fits=fits).trace_plots()
         for plot in (mae_plot, joint_plot):
-            figure = hv.render(plot, backend="bokeh")
-            formatter = figure.yaxis[0].formatter
+            formatter = plot.figure.yaxis[0].formatter
             assert isinstance(formatter, NumeralTickFormatter) and formatter.format == "0,0.[000]"
     finally:
         fits.close()

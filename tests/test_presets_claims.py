@@ -113,8 +113,10 @@ def test_every_teaching_steps_claim_holds_on_the_opening_preset_at_the_class_see
     fits.data._background = False
     try:
         teaching = Teaching(fits=fits)
-        claimed = [i for i, step in enumerate(STEPS) if step.claim is not None]
-        assert claimed, "no teaching step claims anything"
+        # the sweep step's claim rests on the default epsilon sweep, not on these fits: it is run and
+        # checked through the step by test_app_sweep's test of the default sweep
+        claimed = [i for i, step in enumerate(STEPS) if step.claim is not None and not step.starts_sweep]
+        assert claimed, "no teaching step claims anything about the fits"
         for index in claimed:
             teaching.go(index)
             deadline = time.monotonic() + TIMEOUT
