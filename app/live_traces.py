@@ -87,7 +87,9 @@ class LiveTraces:
             runner.buffer.add_subscriber(on_rows)
 
     def _columns_of(self, method, data):
-        return {column: np.asarray(data[column], dtype=float) for column in self._columns[method]}
+        # plain lists: a notebook's comm sent streamed numpy columns that BokehJS could not apply
+        # ("s is not iterable" in apply_json_patch); a served page takes either
+        return {column: np.asarray(data[column], dtype=float).tolist() for column in self._columns[method]}
 
     @staticmethod
     def _last_iteration(data):

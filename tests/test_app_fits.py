@@ -304,11 +304,11 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
     (source,) = {r.data_source for r in mae_pane.object.renderers if r.name.startswith(runner.label)}
     rows = empty_trace().reindex(range(3)).assign(iteration=[10.0, 20.0, 30.0], rate_mae=[3.0, 2.0, 1.0])
     runner.buffer.send(rows)
-    assert source.data["iteration"].tolist() == [10.0, 20.0, 30.0] and source.data["rate_mae"].tolist() == [3, 2, 1]
+    assert list(source.data["iteration"]) == [10.0, 20.0, 30.0] and list(source.data["rate_mae"]) == [3, 2, 1]
     plot = mae_pane.object  # the axes span the rows drawn (set, not left to Bokeh: no console warning)
     assert (plot.x_range.start, plot.x_range.end) == (10.0, 30.0) and plot.y_range.start < 1 < 3 < plot.y_range.end
     runner.buffer.send(rows.assign(iteration=[40.0, 50.0, 60.0]))
-    assert source.data["iteration"].tolist() == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    assert list(source.data["iteration"]) == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
     runner.buffer.clear()  # a reset: the lines empty
     assert len(source.data["iteration"]) == 0
     followers = len(runner.buffer.subscribers)
