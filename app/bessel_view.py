@@ -158,10 +158,13 @@ class BesselView(pn.viewable.Viewer):
 
     def release_rates(self):
         """``(rates, words)``: the rates the Bessel law is shown at without a Bessel chain, and what
-        they are. A chosen chain's current rates when one has them (the private one first), else
-        the release truncated at 0 (the naive guess of the rates before any fit)."""
+        they are. A chosen chain's current rates when one has them (in the registry's order, those
+        fitted to the release before one fitted to the true counts), else the release truncated at 0
+        (the naive guess of the rates before any fit)."""
+        from lpviz.methods import METHODS
+
         release = self.fits.data.release
-        runners = sorted(self.fits.active.values(), key=lambda runner: runner.method != "private")
+        runners = sorted(self.fits.active.values(), key=lambda runner: METHODS[runner.method].uses_truth)
         for runner in runners:
             mu = (runner.result or {}).get("mu")
             if mu is not None and np.shape(mu) == release.shape:
