@@ -420,9 +420,10 @@ class FitsView(pn.viewable.Viewer):
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
-        panels = [
-            count_image(
-                reference,
+
+        def heatmap(values, title):  # every rate heatmap on the same scale, axes and size
+            return count_image(
+                values,
                 kind,
                 title,
                 clim,
@@ -432,7 +433,8 @@ class FitsView(pn.viewable.Viewer):
                 scale=scale,
                 min_width=RATE_MIN_WIDTH,
             )
-        ]
+
+        panels = [heatmap(reference, title)]
         self._rate_pipes = {}
         for name, runner in self.fits.active.items():
             pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
@@ -440,17 +442,7 @@ class FitsView(pn.viewable.Viewer):
 
             def image(data, runner=runner):
                 values, subtitle = data
-                return count_image(
-                    values,
-                    kind,
-                    rate_title(runner, subtitle),
-                    clim,
-                    strides=strides,
-                    cmap=RATE_CMAP,
-                    label="rate",
-                    scale=scale,
-                    min_width=RATE_MIN_WIDTH,
-                )
+                return heatmap(values, rate_title(runner, subtitle))
 
             panels.append(hv.DynamicMap(image, streams=[pipe]))
         layout = hv.Layout(panels).cols(RATE_COLUMNS).opts(shared_axes=True)
