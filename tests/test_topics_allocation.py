@@ -1,5 +1,6 @@
-"""The topic model's allocation of a cell's tokens by rejection from its word's alias table
-(issue 25): the law of each token, the exact walk after the rejections, the tiled sweep.
+"""The topic model's allocation of a cell's tokens (issue 25): the products of a cell in a buffer,
+then a walk per token (a few tokens), binary search in cumulative weights, or binomial splits
+(many): the law of each token, the within-cell multinomial, the tiled sweep.
 
 Every row of a test matrix has the same theta and one positive cell at the same word, so one
 sweep draws many independent cells of one law: their summed topic counts are multinomial.
@@ -13,8 +14,9 @@ from scipy import stats
 from test_tensor import make_work
 
 from lpviz.models import topics
+from lpviz.models._kernels import FEW_TOKENS
 
-N_TOPICS = 20  # rejection from REJECTION_MIN_TOPICS = 16 on, for cells of up to 20 // 4 = 5 tokens
+N_TOPICS = 20
 ROWS = 20_000
 
 
@@ -49,11 +51,7 @@ def _allocate(theta_row, phiT, tokens, iteration, seed=1, word=1):
 
 
 @pytest.mark.parametrize("kind", ["peaked", "flat"])
-@pytest.mark.parametrize("attempts", [0, 1, 8, 1000])
-def test_one_token_by_rejection_has_the_exact_law(monkeypatch, kind, attempts):
-    """0 attempts: every token walks; 1000: every token is accepted before the walk (at the
-    peaked factors' ~0.1 acceptance the walk's share is 1e-46); 1 and 8 mix both."""
-    monkeypatch.setattr(topics, "REJECTION_ATTEMPTS", attempts)
+def test_one_token_has_the_exact_law(kind):
     theta, phiT = _factors(kind, np.random.default_rng(0))
     counts = sum(_allocate(theta, phiT, 1, iteration)[0] for iteration in range(8))
     p = theta * phiT[1]
@@ -64,44 +62,39 @@ def test_one_token_by_rejection_has_the_exact_law(monkeypatch, kind, attempts):
     assert chi_square_pvalue(counts, wrong * phiT[1]) < P_ACCEPT
 
 
-@pytest.mark.parametrize("attempts", [0, 8])
-def test_a_cell_of_few_tokens_is_multinomial(monkeypatch, attempts):
-    """Five tokens (the most a cell draws by rejection at K = 20): the topics' totals, and within a
-    cell the tokens of the second most likely topic, Binomial(5, p) over 0..5 (tokens independent)."""
-    monkeypatch.setattr(topics, "REJECTION_ATTEMPTS", attempts)
+@pytest.mark.parametrize(
+    ("tokens", "off"),
+    [(2, 1.05), (FEW_TOKENS, 1.05), (FEW_TOKENS + 1, 1.05), (40, 1.02), (300, 1.02)],
+    ids=["walk-2", "walk-most", "search-fewest", "search", "binomials"],
+)
+def test_a_cell_is_multinomial_in_every_regime(tokens, off):
+    """A walk per token (up to FEW_TOKENS), binary search in cumulative weights (up to 64), binomial
+    splits beyond: the topics' totals, and within a cell the tokens of the second most likely
+    topic, Binomial(tokens, p) over 0..tokens with the tails pooled (tokens independent); the
+    same counts reject that topic's probability a few percent off."""
     theta, phiT = _factors("peaked", np.random.default_rng(1))
-    totals, n_dk = _allocate(theta, phiT, 5, 3)
+    totals, n_dk = _allocate(theta, phiT, tokens, 3)
     p = theta * phiT[1]
     p = p / p.sum()
     assert chi_square_pvalue(totals, p) > P_ACCEPT
     second = int(np.argsort(p)[-2])
-    within = np.bincount(n_dk[:, second], minlength=6)
-    assert chi_square_pvalue(within, stats.binom.pmf(np.arange(6), 5, p[second])) > P_ACCEPT
-    assert chi_square_pvalue(within, stats.binom.pmf(np.arange(6), 5, p[second] * 1.05)) < P_ACCEPT
-
-
-def test_rejection_and_the_walk_draw_differently_from_the_same_stream(monkeypatch):
-    """The two paths are both run by the tests above: from one seed they give other draws."""
-    theta, phiT = _factors("flat", np.random.default_rng(2))
-    monkeypatch.setattr(topics, "REJECTION_ATTEMPTS", 0)
-    walked = _allocate(theta, phiT, 1, 7)[1]
-    monkeypatch.setattr(topics, "REJECTION_ATTEMPTS", 1000)
-    rejected = _allocate(theta, phiT, 1, 7)[1]
-    assert not np.array_equal(walked, rejected)
+    within = np.bincount(n_dk[:, second], minlength=tokens + 1)
+    support = np.arange(tokens + 1)
+    assert chi_square_pvalue(within, stats.binom.pmf(support, tokens, p[second])) > P_ACCEPT
+    assert chi_square_pvalue(within, stats.binom.pmf(support, tokens, min(p[second] * off, 1.0))) < P_ACCEPT
 
 
 def test_a_word_of_zero_weights_is_uniform_as_the_walk_makes_it():
-    """phi of the word underflowed to 0: no alias table to propose from, the walk's rule
-    (every topic equally (im)plausible), not theta's law."""
+    """phi of the word underflowed to 0: every topic equally (im)plausible, not theta's law."""
     theta, phiT = _factors("peaked", np.random.default_rng(3))
     phiT[1] = 0.0
     counts = _allocate(theta, phiT, 1, 2)[0]
     assert chi_square_pvalue(counts, np.ones(N_TOPICS)) > P_ACCEPT
 
 
-@pytest.mark.parametrize("n_words", [600, 5_000])
+@pytest.mark.parametrize("n_words", [600, 8_000])
 def test_tiled_allocation_does_not_depend_on_the_chunks(n_words):
-    """5,000 words are three tiles at K = 20: each stream block keeps its draws across tiles."""
+    """8,000 words are three tiles at K = 20: each stream block keeps its draws across tiles."""
     assert n_words > 2 * topics.words_per_tile(N_TOPICS) or n_words < topics.words_per_tile(N_TOPICS)
     rng = np.random.default_rng(4)
     model = topics.TopicModel(N_TOPICS)

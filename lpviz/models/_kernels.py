@@ -21,7 +21,7 @@ from lpviz.collapsed import _bd0, _stirlerr
 # Up to this many tokens a cell's allocation draws token by token (a walk, or
 # a binary search in cumulative weights); beyond, conditional binomials split
 # all tokens at once: O(K) per cell whatever the count.
-_FEW_TOKENS = 4
+FEW_TOKENS = 4
 _SPLIT_TOKENS = 64
 # Up to this many trials a binomial is its Bernoulli trials.
 _SMALL_BINOMIAL = 16
@@ -212,26 +212,6 @@ def binomial(n, p, state):
     return drawn if small == p else n - drawn
 
 
-@njit(nogil=True, cache=True, fastmath=FAST_DOT, inline="always")
-def draw_product(A, i, B, j, total, state):
-    """An index k drawn with probability ``A[i, k] B[j, k] / total`` (``total`` = A[i] . B[j]):
-    a walk along the running sum that stops early, with no buffer (one token of a cell)."""
-    n = A.shape[1]
-    if not total > 0.0:
-        return int(uniform(state) * n)  # all weights underflowed: any component is as (im)plausible
-    u = uniform(state) * total
-    running = 0.0
-    for k in range(n):
-        running += A[i, k] * B[j, k]
-        if u < running:
-            return k
-    # ``total`` summed in another order can exceed the walk's sum by ~1e-16
-    for k in range(n - 1, -1, -1):
-        if A[i, k] * B[j, k] > 0.0:
-            return k
-    return n - 1
-
-
 @njit(nogil=True, cache=True, inline="always")
 def draw_weighted(weights, total, state):
     """An index k drawn with probability ``weights[k] / total`` (a walk that stops early)."""
@@ -273,7 +253,7 @@ def multinomial(y, weights, total, state, out):
         for k in range(n):
             weights[k] = 1.0
         total = float(n)
-    if y <= _FEW_TOKENS:
+    if y <= FEW_TOKENS:
         for _ in range(y):
             out[draw_weighted(weights, total, state)] += 1
         return
@@ -459,42 +439,6 @@ def column_alias_tables(columns):
             weights[row] = columns[row, k]
         build_alias(weights, probability[k], alias[k])
     return column_sums(columns), probability, alias
-
-
-@njit(nogil=True, cache=True)
-def row_alias_tables(rows):
-    """Per row of ``rows`` (n x K), its sum and the alias table of its entries over the K columns
-    (``probability`` float64 and ``alias`` int32, n x K each): what a cell's tokens propose their
-    component from (a word's topics)."""
-    n_rows, n_columns = rows.shape
-    sums = np.empty(n_rows)
-    probability = np.empty((n_rows, n_columns))
-    alias = np.empty((n_rows, n_columns), dtype=np.int32)
-    for row in range(n_rows):
-        total = 0.0
-        for k in range(n_columns):
-            total += rows[row, k]
-        sums[row] = total
-        build_alias(rows[row], probability[row], alias[row])
-    return sums, probability, alias
-
-
-@njit(nogil=True, cache=True, inline="always")
-def draw_by_rejection(A, i, a_max, probability, alias, j, attempts, state):
-    """An index k with probability ``A[i, k] B[j, k] / (A[i] . B[j])``, or -1 after ``attempts``
-    rejections: k proposed from row j's alias table of ``B`` (``B[j, k] / sum_k B[j, k]``) and
-    accepted with probability ``A[i, k] / a_max`` (``a_max = max_k A[i, k]``). An accepted index
-    has exactly the target law; a caller that draws from the same law after -1 (a walk) keeps
-    the mixture exact: ``P(k) = sum_{t < m} (1 - a)^t a p_k + (1 - a)^m p_k = p_k``, with ``a``
-    the acceptance rate. ~3.4 proposals per token (0.28 accepted) on Enron-like counts, K = 50."""
-    n = probability.shape[1]
-    for _ in range(attempts):
-        u = uniform(state) * n
-        column = min(int(u), n - 1)
-        k = column if u - column < probability[j, column] else alias[j, column]
-        if uniform(state) * a_max < A[i, k]:
-            return k
-    return -1
 
 
 @njit(nogil=True, cache=True, inline="always")
