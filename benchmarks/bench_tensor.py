@@ -11,7 +11,7 @@
    the topic model run on the same cells as a matrix (rows x months*recipients,
    the same K): a plain reference in the same run.
 
-    .venv/bin/python benchmarks/bench_tensor.py [--actors 30] [--months 24] [--iterations 600]
+    .venv/bin/python benchmarks/bench_tensor.py [--actors 30] [--months 24] [--iterations 600] [--speed-only]
 """
 
 import argparse
@@ -90,8 +90,10 @@ def main():
     parser.add_argument("--speed-actors", type=int, default=200)
     parser.add_argument("--speed-iterations", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--speed-only", action="store_true", help="only the speed section")
     args = parser.parse_args()
-    recovery(args)
+    if not args.speed_only:
+        recovery(args)
     speed(args)
 
 

@@ -67,9 +67,12 @@ def _cell_weights(A, i, B, j, C, t, out):
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     """Split the counts of rows (first-mode indices) in blocks [first, last) over components.
+
+    ``fastmath=FAST_DOT``: :func:`_cell_weights` is inlined as Numba IR and compiled with this
+    kernel's flags, so only here do its products vectorise (as in the topic model's kernels).
 
     ``counts``: CSR (indptr, indices, values) of the cells to allocate, columns
     ``j * T + t``; ``factors``: (A, B, C); ``seeds``: (chain seed, iteration,
@@ -90,7 +93,6 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             return
-        seed_stream(chain_seed, iteration, UNIT_SWEEP + block)
         seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
         for i in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
             for idx in range(indptr[i], indptr[i + 1]):
@@ -159,9 +161,10 @@ def _gamma_rows_chunk(chunk, first, last, factor, counts, rates, prior, seeds):
                 factor[r, k] = np.random.gamma(a0 + counts[r, k], 1.0 / (b0 + rate))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def _loglik_chunk(chunk, first, last, counts, factors, row_log):
-    """``row_log[i] = sum over row i's cells of y log mu_ijt - log y!`` for rows in blocks [first, last)."""
+    """``row_log[i] = sum over row i's cells of y log mu_ijt - log y!`` for rows in blocks [first, last)
+    (``fastmath=FAST_DOT`` for :func:`_cell_weights`, as in :func:`_allocate_chunk`)."""
     indptr, indices, values = counts
     A, B, C = factors
     n_times = C.shape[0]
