@@ -240,7 +240,8 @@ class FitsView(pn.viewable.Viewer):
             button = pn.widgets.Button(label=name, color=kind, width=90)
             button.on_click(action)
             buttons.append(button)
-        return pn.Row(*buttons)
+        # wrapping: five buttons in a row are 450 px, wider than a phone's page (which then scrolled sideways)
+        return pn.FlexBox(*buttons, sizing_mode="stretch_width")
 
     def progress_row(self, runner):
         goal = pn.bind(
