@@ -101,7 +101,7 @@ def create_app():
         "Privacy": PrivacyView(data=data),
         "Central vs local": CentralView(fits=fits),
     }
-    export = ExportView(fits=fits, views=list(views.values()))
+    export = ExportView(fits=fits, views=list(views.values()), shown=False)
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     views["Export"] = export
     # each tab built when first shown; a hidden tab's views wait (app/onscreen.py)

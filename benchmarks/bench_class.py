@@ -314,6 +314,7 @@ class Student:
         self.url, self.progress = url, Progress(index)
         self.models = {}  # id -> {"name": ..., "attributes": {...}}
         self.lines = {}  # method label -> (status, iteration): the last progress line the page got
+        self.goals = {}  # method label -> the iterations its chain runs to, from the same line
         self.socket = None
         self._replies = {}
         self._reader = None
@@ -364,6 +365,7 @@ class Student:
             match = STATUS_LINE.search(text.replace("&nbsp;", " "))
             if match:  # keyed by the method: a tab rendered again makes new models with the same lines
                 self.lines[match.group(1)] = (match.group(2), int(match.group(3).replace(",", "")))
+                self.goals[match.group(1)] = int(match.group(4).replace(",", ""))
 
     def status_lines(self):
         """(status, iteration) of every method's progress line, as the page last showed it."""
@@ -418,6 +420,19 @@ class Student:
             raise LookupError(f"no selector offers the preset {name!r}")
         if self.models[select]["attributes"].get("value") != name:
             await self.set(select, "value", name)
+
+    async def set_field(self, title, value, tries=10):
+        """Type ``value`` into the number field titled ``title`` (a settings widget) until it stays: a
+        preset chosen just before is put in force by the server a moment later, over a value typed now."""
+        field = self.find("Spinner", title=title)
+        if field is None:
+            raise LookupError(f"no number field {title!r} in the page")
+        for _ in range(tries):
+            await self.set(field, "value", value)
+            await asyncio.sleep(1.0)
+            if self.models[field]["attributes"].get("value") == value:
+                return
+        raise RuntimeError(f"{title} did not keep {value!r} after {tries} tries")
 
     async def open(self):
         from bokeh.protocol import Protocol
@@ -497,6 +512,7 @@ class Plan:
     """What every student does, with its timings (seconds)."""
 
     preset: str = CLASS_PRESET
+    n_iter: int | None = None  # iterations per chain instead of the preset's (a cluster outruns 6,000)
     window: float = 20.0  # fairness is taken this long after the last Start
     tabs: tuple = ("Topics", "Blocks", "Fits")  # switched through after the first point, before the window ends
     tab_seconds: float = 1.5
@@ -511,9 +527,13 @@ async def play_student(student, plan, everyone_started, measured):
         await student.tab("Fits")
         await student.wait_for(lambda: student.find("Button", label="Start"), plan.timeout, "clickable Start")
         progress.clickable = time.monotonic()
+        if plan.n_iter:
+            await student.set_field("N iter", plan.n_iter)
         progress.started = time.monotonic()
         await student.click("Start")
         await student.wait_for(lambda: progress.first_point == progress.first_point, plan.timeout, "first trace point")
+        if plan.n_iter and set(student.goals.values()) != {plan.n_iter}:
+            raise RuntimeError(f"N iter {plan.n_iter:,} typed, but the chains run to {student.goals}")
         await everyone_started.wait()
         for title in plan.tabs:
             await asyncio.sleep(plan.tab_seconds)
@@ -812,6 +832,13 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=1, help="times each class opens and closes (default 1)")
     parser.add_argument("--window", type=float, default=20.0, help="seconds after the last Start (default 20)")
     parser.add_argument("--preset", default=CLASS_PRESET)
+    parser.add_argument(
+        "--n-iter",
+        type=int,
+        default=None,
+        help="iterations per chain instead of the preset's, typed into N iter by each websocket student "
+        "(a cluster's chains outrun the preset's 6,000 before a class of 8 has opened)",
+    )
     parser.add_argument("--client", choices=("websocket", "chromium"), default="websocket")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     where = parser.add_mutually_exclusive_group()
@@ -862,7 +889,7 @@ def play_size(n, mode, address, cluster, args):
             f"load {load_average():.1f}",
             flush=True,
         )
-        plan = Plan(preset=args.preset, window=args.window)
+        plan = Plan(preset=args.preset, n_iter=args.n_iter, window=args.window)
         for round_index in range(1, args.rounds + 1):
             figures = play_round(server, n, plan, args.client, cluster)  # an idle cluster in-process: its CPU apart
             rss, threads = wait_for_release(server, baseline[1], timeout=90)

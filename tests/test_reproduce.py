@@ -600,3 +600,43 @@ def test_quick_presets_of_table1_and_vips_run(name, tmp_path):
 def test_paper_presets_of_table1_and_vips_run(name, tmp_path):
     [report] = reproduce(name, "paper", workers=2, output=tmp_path)
     assert set(_claims(report)) <= VERDICTS
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="the peak is reset through Linux's proc")
+def test_a_task_reports_its_own_peak_memory_not_the_process_lifetime_peak():
+    """Tasks run one after another in a worker (or a serial run): each record's peak is its own, where
+    the Figure 4 probe's seven tasks read 4.1 GB growing to 10.5 GB (the process's lifetime peak)."""
+    big = np.ones(100_000_000)  # 800 MB touched, then given back: an earlier task's peak
+    del big
+    import resource
+
+    lifetime_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+    task = get("fig4").tasks("tiny")[0]
+    record = chain_task(task.params)["record"]
+    assert 0 < record["peak_memory_gb"] < lifetime_peak - 0.5
+
+
+def test_the_report_shows_the_probe_and_the_paper_grid_projected_from_it(tmp_path):
+    """A probe beside a run (probe.csv in DIR/NAME): report.md gets the probe's table (seconds per
+    iteration of each setting and method, each method beside the first) and the paper grid on 2 and 16
+    workers projected from it. The tiny run's own tasks stand in for the probe's (the same records)."""
+    from lpviz.reproduce.finish import write_probe
+    from lpviz.reproduce.grid import ResultStore
+
+    experiment = get("fig4")
+    reproduce("fig4", preset="tiny", output=tmp_path, scheduler="serial")
+    out_dir = tmp_path / "fig4"
+    results = ResultStore(out_dir).read_all(experiment.tasks("tiny"))
+    firsts = {}
+    for record, arrays in results:  # one chain per (setting, method), as a probe runs
+        firsts.setdefault((record["params"]["labels"]["setting"], record["params"]["method"]), (record, arrays))
+    write_probe(experiment, out_dir, list(firsts.values()), {"probe_iterations": 30, "invocations": []})
+    report = (out_dir / "report.md").read_text()
+    section = report.split("## Probe at the paper's sizes", 1)[1].split("\n## ", 1)[0]
+    for (setting, method), (record, _) in firsts.items():
+        row = next(line for line in section.splitlines() if line.startswith(f"| {setting} | {method} |"))
+        assert f"{record['seconds_per_iteration']:.4g}" in row
+    assert "- eps/N=1: naive / private = " in section
+    scale = [line for line in report.splitlines() if line.startswith("| paper |")]
+    assert [line.split("|")[3].strip() for line in scale] == ["2", "16"]
+    assert all("probe at the paper's sizes" in line for line in scale)

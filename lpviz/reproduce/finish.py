@@ -73,6 +73,8 @@ def write_outputs(experiment, out_dir, preset, settings, results, run_info):
     chains = settings.get("chains")
     paper_settings = experiment.settings("paper")
     probe, probe_how = read_probe(out_dir)
+    if probe:
+        sections.append(_probe_section(experiment, out_dir))
     if preset == "paper" or experiment.has_paper_sizes(preset):
         measured = {}
         for row in rows:
@@ -193,13 +195,7 @@ def _write_probe_summary(experiment, out_dir, rows, run_info):
         f"{run_info.get('sampler') or 'default'}; load average at the start "
         f"{', '.join(f'{x:.1f}' for x in loads) or '-'} (a shared machine slows every number).",
         "",
-        rp.markdown_table(
-            rows,
-            ["setting", "method", "seconds_per_iteration", "first_iteration_seconds", "peak_memory_gb"],
-            ["setting", "method", "s/iteration", "first iteration s", "peak GB"],
-        ),
-        "",
-        *_method_ratios(rows),
+        *_probe_table(rows),
         "## The paper's grid projected from the probe",
         "",
         "Per task: the probe's seconds per iteration of its (method, setting) x its iterations; tasks packed on "
@@ -209,6 +205,34 @@ def _write_probe_summary(experiment, out_dir, rows, run_info):
         "",
     ]
     return rp.write_text(Path(out_dir) / "probe.md", "\n".join(lines))
+
+
+def _probe_table(rows):
+    """The probe's seconds per iteration, first iteration and peak memory per (setting, method), and
+    each method's time beside the first method's: lines of markdown."""
+    return [
+        rp.markdown_table(
+            rows,
+            ["setting", "method", "seconds_per_iteration", "first_iteration_seconds", "peak_memory_gb"],
+            ["setting", "method", "s/iteration", "first iteration s", "peak GB"],
+        ),
+        "",
+        *_method_ratios(rows),
+    ]
+
+
+def _probe_section(experiment, out_dir):
+    """The report's section on the probe beside it (probe.csv): what one iteration of each method costs at
+    the paper's sizes, the figures the paper grid's projection below rests on."""
+    import pandas as pd
+
+    rows = pd.read_csv(Path(out_dir) / PROBE_FILE).to_dict("records")
+    return (
+        "Probe at the paper's sizes",
+        "Seconds per iteration of one short chain per setting and method at the paper's sizes "
+        f"(`lpviz reproduce {experiment.name} --probe ITER`; its own summary: `probe.md`), the per-iteration "
+        "figures of the paper grid's projection in the scale table:\n\n" + "\n".join(_probe_table(rows)),
+    )
 
 
 def _method_ratios(rows):

@@ -98,9 +98,9 @@ def table1_task(params):
 
     from lpviz import diagnostics
     from lpviz._parallel import n_threads
-    from lpviz.reproduce.chains import _peak_memory_gb
+    from lpviz.reproduce.chains import _peak_memory_gb, task_started
 
-    started, clock = time.time(), time.perf_counter()
+    started, clock = task_started()
     group, data = params["method"], params["data"]
     rows, context = _run_groups(
         n_rows=data["n_rows"],

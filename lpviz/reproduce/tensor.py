@@ -23,7 +23,7 @@ import numpy as np
 from lpviz import methods as method_registry
 from lpviz.reproduce import report as rp
 from lpviz.reproduce.base import Experiment, eps_by_components_grid
-from lpviz.reproduce.chains import build_release, fit_and_summarise
+from lpviz.reproduce.chains import build_release, fit_and_summarise, task_started
 
 EPS_OVER_N = (3.0, 2.0, 1.0, 0.5)
 METHODS = ("private", "naive", "nonprivate")
@@ -45,7 +45,7 @@ def tensor_task(params):
     the observed and the held-out cells (in the record's ``extra_scores``)."""
     import time
 
-    started, clock = time.time(), time.perf_counter()
+    started, clock = task_started()
     _, release, truth = build_release(params)
     posterior, result = fit_and_summarise(
         params, release, truth, started=started, clock=clock, prepared=time.perf_counter() - clock

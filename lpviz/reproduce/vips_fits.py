@@ -166,7 +166,9 @@ def vips_task(params):
     :func:`lpviz.reproduce.chains.chain_task`, with ``extra_scores``
     ``perplexity`` (document completion) and the held-out sizes.
     """
-    started, clock = time.time(), time.perf_counter()
+    from lpviz.reproduce.chains import task_started
+
+    started, clock = task_started()
     corpus = split_corpus(params["data"], params["split"])
     label, _, family, _ = FITS[params["method"]]
     topics, result = _FAMILIES[family](params, corpus, started, clock)
