@@ -21,6 +21,7 @@
 """
 
 import math
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -538,6 +539,9 @@ def independence_rates(release, cells=None):
     return rows, columns / mean
 
 
+# (id(release), id(truth), cells) -> (weak reference to the release, to the truth, baselines): weak, so
+# the cache keeps no data alive (strong references kept the last 8 tasks' releases and truths in a
+# reproduce worker: 1 GB a task at Figure 4's paper size, a worker's memory growing task after task)
 _BASELINE_CACHE: dict = {}
 _BASELINE_CACHE_SIZE = 8
 
@@ -564,7 +568,7 @@ def release_baselines(release, truth, observed=None, heldout=None):
     observed = release.observed_cells if observed is None else observed
     key = (id(release), id(truth), hash(observed.tobytes()), None if heldout is None else hash(heldout.tobytes()))
     cached = _BASELINE_CACHE.get(key)
-    if cached is not None and cached[0] is release and cached[1] is truth:
+    if cached is not None and cached[0]() is release and cached[1]() is truth:
         return dict(cached[2])
     count_constant = estimated_count_median(release, observed)
     rate_constant = estimated_rate_median(release, observed) if truth.mu is not None else None
@@ -591,7 +595,7 @@ def release_baselines(release, truth, observed=None, heldout=None):
             result[f"independence_{where}{prefix}mae"] = independence_sums[i] / n_cells
     if len(_BASELINE_CACHE) >= _BASELINE_CACHE_SIZE:
         _BASELINE_CACHE.pop(next(iter(_BASELINE_CACHE)))
-    _BASELINE_CACHE[key] = (release, truth, dict(result))
+    _BASELINE_CACHE[key] = (weakref.ref(release), weakref.ref(truth), dict(result))
     return result
 
 

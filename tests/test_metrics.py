@@ -475,3 +475,29 @@ def test_collapsed_fit_cannot_reproduce_a_claim():
     verdict = Table1._row_claim(level, first=True)
     assert verdict.verdict == rp.NOT_REPRODUCED and "does not beat the best constant" in verdict.lpviz
     assert ROWS["private-vi"][3] == 0.396
+
+
+def test_the_baselines_cache_keeps_no_release_or_truth_alive():
+    """Scoring caches the baselines per (release, truth) for a live view; it must not keep them: strong
+    references kept the last 8 tasks' releases and truths in a reproduce worker (1 GB a task at Figure
+    4's paper size). A cached entry is still used while its release and truth live."""
+    import gc
+    import weakref
+
+    from lpviz import metrics
+    from lpviz.datasets import make_topics
+
+    data = make_topics(random_state=3)
+    release, truth = data.release(), data.truth()
+    first = metrics.release_baselines(release, truth)
+    computed = []
+    original = metrics.independence_rates
+    try:
+        metrics.independence_rates = lambda *args: computed.append(1) or original(*args)
+        assert metrics.release_baselines(release, truth) == first and computed == []  # cached
+    finally:
+        metrics.independence_rates = original
+    gone = weakref.ref(release), weakref.ref(truth)
+    del release, truth, data
+    gc.collect()
+    assert gone[0]() is None and gone[1]() is None
