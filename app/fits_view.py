@@ -5,8 +5,8 @@ The traces are Bokeh lines over each runner's bounded ``hv.streams.Buffer``
 (``ColumnDataSource.stream``) rather than the plot being redrawn. The score
 table is each runner's :func:`lpviz.metrics.score` of its posterior (the
 numbers the Topics and Blocks tabs and the CLI show), drawn as a scoreboard with
-the best value of each score column marked. The rate heatmaps are
-fed through ``hv.streams.Pipe`` from the runners' snapshots, as often as the
+the best value of each score column marked. The rate heatmaps are Bokeh figures
+updated in place (:mod:`app.live_rates`) from the runners' snapshots, as often as the
 view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
@@ -19,6 +19,7 @@ import panel as pn
 import param
 
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
+from app.live_rates import LiveRates
 from app.live_traces import LiveTraces
 from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
 from app.throttle import VIEW_SECONDS
@@ -44,8 +45,8 @@ CONVERGENCE_NOTE = (
     "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
     "chain still drifts. ESS: the effective number of independent draws among those."
 )
-# The rate heatmaps (the truth, each method) two to a row: four to a row left a title ~230 px on a
-# 1500 px page
+# The exported rate heatmaps (the truth, each method) two to a row: four to a row left a title ~230 px
+# on a 1500 px page (the live ones wrap: two to a row, one on a phone, app.live_rates)
 RATE_COLUMNS = 2
 RATE_MIN_WIDTH = 300  # at phone width too: a VI method's name beside the axis names, in the title's font
 BEST_MARK = "\u2605"  # a star beside the best value of a column
@@ -197,20 +198,22 @@ class FitsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._rate_pipes = {}
+        self._live_rates = None  # the rate heatmaps shown (app.live_rates), new per data, methods and scale
+        self._rate_states = {}  # method -> the state its heatmap shows (the title's second line)
         self._live_traces = []  # the trace plots shown (app.live_traces), detached when replaced
         # hidden (another tab shown), the traces' rows, the rate heatmaps and the scoreboard wait
         # until shown; the session's drain asks the same whether the trace plots are shown
         self.on_screen = self.fits.traces_on_screen
-        # one throttle for all the rate heatmaps: each redraw re-sends whole images
+        # one throttle for all the rate heatmaps: each redraw sends whole images
         follow_results(
             self.fits, lambda runner: self.on_screen.run("rates", partial(self._on_result, runner)), VIEW_SECONDS
         )
         follow_results(self.fits, lambda runner: self.on_screen.run("scores", self._update_scores), VIEW_SECONDS)
         self._update_scores()
-        # The rate heatmaps of each (data generation, methods, scale) are a new pane in this box, never
-        # the old pane updated in place: Panel's in-place update re-used the old Bokeh figures, and
-        # after a data switch all four were seen titled "truth (true counts)" over stale axes.
+        # The rate heatmaps of each (data generation, methods, scale) are new figures in a new pane in
+        # this box, never the old ones updated for other data: Panel's in-place update re-used the old
+        # Bokeh figures, and after a data switch all four were seen titled "truth (true counts)" over
+        # stale axes. Only a new result of the same data updates the figures in place.
         self._rates_box = pn.Column(sizing_mode="stretch_width", name="rates-box")
         settings = self.fits.settings
         self.fits.data.param.watch(lambda *_: self._follow_rates(), ["release"])
@@ -237,7 +240,8 @@ class FitsView(pn.viewable.Viewer):
             button = pn.widgets.Button(label=name, color=kind, width=90)
             button.on_click(action)
             buttons.append(button)
-        return pn.Row(*buttons)
+        # wrapping: five buttons in a row are 450 px, wider than a phone's page (which then scrolled sideways)
+        return pn.FlexBox(*buttons, sizing_mode="stretch_width")
 
     def progress_row(self, runner):
         goal = pn.bind(
@@ -415,40 +419,29 @@ class FitsView(pn.viewable.Viewer):
 
     @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.colour_scale")
     def rates(self):
+        """The rate heatmaps of the truth (keyed None) and each active method (by name): a
+        :class:`~app.live_rates.LiveRates`, new figures each call, updated in place by each new result."""
         data = self.fits.data
         if data.release is None:
+            self._live_rates, self._rate_states = None, {}
             return pn.pane.Markdown("")
         reference, title, clim, strides = self._reference()
-        kind, scale = data.release.kind, data.settings.colour_scale
-
-        def heatmap(values, title):  # every rate heatmap on the same scale, axes and size
-            return count_image(
-                values,
-                kind,
-                title,
-                clim,
-                strides=strides,
-                cmap=RATE_CMAP,
-                label="rate",
-                scale=scale,
-                min_width=RATE_MIN_WIDTH,
-            )
-
-        panels = [heatmap(reference, title)]
-        self._rate_pipes = {}
+        frames = {None: (reference, title)}
+        self._rate_states = {}
         for name, runner in self.fits.active.items():
-            pipe = hv.streams.Pipe(data=self._rate_frame(runner, reference.shape))
-            self._rate_pipes[name] = pipe
-
-            def image(data, runner=runner):
-                values, subtitle = data
-                return heatmap(values, rate_title(runner, subtitle))
-
-            panels.append(hv.DynamicMap(image, streams=[pipe]))
-        layout = hv.Layout(panels).cols(RATE_COLUMNS).opts(shared_axes=True)
-        return pn.pane.HoloViews(
-            layout, sizing_mode="stretch_width", min_height=320, name="rate-heatmaps", linked_axes=False
+            values, self._rate_states[name] = self._rate_frame(runner, reference.shape)
+            frames[name] = (values, rate_title(runner, self._rate_states[name]))
+        self._live_rates = LiveRates(
+            frames,
+            kind=data.release.kind,
+            clim=clim,
+            strides=strides,
+            scale=data.settings.colour_scale,
+            cmap=RATE_CMAP,
+            label="rate",
+            min_width=RATE_MIN_WIDTH,
         )
+        return self._live_rates.panel
 
     @staticmethod
     def _rate_frame(runner, shape):
@@ -461,14 +454,16 @@ class FitsView(pn.viewable.Viewer):
         return result["mu"], f"burn-in, sample {result['iteration']}"
 
     def _on_result(self, runner):
-        """Redraw the rate heatmaps whose runner has a new result (all of them when due)."""
-        if self.fits.data.release is None:
+        """Redraw the rate heatmaps whose runner has a new result (all of them when due); a heatmap
+        whose runner is another and whose state did not change is not sent again."""
+        if self.fits.data.release is None or self._live_rates is None:
             return
-        for name, pipe in self._rate_pipes.items():
+        for name, shown in self._rate_states.items():
             other = self.fits.runners[name]
-            frame = self._rate_frame(other, self.fits.data.release.shape)
-            if other is runner or pipe.data[1] != frame[1]:
-                pipe.send(frame)
+            values, state = self._rate_frame(other, self.fits.data.release.shape)
+            if other is runner or state != shown:
+                self._rate_states[name] = state
+                self._live_rates.update(name, values, rate_title(other, state))
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""

@@ -14,6 +14,8 @@ MAX_TICKS = 20  # named ticks per axis at most: more would overlap on a heatmap 
 NAMED_MIN_HEIGHT = 440  # a heatmap with names under it: room for the upright names and the cells
 HELDOUT_SHADE = "#303030"
 HEATMAP_TITLE_SIZE = "10pt"  # HoloViews' 12pt bold: a method's name and its fit's state ran past a heatmap
+HEATMAP_MIN_HEIGHT = 260
+SUMMED_NOTE = " (summed over months)"  # a tensor's heatmap: its first two modes, summed over the rest
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
@@ -112,6 +114,22 @@ def heldout_overlay(heldout, rows, cols, kdims):
     )
 
 
+def drawn_cells(Y, strides=(1, 1)):
+    """What a heatmap of ``Y`` draws at ``strides``: ``(values, rows, cols, xlim, ylim)`` -- every k-th
+    row and column of the matrix (a tensor: :func:`shown_matrix`), their positions, and the axes'
+    limits (each cell centred on its position; None for an empty matrix)."""
+    Y = shown_matrix(Y)
+    row_step, col_step = strides[:2]
+    shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
+    rows = np.arange(0, Y.shape[0], row_step)
+    cols = np.arange(0, Y.shape[1], col_step)
+    # the axes span this matrix and nothing else: set, not left to a range a previous plot of another
+    # shape may have left behind (seen: a 300 x 100 matrix drawn over 0-800 words after a data switch)
+    xlim = (float(cols[0]) - col_step / 2, float(cols[-1]) + col_step / 2) if len(cols) else None
+    ylim = (float(rows[0]) - row_step / 2, float(rows[-1]) + row_step / 2) if len(rows) else None
+    return shown, rows, cols, xlim, ylim
+
+
 def count_image(
     Y,
     kind,
@@ -135,13 +153,10 @@ def count_image(
     months), a pair shaded when it is held out in every month.
     """
     if np.ndim(Y) > 2:
-        title = f"{title} (summed over months)"
+        title = f"{title}{SUMMED_NOTE}"
         heldout = None if heldout is None else shown_matrix(heldout, np.all)
-        Y = shown_matrix(Y)
     row_step, col_step = strides[:2]
-    shown = np.asarray(Y, dtype=np.float64)[::row_step, ::col_step]
-    rows = np.arange(0, Y.shape[0], row_step)
-    cols = np.arange(0, Y.shape[1], col_step)
+    shown, rows, cols, xlim, ylim = drawn_cells(Y, strides)
     row_name, col_name = AXES.get(kind, ("row", "column"))
     # The title is the element's own label, not a plot option: options live in HoloViews' global
     # store under ids, and four heatmaps of one layout were seen all titled with the first one's
@@ -152,10 +167,6 @@ def count_image(
         tick_labels(row_labels, rows) if row_labels is not None else None,
         tick_labels(col_labels, cols) if col_labels is not None else None,
     )
-    # the axes span this matrix and nothing else: set, not left to a range a previous plot of another
-    # shape may have left behind (seen: a 300 x 100 matrix drawn over 0-800 words after a data switch)
-    xlim = (float(cols[0]) - col_step / 2, float(cols[-1]) + col_step / 2) if len(cols) else None
-    ylim = (float(rows[0]) - row_step / 2, float(rows[-1]) + row_step / 2) if len(rows) else None
     options = dict(
         fontsize={"title": HEATMAP_TITLE_SIZE},
         xlim=xlim,
@@ -165,7 +176,7 @@ def count_image(
         tools=["hover"],
         invert_yaxis=True,
         responsive=True,
-        min_height=260,
+        min_height=HEATMAP_MIN_HEIGHT,
         min_width=min_width,
         toolbar="above",
         framewise=True,

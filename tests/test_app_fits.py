@@ -285,6 +285,12 @@ def test_two_sessions_do_not_share_runs():
     assert first.runners["naive"].pace is not second.runners["naive"].pace
 
 
+def _image(plot):
+    """The image a live rate heatmap (app.live_rates) draws."""
+    (renderer,) = plot.renderers
+    return np.asarray(renderer.data_source.data["image"][0])
+
+
 def _curves(pane):
     """The trace lines of a live trace plot (app.live_traces), one per (runner, column), by name."""
     from bokeh.models import GlyphRenderer, Line
@@ -292,7 +298,7 @@ def _curves(pane):
     return [r.name for r in pane.object.select({"type": GlyphRenderer}) if isinstance(r.glyph, Line)]
 
 
-def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
+def test_fits_view_plots_the_buffers_and_draws_the_rates(fits):
     view = FitsView(fits=fits)
     mae_pane, joint_pane = view.traces()[0].objects
     n_methods = len(fits.runners)
@@ -318,15 +324,12 @@ def test_fits_view_plots_the_buffers_and_pipes_the_rates(fits):
     fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
     fits.runners["nonprivate"].start()
     drain_until(fits, lambda: fits.runners["nonprivate"].status == "done")
-    values, title = view._rate_pipes["nonprivate"].data
-    np.testing.assert_allclose(values, fits.runners["nonprivate"].result["mu_hat"])
-    assert "mean of 4 samples" in title
-    assert len(rates.object) == 1 + n_methods  # truth + each method
-    # rendered, each heatmap carries its own title (the truth's, then one per method)
-    from bokeh.models import Plot
-
-    rendered = hv.render(rates.object, backend="bokeh")
-    titles = sorted(plot.title.text for plot in rendered.select({"type": Plot}) if plot.title is not None)
+    plot = view._live_rates.figures["nonprivate"]
+    np.testing.assert_allclose(_image(plot), fits.runners["nonprivate"].result["mu_hat"])
+    assert plot.title.text.endswith("mean of 4 samples")
+    assert len(rates.objects) == 1 + n_methods  # truth + each method
+    # each heatmap carries its own title (the truth's, then one per method)
+    titles = sorted(pane.object.title.text for pane in rates.objects)
     expected = ["truth (true rates)", f"{fits.runners['nonprivate'].label}\nmean of 4 samples"] + [
         f"{fits.runners[name].label}\nnot started" for name in ("private", "naive")
     ]
@@ -345,16 +348,153 @@ def test_rate_heatmaps_are_throttled_while_running_and_exact_when_paused(fits, m
     view = FitsView(fits=fits)
     view.rates()
     runner = fits.runners["naive"]
-    pipe = view._rate_pipes["naive"]
+    plot = view._live_rates.figures["naive"]
     fits.settings.param.update(n_iter=1_000_000, burn_in=10, thin=5)
     runner.start()
     drain_until(fits, lambda: runner.result is not None and runner.result["samples_saved"] > 2)
-    assert pipe.data[1] == "not started"  # Start streams trace rows first; the heatmap follows later
+    assert plot.title.text.endswith("not started")  # Start streams trace rows first; the heatmap follows later
     runner.pause()
     drain_until(fits, lambda: runner.status == "paused")
-    values, _ = pipe.data
-    np.testing.assert_allclose(values, runner.result["mu_hat"])
+    np.testing.assert_allclose(_image(plot), runner.result["mu_hat"])
     fits.stop()
+
+
+def _watch_rates(view):
+    """The Bokeh document the rate heatmaps are shown in, and the list of its change events (what a
+    served page is sent) from now on."""
+    from bokeh.document import Document
+
+    document = Document()
+    document.add_root(view.rates().get_root(document))
+    events = []
+    document.on_change(events.append)
+    return events
+
+
+def _sent(events, live):
+    """``{heatmap key: {what was sent}}`` of document ``events`` touching the heatmaps of ``live``."""
+    owners = {}
+    for key, plot in live.figures.items():
+        (renderer,) = plot.renderers
+        for model in (plot, plot.title, renderer.data_source, renderer.glyph.color_mapper):
+            owners[model.id] = (key, type(model).__name__)
+    sent = {}
+    for event in events:
+        model = getattr(event, "model", None)
+        if model is None or model.id not in owners:
+            continue
+        key, kind = owners[model.id]
+        what = f"{kind}.{event.attr}" + (f"{event.cols}" if getattr(event, "cols", None) else "")
+        sent.setdefault(key, set()).add(what)
+    return sent
+
+
+def test_a_result_updates_the_rate_heatmaps_in_place_sending_only_its_image_and_title(fits):
+    view = FitsView(fits=fits)
+    events = _watch_rates(view)
+    live = view._live_rates
+    figures = dict(live.figures)
+    panes = list(live.panel.objects)
+    before = {key: (_image(plot).copy(), plot.title.text) for key, plot in figures.items()}
+    runner = fits.runners["nonprivate"]
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    runner.start()
+    drain_until(fits, lambda: runner.status == "done")
+    # the same figures (and panes) drawn anew: nothing replaced, no model added
+    assert view._live_rates is live and live.figures == figures and list(live.panel.objects) == panes
+    assert all(live.figures[key] is plot for key, plot in figures.items())
+    plot = figures["nonprivate"]
+    np.testing.assert_allclose(_image(plot), runner.result["mu_hat"])
+    assert not np.allclose(_image(plot), before["nonprivate"][0])
+    assert plot.title.text == f"{runner.label}\nmean of 4 samples" != before["nonprivate"][1]
+    # sent: the fit's image column (never its extent) and title; the others' heatmaps untouched
+    assert _sent(events, live) == {"nonprivate": {"ColumnDataSource.data['image']", "Title.text"}}
+    for key in (None, "private", "naive"):
+        np.testing.assert_array_equal(_image(figures[key]), before[key][0])
+        assert figures[key].title.text == before[key][1]
+
+
+def test_a_rate_heatmap_whose_fit_did_not_change_is_not_sent_again(fits):
+    view = FitsView(fits=fits)
+    events = _watch_rates(view)
+    live = view._live_rates
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
+    fits.runners["nonprivate"].start()
+    drain_until(fits, lambda: fits.runners["nonprivate"].status == "done")
+    events.clear()
+    view._on_result(fits.runners["private"])  # a result of another fit: its heatmap alone is drawn
+    assert set(_sent(events, live)) == {"private"}
+    events.clear()
+    view._on_result(fits.runners["nonprivate"])  # its own, unchanged: the image again, the same title not
+    assert _sent(events, live) == {"nonprivate": {"ColumnDataSource.data['image']"}}
+
+
+def test_a_data_methods_or_scale_switch_draws_new_rate_heatmaps(fits):
+    from bokeh.models import EqHistColorMapper
+
+    view = FitsView(fits=fits)
+    view.__panel__()
+    shown = []  # every set of heatmaps shown so far
+    for change in (
+        {},
+        {"n_docs": 60},  # a data switch (a new release)
+        {"source": "synthetic-blocks"},  # another kind of data
+        {"colour_scale": "quantile"},
+        {"methods": ["private", "naive"]},
+    ):
+        fits.settings.param.update(**change)
+        live = view._live_rates
+        assert view._rates_box.objects == [live.panel]  # the box shows the newest heatmaps
+        assert [pane.object for pane in live.panel.objects] == list(live.figures.values())
+        for old in shown:  # new figures, no model shared with a replaced one
+            assert not {id(plot) for plot in live.figures.values()} & {id(plot) for plot in old.figures.values()}
+            assert live.figures[None].x_range is not old.figures[None].x_range
+        shown.append(live)
+        shape = fits.data.release.shape
+        assert all(_image(plot).shape == shape for plot in live.figures.values())
+    assert list(live.figures) == [None, "private", "naive"] and shape == (20, 20)
+    assert live.figures[None].xaxis[0].axis_label == "recipient"
+    assert isinstance(live.figures[None].renderers[0].glyph.color_mapper, EqHistColorMapper)
+    assert all(plot.title.text.endswith("not started") for key, plot in live.figures.items() if key)
+    stale = {key: _image(plot).copy() for key, plot in shown[0].figures.items()}
+    view._on_result(fits.runners["private"])  # a replaced set is never drawn again
+    assert all(np.array_equal(_image(shown[0].figures[key]), image) for key, image in stale.items())
+
+
+@pytest.mark.parametrize(
+    ("source", "size"),
+    [
+        ("synthetic-topics", {"n_docs": 400, "n_words": 700}),  # drawn every 2nd row and 3rd column
+        ("synthetic-blocks", {"size": 320}),  # every 2nd sender and recipient
+        ("synthetic-tensor", {"size": 12, "n_months": 4}),  # summed over the months
+    ],
+)
+def test_the_live_rate_heatmaps_draw_what_the_exported_count_images_draw(source, size):
+    """On topics, networks and tensors, in each colour scale: the live figures draw the cells, colour
+    mapping, axes and titles of the export's :func:`~app.plots.count_image` heatmaps of the same fits."""
+    from tests.test_live_rates import SCALES, assert_same_drawing, drawing
+
+    fits = make_fits(source=source)
+    try:
+        fits.settings.param.update(**size)
+        fits.settings.param.update(n_iter=12, burn_in=4, thin=4, methods=["private", "nonprivate"])
+        view = FitsView(fits=fits)
+        view.__panel__()
+        fits.runners["nonprivate"].start()
+        drain_until(fits, lambda: fits.runners["nonprivate"].status == "done")
+        for scale in SCALES:
+            fits.settings.colour_scale = scale
+            live = view._live_rates
+            exported = [hv.render(image, backend="bokeh") for image in view.figures()["fits_rates"]]
+            assert len(exported) == len(live.figures) == 3
+            for plot, export in zip(live.figures.values(), exported, strict=True):
+                ours, theirs = drawing(plot), drawing(export)
+                assert ours.pop("min_width") == 300 and theirs.pop("min_width") == 220  # the live ones: RATE_MIN_WIDTH
+                assert_same_drawing(ours, theirs)
+            assert "mean of 2 samples" in live.figures["nonprivate"].title.text
+            assert _image(live.figures["nonprivate"]).any()
+    finally:
+        fits.close()
 
 
 def test_a_drain_triggers_the_buffers_together_through_the_public_api(fits):

@@ -84,6 +84,26 @@ HEATMAP_TITLES = """
 }
 """
 SIDEBAR_SHOWN = "() => document.getElementById('sidebar').classList.contains('show')"
+# The rate heatmaps laid out in the page (figures whose colour bar says "rate"): each one's box.
+RATE_PLOTS = """
+() => {
+  const views = [];
+  const walk = (view) => {
+    if (!view || views.includes(view)) return;
+    views.push(view);
+    for (const child of view.child_views || []) walk(child);
+  };
+  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  return views
+    .filter(v => (v.model.type === "Figure" || v.model.constructor.name === "Figure")
+      && (v.model.right || []).some(bar => bar.title === "rate") && v.el.isConnected)
+    .map(v => { const box = v.el.getBoundingClientRect();
+                return {title: v.model.title.text, left: box.left, right: box.right, top: box.top, width: box.width}; })
+    .filter(box => box.width > 0);
+}
+"""
+# Whether the page itself scrolls sideways.
+PAGE_OVERFLOW = "() => document.scrollingElement.scrollWidth - window.innerWidth"
 
 
 def outside_requests(page):
@@ -150,6 +170,17 @@ def heatmaps_ok(page, name):
         figures = [f for f in page.evaluate(FIGURES) if f["images"]]
         pytest.fail(f"{name}: expected {titles} of {size} cells over {cols} columns; the page shows {figures}")
     return [f for f in page.evaluate(FIGURES) if f["images"]]
+
+
+def rate_rows(page, count=1 + N_METHODS):
+    """Wait until the page has laid out ``count`` rate heatmaps; their titles' first lines by row, top to
+    bottom (a row: the heatmaps whose tops are within a pixel)."""
+    page.wait_until(f"() => ({RATE_PLOTS})().length === {count}")
+    rows = {}
+    for plot in sorted(page.evaluate(RATE_PLOTS), key=lambda plot: (plot["top"], plot["left"])):
+        top = next((top for top in rows if abs(top - plot["top"]) <= 1), plot["top"])
+        rows.setdefault(top, []).append(plot["title"].split("\n")[0])
+    return list(rows.values())
 
 
 def heatmap_titles_fit(page, count=1 + N_METHODS):
@@ -234,10 +265,18 @@ def test_a_preset_claim_is_checked_on_screen_with_health_and_baselines(browser, 
         # phone width, where each heatmap is its narrowest
         methods = [t["text"] for t in heatmap_titles_fit(page) if "\n" in t["text"]]  # each method's
         assert len(methods) == N_METHODS and all(", VI\n" in t and "not started" not in t for t in methods), methods
+        assert [len(row) for row in rate_rows(page)] == [2, 2]  # two to a row on a desktop
         page.page.set_viewport_size(PHONE)
         narrow = f"Math.max(({MAIN_WIDTH})(), {RATE_MIN_WIDTH})"
         page.wait_until(f"() => ({HEATMAP_TITLES})().every(t => t.plot <= {narrow})")
         heatmap_titles_fit(page)
+        # one to a row on a phone, each wholly inside the screen's width, and the page does not scroll
+        # sideways (at 412 px the second of a row of two stood past the right edge)
+        assert [len(row) for row in rate_rows(page)] == [1] * (1 + N_METHODS)
+        plots = page.evaluate(RATE_PLOTS)
+        assert all(0 <= plot["left"] and plot["right"] <= PHONE["width"] for plot in plots), plots
+        assert all(plot["width"] >= RATE_MIN_WIDTH for plot in plots), plots
+        assert page.evaluate(PAGE_OVERFLOW) <= 0
         page.page.set_viewport_size(DESKTOP)
         if not page.evaluate(SIDEBAR_SHOWN):
             toggle_sidebar(page, shown=True)

@@ -1,0 +1,143 @@
+"""The Fits tab's rate heatmaps as Bokeh figures made once and updated in place.
+
+As a HoloViews layout of DynamicMaps fed by ``hv.streams.Pipe``, every new result
+rendered a new HoloViews element and re-sent whole Bokeh models from the served
+event loop (which every session of the process shares). Here a figure per heatmap
+is made once per (release, set of methods, colour scale); a new result replaces its
+source's image column and, when they changed, its title and colour limits (Bokeh
+sends only the properties that changed), a millisecond or so.
+
+The drawing is :func:`app.plots.count_image`'s, the HoloViews heatmap the export
+keeps: the same cells (:func:`~app.plots.drawn_cells`), colour norm and limits
+(:func:`~app.plots.scale_options`), palette, axes and title (the tests compare
+the two figure by figure).
+"""
+
+import numpy as np
+import panel as pn
+from bokeh.models import (
+    BasicTicker,
+    BinnedTicker,
+    ColumnDataSource,
+    EqHistColorMapper,
+    HoverTool,
+    LinearColorMapper,
+    LogColorMapper,
+    LogTicker,
+    NoOverlap,
+    Range1d,
+)
+from bokeh.models.annotations import ColorBar
+from bokeh.plotting import figure
+from holoviews.plotting.util import process_cmap
+
+from app.plots import AXES, HEATMAP_MIN_HEIGHT, HEATMAP_TITLE_SIZE, SUMMED_NOTE, drawn_cells, scale_options
+
+# The Bokeh colour mapper of each colour norm :func:`~app.plots.scale_options` names (as HoloViews maps them).
+MAPPERS = {
+    "linear": (LinearColorMapper, BasicTicker),
+    "log": (LogColorMapper, LogTicker),
+    "eq_hist": (EqHistColorMapper, BinnedTicker),
+}
+# Beside each other while each is at least its minimum width (two to a row from ~650 px), one to a row
+# on a phone: a flex item's basis; never three to a row (a title ~230 px wide on a 1500 px page).
+FLEX_BASIS = "40%"
+
+
+class LiveRates:
+    """Heatmaps of rate matrices of one shape, side by side in :attr:`panel`, one per key of ``frames``
+    (``{key: (values, title)}``, drawn now), on one colour ``scale`` with the limits ``clim`` and shared
+    axes; ``kind``, ``strides``, ``cmap`` and ``label`` as in :func:`~app.plots.count_image`.
+
+    :meth:`update` draws a new frame in a heatmap; :attr:`figures` are the Bokeh figures (by key).
+    """
+
+    def __init__(self, frames, *, kind, clim, strides, scale, cmap, label, min_width):
+        self.clim, self.strides, self.scale = clim, strides, scale
+        self._summed = None  # whether the matrices drawn are tensors (set by the first frame)
+        self._label = label
+        self._palette = process_cmap(cmap, 256)
+        self._axes = AXES.get(kind, ("row", "column"))
+        self._min_width = min_width
+        self._x_range, self._y_range = Range1d(0, 1), Range1d(1, 0)  # shared by the heatmaps, set by the first
+        self.figures, self._sources, self._mappers = {}, {}, {}
+        for key, (values, title) in frames.items():
+            self._add(key)
+            self.update(key, values, title)
+        self.panel = pn.FlexBox(
+            *(
+                pn.pane.Bokeh(plot, sizing_mode="stretch_width", min_width=min_width, name="rate-heatmap")
+                for plot in self.figures.values()
+            ),
+            sizing_mode="stretch_width",
+            name="rate-heatmaps",
+        )
+
+    def _add(self, key):
+        norm = scale_options(self.scale, self.clim)["cnorm"]
+        mapper_class, ticker_class = MAPPERS[norm]
+        mapper = mapper_class(palette=self._palette, nan_color="rgba(0, 0, 0, 0)")
+        if norm == "eq_hist":
+            mapper.rescale_discrete_levels = True  # HoloViews' default for eq_hist
+        source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
+        row_name, col_name = self._axes
+        plot = figure(
+            x_range=self._x_range,
+            y_range=self._y_range,
+            x_axis_label=col_name,
+            y_axis_label=row_name,
+            sizing_mode="stretch_width",
+            height=HEATMAP_MIN_HEIGHT,
+            min_width=self._min_width,
+            tools="wheel_zoom,save,pan,box_zoom,reset",
+            active_drag="pan",
+            active_scroll="wheel_zoom",
+            toolbar_location="above",
+            output_backend="webgl",
+            min_border=10,
+            styles={"flex": f"1 1 {FLEX_BASIS}"},  # the figure is the flex item (the pane adds no element)
+        )
+        renderer = plot.image("image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=mapper)
+        tooltips = [(col_name, "$x"), (row_name, "$y"), (self._label, "@image")]
+        plot.add_tools(HoverTool(renderers=[renderer], tooltips=tooltips))
+        ticker = ticker_class(mapper=mapper) if ticker_class is BinnedTicker else ticker_class()
+        plot.add_layout(
+            ColorBar(
+                color_mapper=mapper,
+                ticker=ticker,
+                title=self._label,
+                location=(0, 0),
+                label_standoff=8,
+                major_label_policy=NoOverlap(),
+                major_tick_line_color="black",
+                bar_line_color="black",
+            ),
+            "right",
+        )
+        plot.title.text_font_size = HEATMAP_TITLE_SIZE
+        plot.grid.grid_line_color = None
+        self.figures[key], self._sources[key], self._mappers[key] = plot, source, mapper
+
+    def update(self, key, values, title):
+        """Draw ``values`` (a rate matrix, or tensor: summed over its further modes) titled ``title``
+        in the heatmap of ``key``: its image replaced, title and colour limits set where they changed."""
+        summed = np.ndim(values) > 2
+        shown, _, _, xlim, ylim = drawn_cells(values, self.strides)
+        source, mapper, plot = self._sources[key], self._mappers[key], self.figures[key]
+        if self._summed is None:  # the first frame: the axes span the matrix (every frame has its shape)
+            self._summed = summed
+            self._x_range.update(start=xlim[0], end=xlim[1], reset_start=xlim[0], reset_end=xlim[1])
+            self._y_range.update(start=ylim[1], end=ylim[0], reset_start=ylim[1], reset_end=ylim[0])  # rows down
+        if not source.data["image"]:
+            source.data = {
+                "image": [shown],
+                "x": [xlim[0]],
+                "y": [ylim[0]],
+                "dw": [xlim[1] - xlim[0]],
+                "dh": [ylim[1] - ylim[0]],
+            }
+        else:
+            source.data["image"] = [shown]  # only the image is sent: the extent stays
+        options = scale_options(self.scale, self.clim, shown)
+        mapper.update(low=options["clim"][0], high=options["clim"][1])
+        plot.title.text = f"{title}{SUMMED_NOTE}" if summed else title
