@@ -209,13 +209,11 @@ class Fits(param.Parameterized):
             settings = self.settings
             self._check_memory(problem, (settings.n_iter, settings.burn_in, settings.thin))
         with self._batched():
-            for runner in self.active.values():
-                runner.start()
+            _each(self.active.values(), "start")
         self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.moving)
 
     def pause(self, *_):
-        for runner in self.active.values():
-            runner.pause()
+        _each(self.active.values(), "pause")
         self._drain_soon(lambda: not any(r.status == "pausing" for r in self.runners.values()))
 
     def _check_memory(self, problem, run):
@@ -242,18 +240,15 @@ class Fits(param.Parameterized):
             target = max(runner.target for runner in done) + settings.n_iter
             self._check_memory(problem, (target, settings.burn_in, settings.thin))
         with self._batched():
-            for runner in self.active.values():
-                runner.resume()
+            _each(self.active.values(), "resume")
 
     def stop(self, *_):
-        for runner in self.runners.values():
-            runner.stop()
+        _each(self.runners.values(), "stop")
         self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):
         self._unsent = {}
-        for runner in self.runners.values():
-            runner.reset()
+        _each(self.runners.values(), "reset")
         self._drain_soon(lambda: not self.moving)
 
     @property
@@ -417,7 +412,10 @@ class Fits(param.Parameterized):
             return
 
         def poll():
-            self.drain()
+            try:
+                self.drain()
+            except Exception:  # logged; the periodic drain goes on (see app.throttle.Periodic)
+                log.exception("a drain after a click failed")
             if done() or callback.counter >= SOON_POLLS:
                 callback.stop()
 
@@ -453,6 +451,20 @@ class Fits(param.Parameterized):
         self.place.close()
         self._unsent = {}
         self.closed = True
+
+
+def _each(runners, transition):
+    """Take ``transition`` (start, pause, ...) on every runner, even when a watcher of one fails
+    (a click that reached only the first runners left the others running: its error is raised
+    after the others have moved)."""
+    failures = []
+    for runner in list(runners):
+        try:
+            getattr(runner, transition)()
+        except Exception as error:
+            failures.append(error)
+    if failures:
+        raise failures[0]
 
 
 def _has_sample(result):

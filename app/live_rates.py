@@ -54,7 +54,7 @@ class LiveRates:
 
     def __init__(self, frames, *, kind, clim, strides, scale, cmap, label, min_width):
         self.clim, self.strides, self.scale = clim, strides, scale
-        self._summed = None  # whether the matrices drawn are tensors (set by the first frame)
+        self._spanned = False  # the shared axes span the matrix (set by the first frame)
         self._label = label
         self._palette = process_cmap(cmap, 256)
         self._axes = AXES.get(kind, ("row", "column"))
@@ -124,8 +124,8 @@ class LiveRates:
         summed = np.ndim(values) > 2
         shown, _, _, xlim, ylim = drawn_cells(values, self.strides)
         source, mapper, plot = self._sources[key], self._mappers[key], self.figures[key]
-        if self._summed is None:  # the first frame: the axes span the matrix (every frame has its shape)
-            self._summed = summed
+        if not self._spanned:  # the first frame: the axes span the matrix (every frame has its shape)
+            self._spanned = True
             self._x_range.update(start=xlim[0], end=xlim[1], reset_start=xlim[0], reset_end=xlim[1])
             self._y_range.update(start=ylim[1], end=ylim[0], reset_start=ylim[1], reset_end=ylim[0])  # rows down
         if not source.data["image"]:

@@ -98,7 +98,16 @@ class Periodic:
 
     def start(self):
         if self._scheduled is None and pn.state.curdoc is not None:
-            self._scheduled = pn.state.add_periodic_callback(self.callback, period=self.period_ms)
+            self._scheduled = pn.state.add_periodic_callback(self._call, period=self.period_ms)
+
+    def _call(self):
+        # In Jupyter, Panel repeats a periodic callback in an asyncio task that one exception ends
+        # for good (Bokeh's server logs it and goes on): a failed drain must not leave the
+        # session's chains running with a page that no longer hears from them.
+        try:
+            self.callback()
+        except Exception:
+            log.exception("a periodic update failed; the next one runs as planned")
 
     def stop(self):
         if self._scheduled is not None:

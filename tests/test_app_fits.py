@@ -273,6 +273,60 @@ def test_a_view_that_fails_to_redraw_stops_no_run(fits, caplog):
     assert "failed to redraw" in caplog.text and "a view's redraw failed" in caplog.text
 
 
+def test_a_click_reaches_every_runner_when_a_watcher_of_one_fails(fits):
+    """Stop (and Start, Pause, Resume, Reset) move every runner even if a watcher of the first
+    fails: the error is raised after the others have moved, and no chain is left running."""
+    fits.settings.n_iter = 100_000
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration >= 2 for r in fits.runners.values()))
+    first = next(iter(fits.runners.values()))
+
+    def failing_watcher(event):
+        raise RuntimeError("a watcher of the first runner failed")
+
+    watcher = first.param.watch(failing_watcher, ["status"])
+    with pytest.raises(RuntimeError, match="watcher of the first runner"):
+        fits.stop()
+    assert all(r.status in ("stopping", "stopped") for r in fits.runners.values())
+    first.param.unwatch(watcher)
+    for runner in fits.runners.values():
+        assert runner.join(timeout=30)
+    fits.drain()
+    assert all(r.status == "stopped" for r in fits.runners.values())
+
+
+def test_the_periodic_drain_outlives_a_failed_drain_in_a_notebook(caplog):
+    """In Jupyter, Panel repeats a periodic callback in an asyncio task that an exception ends for
+    good; app.throttle.Periodic logs the failure and the next drain runs as planned."""
+    import asyncio
+
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    from app.throttle import Periodic
+
+    calls = []
+
+    def drain():
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError("the first drain failed")
+
+    async def notebook():
+        periodic = Periodic(drain, 10)
+        periodic.start()
+        assert periodic.running
+        await asyncio.sleep(0.5)
+        periodic.stop()
+
+    document = Document()  # a notebook's: no server session
+    with set_curdoc(document), caplog.at_level("ERROR", logger="lpviz.app"):
+        assert document.session_context is None
+        asyncio.run(notebook())
+    assert len(calls) >= 5, calls
+    assert "the first drain failed" in caplog.text and "periodic update failed" in caplog.text
+
+
 def test_two_sessions_do_not_share_runs():
     first, second = make_fits(), make_fits()
     first.settings.param.update(n_iter=30, burn_in=10)
