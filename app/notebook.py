@@ -104,6 +104,42 @@ def extension(*extensions, **config):
 
     _patch_panel_stylesheets()
     pn.extension(*extensions, inline=True, **config)
+    problem = subshell_problem(_running_kernel())
+    if problem:
+        warnings.warn(problem, RuntimeWarning, stacklevel=2)
+
+
+# JupyterLab >= 4.4 sends widget messages to a kernel subshell when the kernel has them (ipykernel >= 7):
+# a click then runs on the subshell's thread while the main thread drains the chains, and the two
+# threads' updates interleave on the view's comm. The browser drops what it cannot parse ("s is not
+# iterable", "Expected binary fragment") and a view stops following its chains (a fit reading
+# "running" after Pause). jupyterlab/jupyterlab#19719; the test extra pins ipykernel < 7.
+SUBSHELL_FIX = (
+    "install ipykernel < 7 in this kernel's environment (pip install 'ipykernel<7', as "
+    "'make notebook' does), or set JupyterLab's Settings > Settings Editor > Kernel > "
+    "'Kernel Comms over subshells' to 'disabled'"
+)
+
+
+def _running_kernel():
+    """The IPython kernel this code runs in, or None (a script, a test)."""
+    try:
+        from ipykernel.kernelbase import Kernel
+    except ImportError:
+        return None
+    return Kernel.instance() if Kernel.initialized() else None
+
+
+def subshell_problem(kernel):
+    """What is wrong with running lpviz's live views in ``kernel`` ('' if nothing): a kernel with
+    subshells may run the views' clicks on another thread than their updates."""
+    if kernel is None or not getattr(kernel, "_supports_kernel_subshells", False):
+        return ""
+    return (
+        "this kernel has subshells (ipykernel >= 7): JupyterLab may run the views' buttons on a "
+        "thread of their own, beside the chains' updates, and a view then stops following its "
+        f"chains. To fix it, {SUBSHELL_FIX}."
+    )
 
 
 @dataclass(frozen=True)

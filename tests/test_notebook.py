@@ -201,3 +201,39 @@ def test_the_tour_renders_offline(executed_tour, tmp_path):
             browser.close()
     assert errors == []
     assert requested == []  # nothing was fetched from the network (a CDN resource would be)
+
+
+def test_a_kernel_with_subshells_is_named_with_its_fix():
+    """JupyterLab sends widget messages to kernel subshells when the kernel has them (ipykernel >= 7):
+    the views' clicks then run on a thread beside their updates, which corrupts the page's updates.
+    lpviz's kernel has none (the test extra pins ipykernel < 7); a kernel with them gets a warning
+    that names the fix when the extension loads."""
+    from types import SimpleNamespace
+
+    import ipykernel
+    from ipykernel.kernelbase import Kernel
+
+    from app.notebook import SUBSHELL_FIX, subshell_problem
+
+    assert int(ipykernel.__version__.split(".")[0]) < 7
+    assert not hasattr(Kernel, "_supports_kernel_subshells") or not Kernel._supports_kernel_subshells
+    assert subshell_problem(None) == ""
+    assert subshell_problem(SimpleNamespace(_supports_kernel_subshells=False)) == ""
+    problem = subshell_problem(SimpleNamespace(_supports_kernel_subshells=True))
+    assert "subshells" in problem and SUBSHELL_FIX in problem
+
+
+def test_the_extension_warns_in_a_kernel_with_subshells(monkeypatch):
+    from types import SimpleNamespace
+
+    from app import notebook
+
+    monkeypatch.setattr(notebook, "_running_kernel", lambda: SimpleNamespace(_supports_kernel_subshells=True))
+    with pytest.warns(RuntimeWarning, match="Kernel Comms over subshells"):
+        notebook.extension()
+    monkeypatch.setattr(notebook, "_running_kernel", lambda: None)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        notebook.extension()
