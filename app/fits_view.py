@@ -407,7 +407,7 @@ class FitsView(pn.viewable.Viewer):
         if mae_plot is not None:
             panes.insert(0, pn.pane.Bokeh(mae_plot.figure, sizing_mode="stretch_width", name="mae-trace"))
         return pn.Column(
-            pn.Row(*panes, sizing_mode="stretch_width"),
+            pn.FlexBox(*panes, sizing_mode="stretch_width", name="trace-plots"),
             pn.pane.Markdown(text, margin=(0, 10)),
             sizing_mode="stretch_width",
         )

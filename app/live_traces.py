@@ -16,6 +16,12 @@ import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, NumeralTickFormatter, Range1d
 from bokeh.plotting import figure
 
+from app.live_rates import FLEX_BASIS
+
+# The narrowest a trace plot gets: its title ("Log joint (each method's own model)") and the legend's
+# method names fit, and one fits the main column of a 412 px phone.
+TRACE_MIN_WIDTH = 330
+
 
 class LiveTraces:
     """One plot of live trace lines: ``lines`` are ``(runner, column, line_dash)``.
@@ -25,13 +31,17 @@ class LiveTraces:
     replaced). ``figure`` is the Bokeh figure to show (``pn.pane.Bokeh``).
     """
 
-    def __init__(self, lines, *, title, ylabel, legend):
+    def __init__(self, lines, *, title, ylabel, legend, min_width=TRACE_MIN_WIDTH):
         self.figure = figure(
             title=title,
             x_axis_label="iteration",
             y_axis_label=ylabel,
             height=300,
             sizing_mode="stretch_width",
+            min_width=min_width,
+            # beside each other on a desktop, one to a row on a phone (two at 412 px cut their titles
+            # and legends): the figure is the flex item of the view's FlexBox
+            styles={"flex": f"1 1 {FLEX_BASIS}"},
             tools="pan,wheel_zoom,box_zoom,reset,save",
             # set from the rows drawn (as HoloViews did): a range left to Bokeh warns "could not set
             # initial ranges" in the console while the lines are empty
@@ -41,6 +51,7 @@ class LiveTraces:
         # plain numbers with thousands separators ("-250,000"), not Bokeh's "-2.500e+5" for large ones
         self.figure.yaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
         self.figure.xaxis.formatter = NumeralTickFormatter(format="0,0")
+        self.figure.xaxis.ticker.min_interval = 1  # iterations: no ticks between them ("0 0 0 1 1 1" when empty)
         self._runners = {}  # method -> runner
         self._columns = {}  # method -> the buffer columns drawn
         self.sources = {}  # method -> ColumnDataSource of those columns

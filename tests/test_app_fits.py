@@ -359,6 +359,8 @@ def test_fits_view_plots_the_buffers_and_draws_the_rates(fits):
     assert len(_curves(mae_pane)) == 2 * n_methods  # sample and posterior-mean MAE per method
     assert len(_curves(joint_pane)) == n_methods
     assert "true rates" in mae_pane.object.title.text
+    # iterations are whole: no ticks between them (an empty plot's 0..1 read "0 0 0 1 1 1")
+    assert all(plot.object.xaxis[0].ticker.min_interval == 1 for plot in (mae_pane, joint_pane))
     # each buffer's new rows reach its lines, and only the new ones (streamed, not redrawn)
     runner = fits.runners["naive"]
     (source,) = {r.data_source for r in mae_pane.object.renderers if r.name.startswith(runner.label)}

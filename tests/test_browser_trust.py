@@ -102,6 +102,38 @@ RATE_PLOTS = """
     .filter(box => box.width > 0);
 }
 """
+# The live trace plots laid out in the page (figures whose x axis is "iteration"): each one's box, its
+# title's start and measured width, and its legend's box, in the plot's own pixels.
+TRACE_PLOTS = """
+() => {
+  const views = [];
+  const walk = (view) => {
+    if (!view || views.includes(view)) return;
+    views.push(view);
+    for (const child of view.child_views || []) walk(child);
+    if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);
+  };
+  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  const context = document.createElement("canvas").getContext("2d");
+  return views
+    .filter(v => (v.model.type === "Figure" || v.model.constructor.name === "Figure") && v.el.isConnected
+      && (v.model.below || []).some(axis => axis.axis_label === "iteration"))
+    .map(v => {
+      const box = v.el.getBoundingClientRect();
+      const title = v.model.title;
+      const titleView = views.find(t => t.model === title);
+      const legendView = views.find(l => (v.model.center || []).includes(l.model)
+        && (l.model.type === "Legend" || l.model.constructor.name === "Legend"));
+      context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+      return {title: title.text, left: box.left, right: box.right, top: box.top, width: box.width,
+              title_start: titleView && titleView.bbox ? titleView.bbox.x + title.offset : null,
+              title_width: context.measureText(title.text).width,
+              legend: legendView && legendView.bbox
+                ? {left: legendView.bbox.left, right: legendView.bbox.right} : null};
+    })
+    .filter(plot => plot.width > 0);
+}
+"""
 # Whether the page itself scrolls sideways.
 PAGE_OVERFLOW = "() => document.scrollingElement.scrollWidth - window.innerWidth"
 
@@ -276,6 +308,16 @@ def test_a_preset_claim_is_checked_on_screen_with_health_and_baselines(browser, 
         plots = page.evaluate(RATE_PLOTS)
         assert all(0 <= plot["left"] and plot["right"] <= PHONE["width"] for plot in plots), plots
         assert all(plot["width"] >= RATE_MIN_WIDTH for plot in plots), plots
+        # the trace plots too: one to a row, inside the screen, each title and legend inside its plot
+        # (two to a row at 412 px cut the titles and the legends' method names)
+        page.wait_until(f"() => ({TRACE_PLOTS})().length === 2")
+        traces = page.evaluate(TRACE_PLOTS)
+        assert len({round(plot["top"]) for plot in traces}) == 2, traces
+        assert all(0 <= plot["left"] and plot["right"] <= PHONE["width"] for plot in traces), traces
+        for plot in traces:
+            assert plot["title_start"] is not None and plot["title_start"] + plot["title_width"] <= plot["width"], plot
+            assert plot["legend"] is not None and 0 <= plot["legend"]["left"], plot
+            assert plot["legend"]["right"] <= plot["width"], plot
         assert page.evaluate(PAGE_OVERFLOW) <= 0
         page.page.set_viewport_size(DESKTOP)
         if not page.evaluate(SIDEBAR_SHOWN):
