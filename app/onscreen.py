@@ -66,7 +66,11 @@ class ViewTabs(pn.Tabs):
     models, and each view's :class:`OnScreen` says whether its tab is the active one. A view catches
     up before its tab is drawn, so a tab shown after new data or results is drawn once, from the
     newest. (Building each tab's contents only when first shown, a ParamFunction(lazy=True) per tab,
-    saved page builds but its tabs never appeared in chromium: not done.)"""
+    saved page builds but its tabs never appeared in chromium: not done. Nor non-dynamic tabs of
+    empty Columns filled when first shown, which would also have spared a switch back to a tab the
+    re-sending of its whole model graph, ~0.65 s of the loop a switch: the server filled the Column,
+    but the served Fits tab stayed empty in chromium whenever the NoiseView was the first tab,
+    with no error on either side; with a Markdown pane first it worked.)"""
 
     def __init__(self, *items, **params):
         self.views = [view for _, view in items]  # Panel builds each one's contents (__panel__) with the tabs
