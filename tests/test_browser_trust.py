@@ -45,19 +45,25 @@ ALLOWED_WARNINGS = {
     "pixels back for hit testing); the browser's message, not the page's",
 }
 MAIN_WIDTH = "() => document.getElementById('main').getBoundingClientRect().width"
+# Every Bokeh view of the page (children, and the renderers' views: a title's), for the scripts below.
+BOKEH_VIEWS = """function bokehViews() {
+    const views = [];
+    const walk = (view) => {
+      if (!view || views.includes(view)) return;
+      views.push(view);
+      for (const child of view.child_views || []) walk(child);
+      if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);
+    };
+    for (const root of Object.values(window.Bokeh.index)) walk(root);
+    return views;
+  }"""
 # Every heatmap drawn (a figure with an image) as laid out in the page: its title's lines, where the
 # title starts in its plot (the frame's left: the title's view's box), the widest line as the page
 # measures it in the title's own font (a canvas's measureText), and the plot's width (its canvas).
 HEATMAP_TITLES = """
 () => {
-  const views = [];
-  const walk = (view) => {
-    if (!view || views.includes(view)) return;
-    views.push(view);
-    for (const child of view.child_views || []) walk(child);
-    if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);  // a title's
-  };
-  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  BOKEH_VIEWS
+  const views = bokehViews();
   const context = document.createElement("canvas").getContext("2d");
   const titles = [];
   for (const view of views) {
@@ -87,13 +93,8 @@ SIDEBAR_SHOWN = "() => document.getElementById('sidebar').classList.contains('sh
 # The rate heatmaps laid out in the page (figures whose colour bar says "rate"): each one's box.
 RATE_PLOTS = """
 () => {
-  const views = [];
-  const walk = (view) => {
-    if (!view || views.includes(view)) return;
-    views.push(view);
-    for (const child of view.child_views || []) walk(child);
-  };
-  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  BOKEH_VIEWS
+  const views = bokehViews();
   return views
     .filter(v => (v.model.type === "Figure" || v.model.constructor.name === "Figure")
       && (v.model.right || []).some(bar => bar.title === "rate") && v.el.isConnected)
@@ -106,14 +107,8 @@ RATE_PLOTS = """
 # title's start and measured width, and its legend's box, in the plot's own pixels.
 TRACE_PLOTS = """
 () => {
-  const views = [];
-  const walk = (view) => {
-    if (!view || views.includes(view)) return;
-    views.push(view);
-    for (const child of view.child_views || []) walk(child);
-    if (view.renderer_views) for (const renderer of view.renderer_views.values()) walk(renderer);
-  };
-  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  BOKEH_VIEWS
+  const views = bokehViews();
   const context = document.createElement("canvas").getContext("2d");
   return views
     .filter(v => (v.model.type === "Figure" || v.model.constructor.name === "Figure") && v.el.isConnected
@@ -134,6 +129,9 @@ TRACE_PLOTS = """
     .filter(plot => plot.width > 0);
 }
 """
+HEATMAP_TITLES, RATE_PLOTS, TRACE_PLOTS = (
+    script.replace("BOKEH_VIEWS", BOKEH_VIEWS) for script in (HEATMAP_TITLES, RATE_PLOTS, TRACE_PLOTS)
+)
 # Whether the page itself scrolls sideways.
 PAGE_OVERFLOW = "() => document.scrollingElement.scrollWidth - window.innerWidth"
 
