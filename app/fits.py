@@ -412,10 +412,7 @@ class Fits(param.Parameterized):
             return
 
         def poll():
-            try:
-                self.drain()
-            except Exception:  # logged; the periodic drain goes on (see app.throttle.Periodic)
-                log.exception("a drain after a click failed")
+            self._draining.call()  # a failed drain is logged, as the periodic one's (app.throttle.Periodic)
             if done() or callback.counter >= SOON_POLLS:
                 callback.stop()
 

@@ -98,9 +98,10 @@ class Periodic:
 
     def start(self):
         if self._scheduled is None and pn.state.curdoc is not None:
-            self._scheduled = pn.state.add_periodic_callback(self._call, period=self.period_ms)
+            self._scheduled = pn.state.add_periodic_callback(self.call, period=self.period_ms)
 
-    def _call(self):
+    def call(self):
+        """Call ``callback`` once now (what each period does); a failure is logged, not raised."""
         # In Jupyter, Panel repeats a periodic callback in an asyncio task that one exception ends
         # for good (Bokeh's server logs it and goes on): a failed drain must not leave the
         # session's chains running with a page that no longer hears from them.
