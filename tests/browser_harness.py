@@ -7,6 +7,7 @@ Bokeh documents in the browser (``window.Bokeh.documents``), so points are
 counted, not eyeballed.
 """
 
+import html
 import json
 import os
 import re
@@ -85,8 +86,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, url, pid, port):
-        self.url, self.pid, self.port = url, pid, port
+    def __init__(self, url, pid, port, log_path):
+        self.url, self.pid, self.port, self.log_path = url, pid, port, log_path
+
+    def log_tail(self, lines=80):
+        """The end of the server's own output (its warnings and tracebacks)."""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
 
     def cpu_seconds(self):
         """CPU time the server process has used (all its threads)."""
@@ -102,14 +108,12 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(tmp_path_factory):
     port = free_port()
     panel = [sys.executable, "-m", "app.serve", "--port", str(port)]  # as `make serve` runs it
-    log = (
-        open(REPO / "artifacts" / f"browser-server-{port}.log", "w")
-        if (REPO / "artifacts").is_dir()
-        else subprocess.DEVNULL
-    )
+    # kept where a failed test can show its end (CI prints only the test report)
+    log_path = tmp_path_factory.mktemp("server") / f"browser-server-{port}.log"
+    log = open(log_path, "w")
     process = subprocess.Popen(panel, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://localhost:{port}/app"
     deadline = time.monotonic() + 120
@@ -127,15 +131,14 @@ def server():
                 process.kill()
                 pytest.fail(f"panel serve did not answer on {url} within 120 s")
             time.sleep(0.5)
-    yield Server(url, process.pid, port)
+    yield Server(url, process.pid, port, log_path)
     os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    if log is not subprocess.DEVNULL:
-        log.close()
+    log.close()
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +269,14 @@ def count_texts(text):
       return n; }}"""
 
 
+# The progress lines the page holds (the models' text): what the server last sent.
+PROGRESS_TEXTS = """() => {
+  const lines = [];
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+    if (typeof m.text === "string" && m.text.includes(", iteration")) lines.push(m.text);
+  return lines; }"""
+
+
 def record_latency(name, seconds):
     """Add a latency a user feels to artifacts/browser-latency.json (reported, not asserted)."""
     path = REPO / "artifacts" / "browser-latency.json"
@@ -273,6 +284,25 @@ def record_latency(name, seconds):
     figures = json.loads(path.read_text()) if path.exists() else {}
     figures[name] = round(seconds, 3)
     path.write_text(json.dumps(figures, indent=2))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed served-dashboard test shows what the server printed and what the page read."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.when != "call":
+        return
+    server = item.funcargs.get("server")
+    if server is not None:
+        report.sections.append(("server output (last lines)", server.log_tail()))
+    page = item.funcargs.get("page")
+    if isinstance(page, Page):
+        try:
+            lines = [re.sub(r"<[^>]*>", "", html.unescape(text)).strip() for text in page.evaluate(PROGRESS_TEXTS)]
+            report.sections.append(("progress lines on the page", "\n".join(lines) or "(none)"))
+        except Exception as error:  # a page that broke cannot be read: say so, keep the report
+            report.sections.append(("progress lines on the page", f"unreadable: {error}"))
 
 
 @pytest.fixture

@@ -218,7 +218,11 @@ def test_resume_after_the_end_runs_on_and_switching_data_asks_first(page, artifa
     expect(page.source_select()).to_have_value(SOURCE_LABELS["synthetic-topics"])
     page.click("Keep the fits")
     page.statuses("running")
+    # as a person would: the question goes, is asked again, and only then the yes. A click at
+    # a button the server is hiding or showing at that moment can land on nothing.
+    expect(page.page.get_by_text("discards the running fits").first).to_be_hidden(timeout=TIMEOUT_MS)
     page.choose("synthetic-blocks")
+    page.page.get_by_text("discards the running fits").first.wait_for()
     page.click("Discard them and apply")
     page.page.get_by_text("(blocks)").first.wait_for()
     expect(page.page.get_by_text("idle, iteration 0")).to_have_count(N_METHODS)
