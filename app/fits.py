@@ -155,6 +155,8 @@ class Fits(param.Parameterized):
         for runner in self.runners.values():
             runner.param.watch(self._update_busy, ["status"])
         self.data.param.watch(self._update_busy, ["loading"])
+        self._start_when_loaded = False
+        self.data.param.watch(self._loaded, ["loading"])  # after configure(): the runners are on the new data
         self.configure()
         if served():
             self.place.warm_up()  # the kernels, where the chains will run
@@ -204,6 +206,12 @@ class Fits(param.Parameterized):
         session's share of the server's memory)."""
         if self.closed:
             return
+        if self.data.loading:
+            # new data are being built: chains started now would run on the old data and be reset
+            # when the new ones arrive (a Start clicked just after a preset was lost so): they
+            # start on the new data instead
+            self._start_when_loaded = True
+            return
         problem = self.problem()
         if problem is not None:
             settings = self.settings
@@ -212,7 +220,19 @@ class Fits(param.Parameterized):
             _each(self.active.values(), "start")
         self._drain_soon(lambda: any(len(r.buffer.data) for r in self.runners.values()) or not self.moving)
 
+    def _loaded(self, event):
+        if event.new or not self._start_when_loaded:
+            return
+        self._start_when_loaded = False
+        if self.data.error:  # the build failed and the old data stay: the Start was for the new ones
+            return
+        try:
+            self.start()
+        except Exception:  # as a click's would be: logged, and the new data stay applied
+            log.exception("the start asked for while the data were built failed")
+
     def pause(self, *_):
+        self._start_when_loaded = False
         _each(self.active.values(), "pause")
         self._drain_soon(lambda: not any(r.status == "pausing" for r in self.runners.values()))
 
@@ -243,10 +263,12 @@ class Fits(param.Parameterized):
             _each(self.active.values(), "resume")
 
     def stop(self, *_):
+        self._start_when_loaded = False
         _each(self.runners.values(), "stop")
         self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):
+        self._start_when_loaded = False
         self._unsent = {}
         _each(self.runners.values(), "reset")
         self._drain_soon(lambda: not self.moving)

@@ -211,6 +211,58 @@ def test_changing_the_noise_asks_first_then_resets_running_chains_onto_the_new_r
     assert fits.data.release.alpha == pytest.approx(np.exp(-3.0))
 
 
+def _build_held(monkeypatch):
+    """Served-style data builds (in a thread) that wait for the returned event."""
+    import app.datastore
+
+    held = threading.Event()
+    derive = app.datastore.derive
+    monkeypatch.setattr(app.datastore, "derive", lambda *args: held.wait(30) and derive(*args))
+    return held
+
+
+def _settle(fits, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while fits.data.loading and time.monotonic() < deadline:
+        time.sleep(0.02)
+        fits.data.poll()
+    assert not fits.data.loading
+
+
+def test_a_start_while_new_data_are_built_runs_on_the_new_data(monkeypatch):
+    # A Start clicked just after choosing a preset used to start the chains on the old data,
+    # which the new data reset to idle when they arrived: the click was lost.
+    fits = Fits(DataStore(Settings(noise_seed=7), background=True), buffer_length=10_000)
+    try:
+        _settle(fits)
+        fits.settings.param.update(n_iter=100_000, burn_in=40, thin=10)
+        held = _build_held(monkeypatch)
+        fits.settings.n_docs = 120
+        assert fits.data.loading and fits.data.release.shape == (90, 15)
+        fits.start()
+        assert all(r.status == "idle" for r in fits.runners.values())  # nothing runs on the old data
+        held.set()
+        _settle(fits)
+        assert fits.data.release.shape == (120, 15)
+        drain_until(fits, lambda: all(r.iteration > 0 for r in fits.runners.values()))
+        assert all(r.problem.release is fits.data.release for r in fits.runners.values())
+        fits.stop()
+        drain_until(fits, lambda: not fits.moving)
+
+        # a Stop (or Reset) meanwhile takes the Start back
+        held = _build_held(monkeypatch)
+        fits.settings.n_docs = 150
+        fits.start()
+        fits.stop()
+        held.set()
+        _settle(fits)
+        fits.drain()
+        assert fits.data.release.shape == (150, 15)
+        assert all(r.status == "idle" for r in fits.runners.values())
+    finally:
+        fits.close()
+
+
 def test_buffers_are_bounded_and_span_the_whole_run(fits):
     runner = fits.runners["naive"]
     runner.buffer.length = 25  # keep this test short
