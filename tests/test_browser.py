@@ -356,9 +356,13 @@ def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
         # its text says what to look at (the first sentence is enough to know it is this preset's)
         page.page.get_by_text(preset.text.split(".")[0], exact=False).first.wait_for()
         page.tab("Fits")
-        page.statuses("idle")  # the new data are in and the fits set on them
+        page.statuses("idle")
+        # the new data may still be building (the old traces still shown): the Start waits for them
         page.click("Start")
-        page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= {N_METHODS}")
+        expect(page.page.get_by_text(re.compile(r"(running|done), iteration"))).to_have_count(
+            N_METHODS, timeout=TIMEOUT_MS
+        )
+        page.wait_until(f"() => ({COUNT_TRACE_POINTS})() >= {N_METHODS}")  # the new run's, the old ones cleared
         page.click("Stop")
         expect(page.page.get_by_text(re.compile(r"(stopped|done), iteration"))).to_have_count(
             N_METHODS, timeout=TIMEOUT_MS
