@@ -322,13 +322,16 @@ COUNT_PLOTS = """
 }
 """
 
-# Every figure: its title, x range and the sizes of the images it draws.
+# The figures shown (not those of a hidden tab): each one's title, x range, images' sizes and x label.
 FIGURES = """
 () => {
   const figures = [];
   for (const doc of window.Bokeh.documents)
     for (const model of doc.all_models) {
       if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+      // a figure of a hidden tab (kept in the page once built) is not shown
+      const view = window.Bokeh.index.find_one(model);
+      if (view && view.el && !view.el.checkVisibility({visibilityProperty: true})) continue;
       const images = [];
       for (const renderer of model.renderers || []) {
         const source = renderer.data_source;

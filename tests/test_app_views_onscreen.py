@@ -141,6 +141,32 @@ def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page, monkeypatch):
     assert page.built() == {("NoiseView", "_follow"): 1}
 
 
+def test_a_tab_is_built_when_first_shown_and_a_switch_back_sends_nothing_new(page):
+    """The page opens with only the first tab's contents built; a tab is built when first shown, and
+    stays: a switch back to it reuses its Bokeh models (Panel's dynamic tabs made new ones at every
+    switch, and the server serialised the whole tab again: ~0.65 s of its loop a switch)."""
+    from bokeh.models import Model
+
+    assert page.tabs.built == [True] + [False] * (len(page.titles) - 1)
+    assert page.tabs.objects[page.titles.index("Topics")].objects == []  # its view's contents not made
+    page.show("Topics")
+    topics = page.titles.index("Topics")
+    assert page.tabs.built[topics] and len(page.tabs.objects[topics].objects) == 1
+    panels = list(page.root.tabs)
+    models = {model.id for panel in panels for model in panel.references()}
+    page.show("Fits")
+    page.show("Topics")
+    assert page.root.active == topics
+    assert list(page.root.tabs) == panels  # the same tab panels, children and all
+    again = {model.id for panel in page.root.tabs for model in panel.references()}
+    fits = page.titles.index("Fits")
+    new = again - models
+    fits_models = {model.id for model in page.root.tabs[fits].references()}
+    assert new <= fits_models, "a switch back made new models outside the tab first shown"
+    assert all(isinstance(model, Model) for model in page.root.tabs[topics].references())
+    assert sum(page.tabs.built) == 1 + 2  # the first tab, Topics, Fits
+
+
 def test_the_export_tab_lists_its_figures_when_first_shown(page, monkeypatch):
     """Listing makes every view's figures (0.6 of a served session's 5.4 s build): not while the page is
     built, once when the Export tab is shown, and from the newest data."""

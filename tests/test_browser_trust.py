@@ -69,6 +69,7 @@ HEATMAP_TITLES = """
   for (const view of views) {
     const model = view.model;
     if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+    if (!view.el.isConnected || !view.el.checkVisibility()) continue;  // in a hidden tab: not shown
     const images = (model.renderers || []).some(r => {
       const source = r.data_source;
       const data = source && (source.data instanceof Map ? Object.fromEntries(source.data) : source.data);
