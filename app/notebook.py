@@ -102,7 +102,10 @@ def extension(*extensions, **config):
     ``pn.extension``'s arguments."""
     import panel as pn
 
+    from app.resources import reuse_design_modifiers
+
     _patch_panel_stylesheets()
+    reuse_design_modifiers()
     pn.extension(*extensions, inline=True, **config)
     problem = subshell_problem(_running_kernel())
     if problem:
