@@ -241,8 +241,9 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
 
     Once per process, from the first session on (``app/app.py`` calls this), and only when
     ``$LPVIZ_LOOP_LOG`` names a file: each tick appends ``{"t": monotonic seconds, "lag_ms": ...}``;
-    every second also the sessions the server holds and its Python threads by name (digits
-    dropped), so a load test reads what the server itself saw. Returns whether it runs.
+    every second also the sessions the server holds, its Python threads by name (digits
+    dropped) and the loop thread's CPU seconds, so a load test reads what the server itself
+    saw. Returns whether it runs.
     """
     path = os.environ.get(LOOP_LOG_ENV)
     if not path:
@@ -260,7 +261,14 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
     def summary(now):
         names = collections.Counter(re.sub(r"[_-]?\d+$", "", thread.name) for thread in threading.enumerate())
         sessions = len(server_context.sessions) if server_context is not None else None
-        return {"t": now, "sessions": sessions, "threads": dict(names), "iterations": chain_progress()}
+        # the loop thread's own CPU seconds (this runs on it): how busy the loop is, apart from the chains
+        return {
+            "t": now,
+            "sessions": sessions,
+            "threads": dict(names),
+            "iterations": chain_progress(),
+            "loop_cpu": time.thread_time(),
+        }
 
     def tick(due):
         now = time.monotonic()

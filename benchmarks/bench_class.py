@@ -14,8 +14,8 @@ trace point in the page, iterations per second while every student's chains
 run; fairness = the slowest student's progress / the fastest's, taken when the
 fastest has run ``--window`` seconds after the last Start (or finished); the
 server's event-loop lag (p50, p95: measured inside the server, see
-``app.serve.watch_event_loop``), its resident memory, threads and CPU seconds,
-and the client's CPU seconds.
+``app.serve.watch_event_loop``) and the share of the time its thread spent on
+the CPU, its resident memory, threads and CPU seconds, and the client's CPU seconds.
 
 Rounds (``--rounds``): the whole class opens and closes again; after each
 round the server is given time to discard the closed sessions, and its
@@ -175,6 +175,18 @@ class Server:
             for line in read_lines(self.loop_log)
             if line.get("t", 0) >= since and "lag_ms" in line
         ]
+
+    def loop_busy(self, since, until):
+        """The share of [since, until] the event loop's thread spent on the CPU (from the server's
+        per-second CPU readings of that thread): the loop's load apart from the chains'."""
+        readings = [
+            (line["t"], line["loop_cpu"])
+            for line in read_lines(self.loop_log)
+            if "loop_cpu" in line and since <= line["t"] <= until
+        ]
+        if len(readings) < 2 or readings[-1][0] <= readings[0][0]:
+            return float("nan")
+        return (readings[-1][1] - readings[0][1]) / (readings[-1][0] - readings[0][0])
 
     def sessions(self):
         """Sessions the server holds, as its loop log last wrote it."""
@@ -696,6 +708,8 @@ def play_round(server, n, plan, client, cluster=None):
         steady_seconds=max(0.0, moment - switched - STEADY_AFTER),
         steady_lag_p50=percentile(steady_lags, 50),
         steady_lag_p95=percentile(steady_lags, 95),
+        loop_busy=server.loop_busy(opened_at, time.monotonic()),
+        loop_busy_steady=server.loop_busy(switched + STEADY_AFTER, moment),
         server_cpu=server.cpu_seconds() - cpu_before,
         seconds=seconds,
         client_cpu=client_after[0] - client_before[0] + client_after[1] - client_before[1],
@@ -809,7 +823,8 @@ def report_round(n, round_index, figures, baseline):
         f"{figures['lag_max']:.0f} ms (idle server before the round: p95 {figures['idle_lag_p95']:.0f}) "
         f"(whole round p95/max {figures['lag_open_p95']:.0f}/{figures['lag_open_max']:.0f}; steady, everyone on "
         f"Fits for the last {figures['steady_seconds']:.0f} s: p50/p95 {figures['steady_lag_p50']:.0f}/"
-        f"{figures['steady_lag_p95']:.0f})\n"
+        f"{figures['steady_lag_p95']:.0f}); the event loop's thread busy {figures['loop_busy']:.0%} of the round, "
+        f"{figures['loop_busy_steady']:.0%} steady\n"
         f"   the chains' own progress ({len(figures['chain_made'])} sessions running, as the server logged it): "
         f"it/s per session {fmt(figures['chain_rates'], 0)}, fairness {figures['chain_fairness']:.2f}\n"
         f"   CPU seconds over the {figures['seconds']:.0f} s round: server {figures['server_cpu']:.1f}, "
