@@ -18,6 +18,7 @@ import panel as pn
 import param
 
 from app.fits import Fits, follow_results
+from app.onscreen import OnScreen
 from lpviz import bessel
 
 # A pmf this small is invisible on the plot; it bounds the support shown.
@@ -116,9 +117,12 @@ class BesselView(pn.viewable.Viewer):
         self._draws_pipe = hv.streams.Pipe(data=(np.array([0.0, 1.0]), np.zeros(1)))
         self._draws_note = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._draws_title = "Bessel draws of the chain's last sweep"
+        # hidden (another tab shown): the draws wait until shown (a sweep on the release for each new
+        # result, every second, for a tab nobody looks at, cost the loop every session shares)
+        self.on_screen = OnScreen()
         if self.fits is not None:
-            follow_results(self.fits, lambda runner: self.refresh_draws(), DRAWS_SECONDS)
-            self.fits.data.param.watch(lambda *_: self.refresh_draws(), ["release"])
+            follow_results(self.fits, lambda runner: self.on_screen.run("draws", self.refresh_draws), DRAWS_SECONDS)
+            self.fits.data.param.watch(lambda *_: self.on_screen.run("draws", self.refresh_draws), ["release"])
         self.refresh_draws()
 
     # -- numbers the plots show (tested against lpviz.bessel) -----------------

@@ -19,6 +19,7 @@ import pytest
 
 import app.topics_view
 from app.app import create_app
+from app.bessel_view import BesselView
 from app.blocks_view import BlocksView
 from app.fits_view import FitsView
 from app.noise_view import NoiseView
@@ -49,6 +50,7 @@ class Page:
             (NoiseView, "_follow"),
             (FitsView, "_redraw_rates"),
             (FitsView, "_update_scores"),
+            (BesselView, "refresh_draws"),
         ):
             self._count(cls, method)
 
@@ -105,6 +107,7 @@ def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page, monkeypatch):
         "TopicsView": False,
         "TopicMapView": False,
         "BlocksView": False,
+        "BesselView": False,
         "ExportView": False,
     }
     page.show("Fits")
@@ -139,6 +142,8 @@ def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page, monkeypatch):
     page.show("Data & noise")
     assert page.views[NoiseView].release is release
     assert page.built() == {("NoiseView", "_follow"): 1}
+    page.show("Bessel")  # its draws waited through the new data and the whole run: drawn once now
+    assert page.built() == {("BesselView", "refresh_draws"): 1}
 
 
 def test_a_tab_is_built_when_first_shown_and_a_switch_back_sends_nothing_new(page):
