@@ -30,7 +30,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
-from app.resources import reuse_design_modifiers, serve_stylesheets_locally  # noqa: E402
+from app.resources import reuse_design_modifiers, serialize_patches_lazily, serve_stylesheets_locally  # noqa: E402
 from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
@@ -42,6 +42,7 @@ from app.topics_view import TopicsView  # noqa: E402
 pn.extension(notifications=True, sizing_mode="stretch_width")
 serve_stylesheets_locally()
 reuse_design_modifiers()
+serialize_patches_lazily()
 log = logging.getLogger("lpviz.app")
 
 

@@ -102,10 +102,11 @@ def extension(*extensions, **config):
     ``pn.extension``'s arguments."""
     import panel as pn
 
-    from app.resources import reuse_design_modifiers
+    from app.resources import reuse_design_modifiers, serialize_patches_lazily
 
     _patch_panel_stylesheets()
     reuse_design_modifiers()
+    serialize_patches_lazily()
     pn.extension(*extensions, inline=True, **config)
     problem = subshell_problem(_running_kernel())
     if problem:

@@ -1,14 +1,21 @@
-"""Panel's style sheets from this server, never from its CDN (the served dashboard works offline).
+"""Patches of Panel's and Bokeh's rendering: what a page gets stays the same, what it costs does not.
 
-Panel 1.9 points a component's style sheets at its CDN and moves them to the server's copy when it
-renders the component into a page (the document's ``dist_url``). A pane updated before its new model
-is in a document (a Markdown or DataFrame pane redrawn by a view, ``model.document`` still None)
-renders with no document, so its style sheets stay on the CDN and the browser fetches them from
-there: failed requests offline, a third party contacted online. :func:`serve_stylesheets_locally`
-gives those the server's copy too. Imported by ``app/app.py`` only: a notebook renders inline
-(:mod:`app.notebook`). :func:`reuse_design_modifiers` (both) saves Panel's repeated design lookups.
+- :func:`serve_stylesheets_locally`: Panel's style sheets from this server, never from its CDN (the
+  served dashboard works offline). Panel 1.9 points a component's style sheets at its CDN and moves
+  them to the server's copy when it renders the component into a page (the document's
+  ``dist_url``). A pane updated before its new model is in a document (a Markdown or DataFrame
+  pane redrawn by a view, ``model.document`` still None) renders with no document, so its style
+  sheets stay on the CDN and the browser fetches them from there: failed requests offline, a third
+  party contacted online. Served pages only (``app/app.py``): a notebook renders inline.
+- :func:`reuse_design_modifiers` and :func:`serialize_patches_lazily`: the event loop a class
+  shares spent a fifth of its time in lookups Panel and Bokeh repeat for every update and every
+  message (served pages and notebooks: ``app/app.py``, :func:`app.notebook.extension`).
 """
 
+import importlib
+
+from bokeh.core.serialization import Serializer
+from bokeh.model import Model
 from bokeh.models import ImportedStyleSheet
 from panel.io.resources import LOCAL_DIST, patch_stylesheet
 from panel.io.state import state
@@ -77,3 +84,38 @@ def reuse_design_modifiers():
     _update_properties.__wrapped__, _get_modifiers.__wrapped__ = update_properties, get_modifiers
     Reactive._update_properties = _update_properties
     Design._get_modifiers = classmethod(_get_modifiers)
+
+
+class SyncedModelsSerializer(Serializer):
+    """Bokeh's serializer for a PATCH-DOC message, looking the page's synced models up when met.
+
+    Bokeh (3.9) builds, for every message to a page, the reference of every model the page already
+    has (``{"id": ...}`` for each of a page's thousand models) and then uses the few the patch
+    touches: with a class on one server, 12% of the event loop while the chains run. This keeps
+    the synced models as the set they are and makes a model's reference when the patch meets it:
+    the same message, references and buffers (``tests/test_app_resources.py``).
+    """
+
+    def __init__(self, *, references=frozenset(), **options):
+        super().__init__(**options)
+        self._synced = references
+
+    def _synced_ref(self, obj):
+        if isinstance(obj, Model) and obj in self._synced:
+            ref = self._references[id(obj)] = obj.ref
+            return ref
+        return None
+
+    def has_ref(self, obj):
+        return super().has_ref(obj) or self._synced_ref(obj) is not None
+
+    def get_ref(self, obj):
+        ref = super().get_ref(obj)
+        return ref if ref is not None else self._synced_ref(obj)
+
+
+def serialize_patches_lazily():
+    """Make Bokeh's PATCH-DOC messages with :class:`SyncedModelsSerializer` (once per process)."""
+    module = importlib.import_module("bokeh.protocol.messages.patch_doc")  # the package exports the class
+    if module.Serializer is Serializer:
+        module.Serializer = SyncedModelsSerializer

@@ -1,17 +1,20 @@
-"""The app's patches of Panel's rendering (``app/resources.py``) change what Panel spends, never
-what it renders: each patched lookup is compared with Panel's own on the components the app uses."""
+"""The app's patches of Panel's and Bokeh's rendering (``app/resources.py``) change what they spend,
+never what they render: each patched lookup or message is compared with their own."""
 
+import importlib
 from types import SimpleNamespace
 
+import numpy as np
 import panel as pn
 import param
 import pytest
+from bokeh.core.serialization import Buffer, Serializer
 from bokeh.document import Document
 from panel.io.server import set_curdoc
 from panel.reactive import Reactive
 from panel.theme.base import Design
 
-from app.resources import reuse_design_modifiers
+from app.resources import SyncedModelsSerializer, reuse_design_modifiers, serialize_patches_lazily
 
 reuse_design_modifiers()
 
@@ -79,3 +82,65 @@ def test_the_patch_is_applied_once():
     patched = Reactive._update_properties
     reuse_design_modifiers()
     assert Reactive._update_properties is patched
+
+
+def page_document():
+    """A document like a page's: layouts, a figure over a data source, widgets."""
+    from bokeh.models import Button, Column, ColumnDataSource, Div
+    from bokeh.plotting import figure
+
+    doc = Document()
+    source = ColumnDataSource(data={"iteration": np.arange(5), "mae": np.linspace(1.0, 2.0, 5)})
+    plot = figure(width=300, height=200)
+    plot.line("iteration", "mae", source=source)
+    doc.add_root(Column(Div(text="<strong>Naive</strong> - idle"), Button(label="Start"), plot))
+    doc.models.flush_synced()  # the page has them (as after its first pull)
+    return doc, source, plot
+
+
+def plain(value):
+    """An encoded message with its binary buffers as their bytes (a buffer's id is new each time)."""
+    if isinstance(value, Buffer):
+        return bytes(value.data)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def test_the_lazy_patch_serializer_writes_bokehs_own_messages():
+    from bokeh.models import Div
+
+    doc, source, plot = page_document()
+    events = []
+    doc.on_change(events.append)
+    column = doc.roots[0]
+    column.children[0].text = "<strong>Naive</strong> - running, iteration 5 / 6,000"
+    source.stream({"iteration": np.arange(5, 9), "mae": np.linspace(2.0, 3.0, 4)})
+    column.children = [*column.children, Div(text="new, with a synced neighbour"), column.children[1]]
+    plot.title.text = "after"
+    assert len(events) == 4
+    synced = doc.models.synced_references
+    assert len(synced) > 20
+    own, lazy = Serializer(references=synced), SyncedModelsSerializer(references=synced)
+    assert plain(lazy.encode(events)) == plain(own.encode(events))
+    assert [bytes(buffer.data) for buffer in lazy.buffers] == [bytes(buffer.data) for buffer in own.buffers]
+    for model in [*doc.models, column.children[-2]]:  # every synced model, and the new one
+        assert lazy.has_ref(model) == own.has_ref(model) and lazy.get_ref(model) == own.get_ref(model)
+    assert not lazy.has_ref([1, 2]) and lazy.get_ref({"a": 1}) is None  # values are not models
+
+
+def test_patch_messages_use_the_lazy_serializer_once_applied():
+    from bokeh.protocol import Protocol
+
+    serialize_patches_lazily()
+    serialize_patches_lazily()
+    assert importlib.import_module("bokeh.protocol.messages.patch_doc").Serializer is SyncedModelsSerializer
+    doc, source, _ = page_document()
+    events = []
+    doc.on_change(events.append)
+    source.stream({"iteration": np.arange(5, 7), "mae": np.array([2.5, 2.6])})
+    message = Protocol().create("PATCH-DOC", events)
+    assert message.content["events"][0]["kind"] == "ColumnsStreamed"
+    assert len(message.buffers) == 2  # the two columns as binary buffers, as Bokeh sends them
