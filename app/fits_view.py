@@ -11,7 +11,6 @@ view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
 from functools import partial
-from html import escape
 
 import holoviews as hv
 import numpy as np
@@ -262,14 +261,11 @@ class FitsView(pn.viewable.Viewer):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
             # a finished chain's speed is in the scoreboard (its average): no "0 it/s" here
             speed = f", {speed} it/s" if rate > 0 and status in ("running", "pausing") else ""
-            line = f"<strong>{escape(runner.label)}</strong> - {status}, iteration {iteration:,} / {goal:,}{speed}"
-            return line + (f" - {escape(error)}" if error else "")
+            line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}{speed}"
+            return line + (f" - {error}" if error else "")
 
-        # HTML text, not a Markdown pane: the line changes at every drain of every running chain, and a
-        # Markdown pane re-renders all its properties per change (ten times the cost, on the event loop
-        # every session shares)
-        label = pn.widgets.StaticText(
-            value=pn.bind(
+        label = pn.pane.Markdown(
+            pn.bind(
                 text,
                 runner.param.status,
                 runner.param.iteration,

@@ -309,20 +309,6 @@ def test_a_chain_error_is_shown_not_swallowed(fits):
     assert "sampler" in runner.error and "no-such-sampler" in runner.error
 
 
-def test_a_progress_line_shows_an_error_as_text_not_markup(fits):
-    """The progress line is HTML (a cheap update per drain): what a run reports in it is escaped."""
-    view = FitsView(fits=fits)
-    runner = fits.runners["private"]
-    runner.options = {"sampler": "<img src=x onerror=alert(1)>"}
-    runner.start()
-    drain_until(fits, lambda: runner.status == "error", errors_expected=True)
-    lines = [text.value for text in view.progress().select(pn.widgets.StaticText)]
-    assert len(lines) == len(fits.active)
-    line = next(line for line in lines if " - error, " in line)
-    assert line.startswith(f"<strong>{runner.label}</strong> - error, iteration 0 / ")
-    assert "&lt;img src=x onerror=alert(1)&gt;" in line and "<img" not in line
-
-
 def test_a_view_that_fails_to_redraw_stops_no_run(fits, caplog):
     """A view follows the runners through a watcher of their status: its failure is logged, and every
     runner's status and iteration still arrive (one failing heatmap left two chains reading "idle")."""
