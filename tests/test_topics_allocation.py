@@ -1,6 +1,7 @@
 """The topic model's allocation of a cell's tokens (issue 25): the products of a cell in a buffer,
-then a walk per token (a few tokens), binary search in cumulative weights, or binomial splits
-(many): the law of each token, the within-cell multinomial, the tiled sweep.
+then a walk per token (a few tokens; in the row's order of theta), binary
+search in cumulative weights, or binomial splits (many): the law of each token, the within-cell
+multinomial, the tiled sweep.
 
 Every row of a test matrix has the same theta and one positive cell at the same word, so one
 sweep draws many independent cells of one law: their summed topic counts are multinomial.
@@ -10,11 +11,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _checks import P_ACCEPT, chi_square_pvalue
+from numba import njit
 from scipy import stats
 from test_tensor import make_work
 
+from lpviz._random import seed_state
 from lpviz.models import topics
-from lpviz.models._kernels import FEW_TOKENS
+from lpviz.models._kernels import FEW_TOKENS, descending_orders, draw_weighted_in_order
 
 N_TOPICS = 20
 ROWS = 20_000
@@ -35,9 +38,10 @@ def _factors(kind, rng):
 
 
 def _allocate(theta_row, phiT, tokens, iteration, seed=1, word=1):
-    """n_dk summed over ROWS rows, each with ``tokens`` tokens at ``word``; and n_dk itself."""
+    """n_dk summed over ROWS rows, each with ``tokens`` tokens at ``word``; and n_dk itself
+    (``theta_row`` of shape (ROWS, K): each row its own)."""
     model = topics.TopicModel(N_TOPICS)
-    theta = np.tile(theta_row, (ROWS, 1))
+    theta = np.tile(theta_row, (ROWS, 1)) if np.ndim(theta_row) == 1 else theta_row
     Y = np.zeros((ROWS, phiT.shape[0]), dtype=np.int64)
     Y[:, word] = tokens
     work = make_work(Y.shape, seed=seed)
@@ -60,6 +64,66 @@ def test_one_token_has_the_exact_law(kind):
     wrong = theta.copy()
     wrong[np.argsort(p)[-2]] *= 1.1
     assert chi_square_pvalue(counts, wrong * phiT[1]) < P_ACCEPT
+
+
+def test_rows_walk_in_their_own_orders_with_the_same_law():
+    """Half the rows have theta permuted, so their walks go in another order of topics: each
+    half's tokens follow its own theta * phi, and a topic's weight 10% off is rejected in each."""
+    rng = np.random.default_rng(5)
+    theta, phiT = _factors("peaked", rng)
+    permuted = theta[rng.permutation(N_TOPICS)]
+    assert not np.array_equal(np.argsort(-theta), np.argsort(-permuted))
+    rows = np.where((np.arange(ROWS) % 2 == 0)[:, None], theta, permuted)
+    halves = np.zeros((2, N_TOPICS), dtype=np.int64)
+    for iteration in range(8):
+        n_dk = _allocate(rows, phiT, 1, iteration)[1]
+        halves += n_dk[0::2].sum(axis=0), n_dk[1::2].sum(axis=0)
+    for counts, row in zip(halves, (theta, permuted), strict=True):
+        p = row * phiT[1]
+        assert chi_square_pvalue(counts, p) > P_ACCEPT
+        wrong = row.copy()
+        share = p / p.sum()
+        wrong[np.argmax(share * (1 - share))] *= 1.1  # the topic whose share the draws pin best
+        assert chi_square_pvalue(counts, wrong * phiT[1]) < P_ACCEPT
+
+
+@njit(cache=True)
+def _draws_in_order(weights, order, n_draws, seed):
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(state, seed, 0, 0)
+    counts = np.zeros(weights.shape[0], dtype=np.int64)
+    total = weights.sum()
+    for _ in range(n_draws):
+        counts[draw_weighted_in_order(weights, order, total, state)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 8])
+def test_a_walk_in_any_order_draws_each_weight_in_proportion_and_never_a_zero(n):
+    """Zeros first, last, alone and side by side, in a random order."""
+    rng = np.random.default_rng(n)
+    weights = rng.gamma(0.5, 1.0, n) + 0.05
+    weights[[i for i in (0, 3, 4, 6) if i < n - 1]] = 0.0
+    order = rng.permutation(n).astype(np.int32)
+    assert sorted(order) == list(range(n))
+    counts = _draws_in_order(weights, order, 400_000, n)
+    assert counts[weights == 0.0].sum() == 0
+    if n == 1:
+        assert counts[0] == 400_000
+        return
+    assert chi_square_pvalue(counts[weights > 0], weights[weights > 0]) > P_ACCEPT
+    wrong = weights.copy()  # power: the weight whose share the draws pin best, 5% heavier, is rejected
+    share = weights / weights.sum()
+    wrong[np.argmax(share * (1 - share))] *= 1.05
+    assert chi_square_pvalue(counts[weights > 0], wrong[weights > 0]) < P_ACCEPT
+
+
+def test_descending_orders_sort_each_row():
+    x = np.random.default_rng(6).random((5, 9))
+    orders = descending_orders(x, 1, 4)
+    assert orders.shape == (3, 9) and orders.dtype == np.int32
+    for r in range(3):
+        assert np.all(np.diff(x[r + 1][orders[r]]) <= 0)
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,41 @@ def draw_weighted(weights, total, state):
 
 
 @njit(nogil=True, cache=True, inline="always")
+def draw_weighted_in_order(weights, order, total, state):
+    """:func:`draw_weighted` walking the weights in ``order`` (a permutation of their indices).
+
+    Any fixed order gives the same law. The walk is a serial chain of additions, so an order
+    whose first entries hold most of the weight stops it sooner: in each row's order of theta,
+    a naive chain at 2,000 x 10,000, K = 50, eps/N = 1 walks 13 steps a token instead of 25,
+    and its allocation takes 0.87x the time. (Adding two weights a step, their sum formed off
+    the chain, was slower there: 0.98x.)"""
+    n = weights.shape[0]
+    if not total > 0.0:
+        return int(uniform(state) * n)
+    u = uniform(state) * total
+    running = 0.0
+    for j in range(n):
+        k = order[j]
+        running += weights[k]
+        if u < running:
+            return k
+    for j in range(n - 1, -1, -1):  # ``total`` summed in another order: see draw_weighted
+        if weights[order[j]] > 0.0:
+            return order[j]
+    return order[n - 1]
+
+
+@njit(nogil=True, cache=True)
+def descending_orders(x, first_row, last_row):
+    """Each row's column indices in decreasing order of its values, rows [first_row, last_row)
+    (int32: half the bytes of the rows themselves)."""
+    orders = np.empty((last_row - first_row, x.shape[1]), dtype=np.int32)
+    for r in range(first_row, last_row):
+        orders[r - first_row] = np.argsort(-x[r])
+    return orders
+
+
+@njit(nogil=True, cache=True, inline="always")
 def multinomial(y, weights, total, state, out):
     """``out[k] ~ Multinomial(y, weights / total)``, exactly; ``weights`` is overwritten.
 
