@@ -27,7 +27,7 @@ from lpviz.bessel import _sample_inversion, _sample_rejection, mode_nb, sample_n
 N_DRAWS = 200_000
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _naive(nu, a):
     """Textbook inversion from m = 0 (no mode, no early stop of the sum)."""
     quarter_a2 = 0.25 * a * a

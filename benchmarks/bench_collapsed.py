@@ -64,7 +64,7 @@ def make_cells(regime, rng):
     return (y + noise).astype(np.int64), mu, alpha
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def collapsed_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     state = np.empty(4, dtype=np.uint64)
     total = 0
@@ -75,7 +75,7 @@ def collapsed_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def fused_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     """The collapsed draws with the marginal log likelihood of every cell."""
     state = np.empty(4, dtype=np.uint64)
@@ -90,7 +90,7 @@ def fused_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     return total, log_lik
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def bessel_sweeps(ytil, mu, alpha, lambda_plus, lambda_minus, n_sweeps, chain_seed):
     """The per-cell work of today's private sweep: steps 1-4, rates carried over."""
     state = np.empty(4, dtype=np.uint64)
@@ -105,7 +105,7 @@ def bessel_sweeps(ytil, mu, alpha, lambda_plus, lambda_minus, n_sweeps, chain_se
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def log_marginal_sum(ytil, mu, alpha):
     total = 0.0
     for i in range(ytil.size):
@@ -113,7 +113,7 @@ def log_marginal_sum(ytil, mu, alpha):
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _brute_log_marginal(ytil, mu, alpha):
     """log sum_y Pois(y; mu) Geom2(ytil - y) over y = 0 .. past both ytil and mu."""
     log_alpha = math.log(alpha)
@@ -129,7 +129,7 @@ def _brute_log_marginal(ytil, mu, alpha):
     return largest + math.log(total) + math.log((1.0 - alpha) / (1.0 + alpha))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def brute_log_marginal_sum(ytil, mu, alpha):
     total = 0.0
     for i in range(ytil.size):
@@ -137,7 +137,7 @@ def brute_log_marginal_sum(ytil, mu, alpha):
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def poisson_draws(which, lam, n):
     np.random.seed(0)
     state = np.empty(4, dtype=np.uint64)
@@ -148,7 +148,7 @@ def poisson_draws(which, lam, n):
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def forced_branch(which, ytil, mu, alpha, n):
     state = np.empty(4, dtype=np.uint64)
     seed_state(state, 0, 0, 0)

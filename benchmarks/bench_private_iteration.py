@@ -75,7 +75,7 @@ REPO = Path(__file__).resolve().parents[1]
 # ---------------------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)
 def reference_private_iteration(Y_obs, theta, phi, lambda_plus, lambda_minus, alpha, a0, b0, seed):
     """One private Gibbs iteration of the topic model (Bessel route); phi is (K, V)."""
     np.random.seed(seed)

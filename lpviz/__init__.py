@@ -17,7 +17,11 @@ compilation until a sampler is used).
 
 from importlib import import_module
 
+from lpviz._kernel_cache import drop_stale_kernels
+
 __version__ = "0.2.0"
+
+drop_stale_kernels()  # before any kernel loads from Numba's cache
 
 _ATTRIBUTES = {
     "alpha_from": "lpviz.privacy",

@@ -308,7 +308,7 @@ def test_gamma_of_integer_shape_both_constructions(shape):
     assert stats.kstest(draws, stats.gamma(shape, scale=0.7 * (1 + 0.3 / np.sqrt(shape))).cdf).pvalue < P_ACCEPT
 
 
-@njit(cache=True)
+@njit
 def _cell_chains(ytil, mu, alpha, posterior_scale, y_start, g_plus, g_minus, n_steps, seed):
     """Independent per-cell Gibbs chains (steps 1-4); the y of the last step."""
     out = np.empty(y_start.shape[0], dtype=np.int64)

@@ -122,7 +122,7 @@ def test_model_factors_round_trip_and_public_orientation():
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit
 def _multinomial_draws(y, weights, n_draws, seed):
     """``n_draws`` draws of ``multinomial(y, weights)`` from one seeded stream."""
     n = weights.shape[0]
@@ -538,7 +538,7 @@ def test_row_csr_pattern_matches_scipy():
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit
 def _binomial_draws(n, p, size, seed):
     state = np.empty(4, dtype=np.uint64)
     seed_state(state, seed, 0, 0)
@@ -548,7 +548,7 @@ def _binomial_draws(n, p, size, seed):
     return out
 
 
-@njit(cache=True)
+@njit
 def _gamma_draws(shape, size, seed):
     state = np.empty(4, dtype=np.uint64)
     seed_state(state, seed, 0, 0)

@@ -87,7 +87,7 @@ def test_rows_walk_in_their_own_orders_with_the_same_law():
         assert chi_square_pvalue(counts, wrong * phiT[1]) < P_ACCEPT
 
 
-@njit(cache=True)
+@njit
 def _draws_in_order(weights, order, n_draws, seed):
     state = np.empty(4, dtype=np.uint64)
     seed_state(state, seed, 0, 0)
