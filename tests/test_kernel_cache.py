@@ -102,6 +102,8 @@ def test_importing_lpviz_checks_its_own_caches():
     stamp = kernel_cache.PACKAGE_ROOT / "__pycache__" / STAMP_NAME
     entries = json.loads(stamp.read_text())
     entries["zz_no_longer_here.py"] = [0, 0, False]
-    stamp.write_text(json.dumps(entries))
+    partial = stamp.with_name(f"{STAMP_NAME}.test{os.getpid()}")  # other workers may be reading it
+    partial.write_text(json.dumps(entries))
+    os.replace(partial, stamp)
     subprocess.run([sys.executable, "-c", "import lpviz"], check=True)
     assert "zz_no_longer_here.py" not in json.loads(stamp.read_text())
