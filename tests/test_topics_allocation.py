@@ -17,7 +17,7 @@ from test_tensor import make_work
 
 from lpviz._random import seed_state
 from lpviz.models import topics
-from lpviz.models._kernels import FEW_TOKENS, descending_orders, draw_weighted_in_order
+from lpviz.models._kernels import FEW_TOKENS, descending_orders, draw_weighted
 
 N_TOPICS = 20
 ROWS = 20_000
@@ -94,7 +94,7 @@ def _draws_in_order(weights, order, n_draws, seed):
     counts = np.zeros(weights.shape[0], dtype=np.int64)
     total = weights.sum()
     for _ in range(n_draws):
-        counts[draw_weighted_in_order(weights, order, total, state)] += 1
+        counts[draw_weighted(weights, total, state, order)] += 1
     return counts
 
 

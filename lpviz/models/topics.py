@@ -23,7 +23,7 @@ from lpviz.models._kernels import (
     descending_orders,
     dot_rows,
     draw_alias,
-    draw_weighted_in_order,
+    draw_weighted,
     gamma_log_prior,
     grow,
     in_sorted,
@@ -73,7 +73,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
 
     A cell's K products go into a buffer in one vectorised loop (``fastmath=FAST_DOT``), then
     each of its tokens walks the buffer in its row's order of theta, largest first
-    (:func:`draw_weighted_in_order`; :func:`multinomial` beyond a few tokens: binary search or
+    (:func:`draw_weighted`; :func:`multinomial` beyond a few tokens: binary search or
     binomial splits). At 2,000 x 10,000, K = 50, eps/N = 1 (5.4M
     positive cells, 8.6M tokens) this is 0.6x the time of proposing each token from its word's
     alias table over topics and accepting on theta (~3.4 proposals a token, a mispredicted
@@ -128,7 +128,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
                     total = products(theta, d, phiT, v, weights)
                     if y <= FEW_TOKENS:  # most cells: a walk per token, no multinomial bookkeeping
                         for _ in range(y):
-                            k = draw_weighted_in_order(weights, order, total, state)
+                            k = draw_weighted(weights, total, state, order)
                             n_dk[d, k] += 1
                             n_kv[k, v] += 1
                         continue
