@@ -36,7 +36,10 @@ def drop_stale_kernels(root=PACKAGE_ROOT):
     that defines kernels was added, changed or removed since the last call; returns whether it did.
 
     Only files whose size or modification time changed are read, so a call costs a ``stat`` per
-    file. A folder that cannot be written (an installed package) is left as it is."""
+    file. A folder that cannot be written (a read-only install) is not looked at: Numba caches its
+    kernels elsewhere."""
+    if not os.access(root, os.W_OK):  # Numba keeps no caches beside read-only sources
+        return False
     stamp_path = root / "__pycache__" / STAMP_NAME
     try:
         recorded = json.loads(stamp_path.read_text())

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from lpviz._kernel_cache import STAMP_NAME, drop_stale_kernels
 
 KERNEL = "from numba import njit\n\n\n@njit(cache=True)\ndef f():\n    return {}\n"
@@ -107,3 +109,15 @@ def test_importing_lpviz_checks_its_own_caches():
     os.replace(partial, stamp)
     subprocess.run([sys.executable, "-c", "import lpviz"], check=True)
     assert "zz_no_longer_here.py" not in json.loads(stamp.read_text())
+
+
+def test_a_folder_that_cannot_be_written_is_not_looked_at(tmp_path, monkeypatch):
+    """A read-only install: Numba keeps its caches elsewhere, so no file is read or written."""
+    import lpviz._kernel_cache as kernel_cache
+
+    root = _tree(tmp_path)
+    caches = _caches(root)
+    monkeypatch.setattr(kernel_cache.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(kernel_cache, "_defines_kernels", lambda path: pytest.fail(f"read {path}"))
+    assert not drop_stale_kernels(root)
+    assert all(c.exists() for c in caches) and not (root / "__pycache__" / STAMP_NAME).exists()

@@ -451,8 +451,10 @@ class TopicModel(Model):
     def state_bytes(self, shape):
         n_rows, n_cols = shape
         # factors, their statistics (n_dk, n_kv, and one n_kv part per chunk); the allocation's
-        # orders of topics per row (int32; at SORTED_WALK_TOPICS or more)
-        return 8 * self.n_components * (2 * (n_rows + n_cols) + 4 * 2 * n_cols) + 4 * self.n_components * n_rows
+        # orders of topics per row (int32), from SORTED_WALK_TOPICS on
+        K = self.n_components
+        orders = 4 * K * n_rows if K >= SORTED_WALK_TOPICS else 0
+        return 8 * K * (2 * (n_rows + n_cols) + 4 * 2 * n_cols) + orders
 
     # -- state ----------------------------------------------------------------------
     def init_state(self, shape, mean_count, rng):
