@@ -47,7 +47,11 @@ __all__ = [
     "probe_columns",
     "trace_name",
     "to_inference_data",
+    "traced_elements",
+    "ensemble_convergence",
+    "odd_chains",
     "RHAT_OK",
+    "DISAGREE_SDS",
 ]
 
 # A chain "still drifting" by the common rule of thumb (Gelman et al., BDA3).
@@ -61,6 +65,11 @@ RHAT_OK = 1.01
 MAX_CONVERGENCE_DRAWS = 2000
 N_PROBE_CELLS = 20
 N_PROBE_COLUMNS = 100
+# A chain sits "in another mode" when its mean log likelihood after burn-in lies this many
+# within-chain standard deviations below the best chain's. Chains of one mode differ by about
+# sqrt(2 / ESS) of them (well under 1 for any ESS above 2); a chain stuck in a poorer mode of the
+# 120 x 40 topic set of issue 39 sits tens to hundreds below (benchmarks/bench_chains.py).
+DISAGREE_SDS = 4.0
 
 
 def _arviz():
@@ -216,6 +225,93 @@ def probe_columns(column_totals, n_columns=N_PROBE_COLUMNS):
 def trace_name(log_marginal):
     """``"log_marginal"`` when the chain traced it (private chains), else ``"log_joint"``."""
     return "log_joint" if np.all(np.isnan(np.asarray(log_marginal, dtype=float))) else "log_marginal"
+
+
+def traced_elements(fit, release=None, truth=None):
+    """``(cells, columns)`` the diagnostics of a fit trace (:func:`probe_cells`, seed 0, and
+    :func:`probe_columns`): with a release, 20 of its observed cells and the 100 words with the
+    largest noised totals; without one, the cells the fit did not hold out and the columns of the
+    true counts (else of the fit's rates). The same for every chain and method of one data set."""
+    if release is not None:
+        observed, column_totals = release.observed_cells, np.asarray(release.Y_obs).sum(axis=0)
+    else:
+        observed = np.ones(fit.shape, dtype=bool) if fit.heldout is None else ~fit.heldout
+        reference = truth.Y if truth is not None else fit.mu_hat
+        column_totals = np.asarray(reference).sum(axis=0)
+    return probe_cells(observed, random_state=0), probe_columns(column_totals)
+
+
+def odd_chains(traces, threshold=DISAGREE_SDS):
+    """Chains whose likelihood trace sits in a poorer mode than the best chain's.
+
+    ``traces``: ``(chain, draw)`` after burn-in. Returns ``(odd, numbers)``:
+    the indices of the chains whose mean lies more than ``threshold``
+    pooled within-chain standard deviations below the best chain's mean, and
+    per chain ``{"mean", "gap", "sds"}`` (its mean, how far below the best
+    chain's it lies, in units and in standard deviations).
+    """
+    traces = np.asarray(traces, dtype=np.float64)
+    means = traces.mean(axis=1)
+    spread = math.sqrt(float(np.mean(traces.var(axis=1, ddof=1)))) if traces.shape[1] > 1 else 0.0
+    best = int(np.argmax(means))
+    numbers = []
+    for mean in means:
+        gap = float(means[best] - mean)
+        sds = gap / spread if spread > 0 else (math.inf if gap > 0 else 0.0)
+        numbers.append({"mean": float(mean), "gap": gap, "sds": sds})
+    odd = [i for i, n in enumerate(numbers) if n["sds"] > threshold]
+    return odd, numbers
+
+
+def ensemble_convergence(ensemble, release=None, truth=None):
+    """Cross-chain diagnostics of an :class:`lpviz.ensemble.EnsemblePosterior`.
+
+    Rank-normalised split R-hat and bulk/tail ESS (:func:`diagnose`) of the
+    likelihood trace, the rates at the probe cells and the aligned topics
+    (:func:`traced_elements`), and the chains in another mode (:func:`odd_chains`).
+
+    Returns
+    -------
+    dict
+        ``rhat``, ``ess``, ``ess_tail``: of the likelihood trace (None when
+        the chains are too short or it never varies); ``trace_name``;
+        ``summary``: :func:`summarize_diagnostics` rows (one per quantity);
+        ``odd``: indices of the chains in a poorer mode; ``chains``: per
+        chain ``{"mean", "gap", "sds", "rate_distance"}`` (its rates' mean
+        absolute difference from the other chains' pooled rates over the
+        fitted cells).
+    """
+    cells, columns = traced_elements(ensemble, release, truth)
+    summaries = [chain_summary(p, cells=cells, columns=columns) for p in ensemble.chains]
+    quantities = combine(summaries)
+    name = summaries[0]["trace_name"]
+    result = {"rhat": None, "ess": None, "ess_tail": None, "trace_name": name, "summary": [], "odd": [], "chains": []}
+    trace = quantities[name]
+    # quantities too short (fewer than 4 draws per chain) or not finite have no R-hat: left out
+    judged = {
+        key: draws
+        for key, draws in quantities.items()
+        if key != "topic_permutations" and draws.shape[1] >= 4 and np.all(np.isfinite(draws))
+    }
+    result["summary"] = summarize_diagnostics(diagnose(judged)) if judged else []
+    if name in judged:
+        first = result["summary"][0]
+        if math.isfinite(first["rhat_max"]):
+            result.update(rhat=first["rhat_max"], ess=first["ess_bulk_min"], ess_tail=first["ess_tail_min"])
+        result["odd"], result["chains"] = odd_chains(trace)
+    else:
+        result["chains"] = [{"mean": math.nan, "gap": math.nan, "sds": math.nan} for _ in ensemble.chains]
+    observed = np.ones(ensemble.shape, dtype=bool)
+    for excluded in (ensemble.heldout, ensemble.structural_zeros):
+        if excluded is not None:
+            observed &= ~excluded
+    rates = [p.mu_hat for p in ensemble.chains]
+    weights = np.array([p.n_saved for p in ensemble.chains], dtype=float)
+    total = sum(w * r for w, r in zip(weights, rates, strict=True))
+    for i, numbers in enumerate(result["chains"]):
+        others = (total - weights[i] * rates[i]) / max(weights.sum() - weights[i], 1.0)
+        numbers["rate_distance"] = float(np.mean(np.abs(rates[i] - others)[observed])) if len(rates) > 1 else 0.0
+    return result
 
 
 def _normalised_topics(model, factors):
@@ -418,6 +514,8 @@ def to_inference_data(posteriors, *, cells=None, columns=None, attrs=None):
         name: quantities[name],
         "iteration_seconds": _stack([p.iteration_seconds[p.burn_in :] for p in posteriors], "seconds"),
     }
+    if name != "log_joint":  # private chains trace both: the log joint beside the marginal
+        sample_stats["log_joint"] = _stack([p.log_joint[p.burn_in :] for p in posteriors], "trace")
     info = {
         "model": first.model,
         "method": first.method,

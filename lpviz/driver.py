@@ -14,6 +14,7 @@ import numpy as np
 from lpviz import methods as method_registry
 from lpviz import vi
 from lpviz.engine import INFERENCES, Chain, Run, _schedule
+from lpviz.ensemble import DEFAULT_CHAINS, EnsembleRun, check_chains, spawn_seeds
 
 __all__ = ["run", "fit"]
 
@@ -39,9 +40,11 @@ def run(
     init=None,
     bessel_point=None,
     tol=None,
+    chains=DEFAULT_CHAINS,
+    restarts=1,
     **options,
 ):
-    """Run one chain as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
+    """Run one chain (or ``chains`` of them) as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
 
     Parameters are those of :class:`Chain`, plus ``n_iter``, ``burn_in``
     (default ``n_iter // 6``, the paper's 1,000 of 6,000) and ``thin`` (save
@@ -62,6 +65,14 @@ def run(
         The private method's CAVI ``q(m)`` (``inference="vi"`` or ``init="vi"``).
     tol : float, optional
         CAVI's stopping tolerance (default :data:`lpviz.vi.DEFAULT_TOL`).
+    chains : int
+        MCMC: run this many chains (default :data:`lpviz.ensemble.DEFAULT_CHAINS`)
+        concurrently, with seeds spawned from ``random_state``: chain 0 is
+        exactly the single chain of that seed (:func:`lpviz.ensemble.spawn_seeds`).
+    restarts : int
+        ``inference="vi"``: run this many CAVI initialisations concurrently
+        (seeds spawned likewise; restart 0 is the single fit of that seed) and
+        keep the one with the highest ELBO (:func:`lpviz.ensemble.best_restart`).
     **options
         The method's other options (its ``options``: e.g. the private
         method's ``sparse_step``, ``noise_split``), each for the inference it
@@ -72,9 +83,91 @@ def run(
     Run
         Iterate it to advance the chain; ``run.posterior`` holds the result so
         far, ``run.chain`` the chain, ``run.stop()`` stops it from another thread.
+        With ``chains > 1`` (or ``restarts > 1``) an
+        :class:`lpviz.ensemble.EnsembleRun`: iterating it runs every chain in
+        its own thread and yields ``(chain, state)``; its ``posterior`` is an
+        :class:`lpviz.ensemble.EnsemblePosterior` (the best restart's
+        :class:`~lpviz.vi.VariationalPosterior` for restarts).
     """
     if inference not in INFERENCES:
         raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
+    chains, restarts = check_chains(chains), check_chains(restarts, "restarts")
+    if inference == "vi" and chains > 1:
+        raise ValueError("chains= runs MCMC chains; a variational fit has none: use restarts=R for R initialisations")
+    if inference == "mcmc" and restarts > 1:
+        raise ValueError("restarts= starts CAVI again (inference='vi'); MCMC runs several chains with chains=C")
+    arguments = dict(
+        data=data,
+        model=model,
+        method=method,
+        n_components=n_components,
+        n_iter=n_iter,
+        burn_in=burn_in,
+        thin=thin,
+        truth=truth,
+        alpha=alpha,
+        mask=mask,
+        sampler=sampler,
+        a0=a0,
+        b0=b0,
+        parallel=parallel,
+        inference=inference,
+        init=init,
+        bessel_point=bessel_point,
+        tol=tol,
+        **options,
+    )
+    count = max(chains, restarts)
+    if count == 1:
+        return _one_run(random_state=random_state, **arguments)
+    seeds = spawn_seeds(random_state, count)
+    first = _one_run(random_state=seeds[0], **arguments)
+    _check_ensemble_memory(first, count)
+    runs = [first] + [_one_run(random_state=seed, **arguments) for seed in seeds[1:]]
+    return EnsembleRun(runs, restarts=inference == "vi")
+
+
+def _check_ensemble_memory(first, count):
+    """Refuse C chains that would not fit in memory together, once the first one is built (its
+    estimate is known), before the others allocate anything."""
+    from lpviz.budget import check_memory
+    from lpviz.engine import posterior_bytes
+
+    chain = first.chain
+    one = chain.memory_estimate()
+    schedule = first.posterior
+    one += posterior_bytes(chain.model_instance, chain.shape, first.n_iter, schedule.burn_in, schedule.thin)
+    check_memory(
+        count * one,
+        f"{count} chains of the {chain.model} model on {' x '.join(f'{n:,}' for n in chain.shape)} counts",
+        fix="Run fewer chains at once (chains=), or fit fewer rows or columns.",
+    )
+
+
+def _one_run(
+    data,
+    *,
+    model,
+    method,
+    n_components,
+    n_iter,
+    burn_in,
+    thin,
+    truth,
+    alpha,
+    mask,
+    sampler,
+    a0,
+    b0,
+    random_state,
+    parallel,
+    inference,
+    init,
+    bessel_point,
+    tol,
+    **options,
+):
+    """One chain's run (or one variational fit's): :func:`run` with ``chains=1``."""
     arguments = dict(
         model=model,
         method=method,
@@ -148,13 +241,22 @@ def fit(
     init=None,
     bessel_point=None,
     tol=None,
+    chains=DEFAULT_CHAINS,
+    restarts=1,
     **options,
 ):
     """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
     ``callback(state)`` with the :class:`ChainState` after every iteration
-    (e.g. to drive a progress bar).
+    (e.g. to drive a progress bar; with several chains, in the caller's
+    thread, ``state.chain`` saying which chain).
+
+    With ``chains=C > 1`` the C chains run concurrently and the result is an
+    :class:`lpviz.ensemble.EnsemblePosterior` (``.chains``, pooled ``mu_hat``,
+    ``to_inference_data()``); with ``inference="vi", restarts=R > 1`` the
+    best restart's :class:`~lpviz.vi.VariationalPosterior` with their spread
+    (``restart_spread``). Ctrl-C stops every chain before it propagates.
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
@@ -178,8 +280,15 @@ def fit(
         init=init,
         bessel_point=bessel_point,
         tol=tol,
+        chains=chains,
+        restarts=restarts,
         **options,
     )
+    if isinstance(chain_run, EnsembleRun):
+        for _, state in chain_run:
+            if callback is not None:
+                callback(state)
+        return chain_run.posterior
     for state in chain_run:
         if callback is not None:
             callback(state)

@@ -96,7 +96,8 @@ class ChainState:
     ``log_marginal`` the marginal log likelihood of the noised counts
     (private chains; NaN otherwise: see :attr:`Chain.log_marginal`);
     ``seconds`` the wall-clock time of this iteration; ``factors`` copies of
-    the factors; ``mu`` the rates of every cell (computed on first access).
+    the factors; ``mu`` the rates of every cell (computed on first access);
+    ``chain`` the index of the chain in an ensemble (0 for a single chain).
     """
 
     iteration: int
@@ -109,6 +110,8 @@ class ChainState:
     log_marginal: float = math.nan
     model_instance: object = field(default=None, repr=False)
     _mu: np.ndarray | None = field(default=None, init=False, repr=False)
+    # which chain of an ensemble (lpviz.fit(..., chains=C)) produced the state
+    chain: int = field(default=0, repr=False)
 
 
 # ---------------------------------------------------------------------------
@@ -744,6 +747,12 @@ class Posterior:
         path = Path(path)
         if output_exists(path) and not overwrite:
             raise FileExistsError(f"{shown(path)} already exists; choose another name or pass overwrite=True")
+        arrays = self.fit_arrays(release)
+        atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+        return path
+
+    def fit_arrays(self, release=None):
+        """The arrays :meth:`save` writes, by name (an ensemble's file holds one set per chain)."""
         if self.mu_hat is None:
             raise ValueError("the fit has no saved sample yet; run past burn_in + thin iterations first")
         zeros = self.structural_zeros
@@ -772,8 +781,7 @@ class Posterior:
         for key in ("row_labels", "col_labels"):  # a release holds labels only when they were declared public
             if release is not None and getattr(release, key) is not None:
                 arrays[key] = np.asarray(getattr(release, key), dtype=str)
-        atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
-        return path
+        return arrays
 
     @classmethod
     def load(cls, path, *, limit=None):

@@ -398,7 +398,7 @@ COLLAPSED_COMPONENT_SHARE = 0.5
 RHAT_MIXED = 1.05
 ESS_MIN = 100.0
 # The words of health["flags"], in this order.
-HEALTH_FLAGS = ("collapsed", "non-finite", "not mixed")
+HEALTH_FLAGS = ("collapsed", "non-finite", "not mixed", "chains disagree")
 # The MAE numbers of score() (each has its baselines) and the baselines' names.
 MAE_KEYS = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
 BASELINES = ("best_constant", "independence")
@@ -407,6 +407,7 @@ HEALTH_LABELS = {
     "collapsed": "collapsed",
     "nonfinite": "non-finite",
     "not_mixed": "not mixed",
+    "chains_disagree": "chains disagree",
     "dead_components": "dead components",
     "duplicate_components": "duplicate components",
     "healthy": "healthy",
@@ -639,7 +640,26 @@ def _not_mixed(fit, rhat, ess):
     return bool(rhat > RHAT_MIXED or ess < ESS_MIN)
 
 
-def _health(mass_ratio, mass_judged, finite, components, not_mixed):
+def _disagreement(convergence):
+    """The reason of a ``chains disagree`` flag in words, naming each chain in a poorer mode with its
+    numbers (None when every chain sits in the best chain's mode, or nothing was diagnosed)."""
+    if not convergence or not convergence["odd"]:
+        return None
+    numbers = convergence["chains"]
+    best = max(range(len(numbers)), key=lambda i: numbers[i]["mean"])
+    trace = convergence["trace_name"].replace("_", " ")
+    parts = []
+    for i in convergence["odd"]:
+        n = numbers[i]
+        parts.append(
+            f"chain {i} sits in another mode: its mean {trace} {n['mean']:.6g} is {n['gap']:.4g} below "
+            f"chain {best}'s {numbers[best]['mean']:.6g} ({n['sds']:.1f} within-chain sd), and its rates "
+            f"differ from the other chains' by {n['rate_distance']:.4g} on average"
+        )
+    return "the chains disagree: " + "; ".join(parts)
+
+
+def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=None):
     dead, duplicate, n_components = components
     collapsed = False
     reasons = []
@@ -655,18 +675,44 @@ def _health(mass_ratio, mass_judged, finite, components, not_mixed):
         reasons.append("some fitted rates are NaN or infinite")
     if not_mixed:
         reasons.append("the chain has not mixed (R-hat, ESS)")
-    flags = [word for word, on in zip(HEALTH_FLAGS, (collapsed, not finite, bool(not_mixed)), strict=True) if on]
+    if disagree:
+        reasons.append(disagree)
+    on = (collapsed, not finite, bool(not_mixed), bool(disagree))
+    flags = [word for word, flagged in zip(HEALTH_FLAGS, on, strict=True) if flagged]
     return {
         "mass_ratio": mass_ratio,
         "collapsed": collapsed,
         "nonfinite": not finite,
         "not_mixed": not_mixed,
+        "chains_disagree": bool(disagree),
         "dead_components": dead,
         "duplicate_components": duplicate,
         "flags": flags,
         "reasons": reasons,
         "healthy": not flags,
     }
+
+
+def _last(trace):
+    """The last value of a trace; of an ensemble's ``(chain, iteration)`` traces, the chains' mean."""
+    trace = np.asarray(trace, dtype=np.float64)
+    return float(trace[-1]) if trace.ndim == 1 else float(np.mean(trace[:, -1]))
+
+
+def _score_chains(result, ensemble, release, truth, convergence, **options):
+    """An ensemble's own numbers beside its pooled ones: ``n_chains``; ``chains``, each chain's
+    :func:`score`; ``chain_mae`` (with a truth); ``convergence`` (the cross-chain R-hat/ESS rows of
+    :func:`lpviz.diagnostics.summarize_diagnostics`, NaN as None); ``ess_tail``; ``odd_chains``."""
+    result["n_chains"] = ensemble.n_chains
+    result["chains"] = [score(chain, release, truth, **options) for chain in ensemble.chains]
+    result["chain_mae"] = [chain["mae"] for chain in result["chains"]] if truth is not None else None
+    rows = (convergence or {}).get("summary") or []
+    result["convergence"] = [
+        {key: _finite_or_none(value) if isinstance(value, float) else value for key, value in row.items()}
+        for row in rows
+    ]
+    result["ess_tail"] = (convergence or {}).get("ess_tail")
+    result["odd_chains"] = list((convergence or {}).get("odd") or [])
 
 
 def rankable(scores, key="mae"):
@@ -768,6 +814,8 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         claim unless it says so.
     """
     is_posterior = hasattr(fit, "rate_rows")
+    ensemble = is_posterior and getattr(fit, "n_chains", None) is not None  # lpviz.ensemble.EnsemblePosterior
+    convergence = None
     if release is None and not is_posterior and truth is not None:
         raise ValueError("scoring a single chain state needs the release it was fitted on")
     shape = release.shape if release is not None else getattr(fit, "shape", None)
@@ -775,18 +823,23 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     if is_posterior:
         result.update(iterations=fit.iterations, samples=fit.n_saved, seconds=round(fit.seconds, 3))
         if fit.iterations:
-            result["log_joint"] = _finite_or_none(fit.log_joint[-1])
-            result["log_marginal"] = _finite_or_none(fit.log_marginal[-1])
+            result["log_joint"] = _finite_or_none(_last(fit.log_joint))
+            result["log_marginal"] = _finite_or_none(_last(fit.log_marginal))
             result["iterations_per_second"] = fit.iterations / fit.seconds if fit.seconds > 0 else None
             if getattr(fit, "elbo", None) is not None:  # a variational fit
                 result["elbo"] = _finite_or_none(fit.elbo[-1])
         if fit.best is not None:
             result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
-        if diagnostics:
+        if diagnostics and ensemble:
+            if all(chain.n_saved for chain in fit.chains):
+                from lpviz.diagnostics import ensemble_convergence
+
+                convergence = ensemble_convergence(fit, release, truth)
+                result.update(rhat=convergence["rhat"], ess=convergence["ess"])
+        elif diagnostics:
             from lpviz.diagnostics import chain_convergence
 
-            convergence = chain_convergence(fit)
-            result.update(rhat=convergence["rhat"], ess=convergence["ess"])
+            result.update({key: chain_convergence(fit)[key] for key in ("rhat", "ess")})
         factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0
@@ -836,7 +889,18 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     if topics and factors is not None and finite:
         components = component_health(model, factors)
     not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
-    result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed)
+    result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed, _disagreement(convergence))
+    if ensemble:
+        _score_chains(result, fit, release, truth, convergence, top_n=top_n, topics=topics, diagnostics=diagnostics)
+    if getattr(fit, "restart_spread", None) is not None:
+        result["restarts"] = dict(fit.restart_spread, elbo=list(fit.restart_elbos), kept=fit.restart_index)
+        if finite and references:
+            maes = [
+                _rate_pass(_rates_by_rows(other), shape, observed, [references[0][1]], [observed])[2][0][0]
+                / int(observed.sum())
+                for other in fit.restarts
+            ]
+            result["restarts"].update(mae=maes, mae_range=float(max(maes) - min(maes)))
     if release is not None and truth is not None:
         baselines = release_baselines(release, truth, observed, cells[1] if len(cells) > 1 else None)
         baselines["beats"] = {
