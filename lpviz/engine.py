@@ -802,6 +802,13 @@ class Posterior:
         with open_archive(path, what="fit", fix=_FIT_FIX, limit=limit) as archive:
             return _posterior_from_archive(cls, archive)
 
+    def to_inference_data(self, release=None, truth=None, *, cells=None, columns=None, attrs=None):
+        """This chain as an ArviZ ``InferenceData`` of one chain: see
+        :meth:`lpviz.ensemble.EnsemblePosterior.to_inference_data`."""
+        from lpviz.ensemble import EnsemblePosterior
+
+        return EnsemblePosterior([self]).to_inference_data(release, truth, cells=cells, columns=columns, attrs=attrs)
+
     def _extra_arrays(self):
         """Arrays a kind of posterior adds to the fit file (a variational fit: its ELBO)."""
         return {}

@@ -659,6 +659,9 @@ def _disagreement(convergence):
     return "the chains disagree: " + "; ".join(parts)
 
 
+_NOT_MIXED_REASON = "the chain has not mixed (R-hat, ESS)"
+
+
 def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=None):
     dead, duplicate, n_components = components
     collapsed = False
@@ -674,7 +677,7 @@ def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=Non
     if not finite:
         reasons.append("some fitted rates are NaN or infinite")
     if not_mixed:
-        reasons.append("the chain has not mixed (R-hat, ESS)")
+        reasons.append(_NOT_MIXED_REASON)
     if disagree:
         reasons.append(disagree)
     on = (collapsed, not finite, bool(not_mixed), bool(disagree))
@@ -890,6 +893,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         components = component_health(model, factors)
     not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
     result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed, _disagreement(convergence))
+    if ensemble and not_mixed:  # the ensemble's verdict is the chains', with the numbers it rests on
+        rhat, ess = result["rhat"], result["ess"]
+        numbers = "too short to tell" if rhat is None else f"R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
+        reasons = result["health"]["reasons"]
+        reasons[reasons.index(_NOT_MIXED_REASON)] = f"the chains have not mixed (cross-chain {numbers})"
     if ensemble:
         _score_chains(result, fit, release, truth, convergence, top_n=top_n, topics=topics, diagnostics=diagnostics)
     if getattr(fit, "restart_spread", None) is not None:

@@ -240,8 +240,11 @@ def test_fit_chains_adds_diagnostics_and_writes_inference_data(tmp_path, capsys)
     def untimed(scores):
         return {key: value for key, value in scores.items() if key not in timing}
 
-    assert untimed(several["methods"]["naive"]) == untimed(single["methods"]["naive"])
+    assert untimed(several["chains"]["naive"][0]) == untimed(single["methods"]["naive"])
     assert len(several["chains"]["naive"]) == 3
+    # the method's scores are the ensemble's: the rates pooled over the three chains
+    assert several["methods"]["naive"]["n_chains"] == 3
+    assert several["methods"]["naive"]["chain_mae"] == [chain["mae"] for chain in several["chains"]["naive"]]
     assert several["chains"]["naive"][1]["mae"] != several["chains"]["naive"][0]["mae"]
     quantities = {row["quantity"]: row for row in several["diagnostics"]["naive"]}
     assert set(quantities) == {"log_joint", "rate", "topic_word"}

@@ -15,13 +15,17 @@ nothing: into a hidden folder beside DIR, moved into place at the end
 (:func:`lpviz._files.atomic_folder`), so a full disk, Ctrl-C or SIGTERM
 leaves nothing under DIR. Labels go into them only with ``--labels public``.
 
-``--chains C`` runs C chains per method (the first with the seed a single
-chain gets) and reports R-hat and ESS (:mod:`lpviz.diagnostics`);
-``--save-idata FILE`` writes them as ArviZ InferenceData (netCDF).
+``--chains C`` runs C chains per method by ``lpviz.fit(..., chains=C)``
+(the first with the seed a single chain gets; default the library's,
+:data:`lpviz.ensemble.DEFAULT_CHAINS`) and reports what
+:func:`lpviz.metrics.score` says of the ensemble: each chain's numbers, the
+pooled ones, cross-chain R-hat and ESS and chains that disagree;
+``--save-idata FILE`` writes them as ArviZ InferenceData (netCDF). This
+module parses, calls the library and prints: nothing here computes a chain,
+a diagnostic or a score.
 """
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +33,18 @@ import numpy as np
 from lpviz._files import atomic_write
 
 from . import CLIError
-from .privatize import add_privacy_arguments, privacy_level, read_release, refuse_overwrite
+from ._common import (  # noqa: F401 -- check_run_lengths, progress_bar, format_table, save_json: lpviz demo's
+    add_privacy_arguments,
+    check_run_lengths,
+    format_table,
+    privacy_level,
+    progress_bar,
+    read_release,
+    refuse_overwrite,
+    resolve_seed,
+    save_json,
+    save_truth,
+)
 
 # Columns of the printed table: (score key, header, format).
 # every MAE beside its baselines (lpviz.metrics.score's "baselines": the best constant and the
@@ -173,11 +188,12 @@ def register(subparsers):
     parser.add_argument(
         "--chains",
         type=int,
-        default=1,
+        default=None,
         metavar="C",
-        help="chains per method (default 1); with C > 1 the summary adds R-hat and ESS of the "
-        "marginal log likelihood (or log joint), rates at 20 cells and aligned topics; "
-        "scores and METHOD.npz are the first chain's",
+        help="chains per method, run concurrently (default: the library's, lpviz.ensemble.DEFAULT_CHAINS); "
+        "with C > 1 the summary adds each chain's scores, cross-chain R-hat and ESS of the marginal log "
+        "likelihood (or log joint), rates at 20 cells and aligned topics, and names a chain in another "
+        "mode; scores are the pooled posterior's and METHOD.npz holds every chain",
     )
     parser.add_argument(
         "--save-idata",
@@ -213,57 +229,27 @@ def register(subparsers):
 # ---------------------------------------------------------------------------
 
 
-def check_run_lengths(iterations, burn_in, thin):
-    if iterations < 1:
-        raise CLIError(f"--iterations must be >= 1, got {iterations}")
-    if thin < 1:
-        raise CLIError(f"--thin must be >= 1, got {thin}")
-    if burn_in is not None and burn_in < 0:
-        raise CLIError(f"--burn-in must be >= 0, got {burn_in}")
-    burn = iterations // 6 if burn_in is None else burn_in
-    if burn + thin > iterations:
-        raise CLIError(
-            f"no sample would be saved: burn-in {burn} + thin {thin} > iterations {iterations}; "
-            "raise --iterations or lower --burn-in/--thin"
-        )
-
-
-def progress_bar(total, description, disable):
-    """A tqdm bar on stderr; ``disable=None`` hides it when stderr is not a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total, desc=description, unit="it", file=sys.stderr, disable=disable, leave=False, dynamic_ncols=True
-    )
-
-
-def run_method(release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress, **options):
-    """One run of :func:`lpviz.run` with a progress bar (log joint and log marginal, or the ELBO,
-    in its postfix); returns the posterior and its :func:`lpviz.metrics.score`.
+def run_method(
+    release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress, chains=None, **options
+):
+    """:func:`lpviz.fit` of ``chains`` chains (default the library's) with a progress bar (log joint
+    and log marginal, or the ELBO, in its postfix); returns the posterior and its
+    :func:`lpviz.metrics.score` (an ensemble's, with each chain's, for several chains).
 
     Without a release (a run of the non-private method alone) the chain fits
     the true counts as a matrix, with ``mask`` among ``options``.
     """
-    from ..driver import run
+    from ..driver import fit
+    from ..ensemble import DEFAULT_CHAINS
     from ..metrics import score
 
+    chains = DEFAULT_CHAINS if chains is None else chains
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)
-    chain_run = run(
-        data,
-        model=model,
-        method=method,
-        n_components=n_components,
-        n_iter=iterations,
-        burn_in=burn_in,
-        thin=thin,
-        truth=with_truth,
-        random_state=seed,
-        **options,
-    )
-    with progress_bar(iterations, chain_run.posterior.method, progress) as bar:
-        for state in chain_run:
+    with progress_bar(iterations * chains, str(method), progress) as bar:
+
+        def advance(state):
             bar.update(1)
-            if state.iteration % 25 == 0 or state.iteration == iterations:
+            if state.chain == 0 and (state.iteration % 25 == 0 or state.iteration == iterations):
                 postfix = {
                     name: f"{value:.6g}"
                     for name, value in (
@@ -274,18 +260,22 @@ def run_method(release, truth, *, model, method, n_components, iterations, burn_
                     if not np.isnan(value)
                 }
                 bar.set_postfix(postfix, refresh=False)
-    return chain_run.posterior, score(chain_run.posterior, release, truth)
 
-
-def format_table(rows, columns):
-    """A plain text table: ``rows`` are dicts, ``columns`` (key, header, format) triples."""
-    cells = [[header for _, header, _ in columns]]
-    for row in rows:
-        cells.append([("-" if row.get(key) is None else fmt.format(row[key])) for key, _, fmt in columns])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join(
-        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip() for line in cells
-    )
+        posterior = fit(
+            data,
+            model=model,
+            method=method,
+            n_components=n_components,
+            n_iter=iterations,
+            burn_in=burn_in,
+            thin=thin,
+            truth=with_truth,
+            random_state=seed,
+            chains=chains,
+            callback=advance,
+            **options,
+        )
+    return posterior, score(posterior, release, truth)
 
 
 def score_table(rows):
@@ -295,29 +285,6 @@ def score_table(rows):
         c for c in TABLE_COLUMNS if any(row.get(c[0]) is not None for row in rows)
     ]
     return format_table(rows, columns)
-
-
-def save_json(path, summary, force):
-    refuse_overwrite(path, force)
-    atomic_write(path, lambda handle: handle.write(json.dumps(summary, indent=2).encode("utf-8")))
-
-
-def save_truth(path, truth, force):
-    """The true counts (and rates, for simulations), in a file whose name says so."""
-    refuse_overwrite(path, force)
-    arrays = {"Y": truth.Y}
-    if truth.mu is not None:
-        arrays["mu"] = truth.mu
-    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
-
-
-def resolve_seed(seed):
-    """The given seed, or a fresh one (reported, so the run can be repeated)."""
-    if seed is None:
-        return int(np.random.SeedSequence().entropy % (2**32))
-    if seed < 0:
-        raise CLIError(f"--seed must be >= 0, got {seed}")
-    return seed
 
 
 # ---------------------------------------------------------------------------
@@ -404,6 +371,9 @@ def run(args):
         raise CLIError(f"--tol must be >= 0, got {args.tol}")
     if args.components is not None and args.components < 1:
         raise CLIError(f"--components must be >= 1, got {args.components}")
+    from ..ensemble import DEFAULT_CHAINS
+
+    args.chains = DEFAULT_CHAINS if args.chains is None else args.chains
     if args.chains < 1:
         raise CLIError(f"--chains must be >= 1, got {args.chains}")
     seed = resolve_seed(args.seed)
@@ -447,38 +417,38 @@ def run(args):
         except ValueError as error:
             raise CLIError(f"--holdout {args.holdout}: {error}") from None
 
-    chain_seeds = [chain_seed] + chain_seed.spawn(args.chains - 1)  # the first: what a single chain gets
-    posteriors, scores, chain_scores = {}, {}, {}
+    posteriors, scores, chain_scores, diagnostics = {}, {}, {}, {}
     for name in names:
         method_options_here = {k: v for k, v in options.items() if k in method_registry.get(name).options}
         if release is None:
             method_options_here["mask"] = None if heldout is None else ~heldout
-        chain_scores[name] = []
-        for one_seed in chain_seeds:
-            try:
-                posterior, result = run_method(
-                    release,
-                    truth,
-                    model=model,
-                    method=name,
-                    n_components=n_components,
-                    iterations=args.iterations,
-                    burn_in=args.burn_in,
-                    thin=args.thin,
-                    seed=np.random.default_rng(one_seed),
-                    progress=True if args.json or args.no_progress else None,
-                    **inference,
-                    **method_options_here,
-                )
-            except ValueError as error:
-                raise CLIError(str(error)) from None
-            if posterior.inference == "vi":
-                result["converged"] = posterior.converged
-            posteriors.setdefault(name, []).append(posterior)
-            chain_scores[name].append(result)
-        scores[name] = chain_scores[name][0]
+        try:  # chain 0 has the seed a single chain gets; the others' are spawned from it (lpviz.ensemble)
+            posterior, result = run_method(
+                release,
+                truth,
+                model=model,
+                method=name,
+                n_components=n_components,
+                iterations=args.iterations,
+                burn_in=args.burn_in,
+                thin=args.thin,
+                seed=np.random.default_rng(_fresh(chain_seed)),
+                progress=True if args.json or args.no_progress else None,
+                chains=args.chains,
+                **inference,
+                **method_options_here,
+            )
+        except ValueError as error:
+            raise CLIError(str(error)) from None
+        if posterior.inference == "vi":
+            result["converged"] = posterior.converged
+        posteriors[name] = posterior
+        if args.chains > 1:
+            chain_scores[name] = result.pop("chains")
+            diagnostics[name] = result.pop("convergence")
+        scores[name] = result
 
-    held_cells = posteriors[names[0]][0].heldout  # every method's chain held out the same cells
+    held_cells = posteriors[names[0]].heldout  # every method's chain held out the same cells
     alpha = None if release is None else release.alpha
     alpha_summary = (
         None
@@ -518,18 +488,22 @@ def run(args):
         "thin": None if variational else args.thin,
         "seed": seed,
         "options": options,
-        "labels": {name: posteriors[name][0].method_label for name in names},
+        "labels": {name: posteriors[name].method_label for name in names},
         "methods": scores,
     }
     if args.chains > 1:
         summary["chains"] = chain_scores
-        summary["diagnostics"] = {name: _diagnostics(posteriors[name], release, truth, heldout) for name in names}
+        summary["diagnostics"] = diagnostics
     for name, path in idata_paths.items():
-        _save_idata(path, _inference_data(posteriors[name], release, truth, heldout, seed))
+        try:
+            idata = posteriors[name].to_inference_data(release, truth, attrs={"seed": seed})
+        except ValueError as error:
+            raise CLIError(f"--save-idata: {error}") from None
+        _save_idata(path, idata)
         summary.setdefault("idata", []).append(str(path))
 
     if args.output is not None:
-        _write_output(args.output, release, truth, {name: posteriors[name][0] for name in names}, summary, args.force)
+        _write_output(args.output, release, truth, posteriors, summary, args.force)
 
     if args.json:
         print(json.dumps(summary))
@@ -590,45 +564,14 @@ def _idata_paths(path, names):
     return {name: path.with_name(f"{path.stem}.{name}{path.suffix or '.nc'}") for name in names}
 
 
-def _traced(release, truth, heldout, seed):
-    """The cells (20, drawn among the observed ones) and word columns (the 100 with the largest
-    noised totals) the diagnostics trace: the same for every chain and method of a run."""
-    from ..diagnostics import probe_cells, probe_columns
-
-    if release is not None:
-        observed, column_totals = release.observed_cells, np.asarray(release.Y_obs).sum(axis=0)
-    else:
-        observed = np.ones(truth.Y.shape, dtype=bool) if heldout is None else ~heldout
-        column_totals = truth.Y.sum(axis=0)
-    return probe_cells(observed, random_state=seed), probe_columns(column_totals)
-
-
-def _diagnostics(posteriors, release, truth, heldout):
-    from ..diagnostics import chain_summary, combine, diagnose, summarize_diagnostics
-
-    cells, columns = _traced(release, truth, heldout, 0)
-    try:
-        quantities = combine([chain_summary(p, cells=cells, columns=columns) for p in posteriors])
-        rows = summarize_diagnostics(diagnose(quantities))
-    except ValueError as error:
-        raise CLIError(f"--chains: {error}") from None
-    # NaN (a quantity that never varies) is not JSON: None
-    return [
-        {key: (None if isinstance(value, float) and value != value else value) for key, value in row.items()}
-        for row in rows
-    ]
-
-
-def _inference_data(posteriors, release, truth, heldout, seed):
-    from ..diagnostics import to_inference_data
-
-    cells, columns = _traced(release, truth, heldout, 0)
-    return to_inference_data(posteriors, cells=cells, columns=columns, attrs={"seed": seed})
+def _fresh(seed_sequence):
+    """A copy of ``seed_sequence`` that has spawned nothing yet: every method's chains get the same
+    seeds (the library spawns chains 1.. from chain 0's sequence)."""
+    return np.random.SeedSequence(seed_sequence.entropy, spawn_key=seed_sequence.spawn_key)
 
 
 def _save_idata(path, idata):
     """netCDF via a temporary file beside ``path``, moved into place: never half a file."""
-    from lpviz._files import atomic_write
 
     atomic_write(path, lambda temporary: idata.to_netcdf(str(temporary)), by_name=True)
 
@@ -656,9 +599,12 @@ def _print_summary(summary, names, release):
         print(
             score_table(
                 [
-                    {"method": f"{name} #{i + 1}", **result}
+                    row
                     for name in names
-                    for i, result in enumerate(summary["chains"][name])
+                    for row in [
+                        *({"method": f"{name} #{i + 1}", **result} for i, result in enumerate(summary["chains"][name])),
+                        {"method": f"{name} pooled", **summary["methods"][name]},
+                    ]
                 ]
             )
         )
@@ -687,6 +633,9 @@ def _print_summary(summary, names, release):
             if health.get("flags"):
                 chain = f" #{i + 1}" if "chains" in summary else ""
                 print(f"{name}{chain}: {', '.join(health['flags'])}: {'; '.join(health['reasons'])}")
+        pooled = (summary["methods"][name].get("health") or {}) if "chains" in summary else {}
+        if pooled.get("flags"):  # the ensemble's own verdict: cross-chain R-hat, a chain in another mode
+            print(f"{name} pooled: {', '.join(pooled['flags'])}: {'; '.join(pooled['reasons'])}")
     if summary["inference"] == "vi":
         for name in names:
             result = summary["methods"][name]

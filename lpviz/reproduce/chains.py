@@ -1,5 +1,9 @@
 """The task every MCMC experiment runs: build the data, noise them, run one chain, score it.
 
+A grid's chains are its tasks (Dask places each on a worker); each task is
+``lpviz.fit(..., chains=1)``, the call ``lpviz fit`` makes, and its chain is
+chain 0 of ``lpviz.fit(..., chains=C)`` for the same seed.
+
 :func:`chain_task` is a pure function of its JSON parameters (every seed is
 among them), so a task gives the same numbers wherever it runs. Its pieces:
 
@@ -42,7 +46,7 @@ import numpy as np
 
 from lpviz import diagnostics
 from lpviz._parallel import n_threads
-from lpviz.driver import run
+from lpviz.driver import fit
 from lpviz.metrics import score
 
 __all__ = ["chain_task", "fit_and_summarise", "build_data", "build_release", "DATA_SOURCES", "enron_source"]
@@ -265,7 +269,8 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
         schedule = {"n_iter": params["n_iter"], "tol": params.get("tol")}
     else:
         schedule = {"n_iter": params["n_iter"], "burn_in": params["burn_in"], "thin": params["thin"]}
-    chain_run = run(
+    stamps = [time.perf_counter()]
+    posterior = fit(  # the library's one call for a fit, as `lpviz fit` makes it; one chain per task
         release,
         model=params.get("model"),
         method=method,
@@ -273,13 +278,11 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
         truth=truth if fits_truth else None,
         random_state=params["chain_seed"],
         inference=inference,
+        chains=1,
+        callback=lambda state: stamps.append(time.perf_counter()),
         **schedule,
         **params.get("method_options", {}),
     )
-    stamps = [time.perf_counter()]
-    for _ in chain_run:
-        stamps.append(time.perf_counter())
-    posterior = chain_run.posterior
     sampled = time.perf_counter() - clock - prepared
     scores = score(posterior, release, truth)
     extra = {}
