@@ -285,9 +285,13 @@ def fit(
         **options,
     )
     if isinstance(chain_run, EnsembleRun):
-        for _, state in chain_run:
-            if callback is not None:
-                callback(state)
+        states = iter(chain_run)
+        try:
+            for _, state in states:
+                if callback is not None:
+                    callback(state)
+        finally:  # an error or Ctrl-C in the callback: stop every chain now, not when the traceback goes
+            states.close()
         return chain_run.posterior
     for state in chain_run:
         if callback is not None:

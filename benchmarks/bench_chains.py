@@ -1,0 +1,148 @@
+"""Single chains against ensembles of four, where single chains sometimes stick (issue 39).
+
+The data: :func:`lpviz.datasets.make_topics` with 120 documents x 40 words, K = 4
+topics and its own per-document noise (``alpha0=0.5``: per-row alpha about
+0.14-0.81), fitted by the private method (collapsed sampler, and with
+``--sampler bessel`` the Bessel one) for 1,500 iterations, thin 25, at 20
+seeds. For each seed the ensemble is ``lpviz.fit(..., chains=4)``; its chain 0
+is exactly the single chain of that seed (checked), so the "single chain"
+column is chain 0 scored alone, the "chains=4" column the ensemble scored by
+:func:`lpviz.metrics.score` (pooled rates, cross-chain R-hat, ``chains
+disagree``).
+
+A chain is *stuck* when its MAE (against the true counts) is more than
+``--stuck`` (default 5%) above the median MAE of every chain of the run: the
+issue measured 0.836-0.844 for the chains that found the main mode and
+0.92-1.25 for the stuck ones.
+
+Then the wall-clock of ``chains=4`` against one chain (``chains=1``) on the
+same data and seeds, in the same process. The machine may be shared: every
+time is printed beside its reference, measured in the same run.
+
+    python benchmarks/bench_chains.py                 # 20 seeds, collapsed sampler
+    python benchmarks/bench_chains.py --seeds 8 --sampler bessel
+    python benchmarks/bench_chains.py --scaling       # wall-clock of chains = 1, 2, 4: small and medium data
+
+``--scaling`` times ``lpviz.fit(..., chains=C)`` for C = 1, 2, 4 on the small
+set above (120 x 40, K = 4) and a medium one (``make_topics(1000, 1000, 10)``,
+one million cells: its sweeps split over the kernel pool), best of
+``--repeats``, to choose the library's default number of chains.
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import lpviz
+from lpviz._parallel import n_threads
+from lpviz.datasets import make_topics
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=1500)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--sampler", choices=("collapsed", "bessel"), default="collapsed")
+    parser.add_argument("--stuck", type=float, default=0.05, help="stuck: MAE this share above the median chain's")
+    parser.add_argument("--timed-seeds", type=int, default=3, help="seeds timed as a single chain (reference)")
+    parser.add_argument("--scaling", action="store_true", help="time chains = 1, 2, 4 instead")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data set")
+    args = parser.parse_args()
+    if args.scaling:
+        return scaling(args.repeats)
+
+    data = make_topics(120, 40, 4, alpha0=0.5, random_state=args.data_seed)
+    release, truth = data.release(), data.truth()
+    alpha = release.alpha_per_row
+    print(
+        f"data: make_topics(120, 40, 4, alpha0=0.5, random_state={args.data_seed}), "
+        f"per-row alpha {alpha.min():.2f}-{alpha.max():.2f}; "
+        f"private ({args.sampler}), {args.iterations} iterations, thin 25; {args.seeds} seeds; "
+        f"{n_threads()} kernel threads"
+    )
+    options = dict(n_components=4, n_iter=args.iterations, thin=25, sampler=args.sampler)
+
+    ensembles, walls = [], []
+    for seed in range(args.seeds):
+        start = time.perf_counter()
+        ensemble = lpviz.fit(release, random_state=seed, chains=args.chains, **options)
+        walls.append(time.perf_counter() - start)
+        ensembles.append(ensemble)
+        print(f"  seed {seed}: {walls[-1]:.1f} s", flush=True)
+
+    singles_wall = []
+    for seed in range(min(args.timed_seeds, args.seeds)):
+        start = time.perf_counter()
+        single = lpviz.fit(release, random_state=seed, chains=1, **options)
+        singles_wall.append(time.perf_counter() - start)
+        assert np.array_equal(single.mu_hat, ensembles[seed].chains[0].mu_hat), "chain 0 is not the single chain"
+
+    scores = [lpviz.score(e, release, truth) for e in ensembles]
+    chain_mae = np.array([s["chain_mae"] for s in scores])  # (seed, chain)
+    threshold = np.median(chain_mae) * (1 + args.stuck)
+    stuck = chain_mae > threshold
+    single_flagged = np.array([bool(s["chains"][0]["health"]["flags"]) for s in scores])
+    ensemble_flagged = np.array([bool(s["health"]["flags"]) for s in scores])
+    disagree = np.array([s["health"]["chains_disagree"] for s in scores])
+    named = [
+        set(s["odd_chains"]) == set(np.flatnonzero(row)) for s, row in zip(scores, stuck, strict=True) if row.any()
+    ]
+
+    def describe(values):
+        return f"{np.mean(values):.3f} (min {np.min(values):.3f}, max {np.max(values):.3f})"
+
+    print()
+    print(f"stuck: chain MAE > {threshold:.3f} (median chain MAE {np.median(chain_mae):.3f} + {args.stuck:.0%})")
+    print(f"chain MAEs: {np.sort(chain_mae.ravel()).round(3).tolist()}")
+    print()
+    print(f"{'':<34}{'single chain':>16}{'chains=' + str(args.chains):>16}")
+    print(f"{'fits':<34}{args.seeds:>16}{args.seeds:>16}")
+    print(f"{'fits with a stuck chain':<34}{int(stuck[:, 0].sum()):>16}{int(stuck.any(axis=1).sum()):>16}")
+    print(f"{'fits flagged (any health flag)':<34}{int(single_flagged.sum()):>16}{int(ensemble_flagged.sum()):>16}")
+    print(
+        f"{'flagged fits with a stuck chain':<34}{int((single_flagged & stuck[:, 0]).sum()):>16}"
+        f"{int((ensemble_flagged & stuck.any(axis=1)).sum()):>16}"
+    )
+    print(
+        f"{'fits with a stuck chain, unflagged':<34}{int((~single_flagged & stuck[:, 0]).sum()):>16}"
+        f"{int((~ensemble_flagged & stuck.any(axis=1)).sum()):>16}"
+    )
+    print(f"{'flagged chains disagree':<34}{'-':>16}{int(disagree.sum()):>16}")
+    print(f"{'  ... naming exactly the stuck ones':<34}{'-':>16}{f'{sum(named)} of {len(named)}':>16}")
+    print(f"{'pooled MAE: mean (min, max)':<34}")
+    print(f"  single chain: {describe(chain_mae[:, 0])}")
+    print(f"  chains={args.chains}:     {describe([s['mae'] for s in scores])}")
+    print()
+    print(
+        f"wall-clock per fit (shared machine: noisy): chains={args.chains} {np.mean(walls):.2f} s "
+        f"(min {np.min(walls):.2f}); one chain {np.mean(singles_wall):.2f} s (min {np.min(singles_wall):.2f}, "
+        f"{len(singles_wall)} seeds); ratio of means {np.mean(walls) / np.mean(singles_wall):.2f}"
+    )
+
+
+def scaling(repeats):
+    problems = {
+        "small 120 x 40, K=4, 300 it": (make_topics(120, 40, 4, alpha0=0.5, random_state=0), 4, 300),
+        "medium 1000 x 1000, K=10, 30 it": (make_topics(1000, 1000, 10, alpha0=0.5, random_state=0), 10, 30),
+    }
+    print(f"{n_threads()} kernel threads; best of {repeats} (shared machine: noisy)")
+    for name, (data, k, n_iter) in problems.items():
+        release = data.release()
+        lpviz.fit(release, n_components=k, n_iter=n_iter, thin=5, random_state=0)  # warm: kernels, caches
+        times = {}
+        for chains in (1, 2, 4):
+            best = np.inf
+            for repeat in range(repeats):
+                start = time.perf_counter()
+                lpviz.fit(release, n_components=k, n_iter=n_iter, thin=5, random_state=repeat, chains=chains)
+                best = min(best, time.perf_counter() - start)
+            times[chains] = best
+        row = ", ".join(f"chains={c}: {t:.2f} s ({t / times[1]:.2f}x)" for c, t in times.items())
+        print(f"{name}: {row}")
+
+
+if __name__ == "__main__":
+    main()
