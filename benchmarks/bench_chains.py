@@ -123,7 +123,42 @@ def main():
     )
 
 
+def _cores_available():
+    """The plain reference: a GIL-free Numba loop on one thread and on two. On an idle 2-core
+    machine two take the time of one; on a shared one the ratio says how many cores this process
+    gets, and so what concurrency the chains can show."""
+    import threading
+
+    from numba import njit
+
+    @njit(nogil=True)
+    def spin(n):
+        total = 0.0
+        for i in range(n):
+            total += np.sqrt(i)
+        return total
+
+    spin(10)
+    n = 50_000_000
+    start = time.perf_counter()
+    spin(n)
+    one = time.perf_counter() - start
+    threads = [threading.Thread(target=spin, args=(n,)) for _ in range(2)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    two = time.perf_counter() - start
+    return one, two
+
+
 def scaling(repeats):
+    one, two = _cores_available()
+    print(
+        f"reference: a nogil loop {one:.2f} s on one thread, two of them {two:.2f} s on two threads "
+        f"(1.0x on an idle 2-core machine; here {two / one:.2f}x: about {2 * one / two:.1f} cores for this process)"
+    )
     problems = {
         "small 120 x 40, K=4, 300 it": (make_topics(120, 40, 4, alpha0=0.5, random_state=0), 4, 300),
         "medium 1000 x 1000, K=10, 30 it": (make_topics(1000, 1000, 10, alpha0=0.5, random_state=0), 10, 30),
