@@ -91,6 +91,15 @@ def main():
         set(s["odd_chains"]) == set(np.flatnonzero(row)) for s, row in zip(scores, stuck, strict=True) if row.any()
     ]
 
+    for seed, (result, row) in enumerate(zip(scores, stuck, strict=True)):
+        if row.any() or result["health"]["chains_disagree"]:
+            print(
+                f"  seed {seed}: chain MAEs {np.round(result['chain_mae'], 3).tolist()}, stuck {np.flatnonzero(row).tolist()}, "
+                f"flags {result['health']['flags']}, cross-chain R-hat {result['rhat']:.3g}"
+            )
+            for reason in result["health"]["reasons"]:
+                print(f"    {reason}")
+
     def describe(values):
         return f"{np.mean(values):.3f} (min {np.min(values):.3f}, max {np.max(values):.3f})"
 
