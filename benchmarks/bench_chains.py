@@ -94,7 +94,8 @@ def main():
     for seed, (result, row) in enumerate(zip(scores, stuck, strict=True)):
         if row.any() or result["health"]["chains_disagree"]:
             print(
-                f"  seed {seed}: chain MAEs {np.round(result['chain_mae'], 3).tolist()}, stuck {np.flatnonzero(row).tolist()}, "
+                f"  seed {seed}: chain MAEs {np.round(result['chain_mae'], 3).tolist()}, "
+                f"stuck {np.flatnonzero(row).tolist()}, "
                 f"flags {result['health']['flags']}, cross-chain R-hat {result['rhat']:.3g}"
             )
             for reason in result["health"]["reasons"]:
