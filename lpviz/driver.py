@@ -136,7 +136,8 @@ def _check_ensemble_memory(first, count):
     chain = first.chain
     one = chain.memory_estimate()
     schedule = first.posterior
-    one += posterior_bytes(chain.model_instance, chain.shape, first.n_iter, schedule.burn_in, schedule.thin)
+    if schedule.inference == "mcmc":  # a variational fit keeps one mean, counted in the chain's estimate
+        one += posterior_bytes(chain.model_instance, chain.shape, first.n_iter, schedule.burn_in, schedule.thin)
     check_memory(
         count * one,
         f"{count} chains of the {chain.model} model on {' x '.join(f'{n:,}' for n in chain.shape)} counts",

@@ -252,3 +252,16 @@ def test_cli_text_keeps_its_tables(capsys):
     assert "private #1" in text and "private #2" in text and "private pooled" in text
     assert "convergence (R-hat above 1.01: the chains disagree, run longer):" in text
     assert "max R-hat  min bulk ESS  min tail ESS" in text
+
+
+def test_chains_that_do_not_fit_in_memory_together_are_refused(data, monkeypatch):
+    from lpviz.budget import MemoryBudgetError
+    from lpviz.engine import posterior_bytes
+
+    release = data.release()
+    one = lpviz.run(release, n_components=3, n_iter=100, thin=5)
+    need = one.chain.memory_estimate() + posterior_bytes(one.chain.model_instance, release.shape, 100, 16, 5)
+    monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", str(int(need * 2.5)))
+    lpviz.run(release, n_components=3, n_iter=100, thin=5, chains=2)  # two fit
+    with pytest.raises(MemoryBudgetError, match="3 chains.*chains="):
+        lpviz.run(release, n_components=3, n_iter=100, thin=5, chains=3)
