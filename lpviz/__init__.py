@@ -9,7 +9,7 @@ that ignores the noise and the non-private fit on the :class:`Truth`; every
 number comes from :func:`score`.
 
 Submodules: :mod:`lpviz.privacy`, :mod:`lpviz.release`, :mod:`lpviz.bessel`,
-:mod:`lpviz.models`, :mod:`lpviz.methods`, :mod:`lpviz.engine`,
+:mod:`lpviz.models`, :mod:`lpviz.methods`, :mod:`lpviz.engine`, :mod:`lpviz.ensemble`,
 :mod:`lpviz.metrics`, :mod:`lpviz.datasets`, :mod:`lpviz.vi`, :mod:`lpviz.reproduce`.
 Attributes are imported lazily so ``import lpviz`` stays cheap (no Numba
 compilation until a sampler is used).
@@ -47,6 +47,7 @@ _SUBMODULES = {
     "models",
     "methods",
     "engine",
+    "ensemble",
     "inference",
     "metrics",
     "datasets",

@@ -48,6 +48,7 @@ __all__ = [
     "trace_name",
     "to_inference_data",
     "traced_elements",
+    "fit_inference_data",
     "ensemble_convergence",
     "odd_chains",
     "RHAT_OK",
@@ -240,6 +241,16 @@ def traced_elements(fit, release=None, truth=None):
         reference = truth.Y if truth is not None else fit.mu_hat
         column_totals = np.asarray(reference).sum(axis=0)
     return probe_cells(observed, random_state=0), probe_columns(column_totals)
+
+
+def fit_inference_data(fit, chains, release=None, truth=None, *, cells=None, columns=None, attrs=None):
+    """:func:`to_inference_data` of a fit's ``chains``, tracing by default what
+    :func:`lpviz.metrics.score` diagnoses (:func:`traced_elements` of ``fit``)."""
+    if cells is None or columns is None:
+        probe_cells, probe_columns = traced_elements(fit, release, truth)
+        cells = probe_cells if cells is None else cells
+        columns = probe_columns if columns is None else columns
+    return to_inference_data(chains, cells=cells, columns=columns, attrs=attrs)
 
 
 def odd_chains(traces, threshold=DISAGREE_SDS):

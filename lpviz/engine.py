@@ -805,9 +805,9 @@ class Posterior:
     def to_inference_data(self, release=None, truth=None, *, cells=None, columns=None, attrs=None):
         """This chain as an ArviZ ``InferenceData`` of one chain: see
         :meth:`lpviz.ensemble.EnsemblePosterior.to_inference_data`."""
-        from lpviz.ensemble import EnsemblePosterior
+        from lpviz.diagnostics import fit_inference_data
 
-        return EnsemblePosterior([self]).to_inference_data(release, truth, cells=cells, columns=columns, attrs=attrs)
+        return fit_inference_data(self, [self], release, truth, cells=cells, columns=columns, attrs=attrs)
 
     def _extra_arrays(self):
         """Arrays a kind of posterior adds to the fit file (a variational fit: its ELBO)."""

@@ -358,13 +358,9 @@ class EnsemblePosterior:
         release (or of the fit itself) unless ``cells``/``columns`` are given:
         the same as :func:`lpviz.metrics.score` diagnoses.
         """
-        from lpviz import diagnostics
+        from lpviz.diagnostics import fit_inference_data
 
-        if cells is None or columns is None:
-            probe_cells, probe_columns = diagnostics.traced_elements(self, release, truth)
-            cells = probe_cells if cells is None else cells
-            columns = probe_columns if columns is None else columns
-        return diagnostics.to_inference_data(self.chains, cells=cells, columns=columns, attrs=attrs)
+        return fit_inference_data(self, self.chains, release, truth, cells=cells, columns=columns, attrs=attrs)
 
     # -- files --------------------------------------------------------------------
     def save(self, path, release=None, *, overwrite=False):
