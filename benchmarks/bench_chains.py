@@ -101,30 +101,41 @@ def main():
             for reason in result["health"]["reasons"]:
                 print(f"    {reason}")
 
+    # every chain scored alone is a single fit of its own seed (chain 0: the seed's; the others: spawned)
+    each_flagged = np.array([[bool(c["health"]["flags"]) for c in s["chains"]] for s in scores])
+
     def describe(values):
         return f"{np.mean(values):.3f} (min {np.min(values):.3f}, max {np.max(values):.3f})"
 
+    n_all = stuck.size
+    pooled = np.array([s["mae"] for s in scores])
+    columns = ("single chain (chain 0)", "every chain alone", f"chains={args.chains}")
+    rows = [
+        ("fits", args.seeds, n_all, args.seeds),
+        ("fits with a stuck chain", int(stuck[:, 0].sum()), int(stuck.sum()), int(stuck.any(axis=1).sum())),
+        ("fits flagged (any health flag)", *(int(f.sum()) for f in (single_flagged, each_flagged, ensemble_flagged))),
+        (
+            "flagged fits with a stuck chain",
+            int((single_flagged & stuck[:, 0]).sum()),
+            int((each_flagged & stuck).sum()),
+            int((ensemble_flagged & stuck.any(axis=1)).sum()),
+        ),
+        (
+            "fits with a stuck chain, unflagged",
+            int((~single_flagged & stuck[:, 0]).sum()),
+            int((~each_flagged & stuck).sum()),
+            int((~ensemble_flagged & stuck.any(axis=1)).sum()),
+        ),
+        ("flagged chains disagree", "-", "-", int(disagree.sum())),
+        ("  ... naming exactly the stuck ones", "-", "-", f"{sum(named)} of {len(named)}"),
+        ("MAE, mean", *(f"{np.mean(v):.3f}" for v in (chain_mae[:, 0], chain_mae, pooled))),
+        ("MAE, worst", *(f"{np.max(v):.3f}" for v in (chain_mae[:, 0], chain_mae, pooled))),
+    ]
     print()
-    print(f"stuck: chain MAE > {threshold:.3f} (median chain MAE {np.median(chain_mae):.3f} + {args.stuck:.0%})")
-    print(f"chain MAEs: {np.sort(chain_mae.ravel()).round(3).tolist()}")
-    print()
-    print(f"{'':<34}{'single chain':>16}{'chains=' + str(args.chains):>16}")
-    print(f"{'fits':<34}{args.seeds:>16}{args.seeds:>16}")
-    print(f"{'fits with a stuck chain':<34}{int(stuck[:, 0].sum()):>16}{int(stuck.any(axis=1).sum()):>16}")
-    print(f"{'fits flagged (any health flag)':<34}{int(single_flagged.sum()):>16}{int(ensemble_flagged.sum()):>16}")
-    print(
-        f"{'flagged fits with a stuck chain':<34}{int((single_flagged & stuck[:, 0]).sum()):>16}"
-        f"{int((ensemble_flagged & stuck.any(axis=1)).sum()):>16}"
-    )
-    print(
-        f"{'fits with a stuck chain, unflagged':<34}{int((~single_flagged & stuck[:, 0]).sum()):>16}"
-        f"{int((~ensemble_flagged & stuck.any(axis=1)).sum()):>16}"
-    )
-    print(f"{'flagged chains disagree':<34}{'-':>16}{int(disagree.sum()):>16}")
-    print(f"{'  ... naming exactly the stuck ones':<34}{'-':>16}{f'{sum(named)} of {len(named)}':>16}")
-    print(f"{'pooled MAE: mean (min, max)':<34}")
-    print(f"  single chain: {describe(chain_mae[:, 0])}")
-    print(f"  chains={args.chains}:     {describe([s['mae'] for s in scores])}")
+    print(f"{'':<36}" + "".join(f"{c:>24}" for c in columns))
+    for label, *values in rows:
+        print(f"{label:<36}" + "".join(f"{str(v):>24}" for v in values))
+    print(f"pooled MAE of chains={args.chains}: {describe([s['mae'] for s in scores])}")
     print()
     print(
         f"wall-clock per fit (shared machine: noisy): chains={args.chains} {np.mean(walls):.2f} s "
