@@ -89,6 +89,17 @@ def test_ctrl_c_stops_every_chain(data):
         lpviz.fit(data.release(), n_components=3, n_iter=100_000, thin=5, random_state=0, chains=3, callback=interrupt)
     assert not [t for t in threading.enumerate() if t.name.startswith("lpviz-chain-")]
     assert len(seen) == 20
+    # the same through run(): every chain stopped where it was, far from its 100,000 iterations
+    ensemble_run = lpviz.run(data.release(), n_components=3, n_iter=100_000, thin=5, random_state=0, chains=3)
+    states = iter(ensemble_run)
+    for count, (index, state) in enumerate(states):
+        assert state.chain == index
+        if count == 30:
+            break
+    states.close()
+    assert all(chain.iteration < 1000 for chain in ensemble_run.chains)
+    with pytest.raises(lpviz.engine.ChainStopped):  # stopped chains cannot go on
+        ensemble_run.chains[0].step()
 
 
 # ---------------------------------------------------------------------------
