@@ -746,9 +746,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
 
     Parameters
     ----------
-    fit : lpviz.engine.Posterior or lpviz.engine.ChainState
+    fit : lpviz.engine.Posterior, lpviz.ensemble.EnsemblePosterior or lpviz.engine.ChainState
         A posterior (its mean rates over the saved samples, its best sample's
-        topics) or one state of a chain (its current rates and topics).
+        topics), several chains' (the rates pooled over them, the best
+        sample of any; see below) or one state of a chain (its current rates
+        and topics).
     release : lpviz.release.Release, optional
         What the fit saw: which cells were observed, held out, or do not
         exist. Default: what the posterior recorded (required for a ChainState).
@@ -786,6 +788,18 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         Structural zeros (a network's self loops) are never scored. Numbers
         that do not apply are None.
 
+        An ensemble (``lpviz.fit(..., chains=C)``) is scored on its pooled
+        rates; ``log_joint``/``log_marginal`` are the chains' mean at the last
+        iteration, ``seconds`` the wall-clock of the chains together; ``rhat``,
+        ``ess`` the cross-chain rank-normalised split R-hat and bulk ESS of
+        the likelihood trace (:func:`lpviz.diagnostics.ensemble_convergence`),
+        and it adds ``ess_tail``, ``convergence`` (one row per quantity: the
+        trace, the probe cells' rates, the aligned topics), ``n_chains``,
+        ``chains`` (each chain's own score), ``chain_mae`` (with a truth) and
+        ``odd_chains``. A variational fit kept from ``restarts=R`` adds
+        ``restarts``: the ELBO of each, the one kept, their ELBO range, rate
+        range and, with a truth, each one's MAE and their range.
+
         ``health`` (None before a posterior has a sample), a dict:
 
         - ``mass_ratio``: the fitted rates' sum over the observed cells over the data's
@@ -803,8 +817,13 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
           stricter than the usual 1.1) or whose bulk ESS is below :data:`ESS_MIN` (100), or too
           short to tell; None for variational
           fits, chain states and ``diagnostics=False``;
+        - ``chains_disagree`` (ensembles): a chain's mean log likelihood after burn-in lies more
+          than :data:`lpviz.diagnostics.DISAGREE_SDS` within-chain standard deviations below the
+          best chain's (:func:`lpviz.diagnostics.odd_chains`); its reason names the chain, its
+          mean, its gap and how far its rates are from the other chains';
         - ``flags``: the words of :data:`HEALTH_FLAGS` that apply ("collapsed", "non-finite",
-          "not mixed"); ``reasons``: each in a sentence with its numbers; ``healthy``: no flags.
+          "not mixed", "chains disagree"); ``reasons``: each in a sentence with its numbers;
+          ``healthy``: no flags.
 
         ``baselines`` (None without both release and truth), a dict
         (:func:`release_baselines`): the constants ``best_constant`` and ``best_constant_rate``,
