@@ -276,3 +276,8 @@ def test_chains_that_do_not_fit_in_memory_together_are_refused(data, monkeypatch
     lpviz.run(release, n_components=3, n_iter=100, thin=5, chains=2)  # two fit
     with pytest.raises(MemoryBudgetError, match="3 chains.*chains="):
         lpviz.run(release, n_components=3, n_iter=100, thin=5, chains=3)
+
+
+def test_cli_refuses_chains_of_a_variational_fit(capsys):
+    assert main(ARGS + ["--inference", "vi", "--chains", "2"]) == 2
+    assert "--chains runs MCMC chains" in capsys.readouterr().err

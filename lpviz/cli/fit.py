@@ -376,6 +376,8 @@ def run(args):
     args.chains = DEFAULT_CHAINS if args.chains is None else args.chains
     if args.chains < 1:
         raise CLIError(f"--chains must be >= 1, got {args.chains}")
+    if variational and args.chains > 1:
+        raise CLIError("--chains runs MCMC chains; --inference vi makes one variational fit: drop --chains")
     seed = resolve_seed(args.seed)
     names = list(method_registry.METHODS) if args.method == "all" else [args.method]
     if args.already_noised:
