@@ -201,6 +201,17 @@ def _check_target(path, formats, overwrite):
     return path
 
 
+def _write_new(path, payload, overwrite):
+    """``payload`` into ``path`` whole (a temporary file beside it, then a rename: never half a
+    file), and never over a file that appeared while the payload was made, unless ``overwrite``."""
+    from lpviz._files import atomic_write
+
+    try:
+        return atomic_write(path, lambda handle: handle.write(payload), exclusive=not overwrite)
+    except FileExistsError:
+        raise FileExistsError(f"{path} exists: choose another name or pass overwrite=True to replace it") from None
+
+
 def save_figure(figure, path, *, overwrite=False):
     """Write a HoloViews figure to ``path`` (.png via matplotlib, .html via Bokeh). Returns the path."""
     path = _check_target(path, FIGURE_FORMATS, overwrite)
@@ -218,8 +229,8 @@ def save_figure(figure, path, *, overwrite=False):
             # own stretch_both wins: what a saved page wants, so the warning is noise to whoever saves
             with param.logging_level("ERROR"):
                 hv.save(figure, scratch, backend=backend, resources="inline")  # offline HTML
-        path.write_bytes(scratch.read_bytes())
-    return path
+        payload = scratch.read_bytes()
+    return _write_new(path, payload, overwrite)
 
 
 def figure_bytes(figure, suffix):
@@ -262,8 +273,6 @@ def result_arrays(fits):
         "kind": np.asarray(release.kind),
         "model": np.asarray(data.model),
     }
-    if release.noise_seed is not None:
-        arrays["noise_seed"] = np.asarray(release.noise_seed)
     for key in ("heldout", "structural_zeros"):
         if getattr(release, key) is not None:
             arrays[key] = getattr(release, key)
@@ -296,7 +305,6 @@ def result_summary(fits):
         "heterogeneous",
         "alpha0",
         "concentration",
-        "noise_seed",
         "holdout",
         "holdout_fraction",
         "holdout_actors",
@@ -306,21 +314,23 @@ def result_summary(fits):
         "thin",
         "chain_seed",
     )
+    # no noise seed: with it and the release (exported apart) anyone rebuilds the true counts
     note = (
-        "a simulation: the dashboard noised data it holds the truth of, with the seed above"
+        "a simulation: the dashboard noised data it holds the truth of (its noise seed is shown in "
+        "the dashboard, never written into a file)"
         if data.truth is not None
         else "an uploaded release (no truth): the fits saw only the noised counts"
     )
     summary = {
         "simulated": bool(release.simulated),
-        "noise_seed": release.noise_seed,
         "note": note,
         "data": {
             "source": data.data.name or settings.source,
             "model": data.model,
             "kind": release.kind,
             "shape": list(release.shape),
-            "release": release.describe(),
+            # in words, without "(noise seed S)": no file holds the seed
+            "release": release.describe().replace(f" (noise seed {release.noise_seed})", ""),
         },
         "settings": {name: getattr(settings, name) for name in names},
         "methods": {},
@@ -344,17 +354,13 @@ def save_results(fits, path, *, overwrite=False):
     path = _check_target(path, RESULT_FORMATS, overwrite)
     if fits.data.release is None:
         raise ValueError("no data loaded: choose a data source before exporting results")
-    path.write_bytes(results_bytes(fits, path.suffix.lower()))
-    return path
+    return _write_new(path, results_bytes(fits, path.suffix.lower()), overwrite)
 
 
 def save_release(fits, path, *, overwrite=False):
     """Write the release alone (.npz, no truth) to ``path``."""
-    from lpviz._files import atomic_write
-
     path = _check_target(path, (".npz",), overwrite)
-    payload = release_bytes(fits)
-    return atomic_write(path, lambda handle: handle.write(payload))
+    return _write_new(path, release_bytes(fits), overwrite)
 
 
 def results_bytes(fits, suffix):

@@ -218,11 +218,14 @@ def _temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def atomic_write(path, write, *, by_name=False):
+def atomic_write(path, write, *, by_name=False, exclusive=False):
     """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place.
 
     With ``by_name``, ``write(temporary_path)`` writes the file itself (for
-    writers that take a file name, like netCDF's).
+    writers that take a file name, like netCDF's). With ``exclusive``, the
+    move fails with :class:`FileExistsError` if ``path`` exists by then (a
+    hard link, which never replaces: a file that appeared while the content
+    was made is kept), where :func:`os.replace` would replace it.
 
     The temporary file is opened like any other (so the result gets the
     user's usual permissions), synced, and renamed over ``path`` with
@@ -253,7 +256,10 @@ def atomic_write(path, write, *, by_name=False):
                 write(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        if exclusive:
+            _link_new(temporary, path)
+        else:
+            os.replace(temporary, path)
     except BaseException as error:
         with contextlib.suppress(OSError):  # a read-only or vanished folder must not hide the cause
             temporary.unlink(missing_ok=True)
@@ -261,6 +267,60 @@ def atomic_write(path, write, *, by_name=False):
             raise clear_os_error(error, path, "write") from None
         raise
     return path
+
+
+def atomic_files(writes, *, replace=False):
+    """:func:`atomic_write` for several files at once, all or nothing: ``writes`` maps each path
+    to its ``write(handle)``. Every file is written under a temporary name beside it first; then
+    all are moved into place. Without ``replace`` none may exist by then (a hard link each: a file
+    that appeared meanwhile is kept, and the files this call had moved in are removed again)."""
+    temporaries = {}
+    try:
+        for path, write in writes.items():
+            path = Path(path)
+            temporaries[path] = _temporary_name(path)
+            atomic_write(temporaries[path], write)
+        moved = []
+        try:
+            for path, temporary in temporaries.items():
+                if replace:
+                    os.replace(temporary, path)
+                else:
+                    _link_new(temporary, path)
+                moved.append(path)
+        except BaseException:
+            if not replace:  # only files this call created: nothing of the user's
+                for path in moved:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            raise
+    finally:
+        for temporary in temporaries.values():
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+    return list(writes)
+
+
+def _link_new(temporary: Path, path: Path) -> None:
+    """Move ``temporary`` to ``path`` unless ``path`` exists, in one step (no check-then-write race)."""
+
+    def exists():
+        error = FileExistsError(f"{shown(path)} already exists; choose another name or allow replacing it")
+        error.errno = errno.EEXIST
+        return error
+
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise exists() from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if output_exists(path):  # no hard links here: a check just before the move
+            raise exists() from None
+        os.replace(temporary, path)
+        return
+    os.unlink(temporary)
 
 
 def _missing_folder(path):
@@ -272,6 +332,31 @@ def _missing_folder(path):
     while not missing.parent.is_dir() and missing.parent != missing:
         missing = missing.parent
     return missing
+
+
+def check_results_folder(path, flag="--output", *, beside=True) -> None:
+    """Before any work: ``path`` can take a folder of results. It has a name of its own (not
+    ``.``, ``..`` or ``/``: :func:`atomic_folder` builds the results under a temporary name beside
+    it), its parent folder exists, it is a folder or nothing yet, and the folders written to are
+    writable. ``beside=False``: the results are written inside ``path`` only (a name is not needed).
+    A ``ValueError`` naming the problem and the fix."""
+    check_path_text(path)
+    path = Path(path)
+    if beside and path.name in ("", ".", ".."):
+        raise ValueError(
+            f"{flag} {shown(path)} names no folder of its own: the results are gathered beside it and "
+            f"moved into it by name; give a folder name, e.g. {flag} results (created if it does not exist)"
+        )
+    if output_exists(path) and not path.is_dir():
+        what = "a symbolic link to nothing" if path.is_symlink() else "a file"
+        raise ValueError(f"{flag} {shown(path)} is {what}; give a folder (a new name or an existing folder)")
+    if not path.parent.is_dir():
+        raise ValueError(f"folder {shown(path.parent)} does not exist; create it first (or fix {flag})")
+    written = ([path.parent] if beside or not path.is_dir() else []) + ([path] if path.is_dir() else [])
+    for folder in written:
+        if not os.access(folder, os.W_OK | os.X_OK):  # the same line as the write itself would give
+            read_only = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & os.ST_RDONLY
+            raise ValueError(describe_os_error(OSError(errno.EROFS if read_only else errno.EACCES, ""), path, "write"))
 
 
 @contextlib.contextmanager
@@ -732,6 +817,35 @@ class Archive:
                 f"member {key!r} must hold one number, not {_shape_text(header.shape)} {header.dtype}; {self.fix}"
             )
         return self.read(key).reshape(-1)[0].item()
+
+
+JSON_MAX_DEPTH = 64  # arrays and objects inside one another in a JSON text lpviz reads (its own: < 10)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_depth(text) -> int:
+    """How deeply arrays and objects nest in the JSON ``text`` (brackets inside strings aside),
+    counted without parsing: vectorised, so a 1 MiB text of brackets takes milliseconds."""
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    codes = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "replace"), dtype=np.uint8)
+    steps = np.isin(codes, (0x5B, 0x7B)).astype(np.int64) - np.isin(codes, (0x5D, 0x7D))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def load_json(text, *, what="JSON", fix="", max_depth=JSON_MAX_DEPTH):
+    """``json.loads(text)`` with its nesting checked first: a text nested deeper than ``max_depth``
+    (100,000 brackets made Python's parser raise RecursionError) is a one-line ``ValueError``
+    naming ``what`` and ``fix``, like a text that is not JSON."""
+    import json
+
+    depth = json_depth(text)
+    if depth > max_depth:
+        tail = f"; {fix}" if fix else ""
+        raise ValueError(f"{what} nests {depth:,} levels deep (at most {max_depth} are read){tail}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"{what} is not JSON ({str(error)[:200]}){'; ' + fix if fix else ''}") from None
 
 
 def decode_text(value, name="", key="") -> str:

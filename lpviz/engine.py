@@ -864,7 +864,15 @@ _FIT_TRACES = ("log_joint", "log_marginal", "iteration_seconds")
 
 
 def _posterior_from_archive(cls, archive):
-    """A :class:`Posterior` from an open fit archive (see :meth:`Posterior.load`)."""
+    """A :class:`Posterior` from an open fit archive (see :meth:`Posterior.load`).
+
+    Checked like a release before anything is built on it: the model, method and inference
+    exist and go together; ``mu_hat`` has the model's shape, finite rates >= 0; the masks and
+    labels fit it; the schedule (``burn_in >= 0``, ``thin >= 1``), the traces (one length: the
+    iterations) and the saved iterations (increasing, on the schedule, within the traces) agree;
+    the best sample holds the model's factors, finite and >= 0, of the shapes ``mu_hat`` implies.
+    Each problem is a one-line ``ValueError`` naming the file.
+    """
     name = archive.name
 
     def refuse(problem):
@@ -876,26 +884,54 @@ def _posterior_from_archive(cls, archive):
     if model_name not in model_registry.MODELS:
         raise refuse(f"model {model_name[:40]!r} is none of {', '.join(model_registry.MODELS)}")
     method_name = archive.read_text("method", max_chars=64) if "method" in archive else ""
+    if method_name not in method_registry.METHODS:
+        raise refuse(f"method {method_name[:40]!r} is none of {', '.join(method_registry.METHODS)}")
     label = archive.read_text("method_label", max_chars=256) if "method_label" in archive else method_name
     components = archive.read_scalar("n_components", kinds="iu") if "n_components" in archive else 0
     if not 1 <= components <= 100_000:
         raise refuse(f"n_components = {components} is not a number of components")
+    inference = archive.read_text("inference", max_chars=16) if "inference" in archive else "mcmc"
+    model_class, method_class = model_registry.get(model_name), method_registry.get(method_name)
+    if inference not in INFERENCES:
+        raise refuse(f"inference {inference[:20]!r} is none of {', '.join(INFERENCES)}")
+    if inference not in model_class.inferences or inference not in method_class.inferences:
+        raise refuse(f"a {model_name} model fitted by the {method_name} method has no {inference} fit")
     if "mu_hat" not in archive:
         raise refuse("no posterior mean rates 'mu_hat' in it")
     rates = archive.header("mu_hat")
     if rates.ndim < 2 or rates.dtype.kind != "f" or 0 in rates.shape:
         raise refuse(f"'mu_hat' must be a float array of two or more modes, not {rates.shape} of {rates.dtype}")
-    inference = archive.read_text("inference", max_chars=16) if "inference" in archive else "mcmc"
+    model = model_registry.create(model_name, int(components))
+    try:
+        model.check_shape(rates.shape)
+    except ValueError as error:
+        raise refuse(f"'mu_hat' {rates.shape} does not fit the model: {error}") from None
     traces = [key for key in (*_FIT_TRACES, "elbo") if key in archive]
     lengths = {archive.header(key).shape for key in traces}
     if len(lengths) > 1 or any(len(shape) != 1 for shape in lengths):
         raise refuse(f"the traces {', '.join(traces)} must be one value per iteration, of one length")
+    for key in traces:
+        if archive.header(key).dtype.kind not in "iuf":
+            raise refuse(f"the trace {key!r} must hold numbers, not {archive.header(key).dtype}")
+    n_iterations = next(iter(lengths))[0] if lengths else 0
     for key in ("heldout", "structural_zeros"):
         if key in archive and (archive.header(key).dtype != bool or archive.header(key).shape != rates.shape):
             raise refuse(f"{key!r} must be booleans shaped like mu_hat {rates.shape}")
+    for key, n in (("row_labels", rates.shape[0]), ("col_labels", rates.shape[1])):
+        if key in archive and (archive.header(key).shape != (n,) or archive.header(key).dtype.kind not in "US"):
+            header = archive.header(key)
+            raise refuse(
+                f"{key!r} must be {n:,} labels (text), one per {key[:3]} of mu_hat, "
+                f"not {header.shape} of {header.dtype}"
+            )
     best = [
         key for key in archive.keys() if key.startswith("best_") and key not in ("best_iteration", "best_log_joint")
     ]
+    if best and sorted(key[len("best_") :] for key in best) != sorted(model.factor_names):
+        raise refuse(
+            f"the best sample holds {', '.join(k[5:] for k in best)}; a {model_name} model's factors are "
+            + ", ".join(model.factor_names)
+        )
     arrays = ["mu_hat", "saved_iterations", *traces, "heldout", "structural_zeros", *best]
     arrays += [key for key in ("row_labels", "col_labels") if key in archive]
     # the constructor's running sum of the rates (replaced by mu_hat) and the labels as Python strings
@@ -903,43 +939,84 @@ def _posterior_from_archive(cls, archive):
     archive.require(
         arrays, extra=rates.nbytes + labels, what=f"reading the fit ({rates.shape[0]:,} x {rates.shape[1]:,} rates)"
     )
+    schedule = {key: int(archive.read_scalar(key, kinds="iu")) for key in ("burn_in", "thin") if key in archive}
+    burn_in, thin = schedule.get("burn_in", 0), schedule.get("thin", 1)
+    if burn_in < 0 or thin < 1:
+        raise refuse(f"burn_in = {burn_in}, thin = {thin}: a schedule needs burn_in >= 0 and thin >= 1")
+    saved = archive.read("saved_iterations") if "saved_iterations" in archive else np.zeros(0, dtype=np.int64)
+    if saved.ndim != 1 or saved.dtype.kind not in "iu":
+        raise refuse("'saved_iterations' must be a list of whole numbers")
+    saved = saved.astype(np.int64)
+    on_schedule = (saved > burn_in) & ((saved - burn_in) % thin == 0) if inference == "mcmc" else saved >= 1
+    if saved.size and (
+        np.any(np.diff(saved) <= 0) or not on_schedule.all() or saved[0] < 1 or saved[-1] > n_iterations
+    ):
+        raise refuse(
+            f"'saved_iterations' ({_few(saved)}) must increase within the {n_iterations:,} traced iterations"
+            + (f", after burn_in {burn_in} every thin = {thin}" if inference == "mcmc" else "")
+        )
+    best_iteration = int(archive.read_scalar("best_iteration", kinds="iu")) if "best_iteration" in archive else None
+    if best_iteration is not None and best_iteration not in set(saved.tolist()):
+        raise refuse(f"best_iteration {best_iteration} is none of the saved iterations ({_few(saved)})")
+    if best and not saved.size:
+        raise refuse("it holds a best sample but no saved iteration")
+    mu_hat = archive.read("mu_hat").astype(np.float64, copy=False)
+    _check_rates(mu_hat, "'mu_hat'", refuse)
+    factors = {key[len("best_") :]: archive.read(key) for key in best}
+    for key, value in factors.items():
+        if value.dtype.kind not in "iuf":
+            raise refuse(f"factor 'best_{key}' must hold numbers, not {value.dtype}")
+        _check_rates(value, f"factor 'best_{key}'", refuse)
+    if factors:
+        try:
+            left, right = model.low_rank(factors)
+            shapes = (np.shape(left), np.shape(right))
+        except (ValueError, IndexError, KeyError, TypeError) as error:
+            raise refuse(f"the best sample's factors do not make rates ({str(error)[:120]})") from None
+        n_rows, n_cols = matrix_shape(rates.shape)
+        if shapes != ((n_rows, components), (n_cols, components)):
+            raise refuse(
+                "the best sample's factors ("
+                + ", ".join(f"{k} {np.shape(v)}" for k, v in factors.items())
+                + f") are not those of {components} components of a {' x '.join(map(str, rates.shape))} fit"
+            )
     heldout = archive.read("heldout") if "heldout" in archive else None
     zeros = archive.read("structural_zeros") if "structural_zeros" in archive else None
-    model = model_registry.create(model_name, int(components))
     if inference == "vi":
         posterior = VariationalPosterior(model, method_name, rates.shape, heldout=heldout, structural_zeros=zeros)
         posterior._elbo = archive.read("elbo").astype(float).tolist() if "elbo" in archive else []
     else:
-        schedule = {key: int(archive.read_scalar(key, kinds="iu")) for key in ("burn_in", "thin") if key in archive}
         posterior = cls(
-            model,
-            method_name,
-            rates.shape,
-            burn_in=schedule.get("burn_in", 0),
-            thin=schedule.get("thin", 1),
-            heldout=heldout,
-            structural_zeros=zeros,
+            model, method_name, rates.shape, burn_in=burn_in, thin=thin, heldout=heldout, structural_zeros=zeros
         )
     posterior.method_label = label
     for key, attribute in zip(_FIT_TRACES, ("_log_joint", "_log_marginal", "_seconds"), strict=True):
         if key in archive:
             setattr(posterior, attribute, archive.read(key).astype(float).tolist())
-    saved = archive.read("saved_iterations") if "saved_iterations" in archive else np.zeros(0, dtype=np.int64)
-    if saved.ndim != 1 or saved.dtype.kind not in "iu":
-        raise refuse("'saved_iterations' must be a list of whole numbers")
     posterior.saved_iterations = saved.tolist()
-    factors = {key[len("best_") :]: archive.read(key) for key in best}
     posterior.best = factors or None
     posterior.best_log_joint = float(archive.read_scalar("best_log_joint")) if "best_log_joint" in archive else math.nan
-    posterior.best_iteration = (
-        int(archive.read_scalar("best_iteration", kinds="iu")) if "best_iteration" in archive else None
-    )
+    posterior.best_iteration = best_iteration
     posterior.samples = [factors] if factors else []
-    posterior._rate_sum = archive.read("mu_hat").astype(np.float64, copy=False)
+    posterior._rate_sum = mu_hat
     posterior._mu_hat = None
     for key in ("row_labels", "col_labels"):
         setattr(posterior, key, archive.read(key).tolist() if key in archive else None)
     return posterior
+
+
+def _few(values, n=4):
+    """The first few of ``values`` as text (for a one-line message)."""
+    values = [int(v) for v in values[: n + 1]]
+    return ", ".join(map(str, values[:n])) + (", ..." if len(values) > n else "")
+
+
+def _check_rates(values, what, refuse):
+    """Rates and factors of a fit are finite and >= 0: the first cell that is not, named."""
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        cell = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise refuse(f"{what} holds {float(values[cell])!r} at {cell}: rates and factors are finite and >= 0")
 
 
 # ---------------------------------------------------------------------------

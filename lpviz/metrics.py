@@ -741,7 +741,59 @@ def rankable(scores, key="mae"):
     return not reasons, reasons
 
 
-def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True):
+def _score_inputs(fit, release, truth, alpha):
+    """``(release, truth)`` for :func:`score`: a count array wrapped as :func:`lpviz.fit` takes
+    it (the fit's held-out cells and structural zeros, ``alpha``), and both of the fit's shape."""
+    from lpviz.release import Release, Truth, kind_of
+
+    if alpha is not None and (release is None or isinstance(release, Release)):
+        raise ValueError("alpha= goes with a count array as release; a Release carries its own alpha")
+    shape = getattr(fit, "shape", None)  # a posterior's (a chain state's is its release's)
+    if release is not None and not isinstance(release, Release):
+        if not (sp.issparse(release) or hasattr(release, "__array__") or isinstance(release, (list, tuple))):
+            raise TypeError(
+                f"release must be a lpviz Release or a count array (what lpviz.fit takes), not {type(release).__name__}"
+            )
+        from lpviz.engine import _check_counts
+
+        counts = _check_counts(release)
+        counts = counts.toarray() if sp.issparse(counts) else np.asarray(counts)
+        if shape is not None and tuple(counts.shape) != tuple(shape):
+            raise ValueError(
+                f"the counts have shape {_shape_text(counts.shape)} but the fit {_shape_text(shape)}: "
+                "score a fit against the counts it was fitted on"
+            )
+        model = fit.model_instance
+        kind = kind_of(counts.shape)
+        kind = kind if kind in model.kinds else model.kinds[0]
+        release = Release(
+            Y_obs=counts,
+            alpha=1e-300 if alpha is None else alpha,  # no noise: variance 2 alpha / (1 - alpha)^2 ~ 0
+            kind=kind,
+            heldout=getattr(fit, "heldout", None),
+            structural_zeros=getattr(fit, "structural_zeros", None),
+        )
+    if truth is not None and not isinstance(truth, Truth):
+        truth = Truth(Y=truth)
+    reference = tuple(release.shape) if release is not None else (tuple(shape) if shape is not None else None)
+    if release is not None and shape is not None and tuple(release.shape) != tuple(shape):
+        raise ValueError(
+            f"the release is {_shape_text(release.shape)} but the fit {_shape_text(shape)}: score a fit "
+            "against the release it was fitted on"
+        )
+    if truth is not None and reference is not None and tuple(truth.Y.shape) != reference:
+        raise ValueError(
+            f"the true counts have shape {tuple(truth.Y.shape)} but the "
+            f"{'release' if release is not None else 'fit'} {reference}: give the truth of the data the fit saw"
+        )
+    return release, truth
+
+
+def _shape_text(shape):
+    return " x ".join(f"{int(n):,}" for n in shape)
+
+
+def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True, alpha=None):
     """Every number a user sees about one fit.
 
     Parameters
@@ -751,12 +803,15 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         topics), several chains' (the rates pooled over them, the best
         sample of any; see below) or one state of a chain (its current rates
         and topics).
-    release : lpviz.release.Release, optional
+    release : lpviz.release.Release, or array-like / scipy.sparse matrix of int, optional
         What the fit saw: which cells were observed, held out, or do not
         exist. Default: what the posterior recorded (required for a ChainState).
-    truth : lpviz.release.Truth, optional
+        A count array (what :func:`lpviz.fit` also takes) is the counts the fit
+        saw, with the fit's held-out cells and structural zeros and ``alpha``.
+        Its shape must be the fit's.
+    truth : lpviz.release.Truth or array-like of int, optional
         The true counts (and rates, for simulated data). Without it only the
-        fit's own numbers are reported.
+        fit's own numbers are reported. Its shape must be the fit's.
     top_n : int
         Top words per topic for NPMI and UMass.
     topics : bool
@@ -767,6 +822,9 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         Also diagnose a posterior's chain (R-hat, ESS: ArviZ, milliseconds
         per call); False leaves them None (e.g. for every saved sample of a
         streamed chain).
+    alpha : float or array (n_rows,), optional
+        With a count array as ``release``: its noise level, as given to
+        :func:`lpviz.fit` (default: counts without noise).
 
     Returns
     -------
@@ -840,6 +898,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     convergence = None
     if release is None and not is_posterior and truth is not None:
         raise ValueError("scoring a single chain state needs the release it was fitted on")
+    release, truth = _score_inputs(fit, release, truth, alpha)
     shape = release.shape if release is not None else getattr(fit, "shape", None)
     result = dict.fromkeys(SCORE_LABELS)
     if is_posterior:

@@ -23,7 +23,8 @@ Release file schema (``.npz``, no pickles; :meth:`Release.save`,
     row_labels, col_labels  str (D,), (V,), optional: labels declared public (first, second mode)
     mode_labels_2, mode_labels_3, ...  str, optional: labels of the further modes (e.g. months)
     simulated       bool: True when the noise came from a seeded (reproducible) sampler
-    noise_seed      int, optional: that seed (a simulation is invertible by whoever holds it)
+    noise_seed      int, optional: that seed, only when asked for (``save(noise_seed=True)``, ``lpviz
+                    privatize --keep-noise-seed``): a simulation is invertible by whoever holds it
     name            str: the data set's name (never a file path)
 """
 
@@ -277,14 +278,15 @@ class Release:
         return f"{' x '.join(f'{n:,}' for n in self.shape)} {self.kind}, {noise}; {origin}"
 
     # -- files ----------------------------------------------------------------------------
-    def save(self, path, *, overwrite=False, noise_seed=True):
+    def save(self, path, *, overwrite=False, noise_seed=False):
         """Write the release as ``.npz`` (the schema in this module's docstring).
 
         Labels are written when the release has them, which it does only when
         they were declared public (:func:`lpviz.privacy.privatize`,
-        ``public_labels=True``). ``noise_seed=False`` leaves a simulation's
-        seed out (the file still says ``simulated``): with the seed anyone
-        can subtract the noise, so a release handed on alone goes without it.
+        ``public_labels=True``). A simulation's seed is left out (the file
+        still says ``simulated``): with the seed anyone subtracts the noise
+        and holds the true counts. ``noise_seed=True`` writes it, for a
+        simulation whose noise must be replayable.
         """
         from lpviz._files import atomic_write, output_exists, shown
 

@@ -50,7 +50,8 @@ def test_privatize_writes_a_release_that_matches_the_library(tmp_path, counts_fi
     np.testing.assert_array_equal(release.Y_obs, expected)
     assert release.alpha == pytest.approx(np.exp(-0.5))
     assert (release.epsilon, release.N) == (2.0, 4.0)
-    assert release.simulated and release.noise_seed == 7 and release.kind == "documents"
+    # the seed is printed, never written into the release (it undoes the noise) unless asked for
+    assert release.simulated and release.noise_seed is None and release.kind == "documents"
     assert summary["negative_fraction"] == pytest.approx(np.mean(expected < 0))
 
 
@@ -89,9 +90,11 @@ def test_privatize_is_exact_unless_simulated(tmp_path, counts_file, capsys):
     assert not np.array_equal(a.Y_obs, b.Y_obs)
     assert main(["privatize", str(counts_file), str(tmp_path / "c.npz"), "--epsilon", "1"]) == 0
     assert "exact noise (OpenDP, secure generator)" in capsys.readouterr().out
-    # --simulate without --seed: a fresh seed, reported and recorded, so the simulation can be replayed
+    # --simulate without --seed: a fresh seed, reported (and recorded with --keep-noise-seed), so the
+    # simulation can be replayed
     simulated = run_json(
-        capsys, ["privatize", str(counts_file), str(tmp_path / "d.npz"), "--epsilon", "1", "--simulate"]
+        capsys,
+        ["privatize", str(counts_file), str(tmp_path / "d.npz"), "--epsilon", "1", "--simulate", "--keep-noise-seed"],
     )
     replay = read_release(tmp_path / "d.npz")
     assert simulated["simulated"] and replay.simulated and replay.noise_seed == simulated["seed"]
@@ -188,6 +191,8 @@ def test_fit_all_methods_on_synthetic_topics(tmp_path, capsys):
         "--thin",
         "5",
         "--seed",
+        "3",
+        "--noise-seed",  # the synthetic data (and their noise) too: the same run again
         "3",
         "--output",
         str(out),
@@ -341,6 +346,8 @@ def test_fit_holds_out_top_actors_and_every_printed_number_can_be_recomputed(tmp
         "--thin",
         "5",
         "--seed",
+        "1",
+        "--noise-seed",  # the synthetic network: load_data(random_state=1) below
         "1",
         "--output",
         str(out),

@@ -231,6 +231,8 @@ def test_fit_chains_adds_diagnostics_and_writes_inference_data(tmp_path, capsys)
         "2",
         "--seed",
         "5",
+        "--noise-seed",  # the same synthetic data for both runs
+        "5",
     ]
     single = _fit_json(capsys, base)
     several = _fit_json(capsys, base + ["--chains", "3", "--save-idata", str(tmp_path / "fit.nc")])

@@ -221,13 +221,26 @@ def test_vi_restarts_keep_the_best_elbo_and_report_the_spread(data):
 # `lpviz fit --chains`: the library's numbers, printed
 # ---------------------------------------------------------------------------
 
-ARGS = ["fit", "--data", "synthetic-topics", "--iterations", "60", "--thin", "5", "--seed", "3", "--no-progress"]
+ARGS = [
+    "fit",
+    "--data",
+    "synthetic-topics",
+    "--iterations",
+    "60",
+    "--thin",
+    "5",
+    "--seed",
+    "3",
+    "--noise-seed",
+    "3",
+    "--no-progress",
+]
 
 
 def _library_fit(chains):
     seed = 3
     chain_seed = np.random.SeedSequence(seed).spawn(3)[1]  # the CLI's: noise, chains, held-out cells
-    loaded = load_data("synthetic-topics", random_state=seed)  # what `--data synthetic-topics --seed 3` reads
+    loaded = load_data("synthetic-topics", random_state=seed)  # what `--data synthetic-topics --noise-seed 3` reads
     release, truth = replace(loaded.release(), row_labels=None, col_labels=None), loaded.truth()
     posterior = lpviz.fit(
         release, n_components=3, n_iter=60, thin=5, random_state=np.random.default_rng(chain_seed), chains=chains

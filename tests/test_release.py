@@ -148,7 +148,7 @@ def test_save_and_load_round_trip_every_field(tmp_path):
         noise_seed=12345678901,
         name="mail",
     )
-    path = original.save(tmp_path / "release.npz")
+    path = original.save(tmp_path / "release.npz", noise_seed=True)  # asked for: the seed is written
     loaded = Release.load(path)
     np.testing.assert_array_equal(loaded.Y_obs, original.Y_obs)
     assert loaded.Y_obs.dtype == original.Y_obs.dtype

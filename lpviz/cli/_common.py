@@ -26,6 +26,7 @@ __all__ = [
     "save_json",
     "save_truth",
     "resolve_seed",
+    "resolve_noise_seed",
 ]
 
 
@@ -174,10 +175,20 @@ def save_truth(path, truth, force):
     atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
 
 
-def resolve_seed(seed):
+def resolve_seed(seed, flag="--seed"):
     """The given seed, or a fresh one (reported, so the run can be repeated)."""
     if seed is None:
         return int(np.random.SeedSequence().entropy % (2**32))
     if seed < 0:
-        raise CLIError(f"--seed must be >= 0, got {seed}")
+        raise CLIError(f"{flag} must be >= 0, got {seed}")
     return seed
+
+
+def resolve_noise_seed(noise_seed):
+    """``--noise-seed``, or 128 bits of the operating system's entropy: never derived from the
+    chains' seed (which summary.json records), so no written number regenerates the noise."""
+    if noise_seed is None:
+        return int(np.random.SeedSequence().entropy)
+    if noise_seed < 0:
+        raise CLIError(f"--noise-seed must be >= 0, got {noise_seed}")
+    return noise_seed

@@ -41,6 +41,7 @@ from ._common import (  # noqa: F401 -- check_run_lengths, progress_bar, format_
     progress_bar,
     read_release,
     refuse_overwrite,
+    resolve_noise_seed,
     resolve_seed,
     save_json,
     save_truth,
@@ -184,7 +185,28 @@ def register(subparsers):
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the simulated noise and the chains")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the chains and of --holdout random (default: a fresh one); recorded in "
+        "summary.json, and never the noise's: it cannot rebuild the noised counts",
+    )
+    parser.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="seed of the noise simulated here and of a synthetic data set (a replayable "
+        "simulation; default: fresh from the operating system's entropy). Whoever has it "
+        "rebuilds the true counts from the release: it is written nowhere unless --keep-noise-seed",
+    )
+    parser.add_argument(
+        "--keep-noise-seed",
+        action="store_true",
+        help="record the noise seed in summary.json and --save-idata's attributes; it reveals the "
+        "noise, so whoever has those files and the release rebuilds the true counts exactly",
+    )
     parser.add_argument(
         "--chains",
         type=int,
@@ -292,8 +314,11 @@ def score_table(rows):
 # ---------------------------------------------------------------------------
 
 
-def _load(args, seed, noise_seed):
-    """``(release or None, truth or None, data kind, K of the truth or None)``."""
+def _load(args, noise_seed):
+    """``(release or None, truth or None, data kind, K of the truth or None)``.
+
+    Everything random about the data (a synthetic set, with its own noised copy, and the noise
+    simulated here) comes from ``noise_seed``, which is independent of the chains' seed."""
     from dataclasses import replace
 
     from ..datasets import SyntheticData, load_data
@@ -305,8 +330,8 @@ def _load(args, seed, noise_seed):
             raise CLIError(f"{args.data} records the noise it was released with (alpha); drop --epsilon/--N/--alpha")
         return release, None, release.kind, None
 
-    # the synthetic generators take the seed; files do not
-    options = {"random_state": seed} if args.data.startswith("synthetic-") else {}
+    # the synthetic generators take the noise seed (they noise their own copy); files do not
+    options = {"random_state": noise_seed} if args.data.startswith("synthetic-") else {}
     data = load_data(args.data, **options)
     # every model's factors have the components last
     components = int(next(iter(data.factors.values())).shape[-1]) if isinstance(data, SyntheticData) else None
@@ -316,8 +341,10 @@ def _load(args, seed, noise_seed):
         epsilon, N, alpha = level
         noise = dict(alpha=alpha) if epsilon is None else dict(epsilon=epsilon, N=N)
         # noised here, by whoever holds the truth: a simulation; labels only when declared public
+        # a stream of its own: a synthetic set drew its truth from noise_seed itself
+        noise_stream = np.random.default_rng(np.random.SeedSequence(noise_seed).spawn(1)[0])
         release = data.privatize(
-            **noise, random_state=noise_seed, public_labels=public, allow_no_noise=args.allow_no_noise
+            **noise, random_state=noise_stream, public_labels=public, allow_no_noise=args.allow_no_noise
         )
     elif isinstance(data, SyntheticData):  # the generator's own noised copy
         release = data.release()
@@ -379,6 +406,9 @@ def run(args):
     if variational and args.chains > 1:
         raise CLIError("--chains runs MCMC chains; --inference vi makes one variational fit: drop --chains")
     seed = resolve_seed(args.seed)
+    noise_seed = resolve_noise_seed(args.noise_seed)
+    if args.already_noised and (args.noise_seed is not None or args.keep_noise_seed):
+        raise CLIError("an already-noised release is not noised here: drop --noise-seed/--keep-noise-seed")
     names = list(method_registry.METHODS) if args.method == "all" else [args.method]
     if args.already_noised:
         needs_truth = [n for n in names if method_registry.get(n).uses_truth]
@@ -399,8 +429,9 @@ def run(args):
     if args.init != "random":
         inference["init"] = args.init
 
-    noise_seed, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
-    release, truth, kind, components = _load(args, seed, np.random.default_rng(noise_seed))
+    # the first of the three streams once seeded the noise: now unused, so a seed keeps its chains
+    _, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
+    release, truth, kind, components = _load(args, noise_seed)
     model = args.model or model_registry.default_for(kind)
     n_components = args.components or components
     if n_components is None:
@@ -488,17 +519,21 @@ def run(args):
         "tol": args.tol,
         "burn_in": None if variational else (args.iterations // 6 if args.burn_in is None else args.burn_in),
         "thin": None if variational else args.thin,
-        "seed": seed,
+        "seed": seed,  # the chains' (and --holdout random's): it cannot regenerate the noise
         "options": options,
         "labels": {name: posteriors[name].method_label for name in names},
         "methods": scores,
     }
+    simulated_here = not args.already_noised and (release is not None or args.data.startswith("synthetic-"))
+    if args.keep_noise_seed and simulated_here:
+        summary["noise_seed"] = noise_seed  # asked for: whoever has it and the release rebuilds the truth
     if args.chains > 1:
         summary["chains"] = chain_scores
         summary["diagnostics"] = diagnostics
     for name, path in idata_paths.items():
+        attrs = {"seed": seed, **({"noise_seed": str(noise_seed)} if "noise_seed" in summary else {})}
         try:
-            idata = posteriors[name].to_inference_data(release, truth, attrs={"seed": seed})
+            idata = posteriors[name].to_inference_data(release, truth, attrs=attrs)
         except ValueError as error:
             raise CLIError(f"--save-idata: {error}") from None
         _save_idata(path, idata)
@@ -522,14 +557,12 @@ def run(args):
 def _check_output_folder(output, method_files, force):
     """Before any work: --output must be a folder (or a new name in an existing one) whose result
     files (dangling symbolic links included) are replaced only with --force."""
-    from lpviz._files import check_path_text, output_exists, shown
+    from lpviz._files import check_results_folder
 
-    check_path_text(output)
-    if output_exists(output) and not output.is_dir():
-        what = "a symbolic link to nothing" if output.is_symlink() else "a file"
-        raise CLIError(f"--output {shown(output)} is {what}; give a folder (a new name or an existing folder)")
-    if not output.parent.is_dir():
-        raise CLIError(f"folder {shown(output.parent)} does not exist; create it first (or fix --output)")
+    try:  # a name of its own (not . or /), in a folder that exists and can be written: before the fit
+        check_results_folder(output)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     if output.is_dir():
         for name in [*method_files, "release.npz", "truth.npz", "summary.json"]:
             refuse_overwrite(output / name, force)

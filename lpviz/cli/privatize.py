@@ -40,7 +40,19 @@ def register(subparsers):
         action="store_true",
         help="a simulation: numpy's fast seeded sampler (reproducible, so NOT private)",
     )
-    parser.add_argument("--seed", type=int, default=None, help="seed of a --simulate run (default: a fresh one)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of a --simulate run (default: a fresh one); printed, never written into OUTPUT "
+        "unless --keep-noise-seed",
+    )
+    parser.add_argument(
+        "--keep-noise-seed",
+        action="store_true",
+        help="with --simulate and a .npz OUTPUT: write the noise seed into the release; it reveals "
+        "the noise, so whoever has the file rebuilds the true counts exactly",
+    )
     parser.add_argument(
         "--labels",
         choices=("none", "public"),
@@ -84,9 +96,14 @@ def run(args):
         )
     if args.seed is not None and args.seed < 0:
         raise CLIError(f"--seed must be >= 0, got {args.seed}")
+    if args.keep_noise_seed and not (args.simulate and output.suffix.lower() == ".npz"):
+        raise CLIError(
+            "--keep-noise-seed records a --simulate run's seed in a .npz release; exact noise has no "
+            "seed and a .csv table holds counts only: drop --keep-noise-seed"
+        )
     seed = None
     if args.simulate:
-        seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (2**32))
+        seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % (2**63))
     # a matrix of zeros is a valid input to noise (nothing to fit, but something to release)
     is_file = Path(args.input).exists() or args.input.partition(":")[0] in KINDS
     data = load_data(args.input, **({"allow_zero": True} if is_file else {}))
@@ -109,7 +126,7 @@ def run(args):
     except ValueError as error:
         raise CLIError(str(error)) from None
     if output.suffix.lower() == ".npz":
-        release.save(output, overwrite=args.force)
+        release.save(output, overwrite=args.force, noise_seed=args.keep_noise_seed)
     else:
         labels = (data.row_labels, data.col_labels) if public else (None, None)
         _write_csv(output, release.Y_obs, *labels)

@@ -83,6 +83,11 @@ def register(subparsers):
         action="store_true",
         help="continue an interrupted run in DIR/NAME: finished tasks are kept, the rest run",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the report, tables and figures already in DIR/NAME (default: refuse them before running)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="base seed of every data, noise and chain seed (default 0)")
     parser.add_argument(
         "--probe",
@@ -164,6 +169,7 @@ def run(args):
             sampler=args.sampler,
             progress=not args.no_progress and sys.stderr.isatty(),
             retries=args.retries,
+            force=args.force,
         )
     except (NotAvailableError, StaleResultError) as error:
         raise CLIError(str(error)) from None

@@ -106,7 +106,9 @@ def _format(table):
 def run(args):
     import pandas as pd
 
-    from ..reproduce.table1 import GROUPS, PAPER, QUICK, ROWS, plot_table1, run_table1
+    from lpviz._files import atomic_files, check_results_folder, output_exists, shown
+
+    from ..reproduce.table1 import GROUPS, PAPER, QUICK, ROWS, plot_table1, run_table1, table1_settings
 
     groups = None if args.groups is None else [g.strip() for g in args.groups.split(",") if g.strip()]
     if groups is not None:
@@ -123,13 +125,34 @@ def run(args):
     if args.mcmc_scale != 1.0:
         schedule = schedule.scaled(args.mcmc_scale)
     output = args.output
-    if output.exists() and not output.is_dir():
-        raise CLIError(f"--output {output} is a file; give a folder")
-    if not output.parent.is_dir():
-        raise CLIError(f"folder {output.parent} does not exist; create it first (or fix --output)")
-
+    try:
+        check_results_folder(output, beside=False)  # the files are written inside it, each atomically
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     settings_path, table_path = output / "table1.json", output / "table1.csv"
     traces_path, plot_path = output / "table1_traces.csv", output / "table1.png"
+    paths = (table_path, traces_path, plot_path, settings_path)
+    settings = table1_settings(
+        n_rows=n_rows,
+        n_cols=n_cols,
+        n_components=n_components,
+        schedule=schedule,
+        sampler=args.sampler,
+        bessel_point=args.bessel_point,
+        noise_split=args.noise_split,
+        random_state=args.seed,
+    )
+    # before the run: only an earlier part of this same table is added to; anything else is replaced
+    # only with --force
+    earlier = _earlier_part(settings_path, table_path, settings)
+    if not args.force and not earlier:
+        for path in paths:
+            if output_exists(path):
+                made = ", made with other settings" if settings_path.exists() else ""
+                raise CLIError(
+                    f"{shown(path)} already exists{made}; choose another --output or pass --force to replace it"
+                )
+
     say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     table = run_table1(
         n_rows=n_rows,
@@ -143,26 +166,27 @@ def run(args):
         random_state=args.seed,
         callback=say,
     )
-    traces, settings = table.attrs["traces"], table.attrs["settings"]
+    traces = table.attrs["traces"]
 
+    if earlier:  # add these rows to the earlier parts
+        old_table = pd.read_csv(table_path)
+        old_traces = pd.read_csv(traces_path) if traces_path.exists() else traces.iloc[:0]
+        table = pd.concat([old_table[~old_table["row"].isin(table["row"])], table], ignore_index=True)
+        traces = pd.concat([old_traces[~old_traces["trace"].isin(traces["trace"])], traces], ignore_index=True)
+        order = {key: i for i, key in enumerate(ROWS)}
+        table = table.sort_values("row", key=lambda keys: keys.map(order)).reset_index(drop=True)
     output.mkdir(exist_ok=True)
-    if settings_path.exists() and table_path.exists():  # add these rows to the earlier parts
-        if json.loads(settings_path.read_text()) == json.loads(json.dumps(settings)):
-            old_table = pd.read_csv(table_path)
-            old_traces = pd.read_csv(traces_path) if traces_path.exists() else traces.iloc[:0]
-            table = pd.concat([old_table[~old_table["row"].isin(table["row"])], table], ignore_index=True)
-            traces = pd.concat([old_traces[~old_traces["trace"].isin(traces["trace"])], traces], ignore_index=True)
-            order = {key: i for i, key in enumerate(ROWS)}
-            table = table.sort_values("row", key=lambda keys: keys.map(order)).reset_index(drop=True)
-        elif not args.force:
-            raise CLIError(
-                f"{output} holds a table made with other settings ({settings_path}); "
-                "choose another --output or pass --force to replace it"
-            )
-    table.to_csv(table_path, index=False)
-    traces.to_csv(traces_path, index=False)
-    settings_path.write_text(json.dumps(settings, indent=2))
-    plot_table1(table, traces, plot_path)
+    # the four files whole and all or nothing (temporaries beside them, then moved in); over existing
+    # ones only when allowed above, and never over a file that appeared during the run
+    atomic_files(
+        {
+            table_path: lambda handle: handle.write(table.to_csv(index=False).encode()),
+            traces_path: lambda handle: handle.write(traces.to_csv(index=False).encode()),
+            plot_path: lambda handle: plot_table1(table, traces, handle),
+            settings_path: lambda handle: handle.write(json.dumps(settings, indent=2).encode()),
+        },
+        replace=args.force or earlier,
+    )
 
     print(
         f"VI paper, Table 1: {n_rows} x {n_cols}, K={n_components}, eps/N=1, seed {args.seed}"
@@ -175,6 +199,18 @@ def run(args):
         "means fit's (both estimated from the release alone); health: lpviz.score's flags (empty: healthy). "
         "paper s: its iterations x its stated 0.8 s per MCMC and 2.8 s per VI iteration."
     )
-    for path in (table_path, traces_path, plot_path, settings_path):
+    for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+def _earlier_part(settings_path, table_path, settings):
+    """True when the folder holds a table made with these settings (this run adds its rows)."""
+    if not (settings_path.is_file() and table_path.is_file()):
+        return False
+    from lpviz._files import load_json
+
+    try:
+        return load_json(settings_path.read_bytes()[: 1 << 20]) == settings
+    except (ValueError, OSError):  # not lpviz's: never added to
+        return False

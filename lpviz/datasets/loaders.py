@@ -1129,10 +1129,10 @@ def _load_npz(path):
     )
     info = {}
     if "info_json" in texts:
-        try:
-            info = json.loads(texts["info_json"])
-        except ValueError as error:
-            raise ValueError(f"{path}: 'info_json' is not JSON ({error}); {_NPZ_SAVE_HINT}") from None
+        from lpviz._files import load_json
+
+        # its nesting bounded before it is parsed (100,000 levels: a RecursionError traceback)
+        info = load_json(texts["info_json"], what=f"{path}: 'info_json'", fix=_NPZ_SAVE_HINT)
         if not isinstance(info, dict):
             raise ValueError(
                 f"{path}: 'info_json' must hold a JSON object, not {type(info).__name__}; {_NPZ_SAVE_HINT}"

@@ -86,6 +86,7 @@ def reproduce(
     progress=False,
     retries=2,
     on_result=None,
+    force=False,
 ):
     """Run experiment ``name`` (or ``"all"``) and write its report; returns the report paths.
 
@@ -108,6 +109,9 @@ def reproduce(
     resume : bool
         Continue a run in that folder: finished tasks are kept, the others run.
         Without it, a folder holding results is refused.
+    force : bool
+        Replace the files a run writes (report.md, tables, figures) that are already in
+        ``output/NAME``; without it (or ``resume``) they are refused before any task runs.
     seed : int
         Base seed of every data, noise and chain seed.
     probe : int, optional
@@ -137,6 +141,7 @@ def reproduce(
                 progress=progress,
                 retries=retries,
                 on_result=on_result,
+                force=force,
             )
         return paths
     experiment = get(name)
@@ -159,6 +164,12 @@ def reproduce(
         raise ValueError(
             f"{store.folder} holds {len(store.ids())} results of an earlier run; pass --resume to "
             "continue it (finished tasks are kept), or choose another --output"
+        )
+    existing = _existing_outputs(out_dir, probe)
+    if existing and not (resume or force):
+        raise ValueError(
+            f"{out_dir} already holds {', '.join(existing[:3])}{' ...' if len(existing) > 3 else ''}; "
+            "pass --force to replace them, or choose another --output"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -209,6 +220,19 @@ def reproduce(
     if probe:
         return [write_probe(experiment, out_dir, results, run_info)]
     return [write_outputs(experiment, out_dir, preset, settings, results, run_info)]
+
+
+def _existing_outputs(out_dir, probe):
+    """The names in ``out_dir`` a run would write over (a probe: its probe files only; hidden
+    temporaries and the task results, which --resume governs, aside)."""
+    from lpviz.reproduce.grid import TASKS_FOLDER
+
+    if not out_dir.is_dir():
+        return []
+    names = sorted(entry.name for entry in os.scandir(out_dir) if not entry.name.startswith("."))
+    if probe:
+        return [name for name in names if name.startswith("probe.")]
+    return [name for name in names if name not in (TASKS_FOLDER, "probe") and not name.startswith("probe.")]
 
 
 def outputs(output, name):

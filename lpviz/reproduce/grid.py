@@ -217,6 +217,7 @@ def local_cluster(workers, threads=None, memory_limit="auto"):
         memory_limit=memory_limit,
         dashboard_address=None,
         silence_logs=logging.ERROR,
+        preload=["lpviz.reproduce._worker_setup"],  # Ctrl-C is the client's to handle: no worker tracebacks
     )
 
 

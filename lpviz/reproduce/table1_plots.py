@@ -42,7 +42,7 @@ def plot_table1(table, traces, path):
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, format="png")  # a path or a file handle (an atomic write's temporary)
     plt.close(figure)
     return path
 

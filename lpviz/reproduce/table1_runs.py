@@ -558,7 +558,39 @@ def run_table1(
     )
     table = pd.DataFrame(rows)
     table.attrs["traces"] = pd.DataFrame(context.traces, columns=["trace", "seconds", "iteration", "rate_mae", "kind"])
-    table.attrs["settings"] = {
+    table.attrs["settings"] = table1_settings(
+        n_rows=n_rows,
+        n_cols=n_cols,
+        n_components=n_components,
+        epsilon=epsilon,
+        schedule=schedule,
+        sampler=sampler,
+        bessel_point=bessel_point,
+        noise_split=noise_split,
+        random_state=random_state,
+        chain_seed=chain_seed,
+    )
+    return table
+
+
+def table1_settings(
+    *,
+    n_rows=1000,
+    n_cols=1000,
+    n_components=50,
+    epsilon=1.0,
+    schedule=PAPER,
+    sampler="bessel",
+    bessel_point="mode",
+    noise_split="components",
+    random_state=0,
+    chain_seed=None,
+):
+    """The settings :func:`run_table1` records (``table.attrs["settings"]``), as JSON-ready values:
+    rows run with equal settings belong to one table (``lpviz table1`` adds them up)."""
+    import json
+
+    settings = {
         "n_rows": n_rows,
         "n_cols": n_cols,
         "n_components": n_components,
@@ -570,5 +602,5 @@ def run_table1(
         "random_state": random_state,
     }
     if chain_seed is not None:
-        table.attrs["settings"]["chain_seed"] = chain_seed
-    return table
+        settings["chain_seed"] = chain_seed
+    return json.loads(json.dumps(settings))
