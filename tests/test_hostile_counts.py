@@ -363,5 +363,6 @@ def test_ctrl_c_ends_the_cli_fit_and_a_library_fit_alike(tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == 1 and rest.strip().splitlines()[-1] == "KeyboardInterrupt", rest
+    # Python ends on an uncaught KeyboardInterrupt by the signal itself (exit status -SIGINT)
+    assert child.returncode == -signal.SIGINT and rest.strip().splitlines()[-1] == "KeyboardInterrupt", rest
     assert "SystemError" not in rest
