@@ -539,7 +539,7 @@ class Archive:
         entries, directory = struct.unpack("<10xHI4x", tail[at : at + 20])
         end_record = size - tail_size + at
         start = end_record - directory  # where zipfile will read the directory from
-        if (entries == 0xFFFF or directory == 0xFFFFFFFF) and at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":
+        if at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":  # zipfile reads a zip64 record whenever present
             (offset,) = struct.unpack("<Q", tail[at - 12 : at - 4])
             if 0 <= offset < size:
                 handle.seek(offset)
@@ -550,7 +550,12 @@ class Archive:
         if entries <= MAX_MEMBERS and directory <= MAX_DIRECTORY_BYTES:
             # the count the end record claims is only a claim: zipfile parses every entry the
             # directory's bytes hold (300,000 in a file claiming 10 took 158 MiB), so count them
-            entries = max(entries, _directory_entries(handle, start, directory, MAX_MEMBERS + 1))
+            held = _directory_entries(handle, start, directory, MAX_MEMBERS + 1)
+            if held > MAX_MEMBERS:
+                raise self.error(
+                    f"the zip directory holds more than {MAX_MEMBERS:,} members though its end record claims "
+                    f"{entries:,}; an .npz lpviz reads has at most {MAX_MEMBERS:,} (is it the right file?); {self.fix}"
+                )
         if entries > MAX_MEMBERS or directory > MAX_DIRECTORY_BYTES:
             raise self.error(
                 f"the zip directory lists {entries:,} members in {format_bytes(directory)}; an .npz lpviz "

@@ -251,7 +251,8 @@ def test_a_zip_that_claims_10_members_but_holds_more_than_the_cap_is_refused(tmp
     path.write_bytes(bytes(data))
     with zipfile.ZipFile(path) as archive:  # what zipfile itself makes of it: every member
         assert len(archive.infolist()) == MAX_MEMBERS + 100
-    with pytest.raises(ValueError, match=rf"many\.npz: the zip directory lists {MAX_MEMBERS + 1:,} members"):
+    refused = rf"many\.npz: the zip directory holds more than {MAX_MEMBERS:,} members though its end record claims 10"
+    with pytest.raises(ValueError, match=refused):
         open_archive(path, what="archive", fix="fix")
     with zipfile.ZipFile(tmp_path / "few.npz", "w") as archive:  # an honest one still opens
         archive.writestr("a.npy", b"")
