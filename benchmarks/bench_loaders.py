@@ -568,14 +568,14 @@ def io_cases(folder):
     @case("symmetric-2x3", "'symmetric' Matrix Market file declaring 2 x 3, privatize")
     def _():
         path = folder / "sym.mtx"
-        path.write_text("%%MatrixMarket matrix coordinate integer symmetric\n2 3 2\n1 2 5\n2 3 1\n")
+        path.write_text("%%MatrixMarket matrix coordinate integer symmetric\n2 3 2\n1 2 5\n2 2 1\n")
         out = folder / "sym-out.npz"
         return ["privatize", str(path), str(out), "--epsilon", "1", "--force"], {}, lambda: _shape(out)
 
-    @case("seed-23-digits", "privatize --seed 11111111111111111111111")
+    @case("seed-23-digits", "privatize --simulate --seed 11111111111111111111111")
     def _():
         out = folder / "seed-out.npz"
-        arguments = ["privatize", str(counts), str(out), "--epsilon", "1", "--seed", "1" * 23, "--force"]
+        arguments = ["privatize", str(counts), str(out), "--epsilon", "1", "--simulate", "--seed", "1" * 23, "--force"]
         return arguments, {}, None
 
     @case("limit-5000-digits", "privatize with LPVIZ_MEMORY_LIMIT of 5,000 nines")
