@@ -139,6 +139,13 @@ _armed: dict = {}
 _watcher = None
 _MAIN_THREAD = threading.main_thread().ident
 _STOP_SIGNALS = frozenset({int(signal.SIGINT), int(signal.SIGTERM)})
+_last_stop_signal = None
+
+
+def stop_signal_received():
+    """The last SIGINT or SIGTERM the watcher saw (its number), or None: for a caller whose
+    handler's exception was lost (raised inside a Numba compilation, which carried on)."""
+    return _last_stop_signal
 
 
 @contextlib.contextmanager
@@ -229,7 +236,10 @@ def _watch(reader):
             return
         if not received:
             return
-        if any(number in _STOP_SIGNALS for number in received):
+        stops = [number for number in received if number in _STOP_SIGNALS]
+        if stops:
+            global _last_stop_signal
+            _last_stop_signal = stops[-1]
             _stop_armed()
 
 

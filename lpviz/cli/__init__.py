@@ -13,6 +13,7 @@ ends within a second or two whatever its data.
 """
 
 import argparse
+import signal
 import sys
 from importlib import import_module
 
@@ -40,7 +41,7 @@ def build_parser():
 
 def main(argv=None):
     from lpviz._files import Terminated, describe_os_error, is_one_line, raise_on_sigterm
-    from lpviz._parallel import raise_interrupt_behind, watch_signals
+    from lpviz._parallel import raise_interrupt_behind, stop_signal_received, watch_signals
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -63,6 +64,11 @@ def main(argv=None):
                 return int(args.func(args) or 0)
             except Exception as error:  # a signal's exception that Numba wrapped (a dispatch, a compile)
                 raise_interrupt_behind(error)
+                received = stop_signal_received()  # or lost: the chain stopped with ChainStopped
+                if received == signal.SIGTERM:
+                    raise Terminated("terminated (SIGTERM)") from None
+                if received == signal.SIGINT:
+                    raise KeyboardInterrupt from None
                 raise
     except CLIError as error:
         return fail(error)
