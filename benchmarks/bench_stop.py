@@ -60,13 +60,17 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def _files(folder, rows, cols):
+def _files(folder, rows, cols, count=None):
     sys.path.insert(0, str(REPO))
     from lpviz.release import MAX_COUNT, Release
 
-    worst = np.full((rows, cols), MAX_COUNT, dtype=np.int64)
+    worst = np.full((rows, cols), MAX_COUNT if count is None else count, dtype=np.int64)
     plain = np.random.default_rng(0).poisson(5.0, size=(rows, cols))
-    Release(Y_obs=worst, alpha=0.999999).save(folder / "worst-release.npz", overwrite=True)
+    if count is None:
+        Release(Y_obs=worst, alpha=0.999999).save(folder / "worst-release.npz", overwrite=True)
+    else:  # a count beyond the bound, as an older lpviz accepted it (written without the check)
+        fields = {"format": np.asarray("lpviz-release-1"), "alpha": np.asarray(0.999999)}
+        np.savez(folder / "worst-release.npz", Y_obs=worst, **fields)
     np.savez(folder / "worst-counts.npz", Y=worst - 10**8)  # room for the noise the CLI adds
     Release(Y_obs=plain, alpha=0.5).save(folder / "plain-release.npz", overwrite=True)
     np.savez(folder / "plain-counts.npz", Y=plain)
@@ -124,18 +128,22 @@ def main():
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the exit before killing it")
     parser.add_argument("--src", default=str(REPO), help="the lpviz checkout to run")
     parser.add_argument("--samplers", nargs="*", default=list(SAMPLERS))
+    parser.add_argument(
+        "--count", type=int, default=None, help="the worst case's count (default MAX_COUNT; e.g. 2**53 - 1 for main)"
+    )
+    parser.add_argument("--data", nargs="*", default=["plain", "worst"], choices=("plain", "worst"))
     args = parser.parse_args()
     signal_number = signal.SIGTERM if args.signal == "TERM" else signal.SIGINT
     with tempfile.TemporaryDirectory(prefix="lpviz-stop-") as tmp:
         folder = Path(tmp)
-        files = _files(folder, args.rows, args.cols)
+        files = _files(folder, args.rows, args.cols, args.count)
         print(
             f"SIG{args.signal} {args.wait:g} s into the first sweep of `lpviz fit` ({args.rows} x {args.cols} cells, "
             f"K = 3; lpviz from {args.src}); shared machine: noisy"
         )
         print("| sampler | data | seconds to exit | exit | last line | first sweep (s) |\n|---|---|---|---|---|---|")
         for sampler in args.samplers:
-            for name in ("plain", "worst"):
+            for name in args.data:
                 release, counts, alpha = files[name]
                 result = measure(
                     args.src, sampler, release, counts, alpha, folder, signal_number, args.wait, args.timeout
@@ -144,7 +152,8 @@ def main():
                 if result["latency"] is not None:
                     latency = f"{result['latency']:.2f}"
                 sweep = f"{result['sweep']:.2f}" if result["sweep"] is not None else "not finished"
-                label = "plain (Poisson(5), alpha 0.5)" if name == "plain" else "worst (10**12, alpha 0.999999)"
+                count = "10**12" if args.count is None else f"{args.count:,}"
+                label = "plain (Poisson(5), alpha 0.5)" if name == "plain" else f"worst ({count}, alpha 0.999999)"
                 row = f"| {sampler} | {label} | {latency} | {result['code']} | {result['last']} | {sweep} |"
                 print(row, flush=True)
 
