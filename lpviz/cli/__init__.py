@@ -54,7 +54,9 @@ def main(argv=None):
         return 2
 
     seed = getattr(args, "seed", None)
-    if seed is not None and not 0 <= seed <= _MAX_SEED:  # numpy's seeds, and the int64 a release stores
+    if seed is not None and seed < 0:
+        return fail(f"--seed must be >= 0, got {seed}; seeds are whole numbers from 0 to 2**63 - 1")
+    if seed is not None and seed > _MAX_SEED:  # numpy's seeds, and the int64 a release stores
         shown = str(seed) if len(str(seed)) <= 30 else f"a {len(str(seed)):,}-digit number"
         return fail(f"--seed must be a whole number from 0 to 2**63 - 1, got {shown}; give a smaller seed")
     try:
