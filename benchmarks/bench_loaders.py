@@ -513,7 +513,127 @@ def io_cases(folder):
             lambda: f"release name: {_members(out, 'name')}",
         )
 
+    # ---- issue 38: counts the samplers can handle, and the low items on inputs
+    def big_release(path):
+        big = np.array([[2**55, 1], [0, 1]])
+        np.savez(path, format=np.asarray("lpviz-release-1"), Y_obs=big, alpha=np.asarray(0.5))
+        return path
+
+    @case("noised-2**55", "release Y_obs [[2**55, 1], [0, 1]], alpha 0.5, fit --already-noised (default sampler)")
+    def _():
+        return ["fit", "--data", str(big_release(folder / "big.npz")), "--already-noised", *fit], {"timeout": 45}, None
+
+    @case("noised-2**55-upload", "the same release uploaded to the dashboard")
+    def _():
+        return [big_release(folder / "big.npz"), "big.npz"], {"mode": "upload"}, None
+
+    @case("summed-past-2**53", "edge list of 6 lines, three 'a,b,9007199254740990' (sum 2.7e16), fit --epsilon 1")
+    def _():
+        path = folder / "summed.csv"
+        path.write_text("a,b,9007199254740990\nb,c,1\na,b,9007199254740990\nc,a,2\na,b,9007199254740990\nb,a,1\n")
+        return ["fit", "--data", str(path), "--epsilon", "1", "--seed", "0", *fit], {"timeout": 45}, None
+
+    @case("summed-past-2**63", "edge list, 1,100 lines 'a,b,9007199254740000' (sum 9.9e18 > 2**63), privatize")
+    def _():
+        path = folder / "wrap.csv"
+        path.write_text("a,b,9007199254740000\n" * 1100 + "b,a,1\n")
+        return ["privatize", str(path), str(folder / "wrap-out.npz"), "--epsilon", "1", "--force"], {}, None
+
+    @case("summed-past-bound", "edge list, three 'a,b,400000000000' (each within 10**12, sum 1.2e12), privatize")
+    def _():
+        path = folder / "sum.csv"
+        path.write_text("a,b,400000000000\nb,a,1\na,b,400000000000\na,b,400000000000\n")
+        return ["privatize", str(path), str(folder / "sum-out.npz"), "--epsilon", "1", "--force"], {}, None
+
+    @case("csr-wrap", "CSR .npz, cell (0, 1) stored 1,100 times as 2**53 - 1 (sums past 2**63), privatize")
+    def _():
+        path = folder / "csr.npz"
+        n = 1100
+        np.savez(
+            path,
+            Y_data=np.full(n + 1, 2**53 - 1, dtype=np.int64),
+            Y_indices=np.r_[np.ones(n, dtype=np.int64), 0],
+            Y_indptr=np.array([0, n, n + 1]),
+            Y_shape=np.array([2, 2]),
+        )
+        return ["privatize", str(path), str(folder / "csr-out.npz"), "--epsilon", "1", "--force"], {}, None
+
+    @case("quoted-comma", 'edge list whose first name is "Smith, J" (quoted), privatize')
+    def _():
+        path = folder / "quoted.csv"
+        path.write_text('"Smith, J",b,3\nb,c,2\n"Smith, J",c,1\n')
+        out = folder / "quoted-out.npz"
+        return ["privatize", str(path), str(out), "--epsilon", "1", "--force"], {}, lambda: _shape(out)
+
+    @case("symmetric-2x3", "'symmetric' Matrix Market file declaring 2 x 3, privatize")
+    def _():
+        path = folder / "sym.mtx"
+        path.write_text("%%MatrixMarket matrix coordinate integer symmetric\n2 3 2\n1 2 5\n2 2 1\n")
+        out = folder / "sym-out.npz"
+        return ["privatize", str(path), str(out), "--epsilon", "1", "--force"], {}, lambda: _shape(out)
+
+    @case("seed-23-digits", "privatize --simulate --seed 11111111111111111111111")
+    def _():
+        out = folder / "seed-out.npz"
+        arguments = ["privatize", str(counts), str(out), "--epsilon", "1", "--simulate", "--seed", "1" * 23, "--force"]
+        return arguments, {}, None
+
+    @case("limit-5000-digits", "privatize with LPVIZ_MEMORY_LIMIT of 5,000 nines")
+    def _():
+        out = folder / "limit-out.npz"
+        return ["privatize", str(counts), str(out), "--epsilon", "1", "--force"], {"env": {"9" * 5000}}, None
+
+    @case("zip-250000-members", "counts .npz whose end record claims 10 members, directory holds 250,000, privatize")
+    def _():
+        path = folder / "members.npz"
+        if not path.exists():
+            import zipfile
+
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.writestr("Y.npy", _npy_bytes(np.array([[1, 2], [3, 4]])))
+                for i in range(250_000):  # short names: the directory stays under its 16 MiB cap
+                    archive.writestr(f"{i}", b"")
+            data = bytearray(path.read_bytes())
+            end = data.rfind(b"PK\x05\x06")
+            data[end + 8 : end + 12] = (10).to_bytes(2, "little") * 2
+            record = data.rfind(b"PK\x06\x06")  # the zip64 record (250,000 > 65,535 members) claims 10 too
+            data[record + 24 : record + 40] = (10).to_bytes(8, "little") * 2
+            path.write_bytes(bytes(data))
+        return ["privatize", str(path), str(folder / "members-out.npz"), "--epsilon", "1", "--force"], {}, None
+
+    library = "import numpy as np, scipy.sparse as sp; from lpviz.privacy import privatize; "
+
+    @case("masked-array", "privatize(np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 1], [0, 0]]), epsilon=1)")
+    def _():
+        code = library + "r = privatize(np.ma.masked_array([[1, 2], [3, 4]], mask=[[0, 1], [0, 0]]), epsilon=1)"
+        return [code + "; print('released', r.Y_obs.tolist())"], {"mode": "python"}, None
+
+    @case("labels-generator", "privatize(np.ones((2, 3)), ..., row_labels=(x for x in 'ab'))")
+    def _():
+        code = library + "r = privatize(np.ones((2, 3), int), epsilon=1, row_labels=(x for x in 'ab'))"
+        return [code + "; print('row_labels', r.row_labels)"], {"mode": "python"}, None
+
+    @case("dok-matrix", "privatize(scipy.sparse.dok_matrix of 3 x 3, epsilon=1)")
+    def _():
+        code = library + "d = sp.dok_matrix((3, 3), dtype=np.int64); d[0, 1] = 5; r = privatize(d, epsilon=1)"
+        return [code + "; print('released', r.shape)"], {"mode": "python"}, None
+
     return cases
+
+
+def _npy_bytes(array):
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _shape(path):
+    if not path.exists():
+        return "no file"
+    with np.load(path) as archive:
+        return "Y_obs " + " x ".join(map(str, archive["Y_obs"].shape))
 
 
 def _edges(path):
@@ -542,19 +662,22 @@ def hostile_io(args):
     src = Path(args.src or REPO)
     limit = os.environ.get("LPVIZ_MEMORY_LIMIT", "600M")
     print(f"lpviz from {src}; LPVIZ_MEMORY_LIMIT={limit}; address space capped at {args.address_limit}")
-    print("| case | what | outcome | exit | peak RSS | left behind |\n|---|---|---|---|---|---|")
+    print("| case | what | outcome | exit | seconds | peak RSS | left behind |\n|---|---|---|---|---|---|---|")
     for name, (what, setup) in cases.items():
         try:
             arguments, options, observe = setup()
         except (OSError, subprocess.CalledProcessError) as error:
-            print(f"| {name} | {what} | not run: {error} | | | |")
+            print(f"| {name} | {what} | not run: {error} | | | | |")
             continue
         cleanup = options.pop("cleanup", None)
+        env = {"LPVIZ_MEMORY_LIMIT": limit}
+        if "env" in options:  # a case's own memory limit
+            env["LPVIZ_MEMORY_LIMIT"] = next(iter(options.pop("env")))
         try:
             result = hostile_files.run_measured(
                 arguments,
                 src=src,
-                env={"LPVIZ_MEMORY_LIMIT": limit},
+                env=env,
                 address_limit=_parse_size(args.address_limit),
                 timeout=options.pop("timeout", args.timeout),
                 cwd=str(folder),
@@ -566,7 +689,9 @@ def hostile_io(args):
                 cleanup()
         peak = f"{result['peak'] / 2**20:.0f} MiB" if result["peak"] > 0 else "-"
         outcome = result["outcome"].replace("|", "/").replace(str(folder), "DIR")[:400]
-        print(f"| {name} | {what} | {outcome} | {result['code']} | {peak} | {left} |", flush=True)
+        seconds = result.get("seconds", float("nan"))
+        seconds = f"{seconds:.2f}" if seconds == seconds else "-" if result["code"] is not None else "killed"
+        print(f"| {name} | {what} | {outcome} | {result['code']} | {seconds} | {peak} | {left} |", flush=True)
 
 
 def _memory_of(pid):

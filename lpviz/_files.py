@@ -513,6 +513,24 @@ _CHUNK = 1 << 20
 _DAMAGE = (zlib.error, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, struct.error)
 
 
+def _directory_entries(handle, start, directory, stop) -> int:
+    """The entries the zip directory at ``start`` (``directory`` bytes) really holds, counted
+    up to ``stop``: each is a 46-byte record plus its name, extra field and comment. A record
+    that is not one ends the count (zipfile then names the damage)."""
+    if start < 0:
+        return 0
+    count, at, end = 0, start, start + directory
+    while at + 46 <= end and count < stop:
+        handle.seek(at)
+        record = handle.read(46)
+        if len(record) < 46 or record[:4] != b"PK\x01\x02":
+            break
+        name, extra, comment = struct.unpack("<HHH", record[28:34])
+        at += 46 + name + extra + comment
+        count += 1
+    return count
+
+
 @dataclass(frozen=True)
 class ArrayHeader:
     """What a member's ``.npy`` header declares: its shape and dtype (any number of dimensions)."""
@@ -604,13 +622,25 @@ class Archive:
         if at < 0 or at + 22 > len(tail):
             return  # zipfile names the problem
         entries, directory = struct.unpack("<10xHI4x", tail[at : at + 20])
-        if (entries == 0xFFFF or directory == 0xFFFFFFFF) and at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":
+        end_record = size - tail_size + at
+        start = end_record - directory  # where zipfile will read the directory from
+        if at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":  # zipfile reads a zip64 record whenever present
             (offset,) = struct.unpack("<Q", tail[at - 12 : at - 4])
             if 0 <= offset < size:
                 handle.seek(offset)
                 record = handle.read(56)
                 if len(record) == 56 and record[:4] == b"PK\x06\x06":
                     entries, directory = struct.unpack("<32xQQ8x", record)
+                    start = end_record - 20 - 56 - directory
+        if entries <= MAX_MEMBERS and directory <= MAX_DIRECTORY_BYTES:
+            # the count the end record claims is only a claim: zipfile parses every entry the
+            # directory's bytes hold (300,000 in a file claiming 10 took 158 MiB), so count them
+            held = _directory_entries(handle, start, directory, MAX_MEMBERS + 1)
+            if held > MAX_MEMBERS:
+                raise self.error(
+                    f"the zip directory holds more than {MAX_MEMBERS:,} members though its end record claims "
+                    f"{entries:,}; an .npz lpviz reads has at most {MAX_MEMBERS:,} (is it the right file?); {self.fix}"
+                )
         if entries > MAX_MEMBERS or directory > MAX_DIRECTORY_BYTES:
             raise self.error(
                 f"the zip directory lists {entries:,} members in {format_bytes(directory)}; an .npz lpviz "

@@ -12,10 +12,26 @@ serial runs included (one chunk, called inline), so no kernel needs a
 ``parallel=True`` twin.
 
 A chunk kernel is called as ``kernel(chunk, first_block, last_block, *args)``
-and checks the chain's stop flag (a one-element array) between rows, so a
-stop request ends a sweep within milliseconds whatever the data.
+and checks the chain's stop flag (a one-element array) between rows (the
+private sweeps between cells: a cell near :data:`lpviz.release.MAX_COUNT`
+costs milliseconds), so a stop request ends a sweep within milliseconds
+whatever the data.
+
+SIGINT (Ctrl-C) and SIGTERM reach those flags at once (:func:`watch_signals`):
+Python runs a signal handler only between bytecodes of the main thread, which
+never come while the main thread is itself inside a kernel (a small chain runs
+its one chunk inline). The C-level handler also writes the signal's number to
+a wakeup file descriptor; a watcher thread reading it sets the stop flag of
+every kernel the main thread is running (:func:`main_thread_kernel`), the
+kernel returns, and the handler then runs as usual (KeyboardInterrupt, the
+CLI's Terminated). Kernels on the pool need none of this: the main thread
+waits for them interruptibly and :class:`Pending` sets their flag. Chains
+that are idle, or run by other threads (the dashboard's), are left alone.
 """
 
+import contextlib
+import os
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -35,6 +51,8 @@ __all__ = [
     "submit_chunks",
     "submit_call",
     "Pending",
+    "watch_signals",
+    "main_thread_kernel",
 ]
 
 # Rows that share one random stream: fixed (not tied to the thread count) so
@@ -108,8 +126,121 @@ def chunk_bounds(n_rows, n_cells, parallel=None):
 
 
 def new_stop_flag():
-    """The flag a chain's kernels poll between rows: set ``flag[0] = 1`` to stop them."""
+    """The flag a chain's kernels poll between rows: set ``flag[0] = 1`` to stop them.
+
+    Made in the main thread, it also installs :func:`watch_signals`, so Ctrl-C and SIGTERM
+    stop the chain's kernels even while the main thread is inside one."""
+    watch_signals()
     return np.zeros(1, dtype=np.uint8)
+
+
+# The stop flags of the kernels the main thread is inside (id -> flag), and the signal watcher.
+_armed: dict = {}
+_watcher = None
+_MAIN_THREAD = threading.main_thread().ident
+_STOP_SIGNALS = frozenset({int(signal.SIGINT), int(signal.SIGTERM)})
+_last_stop_signal = None
+
+
+def stop_signal_received():
+    """The last SIGINT or SIGTERM the watcher saw (its number), or None: for a caller whose
+    handler's exception was lost (raised inside a Numba compilation, which carried on)."""
+    return _last_stop_signal
+
+
+@contextlib.contextmanager
+def main_thread_kernel(stop):
+    """Around a kernel called directly (not through :func:`submit_chunks`): if this is the main
+    thread, SIGINT and SIGTERM set ``stop`` while it runs (:func:`watch_signals`)."""
+    if stop is None or threading.get_ident() != _MAIN_THREAD:
+        yield
+        return
+    key = id(stop)
+    _armed[key] = stop
+    try:
+        yield
+    except SystemError as error:
+        raise_interrupt_behind(error)
+        raise
+    finally:
+        _armed.pop(key, None)
+
+
+def interrupt_behind(error):
+    """The KeyboardInterrupt (or the CLI's Terminated) behind a SystemError, or None.
+
+    A signal's handler runs at the first bytecode after it arrives; when that bytecode is one
+    Numba's dispatcher runs from C (it unpickles a constant as a kernel returns, which is just
+    when a stopped kernel returns), the handler's exception comes back wrapped as "SystemError:
+    CPUDispatcher(...) returned a result with an exception set"."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, BaseException) and not isinstance(error, Exception):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
+def raise_interrupt_behind(error):
+    """Raise the interrupt behind ``error`` (:func:`interrupt_behind`) if there is one."""
+    interrupt = interrupt_behind(error)
+    if interrupt is not None:
+        raise interrupt.with_traceback(None) from None
+
+
+def _stop_armed():
+    for flag in list(_armed.values()):
+        flag[0] = 1
+
+
+def watch_signals():
+    """Make SIGINT and SIGTERM set every live stop flag the moment they arrive; True if installed.
+
+    Installs :func:`signal.set_wakeup_fd` (once per process, from the main thread) with a daemon
+    thread reading it. Where a wakeup descriptor is set already (an asyncio loop's signal
+    handlers) it is left alone and False returned: that loop's own handlers run promptly.
+    SIGTERM with no Python handler (the default) ends the process at once anyway; with one
+    (``lpviz``'s CLI) the kernels stop, then the handler runs.
+    """
+    global _watcher
+    if _watcher is not None:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    reader, writer = os.pipe()  # raw descriptors: open for the process's life, never "unclosed"
+    os.set_blocking(writer, False)
+    try:
+        previous = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        os.close(reader)
+        os.close(writer)
+        return False
+    if previous != -1:  # someone else's descriptor: give it back
+        signal.set_wakeup_fd(previous)
+        os.close(reader)
+        os.close(writer)
+        return False
+    thread = threading.Thread(target=_watch, args=(reader,), name="lpviz-signals", daemon=True)
+    _watcher = (reader, writer, thread)
+    thread.start()
+    return True
+
+
+def _watch(reader):
+    """The watcher thread: a SIGINT or SIGTERM byte on the wakeup descriptor stops every chain."""
+    while True:
+        try:
+            received = os.read(reader, 64)
+        except OSError:
+            return
+        if not received:
+            return
+        stops = [number for number in received if number in _STOP_SIGNALS]
+        if stops:
+            global _last_stop_signal
+            _last_stop_signal = stops[-1]
+            _stop_armed()
 
 
 def run_chunks(kernel, bounds, stop, *args):
@@ -145,7 +276,17 @@ def submit_chunks(kernel, bounds, stop, *args):
     ``.result()`` (a single chunk runs at once, in the caller's thread)."""
     if len(bounds) == 1:
         first, last = bounds[0]
-        return Pending(None, stop, [kernel(0, first, last, *args)])
+        if stop is None or threading.get_ident() != _MAIN_THREAD:
+            return Pending(None, stop, [kernel(0, first, last, *args)])
+        key = id(stop)  # main_thread_kernel, inlined: this path runs several times per iteration
+        _armed[key] = stop
+        try:
+            return Pending(None, stop, [kernel(0, first, last, *args)])
+        except SystemError as error:
+            raise_interrupt_behind(error)
+            raise
+        finally:
+            _armed.pop(key, None)
     pool = _executor()
     return Pending([pool.submit(kernel, chunk, first, last, *args) for chunk, (first, last) in enumerate(bounds)], stop)
 

@@ -97,7 +97,10 @@ def parse_bytes(text) -> int:
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
         raise ValueError(f"{text!r} is not a size; write bytes or a number with a unit, e.g. 512M, 8G, 1.5GiB")
-    value = int(float(match.group(1)) * _UNITS[unit])
+    value = float(match.group(1)) * _UNITS[unit]
+    if not value < 2.0**63:  # 5,000 digits are inf as a float: no int() OverflowError traceback
+        raise ValueError("larger than any memory (2**63 bytes or more); write e.g. 512M, 8G, 1.5GiB")
+    value = int(value)
     if value <= 0:
         raise ValueError(f"{text!r} is not a positive size; write e.g. 512M, 8G, 1.5GiB")
     return value
@@ -146,7 +149,7 @@ def memory_limit() -> int:
             return parse_bytes(text)
         except ValueError as error:
             raise ValueError(
-                f"{ENV_VAR}={text!r} is not a memory limit: {error}; "
+                f"{ENV_VAR}={text if len(text) <= 40 else text[:40] + '...'!r} is not a memory limit: {error}; "
                 f"unset it for {DEFAULT_FRACTION:.0%} of the machine's memory"
             ) from None
     return int(physical_memory() * DEFAULT_FRACTION)

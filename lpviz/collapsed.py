@@ -124,7 +124,8 @@ __all__ = [
 
 # Largest |ytil| and mu accepted by the Python functions: the sums of
 # log_marginal cost O(sqrt(n)) terms near the transition, and float64 must
-# count the support one by one.
+# count the support one by one. The same bound as every count lpviz fits
+# (lpviz.release.MAX_COUNT): the chains' kernels take these functions' word.
 MAX_COUNT = 1e12
 MAX_MU = 1e12
 

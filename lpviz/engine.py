@@ -39,7 +39,7 @@ from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
 from lpviz.models.base import Work, check_count, matrix_shape
-from lpviz.release import Release, Truth, smallest_int_dtype
+from lpviz.release import Release, Truth, check_count_bound, smallest_int_dtype, summed_counts
 
 __all__ = [
     "Chain",
@@ -167,11 +167,17 @@ def _integer_values(values, what):
 
 def _check_counts(Y_obs):
     """Dense integer array (any integer type, any order >= 2, C-contiguous), or a CSR matrix with integer data."""
+    if isinstance(Y_obs, np.ma.MaskedArray):
+        raise TypeError(
+            "Y_obs is a masked array, whose mask a fit would not see: pass Y_obs.filled(0) with "
+            "mask=~np.ma.getmaskarray(Y_obs) (True = observed) to leave the masked cells out"
+        )
     if sp.issparse(Y_obs):
         if Y_obs.ndim != 2:
             raise ValueError(f"Y_obs must be a 2-D count matrix, got shape {Y_obs.shape}")
-        Y = Y_obs.tocsr(copy=True)
+        Y = sp.coo_matrix(Y_obs, copy=True)  # any sparse format; repeated entries added exactly below
         Y.data = _integer_values(Y.data, "Y_obs")
+        Y = summed_counts(Y, "Y_obs")
     else:
         Y = _integer_values(Y_obs, "Y_obs")
         if Y.ndim < 2:
@@ -179,6 +185,8 @@ def _check_counts(Y_obs):
         Y = np.ascontiguousarray(Y)
     if 0 in Y.shape:
         raise ValueError(f"Y_obs is empty (shape {Y.shape}); it needs at least one row and one column")
+    if not sp.issparse(Y):  # (summed_counts held a sparse matrix's sums to the bound)
+        check_count_bound(Y, "Y_obs")  # before a kernel loops on a huge count
     return Y
 
 

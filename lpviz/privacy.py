@@ -67,8 +67,6 @@ __all__ = [
 _CELLS_PER_BLOCK = 1 << 22
 # Cells per call into OpenDP on the exact path (it takes a Python list).
 _EXACT_CELLS_PER_CALL = 1 << 18
-# Counts must leave head room for noise in int64.
-_MAX_COUNT = 2**62
 # The noise levels that noise something, whether given as alpha or as epsilon/N: below
 # NEGLIGIBLE_ALPHA (epsilon/N > 27.6) a cell is noised with probability < 2e-12 (the release is the
 # true counts in all but name: refused unless allow_no_noise); above MAX_ALPHA (epsilon/N < 1e-12)
@@ -229,7 +227,17 @@ def heterogeneous_alpha(n_rows, alpha0, concentration=10, random_state=None):
 
 def _check_counts(Y):
     """Y as a new int64 ndarray of non-negative counts (dense), or an error."""
+    from lpviz.release import check_count_bound, summed_counts
+
+    if isinstance(Y, np.ma.MaskedArray):
+        # the values under a mask would be noised and released as if they were counts
+        raise TypeError(
+            "Y is a masked array: privatize would noise and release the values under its mask. Fill "
+            "them (Y.filled(0)) and pass heldout=np.ma.getmaskarray(Y) to keep those cells out of every "
+            "fit, or privatize only the cells you mean to release"
+        )
     if sp.issparse(Y):
+        Y = sp.coo_matrix(Y)  # any sparse format (dok, lil, csc ...); repeated entries are added below
         values = Y.data
         shape = Y.shape
         from lpviz.budget import check_memory, dense_bytes
@@ -275,8 +283,7 @@ def _check_counts(Y):
             f"Y has {n_neg} negative entries (min {values.min().item()}): privatize expects true, "
             "non-negative counts. Already-privatized data must not be noised again."
         )
-    if values.size and values.max() > _MAX_COUNT:
-        raise ValueError(f"Y has counts above 2**62 (max {values.max().item()}): they would overflow int64 with noise")
+    check_count_bound(values, "Y")
     if not sp.issparse(Y):
         from lpviz.budget import check_memory, dense_bytes
 
@@ -286,7 +293,7 @@ def _check_counts(Y):
             fix="Noise a smaller matrix.",
         )
     if sp.issparse(Y):
-        return np.asarray(Y.toarray(), dtype=np.int64)
+        return np.asarray(summed_counts(Y, "Y").toarray(), dtype=np.int64)
     return np.array(values, dtype=np.int64, copy=True)
 
 
@@ -431,9 +438,13 @@ def privatize(
     Release
         ``Y_obs`` int64 (can be negative), the noise level and the flags.
     """
-    from lpviz.release import Release, kind_of
+    from lpviz.release import MAX_COUNT, Release, check_count_bound, kind_of
 
     counts = _check_counts(Y)
+    # labels are read once: a generator checked here would reach the release empty
+    row_labels, col_labels = (None if labels is None else tuple(labels) for labels in (row_labels, col_labels))
+    if mode_labels is not None:
+        mode_labels = tuple(None if labels is None else tuple(labels) for labels in mode_labels)
     if counts.ndim < 2:
         raise ValueError(
             f"Y must be a count array with at least two modes (rows x columns, or e.g. sender x recipient x "
@@ -482,6 +493,13 @@ def privatize(
         _geometric_noise_exact(noised, a)
     if structural_zeros is not None:
         noised[np.asarray(structural_zeros, dtype=bool)] = 0  # nothing there to release
+    try:
+        check_count_bound(noised, "the noised counts")
+    except ValueError as error:  # a true count near the bound, noise that wide: the fit would refuse it
+        raise ValueError(
+            f"{error} (the noise took a count past |count| <= {MAX_COUNT:,}); noise smaller counts "
+            "(rescale them) or use a larger epsilon"
+        ) from None
     return Release(Y_obs=noised, simulated=simulate, noise_seed=noise_seed, **release_fields)
 
 

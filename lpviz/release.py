@@ -41,6 +41,84 @@ KINDS = ("documents", "network", "tensor")
 KIND_ORDERS = {"documents": 2, "network": 2, "tensor": None}
 RELEASE_FORMAT = "lpviz-release-1"
 
+# The largest count, true or noised, any part of lpviz accepts: |count| <= MAX_COUNT. The samplers'
+# work per cell grows like sqrt(count) where the noise is wide (alpha near 1: the Bessel route and
+# the collapsed marginal sum ~9 sqrt(n) terms), and float64 stops counting one by one at 2**53 (a
+# kernel's loop "y += 1.0" stands still there: the hang of issue 38). At 10**12 one cell costs
+# ~25 ms at worst (alpha = 0.999999), at 2**53 - 1 ~2 s (benchmarks/bench_stop.py).
+MAX_COUNT = 10**12
+MAX_COUNT_TEXT = "10**12"
+# Cells checked at a time: bounds the temporaries of the check whatever the size of the counts.
+_BOUND_CHUNK = 1 << 20
+
+
+def count_bound_problem(value):
+    """The words for a count beyond :data:`MAX_COUNT` (for the caller's "where: ..." error)."""
+    return (
+        f"a count of {int(value):,}, beyond the largest count lpviz fits (|count| <= {MAX_COUNT_TEXT}); "
+        "counts this large are not what Poisson factorization is for: rescale them (e.g. count in thousands)"
+    )
+
+
+def check_count_bound(values, what, position=None):
+    """Raise a ValueError naming the first cell of ``values`` (any integer or float array) with
+    ``|value| > MAX_COUNT``: ``"{what}, {position(index)}: ..."`` (default: the cell's index).
+
+    Checked a chunk at a time, on the extremes of each chunk first, so nothing the size of the
+    counts is allocated and counts within the bound cost two reductions."""
+    values = np.asarray(values)
+    if values.size == 0 or values.dtype.kind not in "iuf":
+        return
+    flat = values.reshape(-1)
+    for start in range(0, flat.size, _BOUND_CHUNK):
+        chunk = flat[start : start + _BOUND_CHUNK]
+        low, high = chunk.min(), chunk.max()
+        if high <= MAX_COUNT and (values.dtype.kind == "u" or low >= -MAX_COUNT):
+            continue
+        offset = int(np.flatnonzero((chunk > MAX_COUNT) | (chunk < -MAX_COUNT))[0])
+        index = np.unravel_index(start + offset, values.shape)
+        where = position(index) if position is not None else f"cell {tuple(int(i) for i in index)}"
+        raise ValueError(f"{what}, {where}: {count_bound_problem(chunk[offset])}")
+
+
+def summed_counts(matrix, what, position=None):
+    """Any scipy sparse matrix of counts as CSR (int64) with repeated entries added up, exactly.
+
+    The entries (each already within :data:`MAX_COUNT`) are added in float64 beside their
+    magnitudes: while a cell's sum of magnitudes is at most MAX_COUNT < 2**53 every partial sum
+    is a whole number float64 holds exactly, and beyond it rounding is monotone, so the sum of
+    magnitudes exceeds MAX_COUNT exactly when the true one does (no int64 wrap to a negative
+    count). A cell past the bound is a ValueError naming it (``position(row, col)``, default
+    "cell (row, col)"). Explicit zeros are kept (an edge list counts its zero lines).
+    """
+    import scipy.sparse as sp
+
+    coo = sp.coo_matrix(matrix)  # dok, lil, csc, bsr ... alike
+    values = np.asarray(coo.data)
+    check_count_bound(values, what)
+    coords = (np.asarray(coo.row), np.asarray(coo.col))
+    summed = sp.csr_matrix((values.astype(np.float64), coords), shape=coo.shape)
+    summed.sum_duplicates()
+    if values.dtype.kind == "u" or values.size == 0 or values.min() >= 0:
+        magnitude = summed.data
+    else:
+        magnitude = sp.csr_matrix((np.abs(values.astype(np.float64)), coords), shape=coo.shape)
+        magnitude.sum_duplicates()
+        magnitude = magnitude.data
+    beyond = magnitude > MAX_COUNT
+    if beyond.any():
+        entry = int(np.flatnonzero(beyond)[0])
+        row = int(np.searchsorted(summed.indptr, entry, side="right")) - 1
+        col = int(summed.indices[entry])
+        where = position(row, col) if position is not None else f"cell ({row}, {col})"
+        signed = "" if magnitude is summed.data else " in absolute value"
+        raise ValueError(
+            f"{what}, {where}: its repeated entries add up{signed} to more than {MAX_COUNT_TEXT} "
+            f"(the largest count lpviz fits, |count| <= {MAX_COUNT_TEXT}); remove the repeated lines "
+            "or rescale the counts"
+        )
+    return sp.csr_matrix((summed.data.astype(np.int64), summed.indices, summed.indptr), shape=coo.shape)
+
 
 def _read_only(array, dtype=None):
     array = np.array(array, dtype=dtype, copy=True)
@@ -200,6 +278,7 @@ class Release:
             raise TypeError(f"Y_obs must hold integer counts, got dtype {Y.dtype}")
         if 0 in Y.shape:
             raise ValueError(f"Y_obs is empty (shape {Y.shape}); a release needs at least one row and one column")
+        check_count_bound(Y, "Y_obs")  # before the copy below, and before a kernel loops on it
         kind = kind_of(Y.shape) if self.kind is None else self.kind
         check_kind(kind, Y.shape)
         alpha = _check_alpha(self.alpha)
@@ -458,6 +537,7 @@ class Truth:
             raise ValueError(f"the true counts must have at least two modes (rows x columns), got shape {Y.shape}")
         if Y.dtype == bool or Y.dtype.kind not in "iuf":
             raise TypeError(f"the true counts must be integers, got dtype {Y.dtype}")
+        check_count_bound(Y, "the true counts")  # the non-private method fits them
         object.__setattr__(self, "Y", _read_only(Y.astype(np.int64)))
         if self.mu is not None:
             mu = np.asarray(self.mu, dtype=np.float64)

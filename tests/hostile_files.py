@@ -321,6 +321,8 @@ try:
         from lpviz.cli import main
 
         code = main(rest)
+    elif mode == "python":  # a library call, as a script would make it
+        exec(rest[0])
     else:  # the dashboard's upload handler, as the upload widget calls it
         from app.datastore import DataStore
         from app.settings import Settings

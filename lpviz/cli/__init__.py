@@ -7,15 +7,21 @@ arguments, returns an exit code). Errors a user can fix are raised as
 library's errors (they name the file, the problem and the fix) and every
 failure of the file system (a full disk, a read-only folder, a permission,
 a path too long: :func:`lpviz._files.describe_os_error`). Ctrl-C and SIGTERM
-unwind like an error, so half-written outputs are removed on the way out.
+unwind like an error, so half-written outputs are removed on the way out; they
+stop a running kernel first (:func:`lpviz._parallel.watch_signals`), so a fit
+ends within a second or two whatever its data.
 """
 
 import argparse
+import signal
 import sys
 from importlib import import_module
 
 # modules under lpviz.cli, each registering its subcommands
 _COMMAND_MODULES = ("privatize", "fit", "central", "demo", "data", "table1", "reproduce")
+
+
+_MAX_SEED = 2**63 - 1
 
 
 class CLIError(Exception):
@@ -35,6 +41,7 @@ def build_parser():
 
 def main(argv=None):
     from lpviz._files import Terminated, describe_os_error, is_one_line, raise_on_sigterm
+    from lpviz._parallel import raise_interrupt_behind, stop_signal_received, watch_signals
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -46,9 +53,25 @@ def main(argv=None):
         print(f"lpviz {args.command}: error: {' '.join(str(message).split())}", file=sys.stderr)
         return 2
 
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed < 0:
+        return fail(f"--seed must be >= 0, got {seed}; seeds are whole numbers from 0 to 2**63 - 1")
+    if seed is not None and seed > _MAX_SEED:  # numpy's seeds, and the int64 a release stores
+        shown = str(seed) if len(str(seed)) <= 30 else f"a {len(str(seed)):,}-digit number"
+        return fail(f"--seed must be a whole number from 0 to 2**63 - 1, got {shown}; give a smaller seed")
     try:
         with raise_on_sigterm():
-            return int(args.func(args) or 0)
+            watch_signals()  # SIGTERM and Ctrl-C stop a kernel the main thread is inside
+            try:
+                return int(args.func(args) or 0)
+            except Exception as error:  # a signal's exception that Numba wrapped (a dispatch, a compile)
+                raise_interrupt_behind(error)
+                received = stop_signal_received()  # or lost: the chain stopped with ChainStopped
+                if received == signal.SIGTERM:
+                    raise Terminated("terminated (SIGTERM)") from None
+                if received == signal.SIGINT:
+                    raise KeyboardInterrupt from None
+                raise
     except CLIError as error:
         return fail(error)
     except ValueError as error:  # library errors already name the problem and the fix

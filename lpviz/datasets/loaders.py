@@ -36,8 +36,10 @@ first lines):
 Text tables with two or three columns and no recognisable header are read as
 edge lists; pass ``kind="dense-csv"`` for a narrow dense matrix.
 
-Every count must be a non-negative whole number below 2**53 (text is read as
-float64, which holds whole numbers exactly up to there). Errors name the file,
+Every count must be a non-negative whole number of at most 10**12
+(:data:`lpviz.release.MAX_COUNT`, the bound on every count lpviz fits), and so
+must the sum of repeated entries (edge-list pairs, Matrix Market, UCI or CSR
+duplicates): they are added exactly, never wrapping. Errors name the file,
 the line (or cell) and what to do about it. Text files are parsed by pandas' C
 reader (Matrix Market files by :func:`scipy.io.mmread`); when it or a check
 fails, the file is scanned again line by line only to say exactly where.
@@ -54,6 +56,7 @@ they are parsed. Refusals are :class:`~lpviz.budget.MemoryBudgetError`
 """
 
 import codecs
+import csv
 import functools
 import gzip
 import inspect
@@ -72,6 +75,7 @@ import scipy.sparse as sp
 
 from lpviz._files import atomic_write, check_input_path, check_path_text, decode_text, open_archive, output_exists
 from lpviz.budget import MemoryBudgetError, check_memory, dense_bytes, format_bytes, memory_limit
+from lpviz.release import MAX_COUNT, count_bound_problem, summed_counts
 
 from ._types import CountData
 
@@ -114,8 +118,8 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _ENCODING = "utf-8-sig"  # tolerate a byte-order mark from spreadsheet exports
 
-# Counts are read as float64 from text: above 2**53 whole numbers are no longer exact.
-MAX_COUNT = 2**53
+# Counts are read as float64 from text, exact up to 2**53; lpviz's bound MAX_COUNT (10**12,
+# lpviz.release) is far below, so every accepted count was read exactly.
 
 # Memory a byte of text costs once parsed, per format: peak RSS growth over file size on the
 # least favourable files (shortest fields), rounded up: edges "12,34" 14x, dense "0,1,0" 23x,
@@ -513,8 +517,14 @@ def _table_layout(path):
 
 
 def _split(line, sep):
+    """A line's fields as pandas' C reader sees them: a quoted field may hold the separator
+    (``"Smith, J",b,3`` is three fields)."""
     line = line.rstrip("\r\n")
-    return line.split() if sep is None else line.split(sep)
+    if sep is None:
+        return line.split()
+    if '"' not in line:
+        return line.split(sep)
+    return next(csv.reader([line], delimiter=sep), [])
 
 
 def _iter_rows(path, sep, skiprows, limit=None):
@@ -605,9 +615,9 @@ def _check_count_values(values, path, describe_position, hint=None):
     for start in range(0, flat.size, _CHECK_CHUNK):
         chunk = flat[start : start + _CHECK_CHUNK]
         if values.dtype.kind == "f":
-            bad = ~np.isfinite(chunk) | (chunk < 0) | (chunk != np.floor(chunk)) | (chunk >= MAX_COUNT)
+            bad = ~np.isfinite(chunk) | (chunk < 0) | (chunk != np.floor(chunk)) | (chunk > MAX_COUNT)
         else:
-            bad = (chunk < 0) | (chunk >= MAX_COUNT)
+            bad = (chunk < 0) | (chunk > MAX_COUNT)
         if bad.any():
             offset = int(np.flatnonzero(bad)[0])
             index = np.unravel_index(start + offset, values.shape)
@@ -624,11 +634,8 @@ def _count_problem(value):
             f"a negative count {value:g}; counts must be >= 0; privatized data with negative values is "
             "what privatize() makes, load the true counts here"
         )
-    if value >= MAX_COUNT:
-        return (
-            f"a count {value:g} of 2**53 or more, which cannot be read exactly; counts this large are "
-            "not what the models are for, rescale them"
-        )
+    if value > MAX_COUNT:
+        return count_bound_problem(value)
     return f"a fractional count {value:g}; counts must be whole numbers; round them or check the column"
 
 
@@ -722,8 +729,12 @@ def _load_edges(path, header):
             UserWarning,
             stacklevel=4,
         )
-    Y = sp.coo_matrix((counts, (rows, cols)), shape=(n, n)).tocsr()  # repeated pairs add up
-    Y.sum_duplicates()
+    # repeated pairs add up, exactly, and their sum is held to the bound like any count
+    Y = summed_counts(
+        sp.coo_matrix((counts, (rows, cols)), shape=(n, n)),
+        str(path),
+        lambda row, col: f"the pair {labels[row]!r} -> {labels[col]!r}",
+    )
     pairs = Y.nnz  # explicit zeros (lines with count 0) included: every distinct pair once
     zero_lines = int((counts == 0).sum())
     Y.eliminate_zeros()
@@ -915,9 +926,11 @@ def _read_triples(path, skiprows, n_rows, n_cols, nnz, what):
         )
     ids = values[:, :2].astype(np.int64) - 1
     del values
-    Y = sp.csr_matrix((counts, (ids[:, 0], ids[:, 1])), shape=(n_rows, n_cols), dtype=np.int64)
-    Y.sum_duplicates()
-    return Y
+    return summed_counts(
+        sp.coo_matrix((counts, (ids[:, 0], ids[:, 1])), shape=(n_rows, n_cols)),
+        str(path),
+        lambda row, col: f"row {row + 1}, column {col + 1} (1-based)",
+    )
 
 
 def _header_integers(path, lines, expected, what):
@@ -1015,6 +1028,12 @@ def _load_mtx(path):
         )
     if symmetry not in ("general", "symmetric"):
         raise ValueError(f"{path}, line 1: {symmetry} matrices cannot hold counts; save it as 'general'")
+    if symmetry == "symmetric" and n_rows != n_cols:
+        # scipy would mirror it anyway, into cells the header does not have
+        raise ValueError(
+            f"{path}, line 2: a symmetric matrix must be square, but the header declares {n_rows} x {n_cols}; "
+            "write 'general' in the first line (each entry is then read once, unmirrored)"
+        )
     if n_rows == 0 or n_cols == 0:
         # nothing to count, and scipy's reader (1.17) dies of a floating-point exception on an
         # 'array' body with zero rows: refuse before it runs
@@ -1046,13 +1065,16 @@ def _load_mtx(path):
             return f"the entry at row {int(coo.row[index[0]]) + 1}, column {int(coo.col[index[0]]) + 1}"
 
         counts = _check_count_values(coo.data, path, position)
-        Y = sp.csr_matrix((counts, (coo.row, coo.col)), shape=coo.shape, dtype=np.int64)
+        Y = summed_counts(
+            sp.coo_matrix((counts, (coo.row, coo.col)), shape=coo.shape),
+            str(path),
+            lambda row, col: f"row {row + 1}, column {col + 1} (1-based)",
+        )
     else:
         values = _check_count_values(
             np.asarray(matrix), path, lambda index: f"row {int(index[0]) + 1}, column {int(index[1]) + 1}"
         )
         Y = sp.csr_matrix(values)
-    Y.sum_duplicates()
     return CountData(
         Y=Y,
         row_labels=[str(i) for i in range(Y.shape[0])],
@@ -1107,8 +1129,11 @@ def _load_npz(path):
             return f"cell ({row}, {int(csr.indices[index[0]])}) of Y"
 
         counts = _check_count_values(csr.data, path, position)
-        Y = sp.csr_matrix((counts, csr.indices, csr.indptr), shape=csr.shape)
-        Y.sum_duplicates()
+        Y = summed_counts(
+            sp.csr_matrix((counts, csr.indices, csr.indptr), shape=csr.shape),
+            str(path),
+            lambda row, col: f"cell ({row}, {col}) of Y (its repeated entries)",
+        )
     else:
         Y = _check_count_values(Y, path, lambda index: f"cell {tuple(int(i) for i in index)} of Y")
     from lpviz import models

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, run_chunks, submit_call, submit_chunks
+from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, main_thread_kernel, run_chunks, submit_call, submit_chunks
 from lpviz._random import seed_state, seed_stream, uniform
 from lpviz.bessel import mean_nb, mode_nb, sample_stream
 from lpviz.collapsed import (
@@ -185,6 +185,8 @@ def _bessel_chunk(chunk, first, last, data, rates, latent, seeds, row_terms):
             n_cells = 0
             noise_size = 0
             for v in range(n_cols):
+                if stop[0]:  # per cell: a cell near MAX_COUNT costs milliseconds (bench_stop.py)
+                    return
                 if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
                     next_excluded += 1
                     continue
@@ -212,6 +214,8 @@ def _bessel_marginal_chunk(chunk, first, last, data, rates, seeds, row_terms):
         next_excluded = excluded_indptr[d]
         total = 0.0
         for v in range(Y.shape[1]):
+            if stop[0]:  # per cell, as in _bessel_chunk
+                return
             if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
                 next_excluded += 1
                 continue
@@ -316,6 +320,8 @@ def _collapsed_rows_chunk(
             if not use_row[d]:
                 next_excluded = excluded_indptr[d]
                 for v in range(n_cols):
+                    if stop[0]:  # per cell: a cell near MAX_COUNT costs milliseconds (bench_stop.py)
+                        return
                     if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
                         next_excluded += 1
                         continue
@@ -338,6 +344,8 @@ def _collapsed_rows_chunk(
             else:
                 listed_rate = 0.0
                 for idx in range(cell_indptr[d], cell_indptr[d + 1]):
+                    if stop[0]:
+                        return
                     v = cell_indices[idx]
                     ytil = np.int64(Y[d, v])
                     m = mu[r, v]
@@ -608,6 +616,8 @@ def _vi_private_chunk(chunk, first, last, data, moments, latent, point, out):
         n_cells = 0
         total = 0.0
         for v in range(n_cols):
+            if stop[0]:  # per cell: the Bessel mode/mean of a huge count is a long sum
+                return
             if next_excluded < excluded_indptr[d + 1] and excluded_indices[next_excluded] == v:
                 next_excluded += 1
                 y_expected[r, v] = 0.0
@@ -807,18 +817,19 @@ class Private(Method):
         )
         if len(blocks) == 1 and not work.parallel:  # small data: the whole sweep in one compiled call
             mu = model.rate_rows(state, np.arange(n_rows))
-            counts = _bessel_serial(
-                Y,
-                prepared.alpha,
-                *prepared.excluded,
-                mu,
-                *arrays,
-                work.chain_seed,
-                iteration,
-                work.stop,
-                row_terms,
-                marginal,
-            )
+            with main_thread_kernel(work.stop):  # Ctrl-C and SIGTERM reach the flag meanwhile
+                counts = _bessel_serial(
+                    Y,
+                    prepared.alpha,
+                    *prepared.excluded,
+                    mu,
+                    *arrays,
+                    work.chain_seed,
+                    iteration,
+                    work.stop,
+                    row_terms,
+                    marginal,
+                )
         else:
             data = (Y, prepared.alpha, *prepared.excluded)
             seeds = (work.chain_seed, iteration, work.stop)
@@ -849,20 +860,21 @@ class Private(Method):
         blocks = row_blocks(n_rows, n_cols)
         if len(blocks) == 1 and not work.parallel:  # small data: every row's draws in one compiled call
             mu = model.rate_rows(state, latent["all_rows"])
-            counts = _collapsed_serial(
-                Y,
-                alpha,
-                *prepared.excluded,
-                mu,
-                use_row,
-                *cells,
-                slots,
-                work.chain_seed,
-                iteration,
-                work.stop,
-                noise_log,
-                marginal_log,
-            )
+            with main_thread_kernel(work.stop):  # Ctrl-C and SIGTERM reach the flag meanwhile
+                counts = _collapsed_serial(
+                    Y,
+                    alpha,
+                    *prepared.excluded,
+                    mu,
+                    use_row,
+                    *cells,
+                    slots,
+                    work.chain_seed,
+                    iteration,
+                    work.stop,
+                    noise_log,
+                    marginal_log,
+                )
         else:
             counts = self._collapsed_blocks(
                 prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log

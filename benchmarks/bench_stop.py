@@ -1,0 +1,162 @@
+"""How fast SIGTERM (and Ctrl-C) ends ``lpviz fit`` mid-sweep, for every sampler (issue 38).
+
+    .venv/bin/python benchmarks/bench_stop.py [--rows 64] [--cols 400] [--signal TERM] [--src TREE]
+
+For each sampler (private collapsed, private Bessel, private VI, naive, non-private) a fit runs in
+a fresh process on two data sets of the same shape: the worst case lpviz accepts (every count at
+``lpviz.release.MAX_COUNT`` = 10**12, noise level alpha = 0.999999, where one cell costs
+milliseconds and one sweep tens of seconds), and a plain reference (Poisson(5) counts noised at
+alpha = 0.5). The signal goes out a moment after the first sweep has started; the table gives
+the seconds from the signal to the process's exit, its exit code and last line, and the seconds
+of the first sweep when it finished before the signal. ``--src`` runs the lpviz of another
+checkout (e.g. main, for a before figure; kernels there had no stop inside a sweep).
+
+Timings are wall-clock on a shared machine: other work on it shows up as noise.
+"""
+
+import argparse
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+SAMPLERS = {
+    "private collapsed": ["--already-noised", "--sampler", "collapsed"],
+    "private bessel": ["--already-noised", "--sampler", "bessel"],
+    "private vi": ["--already-noised", "--inference", "vi"],
+    "naive": ["--already-noised", "--method", "naive"],
+    "nonprivate": ["--method", "nonprivate", "--seed", "0"],
+}
+
+# The child: lpviz's CLI, with a line on stderr as the first sweep starts and one as it ends.
+_CHILD = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from lpviz import engine, vi
+
+def marked(advance):
+    def wrapper(self):
+        first = not getattr(self, "_bench_marked", False)
+        if first:
+            self._bench_marked = True
+            start = time.perf_counter()
+            print("@@sweep", flush=True, file=sys.stderr)
+        result = advance(self)
+        if first:
+            print(f"@@swept {time.perf_counter() - start:.3f}", flush=True, file=sys.stderr)
+        return result
+    return wrapper
+
+engine.Chain._advance = marked(engine.Chain._advance)
+vi.VariationalFit._advance = marked(vi.VariationalFit._advance)
+from lpviz.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _files(folder, rows, cols, count=None):
+    sys.path.insert(0, str(REPO))
+    from lpviz.release import MAX_COUNT, Release
+
+    worst = np.full((rows, cols), MAX_COUNT if count is None else count, dtype=np.int64)
+    plain = np.random.default_rng(0).poisson(5.0, size=(rows, cols))
+    if count is None:
+        Release(Y_obs=worst, alpha=0.999999).save(folder / "worst-release.npz", overwrite=True)
+    else:  # a count beyond the bound, as an older lpviz accepted it (written without the check)
+        fields = {"format": np.asarray("lpviz-release-1"), "alpha": np.asarray(0.999999)}
+        np.savez(folder / "worst-release.npz", Y_obs=worst, **fields)
+    np.savez(folder / "worst-counts.npz", Y=worst - 10**8)  # room for the noise the CLI adds
+    Release(Y_obs=plain, alpha=0.5).save(folder / "plain-release.npz", overwrite=True)
+    np.savez(folder / "plain-counts.npz", Y=plain)
+    return {
+        "worst": (folder / "worst-release.npz", folder / "worst-counts.npz", "0.999999"),
+        "plain": (folder / "plain-release.npz", folder / "plain-counts.npz", "0.5"),
+    }
+
+
+def measure(src, sampler, release, counts, alpha, folder, signal_number, wait, timeout):
+    data = counts if sampler == "nonprivate" else release
+    extra = ["--alpha", alpha] if sampler == "nonprivate" else []
+    command = [sys.executable, "-c", _CHILD, str(src), "fit", "--data", str(data), *SAMPLERS[sampler], *extra]
+    command += ["--components", "3", "--iterations", "100000", "--no-progress"]
+    command += ["--output", str(folder / f"out-{sampler.replace(' ', '-')}-{time.monotonic_ns()}")]
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines, first_sweep = [], None
+    for line in child.stderr:
+        lines.append(line)
+        if line.startswith("@@sweep"):
+            break
+    else:
+        child.wait()
+        return {"latency": None, "code": child.returncode, "last": (lines or ["?"])[-1].strip()[:80], "sweep": None}
+    time.sleep(wait)
+    sent = time.perf_counter()
+    child.send_signal(signal_number)
+    try:
+        _, rest = child.communicate(timeout=timeout)
+        latency = time.perf_counter() - sent
+    except subprocess.TimeoutExpired:
+        child.kill()
+        _, rest = child.communicate()
+        latency = None
+    rest_lines = [line for line in rest.splitlines() if line.strip()]
+    for line in rest_lines:
+        if line.startswith("@@swept ") and first_sweep is None:
+            first_sweep = float(line.split()[1])
+    last = next((line for line in reversed(rest_lines) if not line.startswith("@@")), "")
+    return {"latency": latency, "code": child.returncode, "last": last.strip()[:80], "sweep": first_sweep}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--cols", type=int, default=400)
+    parser.add_argument("--signal", choices=("TERM", "INT"), default="TERM")
+    parser.add_argument("--wait", type=float, default=1.5, help="seconds from the first sweep's start to the signal")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the exit before killing it")
+    parser.add_argument("--src", default=str(REPO), help="the lpviz checkout to run")
+    parser.add_argument("--samplers", nargs="*", default=list(SAMPLERS))
+    parser.add_argument(
+        "--count", type=int, default=None, help="the worst case's count (default MAX_COUNT; e.g. 2**53 - 1 for main)"
+    )
+    parser.add_argument("--data", nargs="*", default=["plain", "worst"], choices=("plain", "worst"))
+    args = parser.parse_args()
+    signal_number = signal.SIGTERM if args.signal == "TERM" else signal.SIGINT
+    with tempfile.TemporaryDirectory(prefix="lpviz-stop-") as tmp:
+        folder = Path(tmp)
+        files = _files(folder, args.rows, args.cols, args.count)
+        print(
+            f"SIG{args.signal} {args.wait:g} s into the first sweep of `lpviz fit` ({args.rows} x {args.cols} cells, "
+            f"K = 3; lpviz from {args.src}); shared machine: noisy"
+        )
+        print("| sampler | data | seconds to exit | exit | last line | first sweep (s) |\n|---|---|---|---|---|---|")
+        for sampler in args.samplers:
+            for name in args.data:
+                release, counts, alpha = files[name]
+                result = measure(
+                    args.src, sampler, release, counts, alpha, folder, signal_number, args.wait, args.timeout
+                )
+                latency = f"> {args.timeout:g} (killed)"
+                if result["latency"] is not None:
+                    latency = f"{result['latency']:.2f}"
+                sweep = f"{result['sweep']:.2f}" if result["sweep"] is not None else "not finished"
+                count = "10**12" if args.count is None else f"{args.count:,}"
+                label = "plain (Poisson(5), alpha 0.5)" if name == "plain" else f"worst ({count}, alpha 0.999999)"
+                row = f"| {sampler} | {label} | {latency} | {result['code']} | {result['last']} | {sweep} |"
+                print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
