@@ -257,12 +257,13 @@ class FitsView(pn.viewable.Viewer):
             bar_color="primary",
         )
 
-        def text(status, iteration, goal, rate, error):
+        def text(status, iteration, goal, rate, error, note):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
             # a finished chain's speed is in the scoreboard (its average): no "0 it/s" here
             speed = f", {speed} it/s" if rate > 0 and status in ("running", "pausing") else ""
             line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}{speed}"
-            return line + (f" - {error}" if error else "")
+            line += f" - {error}" if error else ""
+            return line + (f" - *{note}*" if note else "")
 
         label = pn.pane.Markdown(
             pn.bind(
@@ -272,6 +273,7 @@ class FitsView(pn.viewable.Viewer):
                 goal,
                 runner.param.iterations_per_second,
                 runner.param.error,
+                runner.param.note,
             ),
             margin=(0, 10),
             sizing_mode="stretch_width",
