@@ -322,7 +322,14 @@ def result_summary(fits):
             "shape": list(release.shape),
             "release": release.describe(),
         },
-        "settings": {name: getattr(settings, name) for name in names},
+        "privacy": privacy_level(release),
+        "preset": preset_record(fits),
+        "settings": {
+            name: getattr(settings, name)
+            for name in names
+            # per-row noise: the release's alphas are its level, not the sidebar's one-alpha epsilon and N
+            if not (np.ndim(release.alpha) and name in ("epsilon", "N"))
+        },
         "methods": {},
     }
     for name, runner in fits.active.items():
@@ -337,6 +344,43 @@ def result_summary(fits):
             entry.update(samples_saved=int(result["samples_saved"]), score=result["score"])
         summary["methods"][name] = entry
     return summary
+
+
+def privacy_level(release):
+    """The release's real noise level: one alpha (with its epsilon and N when known) or the range of its
+    per-row alphas (a per-row release was recorded as "epsilon 1, N 1", the sidebar's one-alpha values)."""
+    alpha = np.asarray(release.alpha, dtype=float)
+    if alpha.ndim:
+        return {
+            "per_row_alpha": True,
+            "alpha_min": float(alpha.min()),
+            "alpha_mean": float(alpha.mean()),
+            "alpha_max": float(alpha.max()),
+            "rows": int(alpha.size),
+            "describe": release.describe(),
+        }
+    level = {"per_row_alpha": False, "alpha": float(alpha), "describe": release.describe()}
+    if release.epsilon is not None and release.N is not None:
+        level.update(epsilon=float(release.epsilon), N=float(release.N))
+    return level
+
+
+def preset_record(fits):
+    """The preset the settings come from, its claim and the claim's verdict on the fits (None without a
+    preset): the same verdict the Fits tab shows."""
+    from app.fits_view import preset_verdict
+    from app.presets import PRESETS
+
+    preset = PRESETS.get(fits.settings.preset)
+    if preset is None:
+        return None
+    verdict = preset_verdict(fits)
+    return {
+        "name": preset.name,
+        "claim": preset.claim.text if preset.claim is not None else None,
+        "verdict": verdict.word if verdict is not None else None,
+        "why": verdict.text if verdict is not None else None,
+    }
 
 
 def save_results(fits, path, *, overwrite=False):

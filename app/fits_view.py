@@ -189,6 +189,24 @@ def mae_key(truth):
     return "rate_mae" if truth is not None and truth.mu is not None else "mae"
 
 
+def preset_verdict(fits):
+    """The :class:`~app.presets.Verdict` of the session's preset claim on its finished fits (None without
+    a preset claim); "not checked yet" while any of its fits runs. What the Fits tab shows and the
+    exported summary records."""
+    from app.presets import PRESETS, Verdict, check
+
+    preset = PRESETS.get(fits.settings.preset)
+    if preset is None or preset.claim is None:
+        return None
+    runners = fits.runners
+    involved = [runners[m] for m in preset.claim.methods if m in runners]
+    if len(involved) < len(preset.claim.methods) or any(m not in fits.active for m in preset.claim.methods):
+        return Verdict(None, "the methods it compares are not all chosen in the fit settings")
+    if any(runner.status not in ("done", "stopped") for runner in involved):
+        return Verdict(None, "checked when the run ends")
+    return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
+
+
 class FitsView(pn.viewable.Viewer):
     """Start, pause, resume, stop and reset the chains; see them converge."""
 
@@ -294,18 +312,7 @@ class FitsView(pn.viewable.Viewer):
     def claim_verdict(self):
         """The :class:`~app.presets.Verdict` of the current preset's claim on the finished fits
         (None without a preset claim); "not checked yet" while any of its fits runs."""
-        from app.presets import PRESETS, Verdict, check
-
-        preset = PRESETS.get(self.fits.settings.preset)
-        if preset is None or preset.claim is None:
-            return None
-        runners = self.fits.runners
-        involved = [runners[m] for m in preset.claim.methods if m in runners]
-        if len(involved) < len(preset.claim.methods) or any(m not in self.fits.active for m in preset.claim.methods):
-            return Verdict(None, "the methods it compares are not all chosen in the fit settings")
-        if any(runner.status not in ("done", "stopped") for runner in involved):
-            return Verdict(None, "checked when the run ends")
-        return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
+        return preset_verdict(self.fits)
 
     def claim_html(self, verdict, preset_name, noise_seed):
         from app.presets import CLASS_SEED, PRESETS

@@ -272,6 +272,8 @@ class TopicsView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        if self.fits.data.release is None or not self.applies:  # no topics: nothing of this tab to export
+            return {}
         self.on_screen.catch_up()
         return {"topics_heatmaps": self.heatmaps()}
 

@@ -103,3 +103,62 @@ def test_long_method_titles_are_wrapped_inside_their_panels():
         title, panel = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
         assert panel.x0 <= title.x0 and title.x1 <= panel.x1, ax.title.get_text()
     assert overlapping_texts(fig) == []
+
+
+def test_the_summary_records_the_releases_real_privacy_level_the_preset_its_claim_and_verdict():
+    """Issue 37 (MEDIUM 11): a per-row-alpha release (alpha 0.386-0.979) was recorded as "epsilon 1, N 1",
+    with no preset, claim or verdict."""
+    import json
+
+    from app.export import results_bytes
+    from app.fits_view import FitsView
+    from app.presets import PRESETS
+
+    name = "Figure 3 (large alpha0)"
+    fits = Fits(DataStore(Settings(preset=name), background=False))
+    try:
+        summary = json.loads(results_bytes(fits, ".json"))
+        alpha = fits.data.release.alpha
+        privacy = summary["privacy"]
+        assert privacy["per_row_alpha"] is True and privacy["rows"] == len(alpha)
+        assert privacy["alpha_min"] == pytest.approx(float(np.min(alpha)))
+        assert privacy["alpha_max"] == pytest.approx(float(np.max(alpha)))
+        assert privacy["alpha_min"] < privacy["alpha_max"]
+        assert "epsilon" not in summary["settings"] and "N" not in summary["settings"]
+        verdict = FitsView(fits=fits).claim_verdict()
+        assert summary["preset"] == {
+            "name": name,
+            "claim": PRESETS[name].claim.text,
+            "verdict": verdict.word,
+            "why": verdict.text,
+        }
+        assert summary["preset"]["verdict"] == "not checked yet"  # nothing has run
+        fits.settings.param.update(heterogeneous=False, epsilon=2.0, N=1.0)  # one alpha: its epsilon and N
+        summary = json.loads(results_bytes(fits, ".json"))
+        assert summary["privacy"]["per_row_alpha"] is False
+        assert summary["privacy"]["epsilon"] == 2.0 and summary["privacy"]["N"] == 1.0
+        assert summary["privacy"]["alpha"] == pytest.approx(np.exp(-2.0))
+        assert summary["preset"] is None  # a setting changed by hand: the settings are one's own
+    finally:
+        fits.close()
+
+
+def test_exports_are_offered_only_for_what_the_data_have():
+    """Issue 37 (LOW): blocks and tensor exports were offered for topics data (an empty "No network" plot)."""
+    from app.blocks_view import BlocksView
+    from app.export import ExportView
+    from app.tensor_view import TensorView
+    from app.topics_view import TopicsView
+
+    fits = Fits(DataStore(Settings(source="synthetic-topics"), background=False))
+    try:
+        views = [TopicsView(fits=fits), BlocksView(fits=fits), TensorView(fits=fits)]
+        offered = set(ExportView(fits=fits, views=views).available_figures())
+        assert "topics_heatmaps" in offered
+        assert not any(name.startswith(("blocks_", "tensor_")) for name in offered), offered
+        fits.settings.source = "synthetic-blocks"
+        offered = set(ExportView(fits=fits, views=views).available_figures())
+        assert {"blocks_rates", "blocks_memberships"} <= offered
+        assert not any(name.startswith(("topics_", "tensor_")) for name in offered), offered
+    finally:
+        fits.close()
