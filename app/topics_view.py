@@ -229,9 +229,13 @@ class TopicsView(pn.viewable.Viewer):
         plots = []
         for name, frame in self.heatmap_frames().items():
             n_terms = frame["term"].nunique()
+            # the tab's order on both axes (topics 1..K; terms topic by topic, as listed), never sorted as
+            # text: an exported PNG labelled rows "word 0 ... word 14" over rows drawn in another order
+            topic = hv.Dimension("topic", values=list(dict.fromkeys(frame["topic"])))
+            term = hv.Dimension("term", values=list(dict.fromkeys(frame["term"])))
             # one row of text per term (a fixed height made the labels of large vocabularies overlap)
             plots.append(
-                hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
+                hv.HeatMap(frame, [topic, term], "P(term | topic)").opts(
                     title=name,
                     cmap="Blues",
                     colorbar=True,

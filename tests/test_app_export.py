@@ -162,3 +162,37 @@ def test_exports_are_offered_only_for_what_the_data_have():
         assert not any(name.startswith(("topics_", "tensor_")) for name in offered), offered
     finally:
         fits.close()
+
+
+def test_exported_topic_heatmaps_are_the_tabs_rows_and_values_on_a_16_9_slide():
+    """Issue 37 (HIGH 3, MEDIUM 11): the topics PNG drew rows in reversed order under labels sorted as text
+    ("word 0 ... word 14"), a 14-row naive panel for 15 words, a number in every cell ("8.0963e-13"), on
+    narrow strips with titles over several lines. Read back from the figure the PNG saves: each panel's
+    row and column names, top to bottom, and its matrix are the Topics tab's (its heatmaps' frames)."""
+    from app.export import SLIDE_INCHES, heatmap_labels
+    from app.topics_view import TopicsView
+    from tests.test_app_views import run_fits
+
+    fits = run_fits(Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3))))
+    try:
+        view = TopicsView(fits=fits)
+        frames = view.heatmap_frames()
+        fig = matplotlib_figure(view.figures()["topics_heatmaps"])
+        panels = [ax for ax in fig.axes if ax.get_images()]
+        assert [ax.get_title() for ax in panels] == list(frames)  # the tab's panels, in its order
+        for ax in panels:
+            frame = frames[ax.get_title()]
+            terms = list(dict.fromkeys(frame["term"]))  # the tab's rows, top to bottom (its y factors reversed)
+            topics = list(dict.fromkeys(frame["topic"]))
+            live_plot = view._live_heatmaps.figures[ax.get_title()][0]
+            assert list(live_plot.y_range.factors)[::-1] == terms
+            columns, rows, matrix = heatmap_labels(ax)
+            assert rows == terms and columns == topics
+            expected = frame.pivot_table(index="term", columns="topic", values="P(term | topic)")
+            np.testing.assert_allclose(matrix, expected.reindex(index=terms, columns=topics).to_numpy())
+            assert len(ax.texts) == 0  # no number per cell on a 15-row heatmap
+            assert "\n" not in ax.get_title()
+        assert tuple(fig.get_size_inches()) == pytest.approx(SLIDE_INCHES)
+        assert overlapping_texts(fig) == []
+    finally:
+        fits.close()
