@@ -88,7 +88,8 @@ def _matplotlib_styled(figure):
 
     styled = figure.map(carry, lambda obj: isinstance(obj, (hv.Element, hv.Overlay)))
     if isinstance(styled, hv.Layout):  # panels carry their own titles: no "A, B, C" sublabels
-        styled = styled.opts(backend="matplotlib", sublabel_format="")
+        # and their own axes: a panel of 14 terms drew a blank row under the others' 15
+        styled = styled.opts(backend="matplotlib", sublabel_format="", shared_axes=False)
     return styled
 
 
@@ -243,9 +244,11 @@ def matplotlib_figure(figure, max_attempts=3):
             styled = styled.opts(backend="matplotlib", hspace=hspace, vspace=vspace)
         fig = renderer.get_plot(styled).state
         fig.set_size_inches(*SLIDE_INCHES)  # the panels keep their places, in a 16:9 page
-        for ax in fig.axes:
-            if ax.get_images():  # an image fills its panel (a 300 x 90 matrix drawn square-celled was a strip)
+        bars = {bar.ax for bar in colour_bars(fig)}
+        for ax in fig.axes:  # a panel fills its place (a 300 x 90 matrix drawn square-celled was a strip)
+            if ax not in bars:
                 ax.set_aspect("auto")
+                ax.set_box_aspect(None)
         for bar in colour_bars(fig):  # each colour bar at the right edge of its panel, inside it
             parent = bar.mappable.axes
             if parent is None or not parent.get_images():
