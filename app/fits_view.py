@@ -38,7 +38,14 @@ LOWER_IS_BETTER = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "topic_
 HIGHER_IS_BETTER = ("npmi", "umass", "ess")
 CLOSEST_TO_ONE = ("rhat",)
 # Under a column's header: what the number is, where the label alone would mislead.
-HEADER_NOTES = {"rhat": "split, 1 chain", "ess": "bulk"}
+HEADER_NOTES = {
+    "rhat": "split, 1 chain",
+    "ess": "bulk",
+    # the chain's own compute time (Posterior.seconds): not the waits for its turn and for the others, so
+    # the it/s here exceeds the progress line's wall-clock rate (a 5-minute Figure 1 run read "56.91 s")
+    "seconds": "computing only",
+    "iterations_per_second": "per second computing",
+}
 CONVERGENCE_NOTE = (
     "R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
     "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
@@ -278,7 +285,8 @@ class FitsView(pn.viewable.Viewer):
         def text(status, iteration, goal, rate, error, note):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
             # a finished chain's speed is in the scoreboard (its average): no "0 it/s" here
-            speed = f", {speed} it/s" if rate > 0 and status in ("running", "pausing") else ""
+            # the wall-clock rate over the last second (the scoreboard's it/s counts computing time only)
+            speed = f", {speed} it/s (wall clock)" if rate > 0 and status in ("running", "pausing") else ""
             line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}{speed}"
             line += f" - {error}" if error else ""
             return line + (f" - *{note}*" if note else "")

@@ -925,3 +925,25 @@ def test_a_page_back_after_its_chains_were_stopped_unseen_hears_their_statuses(f
     fits.drain()
     assert {method for method, _ in seen} >= set(fits.active)  # every status line is sent again
     assert all(r.status == "stopped" for r in fits.active.values())
+
+
+def test_the_seconds_and_speeds_say_what_they_count(fits):
+    """Issue 37 (MEDIUM 7): the progress line read "179 it/s" beside the scoreboard's "1,029 it/s", and
+    Figure 1's "seconds 56.91" for a run of about 5 minutes, with nothing saying the table counts the
+    chains' computing time only (lpviz.metrics.score's seconds: the posterior's, without the waits)."""
+    from app.fits_view import board_frame, scoreboard_html
+    from lpviz.metrics import SCORE_LABELS
+
+    fits.settings.n_iter = 100_000
+    view = FitsView(fits=fits)
+    fits.start()
+    runner = fits.runners["private"]
+    drain_until(fits, lambda: runner.iterations_per_second > 0)
+    line = view.progress().objects[list(fits.active).index("private")].objects[1].object
+    assert re.search(r"[\d,.]+ it/s \(wall clock\)", line), line
+    drain_until(fits, lambda: all((r.result or {}).get("score") for r in fits.active.values()))
+    fits.pause()
+    drain_until(fits, lambda: not fits.moving)
+    html = scoreboard_html(board_frame(list(fits.active.values())))
+    assert f"{SCORE_LABELS['seconds']}<br><small>(computing only)</small>" in html
+    assert f"{SCORE_LABELS['iterations_per_second']}<br><small>(per second computing)</small>" in html

