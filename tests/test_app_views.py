@@ -649,3 +649,19 @@ def test_the_simulation_export_keeps_the_actor_names_shown_on_the_axes():
         assert arrays["row_labels"].tolist() == arrays["col_labels"].tolist() == ["ann", "bob", "cy"]
     finally:
         fits.close()
+
+
+def test_privacy_titles_show_three_significant_digits_and_the_legend_stands_beside_the_curves():
+    """Issue 37 (LOW): on a per-row release the Privacy tab's title read its median epsilon with six
+    digits (cut at the plot's edge), and the adversary plot's legend covered a curve."""
+    import holoviews as hv
+
+    from app.privacy_view import PrivacyView
+
+    data = DataStore(Settings(preset="Figure 3 (large alpha0)"), background=False)
+    view = PrivacyView(data=data, y=4)
+    title = hv.Store.lookup_options("bokeh", view.log_ratio_plot(), "plot").kwargs["title"]
+    numbers = re.findall(r"\d+\.\d+", title)
+    assert numbers and all(len(n.replace(".", "").lstrip("0")) <= 3 for n in numbers), title
+    legend = hv.Store.lookup_options("bokeh", view.adversary_plot(), "plot").kwargs["legend_position"]
+    assert legend in ("right", "left", "bottom", "top"), legend  # outside the plot area
