@@ -40,6 +40,16 @@ from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
 pn.extension(notifications=True, sizing_mode="stretch_width")
+# A page whose connection to the server drops (a websocket closed under load) kept showing "running,
+# iteration 380 / 400" for ever while the server had stopped its chains, and its Stop and Reset reached
+# nothing (issue 37): it reconnects by itself to the same session, which then sends the statuses as
+# they are (app.fits.Fits.drain), and until then says so in words, with what to do.
+pn.config.reconnect = True
+DISCONNECTED = (
+    "The connection to the server was lost: this page no longer hears from the fits and its buttons "
+    "reach nothing. It reconnects by itself; if it does not, reload the page (its fits were stopped)."
+)
+pn.config.disconnect_notification = DISCONNECTED
 serve_stylesheets_locally()
 reuse_design_modifiers()
 serialize_patches_lazily()

@@ -240,6 +240,8 @@ class BlocksView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        if not self.applies:  # no network: nothing of this tab to export (an empty "No network" plot)
+            return {}
         self.on_screen.catch_up()
         return {"blocks_rates": self.rate_heatmaps(), "blocks_memberships": self.membership_heatmaps()}
 

@@ -17,6 +17,7 @@ from app.settings import SOURCES
 
 # The widget each setting is shown with (IntInput for the other integers).
 _FLOAT_INPUTS = ("N", "concentration", "holdout_fraction")
+SHOWN_DECIMALS = "0[.][0000]"  # numbro (Bokeh's number format): up to four decimals, none when whole
 _HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("holdout_actors",)}
 
 
@@ -38,7 +39,9 @@ def widget(settings, parameter_name, **options):
     if name == "path":
         return pn.widgets.TextInput.from_param(parameter, **{"label": "Enron file", **options})
     if name in _FLOAT_INPUTS:
-        return pn.widgets.FloatInput.from_param(parameter, start=None, end=None, **options)
+        # at most four decimals shown (Figure 1's N, the data's mean count, read 15.628947368421052);
+        # the value in force keeps its precision
+        return pn.widgets.FloatInput.from_param(parameter, start=None, end=None, format=SHOWN_DECIMALS, **options)
     return pn.widgets.IntInput.from_param(parameter, start=None, end=None, **options)
 
 
@@ -143,7 +146,9 @@ class ControlsView(pn.viewable.Viewer):
         download.on_click(lambda event: self.data.fetch_enron())
 
         def on_upload(value):
-            if value:
+            # an empty file is a file too: its message replaces the previous file's (it showed nothing,
+            # and the error of the file before stayed)
+            if value is not None:
                 try:
                     self.data.load_upload(value, upload.filename or "upload.txt")
                 except (ValueError, TypeError, OSError) as exc:

@@ -412,7 +412,8 @@ class DataStore(param.Parameterized):
                     f"{filename} has negative counts: this looks like a noised release. Upload the .npz that "
                     "`lpviz privatize` writes: it records the release's epsilon and N (or alpha), which fitting "
                     "it privately needs; a table alone does not say how much noise it carries "
-                    f"({str(exc).split(': ', 1)[-1]})"
+                    # where, not the reader's own advice ("load the true counts here"): one instruction
+                    f"({str(exc).split(': ', 1)[-1].split(';')[0].strip()})"
                 ) from None
             raise
         data.source = filename

@@ -42,6 +42,12 @@ SUMMARY_FILE = "lpviz_simulation_summary.json"
 SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
 PNG_DPI = 110
+# A PNG is a 16:9 slide (13.33 x 7.5 inches, PowerPoint's and Google Slides' widescreen page).
+SLIDE_INCHES = (13.333, 7.5)
+# Heatmaps with more rows or columns than this carry no number per cell (unreadable, "8.0963e-13").
+MAX_LABELLED_CELLS = 10
+# A title shrinks to this size (points) to stay on one line before it is cut with an ellipsis.
+MIN_TITLE_POINTS = 7
 # Bokeh option names the views use, as matplotlib spells them.
 _MPL_NAMES = {
     "line_width": "linewidth",
@@ -60,6 +66,8 @@ def _matplotlib_styled(figure):
     mpl_options = hv.Store.options(backend="matplotlib")
 
     def carry(obj):
+        if isinstance(obj, hv.HeatMap):
+            obj = _heatmap_as_image(obj)
         spec = mpl_options[type(obj).__name__]
         allowed = set(spec["plot"].allowed_keywords) | set(spec["style"].allowed_keywords)
         options = {}
@@ -80,8 +88,62 @@ def _matplotlib_styled(figure):
 
     styled = figure.map(carry, lambda obj: isinstance(obj, (hv.Element, hv.Overlay)))
     if isinstance(styled, hv.Layout):  # panels carry their own titles: no "A, B, C" sublabels
-        styled = styled.opts(backend="matplotlib", sublabel_format="")
+        # and their own axes: a panel of 14 terms drew a blank row under the others' 15
+        styled = styled.opts(backend="matplotlib", sublabel_format="", shared_axes=False)
     return styled
+
+
+def _heatmap_as_image(heatmap):
+    """A categorical heatmap as the image the tab draws: columns and rows in the order of its dimensions'
+    ``values`` (else of first appearance), the first row at the top, every row and column named.
+
+    HoloViews' matplotlib HeatMap sorts categories as text and, with ``invert_yaxis``, labelled the
+    rows of the topics PNG "word 0 ... word 14" over rows drawn in another order; it also wrote a
+    number in every cell. Here no number is written (a heatmap is read by colour; the tab's hover
+    gives the numbers)."""
+    xdim, ydim = heatmap.kdims[:2]
+    vdim = heatmap.vdims[0]
+    frame = heatmap.dframe()
+
+    def order(dim):
+        return list(dim.values) if dim.values else list(dict.fromkeys(frame[dim.name]))
+
+    xs, ys = order(xdim), order(ydim)
+    matrix = frame.pivot_table(index=ydim.name, columns=xdim.name, values=vdim.name, aggfunc="first")
+    matrix = matrix.reindex(index=ys, columns=xs).to_numpy(dtype=float)
+    image = hv.Image(
+        matrix, bounds=(-0.5, -0.5, len(xs) - 0.5, len(ys) - 0.5), kdims=[xdim.name, ydim.name], vdims=[vdim]
+    )
+    bokeh = {
+        **hv.Store.lookup_options("bokeh", heatmap, "plot").kwargs,
+        **hv.Store.lookup_options("bokeh", heatmap, "style").kwargs,
+    }
+    return image.opts(
+        backend="matplotlib",
+        title=bokeh.get("title", ""),
+        cmap=bokeh.get("cmap", "Blues"),
+        colorbar=bool(bokeh.get("colorbar", True)),
+        xlabel=bokeh.get("xlabel") or xdim.name,
+        ylabel=bokeh.get("ylabel") or ydim.name,
+        xticks=[(j, str(x)) for j, x in enumerate(xs)],
+        yticks=[(len(ys) - 1 - i, str(y)) for i, y in enumerate(ys)],
+        aspect="auto",
+    )
+
+
+def heatmap_labels(ax):
+    """``(column labels left to right, row labels top to bottom, matrix as drawn top row first)`` of a
+    drawn heatmap panel (an image): what a reader of the PNG sees, for tests."""
+    image = ax.get_images()[0]
+    matrix = np.asarray(image.get_array(), dtype=float)
+    left, right, bottom, top = image.get_extent()
+    if bottom > top:  # origin "upper": row 0 drawn at the top already
+        pass
+    else:
+        matrix = matrix[::-1] if image.origin == "lower" else matrix
+    xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: t.get_position()[0])]
+    ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
+    return xs, ys, matrix
 
 
 def _texts(fig):
@@ -146,20 +208,23 @@ def _thin_ticks(axis, renderer):
 
 
 def _tidy_ticks(fig):
-    """Readable texts everywhere: a title wider than its panel goes over more lines, and on every
-    axis (colour bars included) a tick label over its neighbour is dropped."""
-    import textwrap
-
+    """Readable texts everywhere: every title on one line inside its panel (its lines joined, its font
+    shrunk to fit, cut with an ellipsis below :data:`MIN_TITLE_POINTS`), and on every axis (colour
+    bars included) a tick label over its neighbour is dropped."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         title, width = ax.title, ax.get_window_extent(renderer).width
-        drawn = title.get_window_extent(renderer).width
-        if title.get_text() and drawn > width > 0:  # a title wider than its panel: each line wrapped to
-            # the panel's width (a title centred and wider than its panel reached over its axis's top tick)
-            lines = title.get_text().split("\n")
-            characters = max(12, int(max(map(len, lines)) * 0.95 * width / drawn))
-            title.set_text("\n".join(textwrap.fill(line, characters) for line in lines))
+        if not title.get_text() or width <= 0:
+            continue
+        # a slide's titles are one line each (wrapped, the noise and rate PNGs' ran over 3-4 lines)
+        title.set_text(": ".join(line.strip() for line in title.get_text().split("\n") if line.strip()))
+        while title.get_window_extent(renderer).width > 0.98 * width and title.get_fontsize() > MIN_TITLE_POINTS:
+            title.set_fontsize(title.get_fontsize() - 0.5)
+        text = title.get_text()
+        while title.get_window_extent(renderer).width > 0.98 * width and len(text) > 12:
+            text = text[:-2]
+            title.set_text(text.rstrip() + "\u2026")
     fig.canvas.draw()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
@@ -178,6 +243,19 @@ def matplotlib_figure(figure, max_attempts=3):
         if isinstance(styled, hv.Layout):
             styled = styled.opts(backend="matplotlib", hspace=hspace, vspace=vspace)
         fig = renderer.get_plot(styled).state
+        fig.set_size_inches(*SLIDE_INCHES)  # the panels keep their places, in a 16:9 page
+        bars = {bar.ax for bar in colour_bars(fig)}
+        for ax in fig.axes:  # a panel fills its place (a 300 x 90 matrix drawn square-celled was a strip)
+            if ax not in bars:
+                ax.set_aspect("auto")
+                ax.set_box_aspect(None)
+        for bar in colour_bars(fig):  # each colour bar at the right edge of its panel, inside it
+            parent = bar.mappable.axes
+            if parent is None or not parent.get_images():
+                continue
+            box = parent.get_position()
+            parent.set_position([box.x0, box.y0, box.width - 0.04, box.height])
+            bar.ax.set_position([box.x0 + box.width - 0.03, box.y0, 0.01, box.height])
         _tidy_ticks(fig)
         fig.canvas.draw()
         overlaps = overlapping_texts(fig, across_axes_only=True, boxes=True)
@@ -222,7 +300,7 @@ def save_figure(figure, path, *, overwrite=False):
             import matplotlib.pyplot as plt
 
             fig = matplotlib_figure(figure)
-            fig.savefig(scratch, dpi=PNG_DPI, bbox_inches="tight")
+            fig.savefig(scratch, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.15)  # the 16:9 page, trimmed
             plt.close(fig)
         else:
             # HoloViews puts a responsive figure in a stretch_width Row, and Panel warns that the figure's
@@ -332,7 +410,14 @@ def result_summary(fits):
             # in words, without "(noise seed S)": no file holds the seed
             "release": release.describe().replace(f" (noise seed {release.noise_seed})", ""),
         },
-        "settings": {name: getattr(settings, name) for name in names},
+        "privacy": privacy_level(release),
+        "preset": preset_record(fits),
+        "settings": {
+            name: getattr(settings, name)
+            for name in names
+            # per-row noise: the release's alphas are its level, not the sidebar's one-alpha epsilon and N
+            if not (np.ndim(release.alpha) and name in ("epsilon", "N"))
+        },
         "methods": {},
     }
     for name, runner in fits.active.items():
@@ -347,6 +432,43 @@ def result_summary(fits):
             entry.update(samples_saved=int(result["samples_saved"]), score=result["score"])
         summary["methods"][name] = entry
     return summary
+
+
+def privacy_level(release):
+    """The release's real noise level: one alpha (with its epsilon and N when known) or the range of its
+    per-row alphas (a per-row release was recorded as "epsilon 1, N 1", the sidebar's one-alpha values)."""
+    alpha = np.asarray(release.alpha, dtype=float)
+    if alpha.ndim:
+        return {
+            "per_row_alpha": True,
+            "alpha_min": float(alpha.min()),
+            "alpha_mean": float(alpha.mean()),
+            "alpha_max": float(alpha.max()),
+            "rows": int(alpha.size),
+            "describe": release.describe(),
+        }
+    level = {"per_row_alpha": False, "alpha": float(alpha), "describe": release.describe()}
+    if release.epsilon is not None and release.N is not None:
+        level.update(epsilon=float(release.epsilon), N=float(release.N))
+    return level
+
+
+def preset_record(fits):
+    """The preset the settings come from, its claim and the claim's verdict on the fits (None without a
+    preset): the same verdict the Fits tab shows."""
+    from app.fits_view import preset_verdict
+    from app.presets import PRESETS
+
+    preset = PRESETS.get(fits.settings.preset)
+    if preset is None:
+        return None
+    verdict = preset_verdict(fits)
+    return {
+        "name": preset.name,
+        "claim": preset.claim.text if preset.claim is not None else None,
+        "verdict": verdict.word if verdict is not None else None,
+        "why": verdict.text if verdict is not None else None,
+    }
 
 
 def save_results(fits, path, *, overwrite=False):

@@ -32,6 +32,7 @@ from app.runner import (
     MOVING_STATUSES,
     RATE_WINDOW_SECONDS,
     SCORED_CELLS_PER_ITERATION,
+    STALL_SECONDS,
     STATUSES,
     TRACE_COLUMNS,
     TRACE_SCORES,
@@ -132,6 +133,7 @@ class Fits(param.Parameterized):
         }
         self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._connected, self._lost_at = False, None
+        self._halted_unseen = False  # chains stopped while the page was gone: resend when it is back
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         self._redraw = Throttle(TRACE_SECONDS)
         # whether the trace plots are shown (the Fits tab's view shows or hides them): hidden, the
@@ -332,13 +334,18 @@ class Fits(param.Parameterized):
             with self._quietly():
                 self.halt()
                 self._poll()
-            if not any(runner.is_alive for runner in self.runners.values()):
-                self._draining.stop()
+            # the drain goes on (returning here at once) so that a page that reconnects hears the
+            # statuses as they are; the session's end (close) stops it
+            self._halted_unseen = True
             return 0
         if connection == "absent":
             self._poll()
             return 0  # nobody is watching: no redraws, until the page is back or gone
+        if self._halted_unseen:  # back after its chains were stopped unseen: the page learns the statuses
+            self._halted_unseen = False
+            self._resend_statuses()
         self.data.poll()
+        self.watch_progress()
         if not any(runner.has_output for runner in self.runners.values()):
             self._poll()
             if not self.busy and not any(runner.is_alive for runner in self.runners.values()):
@@ -379,6 +386,30 @@ class Fits(param.Parameterized):
         if redraw_cost is not None and not still:
             stretch(self._redraw, redraw_cost)
         return streamed
+
+    def watch_progress(self, now=None):
+        """The session's watchdog: a runner whose worker has left without settling its status is
+        settled (:meth:`ChainRunner.watch`), and when no running chain of the session has moved for
+        :data:`~app.runner.STALL_SECONDS` (or ten iterations of the slowest), each says so in words
+        (its ``note``, on its progress line). A chain waiting for a slower one is not stalled while
+        that one moves."""
+        now = time.monotonic() if now is None else now
+        quiet = {runner: runner.watch(now) for runner in self.runners.values()}
+        running = {runner: seconds for runner, seconds in quiet.items() if runner.status == "running"}
+        if not running:
+            return
+        limit = max(STALL_SECONDS, 10 * max(runner.seconds_per_iteration for runner in running))
+        still = min(seconds or 0.0 for seconds in running.values())
+        for runner in running:
+            note = ""
+            if still >= limit:
+                where = f"iteration {runner.reached:,}" if runner.reached else "its first iteration"
+                note = (
+                    f"no chain has moved for {still:.0f} s (this one is at {where}, its worker "
+                    f"{'alive' if runner.is_alive else 'gone'}): Stop or Reset ends the run"
+                )
+            if note != runner.note:
+                runner.note = note
 
     def stream_traces(self):
         """Stream the trace rows taken from the workers into the buffers, in one redraw of the
@@ -439,6 +470,13 @@ class Fits(param.Parameterized):
                 callback.stop()
 
         callback = pn.state.add_periodic_callback(poll, period=SOON_POLL_MS, count=SOON_POLLS)
+
+    def _resend_statuses(self):
+        """Send every runner's status line as it is now (set quietly while the page was away): a page
+        that reconnects to its session otherwise reads "running" for chains that were stopped."""
+        with self._batched():
+            for runner in self.runners.values():
+                runner.param.trigger("status", "iteration", "iterations_per_second", "error", "note")
 
     def _quietly(self):
         """The runners' parameters change without events: no view redraws for a page that has gone."""

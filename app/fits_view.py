@@ -38,7 +38,14 @@ LOWER_IS_BETTER = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae", "topic_
 HIGHER_IS_BETTER = ("npmi", "umass", "ess")
 CLOSEST_TO_ONE = ("rhat",)
 # Under a column's header: what the number is, where the label alone would mislead.
-HEADER_NOTES = {"rhat": "split, 1 chain", "ess": "bulk"}
+HEADER_NOTES = {
+    "rhat": "split, 1 chain",
+    "ess": "bulk",
+    # the chain's own compute time (Posterior.seconds): not the waits for its turn and for the others, so
+    # the it/s here exceeds the progress line's wall-clock rate (a 5-minute Figure 1 run read "56.91 s")
+    "seconds": "computing only",
+    "iterations_per_second": "per second computing",
+}
 CONVERGENCE_NOTE = (
     "R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
     "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
@@ -189,6 +196,24 @@ def mae_key(truth):
     return "rate_mae" if truth is not None and truth.mu is not None else "mae"
 
 
+def preset_verdict(fits):
+    """The :class:`~app.presets.Verdict` of the session's preset claim on its finished fits (None without
+    a preset claim); "not checked yet" while any of its fits runs. What the Fits tab shows and the
+    exported summary records."""
+    from app.presets import PRESETS, Verdict, check
+
+    preset = PRESETS.get(fits.settings.preset)
+    if preset is None or preset.claim is None:
+        return None
+    runners = fits.runners
+    involved = [runners[m] for m in preset.claim.methods if m in runners]
+    if len(involved) < len(preset.claim.methods) or any(m not in fits.active for m in preset.claim.methods):
+        return Verdict(None, "the methods it compares are not all chosen in the fit settings")
+    if any(runner.status not in ("done", "stopped") for runner in involved):
+        return Verdict(None, "checked when the run ends")
+    return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
+
+
 class FitsView(pn.viewable.Viewer):
     """Start, pause, resume, stop and reset the chains; see them converge."""
 
@@ -257,12 +282,14 @@ class FitsView(pn.viewable.Viewer):
             bar_color="primary",
         )
 
-        def text(status, iteration, goal, rate, error):
+        def text(status, iteration, goal, rate, error, note):
             speed = f"{rate:,.1f}" if 0 < rate < 10 else f"{rate:,.0f}"
             # a finished chain's speed is in the scoreboard (its average): no "0 it/s" here
-            speed = f", {speed} it/s" if rate > 0 and status in ("running", "pausing") else ""
+            # the wall-clock rate over the last second (the scoreboard's it/s counts computing time only)
+            speed = f", {speed} it/s (wall clock)" if rate > 0 and status in ("running", "pausing") else ""
             line = f"**{runner.label}** - {status}, iteration {iteration:,} / {goal:,}{speed}"
-            return line + (f" - {error}" if error else "")
+            line += f" - {error}" if error else ""
+            return line + (f" - *{note}*" if note else "")
 
         label = pn.pane.Markdown(
             pn.bind(
@@ -272,6 +299,7 @@ class FitsView(pn.viewable.Viewer):
                 goal,
                 runner.param.iterations_per_second,
                 runner.param.error,
+                runner.param.note,
             ),
             margin=(0, 10),
             sizing_mode="stretch_width",
@@ -292,18 +320,7 @@ class FitsView(pn.viewable.Viewer):
     def claim_verdict(self):
         """The :class:`~app.presets.Verdict` of the current preset's claim on the finished fits
         (None without a preset claim); "not checked yet" while any of its fits runs."""
-        from app.presets import PRESETS, Verdict, check
-
-        preset = PRESETS.get(self.fits.settings.preset)
-        if preset is None or preset.claim is None:
-            return None
-        runners = self.fits.runners
-        involved = [runners[m] for m in preset.claim.methods if m in runners]
-        if len(involved) < len(preset.claim.methods) or any(m not in self.fits.active for m in preset.claim.methods):
-            return Verdict(None, "the methods it compares are not all chosen in the fit settings")
-        if any(runner.status not in ("done", "stopped") for runner in involved):
-            return Verdict(None, "checked when the run ends")
-        return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
+        return preset_verdict(self.fits)
 
     def claim_html(self, verdict, preset_name, noise_seed):
         from app.presets import CLASS_SEED, PRESETS

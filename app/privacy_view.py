@@ -186,7 +186,7 @@ class PrivacyView(pn.viewable.Viewer):
         ).opts(color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
         return (p_y * p_yN).opts(
             title="What an adversary sees, under y and under y + N",
-            legend_position="top_right",
+            legend_position="right",  # beside the plot: over it, the legend hid a curve's peak
             responsive=True,
             min_height=280,
         )
@@ -202,7 +202,8 @@ class PrivacyView(pn.viewable.Viewer):
             color="#d62728", line_dash="dashed", line_width=2
         )
         if self.distance == self.N:
-            title = f"Log-ratio within +/- epsilon = {bound:g} (odds x e^{bound:g} at most)"
+            # three significant digits: a per-row release's median epsilon read "0.438712" and the title was cut
+            title = f"Log-ratio within +/- epsilon = {bound:.3g} (odds x e^{bound:.3g} at most)"
         else:
             title = f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N = {bound:.3g}"
         return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound), responsive=True, min_height=250)

@@ -68,6 +68,12 @@ LOCKSTEP_SLACK = 20
 TURN_SECONDS = 0.05
 # A waiting worker looks at its Control at least this often (a Stop also wakes it at once).
 WAKE_SECONDS = 0.25
+# The session's watchdog (ChainRunner.watch): a running chain that has posted no iteration for this
+# long (or ten of its own iterations' time, if longer) is reported in words on its progress line.
+STALL_SECONDS = 20.0
+# A worker that has left while its status still says it moves is settled after this long (its last
+# messages have had time to be drained).
+LEFT_SECONDS = 2.0
 
 
 def empty_trace():
@@ -274,6 +280,7 @@ class ChainRunner(param.Parameterized):
     iterations_per_second = param.Number(default=0.0, bounds=(0, None))
     result = param.Dict(default=None, allow_None=True)
     error = param.String(default="")
+    note = param.String(default="", doc="the watchdog's words on a run that does not move (or '')")
     options = param.Dict(default={}, doc="the method's options (e.g. the private method's sampler)")
 
     def __init__(self, method, *, buffer_length=BUFFER_LENGTH, pace=None, place=None, **params):
@@ -297,6 +304,7 @@ class ChainRunner(param.Parameterized):
         self._carry = {}  # what a run leaves for its continuation (the worker's, while one runs)
         self._rate_mark = None  # (time, iteration) the it/s figure is measured from
         self.reached = 0  # the last iteration the worker posted (not yet drained, perhaps)
+        self._progress = None  # (time, reached, alive) the watchdog last saw a change at
 
     # ---- what the registry says about the method ----------------------------------------
     @property
@@ -400,6 +408,32 @@ class ChainRunner(param.Parameterized):
             self.param.update(status=self._after, iterations_per_second=0.0)
         self._ended = None
         return True
+
+    def watch(self, now):
+        """The watchdog's look at this runner (the session calls it at every drain): a worker that
+        has left while the status still says it moves is settled. Returns the seconds since the
+        chain last moved (a new iteration, its worker leaving, a new status), None when it is still."""
+        if self.status not in MOVING_STATUSES:
+            self._progress = None
+            if self.note:
+                self.note = ""
+            return None
+        alive = self.is_alive
+        seen = (self.reached, alive, self.status)
+        if self._progress is None or self._progress[1:] != seen:
+            self._progress = (now, *seen)
+            if self.note:
+                self.note = ""
+            return 0.0
+        quiet = now - self._progress[0]
+        if not alive and quiet >= LEFT_SECONDS:  # its last messages have been drained by now
+            if not self.poll() and self._worker is None and self._next is None and self.status in MOVING_STATUSES:
+                self.param.update(status=self._after, iterations_per_second=0.0)
+        return quiet
+
+    @property
+    def seconds_per_iteration(self):
+        return 1.0 / self.iterations_per_second if self.iterations_per_second > 0 else 0.0
 
     def _request(self, what):
         """Launch ``what`` now if no worker is alive, else once the current one has left."""
@@ -710,8 +744,10 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 give_turn()  # to the back of the line
         give_turn()
         flush()
-        snapshot()
         if not control.stopped:
+            # the final snapshot scores the whole posterior (topics, diagnostics: a second or two on
+            # Enron under load): a Stop answers without it, keeping the snapshot of half a second ago
+            snapshot()
             carry.update(
                 chain_run=chain_run,
                 state=state,

@@ -18,7 +18,7 @@ import param
 
 from app.fits import Fits, follow_results
 from app.onscreen import ViewTabs
-from app.presets import Claim, Verdict, check
+from app.presets import DEFAULT_PRESET, Claim, Verdict, check
 from app.throttle import VIEW_SECONDS
 
 
@@ -34,6 +34,10 @@ class Step:
     starts_sweep: bool = False
     claim: Claim | None = None
 
+
+CANNOT_CHECK = "cannot be checked on these data"
+# A step's sentence about the opening preset's results, shown with a note when other data are loaded.
+OPENING_PRESET_WORDS = "opening preset"
 
 STEPS = (
     Step(
@@ -159,12 +163,29 @@ class Teaching(pn.viewable.Viewer):
             if sweep is None or not hasattr(sweep, "verdict"):
                 return Verdict(None, "this dashboard has no epsilon sweep to check it on")
             return sweep.verdict(claim)
+        missing = self.cannot_check(claim)
+        if missing:
+            return Verdict(None, missing)
         runners = self.fits.runners
         if any(m not in self.fits.active for m in claim.methods):
             return Verdict(None, "the methods it compares are not all chosen in the fit settings")
         if any(runners[m].status not in ("done", "stopped") for m in claim.methods):
             return Verdict(None, "checked when the fits end")
         return check(claim, {m: (runners[m].result or {}).get("score") or {} for m in claim.methods})
+
+    def cannot_check(self, claim):
+        """Why ``claim`` cannot be checked on the session's data ('' when it can): an MAE against the
+        true rates needs a simulation's rates, one against the true counts needs the counts (own data
+        have counts but no rates; an uploaded release has neither). The step waited for them for ever."""
+        truth = self.fits.data.truth
+        needs_rates = claim.key.startswith(("rate_", "heldout_rate_"))
+        if truth is not None and (truth.mu is not None or not needs_rates):
+            return ""
+        what = "true rates" if needs_rates else "true counts"
+        return (
+            f"{CANNOT_CHECK}: these data have no {what} ({'own counts' if truth is not None else 'a release'}, "
+            f"not a simulation); choose the preset {DEFAULT_PRESET} to see it checked"
+        )
 
     def _check_claim(self):
         self.verdict = self.step_verdict()
@@ -224,6 +245,11 @@ class Teaching(pn.viewable.Viewer):
             notes.append(self._start_fits())
         elif current.starts_sweep:
             notes.append(self._start_sweep(self.view(current.tab)))
+        if OPENING_PRESET_WORDS in current.text and self.fits.settings.preset != DEFAULT_PRESET:
+            notes.append(
+                f"What this step says of the {OPENING_PRESET_WORDS} is about {DEFAULT_PRESET}; the data loaded "
+                "now are others, and may show something else."
+            )
         self.param.update(step=step, note=" ".join(note for note in notes if note))
         self._back.disabled = step == 0
         self._next.disabled = step == len(STEPS) - 1
@@ -269,7 +295,16 @@ class Teaching(pn.viewable.Viewer):
         if self.note:
             text += f"\n\n*{self.note}*"
         if self.verdict is not None:
-            text += f"\n\n**This step's claim** ({step.claim.text}): **{self.verdict.word}**: {self.verdict.text}."
+            cannot = self.verdict.held is None and self.verdict.text.startswith(CANNOT_CHECK)
+            word, why = (
+                (CANNOT_CHECK, self.verdict.text[len(CANNOT_CHECK) + 2 :])
+                if cannot
+                else (
+                    self.verdict.word,
+                    self.verdict.text,
+                )
+            )
+            text += f"\n\n**This step's claim** ({step.claim.text}): **{word}**: {why}."
         return pn.pane.Markdown(text, sizing_mode="stretch_width", name="teaching-step")
 
     def __panel__(self):

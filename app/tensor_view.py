@@ -247,6 +247,8 @@ class TensorView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        if not self.applies:  # no tensor: nothing of this tab to export
+            return {}
         return {"tensor_profiles": self.profile_plots(), "tensor_pairs": self.pair_heatmaps()}
 
     def __panel__(self):

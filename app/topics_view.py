@@ -112,8 +112,12 @@ def term_topic_frame(topics, vocab, n_words):
 def topic_tables(fits, model, truth, vocab, n_top):
     """``(topics, table)`` of :class:`TopicsView`: the truth's topics (when ``truth`` has factors) and
     each fit's aligned to them, with their table rows (:func:`summarize_topics`); ``fits`` is
-    ``[(label, model, best factors)]``. Pure, so that a served session computes it off its event loop."""
-    phi_true = model.topics(truth.factors) if truth is not None else None
+    ``[(label, model, best factors)]``. Pure, so that a served session computes it off its event loop.
+
+    The reference corpus is the true counts whenever there are any, as in :func:`lpviz.metrics.score`
+    (own data uploaded as counts have true counts but no true topics: their scores were NaN here
+    while the scoreboard, scored against those counts, showed numbers)."""
+    phi_true = model.topics(truth.factors) if truth is not None and truth.factors else None
     reference = truth.Y if truth is not None else None
     topics, tables = {}, []
     if phi_true is not None:
@@ -187,7 +191,7 @@ class TopicsView(pn.viewable.Viewer):
             topic_tables,
             fits=[(runner.label, runner.result["model"], runner.result["best"]) for runner in runners],
             model=models.create(data.model, self.fits.settings.n_components),
-            truth=truth if truth is not None and truth.factors else None,
+            truth=truth,
             vocab=data.data.col_labels or None,
             n_top=self.n_top,
         )
@@ -225,9 +229,13 @@ class TopicsView(pn.viewable.Viewer):
         plots = []
         for name, frame in self.heatmap_frames().items():
             n_terms = frame["term"].nunique()
+            # the tab's order on both axes (topics 1..K; terms topic by topic, as listed), never sorted as
+            # text: an exported PNG labelled rows "word 0 ... word 14" over rows drawn in another order
+            topic = hv.Dimension("topic", values=list(dict.fromkeys(frame["topic"])))
+            term = hv.Dimension("term", values=list(dict.fromkeys(frame["term"])))
             # one row of text per term (a fixed height made the labels of large vocabularies overlap)
             plots.append(
-                hv.HeatMap(frame, ["topic", "term"], "P(term | topic)").opts(
+                hv.HeatMap(frame, [topic, term], "P(term | topic)").opts(
                     title=name,
                     cmap="Blues",
                     colorbar=True,
@@ -268,6 +276,8 @@ class TopicsView(pn.viewable.Viewer):
 
     def figures(self):
         """Current figures as static HoloViews objects, for export."""
+        if self.fits.data.release is None or not self.applies:  # no topics: nothing of this tab to export
+            return {}
         self.on_screen.catch_up()
         return {"topics_heatmaps": self.heatmaps()}
 

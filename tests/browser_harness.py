@@ -238,7 +238,7 @@ class Page:
     def timed(self, action, done, poll_ms=5):
         """Seconds from ``action`` (a button name, clicked inside the page) until the JavaScript
         condition ``done`` holds, timed by the page itself."""
-        button = self.page.get_by_role("button", name=action).element_handle()
+        button = self.page.get_by_role("button", name=action, exact=True).element_handle()
         return self.page.evaluate(
             f"""async (button) => {{
             const done = {done};

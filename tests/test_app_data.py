@@ -5,6 +5,7 @@ data with lpviz.datasets, the release with CountData.privatize, the held-out
 cells with holdout_mask.
 """
 
+import re
 import threading
 import time
 
@@ -377,6 +378,24 @@ def test_a_table_with_negative_counts_is_recognised_as_a_release(store):
     assert store.settings.source == "synthetic-topics" and store.release.shape == (90, 15)
 
 
+def test_negative_counts_get_one_instruction_and_an_empty_upload_replaces_the_previous_error(store):
+    """Issue 37 (MEDIUM 8): a table with negative counts got two conflicting instructions ("upload the .npz
+    that lpviz privatize writes" and "load the true counts here"); an empty file showed nothing, and the
+    previous file's error stayed."""
+    from app.controls_view import ControlsView
+
+    controls = ControlsView(data=store)
+    store.settings.source = "upload"
+    upload = next(w for w in controls.data_controls().select(pn.widgets.FileInput))
+    upload.param.update(filename="noised.csv", value=b"ann,bob,3\nbob,ann,-2\n")
+    message = store.error
+    assert "negative counts" in message and "-2" in message
+    assert "Upload the .npz" in message and "load the true counts" not in message
+    assert len(re.findall(r"\b(?:up)?load\b", message, flags=re.IGNORECASE)) == 1, message
+    upload.param.update(filename="empty.csv", value=b"")
+    assert "'empty.csv' is empty" in store.error and "negative" not in store.error
+
+
 def test_a_yes_that_arrives_before_the_put_back_stands(monkeypatch):
     """Served, a refused change is put back on the next tick; on a busy server the yes to the
     question can be handled first. The yes must stand, and what depends on the setting must hear it."""
@@ -626,3 +645,37 @@ def test_the_own_data_panel_names_every_format_and_its_example_loads(store):
     controls = ControlsView(data=store)
     shown = [p.object for p in controls.data_controls().select(pn.pane.Markdown) if p.name == "own-data-help"]
     assert shown == [OWN_DATA_HELP]  # visible beside the upload button while the source is an upload
+
+
+def test_figure1s_N_is_shown_with_at_most_four_decimals():
+    """Issue 37 (LOW): Figure 1's N (the data's mean count) was shown as 15.628947368421052. The field
+    shows it through a number format of at most four decimals; the value in force keeps its precision."""
+    from app.controls_view import widget
+
+    store = DataStore(Settings(preset="Figure 1"), background=False)
+    field = widget(store.settings, "N")
+    assert field.value == store.settings.N and len(repr(store.settings.N).split(".")[1]) > 4
+    decimals = field.format.split("[.]")[1] if field.format and "[.]" in field.format else None
+    assert decimals is not None and decimals.strip("[]").count("0") == 4, field.format
+
+
+def test_a_preset_text_ranks_as_best_only_what_its_checked_claim_ranks():
+    """Issue 37 (MEDIUM 13): Figure 3 (large alpha0) said the non-private fit "stays best" while private was
+    starred best on NPMI, UMass and topic error; only the claim (private's MAE below naive's) is checked
+    by a run (tests/test_presets_claims.py). A sentence of a preset text that calls a method best must be
+    backed by its claim: the method among the claim's ``better``."""
+    from app.presets import PRESETS
+    from lpviz.methods import METHODS
+
+    for name, preset in PRESETS.items():
+        for sentence in re.split(r"(?<=[.;])\s", preset.text):
+            text = sentence.replace("best constant", "").replace("best of each column", "")
+            if not re.search(r"\bbest\b", text):
+                continue
+            named = [
+                m
+                for m in METHODS
+                if re.search(rf"(?<!non-)\b{re.escape(m.replace('nonprivate', 'non-private'))}\b", text.lower())
+            ]
+            better = preset.claim.better if preset.claim is not None else ()
+            assert named and all(m in better for m in named), f"{name}: {sentence!r} is not what its claim checks"

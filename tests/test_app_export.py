@@ -103,3 +103,96 @@ def test_long_method_titles_are_wrapped_inside_their_panels():
         title, panel = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
         assert panel.x0 <= title.x0 and title.x1 <= panel.x1, ax.title.get_text()
     assert overlapping_texts(fig) == []
+
+
+def test_the_summary_records_the_releases_real_privacy_level_the_preset_its_claim_and_verdict():
+    """Issue 37 (MEDIUM 11): a per-row-alpha release (alpha 0.386-0.979) was recorded as "epsilon 1, N 1",
+    with no preset, claim or verdict."""
+    import json
+
+    from app.export import results_bytes
+    from app.fits_view import FitsView
+    from app.presets import PRESETS
+
+    name = "Figure 3 (large alpha0)"
+    fits = Fits(DataStore(Settings(preset=name), background=False))
+    try:
+        summary = json.loads(results_bytes(fits, ".json"))
+        alpha = fits.data.release.alpha
+        privacy = summary["privacy"]
+        assert privacy["per_row_alpha"] is True and privacy["rows"] == len(alpha)
+        assert privacy["alpha_min"] == pytest.approx(float(np.min(alpha)))
+        assert privacy["alpha_max"] == pytest.approx(float(np.max(alpha)))
+        assert privacy["alpha_min"] < privacy["alpha_max"]
+        assert "epsilon" not in summary["settings"] and "N" not in summary["settings"]
+        verdict = FitsView(fits=fits).claim_verdict()
+        assert summary["preset"] == {
+            "name": name,
+            "claim": PRESETS[name].claim.text,
+            "verdict": verdict.word,
+            "why": verdict.text,
+        }
+        assert summary["preset"]["verdict"] == "not checked yet"  # nothing has run
+        fits.settings.param.update(heterogeneous=False, epsilon=2.0, N=1.0)  # one alpha: its epsilon and N
+        summary = json.loads(results_bytes(fits, ".json"))
+        assert summary["privacy"]["per_row_alpha"] is False
+        assert summary["privacy"]["epsilon"] == 2.0 and summary["privacy"]["N"] == 1.0
+        assert summary["privacy"]["alpha"] == pytest.approx(np.exp(-2.0))
+        assert summary["preset"] is None  # a setting changed by hand: the settings are one's own
+    finally:
+        fits.close()
+
+
+def test_exports_are_offered_only_for_what_the_data_have():
+    """Issue 37 (LOW): blocks and tensor exports were offered for topics data (an empty "No network" plot)."""
+    from app.blocks_view import BlocksView
+    from app.export import ExportView
+    from app.tensor_view import TensorView
+    from app.topics_view import TopicsView
+
+    fits = Fits(DataStore(Settings(source="synthetic-topics"), background=False))
+    try:
+        views = [TopicsView(fits=fits), BlocksView(fits=fits), TensorView(fits=fits)]
+        offered = set(ExportView(fits=fits, views=views).available_figures())
+        assert "topics_heatmaps" in offered
+        assert not any(name.startswith(("blocks_", "tensor_")) for name in offered), offered
+        fits.settings.source = "synthetic-blocks"
+        offered = set(ExportView(fits=fits, views=views).available_figures())
+        assert {"blocks_rates", "blocks_memberships"} <= offered
+        assert not any(name.startswith(("topics_", "tensor_")) for name in offered), offered
+    finally:
+        fits.close()
+
+
+def test_exported_topic_heatmaps_are_the_tabs_rows_and_values_on_a_16_9_slide():
+    """Issue 37 (HIGH 3, MEDIUM 11): the topics PNG drew rows in reversed order under labels sorted as text
+    ("word 0 ... word 14"), a 14-row naive panel for 15 words, a number in every cell ("8.0963e-13"), on
+    narrow strips with titles over several lines. Read back from the figure the PNG saves: each panel's
+    row and column names, top to bottom, and its matrix are the Topics tab's (its heatmaps' frames)."""
+    from app.export import SLIDE_INCHES, heatmap_labels
+    from app.topics_view import TopicsView
+    from tests.test_app_views import run_fits
+
+    fits = run_fits(Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3))))
+    try:
+        view = TopicsView(fits=fits)
+        frames = view.heatmap_frames()
+        fig = matplotlib_figure(view.figures()["topics_heatmaps"])
+        panels = [ax for ax in fig.axes if ax.get_images()]
+        assert [ax.get_title() for ax in panels] == list(frames)  # the tab's panels, in its order
+        for ax in panels:
+            frame = frames[ax.get_title()]
+            terms = list(dict.fromkeys(frame["term"]))  # the tab's rows, top to bottom (its y factors reversed)
+            topics = list(dict.fromkeys(frame["topic"]))
+            live_plot = view._live_heatmaps.figures[ax.get_title()][0]
+            assert list(live_plot.y_range.factors)[::-1] == terms
+            columns, rows, matrix = heatmap_labels(ax)
+            assert rows == terms and columns == topics
+            expected = frame.pivot_table(index="term", columns="topic", values="P(term | topic)")
+            np.testing.assert_allclose(matrix, expected.reindex(index=terms, columns=topics).to_numpy())
+            assert len(ax.texts) == 0  # no number per cell on a 15-row heatmap
+            assert "\n" not in ax.get_title()
+        assert tuple(fig.get_size_inches()) == pytest.approx(SLIDE_INCHES)
+        assert overlapping_texts(fig) == []
+    finally:
+        fits.close()

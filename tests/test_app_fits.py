@@ -863,3 +863,87 @@ def test_resume_after_the_end_checks_the_longer_run(fits, monkeypatch):
     with pytest.raises(MemoryBudgetError, match=r"20,000,120 iterations"):
         fits.resume()
     assert all(runner.status == "done" for runner in fits.active.values())
+
+
+def test_the_watchdog_says_when_no_chain_moves_and_stop_still_ends_the_run(fits, monkeypatch):
+    """Issue 37 (HIGH 1): a run that stops moving is reported in words on its progress lines, and
+    Stop ends it whatever the workers wait in (here: every place at the process's turnstile taken)."""
+    from app import runner as runner_module
+    from app.fits_view import FitsView
+
+    turns = runner_module.turnstile()
+    fits.settings.n_iter = 100_000
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration >= 1 for r in fits.active.values()))
+    with turns._condition:
+        taken = turns.places
+        turns._inside += taken  # nobody gets a turn: every chain waits in line
+    try:
+        reached = {name: r.reached for name, r in fits.active.items()}
+        time.sleep(0.5)  # the turns running when the places were taken end within TURN_SECONDS
+        fits.drain()
+        now = time.monotonic()
+        fits.watch_progress(now)
+        assert all(r.note == "" for r in fits.runners.values())  # quiet for no time yet
+        fits.watch_progress(now + runner_module.STALL_SECONDS + 1)
+        assert all(r.iteration >= reached[name] for name, r in fits.active.items())
+        for r in fits.active.values():
+            assert r.status == "running" and r.note.startswith("no chain has moved for "), r.note
+            assert "Stop or Reset ends the run" in r.note
+        view = FitsView(fits=fits)
+        lines = [row.objects[1].object for row in view.progress().objects]
+        assert all("no chain has moved" in line for line in lines)
+        fits.stop()
+        for r in fits.active.values():
+            assert r.join(timeout=5), r.method
+        drain_until(fits, lambda: all(r.status == "stopped" for r in fits.active.values()))
+        fits.watch_progress()
+        assert all(r.note == "" for r in fits.runners.values())
+    finally:
+        with turns._condition:
+            turns._inside -= taken
+            turns._condition.notify_all()
+
+
+def test_a_page_back_after_its_chains_were_stopped_unseen_hears_their_statuses(fits, monkeypatch):
+    """Issue 37 (HIGH 1): a page whose connection dropped for longer than LOST_CONNECTION_SECONDS has its
+    chains stopped without events (nobody watches); when it reconnects, the statuses are sent again
+    (the page read "running, iteration 380 / 400" for ever, and its Stop reached a stopped run)."""
+    fits.settings.n_iter = 100_000
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration >= 1 for r in fits.active.values()))
+    monkeypatch.setattr(fits, "connection", lambda: "lost")
+    fits.drain()  # lost: halted without events
+    for r in fits.active.values():
+        assert r.join(timeout=5)
+    fits.drain()  # the workers have left: settled without events
+    assert all(r.status == "stopped" for r in fits.active.values())
+    seen = []
+    for r in fits.runners.values():
+        r.param.watch(lambda event: seen.append((event.obj.method, event.new)), ["status"])
+    monkeypatch.setattr(fits, "connection", lambda: "present")  # the page is back
+    fits.drain()
+    assert {method for method, _ in seen} >= set(fits.active)  # every status line is sent again
+    assert all(r.status == "stopped" for r in fits.active.values())
+
+
+def test_the_seconds_and_speeds_say_what_they_count(fits):
+    """Issue 37 (MEDIUM 7): the progress line read "179 it/s" beside the scoreboard's "1,029 it/s", and
+    Figure 1's "seconds 56.91" for a run of about 5 minutes, with nothing saying the table counts the
+    chains' computing time only (lpviz.metrics.score's seconds: the posterior's, without the waits)."""
+    from app.fits_view import board_frame, scoreboard_html
+    from lpviz.metrics import SCORE_LABELS
+
+    fits.settings.n_iter = 100_000
+    view = FitsView(fits=fits)
+    fits.start()
+    runner = fits.runners["private"]
+    drain_until(fits, lambda: runner.iterations_per_second > 0)
+    line = view.progress().objects[list(fits.active).index("private")].objects[1].object
+    assert re.search(r"[\d,.]+ it/s \(wall clock\)", line), line
+    drain_until(fits, lambda: all((r.result or {}).get("score") for r in fits.active.values()))
+    fits.pause()
+    drain_until(fits, lambda: not fits.moving)
+    html = scoreboard_html(board_frame(list(fits.active.values())))
+    assert f"{SCORE_LABELS['seconds']}<br><small>(computing only)</small>" in html
+    assert f"{SCORE_LABELS['iterations_per_second']}<br><small>(per second computing)</small>" in html

@@ -300,7 +300,8 @@ def test_the_scoreboard_step_starts_the_fits_once(topic_fits):
     assert all(runner.status == "done" for runner in topic_fits.active.values())
     teaching.back()
     teaching.next()  # back on the scoreboard: the finished fits stay, nothing restarts
-    assert all(runner.status == "done" for runner in topic_fits.active.values()) and teaching.note == ""
+    assert all(runner.status == "done" for runner in topic_fits.active.values())
+    assert "started for you" not in teaching.note  # (these are not the opening preset's data: it says so)
 
 
 def test_in_a_notebook_teaching_brings_the_views_its_steps_name(topic_fits):
@@ -420,7 +421,7 @@ def test_every_teaching_step_lands_on_a_view_with_data(topic_fits):
     finished = sweep.points
     teaching.back()
     teaching.next()
-    assert sweep.state == "finished" and sweep.points is finished and teaching.note == ""
+    assert sweep.state == "finished" and sweep.points is finished and "started for you" not in teaching.note
 
 
 def test_the_bessel_law_on_a_release_follows_the_samplers_parametrisation():
@@ -462,3 +463,38 @@ def test_the_bessel_law_on_a_release_follows_the_samplers_parametrisation():
     assert subset.size == 500
     with pytest.raises(ValueError, match="do not fit"):
         release_draws(release, rates[:, :10])
+
+
+def test_teaching_steps_that_cannot_apply_to_uploaded_data_say_so():
+    """Issue 37 (MEDIUM 9): with an uploaded count matrix, the scoreboard step waited for ever for true
+    rates such data cannot have, and said "On the opening preset ..." whatever was loaded."""
+    import io
+
+    from app.datastore import DataStore
+    from app.fits import Fits
+    from app.settings import Settings
+    from app.teaching import CANNOT_CHECK, STEPS, Teaching
+
+    rng = np.random.default_rng(3)
+    buffer = io.BytesIO()
+    np.savez(buffer, Y=rng.poisson(2.0, size=(40, 25)))
+    fits = Fits(DataStore(Settings(noise_seed=3), background=False))
+    try:
+        fits.data.load_upload(buffer.getvalue(), "counts.npz")
+        assert fits.data.truth is not None and fits.data.truth.mu is None
+        fits.settings.param.update(n_iter=60, burn_in=20, thin=10)
+        teaching = Teaching(fits=fits)
+        scoreboard = next(i for i, step in enumerate(STEPS) if step.starts_fits)
+        teaching.on = True
+        teaching.go(scoreboard)
+        for runner in fits.active.values():
+            assert runner.join(timeout=120)
+        fits.drain()
+        teaching._check_claim()
+        assert teaching.verdict.held is None and teaching.verdict.text.startswith(CANNOT_CHECK)
+        assert "no true rates" in teaching.verdict.text
+        text = teaching._text().object
+        assert f"**{CANNOT_CHECK}**" in text and "not checked yet" not in text
+        assert "opening preset is about Figure 3 (large alpha0)" in teaching.note
+    finally:
+        fits.close()

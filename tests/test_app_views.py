@@ -269,6 +269,36 @@ def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     assert live.figures == {} and "No topics yet" in live.panel.objects[0].object
 
 
+def test_topic_scores_on_own_data_equal_the_summary(tmp_path):
+    """Issue 37 (HIGH 4): after fitting an uploaded 40 x 25 count matrix, the Topics tab showed NPMI and
+    coherence NaN for every topic while the scoreboard (lpviz.metrics.score, with the uploaded counts as
+    the reference corpus) showed numbers: own counts have true counts but no true topics."""
+    import io
+
+    from app.topics_view import TopicsView
+
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(rng.gamma(0.5, 2.0, size=(40, 1)) * rng.gamma(0.5, 2.0, size=(1, 25)))
+    buffer = io.BytesIO()
+    np.savez(buffer, Y=counts)
+    fits = make_fits(source="synthetic-topics", n_components=3)
+    fits.data.load_upload(buffer.getvalue(), "counts.npz")
+    assert fits.data.error == "" and fits.data.truth is not None and not fits.data.truth.factors
+    assert fits.data.model == "topics" and fits.data.release.shape == (40, 25)
+    run_fits(fits)
+    view = TopicsView(fits=fits)
+    table, scores = view.table, view.mean_scores().set_index("method")
+    assert "truth" not in set(table["method"])  # no true topics to list
+    for runner in fits.active.values():
+        rows = table[table["method"] == runner.label]
+        assert len(rows) == fits.settings.n_components and rows["NPMI"].notna().all()
+        summary = runner.result["score"]
+        assert summary["npmi"] is not None
+        assert rows["NPMI"].mean() == pytest.approx(summary["npmi"])
+        assert scores.loc[runner.label, "NPMI"] == pytest.approx(summary["npmi"])
+        assert rows["coherence"].dropna().mean() == pytest.approx(summary["umass"])
+
+
 def test_topics_view_waits_for_samples_and_explains_networks():
     from app.topics_view import TopicsView
 
@@ -620,3 +650,19 @@ def test_the_simulation_export_keeps_the_actor_names_shown_on_the_axes():
         assert arrays["row_labels"].tolist() == arrays["col_labels"].tolist() == ["ann", "bob", "cy"]
     finally:
         fits.close()
+
+
+def test_privacy_titles_show_three_significant_digits_and_the_legend_stands_beside_the_curves():
+    """Issue 37 (LOW): on a per-row release the Privacy tab's title read its median epsilon with six
+    digits (cut at the plot's edge), and the adversary plot's legend covered a curve."""
+    import holoviews as hv
+
+    from app.privacy_view import PrivacyView
+
+    data = DataStore(Settings(preset="Figure 3 (large alpha0)"), background=False)
+    view = PrivacyView(data=data, y=4)
+    title = hv.Store.lookup_options("bokeh", view.log_ratio_plot(), "plot").kwargs["title"]
+    numbers = re.findall(r"\d+\.\d+", title)
+    assert numbers and all(len(n.replace(".", "").lstrip("0")) <= 3 for n in numbers), title
+    legend = hv.Store.lookup_options("bokeh", view.adversary_plot(), "plot").kwargs["legend_position"]
+    assert legend in ("right", "left", "bottom", "top"), legend  # outside the plot area
