@@ -407,8 +407,7 @@ def result_summary(fits):
             "model": data.model,
             "kind": release.kind,
             "shape": list(release.shape),
-            # in words, without "(noise seed S)": no file holds the seed
-            "release": release.describe().replace(f" (noise seed {release.noise_seed})", ""),
+            "release": release.describe(noise_seed=False),  # no file holds the seed
         },
         "privacy": privacy_level(release),
         "preset": preset_record(fits),
@@ -445,9 +444,9 @@ def privacy_level(release):
             "alpha_mean": float(alpha.mean()),
             "alpha_max": float(alpha.max()),
             "rows": int(alpha.size),
-            "describe": release.describe(),
+            "describe": release.describe(noise_seed=False),
         }
-    level = {"per_row_alpha": False, "alpha": float(alpha), "describe": release.describe()}
+    level = {"per_row_alpha": False, "alpha": float(alpha), "describe": release.describe(noise_seed=False)}
     if release.epsilon is not None and release.N is not None:
         level.update(epsilon=float(release.epsilon), N=float(release.N))
     return level

@@ -344,15 +344,16 @@ class Release:
         """The same release with other held-out cells (None: none)."""
         return replace(self, heldout=heldout)
 
-    def describe(self):
-        """One line: shape, kind and the noise level in words."""
+    def describe(self, *, noise_seed=True):
+        """One line: shape, kind and the noise level in words; a simulation's seed only with
+        ``noise_seed`` (for the screen: a line written into a file must leave it out)."""
         level = f"epsilon={self.epsilon:g}, N={self.N:g}, " if self.epsilon is not None and self.N is not None else ""
         if np.ndim(self.alpha):
             low, high = np.min(self.alpha), np.max(self.alpha)
             noise = f"per-row alpha, mean {np.mean(self.alpha):.3g} (from {low:.3g} to {high:.3g})"
         else:
             noise = f"{level}alpha={format_alpha(self.alpha)}"
-        seed = f" (noise seed {self.noise_seed})" if self.noise_seed is not None else ""
+        seed = f" (noise seed {self.noise_seed})" if noise_seed and self.noise_seed is not None else ""
         origin = f"simulation{seed}" if self.simulated else "release (exact noise)"
         return f"{' x '.join(f'{n:,}' for n in self.shape)} {self.kind}, {noise}; {origin}"
 
