@@ -266,7 +266,7 @@ def test_cancel_after_the_first_result_leaves_the_rest_unrun_in_process(tmp_path
 def test_cancel_after_the_first_result_leaves_the_rest_unrun_on_dask(tmp_path, dask_client):
     from distributed import get_task_stream
 
-    tasks = small_tasks(n_iter=400)
+    tasks = small_tasks(n_iter=2000)  # each task longer than the cancel takes to arrive, even on a loaded machine
     cancel = threading.Event()
     store = ResultStore(tmp_path)
     with get_task_stream(dask_client) as stream:
