@@ -9,6 +9,8 @@ builds on the engine), so neither needs the other at import; ``lpviz.run``,
 ``lpviz.fit`` and ``lpviz.engine.run``/``fit`` are these functions.
 """
 
+import os
+
 import numpy as np
 
 from lpviz import methods as method_registry
@@ -148,16 +150,50 @@ def fit(
     init=None,
     bessel_point=None,
     tol=None,
+    scheduler=None,
     **options,
 ):
     """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
 
     Parameters are those of :func:`run`, plus ``callback``: called as
     ``callback(state)`` with the :class:`ChainState` after every iteration
-    (e.g. to drive a progress bar).
+    (e.g. to drive a progress bar), and ``scheduler``: a Dask scheduler's
+    address or a ``distributed.Client`` (default ``LPVIZ_SCHEDULER``) to run
+    the one chain over its workers, bit for bit the chain of one process
+    (:mod:`lpviz.distributed`; the result is a
+    :class:`lpviz.distributed.DistributedPosterior`).
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
+    scheduler = scheduler if scheduler is not None else (os.environ.get("LPVIZ_SCHEDULER") or None)
+    if scheduler is not None:
+        from lpviz import distributed
+
+        unsupported = dict(alpha=alpha, mask=mask, init=init, bessel_point=bessel_point, tol=tol)
+        given = [key for key, value in unsupported.items() if value is not None]
+        if inference != "mcmc" or given:
+            raise ValueError(
+                f"a chain over a cluster (scheduler=) takes a Release and runs MCMC; drop "
+                f"{', '.join(given) or 'inference'} or fit in one process (no scheduler)"
+            )
+        return distributed.fit(
+            data,
+            scheduler=scheduler,
+            model=model,
+            method=method,
+            n_components=n_components,
+            n_iter=n_iter,
+            burn_in=burn_in,
+            thin=thin,
+            truth=truth,
+            sampler=sampler,
+            a0=a0,
+            b0=b0,
+            random_state=random_state,
+            parallel=parallel,
+            callback=callback,
+            **options,
+        )
     chain_run = run(
         data,
         model=model,

@@ -21,6 +21,7 @@ chain gets) and reports R-hat and ESS (:mod:`lpviz.diagnostics`);
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -166,6 +167,13 @@ def register(subparsers):
         default="random",
         help="with --inference mcmc: start the chains at random (default) or from a variational fit",
     )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run each chain over the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786; "
+        "default LPVIZ_SCHEDULER): the same chain, bit for bit (docs/guides/distributed.md)",
+    )
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
@@ -248,6 +256,15 @@ def run_method(release, truth, *, model, method, n_components, iterations, burn_
     from ..metrics import score
 
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)
+    scheduler = options.pop("scheduler", None) or os.environ.get("LPVIZ_SCHEDULER") or None
+    if scheduler is not None:  # one chain over a Dask cluster (lpviz.distributed)
+        from ..driver import fit
+
+        posterior = fit(
+            data, model=model, method=method, n_components=n_components, n_iter=iterations, burn_in=burn_in,
+            thin=thin, truth=with_truth, random_state=seed, scheduler=scheduler, **options,
+        )  # fmt: skip
+        return posterior, score(posterior, release, truth)
     chain_run = run(
         data,
         model=model,
@@ -467,6 +484,7 @@ def run(args):
                     thin=args.thin,
                     seed=np.random.default_rng(one_seed),
                     progress=True if args.json or args.no_progress else None,
+                    scheduler=args.scheduler,
                     **inference,
                     **method_options_here,
                 )
