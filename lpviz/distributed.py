@@ -45,7 +45,15 @@ from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_p
 from lpviz.models.base import Work
 from lpviz.release import Release, Truth
 
-__all__ = ["fit", "connect", "partition_rows", "Partition", "DistributedPosterior", "SchedulerUnreachable"]
+__all__ = [
+    "fit",
+    "connect",
+    "partition_rows",
+    "Partition",
+    "DistributedPosterior",
+    "SchedulerUnreachable",
+    "WorkerLost",
+]
 
 SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 # Seconds to reach a scheduler before giving up with one message (never a hang).
@@ -58,6 +66,10 @@ SPLIT_MODELS = ("topics",)
 
 class SchedulerUnreachable(ConnectionError):
     """No Dask scheduler answered at the address given."""
+
+
+class WorkerLost(RuntimeError):
+    """A worker holding rows of the chain was lost; resume from the last checkpoint."""
 
 
 def _empty_lists(n):
@@ -179,14 +191,41 @@ class Partition:
     def sample(self, index):
         return self.samples[index]
 
-    def state_arrays(self):
-        """What a checkpoint keeps of this partition."""
+    def save(self, folder):
+        """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically."""
+        from lpviz._files import atomic_write
+
         arrays = {"theta": self.theta, "n_samples": np.asarray(len(self.samples))}
         for i, theta in enumerate(self.samples):
             arrays[f"sample_{i}"] = theta
         if self.rate_sum is not None:
             arrays["rate_sum"] = self.rate_sum
-        return arrays
+        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        return True
+
+    def restore(self, folder, pieces):
+        """Take this partition's rows from the checkpoint's partitions ``pieces`` [(start, stop)]
+        (a checkpoint made on another number of workers cuts the rows elsewhere)."""
+        samples, rate_sum = None, None
+        for start, stop in pieces:
+            low, high = max(start, self.start_row), min(stop, self.stop_row)
+            if low >= high:
+                continue
+            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+                mine, theirs = slice(low - self.start_row, high - self.start_row), slice(low - start, high - start)
+                self.theta[mine] = archive["theta"][theirs]
+                n = int(archive["n_samples"])
+                if samples is None:
+                    samples = [np.empty_like(self.theta) for _ in range(n)]
+                for i in range(n):
+                    samples[i][mine] = archive[f"sample_{i}"][theirs]
+                if "rate_sum" in archive:
+                    if rate_sum is None:
+                        rate_sum = np.empty((len(self.theta), self.n_cols))
+                    rate_sum[mine] = archive["rate_sum"][theirs]
+        self.samples, self.rate_sum = samples or [], rate_sum
+        return True
 
 
 # ---------------------------------------------------------------------------
@@ -246,6 +285,7 @@ class DistributedPosterior(Posterior):
         self._mu_hat = None
         self.partitions, self.actors = partitions, actors
         self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
+        self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
 
     def record(self, state_traces, phi, saved):
         log_joint, log_marginal, seconds = state_traces
@@ -374,6 +414,9 @@ def fit(
     callback=None,
     timeout=CONNECT_TIMEOUT,
     workers=None,
+    checkpoint=None,
+    checkpoint_every=25,
+    resume=False,
     **options,
 ):
     """:func:`lpviz.fit` of one chain over the workers of the Dask cluster at ``scheduler``: the
@@ -381,7 +424,13 @@ def fit(
     :class:`DistributedPosterior` (rates and theta stay on the workers until asked for).
 
     ``workers``: the workers to use (addresses, or how many; default every worker of the cluster,
-    in the scheduler's sorted order); ``timeout``: seconds to reach the scheduler."""
+    in the scheduler's sorted order); ``timeout``: seconds to reach the scheduler.
+
+    ``checkpoint``: a folder (every worker and the driver must reach it: the cluster's shared
+    storage) where the chain's state is saved every ``checkpoint_every`` iterations, atomically
+    (the parts of a checkpoint first, then the file ``LATEST`` naming it). A lost worker stops the
+    chain with :class:`WorkerLost`; ``resume=True`` with the same arguments continues from the
+    last checkpoint, on any number of workers, and gives the chain an unbroken run gives."""
     if not isinstance(data, Release):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
@@ -414,6 +463,12 @@ def fit(
     alpha = data.alpha_per_row if method_instance.needs_alpha else None
     n_rows, n_cols = data.shape
     chain_seed = chain_seed_from(random_state)
+    checkpoint_every = int(checkpoint_every)
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if checkpoint is not None and not os.path.isdir(checkpoint):
+        raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
+    saved_state = _read_checkpoint(checkpoint, chain_seed, (n_rows, n_cols), n_iter) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
     try:
         posterior = _run(
@@ -431,6 +486,7 @@ def fit(
             parallel,
             callback,
             workers,
+            (checkpoint, checkpoint_every, saved_state),
         )
     except BaseException:
         if owned:
@@ -478,8 +534,76 @@ def _pick_workers(client, chosen):
     return list(chosen)
 
 
+def _read_checkpoint(folder, seed, shape, n_iter):
+    """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain)."""
+    if folder is None:
+        raise ValueError("resume=True needs checkpoint=FOLDER, the folder the chain saved its state in")
+    latest = os.path.join(folder, "LATEST")
+    if not os.path.exists(latest):
+        raise FileNotFoundError(f"no checkpoint in {folder!r} (no LATEST file); run without resume=True")
+    with open(latest, encoding="utf-8") as handle:
+        name = handle.read().strip()
+    with np.load(os.path.join(folder, name, "driver.npz")) as archive:
+        state = {key: archive[key] for key in archive.files}
+    if int(state["chain_seed"]) != seed or tuple(int(n) for n in state["shape"]) != tuple(shape):
+        raise ValueError(
+            f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
+            "arguments of the chain that wrote it, or choose another folder"
+        )
+    if int(state["iteration"]) > n_iter:
+        raise ValueError(f"the checkpoint is at iteration {int(state['iteration'])}, past n_iter = {n_iter}")
+    state["folder"] = os.path.join(folder, name)
+    return state
+
+
+def _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors):
+    """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
+    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes."""
+    import shutil
+
+    from lpviz._files import atomic_write
+
+    name = f"iteration-{iteration:09d}"
+    target = os.path.join(folder, name)
+    os.makedirs(target, exist_ok=True)
+    for future in [actor.save(target) for actor in actors]:
+        future.result()
+    arrays = {
+        "iteration": np.asarray(iteration),
+        "chain_seed": np.asarray(seed),
+        "shape": np.asarray(shape),
+        "phiT": phiT,
+        "partitions": np.asarray(posterior.partitions),
+        "log_joint": np.asarray(posterior._log_joint, dtype=float),
+        "log_marginal": np.asarray(posterior._log_marginal, dtype=float),
+        "seconds": np.asarray(posterior._seconds, dtype=float),
+        "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
+        "saved_log_joint": np.asarray(posterior.saved_log_joint, dtype=float),
+        "phi_samples": np.asarray(posterior.phi_samples).reshape(-1, *phiT.T.shape),
+    }
+    atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
+    atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
+    for entry in os.listdir(folder):
+        if entry.startswith("iteration-") and entry != name:
+            shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+
+
 def _run(
-    client, counts, alpha, model, method, method_options, shape, n_iter, burn_in, thin, seed, parallel, callback, chosen
+    client,
+    counts,
+    alpha,
+    model,
+    method,
+    method_options,
+    shape,
+    n_iter,
+    burn_in,
+    thin,
+    seed,
+    parallel,
+    callback,
+    chosen,
+    saving,
 ):
     n_rows, n_cols = shape
     workers = _pick_workers(client, chosen)
@@ -512,7 +636,11 @@ def _run(
             allow_other_workers=False,
             pure=False,
         )
-        actors.append(future.result())
+        actor = future.result()
+        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
+        # may hold several clients, and a call through another cluster's never returns)
+        actor._client, actor._future = client, future
+        actors.append(actor)
         del piece, piece_future
     # The start: theta and phi from the chain seed's generator, as Chain._start draws them
     total = sum(actor.count_total().result() for actor in actors)
@@ -523,6 +651,15 @@ def _run(
             rows = min(stop, first + START_ROWS) - first
             actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
     phiT = rng.gamma(1.0, level, (n_cols, model.n_components))
+    folder, every, saved_state = saving
+    if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
+        pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
+        for future in [actor.restore(saved_state["folder"], pieces) for actor in actors]:
+            future.result()
+        phiT = np.array(saved_state["phiT"])
+        done = int(saved_state["iteration"])
+    else:
+        done = 0
     for future in [actor.begin(phiT) for actor in actors]:
         future.result()
     driver_state = (np.zeros((1, model.n_components)), phiT)
@@ -538,42 +675,90 @@ def _run(
     posterior = DistributedPosterior(
         model, method, shape, burn_in=burn_in, thin=thin, partitions=partitions, actors=actors
     )
-    W = len(actors)
-    for iteration in range(1, n_iter + 1):
-        started = time.perf_counter()
-        moved = 0
-        # rows: the method's sweep and theta, each partition at once
-        n_kv_parts = [actor.sweep(phiT, iteration) for actor in actors]
-        moved += W * phiT.nbytes
-        n_kv = None
-        for future in n_kv_parts:
-            part = future.result()
-            moved += part.nbytes
-            n_kv = part if n_kv is None else n_kv + part
-        theta_sum = np.zeros(model.n_components)
-        for actor in actors:  # in row order: the one-process chain's additions
-            theta_sum = actor.theta_sums(theta_sum).result()
-        moved += 2 * W * theta_sum.nbytes
-        # columns: phi, here, from the chain's own streams
-        model.update_columns(driver_state, n_kv, theta_sum, column_work, iteration)
-        save = iteration > burn_in and (iteration - burn_in) % thin == 0
-        for future in [actor.score(phiT, save) for actor in actors]:
-            future.result()
-        moved += W * phiT.nbytes
-        totals = (0.0, 0.0, {})
-        for actor in actors:
-            totals = actor.carry(totals).result()
-        moved += 2 * W * _nbytes(totals)
-        row_loglik, theta_prior, terms = totals
-        loglik = row_loglik - model.observed_rate_of_sums(theta_sum, phiT)
-        log_joint = loglik + (theta_prior + gamma_log_prior(phiT, model.a0, model.b0))
-        log_joint = float(log_joint + terms.get("noise", 0.0))
-        log_marginal = float(terms.get("log_marginal", math.nan))
-        seconds = time.perf_counter() - started
-        phi = phiT.T.copy() if save else None
-        posterior.record((log_joint, log_marginal, seconds), phi, iteration if save else None)
-        posterior.bytes_moved.append(moved)
-        if callback is not None:  # as lpviz.fit's: the iteration's state (phi only: theta stays on the workers)
-            callback(ChainState(iteration, log_joint=log_joint, seconds=seconds, factors={"phi": phiT.T.copy()},
-                                model=model.name, log_marginal=log_marginal))  # fmt: skip
+    if saved_state is not None:
+        posterior._log_joint = saved_state["log_joint"].tolist()
+        posterior._log_marginal = saved_state["log_marginal"].tolist()
+        posterior._seconds = saved_state["seconds"].tolist()
+        posterior.saved_iterations = saved_state["saved_iterations"].tolist()
+        posterior.saved_log_joint = saved_state["saved_log_joint"].tolist()
+        posterior.phi_samples = [phi.copy() for phi in saved_state["phi_samples"]]
+    chain = (model, actors, posterior, phiT, driver_state, column_work)
+    for iteration in range(done + 1, n_iter + 1):
+        try:
+            _one_iteration(chain, iteration, burn_in, thin, callback)
+        except Exception as error:
+            if not _is_lost_worker(error):
+                raise
+            last = (iteration - 1) - (iteration - 1) % every if folder else 0
+            hint = (
+                f"resume from the checkpoint of iteration {last}: the same call with resume=True"
+                if folder and last
+                else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
+            )
+            raise WorkerLost(
+                f"a worker holding rows of the chain was lost during iteration {iteration} "
+                f"({type(error).__name__}); {hint}"
+            ) from None
+        if folder is not None and iteration % every == 0:
+            _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors)
     return posterior
+
+
+def _is_lost_worker(error):
+    """Whether ``error`` (raised by an actor's call) means its worker is gone."""
+    from distributed.comm.core import CommClosedError
+
+    return isinstance(error, (CommClosedError, OSError)) or "lost" in str(error).lower()
+
+
+def _one_iteration(chain, iteration, burn_in, thin, callback):
+    """One iteration of the chain over the workers (see the module's docstring)."""
+    model, actors, posterior, phiT, driver_state, column_work = chain
+    W = len(actors)
+    started = time.perf_counter()
+    moved = 0
+    # rows: the method's sweep and theta, each partition at once
+    n_kv_parts = [actor.sweep(phiT, iteration) for actor in actors]
+    moved += W * phiT.nbytes
+    n_kv = None
+    for future in n_kv_parts:
+        part = future.result()
+        moved += part.nbytes
+        n_kv = part if n_kv is None else n_kv + part
+    swept = time.perf_counter()
+    theta_sum = np.zeros(model.n_components)
+    for actor in actors:  # in row order: the one-process chain's additions
+        theta_sum = actor.theta_sums(theta_sum).result()
+    moved += 2 * W * theta_sum.nbytes
+    # columns: phi, here, from the chain's own streams
+    passed = time.perf_counter()
+    model.update_columns(driver_state, n_kv, theta_sum, column_work, iteration)
+    drawn = time.perf_counter()
+    save = iteration > burn_in and (iteration - burn_in) % thin == 0
+    for future in [actor.score(phiT, save) for actor in actors]:
+        future.result()
+    moved += W * phiT.nbytes
+    scored = time.perf_counter()
+    totals = (0.0, 0.0, {})
+    for actor in actors:
+        totals = actor.carry(totals).result()
+    moved += 2 * W * _nbytes(totals)
+    row_loglik, theta_prior, terms = totals
+    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, phiT)
+    log_joint = loglik + (theta_prior + gamma_log_prior(phiT, model.a0, model.b0))
+    log_joint = float(log_joint + terms.get("noise", 0.0))
+    log_marginal = float(terms.get("log_marginal", math.nan))
+    seconds = time.perf_counter() - started
+    phi = phiT.T.copy() if save else None
+    posterior.record((log_joint, log_marginal, seconds), phi, iteration if save else None)
+    posterior.bytes_moved.append(moved)
+    posterior.phases.append(
+        {
+            "rows": (swept - started) + (scored - drawn),  # the workers' sweeps and scores, at once
+            "passes": (passed - swept) + (time.perf_counter() - scored),  # running sums, worker by worker
+            "driver": drawn - passed,  # phi's draw
+        }
+    )
+    if callback is not None:  # as lpviz.fit's: the iteration's state (phi only: theta stays on the workers)
+        callback(ChainState(iteration, log_joint=log_joint, seconds=seconds, factors={"phi": phiT.T.copy()},
+                            model=model.name, log_marginal=log_marginal))  # fmt: skip

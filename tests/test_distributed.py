@@ -147,3 +147,33 @@ def test_refusals_name_the_fix(client):
         distributed.fit(release.with_heldout(heldout), scheduler=client, n_components=3, n_iter=3, thin=1)
     with pytest.raises(ValueError, match="inference"):
         lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=client, inference="vi")
+
+
+def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):
+    options = dict(method="private", n_components=3, n_iter=10, burn_in=3, thin=2, random_state=5)
+    release = data.release()
+    reference = lpviz.fit(release, **options)
+    with (
+        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        victim = sorted(client.scheduler_info()["workers"])[1]
+        worker = next(w for w in cluster.workers.values() if w.address == victim)
+
+        def kill_at_seven(state):
+            if state.iteration == 7:
+                client.sync(worker.close, executor_wait=False)
+
+        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
+            distributed.fit(
+                release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, callback=kill_at_seven, **options
+            )
+        assert (tmp_path / "LATEST").read_text() == "iteration-000000006"
+        assert victim not in client.scheduler_info()["workers"]
+        # resumed on the two workers left (the rows cut otherwise): the unbroken chain's bits
+        resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
+        assert len(resumed.partitions) == 2
+        assert _same(resumed, reference) == []
+        with pytest.raises(ValueError, match="another chain"):
+            other = dict(options, random_state=6)
+            distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
