@@ -8,10 +8,11 @@ draw on the driver); the peak memory the driver allocated during the distributed
 numpy's arrays are counted); whether the chains are the same bits (traces); and a projection to
 16 and 64 workers from the measured parts:
 
-    T(W) = rows(1) / W + driver + W * (passes(1) + transfer per worker)
+    T(W) = rows(1) / W + driver + passes(1) + W * (4 round trips + transfer per worker)
 
-(rows shrink with the workers; phi's draw does not; every worker costs its round trips of the
-running sums and its copy of phi and of its counts, sent one after the other by the driver).
+(rows shrink with the workers; phi's draw does not; the running-sum passes add over every row one
+worker after the other, so their work stays that of one process; every worker adds its round trips,
+1 ms each, and its copies of phi and of its counts at 1 GB/s, sent one after the other).
 
 The release is built here, a block of rows at a time (theta @ phi, Poisson, geometric noise per
 block); at the largest sizes the data should be built on the workers instead (not done yet).
@@ -138,10 +139,11 @@ def main():
     # separable here, so take a conservative 1 GB/s per link for a cluster's network
     bandwidth = 1e9
     rows1, driver, passes1 = one["phases"]["rows"], one["phases"]["driver"], one["phases"]["passes"]
-    print("projection (rows' work split evenly; each worker adds its round trips and its copies of phi and counts "
-          "at 1 GB/s, sent one after the other):")  # fmt: skip
+    print("projection (rows' work split evenly; the passes' sums stay serial; each worker adds 4 round trips of 1 ms "
+          "and its copies of phi and counts at 1 GB/s, sent one after the other):")  # fmt: skip
+    round_trip = 1e-3
     for workers in (16, 64):
-        seconds = rows1 / workers + driver + workers * (passes1 + per_worker_bytes / bandwidth)
+        seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
         print(f"  {workers} workers: about {seconds:.2f} s per iteration "
               f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration)")  # fmt: skip
 
