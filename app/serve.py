@@ -48,7 +48,8 @@
   another (40-100 s for the last of 4-12 on the loaded machine) and the loop
   lags by seconds while views redraw. Have a class open the page in groups
   of two or three.
-- Several processes: ``--procs N`` (``LPVIZ_PROCS``) serves the dashboard
+- Several processes: ``--procs N`` (``LPVIZ_PROCS``; default half the cores,
+  at most 8: one on 2 cores) serves the dashboard
   from N server processes behind the one port, each new page to the process
   with the fewest sessions (:mod:`app.balancer`; Panel's ``--num-procs`` does
   not balance websockets). Each process gets ``LPVIZ_MEMORY_LIMIT / N`` and
@@ -83,6 +84,7 @@ import threading
 import time
 from pathlib import Path
 
+from app.balancer import default_procs
 from app.remote import CHAINS_ENV, CHAINS_PLACES
 from app.runner import CHAIN_THREADS_ENV
 
@@ -177,14 +179,14 @@ def parse_args(argv=None):
         default=None,
         metavar="N",
         help="server processes behind the one port, new sessions to the one with the fewest "
-        f"(default: ${PROCS_ENV}, else {DEFAULT_PROCS}; see app/balancer.py)",
+        f"(default: ${PROCS_ENV}, else half the cores, at most 8: here {default_procs()}; see app/balancer.py)",
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
     if args.procs is None:
         from lpviz._env import env_count
 
-        args.procs = env_count(PROCS_ENV, DEFAULT_PROCS)
+        args.procs = env_count(PROCS_ENV, default_procs())
     if args.procs < 1:
         parser.error(f"--procs needs at least one process, got {args.procs}")
     if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores

@@ -509,7 +509,7 @@ class Student:
         from tornado.websocket import websocket_connect
 
         self.progress.requested = time.monotonic()
-        response = await AsyncHTTPClient().fetch(self.url, request_timeout=600)
+        response = await AsyncHTTPClient().fetch(self.url, request_timeout=600, connect_timeout=600)
         token = re.search(rb'"token":"([^"]+)"', response.body).group(1).decode()
         host = self.url.split("//", 1)[1].split("/", 1)[0]
         request = HTTPRequest(
@@ -646,6 +646,11 @@ async def open_pages(url, n):
     """``n`` pages opened at once (each: the page, its websocket, its document; what a class does
     when the teacher says "open the dashboard"); the students, their pages open, for the caller to
     :func:`close_pages`. A page that failed has ``progress.error`` set."""
+    from tornado.httpclient import AsyncHTTPClient
+
+    # every page asked for at once (tornado's client sends 10 at a time by default, and a page queued
+    # longer than its connect timeout, 20 s, fails in the client: not what a class's browsers do)
+    AsyncHTTPClient.configure(None, max_clients=max(10, n))
     students = [Student(url, index) for index in range(n)]
 
     async def one(student):
