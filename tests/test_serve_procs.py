@@ -153,9 +153,14 @@ def test_the_server_processes_stop_with_the_front(bench, how):
         backends = procs_status(server)["procs"]
         children = descendants(server.pid)
         assert {proc["pid"] for proc in backends} <= {child.pid for child in children}
-        for proc in backends:  # each process its share of the memory limit
+        addresses = set()
+        for proc in backends:  # each process its share of the memory limit, and the one shared cluster
             environ = Path(f"/proc/{proc['pid']}/environ").read_bytes().split(b"\0")
             assert f"LPVIZ_MEMORY_LIMIT={limit // 2}".encode() in environ
+            argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes().decode().split("\0")
+            addresses.add(argv[argv.index("--scheduler") + 1])
+        (address,) = addresses
+        assert address.startswith("tcp://127.0.0.1:") and f"local Dask cluster at {address}" in server.log_text()
         server.process.send_signal(how)  # the front alone, not its process group
         assert wait_gone(children) == []
     finally:
