@@ -47,12 +47,12 @@ PR_SET_PDEATHSIG = 1
 
 
 def default_procs(cores=None):
-    """Processes ``--procs`` starts by default: half the cores, at most :data:`MAX_DEFAULT_PROCS`, at
-    least one. A server process uses about one core (its Python runs one thread at a time: the
-    event loop and its chains' Python); the other half is the sweeps' cluster's (its default
-    workers, ``LPVIZ_SWEEP_WORKERS``) and the chains' compiled sweeps. On 2 cores: one process;
-    measured there (loaded by other work) two processes did not open a class's pages reliably
-    faster (docs/dashboard.md, "A class on one server")."""
+    """Processes a class server should start (``--procs``; the default is one, opt-in): half the
+    cores, at most :data:`MAX_DEFAULT_PROCS`, at least one. A server process uses about one core
+    (its Python runs one thread at a time: the event loop and its chains' Python); the other half
+    is the sweeps' cluster's (its default workers, ``LPVIZ_SWEEP_WORKERS``) and the chains'
+    compiled sweeps. On 2 cores: one process; measured there (loaded by other work) two processes
+    did not open a class's pages reliably faster (docs/dashboard.md, "A class on one server")."""
     return max(1, min((cores or os.cpu_count() or 1) // 2, MAX_DEFAULT_PROCS))
 
 

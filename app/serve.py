@@ -48,8 +48,9 @@
   another (40-100 s for the last of 4-12 on the loaded machine) and the loop
   lags by seconds while views redraw. Have a class open the page in groups
   of two or three.
-- Several processes: ``--procs N`` (``LPVIZ_PROCS``; default half the cores,
-  at most 8: one on 2 cores) serves the dashboard
+- Several processes: ``--procs N`` (``LPVIZ_PROCS``; default one, so the
+  front is opt-in until a real browser has been checked through it; for a
+  class server, half the cores, at most 8: :func:`app.balancer.default_procs`) serves the dashboard
   from N server processes behind the one port, each new page to the process
   with the fewest sessions (:mod:`app.balancer`; Panel's ``--num-procs`` does
   not balance websockets). Each process gets ``LPVIZ_MEMORY_LIMIT / N`` and
@@ -179,14 +180,15 @@ def parse_args(argv=None):
         default=None,
         metavar="N",
         help="server processes behind the one port, new sessions to the one with the fewest "
-        f"(default: ${PROCS_ENV}, else half the cores, at most 8: here {default_procs()}; see app/balancer.py)",
+        f"(default: ${PROCS_ENV}, else {DEFAULT_PROCS}; for a class server half the cores, at most 8: here "
+        f"{default_procs()}; see app/balancer.py)",
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
     if args.procs is None:
         from lpviz._env import env_count
 
-        args.procs = env_count(PROCS_ENV, default_procs())
+        args.procs = env_count(PROCS_ENV, DEFAULT_PROCS)
     if args.procs < 1:
         parser.error(f"--procs needs at least one process, got {args.procs}")
     if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores

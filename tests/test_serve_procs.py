@@ -167,9 +167,11 @@ def test_the_server_processes_stop_with_the_front(bench, how):
         server.close()
 
 
-def test_procs_flags():
+def test_procs_flags(monkeypatch):
     from app.serve import backend_argv, parse_args
 
+    monkeypatch.delenv("LPVIZ_PROCS", raising=False)
+    assert parse_args([]).procs == 1  # the front is opt-in, whatever the machine's cores
     with pytest.raises(SystemExit):
         parse_args(["--procs", "0"])
     args = parse_args(["--procs", "3", "--sessions", "8", "--port", "7000"])
