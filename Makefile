@@ -32,8 +32,10 @@ notebook: venv
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 # Listens on 127.0.0.1 only; serving a network is explicit: see docs/dashboard.md ("Serving").
+# PROCS=N: N server processes behind the port, new sessions to the least busy (default: app.serve's).
+PROCS  ?=
 serve: venv
-	$(PY) -m app.serve --port $(PORT)
+	$(PY) -m app.serve --port $(PORT) $(if $(PROCS),--procs $(PROCS))
 
 # ruff (lint + format check) and mypy over the library and the app; `make format` fixes the layout.
 LINTED := lpviz app tests benchmarks tools

@@ -48,6 +48,19 @@
   another (40-100 s for the last of 4-12 on the loaded machine) and the loop
   lags by seconds while views redraw. Have a class open the page in groups
   of two or three.
+- Several processes: ``--procs N`` (``LPVIZ_PROCS``; default one, so the
+  front is opt-in until a real browser has been checked through it; for a
+  class server, half the cores, at most 8: :func:`app.balancer.default_procs`) serves the dashboard
+  from N server processes behind the one port, each new page to the process
+  with the fewest sessions (:mod:`app.balancer`; Panel's ``--num-procs`` does
+  not balance websockets). Each process gets ``LPVIZ_MEMORY_LIMIT / N`` and
+  the expected sessions over N (so a session's share stays), and
+  ``--chain-threads`` chain threads. Without ``--scheduler`` one LocalCluster
+  is started and shared by address: every process's sweeps run on it (and
+  the chains, with ``--chains cluster``; that also works with one process).
+  The processes stop with the server (Ctrl-C, SIGTERM, or the kernel's
+  SIGTERM when it is killed); one that dies is reported and gets no new
+  session.
 - ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
   callback due every 100 ms (JSON lines), with its sessions and threads every
   second (:func:`watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
@@ -72,12 +85,16 @@ import threading
 import time
 from pathlib import Path
 
+from app.balancer import default_procs
 from app.remote import CHAINS_ENV, CHAINS_PLACES
 from app.runner import CHAIN_THREADS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_UPLOAD = 64 * 2**20
+PROCS_ENV = "LPVIZ_PROCS"
+FRONT_ENV = "LPVIZ_FRONT_PORT"  # set by the front (app.balancer) for its server processes
+DEFAULT_PROCS = 1
 
 
 def parse_args(argv=None):
@@ -157,8 +174,23 @@ def parse_args(argv=None):
         metavar="MS",
         help="how often gone sessions are looked for (default 17000, or the lifetime if shorter)",
     )
+    parser.add_argument(
+        "--procs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="server processes behind the one port, new sessions to the one with the fewest "
+        f"(default: ${PROCS_ENV}, else {DEFAULT_PROCS}; for a class server half the cores, at most 8: here "
+        f"{default_procs()}; see app/balancer.py)",
+    )
     parser.add_argument("--show", action="store_true", help="open a browser")
     args = parser.parse_args(argv)
+    if args.procs is None:
+        from lpviz._env import env_count
+
+        args.procs = env_count(PROCS_ENV, DEFAULT_PROCS)
+    if args.procs < 1:
+        parser.error(f"--procs needs at least one process, got {args.procs}")
     if args.chain_threads is None:  # $LPVIZ_CHAIN_THREADS, else the cores
         from lpviz._env import env_count
         from lpviz._parallel import n_threads
@@ -172,8 +204,6 @@ def parse_args(argv=None):
         parser.error(f"--unused-session-lifetime must be >= 1 ms, got {args.unused_session_lifetime}")
     if args.chains is None:
         args.chains = "cluster" if args.scheduler else "server"
-    if args.chains == "cluster" and not args.scheduler:
-        parser.error("--chains cluster runs the chains on a Dask cluster: say which with --scheduler ADDRESS")
     if args.address not in LOCAL and not args.allow_websocket_origin:
         parser.error(
             f"--address {args.address} serves the network: also say which host name browsers use, "
@@ -182,8 +212,59 @@ def parse_args(argv=None):
     return args
 
 
+def start_local_cluster(args):
+    """One LocalCluster for the sweeps (and the chains with ``--chains cluster``) of every server
+    process: :func:`lpviz.reproduce.sweep.shared_local_client`, closed at exit; its address."""
+    from lpviz.reproduce.sweep import shared_local_client, sweep_workers
+
+    client = shared_local_client(sweep_workers())
+    address = client.scheduler.address
+    what = "sweeps and chains" if args.chains == "cluster" else "sweeps"
+    print(f"lpviz: the {what} run on a local Dask cluster at {address} ({sweep_workers()} workers)", flush=True)
+    return address
+
+
+def backend_argv(args):
+    """The flags of each of ``args.procs`` server processes behind the front (all but the port)."""
+    from app.memory import expected_sessions
+
+    sessions = args.sessions or expected_sessions()
+    origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin
+    argv = [
+        "--address",
+        "127.0.0.1",
+        "--sessions",
+        str(max(1, -(-sessions // args.procs))),  # the class's sessions shared, so a session's memory stays
+        "--max-upload",
+        str(args.max_upload),
+        "--chains",
+        args.chains,
+        "--chain-threads",
+        str(args.chain_threads),
+        "--unused-session-lifetime",
+        str(args.unused_session_lifetime),
+        *[flag for origin in origins for flag in ("--allow-websocket-origin", origin)],
+        *[flag for folder in args.data_folder for flag in ("--data-folder", str(folder))],
+        *(["--allow-downloads"] if args.allow_downloads else []),
+        *(["--scheduler", args.scheduler] if args.scheduler else []),
+        *(["--check-unused-sessions", str(args.check_unused_sessions)] if args.check_unused_sessions else []),
+    ]
+    return argv
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if not args.scheduler and (args.chains == "cluster" or args.procs > 1):
+        # several processes share one cluster for their sweeps (and chains), by its address
+        args.scheduler = start_local_cluster(args)
+    if args.procs > 1:
+        from app.balancer import serve
+        from lpviz.budget import memory_limit
+
+        where = "this machine only" if args.address in LOCAL else "THE NETWORK (no authentication)"
+        print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
+        serve(args.procs, backend_argv(args), args.port, args.address, args.max_upload, memory_limit(), args.show)
+        return
     if args.sessions is not None:
         os.environ["LPVIZ_APP_SESSIONS"] = str(args.sessions)
     if args.data_folder:
@@ -208,7 +289,11 @@ def main(argv=None):
 
     origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin
     where = "this machine only" if args.address in LOCAL else "THE NETWORK (no authentication)"
-    print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
+    front = os.environ.pop(FRONT_ENV, None)
+    if front:  # one of --procs N processes: the front says where the dashboard is
+        print(f"lpviz: server process {os.getpid()} on 127.0.0.1:{args.port}, behind the port {front}", flush=True)
+    else:
+        print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
     # Panel's own command (its resources served locally, like `panel serve`), with these flags
     sys.argv = [
         "panel",
@@ -264,6 +349,7 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
         # the loop thread's own CPU seconds (this runs on it): how busy the loop is, apart from the chains
         return {
             "t": now,
+            "pid": os.getpid(),
             "sessions": sessions,
             "threads": dict(names),
             "iterations": chain_progress(),

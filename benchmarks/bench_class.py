@@ -31,6 +31,12 @@ plays each class size in-process first, then on the cluster, in the same run.
     .venv/bin/python benchmarks/bench_class.py                  # N = 4, 8, 12, in-process chains
     .venv/bin/python benchmarks/bench_class.py --sessions 4 --rounds 3 --client chromium
     .venv/bin/python benchmarks/bench_class.py --local-cluster 2 --compare   # both, side by side
+    .venv/bin/python benchmarks/bench_class.py --opens 12 30 --procs 1 2 --num-procs 2  # page opens only
+
+Page opens (``--opens``): N pages opened at once, each the page, its websocket and its document, on a
+server of 1 and of 2 processes (``app.serve --procs``) and on Panel's ``--num-procs`` (forked
+processes sharing the socket): open p50/p95/max, the sessions each process holds (from its own log),
+the RSS of all the server's processes. Each server opens a page per process first (the app's imports).
 """
 
 import argparse
@@ -122,22 +128,42 @@ def load_average():
 class Server:
     """``python -m app.serve`` on a free port, with its event-loop log in a temporary file."""
 
-    def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000):
+    def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000, num_procs=None):
+        """``num_procs``: Panel's own ``panel serve --num-procs`` instead (forked processes sharing
+        the port, for the comparison with ``app.serve --procs``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/app"
         self.folder = tempfile.TemporaryDirectory(prefix="lpviz-class-")
         self.loop_log = Path(self.folder.name) / "loop.jsonl"
         environment = {**os.environ, **(env or {}), "LPVIZ_LOOP_LOG": str(self.loop_log)}
-        command = [
-            sys.executable,
-            "-m",
-            "app.serve",
-            "--port",
-            str(self.port),
-            "--unused-session-lifetime",
-            str(session_lifetime_ms),
-            *extra_args,
-        ]
+        if num_procs is None:
+            command = [
+                sys.executable,
+                "-m",
+                "app.serve",
+                "--port",
+                str(self.port),
+                "--unused-session-lifetime",
+                str(session_lifetime_ms),
+                *extra_args,
+            ]
+        else:
+            command = [
+                sys.executable,
+                "-m",
+                "panel",
+                "serve",
+                str(REPO / "app" / "app.py"),
+                "--port",
+                str(self.port),
+                "--num-procs",
+                str(num_procs),
+                "--unused-session-lifetime",
+                str(session_lifetime_ms),
+                "--check-unused-sessions",
+                str(session_lifetime_ms),
+                *extra_args,
+            ]
         self.output = open(Path(self.folder.name) / "server.log", "w")  # noqa: SIM115  (closed in close())
         self.process = subprocess.Popen(
             command, cwd=REPO, env=environment, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True
@@ -189,10 +215,40 @@ class Server:
         return (readings[-1][1] - readings[0][1]) / (readings[-1][0] - readings[0][0])
 
     def sessions(self):
-        """Sessions the server holds, as its loop log last wrote it."""
-        for line in reversed(read_lines(self.loop_log)):
+        """Sessions the server holds, as its loop log last wrote it (all its processes)."""
+        by_pid = self.sessions_by_pid()
+        return sum(by_pid.values()) if by_pid else None
+
+    def sessions_by_pid(self):
+        """Each server process's sessions, as it last wrote them in the loop log (the processes
+        that have had a session: a process starts its log at its first session)."""
+        latest = {}
+        for line in read_lines(self.loop_log):
             if line.get("sessions") is not None:
-                return line["sessions"]
+                latest[line.get("pid", self.pid)] = line["sessions"]
+        return latest
+
+    def tree(self):
+        """The server's processes: the one started and its descendants (backends, Dask workers)."""
+        import psutil
+
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        return []
+
+    def tree_rss_mb(self):
+        total = 0.0
+        for process in self.tree():
+            with contextlib.suppress(Exception):
+                total += process.memory_info().rss / 2**20
+        return total
+
+    def procs(self):
+        """``app.serve --procs``'s own account of its processes (``/lpviz-procs``), or None."""
+        with contextlib.suppress(OSError, ValueError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/lpviz-procs", timeout=30) as response:
+                return json.loads(response.read())
         return None
 
     def python_threads(self):
@@ -453,7 +509,7 @@ class Student:
         from tornado.websocket import websocket_connect
 
         self.progress.requested = time.monotonic()
-        response = await AsyncHTTPClient().fetch(self.url, request_timeout=600)
+        response = await AsyncHTTPClient().fetch(self.url, request_timeout=600, connect_timeout=600)
         token = re.search(rb'"token":"([^"]+)"', response.body).group(1).decode()
         host = self.url.split("//", 1)[1].split("/", 1)[0]
         request = HTTPRequest(
@@ -584,6 +640,58 @@ async def play_class(url, n, plan, stagger=0.25):
     measured.set()
     await asyncio.gather(*tasks)
     return [s.progress for s in students], begin, moment
+
+
+async def open_pages(url, n):
+    """``n`` pages opened at once (each: the page, its websocket, its document; what a class does
+    when the teacher says "open the dashboard"); the students, their pages open, for the caller to
+    :func:`close_pages`. A page that failed has ``progress.error`` set."""
+    from tornado.httpclient import AsyncHTTPClient
+
+    # every page asked for at once (tornado's client sends 10 at a time by default, and a page queued
+    # longer than its connect timeout, 20 s, fails in the client: not what a class's browsers do)
+    AsyncHTTPClient.configure(None, max_clients=max(10, n))
+    students = [Student(url, index) for index in range(n)]
+
+    async def one(student):
+        try:
+            await student.open()
+        except Exception as error:  # noqa: BLE001 - one page's failure is a figure, not the end
+            student.progress.error = f"{type(error).__name__}: {error}"
+
+    await asyncio.gather(*(one(student) for student in students))
+    return students
+
+
+async def close_pages(students):
+    await asyncio.gather(*(student.close() for student in students if student.socket is not None))
+
+
+def page_opens(server, n, settle=3.0):
+    """Open ``n`` pages at once on ``server``; their open seconds, the sessions per server process
+    (from each process's loop log, after ``settle`` s), the server's RSS (all its processes) with the
+    pages open, and the errors."""
+
+    async def run():
+        students = await open_pages(server.url, n)
+        await asyncio.sleep(settle)  # each process writes its sessions every second
+        by_pid = server.sessions_by_pid()
+        rss = server.tree_rss_mb()
+        await close_pages(students)
+        return students, by_pid, rss
+
+    students, by_pid, rss = asyncio.run(run())
+    seconds = [s.progress.opened - s.progress.requested for s in students if not s.progress.error]
+    return {
+        "n": n,
+        "open_s": seconds,
+        "p50": percentile(seconds, 50),
+        "p95": percentile(seconds, 95),
+        "max": max(seconds) if seconds else float("nan"),
+        "sessions_by_pid": by_pid,
+        "rss_mb": rss,
+        "errors": [s.progress.error for s in students if s.progress.error],
+    }
 
 
 # ---- figures -----------------------------------------------------------------------------------------
@@ -868,7 +976,28 @@ def main(argv=None):
     parser.add_argument(
         "--compare", action="store_true", help="play each class size with in-process chains first, then on the cluster"
     )
+    parser.add_argument(
+        "--opens",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="instead of a class's run: N pages opened at once (page open p50/p95/max, sessions per server "
+        "process, RSS), on each of --procs, in the same run",
+    )
+    parser.add_argument(
+        "--procs", type=int, nargs="+", default=[1, 2], help="server processes for --opens (default 1 2)"
+    )
+    parser.add_argument(
+        "--num-procs",
+        type=int,
+        default=None,
+        metavar="P",
+        help="with --opens, also Panel's own `panel serve --num-procs P` (one shared socket) for comparison",
+    )
     args = parser.parse_args(argv)
+    if args.opens:
+        return open_sizes(args.opens, args.procs, args.num_procs, args.json)
     if args.local_cluster is not None and args.local_cluster < 1:
         parser.error(f"--local-cluster needs at least one worker, got {args.local_cluster}")
     if args.compare and not (args.scheduler or args.local_cluster):
@@ -887,6 +1016,47 @@ def main(argv=None):
             cluster.close()
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def released_sessions(server, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.sessions():
+        time.sleep(0.5)
+    return server.sessions()
+
+
+def open_sizes(sizes, procs_list, num_procs=None, json_path=None):
+    """Pages opened at once, ``sizes`` of them, on one server per entry of ``procs_list`` (``app.serve
+    --procs P``) and, with ``num_procs``, on ``panel serve --num-procs``: one after another in this
+    run, so the other work on the machine loads every configuration alike (as far as it can)."""
+    configurations = [(f"app.serve --procs {p}", dict(extra_args=["--procs", str(p)]), p) for p in procs_list]
+    if num_procs:
+        configurations.append((f"panel serve --num-procs {num_procs}", dict(num_procs=num_procs), num_procs))
+    results = []
+    for label, options, procs in configurations:
+        server = Server(session_lifetime_ms=1000, **options)
+        try:
+            server.wait_ready()  # one page: a first session in one process
+            page_opens(server, 2 * procs, settle=1.0)  # every process imports the app before it is measured
+            released_sessions(server)
+            idle_rss = server.tree_rss_mb()
+            for n in sizes:
+                load = load_average()
+                figures = page_opens(server, n)
+                released_sessions(server)
+                spread = sorted(figures["sessions_by_pid"].values(), reverse=True)
+                print(
+                    f"{label}: {n} pages at once: open p50/p95/max {figures['p50']:.1f}/{figures['p95']:.1f}/"
+                    f"{figures['max']:.1f} s; sessions per process {spread}; RSS {figures['rss_mb']:.0f} MB "
+                    f"(idle {idle_rss:.0f}); errors {len(figures['errors'])}; load {load:.1f}",
+                    flush=True,
+                )
+                results.append(dict(server=label, procs=procs, idle_rss_mb=idle_rss, load=load, **figures))
+        finally:
+            server.close()
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1, default=str))
     return results
 
 

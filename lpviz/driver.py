@@ -244,6 +244,7 @@ def fit(
     tol=None,
     chains=DEFAULT_CHAINS,
     restarts=1,
+    scheduler=None,
     **options,
 ):
     """Run a chain (or a variational fit) to the end and return its :class:`Posterior`.
@@ -258,9 +259,44 @@ def fit(
     ``to_inference_data()``); with ``inference="vi", restarts=R > 1`` the
     best restart's :class:`~lpviz.vi.VariationalPosterior` with their spread
     (``restart_spread``). Ctrl-C stops every chain before it propagates.
+
+    With ``scheduler`` (a Dask scheduler's address or a ``distributed.Client``)
+    the one chain runs over its workers, bit for bit the chain of one process (:mod:`lpviz.distributed`; the result is
+    a :class:`lpviz.distributed.DistributedPosterior`; one chain only).
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
+    # Only an explicit scheduler distributes a fit: LPVIZ_SCHEDULER is the CLI's (and the dashboard's),
+    # and a reproduction's chain tasks already run on the workers it names.
+    if scheduler is not None:
+        from lpviz import distributed
+
+        unsupported = dict(alpha=alpha, mask=mask, init=init, bessel_point=bessel_point, tol=tol)
+        given = [key for key, value in unsupported.items() if value is not None]
+        given += [f"{key}={value}" for key, value in dict(chains=chains, restarts=restarts).items() if value != 1]
+        if inference != "mcmc" or given:
+            raise ValueError(
+                f"a chain over a cluster (scheduler=) takes a Release and runs MCMC; drop "
+                f"{', '.join(given) or 'inference'} or fit in one process (no scheduler)"
+            )
+        return distributed.fit(
+            data,
+            scheduler=scheduler,
+            model=model,
+            method=method,
+            n_components=n_components,
+            n_iter=n_iter,
+            burn_in=burn_in,
+            thin=thin,
+            truth=truth,
+            sampler=sampler,
+            a0=a0,
+            b0=b0,
+            random_state=random_state,
+            parallel=parallel,
+            callback=callback,
+            **options,
+        )
     chain_run = run(
         data,
         model=model,

@@ -216,8 +216,9 @@ def test_the_server_flags_say_where_the_chains_run(cluster, monkeypatch):
     assert parse_args(["--scheduler", "tcp://example:8786"]).chains == "cluster"
     assert parse_args(["--scheduler", "tcp://example:8786", "--chains", "server"]).chains == "server"
     assert parse_args([]).chains == "server"
-    with pytest.raises(SystemExit):
-        parse_args(["--chains", "cluster"])  # a cluster needs its address
+    # without an address the server starts a LocalCluster for them (app.serve.start_local_cluster)
+    args = parse_args(["--chains", "cluster"])
+    assert args.chains == "cluster" and args.scheduler is None
     monkeypatch.setenv("LPVIZ_CHAINS", "server")
     assert isinstance(default_place(), LocalPlace)
     monkeypatch.setenv("LPVIZ_CHAINS", "cluster")

@@ -26,6 +26,7 @@ a diagnostic or a score.
 """
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -182,6 +183,13 @@ def register(subparsers):
         default="random",
         help="with --inference mcmc: start the chains at random (default) or from a variational fit",
     )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run each chain over the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786; "
+        "default LPVIZ_SCHEDULER): the same chain, bit for bit (docs/guides/distributed.md)",
+    )
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
     parser.add_argument("--thin", type=int, default=25, help="save every THIN-th iteration (default 25)")
@@ -267,6 +275,15 @@ def run_method(
 
     chains = DEFAULT_CHAINS if chains is None else chains
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)
+    scheduler = options.pop("scheduler", None) or os.environ.get("LPVIZ_SCHEDULER") or None
+    if scheduler is not None:  # one chain over a Dask cluster (lpviz.distributed)
+        if chains > 1:
+            raise ValueError("--scheduler (or LPVIZ_SCHEDULER) runs one chain over the workers: use --chains 1")
+        posterior = fit(
+            data, model=model, method=method, n_components=n_components, n_iter=iterations, burn_in=burn_in,
+            thin=thin, truth=with_truth, random_state=seed, scheduler=scheduler, **options,
+        )  # fmt: skip
+        return posterior, score(posterior, release, truth)
     with progress_bar(iterations * chains, str(method), progress) as bar:
 
         def advance(state):
@@ -468,6 +485,7 @@ def run(args):
                 seed=np.random.default_rng(_fresh(chain_seed)),
                 progress=True if args.json or args.no_progress else None,
                 chains=args.chains,
+                scheduler=args.scheduler,
                 **inference,
                 **method_options_here,
             )

@@ -40,6 +40,15 @@ class Prepared:
     alpha: object
     excluded: tuple
     mean_count: float
+    # the integer sum of the counts behind ``mean_count`` (:func:`mean_count_of`): partitions of the
+    # rows add theirs to start a chain on several machines as on one (lpviz.distributed)
+    count_total: int = 0
+
+
+def mean_count_of(count_total, n_observed):
+    """The mean count a chain starts its factors from: the counts' sum over the observed cells
+    (clipped at 0: noised counts may sum below it) per observed cell."""
+    return max(float(count_total), 0.0) / max(int(n_observed), 1)
 
 
 class Method:
@@ -101,6 +110,15 @@ class Method:
         """Allocate this iteration's counts into ``stats``; return ``(counts_csr, terms)``:
         the counts the model conditioned on and a dict of extra log terms."""
         raise NotImplementedError
+
+    def sweep_rows(self, prepared, latent, model, state, stats, work, iteration):
+        """:meth:`sweep` with each extra log term as its per-row values (arrays whose
+        :func:`~lpviz.models._kernels.ordered_sum` is the term): what a partition of the rows on
+        another machine returns (lpviz.distributed). Methods without such terms need not override."""
+        counts, terms = self.sweep(prepared, latent, model, state, stats, work, iteration)
+        if terms:
+            raise NotImplementedError(f"method={self.name!r} gives no per-row terms to split its chain over machines")
+        return counts, {}
 
     def state_bytes(self, shape, model):
         """Bytes of the method's own state for data of ``shape`` (a memory estimate)."""

@@ -3,7 +3,7 @@
 import numpy as np
 from scipy.special import gammaln
 
-from lpviz.methods.base import Method, Prepared, fixed_counts_csr
+from lpviz.methods.base import Method, Prepared, fixed_counts_csr, mean_count_of
 from lpviz.models._kernels import ordered_sum
 
 
@@ -18,9 +18,13 @@ class FixedCountsMethod(Method):
 
     def prepare(self, counts, alpha, excluded):
         fitted = fixed_counts_csr(counts, excluded.mask, self.counts)
-        n_observed = excluded.n_observed
+        total = int(fitted[2].sum())
         return Prepared(
-            counts=fitted, alpha=None, excluded=excluded.rows, mean_count=float(fitted[2].sum()) / max(n_observed, 1)
+            counts=fitted,
+            alpha=None,
+            excluded=excluded.rows,
+            mean_count=mean_count_of(total, excluded.n_observed),
+            count_total=total,
         )
 
     def sweep(self, prepared, latent, model, state, stats, work, iteration):

@@ -50,7 +50,7 @@ from lpviz.collapsed import (
     sample_poisson,
     sample_true_count_and_marginal_parts,
 )
-from lpviz.methods.base import Method, Prepared
+from lpviz.methods.base import Method, Prepared, mean_count_of
 from lpviz.models._kernels import binomial, ordered_sum, row_sum, standard_gamma
 from lpviz.models._variational import (
     collapsed_vi_chunk,
@@ -283,6 +283,7 @@ def _collapsed_rows_chunk(
     stop,
     noise_log,
     marginal_log,
+    block_offset=0,
 ):
     """The collapsed draws of the rows of stream blocks [first, last) (rows of one row block).
 
@@ -303,7 +304,7 @@ def _collapsed_rows_chunk(
     for block in range(first, last):
         if stop[0]:
             return
-        seed_state(state, chain_seed, iteration, UNIT_LATENT + block)
+        seed_state(state, chain_seed, iteration, UNIT_LATENT + block_offset + block)
         for d in range(block * ROWS_PER_STREAM, min(Y.shape[0], (block + 1) * ROWS_PER_STREAM)):
             r = d - origin
             a = alpha[d]
@@ -407,6 +408,7 @@ def _collapsed_serial(
     stop,
     noise_log,
     marginal_log,
+    block_offset=0,
 ):
     """Every row's collapsed draws in one call (data of one row block, one chunk): what
     :func:`_collapsed_rows_chunk` and :func:`_compact` do for a block, without their Python
@@ -439,6 +441,7 @@ def _collapsed_serial(
         stop,
         noise_log,
         marginal_log,
+        block_offset,
     )
     return _compact(0, n_rows, slots, n_drawn, slot_indices, slot_values)
 
@@ -740,14 +743,15 @@ class Private(Method):
         # bias; the mean of their positive parts (the naive method's) is far larger when most
         # counts are 0 (40x on Enron-like data at eps/N = 1), and a chain started there spends
         # its first iterations allocating tens of millions of spurious tokens.
-        observed_sum = float(fitted.sum(dtype=np.int64))
+        total = int(fitted.sum(dtype=np.int64))
         if excluded.mask is not None:
-            observed_sum -= float(fitted[excluded.mask].sum(dtype=np.int64))
+            total -= int(fitted[excluded.mask].sum(dtype=np.int64))
         return Prepared(
             counts=fitted,
             alpha=alpha,
             excluded=excluded.rows,
-            mean_count=max(observed_sum, 0.0) / max(excluded.n_observed, 1),
+            mean_count=mean_count_of(total, excluded.n_observed),
+            count_total=total,
         )
 
     def state_bytes(self, shape, model):
@@ -798,8 +802,17 @@ class Private(Method):
         }
 
     def sweep(self, prepared, latent, model, state, stats, work, iteration):
+        counts, rows = self.sweep_rows(prepared, latent, model, state, stats, work, iteration)
+        return counts, {name: ordered_sum(values) for name, values in rows.items()}
+
+    def sweep_rows(self, prepared, latent, model, state, stats, work, iteration):
         if self.settings["sampler"] == "collapsed":
             return self._collapsed_sweep(prepared, latent, model, state, stats, work, iteration)
+        if work.block_offset:
+            raise ValueError(
+                "the Bessel sampler's noise rates start from one random stream over every cell, so its "
+                "chain cannot be split over machines; use sampler='collapsed' (the default)"
+            )
         return self._bessel_sweep(prepared, latent, model, state, stats, work, iteration)
 
     def _bessel_sweep(self, prepared, latent, model, state, stats, work, iteration):
@@ -840,7 +853,7 @@ class Private(Method):
                 run_chunks(_bessel_chunk, bounds, work.stop, data, (mu, start), arrays, seeds, row_terms)
             counts = positive_csr(latent["y"], 0, n_rows)
         model.allocate(state, counts, stats, work, iteration)
-        return counts, {"noise": ordered_sum(row_terms), "log_marginal": ordered_sum(marginal)}
+        return counts, {"noise": row_terms, "log_marginal": marginal}
 
     def _collapsed_sweep(self, prepared, latent, model, state, stats, work, iteration):
         Y, alpha = prepared.counts, prepared.alpha
@@ -874,6 +887,7 @@ class Private(Method):
                     work.stop,
                     noise_log,
                     marginal_log,
+                    work.block_offset,
                 )
         else:
             counts = self._collapsed_blocks(
@@ -883,7 +897,7 @@ class Private(Method):
         if tokens is not None and tokens[0].size:
             counts = _add_tokens(counts, *tokens)
         latent["y_counts"] = counts
-        return counts, {"noise": ordered_sum(noise_log), "log_marginal": ordered_sum(marginal_log)}
+        return counts, {"noise": noise_log, "log_marginal": marginal_log}
 
     @staticmethod
     def _collapsed_blocks(prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log):
@@ -926,6 +940,7 @@ class Private(Method):
                 work.stop,
                 noise_log,
                 marginal_log,
+                work.block_offset,
             )
             if previous is not None:
                 pieces.append(_gather_block(previous, slots, n_drawn))

@@ -315,7 +315,14 @@ def log_factorial(y):
 @njit(nogil=True, cache=True)
 def ordered_sum(values):
     """Left-to-right sum: the same rounding whatever ran the parts."""
-    total = 0.0
+    return ordered_sum_from(values, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def ordered_sum_from(values, start):
+    """:func:`ordered_sum` continued from ``start``: summing consecutive pieces of ``values`` each
+    from the last's total gives the whole sum's rounding exactly (lpviz.distributed's rows)."""
+    total = start
     for i in range(values.shape[0]):
         total += values[i]
     return total
@@ -324,8 +331,14 @@ def ordered_sum(values):
 @njit(nogil=True, cache=True)
 def gamma_log_prior(x, a0, b0):
     """Sum over ``x`` of the Gamma(shape a0, rate b0) log density."""
+    return gamma_log_prior_from(x, a0, b0, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def gamma_log_prior_from(x, a0, b0, start):
+    """:func:`gamma_log_prior` added to ``start`` term by term (consecutive row pieces chain exactly)."""
     const = a0 * math.log(b0) - math.lgamma(a0)
-    total = 0.0
+    total = start
     flat = x.ravel()
     for i in range(flat.shape[0]):
         # A factor that underflowed to 0 counts as the smallest normal double,
@@ -338,7 +351,13 @@ def gamma_log_prior(x, a0, b0):
 @njit(nogil=True, cache=True)
 def column_sums(x):
     """``x.sum(axis=0)`` in row order (deterministic)."""
-    out = np.zeros(x.shape[1])
+    return column_sums_from(x, np.zeros(x.shape[1]))
+
+
+@njit(nogil=True, cache=True)
+def column_sums_from(x, start):
+    """:func:`column_sums` continued from the sums ``start`` (consecutive row pieces chain exactly)."""
+    out = start.copy()
     for r in range(x.shape[0]):
         for k in range(x.shape[1]):
             out[k] += x[r, k]

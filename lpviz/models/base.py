@@ -30,7 +30,8 @@ class Work:
     kernels poll; ``chain_seed``; ``missing_by_row``/``missing_by_column``:
     (indptr, indices) of the cells left out of the likelihood (held out, or
     structural zeros of the data), except the model's own structural zeros,
-    which its kernels skip by construction.
+    which its kernels skip by construction; ``block_offset``: the stream block
+    the rows start at (0 but for a partition of a chain's rows).
     """
 
     bounds: list
@@ -40,6 +41,9 @@ class Work:
     chain_seed: int
     missing_by_row: tuple
     missing_by_column: tuple
+    # The stream block of the first row: 0 for a whole chain; a partition of its rows on another
+    # machine (lpviz.distributed) seeds its blocks as the whole chain does those rows.
+    block_offset: int = 0
 
 
 def matrix_shape(shape):

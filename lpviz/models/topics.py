@@ -88,7 +88,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     """
     indptr, indices, values = counts
     theta, phiT = factors
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, block_offset = seeds
     n_dk, n_kv_parts = stats
     n_kv = n_kv_parts[chunk]
     n_docs, n_topics = theta.shape
@@ -100,7 +100,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     drawn = np.zeros(n_topics, dtype=np.int64)
     states = np.empty((last - first, 4), dtype=np.uint64)
     for block in range(first, last):
-        seed_state(states[block - first], chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(states[block - first], chain_seed, iteration, UNIT_SWEEP + block_offset + block)
     cursor = indptr[first_row:last_row].copy()
     sort_rows = n_topics >= SORTED_WALK_TOPICS
     if sort_rows:
@@ -277,7 +277,7 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     use_row, Y, excluded_indptr, excluded_indices, scale = rows
     theta, phiT = factors
     phi_sum, probability, alias = tables
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, block_offset = seeds
     n_dk, n_kv_parts = stats
     n_kv = n_kv_parts[chunk]
     n_docs, n_topics = theta.shape
@@ -288,7 +288,7 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             break
-        seed_state(state, chain_seed, iteration, UNIT_POISSON + block)
+        seed_state(state, chain_seed, iteration, UNIT_POISSON + block_offset + block)
         for d in range(block * ROWS_PER_STREAM, min(n_docs, (block + 1) * ROWS_PER_STREAM)):
             if not use_row[d]:
                 continue
@@ -423,6 +423,11 @@ def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
         row_elbo[r] = refresh_row(factor, r, prior)
 
 
+def _seeds(work, iteration):
+    """The sweep kernels' seeds: (chain seed, iteration, stop flag, the rows' first stream block)."""
+    return (work.chain_seed, iteration, work.stop, work.block_offset)
+
+
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
@@ -498,36 +503,43 @@ class TopicModel(Model):
         )
 
     def allocate(self, state, counts, stats, work, iteration):
-        run_chunks(
-            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
-        )
+        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state, _seeds(work, iteration), stats)
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = column_alias_tables(state[1])
-        tokens = run_chunks(
-            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
-        )
+        tokens = run_chunks(_poisson_chunk, work.bounds, work.stop, rows, state, tables, _seeds(work, iteration), stats)
         return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
     def update(self, state, stats, work, iteration):
         theta, phiT = state
-        n_dk, n_kv_parts = stats
-        n_vk = n_kv_parts.sum(axis=0).T  # words x topics, as phiT
-        prior = (self.a0, self.b0)
+        self.update_rows(state, stats[0], work, iteration)
+        self.update_columns(state, stats[1].sum(axis=0), column_sums(theta), work, iteration)
+
+    # The update in two halves, for a chain whose rows live on several machines (lpviz.distributed):
+    # the rows' half runs where the rows are, the columns' half needs only sums over the rows.
+    def update_rows(self, state, n_dk, work, iteration):
+        """Draw theta (the rows of ``state``, stream blocks from ``work.block_offset`` on) given
+        their allocations ``n_dk`` and phi."""
+        theta, phiT = state
         run_chunks(
             _update_chunk,
             work.bounds,
             work.stop,
             (theta, phiT, n_dk, column_sums(phiT), *work.missing_by_row),
-            prior,
-            (work.chain_seed, iteration, UNIT_THETA, work.stop),
+            (self.a0, self.b0),
+            (work.chain_seed, iteration, UNIT_THETA + work.block_offset, work.stop),
         )
+
+    def update_columns(self, state, n_kv, theta_sum, work, iteration):
+        """Draw phi given its allocations ``n_kv`` (K, V: summed over every row) and the column
+        sums of the new theta ``theta_sum`` (K,), by :func:`column_sums` over every row in order."""
+        theta, phiT = state
         run_chunks(
             _update_chunk,
             work.column_bounds,
             work.stop,
-            (phiT, theta, n_vk, column_sums(theta), *work.missing_by_column),
-            prior,
+            (phiT, theta, n_kv.T, theta_sum, *work.missing_by_column),
+            (self.a0, self.b0),
             (work.chain_seed, iteration, UNIT_PHI, work.stop),
         )
 
@@ -537,9 +549,20 @@ class TopicModel(Model):
 
     def count_loglik(self, state, counts, work):
         theta, phiT = state
-        row_log = np.zeros(theta.shape[0])
+        return ordered_sum(self.row_loglik(state, counts, work)) - _observed_rate(theta, phiT, *work.missing_by_row)
+
+    def row_loglik(self, state, counts, work):
+        """Per row, ``sum over its cells of y log mu - log y!`` (the rate sum is subtracted once)."""
+        row_log = np.zeros(state[0].shape[0])
         run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
-        return ordered_sum(row_log) - _observed_rate(theta, phiT, *work.missing_by_row)
+        return row_log
+
+    @staticmethod
+    def observed_rate_of_sums(theta_sum, phiT):
+        """:func:`_observed_rate` of data without excluded cells, from theta's column sums:
+        the same arithmetic, a sum over the topics of theta's sums times phi's."""
+        no_cells = np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return _observed_rate(np.ascontiguousarray(theta_sum).reshape(1, -1), phiT, *no_cells)
 
     def update_and_score(self, state, stats, counts, work, iteration):
         if len(work.bounds) > 1 or len(work.column_bounds) > 1:

@@ -1,0 +1,764 @@
+"""One chain over the workers of a Dask cluster, equal bit for bit to the chain in one process.
+
+``lpviz.fit(release, ..., scheduler=ADDRESS or Client)`` (and ``lpviz fit --scheduler`` or the
+CLI's ``LPVIZ_SCHEDULER``) cuts the release's rows into contiguous partitions, a whole number of
+stream blocks (:data:`lpviz._parallel.ROWS_PER_STREAM` rows) each, and sends each to one worker
+once. A partition lives there for the whole chain as a Dask *actor* (:class:`Partition`): its
+counts, the method's latent state, its rows' factors (theta) and their saved samples and rate sums.
+Actors fit because the state is mutable, large and bound to one worker: a task graph would either
+copy it every iteration or need futures re-keyed each step, and an actor's calls go straight to
+its worker (one round trip, no scheduler bookkeeping per call).
+
+Why the chain is the same for any number of workers (docs/guides/distributed.md):
+
+- each stream block's draws are keyed by (chain seed, iteration, global block): a partition seeds
+  its blocks from its first block on (``Work.block_offset``), so its rows draw what the
+  one-process chain draws for them;
+- given phi, the rows are conditionally independent: the method's sweep, the allocation and
+  theta's update run on each partition with the one-process chain's own hooks
+  (:meth:`~lpviz.methods.base.Method.sweep_rows`, ``model.allocate``, ``model.update_rows``);
+- phi's update needs over the rows only the allocated counts (integers: their sum is exact in any
+  order) and theta's column sums. Floating-point sums over rows are left-to-right in the one
+  process chain, so the driver passes a running total through the partitions in row order
+  (:func:`~lpviz.models._kernels.column_sums_from` and friends continue a sum exactly): the same
+  additions in the same order. Those passes cost one round trip per worker and K numbers each;
+- the driver draws phi with ``model.update_columns``, the one-process chain's own call.
+
+Per iteration each worker receives phi (V x K floats) twice and returns its allocated counts
+(K x V integers) and a few numbers; nothing of the data's size crosses the network after the start.
+"""
+
+import math
+import os
+import time
+import weakref
+
+import numpy as np
+
+from lpviz import methods as method_registry
+from lpviz import models as model_registry
+from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, limit_blas_threads, n_stream_blocks, new_stop_flag
+from lpviz._random import chain_seed_from
+from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _schedule
+from lpviz.methods.base import Exclusions, mean_count_of
+from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
+from lpviz.models.base import Work
+from lpviz.release import Release, Truth
+
+__all__ = [
+    "fit",
+    "connect",
+    "partition_rows",
+    "Partition",
+    "DistributedPosterior",
+    "SchedulerUnreachable",
+    "WorkerLost",
+]
+
+SCHEDULER_ENV = "LPVIZ_SCHEDULER"
+# Seconds to reach a scheduler before giving up with one message (never a hang).
+CONNECT_TIMEOUT = 10.0
+# Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
+START_ROWS = 1 << 16
+# Models whose rows split over machines (their update splits into update_rows and update_columns).
+SPLIT_MODELS = ("topics",)
+
+
+class SchedulerUnreachable(ConnectionError):
+    """No Dask scheduler answered at the address given."""
+
+
+class WorkerLost(RuntimeError):
+    """A worker holding rows of the chain was lost; resume from the last checkpoint."""
+
+
+def _empty_lists(n):
+    return (np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def partition_rows(n_rows, n_workers):
+    """``[(start, stop), ...]``: contiguous row ranges, a whole number of stream blocks each
+    (the last may end in a partial block), as even as blocks allow; no empty range."""
+    n_blocks = n_stream_blocks(n_rows)
+    n_parts = max(1, min(int(n_workers), n_blocks))
+    cuts = [p * n_blocks // n_parts for p in range(n_parts + 1)]
+    return [(cuts[p] * ROWS_PER_STREAM, min(n_rows, cuts[p + 1] * ROWS_PER_STREAM)) for p in range(n_parts)]
+
+
+# ---------------------------------------------------------------------------
+# The worker side
+# ---------------------------------------------------------------------------
+
+
+class Partition:
+    """Rows [start, stop) of a chain, kept on one worker (a Dask actor) for the chain's life."""
+
+    def __init__(self, spec, counts, alpha):
+        limit_blas_threads()
+        self.start_row, self.stop_row = spec["rows"]
+        self.model = model_registry.create(spec["model"], spec["n_components"], a0=spec["a0"], b0=spec["b0"])
+        self.method = method_registry.create(spec["method"], **spec["options"])
+        n_rows, n_cols = np.shape(counts)
+        self.n_cols = n_cols
+        self.dense_mean = spec["dense_mean"]
+        parallel = spec["parallel"]
+        n_cells = n_rows * n_cols
+        self.work = Work(
+            bounds=chunk_bounds(n_rows, n_cells, parallel),
+            column_bounds=[(0, 0)],
+            parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
+            stop=new_stop_flag(),
+            chain_seed=spec["chain_seed"],
+            missing_by_row=_empty_lists(n_rows),
+            missing_by_column=_empty_lists(n_cols),
+            block_offset=self.start_row // ROWS_PER_STREAM,
+        )
+        exclusions = Exclusions(mask=None, rows=_empty_lists(n_rows), n_observed=n_cells)
+        self.prepared = self.method.prepare(np.asarray(counts), alpha, exclusions)
+        self.theta = np.empty((n_rows, self.model.n_components))
+        self.state = None
+        self.latent = None
+        self.counts = None
+        self.rows = {}
+        self.row_log = None
+        self.samples = []  # theta of each saved sample
+        self.rate_sum = None
+
+    def count_total(self):
+        return int(self.prepared.count_total)
+
+    def set_theta(self, first, values):
+        """Write rows [first, first + len(values)) of theta (local row numbers)."""
+        self.theta[first : first + len(values)] = values
+
+    def begin(self, phiT):
+        self.state = (self.theta, np.array(phiT))
+        self.latent = self.method.start(self.prepared, self.model, self.state, self.work, None)
+        return True
+
+    def sweep(self, phiT, iteration):
+        """The method's sweep and theta's update at ``phiT``; returns the allocated counts (K, V)."""
+        self.state[1][...] = phiT
+        stats = self.model.new_stats(self.state, self.work)
+        self.counts, self.rows = self.method.sweep_rows(
+            self.prepared, self.latent, self.model, self.state, stats, self.work, iteration
+        )
+        self.model.update_rows(self.state, stats[0], self.work, iteration)
+        return stats[1].sum(axis=0)
+
+    def theta_sums(self, carry):
+        """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
+        return column_sums_from(self.theta, carry)
+
+    def score(self, phiT, save):
+        """The rows' log likelihood at the new ``phiT``; ``save``: keep this sample."""
+        self.state[1][...] = phiT
+        self.row_log = self.model.row_loglik(self.state, self.counts, self.work)
+        if save:
+            theta = self.theta.copy()
+            self.samples.append(theta)
+            if self.dense_mean:
+                rates = self._rates(theta, phiT)
+                self.rate_sum = rates if self.rate_sum is None else self.rate_sum + rates
+        return True
+
+    def carry(self, totals):
+        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, and the
+        method's per-row terms by name)."""
+        loglik, prior, terms = totals
+        loglik = ordered_sum_from(self.row_log, loglik)
+        prior = gamma_log_prior_from(self.theta, self.model.a0, self.model.b0, prior)
+        terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.rows.items()}
+        return loglik, prior, terms
+
+    @staticmethod
+    def _rates(theta, phiT):
+        # one row alone goes through BLAS's matrix-vector path, whose rounding differs from the
+        # matrix product's: compute it as a row of a two-row product
+        phi = phiT.T.copy()  # as Posterior's factors hold phi: (K, V), C order
+        if theta.shape[0] == 1:
+            return (np.vstack([theta, np.zeros_like(theta)]) @ phi)[:1]
+        return theta @ phi
+
+    def rate_rows(self, start, stop, n_samples, phi_samples):
+        """Posterior mean rates of local rows [start, stop), as :meth:`Posterior.rate_rows` computes them."""
+        if self.rate_sum is not None:
+            return self.rate_sum[start:stop] / n_samples
+        left = np.hstack([theta[start:stop] for theta in self.samples])
+        right = np.hstack([np.asarray(phi).T for phi in phi_samples])
+        return left @ right.T / n_samples
+
+    def sample(self, index):
+        return self.samples[index]
+
+    def save(self, folder):
+        """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically."""
+        from lpviz._files import atomic_write
+
+        arrays = {"theta": self.theta, "n_samples": np.asarray(len(self.samples))}
+        for i, theta in enumerate(self.samples):
+            arrays[f"sample_{i}"] = theta
+        if self.rate_sum is not None:
+            arrays["rate_sum"] = self.rate_sum
+        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        return True
+
+    def restore(self, folder, pieces):
+        """Take this partition's rows from the checkpoint's partitions ``pieces`` [(start, stop)]
+        (a checkpoint made on another number of workers cuts the rows elsewhere)."""
+        samples, rate_sum = None, None
+        for start, stop in pieces:
+            low, high = max(start, self.start_row), min(stop, self.stop_row)
+            if low >= high:
+                continue
+            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+                mine, theirs = slice(low - self.start_row, high - self.start_row), slice(low - start, high - start)
+                self.theta[mine] = archive["theta"][theirs]
+                n = int(archive["n_samples"])
+                if samples is None:
+                    samples = [np.empty_like(self.theta) for _ in range(n)]
+                for i in range(n):
+                    samples[i][mine] = archive[f"sample_{i}"][theirs]
+                if "rate_sum" in archive:
+                    if rate_sum is None:
+                        rate_sum = np.empty((len(self.theta), self.n_cols))
+                    rate_sum[mine] = archive["rate_sum"][theirs]
+        self.samples, self.rate_sum = samples or [], rate_sum
+        return True
+
+
+# ---------------------------------------------------------------------------
+# The driver side
+# ---------------------------------------------------------------------------
+
+
+def connect(scheduler, timeout=CONNECT_TIMEOUT):
+    """``(client, owned)``: a :class:`distributed.Client` for ``scheduler`` (an address, or a
+    Client, which stays the caller's); ``owned``: whether to close it. An address no scheduler
+    answers at raises :class:`SchedulerUnreachable` after ``timeout`` seconds."""
+    from distributed import Client
+
+    if not isinstance(scheduler, str):
+        if not hasattr(scheduler, "scheduler_info"):
+            raise TypeError(f"scheduler must be an address (str) or a distributed.Client, got {scheduler!r}")
+        return scheduler, False
+    try:
+        client = Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as error:
+        raise SchedulerUnreachable(
+            f"no Dask scheduler answered at {scheduler!r} within {timeout:g} s ({type(error).__name__}); "
+            "start one (`dask scheduler` and `dask worker ADDRESS`) or fix the address "
+            f"(--scheduler / {SCHEDULER_ENV})"
+        ) from None
+    return client, True
+
+
+def _worker_memory(client):
+    workers = client.scheduler_info().get("workers", {})
+    return {address: int(info.get("memory_limit") or 0) for address, info in workers.items()}
+
+
+class DistributedPosterior(Posterior):
+    """The :class:`~lpviz.engine.Posterior` of a chain over a cluster: traces and phi's samples on
+    the driver, theta's samples and the rate sums on the workers.
+
+    :meth:`rate_rows` fetches a block of rows; ``mu_hat``, ``samples`` and ``best`` gather what
+    they hold (``mu_hat`` is dense: rows x columns on the driver; read it by blocks with
+    :meth:`rate_rows` when that is too large); :meth:`gather` returns a plain Posterior.
+    """
+
+    def __init__(self, model, method, shape, *, burn_in, thin, partitions, actors):
+        # Posterior's attributes without its dense running sum: the sums live on the workers
+        self.model_instance = model
+        self.heldout = None
+        self.structural_zeros = None
+        self.model = model.name
+        self.method = method.name
+        self.method_label = method.display_name
+        self.n_components = model.n_components
+        self.shape = tuple(shape)
+        self.burn_in, self.thin = burn_in, thin
+        self.saved_iterations, self.phi_samples, self.saved_log_joint = [], [], []
+        self._log_joint, self._log_marginal, self._seconds = [], [], []
+        self._rate_sum = None
+        self._mu_hat = None
+        self.partitions, self.actors = partitions, actors
+        self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
+        self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
+
+    def record(self, state_traces, phi, saved):
+        log_joint, log_marginal, seconds = state_traces
+        self._log_joint.append(log_joint)
+        self._log_marginal.append(log_marginal)
+        self._seconds.append(seconds)
+        if saved is not None:
+            self.saved_iterations.append(saved)
+            self.phi_samples.append(phi)
+            self.saved_log_joint.append(log_joint)
+            self._mu_hat = None
+
+    @property
+    def best_index(self):
+        if not self.saved_log_joint:
+            return None
+        best = 0
+        for i, value in enumerate(self.saved_log_joint):  # the first of the highest, as Posterior.add_sample
+            if value > self.saved_log_joint[best]:
+                best = i
+        return best
+
+    @property
+    def best_iteration(self):
+        index = self.best_index
+        return None if index is None else self.saved_iterations[index]
+
+    @property
+    def best_log_joint(self):
+        index = self.best_index
+        return -math.inf if index is None else float(self.saved_log_joint[index])
+
+    def _sample(self, index):
+        theta = np.vstack([actor.sample(index).result() for actor in self.actors])
+        return {"theta": theta, "phi": self.phi_samples[index].copy()}
+
+    @property
+    def best(self):
+        index = self.best_index
+        return None if index is None else self._sample(index)
+
+    @property
+    def samples(self):
+        """Every saved sample, theta gathered from the workers (rows x K each)."""
+        return [self._sample(i) for i in range(len(self.phi_samples))]
+
+    @property
+    def n_saved(self):
+        return len(self.saved_iterations)
+
+    @property
+    def mu_hat(self):
+        """Posterior mean rates of every cell, gathered (dense, rows x columns on the driver)."""
+        if not self.phi_samples:
+            return None
+        if self._mu_hat is None:
+            self._mu_hat = self.rate_rows(0, self.shape[0])
+        return self._mu_hat
+
+    def rate_rows(self, start, stop):
+        if not self.phi_samples:
+            return None
+        pieces = []
+        for (first, last), actor in zip(self.partitions, self.actors, strict=True):
+            low, high = max(start, first), min(stop, last)
+            if low < high:
+                pieces.append(actor.rate_rows(low - first, high - first, len(self.phi_samples), self.phi_samples))
+        mu = np.vstack([piece.result() for piece in pieces]) if pieces else np.zeros((0, self.shape[1]))
+        return mu.reshape((mu.shape[0],) + self.shape[1:])
+
+    def gather(self):
+        """A plain :class:`Posterior` holding everything on the driver (rows x columns rates)."""
+        posterior = Posterior(self.model_instance, self.method_label, self.shape, burn_in=self.burn_in, thin=self.thin)
+        posterior.method = self.method
+        posterior._log_joint, posterior._log_marginal = list(self._log_joint), list(self._log_marginal)
+        posterior._seconds = list(self._seconds)
+        posterior.samples, posterior.saved_iterations = self.samples, list(self.saved_iterations)
+        index = self.best_index
+        if index is not None:
+            posterior.best = posterior.samples[index]
+            posterior.best_log_joint, posterior.best_iteration = self.best_log_joint, self.best_iteration
+        posterior._rate_sum = None
+        posterior._mu_hat = self.mu_hat
+        return posterior
+
+    def close(self):
+        """Release the workers' partitions (and the client, when the fit opened it itself);
+        gather first what you need of the rows."""
+        self.actors = []
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def __repr__(self):
+        return (
+            f"DistributedPosterior(model={self.model!r}, method={self.method!r}, shape={self.shape}, "
+            f"workers={len(self.actors)}, iterations={self.iterations}, saved={self.n_saved})"
+        )
+
+
+def _nbytes(value):
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 8
+
+
+def fit(
+    data,
+    *,
+    scheduler,
+    model=None,
+    method="private",
+    n_components,
+    n_iter=1000,
+    burn_in=None,
+    thin=25,
+    truth=None,
+    a0=0.1,
+    b0=1.0,
+    random_state=None,
+    parallel=None,
+    callback=None,
+    timeout=CONNECT_TIMEOUT,
+    workers=None,
+    checkpoint=None,
+    checkpoint_every=25,
+    resume=False,
+    **options,
+):
+    """:func:`lpviz.fit` of one chain over the workers of the Dask cluster at ``scheduler``: the
+    same chain, bit for bit, as in one process with the same seed; returns a
+    :class:`DistributedPosterior` (rates and theta stay on the workers until asked for).
+
+    ``workers``: the workers to use (addresses, or how many; default every worker of the cluster,
+    in the scheduler's sorted order); ``timeout``: seconds to reach the scheduler.
+
+    ``checkpoint``: a folder (every worker and the driver must reach it: the cluster's shared
+    storage) where the chain's state is saved every ``checkpoint_every`` iterations, atomically
+    (the parts of a checkpoint first, then the file ``LATEST`` naming it). A lost worker stops the
+    chain with :class:`WorkerLost`; ``resume=True`` with the same arguments continues from the
+    last checkpoint, on any number of workers, and gives the chain an unbroken run gives."""
+    if not isinstance(data, Release):
+        raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
+    model_name = model_registry.default_for(data.kind) if model is None else model
+    model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
+    if model_instance.name not in SPLIT_MODELS:
+        raise ValueError(
+            f"model={model_instance.name!r} does not split over machines yet (only {', '.join(SPLIT_MODELS)}); "
+            "fit it in one process (drop scheduler=)"
+        )
+    method_options = {key: value for key, value in options.items() if value is not None}
+    method_instance = method_registry.create(method, **method_options)
+    if method_instance.settings.get("sampler") == "bessel":
+        raise ValueError(
+            "the Bessel sampler draws its starting noise rates from one stream over every cell, so its chain "
+            "does not split over machines; use sampler='collapsed' (the default) with scheduler="
+        )
+    if data.heldout is not None or data.structural_zeros is not None:
+        raise ValueError(
+            "this release has held-out cells or structural zeros; phi's update over them needs theta at "
+            "those rows, which a chain over a cluster does not gather yet: fit it in one process (drop scheduler=)"
+        )
+    model_instance.check_shape(data.shape)
+    n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    if method_instance.uses_truth:
+        if truth is None:
+            raise ValueError(f"method={method_instance.name!r} fits the true counts: pass truth=Truth(Y)")
+        counts = truth.Y if isinstance(truth, Truth) else np.asarray(truth)
+    else:
+        counts = data.Y_obs
+    alpha = data.alpha_per_row if method_instance.needs_alpha else None
+    n_rows, n_cols = data.shape
+    chain_seed = chain_seed_from(random_state)
+    checkpoint_every = int(checkpoint_every)
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if checkpoint is not None and not os.path.isdir(checkpoint):
+        raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
+    saved_state = _read_checkpoint(checkpoint, chain_seed, (n_rows, n_cols), n_iter) if resume else None
+    client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
+    try:
+        posterior = _run(
+            client,
+            counts,
+            alpha,
+            model_instance,
+            method_instance,
+            method_options,
+            (n_rows, n_cols),
+            n_iter,
+            burn_in,
+            thin,
+            chain_seed,
+            parallel,
+            callback,
+            workers,
+            (checkpoint, checkpoint_every, saved_state),
+        )
+    except BaseException:
+        if owned:
+            client.close()
+        raise
+    if owned:  # the workers keep theta and the rates while the posterior lives: close the client then
+        posterior._finalizer = weakref.finalize(posterior, client.close)
+    return posterior
+
+
+def _check_worker_memory(client, workers, partitions, model, method, n_cols, n_iter, burn_in, thin):
+    """Refuse before any data moves a chain whose largest partition does not fit its worker."""
+    from lpviz.budget import MemoryBudgetError, format_bytes
+    from lpviz.engine import chain_bytes
+
+    limits = _worker_memory(client)
+    saved = max(0, n_iter - burn_in) // max(1, thin)
+    for address, (start, stop) in zip(workers, partitions, strict=True):
+        rows = stop - start
+        need = chain_bytes(model, method, (rows, n_cols)) + saved * 8 * model.n_components * rows
+        if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
+            need += 8 * rows * n_cols
+        limit = limits.get(address, 0)
+        if limit and need > limit:
+            raise MemoryBudgetError(
+                f"a partition of {rows:,} rows needs about {format_bytes(need)} on worker {address}, "
+                f"whose memory limit is {format_bytes(limit)}. Add workers or give each more memory "
+                "(dask worker --memory-limit), or fit fewer rows."
+            )
+
+
+def _pick_workers(client, chosen):
+    available = sorted(client.scheduler_info().get("workers", {}))
+    if not available:
+        raise SchedulerUnreachable("the Dask scheduler has no workers; start some (`dask worker ADDRESS`)")
+    if chosen is None:
+        return available
+    if isinstance(chosen, int):
+        if not 1 <= chosen <= len(available):
+            raise ValueError(f"workers={chosen} but the cluster has {len(available)}; ask for 1 to {len(available)}")
+        return available[:chosen]
+    unknown = [address for address in chosen if address not in available]
+    if unknown:
+        raise ValueError(f"no worker {unknown[0]!r} in the cluster; its workers: {', '.join(available)}")
+    return list(chosen)
+
+
+def _read_checkpoint(folder, seed, shape, n_iter):
+    """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain)."""
+    if folder is None:
+        raise ValueError("resume=True needs checkpoint=FOLDER, the folder the chain saved its state in")
+    latest = os.path.join(folder, "LATEST")
+    if not os.path.exists(latest):
+        raise FileNotFoundError(f"no checkpoint in {folder!r} (no LATEST file); run without resume=True")
+    with open(latest, encoding="utf-8") as handle:
+        name = handle.read().strip()
+    with np.load(os.path.join(folder, name, "driver.npz")) as archive:
+        state = {key: archive[key] for key in archive.files}
+    if int(state["chain_seed"]) != seed or tuple(int(n) for n in state["shape"]) != tuple(shape):
+        raise ValueError(
+            f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
+            "arguments of the chain that wrote it, or choose another folder"
+        )
+    if int(state["iteration"]) > n_iter:
+        raise ValueError(f"the checkpoint is at iteration {int(state['iteration'])}, past n_iter = {n_iter}")
+    state["folder"] = os.path.join(folder, name)
+    return state
+
+
+def _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors):
+    """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
+    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes."""
+    import shutil
+
+    from lpviz._files import atomic_write
+
+    name = f"iteration-{iteration:09d}"
+    target = os.path.join(folder, name)
+    os.makedirs(target, exist_ok=True)
+    for future in [actor.save(target) for actor in actors]:
+        future.result()
+    arrays = {
+        "iteration": np.asarray(iteration),
+        "chain_seed": np.asarray(seed),
+        "shape": np.asarray(shape),
+        "phiT": phiT,
+        "partitions": np.asarray(posterior.partitions),
+        "log_joint": np.asarray(posterior._log_joint, dtype=float),
+        "log_marginal": np.asarray(posterior._log_marginal, dtype=float),
+        "seconds": np.asarray(posterior._seconds, dtype=float),
+        "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
+        "saved_log_joint": np.asarray(posterior.saved_log_joint, dtype=float),
+        "phi_samples": np.asarray(posterior.phi_samples).reshape(-1, *phiT.T.shape),
+    }
+    atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
+    atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
+    for entry in os.listdir(folder):
+        if entry.startswith("iteration-") and entry != name:
+            shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+
+
+def _run(
+    client,
+    counts,
+    alpha,
+    model,
+    method,
+    method_options,
+    shape,
+    n_iter,
+    burn_in,
+    thin,
+    seed,
+    parallel,
+    callback,
+    chosen,
+    saving,
+):
+    n_rows, n_cols = shape
+    workers = _pick_workers(client, chosen)
+    partitions = partition_rows(n_rows, len(workers))
+    workers = workers[: len(partitions)]
+    _check_worker_memory(client, workers, partitions, model, method, n_cols, n_iter, burn_in, thin)
+    spec = {
+        "model": model.name,
+        "n_components": model.n_components,
+        "a0": model.a0,
+        "b0": model.b0,
+        "method": method.name,
+        "options": method_options,
+        "chain_seed": seed,
+        "parallel": parallel,
+        "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
+    }
+    actors = []
+    for address, (start, stop) in zip(workers, partitions, strict=True):
+        piece = np.ascontiguousarray(counts[start:stop])
+        alpha_piece = None if alpha is None else np.ascontiguousarray(alpha[start:stop])
+        [piece_future] = client.scatter([piece], workers=[address])
+        future = client.submit(
+            Partition,
+            dict(spec, rows=(start, stop)),
+            piece_future,
+            alpha_piece,
+            actor=True,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+        )
+        actor = future.result()
+        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
+        # may hold several clients, and a call through another cluster's never returns)
+        actor._client, actor._future = client, future
+        actors.append(actor)
+        del piece, piece_future
+    # The start: theta and phi from the chain seed's generator, as Chain._start draws them
+    total = sum(actor.count_total().result() for actor in actors)
+    rng = np.random.default_rng(seed)
+    level = math.sqrt(max(mean_count_of(total, n_rows * n_cols), 1e-2) / model.n_components)
+    for (start, stop), actor in zip(partitions, actors, strict=True):
+        for first in range(start, stop, START_ROWS):
+            rows = min(stop, first + START_ROWS) - first
+            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
+    phiT = rng.gamma(1.0, level, (n_cols, model.n_components))
+    folder, every, saved_state = saving
+    if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
+        pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
+        for future in [actor.restore(saved_state["folder"], pieces) for actor in actors]:
+            future.result()
+        phiT = np.array(saved_state["phiT"])
+        done = int(saved_state["iteration"])
+    else:
+        done = 0
+    for future in [actor.begin(phiT) for actor in actors]:
+        future.result()
+    driver_state = (np.zeros((1, model.n_components)), phiT)
+    column_work = Work(
+        bounds=[(0, 0)],
+        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
+        parallel=bool(parallel),
+        stop=new_stop_flag(),
+        chain_seed=seed,
+        missing_by_row=_empty_lists(1),
+        missing_by_column=_empty_lists(n_cols),
+    )
+    posterior = DistributedPosterior(
+        model, method, shape, burn_in=burn_in, thin=thin, partitions=partitions, actors=actors
+    )
+    if saved_state is not None:
+        posterior._log_joint = saved_state["log_joint"].tolist()
+        posterior._log_marginal = saved_state["log_marginal"].tolist()
+        posterior._seconds = saved_state["seconds"].tolist()
+        posterior.saved_iterations = saved_state["saved_iterations"].tolist()
+        posterior.saved_log_joint = saved_state["saved_log_joint"].tolist()
+        posterior.phi_samples = [phi.copy() for phi in saved_state["phi_samples"]]
+    chain = (model, actors, posterior, phiT, driver_state, column_work)
+    for iteration in range(done + 1, n_iter + 1):
+        try:
+            _one_iteration(chain, iteration, burn_in, thin, callback)
+        except Exception as error:
+            if not _is_lost_worker(error):
+                raise
+            last = (iteration - 1) - (iteration - 1) % every if folder else 0
+            hint = (
+                f"resume from the checkpoint of iteration {last}: the same call with resume=True"
+                if folder and last
+                else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
+            )
+            raise WorkerLost(
+                f"a worker holding rows of the chain was lost during iteration {iteration} "
+                f"({type(error).__name__}); {hint}"
+            ) from None
+        if folder is not None and iteration % every == 0:
+            _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors)
+    return posterior
+
+
+def _is_lost_worker(error):
+    """Whether ``error`` (raised by an actor's call) means its worker is gone."""
+    from distributed.comm.core import CommClosedError
+
+    return isinstance(error, (CommClosedError, OSError)) or "lost" in str(error).lower()
+
+
+def _one_iteration(chain, iteration, burn_in, thin, callback):
+    """One iteration of the chain over the workers (see the module's docstring)."""
+    model, actors, posterior, phiT, driver_state, column_work = chain
+    W = len(actors)
+    started = time.perf_counter()
+    moved = 0
+    # rows: the method's sweep and theta, each partition at once
+    n_kv_parts = [actor.sweep(phiT, iteration) for actor in actors]
+    moved += W * phiT.nbytes
+    n_kv = None
+    for future in n_kv_parts:
+        part = future.result()
+        moved += part.nbytes
+        n_kv = part if n_kv is None else n_kv + part
+    swept = time.perf_counter()
+    theta_sum = np.zeros(model.n_components)
+    for actor in actors:  # in row order: the one-process chain's additions
+        theta_sum = actor.theta_sums(theta_sum).result()
+    moved += 2 * W * theta_sum.nbytes
+    # columns: phi, here, from the chain's own streams
+    passed = time.perf_counter()
+    model.update_columns(driver_state, n_kv, theta_sum, column_work, iteration)
+    drawn = time.perf_counter()
+    save = iteration > burn_in and (iteration - burn_in) % thin == 0
+    for future in [actor.score(phiT, save) for actor in actors]:
+        future.result()
+    moved += W * phiT.nbytes
+    scored = time.perf_counter()
+    totals = (0.0, 0.0, {})
+    for actor in actors:
+        totals = actor.carry(totals).result()
+    moved += 2 * W * _nbytes(totals)
+    row_loglik, theta_prior, terms = totals
+    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, phiT)
+    log_joint = loglik + (theta_prior + gamma_log_prior(phiT, model.a0, model.b0))
+    log_joint = float(log_joint + terms.get("noise", 0.0))
+    log_marginal = float(terms.get("log_marginal", math.nan))
+    seconds = time.perf_counter() - started
+    phi = phiT.T.copy() if save else None
+    posterior.record((log_joint, log_marginal, seconds), phi, iteration if save else None)
+    posterior.bytes_moved.append(moved)
+    posterior.phases.append(
+        {
+            "rows": (swept - started) + (scored - drawn),  # the workers' sweeps and scores, at once
+            "passes": (passed - swept) + (time.perf_counter() - scored),  # running sums, worker by worker
+            "driver": drawn - passed,  # phi's draw
+        }
+    )
+    if callback is not None:  # as lpviz.fit's: the iteration's state (phi only: theta stays on the workers)
+        callback(ChainState(iteration, log_joint=log_joint, seconds=seconds, factors={"phi": phiT.T.copy()},
+                            model=model.name, log_marginal=log_marginal))  # fmt: skip

@@ -1,0 +1,178 @@
+"""One chain over a Dask cluster (lpviz.distributed): the same chain, bit for bit, for any number
+of workers, as the chain of one process with the same seed."""
+
+import socket
+
+import numpy as np
+import pytest
+
+import lpviz
+from lpviz import distributed
+from lpviz.budget import MemoryBudgetError
+from lpviz.datasets import make_topics
+from lpviz.release import Truth
+
+pytest.importorskip("distributed")
+from distributed import Client, LocalCluster  # noqa: E402
+
+WORKERS = (1, 2, 3, 4)
+
+
+@pytest.fixture(scope="module")
+def client():
+    # threads in this process: the actors and the test share the compiled kernels
+    with (
+        LocalCluster(n_workers=4, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    # 61 rows: 8 stream blocks, the last partial; 40 words: the private method's sparse step is on
+    return make_topics(n_docs=61, n_words=40, random_state=3)
+
+
+def _same(distributed_posterior, posterior):
+    """Which of the results differ (an empty list: the same bits)."""
+    problems = []
+    for trace in ("log_joint", "log_marginal"):
+        if not np.array_equal(getattr(distributed_posterior, trace), getattr(posterior, trace), equal_nan=True):
+            problems.append(trace)
+    if not np.array_equal(distributed_posterior.mu_hat, posterior.mu_hat):
+        problems.append("mu_hat")
+    if distributed_posterior.saved_iterations != posterior.saved_iterations:
+        problems.append("saved_iterations")
+    for ours, theirs in zip(distributed_posterior.samples, posterior.samples, strict=True):
+        if any(not np.array_equal(ours[name], theirs[name]) for name in ("theta", "phi")):
+            problems.append("samples")
+            break
+    if distributed_posterior.best_iteration != posterior.best_iteration:
+        problems.append("best")
+    return problems
+
+
+@pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
+def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, method):
+    options = dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11)
+    if method == "nonprivate":
+        options["truth"] = Truth(data.Y)
+    release = data.release()
+    reference = lpviz.fit(release, **options)
+    for n_workers in WORKERS:
+        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
+        assert len(posterior.partitions) == n_workers
+        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+
+
+def test_chunked_sweeps_are_the_same_bits(client):
+    """Rows in several chunks per worker (parallel=True) and a different seed give the same chain too,
+    and a different seed a different one (the comparison has power)."""
+    release = make_topics(n_docs=203, n_words=48, random_state=5).release()
+    options = dict(method="private", n_components=4, n_iter=6, burn_in=2, thin=1, parallel=True)
+    reference = lpviz.fit(release, random_state=1, **options)
+    posterior = distributed.fit(release, scheduler=client, workers=3, random_state=1, **options)
+    assert _same(posterior, reference) == []
+    other = distributed.fit(release, scheduler=client, workers=3, random_state=2, **options)
+    assert not np.array_equal(other.log_joint, reference.log_joint)
+
+
+def test_fit_and_the_env_route_to_the_cluster(client, data, monkeypatch):
+    options = dict(method="naive", n_components=3, n_iter=5, burn_in=1, thin=1, random_state=4)
+    reference = lpviz.fit(data.release(), **options)
+    seen = []
+    posterior = lpviz.fit(
+        data.release(), scheduler=client, callback=lambda state: seen.append(state.iteration), **options
+    )
+    assert isinstance(posterior, distributed.DistributedPosterior)
+    assert seen == [1, 2, 3, 4, 5]
+    assert _same(posterior, reference) == []
+    # LPVIZ_SCHEDULER is the CLI's (and the dashboard's): the library distributes only when asked
+    monkeypatch.setenv("LPVIZ_SCHEDULER", client.scheduler.address)
+    assert not isinstance(lpviz.fit(data.release(), **options), distributed.DistributedPosterior)
+
+
+def test_rates_by_row_blocks_and_gather(client, data):
+    options = dict(method="private", n_components=3, n_iter=6, burn_in=2, thin=2, random_state=8)
+    reference = lpviz.fit(data.release(), **options)
+    posterior = distributed.fit(data.release(), scheduler=client, workers=3, **options)
+    # a block across a partition's edge, before any dense gather
+    assert np.array_equal(posterior.rate_rows(13, 41), reference.rate_rows(13, 41))
+    assert posterior._mu_hat is None
+    local = posterior.gather()
+    assert type(local) is lpviz.Posterior
+    assert _same(local, reference) == []
+    assert posterior.bytes_moved and all(b > 0 for b in posterior.bytes_moved)
+
+
+def test_partitions_are_whole_stream_blocks():
+    assert distributed.partition_rows(61, 3) == [(0, 16), (16, 40), (40, 61)]
+    assert distributed.partition_rows(10, 4) == [(0, 8), (8, 10)]  # no empty partition
+    for rows, workers in ((1000, 7), (9, 2), (8, 1)):
+        parts = distributed.partition_rows(rows, workers)
+        assert parts[0][0] == 0 and parts[-1][1] == rows
+        assert all(start % 8 == 0 and start < stop for start, stop in parts)
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+
+
+def test_unreachable_scheduler_is_one_clear_message():
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    release = make_topics(random_state=0).release()
+    with pytest.raises(distributed.SchedulerUnreachable, match=f"127.0.0.1:{port}.*within 1 s"):
+        lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=f"tcp://127.0.0.1:{port}", timeout=1)
+
+
+def test_a_chain_too_large_for_the_workers_is_refused_before_data_moves(tmp_path):
+    release = make_topics(n_docs=400, n_words=300, random_state=0).release()
+    with (
+        LocalCluster(n_workers=1, processes=False, memory_limit="200kB", dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        with pytest.raises(MemoryBudgetError, match=r"needs about .* on worker .* memory limit is"):
+            distributed.fit(release, scheduler=client, n_components=10, n_iter=3, thin=1)
+        assert not client.has_what() or not any(client.has_what().values())  # nothing was scattered
+
+
+def test_refusals_name_the_fix(client):
+    release = make_topics(random_state=0).release()
+    with pytest.raises(ValueError, match="sampler='collapsed'"):
+        distributed.fit(release, scheduler=client, n_components=3, n_iter=3, thin=1, sampler="bessel")
+    with pytest.raises(ValueError, match="held-out"):
+        heldout = np.zeros(release.shape, dtype=bool)
+        heldout[0, 0] = True
+        distributed.fit(release.with_heldout(heldout), scheduler=client, n_components=3, n_iter=3, thin=1)
+    with pytest.raises(ValueError, match="inference"):
+        lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=client, inference="vi")
+
+
+def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):
+    options = dict(method="private", n_components=3, n_iter=10, burn_in=3, thin=2, random_state=5)
+    release = data.release()
+    reference = lpviz.fit(release, **options)
+    with (
+        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        victim = sorted(client.scheduler_info()["workers"])[1]
+        worker = next(w for w in cluster.workers.values() if w.address == victim)
+
+        def kill_at_seven(state):
+            if state.iteration == 7:
+                client.sync(worker.close, executor_wait=False)
+
+        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
+            distributed.fit(
+                release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, callback=kill_at_seven, **options
+            )
+        assert (tmp_path / "LATEST").read_text() == "iteration-000000006"
+        assert victim not in client.scheduler_info()["workers"]
+        # resumed on the two workers left (the rows cut otherwise): the unbroken chain's bits
+        resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
+        assert len(resumed.partitions) == 2
+        assert _same(resumed, reference) == []
+        with pytest.raises(ValueError, match="another chain"):
+            other = dict(options, random_state=6)
+            distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
