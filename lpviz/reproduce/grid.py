@@ -216,7 +216,9 @@ def local_cluster(workers, threads=None, memory_limit="auto"):
         env=env,
         memory_limit=memory_limit,
         dashboard_address=None,
-        silence_logs=logging.ERROR,
+        # a task's error reaches the client as its exception; the workers' own ERROR lines are shutdown
+        # noise (a heartbeat to the scheduler that closed first, on Ctrl-C: a traceback after "interrupted")
+        silence_logs=logging.CRITICAL,
         preload=["lpviz.reproduce._worker_setup"],  # Ctrl-C is the client's to handle: no worker tracebacks
     )
 
