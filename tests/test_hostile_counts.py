@@ -268,7 +268,7 @@ def test_a_zip_that_claims_10_members_but_holds_more_than_the_cap_is_refused(tmp
 _SAMPLERS = {
     "private-collapsed": ["--already-noised", "--sampler", "collapsed"],
     "private-bessel": ["--already-noised", "--sampler", "bessel"],
-    "private-vi": ["--already-noised", "--inference", "vi"],
+    "private-vi": ["--already-noised", "--inference", "vi", "--tol", "0"],  # tol 0: still running at the signal
     "naive": ["--already-noised", "--method", "naive"],
     "nonprivate": ["--method", "nonprivate", "--alpha", "0.999999", "--seed", "0"],
 }
