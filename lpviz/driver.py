@@ -13,6 +13,7 @@ import numpy as np
 
 from lpviz import methods as method_registry
 from lpviz import vi
+from lpviz._dask_chains import DaskEnsembleRun
 from lpviz.engine import INFERENCES, Chain, Run, _schedule
 from lpviz.ensemble import DEFAULT_CHAINS, EnsembleRun, check_chains, spawn_seeds
 
@@ -42,6 +43,7 @@ def run(
     tol=None,
     chains=DEFAULT_CHAINS,
     restarts=1,
+    scheduler=None,
     **options,
 ):
     """Run one chain (or ``chains`` of them) as an iterator of :class:`ChainState`, feeding a :class:`Posterior`.
@@ -73,6 +75,13 @@ def run(
         ``inference="vi"``: run this many CAVI initialisations concurrently
         (seeds spawned likewise; restart 0 is the single fit of that seed) and
         keep the one with the highest ELBO (:func:`lpviz.ensemble.best_restart`).
+    scheduler : None, str or distributed.Client
+        With ``chains > 1``: run each chain whole as one task on the workers of
+        this Dask cluster (:mod:`lpviz._dask_chains`) instead of in this
+        process's threads; the same chains, equal to the in-process ensemble
+        of the same seed. (One chain over many workers is
+        ``lpviz.fit(..., chains=1, scheduler=...)``: :mod:`lpviz.distributed`.)
+        ``timeout`` among ``options``: seconds to reach the scheduler.
     **options
         The method's other options (its ``options``: e.g. the private
         method's ``sparse_step``, ``noise_split``), each for the inference it
@@ -87,7 +96,9 @@ def run(
         :class:`lpviz.ensemble.EnsembleRun`: iterating it runs every chain in
         its own thread and yields ``(chain, state)``; its ``posterior`` is an
         :class:`lpviz.ensemble.EnsemblePosterior` (the best restart's
-        :class:`~lpviz.vi.VariationalPosterior` for restarts).
+        :class:`~lpviz.vi.VariationalPosterior` for restarts). With a
+        ``scheduler``, a :class:`lpviz._dask_chains.DaskEnsembleRun`: the same
+        iteration (its states carry the traces, not the factors) and posterior.
     """
     if inference not in INFERENCES:
         raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
@@ -117,6 +128,8 @@ def run(
         tol=tol,
         **options,
     )
+    if scheduler is not None:
+        return _dask_run(scheduler, arguments, random_state, chains, restarts)
     count = max(chains, restarts)
     if count == 1:
         return _one_run(random_state=random_state, **arguments)
@@ -125,6 +138,30 @@ def run(
     _check_ensemble_memory(first, count)
     runs = [first] + [_one_run(random_state=seed, **arguments) for seed in seeds[1:]]
     return EnsembleRun(runs, restarts=inference == "vi")
+
+
+def _dask_run(scheduler, arguments, random_state, chains, restarts):
+    """Whole chains on the workers of a Dask cluster (:mod:`lpviz._dask_chains`)."""
+    from lpviz import _dask_chains
+    from lpviz.distributed import CONNECT_TIMEOUT
+    from lpviz.models import default_for
+
+    if arguments["inference"] != "mcmc" or restarts > 1 or chains == 1:
+        raise ValueError(
+            "lpviz.run(..., scheduler=) runs chains > 1 whole on the cluster's workers (MCMC, e.g. chains=4); "
+            "one chain over the workers is lpviz.fit(..., chains=1, scheduler=), restarts run in one process"
+        )
+    arguments = dict(arguments)
+    timeout = arguments.pop("timeout", CONNECT_TIMEOUT)
+    _schedule(arguments["n_iter"], arguments["burn_in"], arguments["thin"])  # a bad schedule: refused here
+    data, model = arguments.pop("data"), arguments["model"]
+    if model is None:
+        model = default_for(data.kind) if hasattr(data, "kind") else "topics"
+    truth, mask = arguments.pop("truth"), arguments.pop("mask")
+    return _dask_chains.prepare(
+        scheduler, data, truth=truth, mask=mask, random_state=random_state, chains=chains, timeout=timeout,
+        model_name=model, **arguments,
+    )  # fmt: skip
 
 
 def _check_ensemble_memory(first, count):
@@ -260,20 +297,23 @@ def fit(
     best restart's :class:`~lpviz.vi.VariationalPosterior` with their spread
     (``restart_spread``). Ctrl-C stops every chain before it propagates.
 
-    With ``scheduler`` (a Dask scheduler's address or a ``distributed.Client``)
-    the one chain runs over its workers, bit for bit the chain of one process (:mod:`lpviz.distributed`; the result is
-    a :class:`lpviz.distributed.DistributedPosterior`; one chain only).
+    With ``scheduler`` (a Dask scheduler's address or a ``distributed.Client``):
+    ``chains=1`` runs the one chain over its workers, its rows cut between them, bit for bit the
+    chain of one process (:mod:`lpviz.distributed`; the result is a
+    :class:`lpviz.distributed.DistributedPosterior`); ``chains > 1`` runs each chain whole as one
+    task on a worker (:mod:`lpviz._dask_chains`) and returns the
+    :class:`lpviz.ensemble.EnsemblePosterior` the in-process ensemble of the same seed returns.
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
     # Only an explicit scheduler distributes a fit: LPVIZ_SCHEDULER is the CLI's (and the dashboard's),
     # and a reproduction's chain tasks already run on the workers it names.
-    if scheduler is not None:
+    if scheduler is not None and chains == 1:
         from lpviz import distributed
 
         unsupported = dict(alpha=alpha, mask=mask, init=init, bessel_point=bessel_point, tol=tol)
         given = [key for key, value in unsupported.items() if value is not None]
-        given += [f"{key}={value}" for key, value in dict(chains=chains, restarts=restarts).items() if value != 1]
+        given += [f"{key}={value}" for key, value in dict(restarts=restarts).items() if value != 1]
         if inference != "mcmc" or given:
             raise ValueError(
                 f"a chain over a cluster (scheduler=) takes a Release and runs MCMC; drop "
@@ -319,9 +359,10 @@ def fit(
         tol=tol,
         chains=chains,
         restarts=restarts,
+        scheduler=scheduler,
         **options,
     )
-    if isinstance(chain_run, EnsembleRun):
+    if isinstance(chain_run, (EnsembleRun, DaskEnsembleRun)):
         states = iter(chain_run)
         try:
             for _, state in states:
