@@ -49,10 +49,17 @@ def main():
     parser.add_argument("--timed-seeds", type=int, default=3, help="seeds timed as a single chain (reference)")
     parser.add_argument("--scaling", action="store_true", help="time chains = 1, 2, 4 instead")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--dask-workers",
+        type=int,
+        default=0,
+        metavar="W",
+        help="with --scaling: also time the chains whole on a LocalCluster of W one-thread worker processes",
+    )
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data set")
     args = parser.parse_args()
     if args.scaling:
-        return scaling(args.repeats)
+        return scaling(args.repeats, args.dask_workers)
 
     data = make_topics(120, 40, 4, alpha0=0.5, random_state=args.data_seed)
     release, truth = data.release(), data.truth()
@@ -174,7 +181,7 @@ def _cores_available():
     return one, two
 
 
-def scaling(repeats):
+def scaling(repeats, dask_workers=0):
     one, two = _cores_available()
     print(
         f"reference: a nogil loop {one:.2f} s on one thread, two of them {two:.2f} s on two threads "
@@ -198,6 +205,31 @@ def scaling(repeats):
             times[chains] = best
         row = ", ".join(f"chains={c}: {t:.2f} s ({t / times[1]:.2f}x)" for c, t in times.items())
         print(f"{name}: {row}")
+        if dask_workers:
+            row = _dask_row(release, k, n_iter, repeats, dask_workers, times[1])
+            print(f"  on Dask ({dask_workers} worker processes, whole chains): {row}")
+
+
+def _dask_row(release, k, n_iter, repeats, workers, reference):
+    """The same fits with ``scheduler=``: each chain whole on a worker (lpviz._dask_chains), against
+    the one in-process chain (``reference`` seconds)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        lpviz.fit(release, n_components=k, n_iter=n_iter, thin=5, random_state=0, chains=2, scheduler=client)  # warm
+        times = {}
+        for chains in (2, 4):
+            best = np.inf
+            for repeat in range(repeats):
+                start = time.perf_counter()
+                lpviz.fit(release, n_components=k, n_iter=n_iter, thin=5, random_state=repeat, chains=chains,
+                          scheduler=client)  # fmt: skip
+                best = min(best, time.perf_counter() - start)
+            times[chains] = best
+    return ", ".join(f"chains={c}: {t:.2f} s ({t / reference:.2f}x one in-process chain)" for c, t in times.items())
 
 
 if __name__ == "__main__":
