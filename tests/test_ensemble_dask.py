@@ -156,3 +156,34 @@ def test_cli_chains_on_a_scheduler_print_the_in_process_summary(client, capsys):
     there = json.loads(capsys.readouterr().out)
     assert _untimed(there) == _untimed(here)
     assert "chains" in there and len(there["chains"]["private"]) == 2
+
+
+def test_a_lost_worker_is_an_error_naming_the_chain(data):
+    import os
+    import signal
+
+    import dask
+
+    from lpviz.distributed import WorkerLost
+
+    # Dask gives a task up after its worker dies allowed-failures + 1 times: at once here
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        victim = sorted(client.scheduler_info()["workers"])[1]  # chain 1's worker
+        pid = client.run(os.getpid, workers=[victim])[victim]
+
+        killed = []
+
+        def kill(state):
+            if state.chain == 1 and state.iteration >= 5 and not killed:
+                killed.append(pid)
+                os.kill(pid, signal.SIGKILL)
+
+        with pytest.raises(WorkerLost, match="chain 1 of 2 was lost with its worker"):
+            lpviz.fit(
+                data.release(), n_components=3, n_iter=2_000_000, thin=1000, chains=2, scheduler=client, callback=kill
+            )
+        assert _no_chain_tasks(client)
