@@ -77,7 +77,7 @@ def run(
         keep the one with the highest ELBO (:func:`lpviz.ensemble.best_restart`).
     scheduler : None, str or distributed.Client
         With ``chains > 1``: run each chain whole as one task on the workers of
-        this Dask cluster (:mod:`lpviz._dask_chains`) instead of in this
+        this Dask cluster (``lpviz._dask_chains``) instead of in this
         process's threads; the same chains, equal to the in-process ensemble
         of the same seed. (One chain over many workers is
         ``lpviz.fit(..., chains=1, scheduler=...)``: :mod:`lpviz.distributed`.)
@@ -97,7 +97,7 @@ def run(
         its own thread and yields ``(chain, state)``; its ``posterior`` is an
         :class:`lpviz.ensemble.EnsemblePosterior` (the best restart's
         :class:`~lpviz.vi.VariationalPosterior` for restarts). With a
-        ``scheduler``, a :class:`lpviz._dask_chains.DaskEnsembleRun`: the same
+        ``scheduler``, a ``lpviz._dask_chains.DaskEnsembleRun``: the same
         iteration (its states carry the traces, not the factors) and posterior.
     """
     if inference not in INFERENCES:
@@ -141,7 +141,7 @@ def run(
 
 
 def _dask_run(scheduler, arguments, random_state, chains, restarts):
-    """Whole chains on the workers of a Dask cluster (:mod:`lpviz._dask_chains`)."""
+    """Whole chains on the workers of a Dask cluster (``lpviz._dask_chains``)."""
     from lpviz import _dask_chains
     from lpviz.distributed import CONNECT_TIMEOUT
     from lpviz.models import default_for
@@ -301,7 +301,7 @@ def fit(
     ``chains=1`` runs the one chain over its workers, its rows cut between them, bit for bit the
     chain of one process (:mod:`lpviz.distributed`; the result is a
     :class:`lpviz.distributed.DistributedPosterior`); ``chains > 1`` runs each chain whole as one
-    task on a worker (:mod:`lpviz._dask_chains`) and returns the
+    task on a worker (``lpviz._dask_chains``) and returns the
     :class:`lpviz.ensemble.EnsemblePosterior` the in-process ensemble of the same seed returns.
     """
     if callback is not None and not callable(callback):
