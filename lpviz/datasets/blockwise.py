@@ -27,12 +27,32 @@ from .._validate import check_int as _check_int
 from .._validate import check_positive as _check_positive
 from ..privacy import _geometric_noise_exact, _geometric_noise_fast, heterogeneous_alpha
 
-__all__ = ["GENERATOR_ROWS", "BlockwiseTopics", "make_topics_blockwise"]
+__all__ = ["GENERATOR_ROWS", "BlockwiseTopics", "BlockwiseRelease", "make_topics_blockwise", "blockwise_release"]
 
 # Rows drawn from one stream: large enough that numpy's vectorised draws dominate, small enough
 # that a partition's edge wastes little (a range builds its first and last blocks whole, then cuts).
 GENERATOR_ROWS = 1024
 WHICH = ("Y_obs", "Y", "alpha")
+
+
+def _noised(Y, alpha, rng):
+    """``Y`` plus two-sided geometric noise: the seeded simulation from ``rng``, or exact (None)."""
+    Y_obs = np.array(Y, dtype=np.int64)
+    if rng is None:
+        _geometric_noise_exact(Y_obs, alpha)
+    else:
+        _geometric_noise_fast(Y_obs, alpha, rng)
+    return Y_obs
+
+
+def _cut_rows(n_rows, start, stop, block_rows):
+    """Rows [start, stop) from whole generator blocks: (block, first row, cut) for each block met."""
+    start, stop = int(start), int(stop)
+    if not 0 <= start < stop <= n_rows:
+        raise ValueError(f"rows [{start}, {stop}) are not inside the {n_rows:,} rows")
+    for block in range(start // block_rows, (stop - 1) // block_rows + 1):
+        first = block * block_rows
+        yield block, first, slice(max(start, first) - first, min(stop, first + block_rows) - first)
 
 
 @dataclass(frozen=True)
@@ -84,26 +104,15 @@ class BlockwiseTopics:
         theta = rng.gamma(10.0, self.doc_length / 10.0, size=rows.size)[:, None] * shares
         Y = rng.poisson(theta @ phi).astype(np.int64)
         alpha = heterogeneous_alpha(rows.size, self.alpha0, self.concentration, random_state=rng)
-        Y_obs = Y.copy()
-        if self.exact:
-            _geometric_noise_exact(Y_obs, alpha)
-        else:
-            _geometric_noise_fast(Y_obs, alpha, rng)
+        Y_obs = _noised(Y, alpha, None if self.exact else rng)
         return {"Y": Y, "Y_obs": Y_obs, "alpha": alpha, "theta": theta}
 
     def rows(self, start, stop, which="Y_obs"):
         """Rows [start, stop) of ``which`` (``"Y_obs"``, ``"Y"``, ``"alpha"`` or ``"theta"``),
         built block by block: the same values for any cut of the rows."""
-        start, stop = int(start), int(stop)
-        if not 0 <= start < stop <= self.n_docs:
-            raise ValueError(f"rows [{start}, {stop}) are not inside the {self.n_docs:,} rows")
         phi = self.phi()
-        pieces = []
-        for block in range(start // GENERATOR_ROWS, (stop - 1) // GENERATOR_ROWS + 1):
-            first = block * GENERATOR_ROWS
-            values = self._block(block, phi)[which]
-            pieces.append(values[max(start, first) - first : min(stop, first + GENERATOR_ROWS) - first])
-        return np.concatenate(pieces)
+        cuts = _cut_rows(self.n_docs, start, stop, GENERATOR_ROWS)
+        return np.concatenate([self._block(block, phi)[which][cut] for block, _, cut in cuts])
 
     def release(self):
         """The whole release built in this process (memory checked first)."""
@@ -171,4 +180,84 @@ def make_topics_blockwise(
         topic_purity=topic_purity,
         seed=int(random_state),
         exact=bool(exact),
+    )
+
+
+@dataclass(frozen=True)
+class BlockwiseRelease:
+    """Counts a data owner holds (a sparse matrix, e.g. every email of an Enron corpus), noised
+    block by block where the rows are needed: see :func:`blockwise_release`."""
+
+    Y: object  # scipy.sparse CSR (or a dense array) of true counts
+    alpha: object  # float or one per row
+    seed: int | None  # None: exact noise
+    name: str = ""
+
+    kind = "documents"
+    heldout = None
+    structural_zeros = None
+    builds_rows = True
+
+    @property
+    def shape(self):
+        return tuple(int(n) for n in self.Y.shape)
+
+    def _block(self, block, first):
+        stop = min(self.shape[0], first + GENERATOR_ROWS)
+        rows = self.Y[first:stop]
+        Y = np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows, dtype=np.int64)
+        alpha = np.broadcast_to(np.asarray(self.alpha, dtype=float), (self.shape[0],))[first:stop]
+        rng = None if self.seed is None else np.random.default_rng(np.random.SeedSequence([self.seed, block]))
+        return {"Y": Y, "alpha": np.array(alpha), "Y_obs": _noised(Y, alpha, rng)}
+
+    def rows(self, start, stop, which="Y_obs"):
+        """Rows [start, stop) of ``which`` (``"Y_obs"``, ``"Y"`` or ``"alpha"``), block by block."""
+        cuts = _cut_rows(self.shape[0], start, stop, GENERATOR_ROWS)
+        return np.concatenate([self._block(block, first)[which][cut] for block, first, cut in cuts])
+
+    def release(self):
+        """The whole release built in this process (memory checked first)."""
+        from lpviz.budget import check_memory, dense_bytes
+        from lpviz.release import Release
+
+        check_memory(
+            3 * dense_bytes(self.shape, np.int64),
+            f"a {self.shape[0]:,} x {self.shape[1]:,} release built in one process",
+            fix="Fit it over a cluster instead (lpviz.fit(data, scheduler=...)), whose workers noise their own rows.",
+        )
+        return Release(
+            Y_obs=self.rows(0, self.shape[0], "Y_obs"),
+            alpha=self.alpha,
+            kind="documents",
+            simulated=self.seed is not None,
+            noise_seed=self.seed,
+            name=self.name,
+        )
+
+
+def blockwise_release(data, *, epsilon=None, N=1, alpha=None, random_state=None):
+    """Counts (a :class:`~lpviz.datasets.CountData`, e.g. ``build_enron_topics(path, n_docs="all")``,
+    or a sparse/dense matrix) released block by block where their rows are needed:
+    ``lpviz.fit(blockwise_release(data, epsilon=1), scheduler=...)`` noises each partition on its
+    worker, so the dense D x V release never exists on the driver.
+
+    Noise as :func:`lpviz.privacy.privatize`: exact (OpenDP) by default; an int ``random_state``
+    asks for a seeded simulation (each block of :data:`GENERATOR_ROWS` rows from the stream keyed
+    by (seed, block), so the same release for any cut of the rows). The true counts go to every
+    worker (sparse: small beside the dense release)."""
+    from ..privacy import _resolve_alpha, check_noise_level
+
+    Y = getattr(data, "Y", data)
+    if not hasattr(Y, "shape") or len(Y.shape) != 2:
+        raise ValueError("blockwise_release takes a documents x words matrix (or CountData holding one)")
+    a = _resolve_alpha(epsilon, N, alpha, Y.shape[0])
+    check_noise_level(a)
+    if random_state is not None and (not isinstance(random_state, (int, np.integer)) or random_state < 0):
+        raise TypeError(f"random_state must be None (exact noise) or a non-negative int seed, got {random_state!r}")
+    Y = Y.tocsr() if hasattr(Y, "tocsr") else np.asarray(Y)
+    return BlockwiseRelease(
+        Y=Y,
+        alpha=a,
+        seed=None if random_state is None else int(random_state),
+        name=str(getattr(data, "source", "") or ""),
     )
