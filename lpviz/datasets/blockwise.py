@@ -1,12 +1,12 @@
 """A synthetic topic release of any size, built block by block where its rows are needed.
 
-:func:`make_topics_blockwise` returns a :class:`BlockwiseTopics`: a small description (sizes, noise
-level, seed) with the true topics ``phi`` (K x V, small enough to send anywhere) and no counts.
-Rows are drawn in blocks of :data:`GENERATOR_ROWS` rows, block ``b`` from its own stream keyed by
-``(seed, b)``, so any range of rows is the same whoever builds it: ``lpviz.fit(gen, scheduler=...)``
-builds each partition on its worker (the driver never holds the D x V counts), and
-:meth:`BlockwiseTopics.release` builds the same release in this process (for small sizes and
-tests).
+:func:`~lpviz.datasets.make_topics_blockwise` returns a :class:`~lpviz.datasets.BlockwiseTopics`:
+a small description (sizes, noise level, seed) with the true topics ``phi`` (K x V, small enough to
+send anywhere) and no counts. Rows are drawn in blocks of ``GENERATOR_ROWS`` (1,024) rows, block
+``b`` from its own stream keyed by ``(seed, b)``, so any range of rows is the same whoever builds
+it: ``lpviz.fit(gen, scheduler=...)`` builds each partition on its worker (the driver never holds
+the D x V counts), and :meth:`~lpviz.datasets.BlockwiseTopics.release` builds the same release in
+this process (for small sizes and tests).
 
 The truth follows :func:`~lpviz.datasets.make_topics`: topic ``k`` puts ``topic_purity`` of its
 mass on its own block of words; document ``d`` belongs to group ``d * K // D``, takes 80% of its
@@ -57,7 +57,7 @@ def _cut_rows(n_rows, start, stop, block_rows):
 
 @dataclass(frozen=True)
 class BlockwiseTopics:
-    """A synthetic topic release described, not held: see :func:`make_topics_blockwise`."""
+    """A synthetic topic release described, not held: see :func:`~lpviz.datasets.make_topics_blockwise`."""
 
     n_docs: int
     n_words: int
@@ -186,7 +186,7 @@ def make_topics_blockwise(
 @dataclass(frozen=True)
 class BlockwiseRelease:
     """Counts a data owner holds (a sparse matrix, e.g. every email of an Enron corpus), noised
-    block by block where the rows are needed: see :func:`blockwise_release`."""
+    block by block where the rows are needed: see :func:`~lpviz.datasets.blockwise_release`."""
 
     Y: object  # scipy.sparse CSR (or a dense array) of true counts
     alpha: object  # float or one per row
@@ -242,7 +242,7 @@ def blockwise_release(data, *, epsilon=None, N=1, alpha=None, random_state=None)
     worker, so the dense D x V release never exists on the driver.
 
     Noise as :func:`lpviz.privacy.privatize`: exact (OpenDP) by default; an int ``random_state``
-    asks for a seeded simulation (each block of :data:`GENERATOR_ROWS` rows from the stream keyed
+    asks for a seeded simulation (each block of ``lpviz.datasets.GENERATOR_ROWS`` rows from the stream keyed
     by (seed, block), so the same release for any cut of the rows). The true counts go to every
     worker (sparse: small beside the dense release)."""
     from ..privacy import _resolve_alpha, check_noise_level
