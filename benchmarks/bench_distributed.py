@@ -15,10 +15,16 @@ worker after the other, so their work stays that of one process; every worker ad
 1 ms each, and its copies of phi and of its counts at 1 GB/s, sent one after the other).
 
 The release is built here, a block of rows at a time (theta @ phi, Poisson, geometric noise per
-block); at the largest sizes the data should be built on the workers instead (not done yet).
+block); with ``--generate`` it is :func:`lpviz.datasets.make_topics_blockwise` instead, built on
+the workers (the driver never holds the counts) and here only for the in-process chain, when its
+state fits this machine's memory (else the memory check's refusal is printed). The workers get
+the machine's memory budget (lpviz.budget.memory_limit) split evenly, so a partition too large for
+its worker is refused in words before any data moves. ``--project ROWS COLS`` scales the measured
+parts to another size (rows' work by cells, phi's draw and the bytes by columns).
 
     python benchmarks/bench_distributed.py                      # 200,000 x 2,000, 3 iterations
     python benchmarks/bench_distributed.py --rows 20000 --cols 2000 --iterations 3
+    python benchmarks/bench_distributed.py --generate --rows 1000000 --cols 5000 --iterations 2
 
 Timings are wall-clock on a machine that may be shared: read them beside the in-process chain
 of the same run.
@@ -59,7 +65,7 @@ def timed_in_process(release, options):
     return posterior, time.perf_counter() - started
 
 
-def on_cluster(release, options, workers, cores):
+def on_cluster(release, options, workers, cores, budget):
     from distributed import Client, LocalCluster
 
     import lpviz
@@ -73,19 +79,28 @@ def on_cluster(release, options, workers, cores):
             threads_per_worker=1,
             processes=True,
             env=env,
-            memory_limit=0,
+            memory_limit=budget // workers,
             dashboard_address=None,
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,
     ):
+        from lpviz.budget import MemoryBudgetError
+
         tracemalloc.start()
         started = time.perf_counter()
-        posterior = lpviz.fit(release, scheduler=client, **options)
+        try:
+            posterior = lpviz.fit(release, scheduler=client, **options)
+        except MemoryBudgetError as error:
+            tracemalloc.stop()
+            print(f"{workers} worker(s): refused: {error}")
+            return None
         seconds = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         traces = (posterior.log_joint.copy(), posterior.log_marginal.copy())
+        if posterior is None:
+            return None
         result = {
             "seconds": seconds,
             "iteration": float(np.min(posterior.iteration_seconds)),
@@ -99,53 +114,107 @@ def on_cluster(release, options, workers, cores):
         return result
 
 
+def in_process_fits(data, topics):
+    """Whether the in-process chain on ``data`` fits this machine (the check's words if not)."""
+    from lpviz import methods, models
+    from lpviz.budget import MemoryBudgetError, check_memory
+    from lpviz.engine import chain_bytes
+
+    need = chain_bytes(models.create("topics", topics), methods.create("private"), data.shape)
+    try:
+        check_memory(need + 2 * data.shape[0] * data.shape[1], "the in-process chain (state and int16 release)")
+    except MemoryBudgetError as error:
+        return str(error)
+    return None
+
+
 def main():
+    from lpviz import methods, models
+    from lpviz.budget import format_bytes, memory_limit
+    from lpviz.datasets import make_topics_blockwise
+    from lpviz.engine import chain_bytes
+    from lpviz.privacy import alpha_from
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--cols", type=int, default=2_000)
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--generate", action="store_true", help="build the release on the workers")
+    parser.add_argument("--project", type=int, nargs=2, metavar=("ROWS", "COLS"), help="scale to this size too")
     args = parser.parse_args()
 
+    budget = memory_limit()
+    model, method = models.create("topics", args.topics), methods.create("private")
+    for workers in (1, 2):
+        rows = -(-args.rows // workers)
+        state = format_bytes(chain_bytes(model, method, (rows, args.cols)))
+        print(f"{args.rows:,} x {args.cols:,}, K = {args.topics}: chain state {state} "
+              f"per worker on {workers} worker(s) (memory budget {format_bytes(budget)} on this machine)")  # fmt: skip
     started = time.perf_counter()
-    release = build_release(args.rows, args.cols, args.topics, seed=1)
-    print(f"release {args.rows:,} x {args.cols:,}, K = {args.topics}, eps/N = 1: built in "
-          f"{time.perf_counter() - started:.1f} s ({release.Y_obs.nbytes / 1e9:.2f} GB int16)")  # fmt: skip
+    if args.generate:
+        data = make_topics_blockwise(
+            args.rows, args.cols, args.topics, alpha0=float(alpha_from(1.0)), concentration=1e6, random_state=1
+        )
+        refusal = in_process_fits(data, args.topics)
+        release = None if refusal else data.release()
+    else:
+        refusal, release = None, build_release(args.rows, args.cols, args.topics, seed=1)
+        data = release
+    if release is not None:
+        print(f"release {args.rows:,} x {args.cols:,}, K = {args.topics}, eps/N = 1: built here in "
+              f"{time.perf_counter() - started:.1f} s ({release.Y_obs.nbytes / 1e9:.2f} GB)")  # fmt: skip
     options = dict(
         method="private", n_components=args.topics, n_iter=args.iterations, burn_in=args.iterations - 1, thin=1,
         random_state=7,
     )  # fmt: skip
-    reference, total = timed_in_process(release, options)
-    in_process = float(np.min(reference.iteration_seconds))
-    print(f"in one process ({args.cores} kernel threads): {in_process:.2f} s per iteration (best of "
-          f"{args.iterations}), {total:.1f} s with the start")  # fmt: skip
+    reference = None
+    if release is None:
+        print(f"in one process: not run: {refusal}")
+    else:
+        reference, total = timed_in_process(release, options)
+        in_process = float(np.min(reference.iteration_seconds))
+        print(f"in one process ({args.cores} kernel threads): {in_process:.2f} s per iteration (best of "
+              f"{args.iterations}), {total:.1f} s with the start")  # fmt: skip
+        del release
     measured = {}
     for workers in (1, 2):
-        result = on_cluster(release, options, workers, args.cores)
+        result = on_cluster(data, options, workers, args.cores, budget)
+        if result is None:
+            continue
         measured[workers] = result
-        same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(result["traces"], (reference.log_joint,
-                   reference.log_marginal), strict=True))  # fmt: skip
+        same = reference is not None and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(result["traces"],
+                   (reference.log_joint, reference.log_marginal), strict=True))  # fmt: skip
         phases = ", ".join(f"{key} {value:.3f} s" for key, value in result["phases"].items())
         print(
             f"{workers} worker(s) x {max(1, args.cores // workers)} threads: {result['iteration']:.2f} s per "
             f"iteration ({phases}); {result['bytes'] / 1e6:.1f} MB moved per iteration; driver peak "
             f"{result['driver_peak'] / 1e6:.1f} MB; {result['seconds']:.1f} s with the start; "
-            f"same bits as one process: {same}"
+            f"same bits as one process: {same if reference is not None else 'no in-process chain'}"
         )
+    if 1 not in measured:
+        return
     one = measured[1]
-    per_worker_bytes = one["bytes"]
-    # the transfer rate seen on this machine: bytes of one worker over its round's time beyond compute is not
-    # separable here, so take a conservative 1 GB/s per link for a cluster's network
-    bandwidth = 1e9
-    rows1, driver, passes1 = one["phases"]["rows"], one["phases"]["driver"], one["phases"]["passes"]
-    print("projection (rows' work split evenly; the passes' sums stay serial; each worker adds 4 round trips of 1 ms "
-          "and its copies of phi and counts at 1 GB/s, sent one after the other):")  # fmt: skip
-    round_trip = 1e-3
-    for workers in (16, 64):
-        seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
-        print(f"  {workers} workers: about {seconds:.2f} s per iteration "
-              f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration)")  # fmt: skip
+    sizes = [(args.rows, args.cols)] + ([tuple(args.project)] if args.project else [])
+    for rows, cols in sizes:
+        cells = rows * cols / (args.rows * args.cols)
+        wide = cols / args.cols
+        per_worker_bytes = one["bytes"] * wide
+        # a cluster's network: take a conservative 1 GB/s per link
+        bandwidth = 1e9
+        rows1, passes1 = one["phases"]["rows"] * cells, one["phases"]["passes"]
+        driver = one["phases"]["driver"] * wide
+        print(f"projection at {rows:,} x {cols:,} (rows' work split evenly; the passes' sums stay serial; "
+              "each worker adds 4 round trips of 1 ms and its copies of phi and counts at 1 GB/s, "
+              "sent one after the other):")  # fmt: skip
+        round_trip = 1e-3
+        for workers in (1, 16, 64):
+            seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
+            state = chain_bytes(model, method, (-(-rows // workers), cols))
+            print(f"  {workers} workers: about {seconds:.2f} s per iteration "
+                  f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration, "
+                  f"{format_bytes(state)} of state per worker)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -76,6 +76,28 @@ def _empty_lists(n):
     return (np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
+class RowsOf:
+    """Rows [start, stop) of a source that builds rows where they are needed (``builds_rows``, e.g.
+    :class:`lpviz.datasets.BlockwiseTopics`): what the driver sends a worker instead of counts."""
+
+    def __init__(self, source, which, start=0, stop=None):
+        self.source, self.which = source, which
+        self.start, self.stop = start, source.shape[0] if stop is None else stop
+
+    def __getitem__(self, rows):
+        return RowsOf(self.source, self.which, self.start + rows.start, self.start + rows.stop)
+
+    def build(self):
+        return np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
+
+
+def _piece(values, start, stop):
+    """Rows [start, stop) to send a worker: a copy, or the description of rows it builds itself."""
+    if values is None or isinstance(values, RowsOf):
+        return None if values is None else values[start:stop]
+    return np.ascontiguousarray(values[start:stop])
+
+
 def partition_rows(n_rows, n_workers):
     """``[(start, stop), ...]``: contiguous row ranges, a whole number of stream blocks each
     (the last may end in a partial block), as even as blocks allow; no empty range."""
@@ -96,6 +118,8 @@ class Partition:
     def __init__(self, spec, counts, alpha):
         limit_blas_threads()
         self.start_row, self.stop_row = spec["rows"]
+        # a release generated blockwise: its rows are built here, on the worker (never on the driver)
+        counts, alpha = (piece.build() if isinstance(piece, RowsOf) else piece for piece in (counts, alpha))
         self.model = model_registry.create(spec["model"], spec["n_components"], a0=spec["a0"], b0=spec["b0"])
         self.method = method_registry.create(spec["method"], **spec["options"])
         n_rows, n_cols = np.shape(counts)
@@ -431,7 +455,7 @@ def fit(
     (the parts of a checkpoint first, then the file ``LATEST`` naming it). A lost worker stops the
     chain with :class:`WorkerLost`; ``resume=True`` with the same arguments continues from the
     last checkpoint, on any number of workers, and gives the chain an unbroken run gives."""
-    if not isinstance(data, Release):
+    if not isinstance(data, Release) and not getattr(data, "builds_rows", False):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
     model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
@@ -454,13 +478,18 @@ def fit(
         )
     model_instance.check_shape(data.shape)
     n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
-    if method_instance.uses_truth:
+    if getattr(data, "builds_rows", False):  # generated on the workers: send descriptions, not rows
+        counts = RowsOf(data, "Y" if method_instance.uses_truth else "Y_obs")
+    elif method_instance.uses_truth:
         if truth is None:
             raise ValueError(f"method={method_instance.name!r} fits the true counts: pass truth=Truth(Y)")
         counts = truth.Y if isinstance(truth, Truth) else np.asarray(truth)
     else:
         counts = data.Y_obs
-    alpha = data.alpha_per_row if method_instance.needs_alpha else None
+    if not method_instance.needs_alpha:
+        alpha = None
+    else:
+        alpha = RowsOf(data, "alpha") if isinstance(counts, RowsOf) else data.alpha_per_row
     n_rows, n_cols = data.shape
     chain_seed = chain_seed_from(random_state)
     checkpoint_every = int(checkpoint_every)
@@ -623,8 +652,7 @@ def _run(
     }
     actors = []
     for address, (start, stop) in zip(workers, partitions, strict=True):
-        piece = np.ascontiguousarray(counts[start:stop])
-        alpha_piece = None if alpha is None else np.ascontiguousarray(alpha[start:stop])
+        piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
         future = client.submit(
             Partition,

@@ -176,3 +176,30 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
         with pytest.raises(ValueError, match="another chain"):
             other = dict(options, random_state=6)
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
+
+
+def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_the_same_chain(client):
+    """make_topics_blockwise: each worker builds its partition's rows (the driver sends only a
+    description); the chain equals the one-process chain on the release built here, for W = 1, 2, 3,
+    and the rows are the same whatever cut of the rows builds them."""
+    from lpviz.datasets import GENERATOR_ROWS, make_topics_blockwise
+
+    gen = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS + 37, n_words=30, n_topics=3, random_state=4)
+    release = gen.release()
+    assert release.simulated and release.noise_seed == 4
+    # the rows built in pieces cut anywhere (not on the generator's blocks) are the rows built at once
+    cuts = [0, 5, GENERATOR_ROWS + 3, GENERATOR_ROWS + 4, gen.n_docs]
+    for which, whole in (("Y_obs", release.Y_obs), ("alpha", release.alpha_per_row)):
+        pieces = np.concatenate([gen.rows(a, b, which) for a, b in zip(cuts, cuts[1:], strict=False)])
+        assert np.array_equal(pieces, whole), which
+    assert not np.array_equal(release.Y_obs, gen.truth().Y)  # noised
+    on_worker = client.submit(gen.rows, 3, gen.n_docs - 2, "Y_obs", pure=False).result()
+    assert np.array_equal(on_worker, release.Y_obs[3:-2])
+    other = make_topics_blockwise(n_docs=gen.n_docs, n_words=30, n_topics=3, random_state=5).release()
+    assert not np.array_equal(other.Y_obs, release.Y_obs)  # the seed matters (the comparison has power)
+    options = dict(method="private", n_components=3, n_iter=5, burn_in=2, thin=1, random_state=7)
+    reference = lpviz.fit(release, **options)
+    for n_workers in (1, 2, 3):
+        posterior = lpviz.fit(gen, scheduler=client, workers=n_workers, **options)
+        assert len(posterior.partitions) == n_workers
+        assert _same(posterior, reference) == [], f"generated on {n_workers} workers"

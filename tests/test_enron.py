@@ -652,3 +652,42 @@ def test_the_tensor_experiment_runs_and_its_verdicts_follow_its_rules(
         assert line.rstrip(" |").endswith(verdict), line
         constant = mean(metric.replace("mae", "constant_mae"), "private", levels[0])
         assert f"best constant (median true count) {constant:.3g}" in text
+
+
+def test_every_eligible_real_email_and_a_partitioned_release_for_the_cluster(real_corpus):
+    """n_docs='all' takes every email with >= min_tokens tokens (no 10,000 draw; the default is
+    unchanged), and blockwise_release's rows, noised on the workers of a cluster, give the chain of
+    the same release built in one process."""
+    import lpviz
+    from lpviz.budget import MemoryBudgetError, memory_budget
+    from lpviz.datasets import blockwise_release
+
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    eligible = int((real_corpus.has_text & (real_corpus.n_tokens >= 50)).sum())
+    data = build_enron_topics(real_corpus, n_docs="all", n_words=200, cache_dir=False)
+    assert eligible > 10000 and data.shape == (eligible, 200)
+    assert "n_docs='all'" in data.info["note"]
+    assert build_enron_topics(real_corpus, n_words=200, cache_dir=False).shape == (10000, 200)  # default: a draw
+    refused = r"counts of [\d,]+ emails.*n_docs=N"
+    with memory_budget(1_000_000, "a test's limit"), pytest.raises(MemoryBudgetError, match=refused):
+        build_enron_topics(real_corpus, n_docs="all", n_words=200, cache_dir=False)
+    with pytest.raises(ValueError, match="'all'"):
+        build_enron_topics(real_corpus, n_docs="every", cache_dir=False)
+
+    source = blockwise_release(data, epsilon=1.0, random_state=2)
+    release = source.release()
+    assert release.simulated and release.shape == data.shape
+    noise = release.Y_obs.astype(np.int64) - data.dense()
+    assert noise.std() > 0.5  # noised (alpha = exp(-1): the noise's sd is about 1.3)
+    options = dict(method="private", n_components=3, n_iter=3, burn_in=1, thin=1, random_state=5)
+    reference = lpviz.fit(release, **options)
+    with (
+        LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        posterior = lpviz.fit(source, scheduler=client, **options)
+        assert len(posterior.partitions) == 2
+        assert np.array_equal(posterior.log_joint, reference.log_joint)
+        assert np.array_equal(posterior.mu_hat, reference.mu_hat)

@@ -1,5 +1,6 @@
 """``lpviz fetch-enron`` and ``lpviz build-enron``: get the Enron release and build the paper's matrices."""
 
+import argparse
 import json
 import sys
 import time
@@ -13,6 +14,16 @@ _TOPIC_DEFAULTS = {"n_docs": 10000, "n_words": 10000, "min_tokens": 50, "max_df"
 _NETWORK_DEFAULTS = {"min_count": 100}
 # The two Enron matrices: their options (with the paper's defaults), what rows x columns are.
 _MATRICES = {"topics": (_TOPIC_DEFAULTS, "emails x words"), "network": (_NETWORK_DEFAULTS, "senders x recipients")}
+
+
+def _n_docs(text):
+    """``--n-docs``: a number of emails, or ``all`` (every eligible email of the corpus given)."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of emails; give an integer or 'all'") from None
 
 
 def register(subparsers):
@@ -56,7 +67,11 @@ def register(subparsers):
     build.add_argument("matrix", choices=list(_MATRICES))
     build.add_argument("source", type=Path, help="maildir folder, .tar.gz/.tgz or emails.csv")
     topics = build.add_argument_group("topics options")
-    topics.add_argument("--n-docs", type=int, help=f"emails drawn, D (default {_TOPIC_DEFAULTS['n_docs']})")
+    topics.add_argument(
+        "--n-docs",
+        type=_n_docs,
+        help=f"emails drawn, D, or 'all': every email with --min-tokens tokens (default {_TOPIC_DEFAULTS['n_docs']})",
+    )
     topics.add_argument("--n-words", type=int, help=f"vocabulary size, V (default {_TOPIC_DEFAULTS['n_words']})")
     topics.add_argument(
         "--min-tokens", type=int, help=f"word tokens an email needs (default {_TOPIC_DEFAULTS['min_tokens']})"

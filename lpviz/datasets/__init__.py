@@ -1,6 +1,7 @@
 """Data sets: synthetic generators with known truth, Enron readers, loaders for your own files, cache."""
 
 from ._types import CountData, SyntheticData
+from .blockwise import GENERATOR_ROWS, BlockwiseRelease, BlockwiseTopics, blockwise_release, make_topics_blockwise
 from .download import fetch_enron
 from .enron import (
     EnronCorpus,
@@ -21,6 +22,11 @@ __all__ = [
     "make_topics",
     "make_blocks",
     "make_tensor",
+    "make_topics_blockwise",
+    "BlockwiseTopics",
+    "GENERATOR_ROWS",
+    "BlockwiseRelease",
+    "blockwise_release",
     "load_counts",
     "load_data",
     "save_counts",

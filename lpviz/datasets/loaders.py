@@ -232,6 +232,7 @@ _SPEC_SOURCES = {
     "synthetic-topics": ("lpviz.datasets.synthetic", "make_topics", False),
     "synthetic-blocks": ("lpviz.datasets.synthetic", "make_blocks", False),
     "synthetic-tensor": ("lpviz.datasets.synthetic", "make_tensor", False),
+    "synthetic-topics-blockwise": ("lpviz.datasets.blockwise", "make_topics_blockwise", False),
 }
 
 

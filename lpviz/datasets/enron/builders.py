@@ -108,7 +108,10 @@ def build_enron_topics(
     source : str or Path or EnronCorpus
         A maildir directory, the CMU tarball (.tar.gz/.tgz) or emails.csv.
     n_docs, n_words : int
-        D and V (paper: 10,000 each).
+        D and V (paper: 10,000 each). ``n_docs="all"``: every email with at least ``min_tokens``
+        tokens (the whole corpus given, no draw; the memory it needs is checked before it is
+        allocated). For a fit over a cluster, :func:`lpviz.datasets.blockwise_release` noises the
+        result block by block on the workers.
     min_tokens : int
         Minimum number of word tokens an email needs to be drawn.
     max_df : float in (0, 1]
@@ -136,7 +139,11 @@ def build_enron_topics(
         parameters, ``paths`` of the drawn emails, the reader report and the
         tokenization.
     """
-    n_docs = _check_int("n_docs", n_docs, 1)
+    if isinstance(n_docs, str):
+        if n_docs != "all":
+            raise ValueError(f"n_docs must be a number of emails or 'all' (every eligible email), got {n_docs!r}")
+    else:
+        n_docs = _check_int("n_docs", n_docs, 1)
     n_words = _check_int("n_words", n_words, 1)
     min_tokens = _check_int("min_tokens", min_tokens, 0)
     if isinstance(max_df, bool) or not isinstance(max_df, (int, float, np.floating, np.integer)) or not 0 < max_df <= 1:
@@ -179,10 +186,20 @@ def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) 
             f"({len(corpus)} emails read); lower min_tokens or use a larger corpus"
         )
     rng = np.random.default_rng(random_state)
-    if eligible.size > n_docs:
+    if n_docs == "all":
+        chosen = eligible
+    elif eligible.size > n_docs:
         chosen = np.sort(rng.choice(eligible, size=n_docs, replace=False))
     else:
         chosen = eligible
+    # the chosen rows' copy: values and column indices (8 + 4 bytes per stored count), twice (the
+    # vocabulary's cut); every eligible email of a full corpus is a few hundred MB, checked first
+    stored = int(np.diff(corpus.tokens.indptr)[chosen].sum())
+    check_memory(
+        2 * 12 * stored + 16 * len(chosen),
+        f"{corpus.source}: the counts of {len(chosen):,} emails ({stored:,} stored counts)",
+        fix="Draw fewer emails (n_docs=N instead of 'all') or raise min_tokens.",
+    )
     X = corpus.tokens[chosen]
     doc_freq = np.bincount(X.indices, minlength=X.shape[1])
     word_freq = np.bincount(X.indices, weights=X.data, minlength=X.shape[1]).astype(np.int64)
@@ -210,7 +227,11 @@ def _build_topics(corpus, *, n_docs, n_words, min_tokens, max_df, random_state) 
         "n_docs": int(len(chosen)),
         "n_words": int(len(ranked)),
         "note": (
-            f"only {eligible.size} emails have >= {min_tokens} tokens: all are used" if eligible.size < n_docs else ""
+            f"every one of the {eligible.size} emails with >= {min_tokens} tokens (n_docs='all')"
+            if n_docs == "all"
+            else f"only {eligible.size} emails have >= {min_tokens} tokens: all are used"
+            if eligible.size < n_docs
+            else ""
         ),
         "paths": [corpus.paths[i] for i in chosen],
         "report": corpus.report,
