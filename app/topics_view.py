@@ -162,6 +162,9 @@ class TopicsView(pn.viewable.Viewer):
         super().__init__(**params)
         # drawn in place: a new result changes the figures' data, not the figures (app.live_heatmaps)
         self._live_heatmaps = LiveHeatmaps("topic", "term", "P(term | topic)", row_pixels=TERM_ROW_PIXELS)
+        # the figures are made with the tab's panel, not with the view: a page opens on another tab, and
+        # the truth's heatmap made at every open was ~0.1 s of its 1 s of server CPU (issue 41)
+        self._panel_made = False
         self.on_screen = OnScreen()  # hidden (another tab shown): new results wait until shown
         follow_results(self.fits, lambda runner: self._follow(), VIEW_SECONDS, needs_sample=True)
         self.refresh()
@@ -218,6 +221,8 @@ class TopicsView(pn.viewable.Viewer):
 
     @param.depends("topics", "n_heatmap_words", watch=True)
     def _draw_heatmaps(self):
+        if not self._panel_made:
+            return  # nothing shows them yet: __panel__ draws the newest
         with pn.io.hold():  # factors, data and colour limits reach the page in one message
             self._live_heatmaps.update(self.heatmap_frames())
 
@@ -282,6 +287,8 @@ class TopicsView(pn.viewable.Viewer):
         return {"topics_heatmaps": self.heatmaps()}
 
     def __panel__(self):
+        self._panel_made = True
+        self._draw_heatmaps()
         # Plain HTML tables: they need no extra Panel extension in the template or the notebook.
         scores = pn.pane.DataFrame(
             self.param.scores,

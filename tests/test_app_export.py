@@ -176,6 +176,7 @@ def test_exported_topic_heatmaps_are_the_tabs_rows_and_values_on_a_16_9_slide():
     fits = run_fits(Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3))))
     try:
         view = TopicsView(fits=fits)
+        view.__panel__()  # the tab as shown: its heatmaps are made with its panel
         frames = view.heatmap_frames()
         fig = matplotlib_figure(view.figures()["topics_heatmaps"])
         panels = [ax for ax in fig.axes if ax.get_images()]

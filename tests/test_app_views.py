@@ -249,7 +249,10 @@ def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
     heatmap = heatmaps.values()[1]  # the first method's fit
     assert set(heatmap.dimension_values("topic")) == {str(k) for k in range(1, K + 1)}
     assert heatmap.dimension_values("P(term | topic)").max() <= 1.0
-    # the page's heatmaps: the same frames, drawn in place (one figure per method, kept across updates)
+    # the page's heatmaps: the same frames, drawn in place (one figure per method, kept across updates);
+    # made with the tab's panel, not at the page's open (a hidden tab's figures cost every open)
+    assert view._live_heatmaps.figures == {}
+    pn.panel(view)
     live = view._live_heatmaps
     assert list(live.figures) == list(view.topics)
     for title, frame in view.heatmap_frames().items():
