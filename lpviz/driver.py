@@ -89,7 +89,13 @@ def run(
         :class:`lpviz.ensemble.EnsemblePosterior` (the best restart's
         :class:`~lpviz.vi.VariationalPosterior` for restarts).
     """
-    chains, restarts = _check_counts(inference, chains, restarts)
+    if inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
+    chains, restarts = check_chains(chains), check_chains(restarts, "restarts")
+    if inference == "vi" and chains > 1:
+        raise ValueError("chains= runs MCMC chains; a variational fit has none: use restarts=R for R initialisations")
+    if inference == "mcmc" and restarts > 1:
+        raise ValueError("restarts= starts CAVI again (inference='vi'); MCMC runs several chains with chains=C")
     arguments = dict(
         data=data,
         model=model,
@@ -119,18 +125,6 @@ def run(
     _check_ensemble_memory(first, count)
     runs = [first] + [_one_run(random_state=seed, **arguments) for seed in seeds[1:]]
     return EnsembleRun(runs, restarts=inference == "vi")
-
-
-def _check_counts(inference, chains, restarts):
-    """``(chains, restarts)`` checked against each other and the inference, or a one-line error."""
-    if inference not in INFERENCES:
-        raise ValueError(f"inference must be one of {', '.join(map(repr, INFERENCES))}; got {inference!r}")
-    chains, restarts = check_chains(chains), check_chains(restarts, "restarts")
-    if inference == "vi" and chains > 1:
-        raise ValueError("chains= runs MCMC chains; a variational fit has none: use restarts=R for R initialisations")
-    if inference == "mcmc" and restarts > 1:
-        raise ValueError("restarts= starts CAVI again (inference='vi'); MCMC runs several chains with chains=C")
-    return chains, restarts
 
 
 def _check_ensemble_memory(first, count):
@@ -267,35 +261,13 @@ def fit(
     (``restart_spread``). Ctrl-C stops every chain before it propagates.
 
     With ``scheduler`` (a Dask scheduler's address or a ``distributed.Client``)
-    and one chain, the chain runs over its workers, its rows split between them,
-    bit for bit the chain of one process (:mod:`lpviz.distributed`; the result
-    is a :class:`lpviz.distributed.DistributedPosterior`). With ``chains=C > 1``
-    (or ``restarts=R > 1``) each chain is one task on a worker
-    (:mod:`lpviz._dask_chains`): the same ensemble, bit for bit, as in one
-    process; ``callback`` hears every iteration of every chain, without factors or rates.
+    the one chain runs over its workers, bit for bit the chain of one process (:mod:`lpviz.distributed`; the result is
+    a :class:`lpviz.distributed.DistributedPosterior`; one chain only).
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {callback!r}")
     # Only an explicit scheduler distributes a fit: LPVIZ_SCHEDULER is the CLI's (and the dashboard's),
     # and a reproduction's chain tasks already run on the workers it names.
-    if scheduler is not None and max(_check_counts(inference, chains, restarts)) > 1:
-        from lpviz._dask_chains import fit_chains
-
-        arguments = dict(
-            model=model, method=method, n_components=n_components, n_iter=n_iter, burn_in=burn_in, thin=thin,
-            truth=truth, alpha=alpha, mask=mask, sampler=sampler, a0=a0, b0=b0, parallel=parallel,
-            inference=inference, init=init, bessel_point=bessel_point, tol=tol,
-        )  # fmt: skip
-        return fit_chains(
-            data,
-            scheduler=scheduler,
-            count=max(chains, restarts),
-            restarts=inference == "vi",
-            random_state=random_state,
-            callback=callback,
-            **options,
-            **arguments,
-        )
     if scheduler is not None:
         from lpviz import distributed
 

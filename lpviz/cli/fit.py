@@ -187,9 +187,8 @@ def register(subparsers):
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="run on the Dask cluster at ADDRESS (e.g. tcp://host:8786; default LPVIZ_SCHEDULER): one chain "
-        "split over its workers, or with --chains C each chain on a worker; the same chains, bit for bit "
-        "(docs/guides/distributed.md)",
+        help="run each chain over the workers of the Dask scheduler at ADDRESS (e.g. tcp://host:8786; "
+        "default LPVIZ_SCHEDULER): the same chain, bit for bit (docs/guides/distributed.md)",
     )
     parser.add_argument("--iterations", type=int, default=1000, help="iterations (default 1000)")
     parser.add_argument("--burn-in", type=int, default=None, help="iterations before saving (default 1/6)")
@@ -276,10 +275,15 @@ def run_method(
 
     chains = DEFAULT_CHAINS if chains is None else chains
     data, with_truth = (release, truth) if release is not None else (truth.Y, None)
-    # a cluster's chains: one chain split over its workers, or each of several chains on a worker
     scheduler = options.pop("scheduler", None) or os.environ.get("LPVIZ_SCHEDULER") or None
-    if scheduler is not None:
-        options["scheduler"] = scheduler
+    if scheduler is not None:  # one chain over a Dask cluster (lpviz.distributed)
+        if chains > 1:
+            raise ValueError("--scheduler (or LPVIZ_SCHEDULER) runs one chain over the workers: use --chains 1")
+        posterior = fit(
+            data, model=model, method=method, n_components=n_components, n_iter=iterations, burn_in=burn_in,
+            thin=thin, truth=with_truth, random_state=seed, scheduler=scheduler, **options,
+        )  # fmt: skip
+        return posterior, score(posterior, release, truth)
     with progress_bar(iterations * chains, str(method), progress) as bar:
 
         def advance(state):
