@@ -317,7 +317,7 @@ class ControlsView(pn.viewable.Viewer):
         )
         return pn.Card(
             inference,
-            *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every", "chain_seed")],
+            *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every", "chain_seed", "chains")],
             pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)),
             methods,
             *options,

@@ -391,6 +391,7 @@ def result_summary(fits):
         "burn_in",
         "thin",
         "chain_seed",
+        "chains",
     )
     # no noise seed: with it and the release (exported apart) anyone rebuilds the true counts
     note = (

@@ -146,7 +146,8 @@ class Fits(param.Parameterized):
         self._sync_schedule()
         self.data.param.watch(lambda *events: self.configure(), ["release", "truth", "model"])
         settings.param.watch(
-            lambda *events: settings.still(events) and self.configure(), ["inference", "n_components", "chain_seed"]
+            lambda *events: settings.still(events) and self.configure(),
+            ["inference", "n_components", "chain_seed", "chains"],
         )
         settings.param.watch(
             lambda *events: settings.still(events) and self._sync_schedule(),
@@ -184,6 +185,7 @@ class Fits(param.Parameterized):
             model=data.model,
             n_components=self.settings.n_components,
             seed=self.settings.chain_seed,
+            chains=self.settings.chains,
             inference=self.settings.inference,
         )
 

@@ -22,6 +22,7 @@ from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
 from app.live_traces import LiveTraces
 from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
+from app.runner import CHAIN_TRACES
 from app.throttle import VIEW_SECONDS
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
@@ -52,10 +53,23 @@ CONVERGENCE_NOTE = (
     "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
     "chain still drifts. ESS: the effective number of independent draws among those."
 )
+# With several chains per method (Settings.chains): R-hat compares the chains with each other.
+CHAINS_CONVERGENCE_NOTE = (
+    "R-hat: each method runs {chains} chains from different seeds; this is the rank-normalised split "
+    "R-hat across them (ArviZ) of their log marginal likelihood (the log joint for chains without one) "
+    "after burn-in; near 1 when the chains agree, above 1.1 while they drift or sit in different modes "
+    "(a chain in another mode is named under the table: 'chains disagree'). ESS: the effective number of "
+    "independent draws of all the chains together."
+)
 # The exported rate heatmaps (the truth, each method) two to a row: four to a row left a title ~230 px
 # on a 1500 px page (the live ones wrap: two to a row, one on a phone, app.live_rates)
 RATE_COLUMNS = 2
 RATE_MIN_WIDTH = 300  # at phone width too: a VI method's name beside the axis names, in the title's font
+CHAINS_NOTE = (
+    " Log joint: one line per chain (chain 0, the single chain of the seed, in the legend; the faint "
+    "ones: chains 1 and on; the MAE is chain 0's, the "
+    "posterior mean pools every chain); a chain that stays apart from the others sits in another mode."
+)
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 
@@ -116,6 +130,8 @@ def board_frame(runners):
         if SCORE_LABELS[key] in frame:
             allowed[SCORE_LABELS[key]] = [label for label, scores in scored if rankable(scores, key)[0]]
     frame.attrs["rankable"] = allowed
+    # the chains each MCMC fit ran (score's n_chains): the scoreboard's R-hat is across them
+    frame.attrs["chains"] = max([scores.get("n_chains") or 1 for _, scores in scored], default=1)
     frame.attrs["reasons"] = {
         label: (scores.get("health") or {}).get("reasons") or []
         for label, scores in scored
@@ -154,7 +170,11 @@ def scoreboard_html(frame):
     from lpviz.metrics import SCORE_LABELS
 
     best = best_cells(frame)
+    chains = frame.attrs.get("chains", 1)
     notes = {SCORE_LABELS[key]: note for key, note in HEADER_NOTES.items()}
+    if chains > 1:
+        notes[SCORE_LABELS["rhat"]] = f"across {chains} chains"
+    convergence = CHAINS_CONVERGENCE_NOTE.format(chains=chains) if chains > 1 else CONVERGENCE_NOTE
     head = "".join(
         f"<th>{column}<br><small>({notes[column]})</small></th>" if column in notes else f"<th>{column}</th>"
         for column in frame.columns
@@ -180,7 +200,7 @@ def scoreboard_html(frame):
         + f"<p>{BEST_MARK} the best of each column among the healthy fits (lowest error, highest coherence, "
         f"R-hat nearest 1, largest ESS); an MAE is starred only when it beats the trivial baselines (the best "
         f"constant rate, shown beside it, and the row x column means fit).</p>"
-        + (f"<p><small>{CONVERGENCE_NOTE}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
+        + (f"<p><small>{convergence}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
     )
 
 
@@ -378,8 +398,13 @@ class FitsView(pn.viewable.Viewer):
             if data.settings.inference == "vi"
             else ("log_joint", "Log joint (each method's own model)", "log joint")
         )
+        # one line per chain: chain 0 (the single chain of the seed) named in the legend, the others fainter
+        chains = range(1, data.settings.chains) if column in CHAIN_TRACES else ()
         joint_plot = LiveTraces(
-            [(runner, column, "solid") for runner in runners], title=title, ylabel=ylabel, legend="bottom_right"
+            [(runner, name, "solid") for runner in runners for name in (column, *(f"{column}_{c}" for c in chains))],
+            title=title,
+            ylabel=ylabel,
+            legend="bottom_right",
         )
         if data.truth is None:
             return (
@@ -387,7 +412,7 @@ class FitsView(pn.viewable.Viewer):
                 joint_plot,
                 (
                     "No MAE: this release came without its true counts. The log joint of each "
-                    "chain shows its convergence."
+                    "chain shows its convergence." + CHAINS_NOTE * bool(chains)
                 ),
             )
         key = mae_key(data.truth)
@@ -403,6 +428,7 @@ class FitsView(pn.viewable.Viewer):
         text = "Solid: the current sample. Dashed: the posterior mean over the saved samples" + (
             ". Dotted: the posterior mean on the held-out cells." if held_out else "."
         )
+        text += CHAINS_NOTE * bool(chains)
         if data.settings.inference == "vi":
             text = (
                 "VI: a CAVI fit keeps one q, no samples, so solid (the current q) and dashed (its mean rates "
@@ -410,7 +436,9 @@ class FitsView(pn.viewable.Viewer):
             )
         return mae_plot, joint_plot, text
 
-    @param.depends("fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference")
+    @param.depends(
+        "fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference", "fits.data.settings.chains"
+    )
     def traces(self):
         for plot in self._live_traces:
             plot.detach()  # the plots replaced stop following the buffers
@@ -466,9 +494,12 @@ class FitsView(pn.viewable.Viewer):
         if result is None:
             return np.zeros(shape), "not started"
         if result["mu_hat"] is not None:
-            saved = result["samples_saved"]
-            return result["mu_hat"], f"mean of {saved} sample{'' if saved == 1 else 's'}"  # VI: its one q
-        return result["mu"], f"burn-in, sample {result['iteration']}"
+            saved, chains = result["samples_saved"], result.get("chains", 1)
+            pooled = f" of {chains} chains" if chains > 1 else ""
+            return result["mu_hat"], f"mean of {saved} sample{'' if saved == 1 else 's'}{pooled}"  # VI: its one q
+        return result["mu"], f"burn-in, sample {result['iteration']}" + (
+            " of chain 0" if result.get("chains", 1) > 1 else ""
+        )
 
     def _on_result(self, runner):
         """Redraw the rate heatmaps whose runner has a new result (all of them when due); a heatmap

@@ -17,10 +17,17 @@ from bokeh.models import ColumnDataSource, HoverTool, NumeralTickFormatter, Rang
 from bokeh.plotting import figure
 
 from app.live_rates import FLEX_BASIS
+from app.runner import CHAIN_TRACES
 
 # The narrowest a trace plot gets: its title ("Log joint (each method's own model)") and the legend's
 # method names fit, and one fits the main column of a 412 px phone.
 TRACE_MIN_WIDTH = 330
+
+
+def chain_of(column):
+    """Which chain a trace column follows: ``log_joint_2`` is chain 2's, ``log_joint`` chain 0's."""
+    stem, _, suffix = column.rpartition("_")
+    return int(suffix) if stem in CHAIN_TRACES and suffix.isdigit() else 0
 
 
 class LiveTraces:
@@ -64,16 +71,19 @@ class LiveTraces:
             self.sources[method] = ColumnDataSource(self._columns_of(method, runner.buffer.data))
             self._last[method] = self._last_iteration(runner.buffer.data)
         for runner, column, dash in lines:
+            chain = chain_of(column)
+            # chain 0's line carries the legend; the method's other chains share its colour, fainter
+            style = dict(legend_label=runner.label) if chain == 0 else dict(line_alpha=0.55)
             renderers.append(
                 self.figure.line(
                     "iteration",
                     column,
                     source=self.sources[runner.method],
                     color=runner.color,
-                    line_width=1.5,
+                    line_width=1.5 if chain == 0 else 1.0,
                     line_dash=dash,
-                    legend_label=runner.label,
-                    name=f"{runner.label}: {column}",
+                    name=f"{runner.label}: {column}" if chain == 0 else f"{runner.label}: chain {chain}",
+                    **style,
                 )
             )
         self.figure.add_tools(

@@ -34,10 +34,11 @@ class Claim:
     close: tuple = ()
     tolerance: float = 0.15
     not_mixed: tuple = ()  # methods whose chains the lesson says have not mixed (flagged "not mixed")
+    disagree: tuple = ()  # methods whose chains the lesson says sit in different modes ("chains disagree")
 
     @property
     def methods(self):
-        return (*self.better, *self.worse, *self.close, *self.not_mixed)
+        return (*self.better, *self.worse, *self.close, *self.not_mixed, *self.disagree)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ def check(claim, scores):
     from lpviz.metrics import SCORE_LABELS, rankable
 
     key_label = SCORE_LABELS.get(claim.key, claim.key)
+    if claim.disagree:
+        return _check_disagree(claim, scores)
     if claim.not_mixed:
         health = {m: (scores.get(m) or {}).get("health") for m in claim.not_mixed}
         if any(h is None for h in health.values()):
@@ -105,6 +108,24 @@ def check(claim, scores):
     return Verdict(True, f"{key_label}: {shown}{reference}")
 
 
+def _check_disagree(claim, scores):
+    """A lesson about several chains: each method of ``claim.disagree`` is flagged "chains disagree",
+    its cross-chain R-hat above 1.1, the odd chain named (counted from 0, as score's reasons count them)."""
+    missing = [m for m in claim.disagree if (scores.get(m) or {}).get("health") is None]
+    if missing:
+        return Verdict(None, f"waiting for the chains of {', '.join(map(_label, missing))}")
+    found = []
+    for m in claim.disagree:
+        score = scores[m]
+        rhat, odd = score.get("rhat"), score.get("odd_chains") or []
+        if score.get("n_chains", 1) < 2:
+            return Verdict(False, f"{_label(m)} ran one chain: there is nothing to compare it with")
+        if not (score["health"].get("chains_disagree") and odd and rhat is not None and rhat > 1.1):
+            return Verdict(False, f"the chains of {_label(m)} agree (R-hat {rhat:.3g}): this lesson no longer applies")
+        found.append(f"{_label(m)}: chain {', '.join(str(i) for i in odd)} apart, R-hat {rhat:.3g}")
+    return Verdict(True, "; ".join(found))
+
+
 @dataclass(frozen=True)
 class Preset:
     """An experiment: its ``name``, what to look at (``text``), the settings it sets and the
@@ -117,9 +138,13 @@ class Preset:
 
     def __post_init__(self):
         # every preset says how it fits, so the Table 1 preset's VI does not outlive it; and it
-        # noises with the class seed, so every student of a class sees the same release and numbers
+        # noises with the class seed, so every student of a class sees the same release and numbers.
+        # One chain per method unless it says otherwise: its claim and its class load were measured so
+        # (a student raises Chains in the fit settings to compare chains).
         object.__setattr__(
-            self, "settings", {"inference": "mcmc", "noise_seed": CLASS_SEED, "chain_seed": 0, **self.settings}
+            self,
+            "settings",
+            {"inference": "mcmc", "noise_seed": CLASS_SEED, "chain_seed": 0, "chains": 1, **self.settings},
         )
 
 

@@ -46,6 +46,10 @@ STATUSES = (
 MOVING_STATUSES = ("starting", "running", "pausing", "stopping")
 # Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
 TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
+# The most chains a method runs in a session (Settings.chains), and the traces each chain beyond the
+# first adds to a row (its own log joint and log marginal: where a chain in another mode shows).
+MAX_CHAINS = 4
+CHAIN_TRACES = ("log_joint", "log_marginal")
 TRACE_COLUMNS = (
     "iteration",
     "log_joint",
@@ -53,6 +57,7 @@ TRACE_COLUMNS = (
     "elbo",
     *TRACE_SCORES,
     *(f"mean_{key}" for key in TRACE_SCORES),
+    *(f"{trace}_{chain}" for chain in range(1, MAX_CHAINS) for trace in CHAIN_TRACES),
 )
 # Rows kept per trace: more than a plot a few hundred pixels wide can show;
 # long runs trace every k-th iteration so the buffer spans the whole run.
@@ -95,6 +100,7 @@ class Problem:
     n_components: int
     seed: int = 0
     inference: str = "mcmc"
+    chains: int = 1  # MCMC chains per method (lpviz.ensemble: chain 0 is the single chain of the seed)
 
 
 class Control:
@@ -688,15 +694,18 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 if problem.inference == "vi"
                 else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
             )
-            chain_run = run(
-                release,
-                model=problem.model,
-                method=method,
-                n_components=problem.n_components,
-                n_iter=target,
-                truth=truth if method.uses_truth else None,
-                random_state=problem.seed,
-                **plan,
+            chain_run = ChainGroup(
+                run(
+                    release,
+                    model=problem.model,
+                    method=method,
+                    n_components=problem.n_components,
+                    n_iter=target,
+                    truth=truth if method.uses_truth else None,
+                    random_state=problem.seed,
+                    chains=1 if problem.inference == "vi" else problem.chains,
+                    **plan,
+                )
             )
         chain_run.n_iter = target  # a finished run continues to the new target
         control.attach(chain_run)
@@ -734,7 +743,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                     row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
                     row_scored_at = saved
                 own = score(state, release, truth, topics=False)
-                rows.append(_row(state, own, row_score))
+                rows.append(_row(state, own, row_score, chain_run.states[1:]))
             now = time.monotonic()
             if rows_due.due(now) or state.iteration == 1:
                 flush()
@@ -767,7 +776,9 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
         control.wakers.clear()
 
 
-def _row(state, own, posterior_score):
+def _row(state, own, posterior_score, others=()):
+    """A trace row: chain 0's state and scores, the posterior's, and the other chains' traces."""
+    others = list(others) + [None] * (MAX_CHAINS - 1 - len(others))
     return (
         state.iteration,
         _number(state.log_joint),
@@ -775,7 +786,62 @@ def _row(state, own, posterior_score):
         _number(getattr(state, "elbo", None)),
         *(_number(own.get(key)) for key in TRACE_SCORES),
         *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
+        *(math.nan if other is None else _number(getattr(other, trace)) for other in others for trace in CHAIN_TRACES),
     )
+
+
+class ChainGroup:
+    """The chains of one method, stepped in turn in the runner's worker: what the worker iterates.
+
+    ``run(...)`` with ``chains=C`` gives an :class:`lpviz.ensemble.EnsembleRun` (C Runs); each
+    ``next()`` advances every chain one iteration (chain 0 first: exactly the single chain of the
+    seed) and returns chain 0's state, ``states`` holding every chain's. ``posterior``: the
+    ensemble's (pooled rates; :func:`lpviz.metrics.score` judges the chains against each other),
+    or the one chain's. One thread steps them: the session's turns and lockstep see one worker.
+    """
+
+    def __init__(self, chain_run):
+        self.runs = list(getattr(chain_run, "runs", [chain_run]))
+        self.states = []
+
+    @property
+    def chain(self):
+        return self.runs[0].chain
+
+    @property
+    def n_iter(self):
+        return self.runs[0].n_iter
+
+    @n_iter.setter
+    def n_iter(self, value):
+        for run in self.runs:
+            run.n_iter = value
+
+    @property
+    def posterior(self):
+        if len(self.runs) == 1:
+            return self.runs[0].posterior
+        from lpviz.ensemble import EnsemblePosterior
+
+        # stepped in turn by one thread: the ensemble's computing time is the chains' sum
+        posteriors = [run.posterior for run in self.runs]
+        return EnsemblePosterior(posteriors, seconds=sum(posterior.seconds for posterior in posteriors))
+
+    def stop(self):
+        for run in self.runs:
+            run.stop()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        states = []
+        for index, run in enumerate(self.runs):
+            state = next(run)
+            state.chain = index
+            states.append(state)
+        self.states = states
+        return states[0]
 
 
 def _snapshot(state, chain_run, posterior_score):
@@ -792,6 +858,7 @@ def _snapshot(state, chain_run, posterior_score):
         bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
         model=chain_run.chain.model_instance,
         seconds=posterior.seconds,
+        chains=len(chain_run.runs),
     )
 
 

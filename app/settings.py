@@ -22,6 +22,7 @@ import panel as pn
 import param
 
 from app.presets import PRESETS
+from app.runner import MAX_CHAINS
 from lpviz.datasets import HOLDOUTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,6 +123,9 @@ NOISE_PARAMETERS = (
 )
 # Settings of the chains.
 # The engine's inferences (lpviz.engine.INFERENCES), as the dashboard names them.
+# MCMC chains per method in a session: two, the fewest that can disagree (measured in
+# benchmarks/bench_class.py --chains; docs/dashboard.md, "A class on one server").
+DEFAULT_CHAINS = 2
 INFERENCE_LABELS = {"mcmc": "MCMC (Gibbs chains)", "vi": "VI (CAVI; runs to convergence, no burn-in)"}
 FIT_PARAMETERS = (
     "inference",
@@ -132,6 +136,7 @@ FIT_PARAMETERS = (
     "thin",
     "trace_every",
     "chain_seed",
+    "chains",
     "methods",
 )
 # Settings whose change discards fits (a new data set, release or model).
@@ -150,6 +155,7 @@ DISCARDING_PARAMETERS = (
     "model",
     "n_components",
     "chain_seed",
+    "chains",
 )
 
 
@@ -290,6 +296,12 @@ class Settings(param.Parameterized):
     thin = param.Integer(default=25, bounds=(1, None), doc="save every thin-th iteration after burn-in")
     trace_every = param.Integer(default=1, bounds=(1, None), doc="trace every n-th iteration")
     chain_seed = param.Integer(default=0, bounds=(0, None), doc="seed of the chains")
+    chains = param.Integer(
+        default=DEFAULT_CHAINS,
+        bounds=(1, MAX_CHAINS),
+        doc="MCMC chains per method, compared with each other (R-hat across chains; a chain in another "
+        "mode is named); chain 0 is the single chain of the seed",
+    )
     methods = param.ListSelector(default=[], objects=[], doc="methods to run")
     method_options = param.ClassSelector(class_=param.Parameterized, doc="options of the methods")
     colour_scale: param.Selector = param.Selector(

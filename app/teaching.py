@@ -80,7 +80,9 @@ STEPS = (
     Step(
         "The scoreboard",
         "Fits",
-        "Every method runs one chain on the same release: **private** (models the noise), **naive** "
+        "Every method runs its chains on the same release (one each on the presets; raise *Chains* in the "
+        "fit settings to compare several, their R-hat then taken across them): **private** (models the "
+        "noise), **naive** "
         "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
         "better), the best constant rate's error beside it (a fit must beat that to mean anything), each "

@@ -25,3 +25,18 @@ def chi_square_pvalue(observed_counts, probabilities, min_expected=5.0):
         exp[j] += exp[-1]
         obs, exp = obs[:-1], exp[:-1]
     return stats.chisquare(obs, exp).pvalue
+
+
+def flat_numbers(value, skip=(), prefix=""):
+    """Nested scores (an ensemble's chains and convergence) as one flat mapping, ``skip`` keys left out."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return {prefix: value}
+    flat = {}
+    for key, item in items:
+        if key not in skip:
+            flat.update(flat_numbers(item, skip, f"{prefix}.{key}" if prefix else str(key)))
+    return flat

@@ -18,13 +18,14 @@ import pytest
 from app.datastore import DataStore
 from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, follow_results, score_frame
 from app.fits_view import FitsView
-from app.runner import empty_trace
+from app.runner import MAX_CHAINS, empty_trace
 from app.settings import Settings
 from lpviz import methods
 from lpviz.engine import run
 from lpviz.methods.fixed import FixedCountsMethod
 from lpviz.metrics import score
 from lpviz.reproduce.report import flat_scores
+from tests._checks import flat_numbers
 
 TIMEOUT = 120  # seconds; generous for a loaded 2-core CI machine and a cold numba cache
 
@@ -70,9 +71,12 @@ def library_run(fits, name, n_iter):
         thin=settings.thin,
         truth=problem.truth if method.uses_truth else None,
         random_state=problem.seed,
+        chains=problem.chains,
     )
-    states = list(chain_run)
-    return states[-1], chain_run.posterior
+    if problem.chains == 1:
+        return list(chain_run)[-1], chain_run.posterior
+    last = [state for chain, state in chain_run if chain == 0][-1]  # chain 0: the seed's own chain
+    return last, chain_run.posterior
 
 
 def test_a_run_streams_every_iteration_and_every_number_is_the_librarys(fits):
@@ -95,15 +99,20 @@ def test_a_run_streams_every_iteration_and_every_number_is_the_librarys(fits):
         result = runner.result
         timing = {"seconds", "iterations_per_second"}  # wall-clock: the app shares the cores
         # NPMI, UMass, topic error too; health and baselines flattened (approx compares flat mappings)
-        assert {k: v for k, v in flat_scores(result["score"]).items() if k not in timing} == pytest.approx(
-            {k: v for k, v in flat_scores(expected).items() if k not in timing}, nan_ok=True
+        assert flat_numbers(flat_scores(result["score"]), timing) == pytest.approx(
+            flat_numbers(flat_scores(expected), timing), nan_ok=True
         )
         last = trace.iloc[-1]
         for key in TRACE_SCORES:
             assert last[key] == pytest.approx(own[key], nan_ok=True) if own[key] is not None else np.isnan(last[key])
             assert last[f"mean_{key}"] == pytest.approx(np.nan if expected[key] is None else expected[key], nan_ok=True)
         assert last["log_joint"] == pytest.approx(state.log_joint)
-        assert result["samples_saved"] == 8 and result["iteration"] == 120
+        # the session's default runs two chains: the second's traces beside the first's, the others empty
+        assert fits.settings.chains == 2 and posterior.n_chains == 2
+        np.testing.assert_array_equal(trace["log_joint_1"], posterior.chains[1].log_joint)
+        np.testing.assert_array_equal(trace["log_marginal_1"], posterior.chains[1].log_marginal)
+        assert trace[[f"log_joint_{c}" for c in range(2, MAX_CHAINS)]].isna().all().all()
+        assert result["samples_saved"] == 16 and result["iteration"] == 120
         np.testing.assert_allclose(result["mu_hat"], posterior.mu_hat)
         np.testing.assert_allclose(result["mu"], state.mu)
         assert set(result["best"]) == {"theta", "phi"} and result["best"]["phi"].shape == (3, 15)
@@ -409,7 +418,17 @@ def test_fits_view_plots_the_buffers_and_draws_the_rates(fits):
     mae_pane, joint_pane = view.traces()[0].objects
     n_methods = len(fits.runners)
     assert len(_curves(mae_pane)) == 2 * n_methods  # sample and posterior-mean MAE per method
-    assert len(_curves(joint_pane)) == n_methods
+    # one log-joint line per chain (two by default), each method's chains in the method's colour
+    assert fits.settings.chains == 2 and len(_curves(joint_pane)) == 2 * n_methods
+    for runner in fits.runners.values():
+        lines = [r for r in joint_pane.object.renderers if r.name.startswith(runner.label + ":")]
+        assert [r.glyph.y for r in lines] == ["log_joint", "log_joint_1"]
+        assert {r.glyph.line_color for r in lines} == {runner.color}
+    fits.settings.chains = 3
+    assert len(_curves(view.traces()[0].objects[1])) == 3 * n_methods
+    fits.settings.chains = 1
+    assert len(_curves(view.traces()[0].objects[1])) == n_methods
+    mae_pane, joint_pane = view.traces()[0].objects
     assert "true rates" in mae_pane.object.title.text
     # iterations are whole: no ticks between them (an empty plot's 0..1 read "0 0 0 1 1 1")
     assert all(plot.object.xaxis[0].ticker.min_interval == 1 for plot in (mae_pane, joint_pane))
@@ -514,7 +533,7 @@ def test_a_result_updates_the_rate_heatmaps_in_place_sending_only_its_image_and_
     plot = figures["nonprivate"]
     np.testing.assert_allclose(_image(plot), runner.result["mu_hat"])
     assert not np.allclose(_image(plot), before["nonprivate"][0])
-    assert plot.title.text == f"{runner.label}\nmean of 4 samples" != before["nonprivate"][1]
+    assert plot.title.text == f"{runner.label}\nmean of 8 samples of 2 chains" != before["nonprivate"][1]
     # sent: the fit's image column (never its extent) and title; the others' heatmaps untouched
     assert _sent(events, live) == {"nonprivate": {"ColumnDataSource.data['image']", "Title.text"}}
     for key in (None, "private", "naive"):
@@ -599,7 +618,7 @@ def test_the_live_rate_heatmaps_draw_what_the_exported_count_images_draw(source,
                 ours, theirs = drawing(plot), drawing(export)
                 assert ours.pop("min_width") == 300 and theirs.pop("min_width") == 220  # the live ones: RATE_MIN_WIDTH
                 assert_same_drawing(ours, theirs)
-            assert "mean of 2 samples" in live.figures["nonprivate"].title.text
+            assert "mean of 4 samples of 2 chains" in live.figures["nonprivate"].title.text
             assert _image(live.figures["nonprivate"]).any()
     finally:
         fits.close()
@@ -731,15 +750,16 @@ def test_resume_after_the_end_continues_the_same_chain(fits):
     runner.start()
     drain_until(fits, lambda: runner.status == "done")
     first = runner.result
-    assert runner.iteration == 40 and first["samples_saved"] == 6
+    assert runner.iteration == 40 and first["samples_saved"] == 2 * 6  # two chains
     fits.resume()
     assert runner.status == "running" and runner.target == 80
     drain_until(fits, lambda: runner.status == "done")
     trace = runner.trace()
     np.testing.assert_array_equal(trace["iteration"], np.arange(1, 81))  # one trace, no restart
-    assert runner.iteration == 80 and runner.result["samples_saved"] == 14  # the same posterior goes on
-    state, posterior = library_run(fits, "naive", 80)  # = one chain of 80 iterations
+    assert runner.iteration == 80 and runner.result["samples_saved"] == 2 * 14  # the same posterior goes on
+    state, posterior = library_run(fits, "naive", 80)  # = two chains of 80 iterations
     assert trace["log_joint"].iloc[-1] == pytest.approx(state.log_joint)
+    np.testing.assert_array_equal(trace["log_joint_1"], posterior.chains[1].log_joint)
     np.testing.assert_allclose(runner.result["mu_hat"], posterior.mu_hat)
 
 

@@ -103,7 +103,7 @@ def test_score_reports_split_rhat_and_ess_of_a_real_chain():
 def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one():
     import pandas as pd
 
-    from app.fits_view import BEST_MARK, CONVERGENCE_NOTE, SCOREBOARD_KEYS, scoreboard_html
+    from app.fits_view import BEST_MARK, CHAINS_CONVERGENCE_NOTE, CONVERGENCE_NOTE, SCOREBOARD_KEYS, scoreboard_html
 
     assert "rhat" in SCOREBOARD_KEYS and "ess" in SCOREBOARD_KEYS
     frame = pd.DataFrame(
@@ -118,6 +118,10 @@ def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one()
     assert BEST_MARK in rows["c"][2] and BEST_MARK not in rows["b"][2] and BEST_MARK not in rows["a"][2]
     assert BEST_MARK in rows["b"][3]  # the largest ESS
     assert CONVERGENCE_NOTE not in scoreboard_html(frame.drop(columns=["R-hat", "ESS"]))
+    frame.attrs["chains"] = 2  # several chains per method: R-hat across them, said so
+    html = scoreboard_html(frame)
+    assert "R-hat<br><small>(across 2 chains)</small>" in html and CHAINS_CONVERGENCE_NOTE.format(chains=2) in html
+    assert CONVERGENCE_NOTE not in html
 
 
 # ---------------------------------------------------------------------------

@@ -106,6 +106,7 @@ def test_the_tensor_tab_shows_matched_components_of_every_fit(fitted_tensor):
             thin=settings.thin,
             truth=problem.truth if runner.method_class.uses_truth else None,
             random_state=problem.seed,
+            chains=problem.chains,  # the session's chains: the same ensemble
         )
         for _ in chain_run:
             pass
