@@ -172,6 +172,10 @@ def test_refusals_name_the_fix(client):
         distributed.fit(release.with_heldout(heldout), scheduler=client, n_components=3, n_iter=3, thin=1)
     with pytest.raises(ValueError, match="inference"):
         lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=client, inference="vi")
+    with pytest.raises(ValueError, match="structural zeros"):  # a tensor's self loops left out
+        distributed.fit(make_tensor(n_actors=9, n_times=2, random_state=0).release(), scheduler=client, n_components=2)
+    with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
+        distributed.fit(release, scheduler=client, model="blocks", n_components=2)
 
 
 def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):
