@@ -60,8 +60,14 @@ SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 CONNECT_TIMEOUT = 10.0
 # Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
 START_ROWS = 1 << 16
-# Models whose rows split over machines (their update splits into update_rows and update_columns).
-SPLIT_MODELS = ("topics",)
+# The hooks a model's update needs to split over machines: the rows' half, the sums it hands on,
+# the other factors' half and its log likelihood from sums (the topic and tensor models have them).
+SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "observed_rate_of_sums")
+
+
+def splits_over_machines(model):
+    """Whether ``model``'s rows (its first mode) split over machines (:data:`SPLIT_HOOKS`)."""
+    return all(callable(getattr(model, hook, None)) for hook in SPLIT_HOOKS)
 
 
 class SchedulerUnreachable(ConnectionError):
@@ -122,7 +128,10 @@ class Partition:
         counts, alpha = (piece.build() if isinstance(piece, RowsOf) else piece for piece in (counts, alpha))
         self.model = model_registry.create(spec["model"], spec["n_components"], a0=spec["a0"], b0=spec["b0"])
         self.method = method_registry.create(spec["method"], **spec["options"])
-        n_rows, n_cols = np.shape(counts)
+        counts = np.asarray(counts)
+        n_rows = counts.shape[0]
+        counts = counts.reshape(n_rows, -1)  # the methods see the cells as a matrix (higher orders too)
+        n_cols = counts.shape[1]
         self.n_cols = n_cols
         self.dense_mean = spec["dense_mean"]
         parallel = spec["parallel"]
@@ -138,7 +147,9 @@ class Partition:
             block_offset=self.start_row // ROWS_PER_STREAM,
         )
         exclusions = Exclusions(mask=None, rows=_empty_lists(n_rows), n_observed=n_cells)
-        self.prepared = self.method.prepare(np.asarray(counts), alpha, exclusions)
+        self.prepared = self.method.prepare(counts, alpha, exclusions)
+        # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
+        # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
         self.theta = np.empty((n_rows, self.model.n_components))
         self.state = None
         self.latent = None
@@ -155,34 +166,39 @@ class Partition:
         """Write rows [first, first + len(values)) of theta (local row numbers)."""
         self.theta[first : first + len(values)] = values
 
-    def begin(self, phiT):
-        self.state = (self.theta, np.array(phiT))
+    def begin(self, shared):
+        self.state = (self.theta, *(np.array(factor) for factor in shared))
         self.latent = self.method.start(self.prepared, self.model, self.state, self.work, None)
         return True
 
-    def sweep(self, phiT, iteration):
-        """The method's sweep and theta's update at ``phiT``; returns the allocated counts (K, V)."""
-        self.state[1][...] = phiT
+    def _set_shared(self, shared):
+        for mine, factor in zip(self.state[1:], shared, strict=True):
+            mine[...] = factor
+
+    def sweep(self, shared, iteration):
+        """The method's sweep and theta's update at the shared factors; returns the allocated counts
+        the driver's draw needs (``model.column_counts``: integers)."""
+        self._set_shared(shared)
         stats = self.model.new_stats(self.state, self.work)
         self.counts, self.rows = self.method.sweep_rows(
             self.prepared, self.latent, self.model, self.state, stats, self.work, iteration
         )
         self.model.update_rows(self.state, stats[0], self.work, iteration)
-        return stats[1].sum(axis=0)
+        return self.model.column_counts(stats)
 
     def theta_sums(self, carry):
         """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
         return column_sums_from(self.theta, carry)
 
-    def score(self, phiT, save):
-        """The rows' log likelihood at the new ``phiT``; ``save``: keep this sample."""
-        self.state[1][...] = phiT
+    def score(self, shared, save):
+        """The rows' log likelihood at the new shared factors; ``save``: keep this sample."""
+        self._set_shared(shared)
         self.row_log = self.model.row_loglik(self.state, self.counts, self.work)
         if save:
             theta = self.theta.copy()
             self.samples.append(theta)
             if self.dense_mean:
-                rates = self._rates(theta, phiT)
+                rates = self._rates(theta)
                 self.rate_sum = rates if self.rate_sum is None else self.rate_sum + rates
         return True
 
@@ -195,21 +211,24 @@ class Partition:
         terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.rows.items()}
         return loglik, prior, terms
 
-    @staticmethod
-    def _rates(theta, phiT):
+    def _rates(self, theta):
+        """The rates of these rows (as a matrix), as Posterior.add_sample's ``model.rates(factors)``."""
         # one row alone goes through BLAS's matrix-vector path, whose rounding differs from the
         # matrix product's: compute it as a row of a two-row product
-        phi = phiT.T.copy()  # as Posterior's factors hold phi: (K, V), C order
-        if theta.shape[0] == 1:
-            return (np.vstack([theta, np.zeros_like(theta)]) @ phi)[:1]
-        return theta @ phi
+        rows = np.vstack([theta, np.zeros_like(theta)]) if theta.shape[0] == 1 else theta
+        rates = self.model.rates(self.model.factors((rows, *self.state[1:])))
+        return rates[: theta.shape[0]].reshape(theta.shape[0], -1)
 
-    def rate_rows(self, start, stop, n_samples, phi_samples):
+    def rate_rows(self, start, stop, n_samples, shared_samples):
         """Posterior mean rates of local rows [start, stop), as :meth:`Posterior.rate_rows` computes them."""
         if self.rate_sum is not None:
             return self.rate_sum[start:stop] / n_samples
-        left = np.hstack([theta[start:stop] for theta in self.samples])
-        right = np.hstack([np.asarray(phi).T for phi in phi_samples])
+        pieces = [
+            self.model.low_rank(self.model.factors((theta, *shared)))
+            for theta, shared in zip(self.samples, shared_samples, strict=True)
+        ]
+        left = np.hstack([piece[0][start:stop] for piece in pieces])
+        right = np.hstack([piece[1] for piece in pieces])
         return left @ right.T / n_samples
 
     def sample(self, index):
@@ -303,7 +322,8 @@ class DistributedPosterior(Posterior):
         self.n_components = model.n_components
         self.shape = tuple(shape)
         self.burn_in, self.thin = burn_in, thin
-        self.saved_iterations, self.phi_samples, self.saved_log_joint = [], [], []
+        # shared_samples: per saved sample, the shared factors as the chain holds them (topics: (phi^T,))
+        self.saved_iterations, self.shared_samples, self.saved_log_joint = [], [], []
         self._log_joint, self._log_marginal, self._seconds = [], [], []
         self._rate_sum = None
         self._mu_hat = None
@@ -311,14 +331,14 @@ class DistributedPosterior(Posterior):
         self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
         self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
 
-    def record(self, state_traces, phi, saved):
+    def record(self, state_traces, shared, saved):
         log_joint, log_marginal, seconds = state_traces
         self._log_joint.append(log_joint)
         self._log_marginal.append(log_marginal)
         self._seconds.append(seconds)
         if saved is not None:
             self.saved_iterations.append(saved)
-            self.phi_samples.append(phi)
+            self.shared_samples.append(shared)
             self.saved_log_joint.append(log_joint)
             self._mu_hat = None
 
@@ -344,7 +364,7 @@ class DistributedPosterior(Posterior):
 
     def _sample(self, index):
         theta = np.vstack([actor.sample(index).result() for actor in self.actors])
-        return {"theta": theta, "phi": self.phi_samples[index].copy()}
+        return self.model_instance.factors((theta, *self.shared_samples[index]))
 
     @property
     def best(self):
@@ -354,7 +374,7 @@ class DistributedPosterior(Posterior):
     @property
     def samples(self):
         """Every saved sample, theta gathered from the workers (rows x K each)."""
-        return [self._sample(i) for i in range(len(self.phi_samples))]
+        return [self._sample(i) for i in range(len(self.shared_samples))]
 
     @property
     def n_saved(self):
@@ -363,20 +383,20 @@ class DistributedPosterior(Posterior):
     @property
     def mu_hat(self):
         """Posterior mean rates of every cell, gathered (dense, rows x columns on the driver)."""
-        if not self.phi_samples:
+        if not self.shared_samples:
             return None
         if self._mu_hat is None:
             self._mu_hat = self.rate_rows(0, self.shape[0])
         return self._mu_hat
 
     def rate_rows(self, start, stop):
-        if not self.phi_samples:
+        if not self.shared_samples:
             return None
         pieces = []
         for (first, last), actor in zip(self.partitions, self.actors, strict=True):
             low, high = max(start, first), min(stop, last)
             if low < high:
-                pieces.append(actor.rate_rows(low - first, high - first, len(self.phi_samples), self.phi_samples))
+                pieces.append(actor.rate_rows(low - first, high - first, len(self.shared_samples), self.shared_samples))
         mu = np.vstack([piece.result() for piece in pieces]) if pieces else np.zeros((0, self.shape[1]))
         return mu.reshape((mu.shape[0],) + self.shape[1:])
 
@@ -459,9 +479,10 @@ def fit(
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
     model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
-    if model_instance.name not in SPLIT_MODELS:
+    if not splits_over_machines(model_instance):
+        splitting = [name for name, model_class in model_registry.MODELS.items() if splits_over_machines(model_class)]
         raise ValueError(
-            f"model={model_instance.name!r} does not split over machines yet (only {', '.join(SPLIT_MODELS)}); "
+            f"model={model_instance.name!r} does not split over machines yet (only {', '.join(splitting)}); "
             "fit it in one process (drop scheduler=)"
         )
     method_options = {key: value for key, value in options.items() if value is not None}
@@ -490,14 +511,14 @@ def fit(
         alpha = None
     else:
         alpha = RowsOf(data, "alpha") if isinstance(counts, RowsOf) else data.alpha_per_row
-    n_rows, n_cols = data.shape
+    shape = tuple(data.shape)
     chain_seed = chain_seed_from(random_state)
     checkpoint_every = int(checkpoint_every)
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if checkpoint is not None and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
-    saved_state = _read_checkpoint(checkpoint, chain_seed, (n_rows, n_cols), n_iter) if resume else None
+    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
     try:
         posterior = _run(
@@ -507,7 +528,7 @@ def fit(
             model_instance,
             method_instance,
             method_options,
-            (n_rows, n_cols),
+            shape,
             n_iter,
             burn_in,
             thin,
@@ -526,7 +547,7 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(client, workers, partitions, model, method, n_cols, n_iter, burn_in, thin):
+def _check_worker_memory(client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin):
     """Refuse before any data moves a chain whose largest partition does not fit its worker."""
     from lpviz.budget import MemoryBudgetError, format_bytes
     from lpviz.engine import chain_bytes
@@ -535,7 +556,8 @@ def _check_worker_memory(client, workers, partitions, model, method, n_cols, n_i
     saved = max(0, n_iter - burn_in) // max(1, thin)
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
-        need = chain_bytes(model, method, (rows, n_cols)) + saved * 8 * model.n_components * rows
+        need = chain_bytes(model, method, (rows, *other_modes)) + saved * 8 * model.n_components * rows
+        n_cols = math.prod(other_modes)
         if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
             need += 8 * rows * n_cols
         limit = limits.get(address, 0)
@@ -585,7 +607,7 @@ def _read_checkpoint(folder, seed, shape, n_iter):
     return state
 
 
-def _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors):
+def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
     """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
     a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes."""
     import shutil
@@ -601,15 +623,19 @@ def _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors):
         "iteration": np.asarray(iteration),
         "chain_seed": np.asarray(seed),
         "shape": np.asarray(shape),
-        "phiT": phiT,
+        "n_shared": np.asarray(len(shared)),
         "partitions": np.asarray(posterior.partitions),
         "log_joint": np.asarray(posterior._log_joint, dtype=float),
         "log_marginal": np.asarray(posterior._log_marginal, dtype=float),
         "seconds": np.asarray(posterior._seconds, dtype=float),
         "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
         "saved_log_joint": np.asarray(posterior.saved_log_joint, dtype=float),
-        "phi_samples": np.asarray(posterior.phi_samples).reshape(-1, *phiT.T.shape),
     }
+    for g, factor in enumerate(shared):  # each shared factor now and at every saved sample
+        arrays[f"shared_{g}"] = factor
+        arrays[f"shared_samples_{g}"] = np.asarray([sample[g] for sample in posterior.shared_samples]).reshape(
+            -1, *factor.shape
+        )
     atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
     atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
     for entry in os.listdir(folder):
@@ -634,11 +660,12 @@ def _run(
     chosen,
     saving,
 ):
-    n_rows, n_cols = shape
+    n_rows = shape[0]
+    n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
     workers = _pick_workers(client, chosen)
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, n_cols, n_iter, burn_in, thin)
+    _check_worker_memory(client, workers, partitions, model, method, shape[1:], n_iter, burn_in, thin)
     spec = {
         "model": model.name,
         "n_components": model.n_components,
@@ -670,27 +697,30 @@ def _run(
         actor._client, actor._future = client, future
         actors.append(actor)
         del piece, piece_future
-    # The start: theta and phi from the chain seed's generator, as Chain._start draws them
+    # The start: theta (the first mode's factor), then the shared factors (phi^T; or the second and
+    # third modes'), from the chain seed's generator, as Chain._start draws them (model.init_state)
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
-    level = math.sqrt(max(mean_count_of(total, n_rows * n_cols), 1e-2) / model.n_components)
+    level = model.start_level(mean_count_of(total, n_rows * n_cols))
     for (start, stop), actor in zip(partitions, actors, strict=True):
         for first in range(start, stop, START_ROWS):
             rows = min(stop, first + START_ROWS) - first
             actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
-    phiT = rng.gamma(1.0, level, (n_cols, model.n_components))
+    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
     folder, every, saved_state = saving
     if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
         pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
         for future in [actor.restore(saved_state["folder"], pieces) for actor in actors]:
             future.result()
-        phiT = np.array(saved_state["phiT"])
+        shared = tuple(np.array(saved_state[f"shared_{g}"]) for g in range(int(saved_state["n_shared"])))
         done = int(saved_state["iteration"])
     else:
         done = 0
-    for future in [actor.begin(phiT) for actor in actors]:
+    for future in [actor.begin(shared) for actor in actors]:
         future.result()
-    driver_state = (np.zeros((1, model.n_components)), phiT)
+    # the driver's state: one placeholder row for theta (the update of the shared factors reads theta
+    # only through its column sums, which the partitions hand on) and the shared factors
+    driver_state = (np.zeros((1, model.n_components)), *shared)
     column_work = Work(
         bounds=[(0, 0)],
         column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
@@ -709,8 +739,11 @@ def _run(
         posterior._seconds = saved_state["seconds"].tolist()
         posterior.saved_iterations = saved_state["saved_iterations"].tolist()
         posterior.saved_log_joint = saved_state["saved_log_joint"].tolist()
-        posterior.phi_samples = [phi.copy() for phi in saved_state["phi_samples"]]
-    chain = (model, actors, posterior, phiT, driver_state, column_work)
+        posterior.shared_samples = [
+            tuple(saved_state[f"shared_samples_{g}"][i].copy() for g in range(len(shared)))
+            for i in range(len(posterior.saved_iterations))
+        ]
+    chain = (model, actors, posterior, shared, driver_state, column_work)
     for iteration in range(done + 1, n_iter + 1):
         try:
             _one_iteration(chain, iteration, burn_in, thin, callback)
@@ -728,7 +761,7 @@ def _run(
                 f"({type(error).__name__}); {hint}"
             ) from None
         if folder is not None and iteration % every == 0:
-            _save_checkpoint(folder, iteration, seed, shape, phiT, posterior, actors)
+            _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors)
     return posterior
 
 
@@ -741,52 +774,63 @@ def _is_lost_worker(error):
 
 def _one_iteration(chain, iteration, burn_in, thin, callback):
     """One iteration of the chain over the workers (see the module's docstring)."""
-    model, actors, posterior, phiT, driver_state, column_work = chain
+    model, actors, posterior, shared, driver_state, column_work = chain
     W = len(actors)
+    shared_bytes = sum(factor.nbytes for factor in shared)
     started = time.perf_counter()
     moved = 0
     # rows: the method's sweep and theta, each partition at once
-    n_kv_parts = [actor.sweep(phiT, iteration) for actor in actors]
-    moved += W * phiT.nbytes
-    n_kv = None
-    for future in n_kv_parts:
+    count_parts = [actor.sweep(shared, iteration) for actor in actors]
+    moved += W * shared_bytes
+    column_counts = None
+    for future in count_parts:  # integers: their sum is exact in any order
         part = future.result()
-        moved += part.nbytes
-        n_kv = part if n_kv is None else n_kv + part
+        moved += _nbytes(part)
+        column_counts = part if column_counts is None else _add_counts(column_counts, part)
     swept = time.perf_counter()
     theta_sum = np.zeros(model.n_components)
     for actor in actors:  # in row order: the one-process chain's additions
         theta_sum = actor.theta_sums(theta_sum).result()
     moved += 2 * W * theta_sum.nbytes
-    # columns: phi, here, from the chain's own streams
+    # the shared factors, here, from the chain's own streams (drawn in place: ``shared`` is driver_state[1:])
     passed = time.perf_counter()
-    model.update_columns(driver_state, n_kv, theta_sum, column_work, iteration)
+    model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
     drawn = time.perf_counter()
     save = iteration > burn_in and (iteration - burn_in) % thin == 0
-    for future in [actor.score(phiT, save) for actor in actors]:
+    for future in [actor.score(shared, save) for actor in actors]:
         future.result()
-    moved += W * phiT.nbytes
+    moved += W * shared_bytes
     scored = time.perf_counter()
     totals = (0.0, 0.0, {})
     for actor in actors:
         totals = actor.carry(totals).result()
     moved += 2 * W * _nbytes(totals)
-    row_loglik, theta_prior, terms = totals
-    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, phiT)
-    log_joint = loglik + (theta_prior + gamma_log_prior(phiT, model.a0, model.b0))
-    log_joint = float(log_joint + terms.get("noise", 0.0))
+    row_loglik, prior, terms = totals
+    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, *shared)
+    for factor in shared:  # model.log_prior's additions: theta's, then each shared factor's
+        prior = prior + gamma_log_prior(factor, model.a0, model.b0)
+    log_joint = float(loglik + prior + terms.get("noise", 0.0))
     log_marginal = float(terms.get("log_marginal", math.nan))
     seconds = time.perf_counter() - started
-    phi = phiT.T.copy() if save else None
-    posterior.record((log_joint, log_marginal, seconds), phi, iteration if save else None)
+    kept = tuple(factor.copy() for factor in shared) if save else None
+    posterior.record((log_joint, log_marginal, seconds), kept, iteration if save else None)
     posterior.bytes_moved.append(moved)
     posterior.phases.append(
         {
             "rows": (swept - started) + (scored - drawn),  # the workers' sweeps and scores, at once
             "passes": (passed - swept) + (time.perf_counter() - scored),  # running sums, worker by worker
-            "driver": drawn - passed,  # phi's draw
+            "driver": drawn - passed,  # the shared factors' draw
         }
     )
-    if callback is not None:  # as lpviz.fit's: the iteration's state (phi only: theta stays on the workers)
-        callback(ChainState(iteration, log_joint=log_joint, seconds=seconds, factors={"phi": phiT.T.copy()},
+    if callback is not None:  # as lpviz.fit's: the iteration's state (the shared factors: theta stays on the workers)
+        factors = model.factors((np.zeros((0, model.n_components)), *shared))
+        factors.pop(model.factor_names[0], None)
+        callback(ChainState(iteration, log_joint=log_joint, seconds=seconds, factors=factors,
                             model=model.name, log_marginal=log_marginal))  # fmt: skip
+
+
+def _add_counts(total, part):
+    """Sum of two partitions' allocated counts (an array, or a tuple of arrays)."""
+    if isinstance(total, tuple):
+        return tuple(a + b for a, b in zip(total, part, strict=True))
+    return total + part

@@ -9,7 +9,7 @@ import pytest
 import lpviz
 from lpviz import distributed
 from lpviz.budget import MemoryBudgetError
-from lpviz.datasets import make_topics
+from lpviz.datasets import make_tensor, make_topics
 from lpviz.release import Truth
 
 pytest.importorskip("distributed")
@@ -45,7 +45,7 @@ def _same(distributed_posterior, posterior):
     if distributed_posterior.saved_iterations != posterior.saved_iterations:
         problems.append("saved_iterations")
     for ours, theirs in zip(distributed_posterior.samples, posterior.samples, strict=True):
-        if any(not np.array_equal(ours[name], theirs[name]) for name in ("theta", "phi")):
+        if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
             problems.append("samples")
             break
     if distributed_posterior.best_iteration != posterior.best_iteration:
@@ -64,6 +64,32 @@ def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, met
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
         assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+
+
+@pytest.fixture(scope="module")
+def tensor_data():
+    # 27 senders: 4 stream blocks, the last partial (one partition per worker up to 4); self loops kept
+    # (the model's structural zeros are refused on a cluster yet)
+    return make_tensor(n_actors=27, n_times=3, n_components=2, self_loops=True, random_state=4)
+
+
+@pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
+def test_tensor_chain_is_the_same_bits_on_any_number_of_workers(client, tensor_data, method):
+    """The tensor model splits over its first mode: senders' factors on the workers, recipients' and
+    months' drawn on the driver from sums over the senders."""
+    options = dict(model="tensor", method=method, n_components=2, n_iter=8, burn_in=2, thin=2, random_state=13)
+    if method == "nonprivate":
+        options["truth"] = Truth(tensor_data.Y)
+    release = tensor_data.release()
+    reference = lpviz.fit(release, **options)
+    assert sorted(reference.samples[0]) == ["a", "b", "c"]
+    for n_workers in WORKERS:
+        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
+        assert len(posterior.partitions) == n_workers
+        assert posterior.mu_hat.shape == release.shape
+        assert _same(posterior, reference) == [], f"tensor, {method} on {n_workers} workers"
+    other = distributed.fit(release, scheduler=client, workers=2, **dict(options, random_state=14))
+    assert not np.array_equal(other.log_joint, reference.log_joint)  # the comparison has power
 
 
 def test_chunked_sweeps_are_the_same_bits(client):
@@ -146,6 +172,10 @@ def test_refusals_name_the_fix(client):
         distributed.fit(release.with_heldout(heldout), scheduler=client, n_components=3, n_iter=3, thin=1)
     with pytest.raises(ValueError, match="inference"):
         lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=client, inference="vi")
+    with pytest.raises(ValueError, match="structural zeros"):  # a tensor's self loops left out
+        distributed.fit(make_tensor(n_actors=9, n_times=2, random_state=0).release(), scheduler=client, n_components=2)
+    with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
+        distributed.fit(release, scheduler=client, model="blocks", n_components=2)
 
 
 def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):

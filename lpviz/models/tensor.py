@@ -76,12 +76,13 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
 
     ``counts``: CSR (indptr, indices, values) of the cells to allocate, columns
     ``j * T + t``; ``factors``: (A, B, C); ``seeds``: (chain seed, iteration,
-    stop flag); ``stats``: (n_a, n_b parts, n_c parts): rows of n_a belong to the
+    stop flag, block offset: the global stream block of local row 0, for a chain whose
+    rows are split over machines); ``stats``: (n_a, n_b parts, n_c parts): rows of n_a belong to the
     chunk, the parts are summed over chunks later.
     """
     indptr, indices, values = counts
     A, B, C = factors
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, block_offset = seeds
     n_a, n_b_parts, n_c_parts = stats
     n_b = n_b_parts[chunk]
     n_c = n_c_parts[chunk]
@@ -93,7 +94,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             return
-        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block_offset + block)
         for i in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
             for idx in range(indptr[i], indptr[i + 1]):
                 y = values[idx]
@@ -195,7 +196,7 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     use_row, Y, excluded_indptr, excluded_indices, scale = rows
     A, B, C = factors
     (b_sum, b_probability, b_alias), (c_sum, c_probability, c_alias) = tables
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, block_offset = seeds
     n_a, n_b_parts, n_c_parts = stats
     n_b = n_b_parts[chunk]
     n_c = n_c_parts[chunk]
@@ -208,7 +209,7 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             break
-        seed_state(state, chain_seed, iteration, UNIT_POISSON + block)
+        seed_state(state, chain_seed, iteration, UNIT_POISSON + block_offset + block)
         for i in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
             if not use_row[i]:
                 continue
@@ -401,9 +402,13 @@ class TensorModel(Model):
         return 8 * self.n_components * (3 * (n_rows + n_second + n_times) + 8 * (n_second + n_times))
 
     # -- state ----------------------------------------------------------------------
+    def start_level(self, mean_count):
+        """The scale of the start's gamma(1) draws: their triple products then match the mean count."""
+        return (max(mean_count, 1e-2) / self.n_components) ** (1.0 / 3.0)
+
     def init_state(self, shape, mean_count, rng):
         K = self.n_components
-        level = (max(mean_count, 1e-2) / K) ** (1.0 / 3.0)
+        level = self.start_level(mean_count)
         # gamma(1) draws whose products match the mean count: early sweeps allocate sensibly
         return tuple(rng.gamma(1.0, level, (int(n), K)) for n in shape)
 
@@ -445,14 +450,16 @@ class TensorModel(Model):
         )
 
     def allocate(self, state, counts, stats, work, iteration):
-        run_chunks(
-            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
-        )
+        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state, self._seeds(work, iteration), stats)
+
+    @staticmethod
+    def _seeds(work, iteration):
+        return (work.chain_seed, iteration, work.stop, work.block_offset)
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
         tables = (column_alias_tables(state[1]), column_alias_tables(state[2]))
         tokens = run_chunks(
-            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
+            _poisson_chunk, work.bounds, work.stop, rows, state, tables, self._seeds(work, iteration), stats
         )
         return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
@@ -464,22 +471,52 @@ class TensorModel(Model):
         return chunk_bounds(state[mode].shape[0], n_cells, work.parallel)
 
     def update(self, state, stats, work, iteration):
-        n_a, n_b_parts, n_c_parts = stats
-        counts = (n_a, n_b_parts.sum(axis=0), n_c_parts.sum(axis=0))
-        prior = (self.a0, self.b0)
-        for mode, unit in ((MODE_A, UNIT_A), (MODE_B, UNIT_B), (MODE_C, UNIT_C)):
-            excluded = np.empty_like(state[mode])
-            _excluded_products(mode, state, *work.missing_by_row, excluded)
-            run_chunks(
-                _gamma_rows_chunk,
-                self._mode_bounds(state, mode, work),
-                work.stop,
-                state[mode],
-                counts[mode],
-                (_other_sums(state, mode), excluded),
-                prior,
-                (work.chain_seed, iteration, unit, work.stop),
-            )
+        self.update_rows(state, stats[0], work, iteration)
+        self.update_columns(state, self.column_counts(stats), column_sums(state[0]), work, iteration)
+
+    # The update in two halves, for a chain whose first-mode rows live on several machines
+    # (lpviz.distributed): the first mode's half runs where its rows are; the other modes' half
+    # needs over those rows only the allocated counts and the first factor's column sums.
+    def _draw_mode(self, state, mode, unit, counts, full, work, iteration):
+        excluded = np.empty_like(state[mode])
+        _excluded_products(mode, state, *work.missing_by_row, excluded)
+        run_chunks(
+            _gamma_rows_chunk,
+            self._mode_bounds(state, mode, work),
+            work.stop,
+            state[mode],
+            counts,
+            (full, excluded),
+            (self.a0, self.b0),
+            (work.chain_seed, iteration, unit, work.stop),
+        )
+
+    def update_rows(self, state, n_a, work, iteration):
+        """Draw the first mode's factor (its rows: stream blocks from ``work.block_offset`` on)."""
+        self._draw_mode(state, MODE_A, UNIT_A + work.block_offset, n_a, _other_sums(state, MODE_A), work, iteration)
+
+    def column_counts(self, stats):
+        """The allocations the other modes' draws need, summed over the row chunks (integers)."""
+        return (stats[1].sum(axis=0), stats[2].sum(axis=0))
+
+    def update_columns(self, state, column_counts, row_sum, work, iteration):
+        """Draw the second, then the third mode's factor given their allocations ``column_counts``
+        (summed over every row) and the first factor's column sums ``row_sum`` (K,), by
+        :func:`column_sums` over every row in order (what :func:`_other_sums` computes in one process)."""
+        n_b, n_c = column_counts
+        self._draw_mode(state, MODE_B, UNIT_B, n_b, row_sum * column_sums(state[MODE_C]), work, iteration)
+        self._draw_mode(state, MODE_C, UNIT_C, n_c, row_sum * column_sums(state[MODE_B]), work, iteration)
+
+    def row_loglik(self, state, counts, work):
+        """Per first-mode row, ``sum over its cells of y log mu - log y!`` (the rate sum is subtracted once)."""
+        row_log = np.zeros(state[0].shape[0])
+        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
+        return row_log
+
+    @staticmethod
+    def observed_rate_of_sums(row_sum, B, C):
+        """:meth:`_observed_rate` of data without excluded cells, from the first factor's column sums."""
+        return float(row_sum @ (column_sums(B) * column_sums(C)))
 
     def log_prior(self, state):
         return sum(gamma_log_prior(factor, self.a0, self.b0) for factor in state)
@@ -492,9 +529,7 @@ class TensorModel(Model):
         return full - excluded_rate
 
     def count_loglik(self, state, counts, work):
-        row_log = np.zeros(state[0].shape[0])
-        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
-        return ordered_sum(row_log) - self._observed_rate(state, work)
+        return ordered_sum(self.row_loglik(state, counts, work)) - self._observed_rate(state, work)
 
     # -- variational inference (CAVI, lpviz.vi) --------------------------------------
     # q is (a, b, c): three GammaFactor.

@@ -462,10 +462,14 @@ class TopicModel(Model):
         return 8 * K * (2 * (n_rows + n_cols) + 4 * 2 * n_cols) + orders
 
     # -- state ----------------------------------------------------------------------
+    def start_level(self, mean_count):
+        """The scale of the start's gamma(1) draws: theta phi's products then match the mean count."""
+        return math.sqrt(max(mean_count, 1e-2) / self.n_components)
+
     def init_state(self, shape, mean_count, rng):
         n_rows, n_cols = shape
         K = self.n_components
-        level = math.sqrt(max(mean_count, 1e-2) / K)
+        level = self.start_level(mean_count)
         # gamma(1) draws whose products match the mean count: early sweeps allocate sensibly
         theta = rng.gamma(1.0, level, (n_rows, K))
         phiT = rng.gamma(1.0, level, (n_cols, K))
@@ -529,6 +533,10 @@ class TopicModel(Model):
             (self.a0, self.b0),
             (work.chain_seed, iteration, UNIT_THETA + work.block_offset, work.stop),
         )
+
+    def column_counts(self, stats):
+        """The allocations phi's draw needs, summed over the row chunks: n_kv (K, V), integers."""
+        return stats[1].sum(axis=0)
 
     def update_columns(self, state, n_kv, theta_sum, work, iteration):
         """Draw phi given its allocations ``n_kv`` (K, V: summed over every row) and the column
