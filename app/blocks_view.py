@@ -53,6 +53,17 @@ def actor_order(theta):
     return np.lexsort((-shares[np.arange(len(shares)), main], main))
 
 
+def community_boundaries(theta, order):
+    """Positions ``k`` in the actor ``order`` where the main community of ``theta`` changes (between
+    the ``k-1``-th and ``k``-th actor drawn): where the block lines go."""
+    main = np.argmax(memberships(theta), axis=1)[np.asarray(order)]
+    return np.flatnonzero(np.diff(main) != 0) + 1
+
+
+# How each colour scale is named on the rate heatmaps (the plot states what its colours mean).
+SCALE_NAMES = {"linear": "linear colour", "log": "log colour", "quantile": "colour by rank (quantile)"}
+
+
 def community_order(theta, theta_ref):
     """Columns of ``theta`` matched to those of ``theta_ref`` (Hungarian), unmatched ones last."""
     theta = np.asarray(theta, dtype=float)
@@ -82,6 +93,7 @@ class BlocksView(pn.viewable.Viewer):
     panels = param.Dict(default={}, doc="method label -> dict(mu_hat, theta): aligned results shown.")
     order = param.Array(default=None, doc="Actor order shared by every panel.")
     order_source = param.String(default="", doc="Whose memberships set the actor order.")
+    boundaries = param.Array(default=None, doc="Positions in the order where the main community changes.")
     scores = param.DataFrame(default=pd.DataFrame(), doc="MAE and held-out MAE per method (lpviz.metrics.score).")
 
     def __init__(self, **params):
@@ -103,7 +115,7 @@ class BlocksView(pn.viewable.Viewer):
         """Recompute orders, aligned memberships and scores from the runners' results."""
         data = self.fits.data
         if not self.applies:
-            self.param.update(panels={}, order=None, order_source="", scores=self.param.scores.default)
+            self.param.update(panels={}, order=None, order_source="", boundaries=None, scores=self.param.scores.default)
             return
         runners = [runner for runner in self.fits.active.values() if (runner.result or {}).get("best")]
         fitted = {runner.label: runner.result["model"].communities(runner.result["best"]) for runner in runners}
@@ -115,7 +127,14 @@ class BlocksView(pn.viewable.Viewer):
                 mu_hat=runner.result["mu_hat"], theta=theta[:, community_order(theta, theta_ref)]
             )
         order = actor_order(theta_ref) if theta_ref is not None else np.arange(data.release.shape[0])
-        self.param.update(panels=panels, order=order, order_source=source, scores=baseline_frame(runners, SCORE_KEYS))
+        boundaries = community_boundaries(theta_ref, order) if theta_ref is not None else np.zeros(0, np.int64)
+        self.param.update(
+            panels=panels,
+            order=order,
+            order_source=source,
+            boundaries=boundaries,
+            scores=baseline_frame(runners, SCORE_KEYS),
+        )
 
     def _truth_memberships(self):
         from lpviz import models
@@ -131,6 +150,18 @@ class BlocksView(pn.viewable.Viewer):
         rows, cols = axis_labels(self.fits.data)
         labels = rows if rows is not None else cols
         return tick_labels(labels, positions, order=self.order) if labels is not None else None
+
+    def _block_lines(self, n, both=True):
+        """The lines between communities (half a cell before each boundary) across the ``n`` columns drawn:
+        one Segments element of group "Boundaries" (rows; columns too when ``both``), or None."""
+        if self.boundaries is None or not len(self.boundaries):
+            return None
+        at = np.asarray(self.boundaries, dtype=float) - 0.5
+        low, high = np.full_like(at, -0.5), np.full_like(at, n - 0.5)
+        segments = [np.column_stack([low, at, high, at])]  # rows (y = boundary)
+        if both:
+            segments.append(np.column_stack([at, low, at, high]))
+        return hv.Segments(np.vstack(segments), group="Boundaries").opts(color="black", line_width=1.5, alpha=0.8)
 
     def _rate_image(self, matrix, title, clim):
         n = matrix.shape[0]
@@ -153,11 +184,12 @@ class BlocksView(pn.viewable.Viewer):
             **{**options, **label_options(names, names)}
         )
         held = self.fits.data.release.heldout_cells
-        if held is None:
-            return image
-        return image * heldout_overlay(
-            held[np.ix_(self.order, self.order)][::stride, ::stride], ticks, ticks, image.kdims
-        )
+        if held is not None:
+            image = image * heldout_overlay(
+                held[np.ix_(self.order, self.order)][::stride, ::stride], ticks, ticks, image.kdims
+            )
+        lines = self._block_lines(n)
+        return image if lines is None else image * lines
 
     @param.depends("panels", "order", "fits.data.settings.colour_scale")
     def rate_heatmaps(self):
@@ -167,7 +199,8 @@ class BlocksView(pn.viewable.Viewer):
         panels = [(reference, title)]
         panels += [(shown["mu_hat"], f"{label}: posterior mean") for label, shown in self.panels.items()]
         top = max(float(np.max(matrix)) for matrix, _ in panels) or 1.0
-        return hv.Layout([self._rate_image(matrix, title, (0, top)) for matrix, title in panels]).cols(2)
+        scale = SCALE_NAMES.get(self.fits.data.settings.colour_scale, self.fits.data.settings.colour_scale)
+        return hv.Layout([self._rate_image(matrix, f"{title} ({scale})", (0, top)) for matrix, title in panels]).cols(2)
 
     @param.depends("panels", "order")
     def membership_heatmaps(self):
@@ -188,25 +221,25 @@ class BlocksView(pn.viewable.Viewer):
         for name, theta in panels:
             shares = memberships(theta)[self.order]
             n, C = shares.shape
-            plots.append(
-                hv.Image(
-                    (np.arange(C), np.arange(n), shares), kdims=["community", "actor (ordered)"], vdims=["share"]
-                ).opts(
-                    **{
-                        "title": f"{name}: memberships",
-                        "cmap": "Blues",
-                        "clim": (0, 1),
-                        "colorbar": True,
-                        "tools": ["hover"],
-                        "invert_yaxis": True,
-                        "responsive": True,
-                        "min_height": 280,
-                        "min_width": 160,
-                        **label_options(self._ticks(np.arange(n))),
-                        "xticks": [(c, str(c + 1)) for c in range(C)],
-                    }
-                )
+            image = hv.Image(
+                (np.arange(C), np.arange(n), shares), kdims=["community", "actor (ordered)"], vdims=["share"]
+            ).opts(
+                **{
+                    "title": f"{name}: memberships",
+                    "cmap": "Blues",
+                    "clim": (0, 1),
+                    "colorbar": True,
+                    "tools": ["hover"],
+                    "invert_yaxis": True,
+                    "responsive": True,
+                    "min_height": 280,
+                    "min_width": 160,
+                    **label_options(self._ticks(np.arange(n))),
+                    "xticks": [(c, str(c + 1)) for c in range(C)],
+                }
             )
+            lines = self._block_lines(C, both=False)  # rows only, across the C columns
+            plots.append(image if lines is None else image * lines)
         return hv.Layout(plots).cols(max(1, len(plots)))
 
     @param.depends("panels", "order", "order_source", "scores", "fits.data.model")

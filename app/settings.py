@@ -65,7 +65,7 @@ SOURCES = {
         "synthetic-blocks",
         ("size", "n_components", "seed"),
         lambda s: dict(n_actors=s.size, n_communities=s.n_components, random_state=s.seed),
-        dict(size=20, n_components=5, epsilon=1.0, colour_scale="linear", **PLAIN_NOISE),
+        dict(size=20, n_components=5, epsilon=1.0, colour_scale="quantile", **PLAIN_NOISE),
         N_from_data=True,
         kind="network",
         shape=lambda s: (s.size, s.size),

@@ -557,7 +557,7 @@ def test_a_rate_heatmap_whose_fit_did_not_change_is_not_sent_again(fits):
 
 
 def test_a_data_methods_or_scale_switch_draws_new_rate_heatmaps(fits):
-    from bokeh.models import EqHistColorMapper
+    from bokeh.models import LogColorMapper
 
     view = FitsView(fits=fits)
     view.__panel__()
@@ -565,8 +565,8 @@ def test_a_data_methods_or_scale_switch_draws_new_rate_heatmaps(fits):
     for change in (
         {},
         {"n_docs": 60},  # a data switch (a new release)
-        {"source": "synthetic-blocks"},  # another kind of data
-        {"colour_scale": "quantile"},
+        {"source": "synthetic-blocks"},  # another kind of data (its default scale: by rank)
+        {"colour_scale": "log"},
         {"methods": ["private", "naive"]},
     ):
         fits.settings.param.update(**change)
@@ -581,7 +581,7 @@ def test_a_data_methods_or_scale_switch_draws_new_rate_heatmaps(fits):
         assert all(_image(plot).shape == shape for plot in live.figures.values())
     assert list(live.figures) == [None, "private", "naive"] and shape == (20, 20)
     assert live.figures[None].xaxis[0].axis_label == "recipient"
-    assert isinstance(live.figures[None].renderers[0].glyph.color_mapper, EqHistColorMapper)
+    assert isinstance(live.figures[None].renderers[0].glyph.color_mapper, LogColorMapper)
     assert all(plot.title.text.endswith("not started") for key, plot in live.figures.items() if key)
     stale = {key: _image(plot).copy() for key, plot in shown[0].figures.items()}
     view._on_result(fits.runners["private"])  # a replaced set is never drawn again

@@ -149,7 +149,7 @@ def heldout_shades(element):
     return [
         el
         for el in (element.values() if isinstance(element, hv.Overlay) else [element])
-        if el.vdims[0].name == "held out"
+        if el.vdims and el.vdims[0].name == "held out"  # the block lines (Segments) have no value
     ]
 
 

@@ -397,13 +397,44 @@ def test_blocks_view_orders_actors_and_shades_held_out_cells(fitted_blocks):
     rates = view.rate_heatmaps()
     assert len(rates) == 1 + len(fits.runners)  # truth + each fit
     first = rates.values()[1]
-    shade = [el for el in first.values() if el.vdims[0].name == "held out"][0]
+    shade = [el for el in first.values() if el.vdims and el.vdims[0].name == "held out"][0]
     assert np.isfinite(shade.dimension_values(2)).sum() == held.sum()
-    image = [el for el in first.values() if el.vdims[0].name == "rate"][0]
+    image = [el for el in first.values() if el.vdims and el.vdims[0].name == "rate"][0]
     expected = next(iter(fits.runners.values())).result["mu_hat"][np.ix_(view.order, view.order)]
     n = len(view.order)
     for row, col in [(0, 0), (0, n - 1), (n - 1, 0), (3, 11)]:  # drawn at (recipient, sender)
         assert image[col, row] == pytest.approx(expected[row, col])
+
+
+def test_blocks_view_draws_community_boundaries_on_a_scale_that_shows_the_blocks(fitted_blocks):
+    # issue 37: Figure 1's 5 communities were invisible on the linear scale and no boundaries were drawn
+    from app.blocks_view import BlocksView, memberships
+
+    fits = fitted_blocks
+    view = BlocksView(fits=fits)
+    main = np.argmax(memberships(fits.data.truth.factors["theta"]), axis=1)[view.order]
+    assert np.all(np.diff(main) >= 0)  # actors ordered by the truth's communities
+    expected = [k for k in range(1, len(main)) if main[k] != main[k - 1]]
+    assert len(expected) == len(set(main)) - 1 >= 1
+    assert view.boundaries.tolist() == expected
+    n = len(view.order)
+    for overlay in view.rate_heatmaps().values():  # truth and every fit: lines between blocks, both ways
+        lines = [el for el in overlay.values() if el.group == "Boundaries"]
+        assert len(lines) == 1
+        x0, y0, x1, y1 = (lines[0].dimension_values(d) for d in range(4))
+        rows, cols = y0 == y1, x0 == x1
+        assert sorted(y0[rows] + 0.5) == expected and sorted(x0[cols] + 0.5) == expected
+        assert set(x0[rows]) == set(y0[cols]) == {-0.5} and set(x1[rows]) == set(y1[cols]) == {n - 0.5}
+        image = [el for el in overlay.values() if el.vdims and el.vdims[0].name == "rate"][0]
+        assert "quantile" in image.opts.get().kwargs["title"]  # the plot states its colour scale
+    for overlay in view.membership_heatmaps().values():
+        lines = [el for el in overlay.values() if el.group == "Boundaries"][0]
+        assert sorted(lines.dimension_values(1) + 0.5) == expected  # rows only
+    # the network's default scale shows the blocks: colour by rank, not a linear scale that three
+    # busy actors dominate
+    assert Settings(source="synthetic-blocks").colour_scale == Settings(preset="Figure 1").colour_scale == "quantile"
+    image = [el for el in view.rate_heatmaps().values()[0].values() if el.vdims and el.vdims[0].name == "rate"][0]
+    assert image.opts.get().kwargs["cnorm"] == "eq_hist"
 
 
 def test_blocks_view_empties_on_new_noise_and_explains_documents():

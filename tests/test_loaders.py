@@ -43,6 +43,16 @@ def test_snap_style_integer_ids_sort_numerically(tmp_path):
     np.testing.assert_array_equal(data.Y, [[0, 1, 1], [0, 0, 0], [1, 0, 0]])
 
 
+def test_actor_names_sort_naturally(tmp_path):
+    # actor2 before actor10 (numbers inside names compare as numbers, issue 37), not as text
+    lines = "".join(f"actor{i},actor{(i + 1) % 12}\n" for i in (10, 2, 0, 11, 1))
+    data = load_counts(write(tmp_path / "mail.csv", "source,target\n" + lines + "b2x,b10\nb10,a\n"))
+    expected = ["a", "actor0", "actor1", "actor2", "actor3", "actor10", "actor11", "b2x", "b10"]
+    assert data.row_labels == data.col_labels == expected
+    actor = {name: k for k, name in enumerate(expected)}
+    assert data.Y[actor["actor2"], actor["actor3"]] == 1 and data.Y[actor["actor10"], actor["actor11"]] == 1
+
+
 @pytest.mark.parametrize(
     "name, text",
     [

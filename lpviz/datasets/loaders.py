@@ -116,6 +116,7 @@ _EDGE_HEADER_WORDS = {
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
 _INT_RE = re.compile(r"^[+-]?\d+$")
+_DIGITS_RE = re.compile(r"(\d+)")
 _ENCODING = "utf-8-sig"  # tolerate a byte-order mark from spreadsheet exports
 
 # Counts are read as float64 from text, exact up to 2**53; lpviz's bound MAX_COUNT (10**12,
@@ -823,8 +824,17 @@ def _first_missing(flat, n_lines):
     return (int(sources[0]), 0) if sources.size else (int(flat[0]) - n_lines, 1)
 
 
+def _natural_key(name):
+    """Sort key of ``name`` comparing its digit runs as numbers; text and number parts alternate
+    (re.split keeps the digits at odd positions), so two keys never compare a str with an int."""
+    parts = _DIGITS_RE.split(name)
+    parts[1::2] = [int(part) for part in parts[1::2]]
+    return parts
+
+
 def _actor_codes(names):
-    """Sorted actor names (numerically if all are integers) and the rank of each given name.
+    """Sorted actor names and the rank of each given name: numerically if all are integers, else
+    naturally (digit runs compare as numbers: actor2 before actor10, as people number actors).
 
     Names that are equal once stripped become one actor. They stay Python
     strings: a fixed-width numpy string array would cost the longest name
@@ -836,6 +846,9 @@ def _actor_codes(names):
     if all(_INT_RE.match(name) for name in unique):
         numbers = np.asarray([int(name) for name in unique[order]], dtype=object)
         order = order[np.argsort(numbers, kind="stable")]
+    else:
+        # sorted() is stable, so names with equal keys ("a01", "a1") keep their text order
+        order = np.asarray(sorted(order, key=lambda k: _natural_key(unique[k])), dtype=np.int64)
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return [str(name) for name in unique[order]], rank[codes]
