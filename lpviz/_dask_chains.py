@@ -46,14 +46,16 @@ def _chain_task(payload, arguments, index, random_state, names):
     from distributed import Event, Queue, get_client
 
     from lpviz._parallel import limit_blas_threads
-    from lpviz.driver import _one_run
     from lpviz.engine import ChainStopped
 
     limit_blas_threads()
     client = get_client()
     progress, halt = Queue(names[0], client=client), Event(names[1], client=client)
     data, truth, mask = payload
-    run = _one_run(data, truth=truth, mask=mask, random_state=random_state, **arguments)
+    # the builder lpviz.driver hands over (its _one_run): this module never imports the driver back
+    arguments = dict(arguments)
+    build = arguments.pop("build")
+    run = build(data, truth=truth, mask=mask, random_state=random_state, **arguments)
     finished = threading.Event()
 
     def watch():  # the chain runs in this task's thread: stop it from another one

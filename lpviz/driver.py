@@ -160,7 +160,7 @@ def _dask_run(scheduler, arguments, random_state, chains, restarts):
     truth, mask = arguments.pop("truth"), arguments.pop("mask")
     return _dask_chains.prepare(
         scheduler, data, truth=truth, mask=mask, random_state=random_state, chains=chains, timeout=timeout,
-        model_name=model, **arguments,
+        model_name=model, build=_one_run, **arguments,
     )  # fmt: skip
 
 
