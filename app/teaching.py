@@ -18,7 +18,7 @@ import param
 
 from app.fits import Fits, follow_results
 from app.onscreen import ViewTabs
-from app.presets import DEFAULT_PRESET, Claim, Verdict, check
+from app.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check
 from app.throttle import VIEW_SECONDS
 
 
@@ -33,6 +33,7 @@ class Step:
     starts_fits: bool = False
     starts_sweep: bool = False
     claim: Claim | None = None
+    preset: str = ""  # a preset the step loads (asked first, as any switch that discards fits)
 
 
 CANNOT_CHECK = "cannot be checked on these data"
@@ -116,6 +117,20 @@ STEPS = (
             worse=("naive",),
         ),
     ),
+    Step(
+        "Two chains, two modes",
+        "Fits",
+        "One chain can look settled in a poor place. This step loads the preset *Two chains, two modes*: "
+        "Figure 1's network fitted by two chains per method from different seeds (the fit settings' *Chains*). "
+        "On the log-joint trace each method's chains share its colour; the private method's two settle at "
+        "different levels and stay there: two posterior modes. R-hat compares the chains with each other, "
+        "so the scoreboard's R-hat (across the chains) lies far above 1.1, the fit is flagged **chains "
+        "disagree** with the chain that sits apart named under the table, and nothing is ranked. Either "
+        "chain alone would have given its own answer with no warning of the other.",
+        starts_fits=True,
+        claim=TWO_MODES.claim,
+        preset=TWO_MODES.name,
+    ),
 )
 
 
@@ -150,6 +165,8 @@ class Teaching(pn.viewable.Viewer):
             self.tabs = self._own_tabs()
             self.on = True
         follow_results(self.fits, lambda runner: self._check_claim(), VIEW_SECONDS)
+        # a step's preset loaded (at once, or once the switch is confirmed): its fits start
+        self.fits.settings.param.watch(self._preset_loaded, ["preset"])
         self.param.watch(lambda *_: self._check_claim(), ["step"])
         for view in getattr(self.tabs, "views", []):  # a sweep's claim is checked when it ends
             if hasattr(view, "verdict") and "state" in view.param:
@@ -165,6 +182,8 @@ class Teaching(pn.viewable.Viewer):
             if sweep is None or not hasattr(sweep, "verdict"):
                 return Verdict(None, "this dashboard has no epsilon sweep to check it on")
             return sweep.verdict(claim)
+        if self.current.preset and self.fits.settings.preset != self.current.preset:
+            return Verdict(None, f"it is checked on the preset {self.current.preset}, which is not loaded")
         missing = self.cannot_check(claim)
         if missing:
             return Verdict(None, missing)
@@ -243,6 +262,10 @@ class Teaching(pn.viewable.Viewer):
                 f"This dashboard has no *{current.tab}* tab yet: change ε in the sidebar and press "
                 "Start on the Fits tab again to see the same effect by hand."
             )
+        elif current.preset and self.fits.settings.preset != current.preset:
+            notes.append(self._load_preset(current.preset))
+            if not self._waiting_for(current.preset) and current.starts_fits:
+                self.fits.start()  # on the preset's data: once they are built, if they are being built
         elif current.starts_fits:
             notes.append(self._start_fits())
         elif current.starts_sweep:
@@ -255,6 +278,28 @@ class Teaching(pn.viewable.Viewer):
         self.param.update(step=step, note=" ".join(note for note in notes if note))
         self._back.disabled = step == 0
         self._next.disabled = step == len(STEPS) - 1
+
+    def _load_preset(self, name):
+        """Choose the preset ``name``; a switch that would discard fits is asked first, in the sidebar."""
+        settings = self.fits.settings
+        settings.preset = name
+        if not self._waiting_for(name):
+            return f"The preset {name} has been loaded for you; its fits start when its data are built."
+        return (
+            f"This step loads the preset {name}: confirm the switch in the sidebar (it discards the fits "
+            "shown now); its fits then start."
+        )
+
+    def _waiting_for(self, name):
+        """Whether the switch to the preset ``name`` waits for a yes (it would discard fits)."""
+        settings = self.fits.settings
+        return settings.pending.get("preset") == name or settings.preset != name
+
+    def _preset_loaded(self, event):
+        current = self.current
+        if self.on and current.preset and event.new == current.preset and current.starts_fits:
+            if not self._waiting_for(current.preset):
+                self.fits.start()
 
     def _start_fits(self):
         fits = self.fits

@@ -5,8 +5,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from app.presets import PRESETS
 from app.teaching import STEPS
-from tests.browser_harness import TIMEOUT_MS
+from tests.browser_harness import N_METHODS, TIMEOUT_MS
 from tests.test_browser_sweep import COUNT_SWEEP_POINTS
 
 pytestmark = pytest.mark.browser
@@ -71,7 +72,14 @@ def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
         else:  # a tab this dashboard lacks (the epsilon sweep of another branch): said so, tab unchanged
             page.page.get_by_text(f"no {step.tab} tab yet").first.wait_for()
             assert active_tab(page) == previous
-        if step.starts_fits:  # the scoreboard step starts the chains itself
+        if step.preset:  # the chains step loads its preset, asking first while the scoreboard step's fits run
+            said = page.page.get_by_text(re.compile("confirm the switch in the sidebar|has been loaded for you"))
+            said.first.wait_for()
+            if "confirm the switch" in said.first.inner_text():
+                page.click("Discard them and apply")
+            page.page.get_by_text(f"/ {PRESETS[step.preset].settings['n_iter']:,}").first.wait_for()
+            page.page.get_by_text("running, iteration").first.wait_for()
+        elif step.starts_fits:  # the scoreboard step starts the chains itself
             page.page.get_by_text("started for you").first.wait_for()
             page.page.get_by_text("running, iteration").first.wait_for()
         if step.tab == "Bessel":  # no Bessel chain runs: the Bessel law on the release, not an empty plot
@@ -91,7 +99,8 @@ def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
     page.click("Back")
     step_title(page, len(STEPS) - 2).first.wait_for()
     wait_for_tab(page, STEPS[-2].tab)
-    page.click("Stop")  # the chains the scoreboard step started
+    # the last step's chains ran to their end (the scoreboard step's were discarded when its preset loaded)
+    expect(page.page.get_by_text("done, iteration 1,500 / 1,500")).to_have_count(N_METHODS)
     assert page.errors == []
 
 
