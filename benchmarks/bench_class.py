@@ -581,6 +581,7 @@ class Plan:
 
     preset: str = CLASS_PRESET
     n_iter: int | None = None  # iterations per chain instead of the preset's (a cluster outruns 6,000)
+    chains: int | None = None  # chains per method instead of the preset's (Settings.chains)
     window: float = 20.0  # fairness is taken this long after the last Start
     tabs: tuple = ("Topics", "Blocks", "Fits")  # switched through after the first point, before the window ends
     tab_seconds: float = 1.5
@@ -597,6 +598,8 @@ async def play_student(student, plan, everyone_started, measured):
         progress.clickable = time.monotonic()
         if plan.n_iter:
             await student.set_field("N iter", plan.n_iter)
+        if plan.chains:
+            await student.set_field("Chains", plan.chains)
         progress.started = time.monotonic()
         await student.click("Start")
         await student.wait_for(lambda: progress.first_point == progress.first_point, plan.timeout, "first trace point")
@@ -962,6 +965,13 @@ def main(argv=None):
         help="iterations per chain instead of the preset's, typed into N iter by each websocket student "
         "(a cluster's chains outrun the preset's 6,000 before a class of 8 has opened)",
     )
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=None,
+        help="chains per method instead of the preset's, typed into Chains by each websocket student "
+        "(the dashboard's choice of C: compare --chains 1 and 2 at the same class size)",
+    )
     parser.add_argument("--client", choices=("websocket", "chromium"), default="websocket")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     where = parser.add_mutually_exclusive_group()
@@ -1074,7 +1084,7 @@ def play_size(n, mode, address, cluster, args):
             f"load {load_average():.1f}",
             flush=True,
         )
-        plan = Plan(preset=args.preset, n_iter=args.n_iter, window=args.window)
+        plan = Plan(preset=args.preset, n_iter=args.n_iter, chains=args.chains, window=args.window)
         for round_index in range(1, args.rounds + 1):
             figures = play_round(server, n, plan, args.client, cluster)  # an idle cluster in-process: its CPU apart
             rss, threads = wait_for_release(server, baseline[1], timeout=90)

@@ -28,6 +28,14 @@ def wait_for_tab(page, name):
     expect(page.page.locator(".bk-tab.bk-active")).to_have_text(name)
 
 
+# The trace lines of the second chain of each method (app.live_traces names them "<method>: chain 1").
+SECOND_CHAIN_LINES = """() => {
+  let n = 0;
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+    if (m.type === "GlyphRenderer" && typeof m.name === "string" && m.name.endsWith(": chain 1")) n++;
+  return n; }"""
+
+
 def step_title(page, index):
     return page.page.get_by_text(f"Step {index + 1} of {len(STEPS)}: {STEPS[index].title}", exact=False)
 
@@ -79,6 +87,12 @@ def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
                 page.click("Discard them and apply")
             page.page.get_by_text(f"/ {PRESETS[step.preset].settings['n_iter']:,}").first.wait_for()
             page.page.get_by_text("running, iteration").first.wait_for()
+            # the page draws the second chain of every method, and once the fits end the scoreboard's
+            # R-hat is across the two chains and the private fit is flagged, its odd chain named
+            page.wait_until(f"() => ({SECOND_CHAIN_LINES})() === {N_METHODS}")
+            expect(page.page.get_by_text("done, iteration 1,500 / 1,500")).to_have_count(N_METHODS, timeout=TIMEOUT_MS)
+            page.page.get_by_text("across 2 chains").first.wait_for()
+            page.page.get_by_text(re.compile(r"chain 1 sits in another mode")).first.wait_for()
         elif step.starts_fits:  # the scoreboard step starts the chains itself
             page.page.get_by_text("started for you").first.wait_for()
             page.page.get_by_text("running, iteration").first.wait_for()
