@@ -55,8 +55,36 @@ def _cut_rows(n_rows, start, stop, block_rows):
         yield block, first, slice(max(start, first) - first, min(stop, first + block_rows) - first)
 
 
+class _BuiltByBlocks:
+    """Rows built in blocks of ``GENERATOR_ROWS``, block ``b`` from its own stream, so any range of
+    rows is the same whoever builds it; a subclass says how one block is built (:meth:`_block`)."""
+
+    kind = "documents"
+    heldout = None
+    structural_zeros = None
+    builds_rows = True  # lpviz.distributed builds its partitions where they live
+
+    def _block(self, block):
+        raise NotImplementedError
+
+    def rows(self, start, stop, which="Y_obs"):
+        """Rows [start, stop) of ``which`` (``"Y_obs"``, ``"Y"``, ``"alpha"``; the synthetic data
+        also ``"theta"``), built block by block: the same values for any cut of the rows."""
+        cuts = _cut_rows(self.shape[0], start, stop, GENERATOR_ROWS)
+        return np.concatenate([self._block(block)[which][cut] for block, _, cut in cuts])
+
+    def _whole(self, copies, what, fix, **release):
+        """The whole release built in this process, its memory (``copies`` dense D x V int64
+        arrays at the peak) checked first."""
+        from lpviz.budget import check_memory, dense_bytes
+        from lpviz.release import Release
+
+        check_memory(copies * dense_bytes(self.shape, np.int64), what, fix=fix)
+        return Release(Y_obs=self.rows(0, self.shape[0], "Y_obs"), kind=self.kind, **release)
+
+
 @dataclass(frozen=True)
-class BlockwiseTopics:
+class BlockwiseTopics(_BuiltByBlocks):
     """A synthetic topic release described, not held: see :func:`~lpviz.datasets.make_topics_blockwise`."""
 
     n_docs: int
@@ -68,11 +96,6 @@ class BlockwiseTopics:
     topic_purity: float
     seed: int
     exact: bool = False
-
-    kind = "documents"
-    heldout = None
-    structural_zeros = None
-    builds_rows = True  # lpviz.distributed builds its partitions where they live
 
     @property
     def shape(self):
@@ -92,8 +115,9 @@ class BlockwiseTopics:
                 phi[k] = 1.0 / V
         return phi
 
-    def _block(self, block, phi):
+    def _block(self, block):
         """(Y, Y_obs, alpha, theta) of stream block ``block``."""
+        phi = self.phi()
         first = block * GENERATOR_ROWS
         rows = np.arange(first, min(self.n_docs, first + GENERATOR_ROWS))
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, block]))
@@ -107,27 +131,13 @@ class BlockwiseTopics:
         Y_obs = _noised(Y, alpha, None if self.exact else rng)
         return {"Y": Y, "Y_obs": Y_obs, "alpha": alpha, "theta": theta}
 
-    def rows(self, start, stop, which="Y_obs"):
-        """Rows [start, stop) of ``which`` (``"Y_obs"``, ``"Y"``, ``"alpha"`` or ``"theta"``),
-        built block by block: the same values for any cut of the rows."""
-        phi = self.phi()
-        cuts = _cut_rows(self.n_docs, start, stop, GENERATOR_ROWS)
-        return np.concatenate([self._block(block, phi)[which][cut] for block, _, cut in cuts])
-
     def release(self):
         """The whole release built in this process (memory checked first)."""
-        from lpviz.budget import check_memory, dense_bytes
-        from lpviz.release import Release
-
-        check_memory(
-            4 * dense_bytes(self.shape, np.int64),
+        return self._whole(
+            4,
             f"a blockwise synthetic {self.n_docs:,} x {self.n_words:,} release built in one process",
-            fix="Fit it over a cluster instead (lpviz.fit(data, scheduler=...)) or choose fewer rows.",
-        )
-        return Release(
-            Y_obs=self.rows(0, self.n_docs, "Y_obs"),
+            "Fit it over a cluster instead (lpviz.fit(data, scheduler=...)) or choose fewer rows.",
             alpha=self.rows(0, self.n_docs, "alpha"),
-            kind="documents",
             simulated=not self.exact,
             noise_seed=None if self.exact else self.seed,
             name=f"synthetic-topics-blockwise {self.n_docs}x{self.n_words}",
@@ -184,7 +194,7 @@ def make_topics_blockwise(
 
 
 @dataclass(frozen=True)
-class BlockwiseRelease:
+class BlockwiseRelease(_BuiltByBlocks):
     """Counts a data owner holds (a sparse matrix, e.g. every email of an Enron corpus), noised
     block by block where the rows are needed: see :func:`~lpviz.datasets.blockwise_release`."""
 
@@ -193,16 +203,12 @@ class BlockwiseRelease:
     seed: int | None  # None: exact noise
     name: str = ""
 
-    kind = "documents"
-    heldout = None
-    structural_zeros = None
-    builds_rows = True
-
     @property
     def shape(self):
         return tuple(int(n) for n in self.Y.shape)
 
-    def _block(self, block, first):
+    def _block(self, block):
+        first = block * GENERATOR_ROWS
         stop = min(self.shape[0], first + GENERATOR_ROWS)
         rows = self.Y[first:stop]
         Y = np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows, dtype=np.int64)
@@ -210,25 +216,13 @@ class BlockwiseRelease:
         rng = None if self.seed is None else np.random.default_rng(np.random.SeedSequence([self.seed, block]))
         return {"Y": Y, "alpha": np.array(alpha), "Y_obs": _noised(Y, alpha, rng)}
 
-    def rows(self, start, stop, which="Y_obs"):
-        """Rows [start, stop) of ``which`` (``"Y_obs"``, ``"Y"`` or ``"alpha"``), block by block."""
-        cuts = _cut_rows(self.shape[0], start, stop, GENERATOR_ROWS)
-        return np.concatenate([self._block(block, first)[which][cut] for block, first, cut in cuts])
-
     def release(self):
         """The whole release built in this process (memory checked first)."""
-        from lpviz.budget import check_memory, dense_bytes
-        from lpviz.release import Release
-
-        check_memory(
-            3 * dense_bytes(self.shape, np.int64),
+        return self._whole(
+            3,
             f"a {self.shape[0]:,} x {self.shape[1]:,} release built in one process",
-            fix="Fit it over a cluster instead (lpviz.fit(data, scheduler=...)), whose workers noise their own rows.",
-        )
-        return Release(
-            Y_obs=self.rows(0, self.shape[0], "Y_obs"),
+            "Fit it over a cluster instead (lpviz.fit(data, scheduler=...)), whose workers noise their own rows.",
             alpha=self.alpha,
-            kind="documents",
             simulated=self.seed is not None,
             noise_seed=self.seed,
             name=self.name,
