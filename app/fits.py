@@ -245,13 +245,14 @@ class Fits(param.Parameterized):
         from app.memory import check_session
 
         shape = problem.release.shape
+        chains = 1 if problem.inference == "vi" else problem.chains  # every chain holds its own state
         check_session(
             shape,
             f"{' x '.join(f'{n:,}' for n in shape)} counts",
             problem.model,
             problem.n_components,
-            list(self.active),
-            fix="Fit fewer methods or components.",
+            [name for name in self.active for _ in range(chains)],
+            fix="Fit fewer methods, chains or components.",
             run=None if problem.inference == "vi" else run,
         )
 

@@ -872,6 +872,31 @@ def test_a_run_whose_saved_samples_would_not_fit_is_refused_at_start_with_the_th
         fits.start()
 
 
+def test_the_memory_check_at_start_counts_every_chain_of_every_method(fits, monkeypatch):
+    """Each chain holds its own latent counts and saved samples: two chains per method need twice
+    one chain's memory, and a session whose share fits one chain per method but not two is refused."""
+    from app.memory import session_bytes
+    from lpviz.budget import MemoryBudgetError
+
+    fits.settings.param.update(n_iter=10, burn_in=0, thin=10, chains=1)  # a short run: the chains decide
+    problem, run = fits.problem(), (10, 0, 10)
+    names = list(fits.active)
+    shape, model, K = problem.release.shape, problem.model, problem.n_components
+    one_with_its_run = session_bytes(shape, model, K, names, run)
+    two_alone = session_bytes(shape, model, K, names * 2)
+    assert one_with_its_run < two_alone
+    monkeypatch.setenv("LPVIZ_APP_SESSIONS", "1")
+    monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", str((one_with_its_run + two_alone) // 2))
+    fits.settings.chains = 2
+    with pytest.raises(MemoryBudgetError, match=rf"with {2 * len(names)} chains.*Fit fewer methods, chains"):
+        fits.start()
+    assert all(runner.status == "idle" for runner in fits.runners.values())  # nothing started
+    fits.settings.chains = 1  # one chain per method fits the same share
+    fits.start()
+    assert all(runner.status == "running" for runner in fits.active.values())
+    fits.stop()
+
+
 def test_resume_after_the_end_checks_the_longer_run(fits, monkeypatch):
     from lpviz.budget import MemoryBudgetError
 
