@@ -49,6 +49,9 @@ TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
 # The most chains a method runs in a session (Settings.chains), and the traces each chain beyond the
 # first adds to a row (its own log joint and log marginal: where a chain in another mode shows).
 MAX_CHAINS = 4
+# MCMC chains per method in a session and in every preset: two, the fewest that can disagree
+# (measured in benchmarks/bench_class.py --chains; docs/dashboard.md, "A class on one server").
+DASHBOARD_CHAINS = 2
 CHAIN_TRACES = ("log_joint", "log_marginal")
 TRACE_COLUMNS = (
     "iteration",
@@ -671,12 +674,16 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
             rows = []
 
-    def snapshot():
+    def snapshot(final=False):
+        # while the chains run, their diagnostics are the likelihood trace's (all the scoreboard and the
+        # health read; the probe cells and topics of several chains cost seconds on Enron); the end's all
         nonlocal posterior_score, scored_at
         if state is not None:
-            saved = _last_saved(chain_run.posterior)
+            saved = (_last_saved(chain_run.posterior), final)
             if saved != scored_at:  # without a truth: the fit's own numbers
-                posterior_score, scored_at = score(chain_run.posterior, release, truth), saved
+                diagnostics = True if final else "trace"
+                posterior_score = score(chain_run.posterior, release, truth, diagnostics=diagnostics)
+                scored_at = saved
             post("result", _snapshot(state, chain_run, posterior_score))
 
     def give_turn():
@@ -756,7 +763,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
         if not control.stopped:
             # the final snapshot scores the whole posterior (topics, diagnostics: a second or two on
             # Enron under load): a Stop answers without it, keeping the snapshot of half a second ago
-            snapshot()
+            snapshot(final=True)
             carry.update(
                 chain_run=chain_run,
                 state=state,

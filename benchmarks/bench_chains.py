@@ -27,6 +27,13 @@ time is printed beside its reference, measured in the same run.
 set above (120 x 40, K = 4) and a medium one (``make_topics(1000, 1000, 10)``,
 one million cells: its sweeps split over the kernel pool), best of
 ``--repeats``, to choose the library's default number of chains.
+
+``--score`` times :func:`lpviz.metrics.score` of an ensemble of C = 1, 2, 4 chains (the dashboard
+scores each method's chains at every snapshot): in full (the likelihood trace, the probe cells'
+rates and the aligned topics diagnosed element by element) and with ``diagnostics="trace"`` (the
+trace alone: what the live snapshots use), beside the single chain's full score.
+
+    python benchmarks/bench_chains.py --score
 """
 
 import argparse
@@ -57,7 +64,10 @@ def main():
         help="with --scaling: also time the chains whole on a LocalCluster of W one-thread worker processes",
     )
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data set")
+    parser.add_argument("--score", action="store_true", help="time score() of ensembles, full and trace-only")
     args = parser.parse_args()
+    if args.score:
+        return score_cost(args.repeats)
     if args.scaling:
         return scaling(args.repeats, args.dask_workers)
 
@@ -179,6 +189,29 @@ def _cores_available():
         thread.join()
     two = time.perf_counter() - start
     return one, two
+
+
+def score_cost(repeats):
+    """Seconds per :func:`lpviz.metrics.score` call of a C-chain ensemble, full and trace-only."""
+    problems = {
+        "Figure 3's size 90 x 15, K=3": (make_topics(90, 15, 3, alpha0=0.75, random_state=0), 3),
+        "Figure 4's browser size 400 x 800, K=10": (make_topics(400, 800, 10, alpha0=0.5, random_state=0), 10),
+    }
+    print(f"200 iterations, 40 samples saved per chain; best of {repeats} (shared machine: noisy)")
+    for name, (data, k) in problems.items():
+        release, truth = data.release(), data.truth()
+        cells = []
+        for chains in (1, 2, 4):
+            fit = lpviz.fit(release, n_components=k, n_iter=200, burn_in=0, thin=5, random_state=0, chains=chains)
+            for diagnostics in (True, "trace") if chains > 1 else (True,):
+                best = np.inf
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    lpviz.score(fit, release, truth, diagnostics=diagnostics)
+                    best = min(best, time.perf_counter() - start)
+                label = "full" if diagnostics is True else "trace"
+                cells.append(f"chains={chains} {label}: {1000 * best:.0f} ms")
+        print(f"{name}: " + ", ".join(cells))
 
 
 def scaling(repeats, dask_workers=0):

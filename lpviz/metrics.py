@@ -818,10 +818,14 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         Also score the topics (NPMI, UMass, topic distance) of models that
         have them; False gives the error numbers alone, at a fraction of the
         cost (e.g. for every iteration of a streamed chain).
-    diagnostics : bool
+    diagnostics : bool or "trace"
         Also diagnose a posterior's chain (R-hat, ESS: ArviZ, milliseconds
         per call); False leaves them None (e.g. for every saved sample of a
-        streamed chain).
+        streamed chain). ``"trace"``: of an ensemble, the likelihood trace
+        alone (R-hat, ESS, the odd chains and the health they give, the same
+        as ``True``), without the per-element rows of ``convergence`` for the
+        probe cells and topics and without each chain's own topic scores
+        (seconds on a large fit: for live views).
     alpha : float or array (n_rows,), optional
         With a count array as ``release``: its noise level, as given to
         :func:`lpviz.fit` (default: counts without noise).
@@ -893,6 +897,8 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         :func:`rankable` combines both: nothing is ranked, starred or counted as reproducing a
         claim unless it says so.
     """
+    if diagnostics not in (True, False, "trace"):
+        raise ValueError(f'diagnostics must be True, False or "trace", got {diagnostics!r}')
     is_posterior = hasattr(fit, "rate_rows")
     ensemble = is_posterior and getattr(fit, "n_chains", None) is not None  # lpviz.ensemble.EnsemblePosterior
     convergence = None
@@ -915,7 +921,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             if all(chain.n_saved for chain in fit.chains):
                 from lpviz.diagnostics import ensemble_convergence
 
-                convergence = ensemble_convergence(fit, release, truth)
+                convergence = ensemble_convergence(fit, release, truth, elements=diagnostics is True)
                 result.update(rhat=convergence["rhat"], ess=convergence["ess"])
         elif diagnostics:
             from lpviz.diagnostics import chain_convergence
@@ -977,7 +983,10 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         reasons = result["health"]["reasons"]
         reasons[reasons.index(_NOT_MIXED_REASON)] = f"the chains have not mixed (cross-chain {numbers})"
     if ensemble:
-        _score_chains(result, fit, release, truth, convergence, top_n=top_n, topics=topics, diagnostics=diagnostics)
+        each_topics = topics and diagnostics != "trace"
+        _score_chains(
+            result, fit, release, truth, convergence, top_n=top_n, topics=each_topics, diagnostics=diagnostics
+        )
     if getattr(fit, "restart_spread", None) is not None:
         result["restarts"] = dict(fit.restart_spread, elbo=list(fit.restart_elbos), kept=fit.restart_index)
         if finite and references:

@@ -145,6 +145,22 @@ def test_a_chain_in_another_mode_is_flagged_and_named(data, ensemble):
     assert bad["rhat"] > good["rhat"]
 
 
+def test_trace_diagnostics_give_the_same_verdict_without_the_element_rows(data, ensemble):
+    """score(diagnostics="trace") (the dashboard's live snapshots): every number the health rests on,
+    equal to the full score's, for agreeing chains and for a chain in another mode; only the per-element
+    rows of the probe cells and topics are left out."""
+    release, truth = data.release(), data.truth()
+    for fit in (ensemble, _in_another_mode(ensemble, 1)):
+        full, trace = lpviz.score(fit, release, truth), lpviz.score(fit, release, truth, diagnostics="trace")
+        for key in ("rhat", "ess", "ess_tail", "odd_chains", "health", "mae", "rate_mae", "chain_mae", "npmi"):
+            assert trace[key] == full[key], key
+        assert [row["quantity"] for row in trace["convergence"]] == ["log_marginal"]
+        assert trace["convergence"][0] == full["convergence"][0]
+    assert lpviz.score(_in_another_mode(ensemble, 1), release, truth, diagnostics="trace")["odd_chains"] == [1]
+    with pytest.raises(ValueError, match='diagnostics must be True, False or "trace"'):
+        lpviz.score(ensemble, release, truth, diagnostics="all")
+
+
 def test_ensemble_rhat_is_arviz_on_the_chains(ensemble, data):
     from arviz_stats.base import array_stats
 
