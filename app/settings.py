@@ -22,7 +22,7 @@ import panel as pn
 import param
 
 from app.presets import PRESETS
-from app.runner import MAX_CHAINS
+from app.runner import DASHBOARD_CHAINS, MAX_CHAINS
 from lpviz.datasets import HOLDOUTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,9 +123,6 @@ NOISE_PARAMETERS = (
 )
 # Settings of the chains.
 # The engine's inferences (lpviz.engine.INFERENCES), as the dashboard names them.
-# MCMC chains per method in a session: two, the fewest that can disagree (measured in
-# benchmarks/bench_class.py --chains; docs/dashboard.md, "A class on one server").
-DEFAULT_CHAINS = 2
 INFERENCE_LABELS = {"mcmc": "MCMC (Gibbs chains)", "vi": "VI (CAVI; runs to convergence, no burn-in)"}
 FIT_PARAMETERS = (
     "inference",
@@ -297,7 +294,7 @@ class Settings(param.Parameterized):
     trace_every = param.Integer(default=1, bounds=(1, None), doc="trace every n-th iteration")
     chain_seed = param.Integer(default=0, bounds=(0, None), doc="seed of the chains")
     chains = param.Integer(
-        default=DEFAULT_CHAINS,
+        default=DASHBOARD_CHAINS,
         bounds=(1, MAX_CHAINS),
         doc="MCMC chains per method, compared with each other (R-hat across chains; a chain in another "
         "mode is named); chain 0 is the single chain of the seed",

@@ -81,15 +81,14 @@ STEPS = (
     Step(
         "The scoreboard",
         "Fits",
-        "Every method runs its chains on the same release (one each on the presets; raise *Chains* in the "
-        "fit settings to compare several, their R-hat then taken across them): **private** (models the "
-        "noise), **naive** "
+        "Every method runs two chains from different seeds on the same release (*Chains* in the fit "
+        "settings: up to four): **private** (models the noise), **naive** "
         "(truncated data) and **non-private** (the true counts: the ideal nobody outside has). The "
         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
         "better), the best constant rate's error beside it (a fit must beat that to mean anything), each "
         "fit's health (a chain that has not mixed or a fit that collapsed is flagged and never starred) and "
-        "R-hat (near 1: the chain has mixed). On the opening preset the private fit's error ends below the "
-        "naive one's; the non-private fit stays the reference both aim at.",
+        "R-hat across each method's chains (near 1: they agree). On the opening preset the private fit's "
+        "error ends below the naive one's; the non-private fit stays the reference both aim at.",
         starts_fits=True,
         claim=Claim(
             "the private fit's MAE against the true rates ends below naive's.",

@@ -18,11 +18,15 @@ from app.settings import Settings
 TIMEOUT = 900  # seconds per preset on a loaded 2-core machine
 
 
-def run_preset(name, **settings):
+def run_preset(name, then=None, **settings):
+    """Run preset ``name`` to its end as a student does; ``then``: settings the student changes after
+    choosing it (the preset's claim no longer applies then)."""
     fits = Fits(DataStore(Settings(preset=name, **settings), background=False), buffer_length=10_000)
     assert fits.data.error == "", fits.data.error
     view = FitsView(fits=fits)
     assert view.claim_verdict().held is None  # nothing run: nothing claimed yet
+    if then:
+        fits.settings.param.update(**then)
     fits.start()
     deadline = time.monotonic() + TIMEOUT
     while any(runner.status in ("running", "pausing") for runner in fits.runners.values()):
@@ -48,6 +52,18 @@ def test_every_presets_claim_holds_at_its_class_seed(name, enron_tarball):
         assert verdict.held is True, f"{name}: {PRESETS[name].claim.text} -> {verdict.text}"
         html = view.claim_html(verdict, name, fits.settings.noise_seed)
         assert "Held" in html and PRESETS[name].claim.text in html and "not the class seed" not in html
+    finally:
+        fits.close()
+
+
+def test_figure5_with_one_chain_raises_no_flag_its_two_chains_raise(enron_tarball):
+    """Figure 5's text: with Chains set to 1 the private chain's split R-hat passes and nothing warns
+    (the preset's own run, two chains, is flagged: the claim test above)."""
+    fits, _ = run_preset("Figure 5", then={"chains": 1}, path=str(enron_tarball))
+    try:
+        private = fits.active["private"].result["score"]
+        assert private.get("n_chains", 1) == 1 and private["health"]["healthy"], private["health"]
+        assert private["rhat"] <= 1.05
     finally:
         fits.close()
 
@@ -83,6 +99,14 @@ def test_the_check_holds_only_for_healthy_fits_in_the_claimed_order():
     diagnostics = Claim("not mixed", "mae", not_mixed=("private",))
     assert check(diagnostics, {"private": _scores(1.0, healthy=False, not_mixed=True)}).held is True
     assert check(diagnostics, {"private": _scores(1.0)}).held is False
+    # ... and the others mixed: a flagged one (collapsed or not mixed) breaks the lesson
+    beside = Claim("private not mixed, naive fine", "mae", not_mixed=("private",), healthy=("naive",))
+    unmixed_private = _scores(1.0, healthy=False, not_mixed=True)
+    assert check(beside, {"private": unmixed_private, "naive": _scores(2.0)}).held is True
+    assert check(beside, {"private": unmixed_private}).held is None  # naive not run yet
+    for naive in (_scores(2.0, healthy=False), _scores(2.0, healthy=False, not_mixed=True)):
+        verdict = check(beside, {"private": unmixed_private, "naive": naive})
+        assert verdict.held is False and "they are flagged" in verdict.text
 
 
 def test_a_new_noise_draw_keeps_the_preset_and_says_its_numbers_are_not_the_class_seeds():
