@@ -42,7 +42,8 @@ from lpviz._random import chain_seed_from
 from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _schedule
 from lpviz.methods.base import Exclusions, mean_count_of
 from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
-from lpviz.models.base import Work
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
+from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "partition_rows",
     "Partition",
     "DistributedPosterior",
+    "VariationalPartition",
     "SchedulerUnreachable",
     "WorkerLost",
 ]
@@ -68,6 +70,15 @@ SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "
 def splits_over_machines(model):
     """Whether ``model``'s rows (its first mode) split over machines (:data:`SPLIT_HOOKS`)."""
     return all(callable(getattr(model, hook, None)) for hook in SPLIT_HOOKS)
+
+
+# The hooks a model's CAVI update needs to split over machines (lpviz.models.topics has them).
+VI_SPLIT_HOOKS = ("vi_update_rows", "vi_no_totals", "vi_row_totals", "vi_update_columns")
+
+
+def splits_variational(model):
+    """Whether ``model``'s variational fit splits its rows over machines (:data:`VI_SPLIT_HOOKS`)."""
+    return "vi" in model.inferences and all(callable(getattr(model, hook, None)) for hook in VI_SPLIT_HOOKS)
 
 
 class SchedulerUnreachable(ConnectionError):
@@ -271,6 +282,45 @@ class Partition:
         return True
 
 
+class VariationalPartition(Partition):
+    """Rows [start, stop) of a CAVI fit (``inference="vi"``), kept on one worker: their counts, the
+    method's local q (e.g. the private method's expected true counts) and theta's q. Each iteration
+    it runs the method's local step and theta's update at the driver's q of the shared factors and
+    returns the shared factors' allocated totals (fixed-point integers: exact in any order)."""
+
+    def _shared_q(self, shared):
+        prior = (self.model.a0, self.model.b0)
+        return tuple(GammaFactor(shape, rate, prior) for shape, rate in shared)
+
+    def vi_begin(self, shared):
+        """theta's q around the start's draws (as ``model.vi_init``), then the method's (``vi_start``)."""
+        theta = GammaFactor.around(self.theta, VI_INIT_SHAPE, (self.model.a0, self.model.b0))
+        self.theta = np.empty((0, self.model.n_components))  # theta's q holds the rows now
+        self.q = (theta, *self._shared_q(shared))
+        self.latent = self.method.vi_start(self.prepared, self.model, self.q, self.work)
+        return True
+
+    def vi_constant_from(self, carry):
+        return self.method.vi_constant_from(self.latent, carry)
+
+    def vi_sweep(self, shared):
+        """The local step and theta's update at the shared factors' q ``shared`` ((shape, rate) each)."""
+        self.q = (self.q[0], *self._shared_q(shared))
+        stats = self.model.vi_new_stats(self.q, self.work)
+        self.method.vi_sweep(self.prepared, self.latent, self.model, self.q, stats, self.work)
+        row_sums, *column_parts = stats["sums"]
+        self.rows = self.model.vi_update_rows(self.q, row_sums, stats["weights"], self.work)
+        return tuple(part.sum(axis=0) for part in column_parts), stats["weights"], stats["bound"]
+
+    def vi_carry(self, carry):
+        """Continue the sums over rows (theta's totals, the cells' ELBO terms) from ``carry``."""
+        totals, cells = carry
+        return self.model.vi_row_totals(self.q, self.rows, totals), ordered_sum_from(self.latent["cell_rows"], cells)
+
+    def vi_means(self):
+        return self.q[0].mean
+
+
 # ---------------------------------------------------------------------------
 # The driver side
 # ---------------------------------------------------------------------------
@@ -461,6 +511,8 @@ def fit(
     checkpoint=None,
     checkpoint_every=25,
     resume=False,
+    inference="mcmc",
+    tol=None,
     **options,
 ):
     """:func:`lpviz.fit` of one chain over the workers of the Dask cluster at ``scheduler``: the
@@ -474,20 +526,48 @@ def fit(
     storage) where the chain's state is saved every ``checkpoint_every`` iterations, atomically
     (the parts of a checkpoint first, then the file ``LATEST`` naming it). A lost worker stops the
     chain with :class:`WorkerLost`; ``resume=True`` with the same arguments continues from the
-    last checkpoint, on any number of workers, and gives the chain an unbroken run gives."""
+    last checkpoint, on any number of workers, and gives the chain an unbroken run gives.
+
+    ``inference="vi"``: coordinate-ascent VI (``tol`` and the method's VI options as
+    :func:`lpviz.vi.variational_run`), its rows and their local q on the workers: the ELBO trace and
+    the fit equal the one-process fit's bit for bit; returns a
+    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver)."""
     if not isinstance(data, Release) and not getattr(data, "builds_rows", False):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
     model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
-    if not splits_over_machines(model_instance):
+    if inference != "vi" and not splits_over_machines(model_instance):
         splitting = [name for name, model_class in model_registry.MODELS.items() if splits_over_machines(model_class)]
         raise ValueError(
             f"model={model_instance.name!r} does not split over machines yet (only {', '.join(splitting)}); "
             "fit it in one process (drop scheduler=)"
         )
     method_options = {key: value for key, value in options.items() if value is not None}
-    method_instance = method_registry.create(method, **method_options)
-    if method_instance.settings.get("sampler") == "bessel":
+    if inference == "vi":
+        from lpviz.vi import DEFAULT_TOL, check_tol, vi_method
+
+        if not splits_variational(model_instance):
+            splitting = [name for name, model_class in model_registry.MODELS.items() if splits_variational(model_class)]
+            raise ValueError(
+                f"model={model_instance.name!r} has no variational fit over machines yet (only "
+                f"{', '.join(splitting)}); fit it in one process (drop scheduler=) or use inference='mcmc'"
+            )
+        if burn_in is not None:
+            raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
+        if checkpoint is not None or resume:
+            raise ValueError("checkpoint= and resume= save an MCMC chain; drop them for inference='vi'")
+        tol = DEFAULT_TOL if tol is None else check_tol(tol)
+        method_instance = vi_method(method, **method_options)
+    elif inference != "mcmc":
+        raise ValueError(f"inference must be 'mcmc' or 'vi', got {inference!r}")
+    else:
+        from lpviz.vi import check_options
+
+        if tol is not None:
+            raise ValueError("tol sets a variational fit: use with inference='vi'")
+        check_options(method, "mcmc", **method_options)  # e.g. bessel_point: one clear line
+        method_instance = method_registry.create(method, **method_options)
+    if inference == "mcmc" and method_instance.settings.get("sampler") == "bessel":
         raise ValueError(
             "the Bessel sampler draws its starting noise rates from one stream over every cell, so its chain "
             "does not split over machines; use sampler='collapsed' (the default) with scheduler="
@@ -498,7 +578,10 @@ def fit(
             "those rows, which a chain over a cluster does not gather yet: fit it in one process (drop scheduler=)"
         )
     model_instance.check_shape(data.shape)
-    n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    if inference == "mcmc":
+        n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    else:
+        n_iter = check_count("n_iter", n_iter, 1)
     if getattr(data, "builds_rows", False):  # generated on the workers: send descriptions, not rows
         counts = RowsOf(data, "Y" if method_instance.uses_truth else "Y_obs")
     elif method_instance.uses_truth:
@@ -520,6 +603,15 @@ def fit(
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
     saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
+    if inference == "vi":
+        try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
+            return _run_variational(
+                client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
+                chain_seed, parallel, callback, workers,
+            )  # fmt: skip
+        finally:
+            if owned:
+                client.close()
     try:
         posterior = _run(
             client,
@@ -547,8 +639,9 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin):
-    """Refuse before any data moves a chain whose largest partition does not fit its worker."""
+def _check_worker_memory(client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0):
+    """Refuse before any data moves a chain whose largest partition does not fit its worker
+    (``extra``: bytes per row and component beyond a chain's, e.g. a variational fit's q)."""
     from lpviz.budget import MemoryBudgetError, format_bytes
     from lpviz.engine import chain_bytes
 
@@ -556,7 +649,7 @@ def _check_worker_memory(client, workers, partitions, model, method, other_modes
     saved = max(0, n_iter - burn_in) // max(1, thin)
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
-        need = chain_bytes(model, method, (rows, *other_modes)) + saved * 8 * model.n_components * rows
+        need = chain_bytes(model, method, (rows, *other_modes)) + (saved * 8 + extra) * model.n_components * rows
         n_cols = math.prod(other_modes)
         if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
             need += 8 * rows * n_cols
@@ -643,6 +736,60 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
             shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
 
 
+def _start_partitions(client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, kind, sizes):
+    """Send each worker its rows once (an actor of class ``kind`` holding them), then draw the
+    start, theta (the first mode's factor) on the workers' rows and the shared factors here, from
+    the chain seed's generator as one process draws them (``model.init_state``); returns
+    ``(partitions, actors, shared)``. ``sizes``: (n_iter, burn_in, thin, bytes per row and
+    component beyond a chain's) for the memory check."""
+    n_rows = shape[0]
+    n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
+    workers = _pick_workers(client, chosen)
+    partitions = partition_rows(n_rows, len(workers))
+    workers = workers[: len(partitions)]
+    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes)
+    spec = {
+        "model": model.name,
+        "n_components": model.n_components,
+        "a0": model.a0,
+        "b0": model.b0,
+        "method": method.name,
+        "options": method_options,
+        "chain_seed": seed,
+        "parallel": parallel,
+        "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
+    }
+    actors = []
+    for address, (start, stop) in zip(workers, partitions, strict=True):
+        piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
+        [piece_future] = client.scatter([piece], workers=[address])
+        future = client.submit(
+            kind,
+            dict(spec, rows=(start, stop)),
+            piece_future,
+            alpha_piece,
+            actor=True,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+        )
+        actor = future.result()
+        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
+        # may hold several clients, and a call through another cluster's never returns)
+        actor._client, actor._future = client, future
+        actors.append(actor)
+        del piece, piece_future
+    total = sum(actor.count_total().result() for actor in actors)
+    rng = np.random.default_rng(seed)
+    level = model.start_level(mean_count_of(total, n_rows * n_cols))
+    for (start, stop), actor in zip(partitions, actors, strict=True):
+        for first in range(start, stop, START_ROWS):
+            rows = min(stop, first + START_ROWS) - first
+            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
+    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+    return partitions, actors, shared
+
+
 def _run(
     client,
     counts,
@@ -660,53 +807,11 @@ def _run(
     chosen,
     saving,
 ):
-    n_rows = shape[0]
-    n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
-    workers = _pick_workers(client, chosen)
-    partitions = partition_rows(n_rows, len(workers))
-    workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, shape[1:], n_iter, burn_in, thin)
-    spec = {
-        "model": model.name,
-        "n_components": model.n_components,
-        "a0": model.a0,
-        "b0": model.b0,
-        "method": method.name,
-        "options": method_options,
-        "chain_seed": seed,
-        "parallel": parallel,
-        "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
-    }
-    actors = []
-    for address, (start, stop) in zip(workers, partitions, strict=True):
-        piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
-        [piece_future] = client.scatter([piece], workers=[address])
-        future = client.submit(
-            Partition,
-            dict(spec, rows=(start, stop)),
-            piece_future,
-            alpha_piece,
-            actor=True,
-            workers=[address],
-            allow_other_workers=False,
-            pure=False,
-        )
-        actor = future.result()
-        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
-        # may hold several clients, and a call through another cluster's never returns)
-        actor._client, actor._future = client, future
-        actors.append(actor)
-        del piece, piece_future
-    # The start: theta (the first mode's factor), then the shared factors (phi^T; or the second and
-    # third modes'), from the chain seed's generator, as Chain._start draws them (model.init_state)
-    total = sum(actor.count_total().result() for actor in actors)
-    rng = np.random.default_rng(seed)
-    level = model.start_level(mean_count_of(total, n_rows * n_cols))
-    for (start, stop), actor in zip(partitions, actors, strict=True):
-        for first in range(start, stop, START_ROWS):
-            rows = min(stop, first + START_ROWS) - first
-            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
-    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+    partitions, actors, shared = _start_partitions(
+        client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, Partition,
+        (n_iter, burn_in, thin, 0),
+    )  # fmt: skip
+    n_rows, n_cols = shape[0], math.prod(shape[1:])
     folder, every, saved_state = saving
     if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
         pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
@@ -762,6 +867,100 @@ def _run(
             ) from None
         if folder is not None and iteration % every == 0:
             _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors)
+    return posterior
+
+
+def _run_variational(client, counts, alpha, model, method, method_options, shape, n_iter, tol, seed, parallel,
+                     callback, chosen):  # fmt: skip
+    """CAVI over the workers (:class:`VariationalPartition`): each iteration the driver sends the
+    shared factors' q, each worker runs its rows' local step and theta's update and returns its
+    allocated totals (integers); the running sums over rows pass through the workers in row order;
+    the driver updates the shared factors' q with ``model.vi_update_columns``, the one-process fit's
+    own call. The ELBO trace and every q equal the one-process fit's bit for bit."""
+    from types import SimpleNamespace
+
+    from lpviz.engine import VariationalPosterior
+    from lpviz.vi import MIN_ITERATIONS, VariationalState
+
+    n_rows, n_cols = shape[0], math.prod(shape[1:])
+    K = model.n_components
+    # theta's q on the workers: (shape, rate, mean, var, geo, elog) per row and component
+    partitions, actors, shared = _start_partitions(
+        client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen,
+        VariationalPartition, (1, 1, 1, 6 * 8),
+    )  # fmt: skip
+    prior = (model.a0, model.b0)
+    # the driver's q: a placeholder row for theta (phi's update reads theta through its row totals)
+    q = (GammaFactor.around(np.ones((1, K)), VI_INIT_SHAPE, prior),
+         *(GammaFactor.around(factor, VI_INIT_SHAPE, prior) for factor in shared))  # fmt: skip
+
+    def shared_q():
+        return tuple((factor.gamma_shape, factor.gamma_rate) for factor in q[1:])
+
+    for future in [actor.vi_begin(shared_q()) for actor in actors]:
+        future.result()
+    constant = 0.0
+    for actor in actors:  # the cells' constant ELBO terms, in row order
+        constant = actor.vi_constant_from(constant).result()
+    column_work = Work(
+        bounds=[(0, 0)],
+        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
+        parallel=bool(parallel),
+        stop=new_stop_flag(),
+        chain_seed=seed,
+        missing_by_row=_empty_lists(1),
+        missing_by_column=_empty_lists(n_cols),
+    )
+    posterior = VariationalPosterior(model, method, shape)
+    posterior.bytes_moved = []
+    elbo, change, iteration, converged = math.nan, math.nan, 0, False
+    while iteration < n_iter and not converged:
+        started = time.perf_counter()
+        try:
+            sent = shared_q()
+            parts = [actor.vi_sweep(sent) for actor in actors]
+            moved = len(actors) * _nbytes(sent)
+            columns, bound = None, 0.0
+            for future in parts:  # integers: their sum is exact in any order
+                part, weights, part_bound = future.result()
+                moved += _nbytes(part)
+                columns = part if columns is None else tuple(a + b for a, b in zip(columns, part, strict=True))
+                bound += part_bound
+            check_fixed_bound(bound)
+            carry = (model.vi_no_totals(), 0.0)
+            for actor in actors:  # in row order: the one-process fit's additions
+                carry = actor.vi_carry(carry).result()
+            moved += 2 * len(actors) * _nbytes(carry)
+        except Exception as error:
+            if not _is_lost_worker(error):
+                raise
+            raise WorkerLost(
+                f"a worker holding rows of the fit was lost during iteration {iteration + 1} "
+                f"({type(error).__name__}); start it again"
+            ) from None
+        totals, cells = carry
+        factor_terms = model.vi_update_columns(q, tuple(fixed_total(c[None]) for c in columns), weights, totals,
+                                               column_work)  # fmt: skip
+        previous, elbo = elbo, float((cells - constant) + factor_terms)
+        iteration += 1
+        # as VariationalFit: the relative change, converged from MIN_ITERATIONS on
+        change = abs(elbo - previous) / max(abs(elbo), 1e-300) if math.isfinite(previous) else math.nan
+        converged = iteration >= MIN_ITERATIONS and change <= tol
+        factors = model.vi_factors((SimpleNamespace(mean=np.zeros((0, K))), *q[1:]))
+        factors.pop(model.factor_names[0], None)  # theta stays on the workers
+        state = VariationalState(
+            iteration=iteration, seconds=time.perf_counter() - started, factors=factors, model=model.name,
+            model_instance=model, elbo=elbo, elbo_change=change, converged=converged,
+        )  # fmt: skip
+        posterior.add(state)
+        posterior.bytes_moved.append(moved)
+        if callback is not None:
+            callback(state)
+    # the fit's means: theta's gathered (rows x K), rates by row blocks as the one-process posterior's
+    theta = np.vstack([actor.vi_means().result() for actor in actors])
+    factors = model.vi_factors((SimpleNamespace(mean=theta), *q[1:]))
+    posterior.samples, posterior.best = [factors], factors
+    posterior.partitions = partitions
     return posterior
 
 

@@ -16,16 +16,7 @@ pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
 
 WORKERS = (1, 2, 3, 4)
-
-
-@pytest.fixture(scope="module")
-def client():
-    # threads in this process: the actors and the test share the compiled kernels
-    with (
-        LocalCluster(n_workers=4, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
+CLUSTER_WORKERS = 4  # the conftest's client: a LocalCluster of 4 worker threads
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +161,10 @@ def test_refusals_name_the_fix(client):
         heldout = np.zeros(release.shape, dtype=bool)
         heldout[0, 0] = True
         distributed.fit(release.with_heldout(heldout), scheduler=client, n_components=3, n_iter=3, thin=1)
-    with pytest.raises(ValueError, match="inference"):
-        lpviz.fit(release, n_components=3, n_iter=3, thin=1, scheduler=client, inference="vi")
+    with pytest.raises(ValueError, match="drop restarts=2"):
+        lpviz.fit(release, n_components=3, n_iter=3, scheduler=client, inference="vi", restarts=2)
+    with pytest.raises(ValueError, match="bessel_point='mode' applies to inference='vi'"):
+        distributed.fit(release, scheduler=client, n_components=3, n_iter=3, thin=1, bessel_point="mode")
     with pytest.raises(ValueError, match="structural zeros"):  # a tensor's self loops left out
         distributed.fit(make_tensor(n_actors=9, n_times=2, random_state=0).release(), scheduler=client, n_components=2)
     with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
