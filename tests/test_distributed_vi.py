@@ -5,11 +5,14 @@ What makes that possible (lpviz.models._variational, add_fixed): the expected al
 over rows are added as fixed-point integers, exact in any order; every other sum over rows is left
 to right and handed on from partition to partition in row order."""
 
+import json
+
 import numpy as np
 import pytest
 
 import lpviz
 from lpviz import distributed
+from lpviz.cli import main
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
 from lpviz.release import Release, Truth
@@ -135,3 +138,21 @@ def test_refusals_name_the_fix(client, data):
         lpviz.fit(release, scheduler=client, n_components=2, inference="vi", sampler="bessel")
     with pytest.raises(ValueError, match="tol must be a finite number"):
         lpviz.fit(release, scheduler=client, n_components=2, inference="vi", tol=-1.0)
+
+
+def _untimed(value):
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in ("seconds", "iterations_per_second")}
+    return value
+
+
+def test_cli_vi_on_a_scheduler_prints_the_in_process_summary(client, capsys):
+    """`lpviz fit --inference vi --scheduler ADDRESS`: the scores of the one-process fit."""
+    args = ["fit", "--data", "synthetic-topics", "--iterations", "30", "--seed", "3", "--noise-seed", "3"]
+    args += ["--inference", "vi", "--chains", "1", "--no-progress", "--json"]
+    assert main(args) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert main(args + ["--scheduler", client.scheduler.address]) == 0
+    there = json.loads(capsys.readouterr().out)
+    assert there["methods"]["private"]["elbo"] == here["methods"]["private"]["elbo"]
+    assert _untimed(there) == _untimed(here)
