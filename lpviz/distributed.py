@@ -39,7 +39,7 @@ from lpviz import methods as method_registry
 from lpviz import models as model_registry
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, limit_blas_threads, n_stream_blocks, new_stop_flag
 from lpviz._random import chain_seed_from
-from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _schedule
+from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule
 from lpviz.methods.base import Exclusions, mean_count_of
 from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
@@ -132,7 +132,7 @@ def partition_rows(n_rows, n_workers):
 class Partition:
     """Rows [start, stop) of a chain, kept on one worker (a Dask actor) for the chain's life."""
 
-    def __init__(self, spec, counts, alpha):
+    def __init__(self, spec, counts, alpha, mask=None):
         limit_blas_threads()
         self.start_row, self.stop_row = spec["rows"]
         # a release generated blockwise: its rows are built here, on the worker (never on the driver)
@@ -147,17 +147,21 @@ class Partition:
         self.dense_mean = spec["dense_mean"]
         parallel = spec["parallel"]
         n_cells = n_rows * n_cols
+        # the release's excluded cells in these rows (held out, structural zeros): left out of the likelihood
+        mask = None if mask is None else np.asarray(mask, dtype=bool).reshape(n_rows, n_cols)
+        missing = _lists(mask, n_rows)
         self.work = Work(
             bounds=chunk_bounds(n_rows, n_cells, parallel),
             column_bounds=[(0, 0)],
             parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
             stop=new_stop_flag(),
             chain_seed=spec["chain_seed"],
-            missing_by_row=_empty_lists(n_rows),
-            missing_by_column=_empty_lists(n_cols),
+            missing_by_row=missing,
+            missing_by_column=_empty_lists(n_cols),  # phi's half runs on the driver
             block_offset=self.start_row // ROWS_PER_STREAM,
         )
-        exclusions = Exclusions(mask=None, rows=_empty_lists(n_rows), n_observed=n_cells)
+        n_observed = n_cells - (0 if mask is None else int(mask.sum()))
+        exclusions = Exclusions(mask=mask, rows=missing, n_observed=n_observed)
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
         # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
@@ -201,6 +205,10 @@ class Partition:
         """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
         return column_sums_from(self.theta, carry)
 
+    def subtract_missing(self, partner):
+        """Continue phi's rate sums over this partition's excluded cells (``model.subtract_missing``)."""
+        return self.model.subtract_missing(self.state, self.work, partner)
+
     def score(self, shared, save):
         """The rows' log likelihood at the new shared factors; ``save``: keep this sample."""
         self._set_shared(shared)
@@ -214,13 +222,15 @@ class Partition:
         return True
 
     def carry(self, totals):
-        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, and the
-        method's per-row terms by name)."""
-        loglik, prior, terms = totals
+        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, the
+        method's per-row terms by name, the excluded cells' rate)."""
+        loglik, prior, terms, excluded = totals
         loglik = ordered_sum_from(self.row_log, loglik)
         prior = gamma_log_prior_from(self.theta, self.model.a0, self.model.b0, prior)
         terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.rows.items()}
-        return loglik, prior, terms
+        if len(self.work.missing_by_row[1]):  # the rate of the excluded cells, left out of the likelihood
+            excluded = self.model.excluded_rate_from(self.state, self.work, excluded)
+        return loglik, prior, terms, excluded
 
     def _rates(self, theta):
         """The rates of these rows (as a matrix), as Posterior.add_sample's ``model.rates(factors)``."""
@@ -452,7 +462,15 @@ class DistributedPosterior(Posterior):
 
     def gather(self):
         """A plain :class:`Posterior` holding everything on the driver (rows x columns rates)."""
-        posterior = Posterior(self.model_instance, self.method_label, self.shape, burn_in=self.burn_in, thin=self.thin)
+        posterior = Posterior(
+            self.model_instance,
+            self.method_label,
+            self.shape,
+            burn_in=self.burn_in,
+            thin=self.thin,
+            heldout=self.heldout,
+            structural_zeros=self.structural_zeros,
+        )
         posterior.method = self.method
         posterior._log_joint, posterior._log_marginal = list(self._log_joint), list(self._log_marginal)
         posterior._seconds = list(self._seconds)
@@ -572,11 +590,27 @@ def fit(
             "the Bessel sampler draws its starting noise rates from one stream over every cell, so its chain "
             "does not split over machines; use sampler='collapsed' (the default) with scheduler="
         )
+    excluded = heldout = zeros = None
     if data.heldout is not None or data.structural_zeros is not None:
-        raise ValueError(
-            "this release has held-out cells or structural zeros; phi's update over them needs theta at "
-            "those rows, which a chain over a cluster does not gather yet: fit it in one process (drop scheduler=)"
-        )
+        # phi's rate sums over the observed rows and the excluded cells' rate pass through the workers
+        # in row order (TopicModel.subtract_missing, excluded_rate_from, update_columns_with_rates)
+        if (
+            inference == "vi"
+            or not callable(getattr(model_instance, "update_columns_with_rates", None))
+            or model_instance.structural_zeros(tuple(data.shape)) is not None
+        ):
+            raise ValueError(
+                f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
+                f"in the topic model's MCMC chain yet (not model={model_instance.name!r}, inference={inference!r}): "
+                "fit it in one process (drop scheduler=)"
+            )
+        zeros = data.structural_zeros
+        excluded = _either(data.heldout, zeros)
+        heldout = _either(data.heldout)
+        if heldout is not None and zeros is not None:
+            heldout &= ~zeros
+        if heldout is not None and not heldout.any():
+            heldout = None
     model_instance.check_shape(data.shape)
     if inference == "mcmc":
         n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
@@ -629,6 +663,7 @@ def fit(
             callback,
             workers,
             (checkpoint, checkpoint_every, saved_state),
+            (excluded, heldout, zeros),
         )
     except BaseException:
         if owned:
@@ -639,7 +674,9 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0):
+def _check_worker_memory(
+    client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0, masked=False
+):
     """Refuse before any data moves a chain whose largest partition does not fit its worker
     (``extra``: bytes per row and component beyond a chain's, e.g. a variational fit's q)."""
     from lpviz.budget import MemoryBudgetError, format_bytes
@@ -653,6 +690,8 @@ def _check_worker_memory(client, workers, partitions, model, method, other_modes
         n_cols = math.prod(other_modes)
         if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
             need += 8 * rows * n_cols
+        if masked:  # the excluded cells' mask (bool) and their lists
+            need += rows * n_cols
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -736,18 +775,20 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
             shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
 
 
-def _start_partitions(client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, kind, sizes):
+def _start_partitions(
+    client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, kind, sizes, mask=None
+):
     """Send each worker its rows once (an actor of class ``kind`` holding them), then draw the
     start, theta (the first mode's factor) on the workers' rows and the shared factors here, from
     the chain seed's generator as one process draws them (``model.init_state``); returns
     ``(partitions, actors, shared)``. ``sizes``: (n_iter, burn_in, thin, bytes per row and
-    component beyond a chain's) for the memory check."""
+    component beyond a chain's) for the memory check; ``mask``: the excluded cells (rows x columns)."""
     n_rows = shape[0]
     n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
     workers = _pick_workers(client, chosen)
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes)
+    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes, masked=mask is not None)
     spec = {
         "model": model.name,
         "n_components": model.n_components,
@@ -763,11 +804,13 @@ def _start_partitions(client, counts, alpha, model, method, method_options, shap
     for address, (start, stop) in zip(workers, partitions, strict=True):
         piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
+        mask_piece = None if mask is None else client.scatter([_piece(mask, start, stop)], workers=[address])[0]
         future = client.submit(
             kind,
             dict(spec, rows=(start, stop)),
             piece_future,
             alpha_piece,
+            mask_piece,
             actor=True,
             workers=[address],
             allow_other_workers=False,
@@ -778,10 +821,11 @@ def _start_partitions(client, counts, alpha, model, method, method_options, shap
         # may hold several clients, and a call through another cluster's never returns)
         actor._client, actor._future = client, future
         actors.append(actor)
-        del piece, piece_future
+        del piece, piece_future, mask_piece
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
-    level = model.start_level(mean_count_of(total, n_rows * n_cols))
+    n_observed = n_rows * n_cols - (0 if mask is None else int(np.count_nonzero(mask)))
+    level = model.start_level(mean_count_of(total, n_observed))
     for (start, stop), actor in zip(partitions, actors, strict=True):
         for first in range(start, stop, START_ROWS):
             rows = min(stop, first + START_ROWS) - first
@@ -806,10 +850,12 @@ def _run(
     callback,
     chosen,
     saving,
+    masks=(None, None, None),
 ):
+    excluded, heldout, zeros = masks  # excluded: held out or structural zeros (the chain leaves both out)
     partitions, actors, shared = _start_partitions(
         client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, Partition,
-        (n_iter, burn_in, thin, 0),
+        (n_iter, burn_in, thin, 0), None if excluded is None else excluded.reshape(shape[0], -1),
     )  # fmt: skip
     n_rows, n_cols = shape[0], math.prod(shape[1:])
     folder, every, saved_state = saving
@@ -838,6 +884,7 @@ def _run(
     posterior = DistributedPosterior(
         model, method, shape, burn_in=burn_in, thin=thin, partitions=partitions, actors=actors
     )
+    posterior.heldout, posterior.structural_zeros = heldout, zeros  # for scoring, as the one-process chain's
     if saved_state is not None:
         posterior._log_joint = saved_state["log_joint"].tolist()
         posterior._log_marginal = saved_state["log_marginal"].tolist()
@@ -848,7 +895,7 @@ def _run(
             tuple(saved_state[f"shared_samples_{g}"][i].copy() for g in range(len(shared)))
             for i in range(len(posterior.saved_iterations))
         ]
-    chain = (model, actors, posterior, shared, driver_state, column_work)
+    chain = (model, actors, posterior, shared, driver_state, column_work, excluded is not None)
     for iteration in range(done + 1, n_iter + 1):
         try:
             _one_iteration(chain, iteration, burn_in, thin, callback)
@@ -973,7 +1020,7 @@ def _is_lost_worker(error):
 
 def _one_iteration(chain, iteration, burn_in, thin, callback):
     """One iteration of the chain over the workers (see the module's docstring)."""
-    model, actors, posterior, shared, driver_state, column_work = chain
+    model, actors, posterior, shared, driver_state, column_work, masked = chain
     W = len(actors)
     shared_bytes = sum(factor.nbytes for factor in shared)
     started = time.perf_counter()
@@ -991,21 +1038,31 @@ def _one_iteration(chain, iteration, burn_in, thin, callback):
     for actor in actors:  # in row order: the one-process chain's additions
         theta_sum = actor.theta_sums(theta_sum).result()
     moved += 2 * W * theta_sum.nbytes
+    partner = None
+    if masked:  # phi's rate sums over the observed rows: theta's sums less each excluded cell's, in row order
+        partner = np.repeat(theta_sum[None, :], driver_state[1].shape[0], axis=0)
+        for actor in actors:
+            partner = actor.subtract_missing(partner).result()
+        moved += 2 * W * partner.nbytes
     # the shared factors, here, from the chain's own streams (drawn in place: ``shared`` is driver_state[1:])
     passed = time.perf_counter()
-    model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    if partner is None:
+        model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    else:
+        model.update_columns_with_rates(driver_state, column_counts, partner, column_work, iteration)
     drawn = time.perf_counter()
     save = iteration > burn_in and (iteration - burn_in) % thin == 0
     for future in [actor.score(shared, save) for actor in actors]:
         future.result()
     moved += W * shared_bytes
     scored = time.perf_counter()
-    totals = (0.0, 0.0, {})
+    totals = (0.0, 0.0, {}, 0.0)
     for actor in actors:
         totals = actor.carry(totals).result()
     moved += 2 * W * _nbytes(totals)
-    row_loglik, prior, terms = totals
-    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, *shared)
+    row_loglik, prior, terms, excluded = totals
+    # the rate over the observed cells: every cell's less the excluded cells' (0 without them: the same bits)
+    loglik = row_loglik - (model.observed_rate_of_sums(theta_sum, *shared) - excluded)
     for factor in shared:  # model.log_prior's additions: theta's, then each shared factor's
         prior = prior + gamma_log_prior(factor, model.a0, model.b0)
     log_joint = float(loglik + prior + terms.get("noise", 0.0))

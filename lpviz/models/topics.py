@@ -219,11 +219,47 @@ def _loglik_chunk(chunk, first, last, counts, factors, row_log):
 @njit(nogil=True, cache=True)
 def _excluded_rate_sum(theta, phiT, missing_indptr, missing_indices):
     """Sum of mu over the excluded cells (listed by row)."""
-    total = 0.0
+    return _excluded_rate_sum_from(theta, phiT, missing_indptr, missing_indices, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def _excluded_rate_sum_from(theta, phiT, missing_indptr, missing_indices, start):
+    """:func:`_excluded_rate_sum` continued from ``start`` (consecutive row pieces chain exactly)."""
+    total = start
     for d in range(theta.shape[0]):
         for idx in range(missing_indptr[d], missing_indptr[d + 1]):
             total += dot_rows(theta, d, phiT, missing_indices[idx])
     return total
+
+
+@njit(nogil=True, cache=True)
+def _subtract_missing(theta, missing_indptr, missing_indices, partner):
+    """``partner[v] -= theta[d]`` for every excluded cell (d, v), rows in order: per column, the
+    subtractions :func:`_update_chunk` makes from theta's column sums for phi's rate."""
+    for d in range(theta.shape[0]):
+        for idx in range(missing_indptr[d], missing_indptr[d + 1]):
+            v = missing_indices[idx]
+            for k in range(theta.shape[1]):
+                partner[v, k] -= theta[d, k]
+    return partner
+
+
+@njit(nogil=True, cache=True)
+def _update_rates_chunk(chunk, first, last, sides, prior, seeds):
+    """:func:`_update_chunk` with each row's rate sums given (``sides``: factor, counts, rates):
+    the same draws from the same streams."""
+    factor, counts, rates = sides
+    a0, b0 = prior
+    chain_seed, iteration, unit, stop = seeds
+    n_rows, n_topics = factor.shape
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_state(state, chain_seed, iteration, unit + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            for k in range(n_topics):
+                factor[r, k] = standard_gamma(a0 + counts[r, k], state) / (b0 + max(rates[r, k], 0.0))
 
 
 @njit(nogil=True, cache=True)
@@ -561,6 +597,30 @@ class TopicModel(Model):
             work.column_bounds,
             work.stop,
             (phiT, theta, n_kv.T, theta_sum, *work.missing_by_column),
+            (self.a0, self.b0),
+            (work.chain_seed, iteration, UNIT_PHI, work.stop),
+        )
+
+    # Excluded cells (held out, structural zeros of the data) on a cluster: phi's rate sums and the
+    # excluded rate, each continued over the rows in order (lpviz.distributed).
+    @staticmethod
+    def subtract_missing(state, work, partner):
+        """Continue phi's rate sums ``partner`` (V, K; theta's column sums at the start) over
+        these rows' excluded cells."""
+        return _subtract_missing(state[0], *work.missing_by_row, partner)
+
+    @staticmethod
+    def excluded_rate_from(state, work, carry):
+        """The rate summed over these rows' excluded cells, continued from ``carry``."""
+        return _excluded_rate_sum_from(state[0], state[1], *work.missing_by_row, carry)
+
+    def update_columns_with_rates(self, state, n_kv, partner, work, iteration):
+        """:meth:`update_columns` with phi's rate sums over the observed rows given (``partner``)."""
+        run_chunks(
+            _update_rates_chunk,
+            work.column_bounds,
+            work.stop,
+            (state[1], n_kv.T, partner),
             (self.a0, self.b0),
             (work.chain_seed, iteration, UNIT_PHI, work.stop),
         )
