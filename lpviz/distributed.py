@@ -26,6 +26,17 @@ Why the chain is the same for any number of workers (docs/guides/distributed.md)
 
 Per iteration each worker receives phi (V x K floats) twice and returns its allocated counts
 (K x V integers) and a few numbers; nothing of the data's size crosses the network after the start.
+
+Held-out cells and structural zeros of the release (the topic model): each partition leaves its
+rows' out; phi's rate sums over the observed rows (theta's column sums less theta at each excluded
+cell of the column) and the excluded cells' rate pass through the partitions in row order, the
+subtractions and additions of one process in its order.
+
+``inference="vi"`` (:class:`VariationalPartition`, :func:`_run_variational`): CAVI the same way,
+each partition holding its rows' local q and theta's q. The expected allocations summed over rows
+are fixed-point integers (:func:`lpviz.models._variational.add_fixed`: exact in any order), every
+other sum over rows is handed on in row order, and the driver updates the shared factors' q with
+the one-process fit's own call (``model.vi_update_columns``): the ELBO trace is the same bits.
 """
 
 import math
