@@ -216,9 +216,12 @@ class Partition:
         """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
         return column_sums_from(self.theta, carry)
 
-    def subtract_missing(self, partner):
-        """Continue phi's rate sums over this partition's excluded cells (``model.subtract_missing``)."""
-        return self.model.subtract_missing(self.state, self.work, partner)
+    def rows_pass(self, kind, carry, factors):
+        """Continue a sum over the excluded cells of these rows (``model.rows_pass``), the shared
+        factors drawn since the sweep (``factors``: by position in the state) set first."""
+        for position, factor in factors.items():
+            self.state[position][...] = factor
+        return self.model.rows_pass(kind, self.state, self.work, carry)
 
     def score(self, shared, save):
         """The rows' log likelihood at the new shared factors; ``save``: keep this sample."""
@@ -607,13 +610,13 @@ def fit(
         # in row order (TopicModel.subtract_missing, excluded_rate_from, update_columns_with_rates)
         if (
             inference == "vi"
-            or not callable(getattr(model_instance, "update_columns_with_rates", None))
+            or not callable(getattr(model_instance, "update_columns_excluded", None))
             or model_instance.structural_zeros(tuple(data.shape)) is not None
         ):
             raise ValueError(
                 f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
-                f"in the topic model's MCMC chain yet (not model={model_instance.name!r}, inference={inference!r}): "
-                "fit it in one process (drop scheduler=)"
+                f"in the topic and tensor models' MCMC chains yet (not model={model_instance.name!r}, "
+                f"inference={inference!r}): fit it in one process (drop scheduler=)"
             )
         zeros = data.structural_zeros
         excluded = _either(data.heldout, zeros)
@@ -1049,18 +1052,22 @@ def _one_iteration(chain, iteration, burn_in, thin, callback):
     for actor in actors:  # in row order: the one-process chain's additions
         theta_sum = actor.theta_sums(theta_sum).result()
     moved += 2 * W * theta_sum.nbytes
-    partner = None
-    if masked:  # phi's rate sums over the observed rows: theta's sums less each excluded cell's, in row order
-        partner = np.repeat(theta_sum[None, :], driver_state[1].shape[0], axis=0)
+    passes = []
+
+    def through_rows(kind, carry, factors):
+        """A sum over the excluded cells (phi's rate sums; b's, c's excluded parts), row order."""
         for actor in actors:
-            partner = actor.subtract_missing(partner).result()
-        moved += 2 * W * partner.nbytes
+            carry = actor.rows_pass(kind, carry, factors).result()
+        passes.append(W * (2 * carry.nbytes + _nbytes(factors)))
+        return carry
+
     # the shared factors, here, from the chain's own streams (drawn in place: ``shared`` is driver_state[1:])
     passed = time.perf_counter()
-    if partner is None:
-        model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    if masked:  # excluded cells: their sums over rows pass through the workers as the draws need them
+        model.update_columns_excluded(driver_state, column_counts, theta_sum, column_work, iteration, through_rows)
     else:
-        model.update_columns_with_rates(driver_state, column_counts, partner, column_work, iteration)
+        model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    moved += sum(passes)
     drawn = time.perf_counter()
     save = iteration > burn_in and (iteration - burn_in) % thin == 0
     for future in [actor.score(shared, save) for actor in actors]:

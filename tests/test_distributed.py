@@ -69,7 +69,24 @@ def test_held_out_cells_and_structural_zeros_are_the_same_bits_on_any_number_of_
     zeros[5, :3] = zeros[40, 7] = True  # cells that do not exist
     heldout = (rng.random(data.shape) < 0.1) & ~zeros
     release = dataclasses.replace(data.release(), heldout=heldout, structural_zeros=zeros)
-    options = dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11)
+    _check_excluded_cells(client, data, release, dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2))
+
+
+@pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
+def test_a_tensor_without_self_loops_and_held_out_cells_is_the_same_bits_on_any_number_of_workers(client, method):
+    """The tensor's excluded cells: the sums b's and c's draws leave out (over the excluded cells of
+    each recipient, then of each month, c's after b's draw) pass through the workers in row order."""
+    data = make_tensor(n_actors=27, n_times=3, n_components=2, random_state=4)  # self loops left out
+    release = data.release()
+    heldout = (np.random.default_rng(1).random(release.shape) < 0.1) & ~release.structural_zeros
+    release = dataclasses.replace(release, heldout=heldout)
+    options = dict(model="tensor", method=method, n_components=2, n_iter=6, burn_in=2, thin=2)
+    _check_excluded_cells(client, data, release, options)
+
+
+def _check_excluded_cells(client, data, release, options):
+    method = options["method"]
+    options = dict(options, random_state=11)
     if method == "nonprivate":
         options["truth"] = Truth(data.Y)
     reference = lpviz.fit(release, **options)
@@ -85,7 +102,7 @@ def test_held_out_cells_and_structural_zeros_are_the_same_bits_on_any_number_of_
 @pytest.fixture(scope="module")
 def tensor_data():
     # 27 senders: 4 stream blocks, the last partial (one partition per worker up to 4); self loops kept
-    # (the model's structural zeros are refused on a cluster yet)
+    # (left out, they are excluded cells: the test of excluded cells above)
     return make_tensor(n_actors=27, n_times=3, n_components=2, self_loops=True, random_state=4)
 
 
@@ -186,8 +203,6 @@ def test_refusals_name_the_fix(client):
         lpviz.fit(release, n_components=3, n_iter=3, scheduler=client, inference="vi", restarts=2)
     with pytest.raises(ValueError, match="bessel_point='mode' applies to inference='vi'"):
         distributed.fit(release, scheduler=client, n_components=3, n_iter=3, thin=1, bessel_point="mode")
-    with pytest.raises(ValueError, match="structural zeros.*only in the topic model's MCMC chain"):  # self loops
-        distributed.fit(make_tensor(n_actors=9, n_times=2, random_state=0).release(), scheduler=client, n_components=2)
     with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
         distributed.fit(release, scheduler=client, model="blocks", n_components=2)
 

@@ -138,7 +138,7 @@ def test_refusals_name_the_fix(client, data):
         lpviz.fit(release, scheduler=client, n_components=2, inference="vi", sampler="bessel")
     heldout = np.zeros(release.shape, dtype=bool)
     heldout[0, 0] = True
-    with pytest.raises(ValueError, match="held-out cells.*only in the topic model's MCMC chain.*inference='vi'"):
+    with pytest.raises(ValueError, match="held-out cells.*topic and tensor models' MCMC chains.*inference='vi'"):
         lpviz.fit(release.with_heldout(heldout), scheduler=client, n_components=2, inference="vi")
     with pytest.raises(ValueError, match="tol must be a finite number"):
         lpviz.fit(release, scheduler=client, n_components=2, inference="vi", tol=-1.0)

@@ -134,10 +134,17 @@ def _excluded_products(mode, factors, missing_indptr, missing_indices, out):
     """``out[r, k]`` = sum over the excluded cells whose index in ``mode`` is r of the product of
     the other two modes' factors (what the rate sums of row r of that mode leave out); returns
     the sum over the excluded cells of their rates ``a_ik b_jk c_tk`` summed over k."""
+    out[:] = 0.0
+    return _excluded_products_from(mode, factors, missing_indptr, missing_indices, out, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def _excluded_products_from(mode, factors, missing_indptr, missing_indices, out, start):
+    """:func:`_excluded_products` continued: ``out`` and the total (from ``start``) are added to
+    row by row, so consecutive row pieces chain exactly (lpviz.distributed)."""
     A, B, C = factors
     n_times = C.shape[0]
-    out[:] = 0.0
-    total = 0.0
+    total = start
     for i in range(A.shape[0]):
         for idx in range(missing_indptr[i], missing_indptr[i + 1]):
             j, t = divmod(missing_indices[idx], n_times)
@@ -492,9 +499,10 @@ class TensorModel(Model):
     # The update in two halves, for a chain whose first-mode rows live on several machines
     # (lpviz.distributed): the first mode's half runs where its rows are; the other modes' half
     # needs over those rows only the allocated counts and the first factor's column sums.
-    def _draw_mode(self, state, mode, unit, counts, full, work, iteration):
-        excluded = np.empty_like(state[mode])
-        _excluded_products(mode, state, *work.missing_by_row, excluded)
+    def _draw_mode(self, state, mode, unit, counts, full, work, iteration, excluded=None):
+        if excluded is None:
+            excluded = np.empty_like(state[mode])
+            _excluded_products(mode, state, *work.missing_by_row, excluded)
         run_chunks(
             _gamma_rows_chunk,
             self._mode_bounds(state, mode, work),
@@ -521,6 +529,31 @@ class TensorModel(Model):
         n_b, n_c = column_counts
         self._draw_mode(state, MODE_B, UNIT_B, n_b, row_sum * column_sums(state[MODE_C]), work, iteration)
         self._draw_mode(state, MODE_C, UNIT_C, n_c, row_sum * column_sums(state[MODE_B]), work, iteration)
+
+    # Excluded cells (structural zeros such as self loops, held-out cells) on a cluster: the sums over
+    # the excluded cells that b's and c's draws and the log likelihood need, each continued over the
+    # first mode's rows in order (lpviz.distributed).
+    @staticmethod
+    def rows_pass(kind, state, work, carry):
+        """Continue over these rows the excluded part of mode ``kind``'s ("b" or "c") rate sums."""
+        _excluded_products_from(MODE_B if kind == "b" else MODE_C, state, *work.missing_by_row, carry, 0.0)
+        return carry
+
+    @staticmethod
+    def excluded_rate_from(state, work, carry):
+        """The rate summed over these rows' excluded cells, continued from ``carry``."""
+        scratch = np.zeros_like(state[MODE_A])
+        return _excluded_products_from(MODE_A, state, *work.missing_by_row, scratch, carry)
+
+    def update_columns_excluded(self, state, column_counts, row_sum, work, iteration, through_rows):
+        """:meth:`update_columns` of data with excluded cells, their sums over the rows continued
+        through them by ``through_rows(kind, start, factors)`` (``factors``: the shared factors
+        drawn since, by mode)."""
+        n_b, n_c = column_counts
+        excluded = through_rows("b", np.zeros_like(state[MODE_B]), {})
+        self._draw_mode(state, MODE_B, UNIT_B, n_b, row_sum * column_sums(state[MODE_C]), work, iteration, excluded)
+        excluded = through_rows("c", np.zeros_like(state[MODE_C]), {MODE_B: state[MODE_B]})
+        self._draw_mode(state, MODE_C, UNIT_C, n_c, row_sum * column_sums(state[MODE_B]), work, iteration, excluded)
 
     def row_loglik(self, state, counts, work):
         """Per first-mode row, ``sum over its cells of y log mu - log y!`` (the rate sum is subtracted once)."""

@@ -604,18 +604,20 @@ class TopicModel(Model):
     # Excluded cells (held out, structural zeros of the data) on a cluster: phi's rate sums and the
     # excluded rate, each continued over the rows in order (lpviz.distributed).
     @staticmethod
-    def subtract_missing(state, work, partner):
-        """Continue phi's rate sums ``partner`` (V, K; theta's column sums at the start) over
-        these rows' excluded cells."""
-        return _subtract_missing(state[0], *work.missing_by_row, partner)
+    def rows_pass(kind, state, work, carry):
+        """Continue phi's rate sums ``carry`` (V, K; theta's column sums at the start: ``kind`` "phi")
+        over these rows' excluded cells."""
+        return _subtract_missing(state[0], *work.missing_by_row, carry)
 
     @staticmethod
     def excluded_rate_from(state, work, carry):
         """The rate summed over these rows' excluded cells, continued from ``carry``."""
         return _excluded_rate_sum_from(state[0], state[1], *work.missing_by_row, carry)
 
-    def update_columns_with_rates(self, state, n_kv, partner, work, iteration):
-        """:meth:`update_columns` with phi's rate sums over the observed rows given (``partner``)."""
+    def update_columns_excluded(self, state, n_kv, theta_sum, work, iteration, through_rows):
+        """:meth:`update_columns` of data with excluded cells, phi's rate sums over the observed
+        rows continued through the rows by ``through_rows(kind, start, factors)``."""
+        partner = through_rows("phi", np.repeat(theta_sum[None, :], state[1].shape[0], axis=0), {})
         run_chunks(
             _update_rates_chunk,
             work.column_bounds,
