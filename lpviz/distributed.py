@@ -27,10 +27,11 @@ Why the chain is the same for any number of workers (docs/guides/distributed.md)
 Per iteration each worker receives phi (V x K floats) twice and returns its allocated counts
 (K x V integers) and a few numbers; nothing of the data's size crosses the network after the start.
 
-Held-out cells and structural zeros of the release (the topic model): each partition leaves its
-rows' out; phi's rate sums over the observed rows (theta's column sums less theta at each excluded
-cell of the column) and the excluded cells' rate pass through the partitions in row order, the
-subtractions and additions of one process in its order.
+Held-out cells and structural zeros of the release (both models, MCMC and CAVI): each partition
+leaves its rows' out; the sums over them the shared factors' draws need (topics: phi's rate sums,
+theta's column sums less theta at each excluded cell of the column; tensor: the excluded parts of
+b's and c's rate sums) and the excluded cells' rate pass through the partitions in row order, the
+subtractions and additions of one process in its order (``model.update_columns_excluded``).
 
 ``inference="vi"`` (:class:`VariationalPartition`, :func:`_run_variational`): CAVI the same way,
 each partition holding its rows' local q and theta's q. The expected allocations summed over rows
@@ -341,6 +342,16 @@ class VariationalPartition(Partition):
         totals, cells = carry
         return self.model.vi_row_totals(self.q, self.rows, totals), ordered_sum_from(self.latent["cell_rows"], cells)
 
+    def vi_rows_pass(self, kind, carry, factors):
+        """Continue a sum over the excluded cells of these rows (``model.vi_rows_pass``), the
+        shared factors' q updated since the sweep (``factors``: (shape, rate) by position) set first."""
+        prior = (self.model.a0, self.model.b0)
+        q = list(self.q)
+        for position, (shape, rate) in factors.items():
+            q[position] = GammaFactor(shape, rate, prior)
+        self.q = tuple(q)
+        return self.model.vi_rows_pass(kind, self.q, self.work, carry)
+
     def vi_means(self):
         return self.q[0].mean
 
@@ -607,16 +618,16 @@ def fit(
     excluded = heldout = zeros = None
     if data.heldout is not None or data.structural_zeros is not None:
         # phi's rate sums over the observed rows and the excluded cells' rate pass through the workers
-        # in row order (TopicModel.subtract_missing, excluded_rate_from, update_columns_with_rates)
+        # in row order (the models' rows_pass or vi_rows_pass, update_columns_excluded, excluded_rate_from)
+        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
         if (
-            inference == "vi"
-            or not callable(getattr(model_instance, "update_columns_excluded", None))
+            not callable(getattr(model_instance, hook, None))
             or model_instance.structural_zeros(tuple(data.shape)) is not None
         ):
             raise ValueError(
                 f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
-                f"in the topic and tensor models' MCMC chains yet (not model={model_instance.name!r}, "
-                f"inference={inference!r}): fit it in one process (drop scheduler=)"
+                f"in the topic and tensor models yet (not model={model_instance.name!r}): fit it in one process "
+                "(drop scheduler=)"
             )
         zeros = data.structural_zeros
         excluded = _either(data.heldout, zeros)
@@ -655,7 +666,7 @@ def fit(
         try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
             return _run_variational(
                 client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
-                chain_seed, parallel, callback, workers,
+                chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
             )  # fmt: skip
         finally:
             if owned:
@@ -932,7 +943,7 @@ def _run(
 
 
 def _run_variational(client, counts, alpha, model, method, method_options, shape, n_iter, tol, seed, parallel,
-                     callback, chosen):  # fmt: skip
+                     callback, chosen, masks=(None, None, None)):  # fmt: skip
     """CAVI over the workers (:class:`VariationalPartition`): each iteration the driver sends the
     shared factors' q, each worker runs its rows' local step and theta's update and returns its
     allocated totals (integers); the running sums over rows pass through the workers in row order;
@@ -945,10 +956,11 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
 
     n_rows, n_cols = shape[0], math.prod(shape[1:])
     K = model.n_components
+    excluded, heldout, zeros = masks
     # theta's q on the workers: (shape, rate, mean, var, geo, elog) per row and component
     partitions, actors, shared = _start_partitions(
         client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen,
-        VariationalPartition, (1, 1, 1, 6 * 8),
+        VariationalPartition, (1, 1, 1, 6 * 8), None if excluded is None else excluded.reshape(n_rows, -1),
     )  # fmt: skip
     prior = (model.a0, model.b0)
     # the driver's q: a placeholder row for theta (phi's update reads theta through its row totals)
@@ -972,8 +984,18 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         missing_by_row=_empty_lists(1),
         missing_by_column=_empty_lists(n_cols),
     )
-    posterior = VariationalPosterior(model, method, shape)
+    posterior = VariationalPosterior(model, method, shape, heldout=heldout, structural_zeros=zeros)
     posterior.bytes_moved = []
+    passes = []
+
+    def through_rows(kind, carry, factors):
+        """A sum over the excluded cells, through the workers in row order (``model.vi_rows_pass``)."""
+        sent = {position: (factor.gamma_shape, factor.gamma_rate) for position, factor in factors.items()}
+        for actor in actors:
+            carry = actor.vi_rows_pass(kind, carry, sent).result()
+        passes.append(len(actors) * (2 * _nbytes(carry) + _nbytes(sent)))
+        return carry
+
     elbo, change, iteration, converged = math.nan, math.nan, 0, False
     while iteration < n_iter and not converged:
         started = time.perf_counter()
@@ -1000,8 +1022,10 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
                 f"({type(error).__name__}); start it again"
             ) from None
         totals, cells = carry
+        passes.clear()
         factor_terms = model.vi_update_columns(q, tuple(fixed_total(c[None]) for c in columns), weights, totals,
-                                               column_work)  # fmt: skip
+                                               column_work, None if excluded is None else through_rows)  # fmt: skip
+        moved += sum(passes)
         previous, elbo = elbo, float((cells - constant) + factor_terms)
         iteration += 1
         # as VariationalFit: the relative change, converged from MIN_ITERATIONS on

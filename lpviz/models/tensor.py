@@ -678,10 +678,19 @@ class TensorModel(Model):
             *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
         )
 
-    def vi_update_columns(self, q, columns, weights, totals, work):
+    def vi_rows_pass(self, kind, q, work, carry):
+        """Continue over these rows a sum over their excluded cells: the excluded part of b's or c's
+        rate sums ("b", "c") or their rate ("rate")."""
+        means = tuple(factor.mean for factor in q)
+        if kind == "rate":
+            return _excluded_products_from(MODE_A, means, *work.missing_by_row, np.zeros_like(means[0]), carry)
+        _excluded_products_from(MODE_B if kind == "b" else MODE_C, means, *work.missing_by_row, carry, 0.0)
+        return carry
+
+    def vi_update_columns(self, q, columns, weights, totals, work, through_rows=None):
         """b's and c's updates from their allocated totals ``columns`` = (n_b, n_c) and a's row
-        totals; returns the factors' ELBO terms. (On a cluster's driver ``q[0]`` is a placeholder
-        row: no cells held out.)"""
+        totals; returns the factors' ELBO terms. On a cluster's driver ``q[0]`` is a placeholder
+        row and the sums over excluded cells come from ``through_rows(kind, start, factors)``."""
         a_sum, gap, elbo, moved = totals
         expected = (None, *columns)
         if weights == "arithmetic":
@@ -691,8 +700,12 @@ class TensorModel(Model):
         prior = (self.a0, self.b0)
         means = tuple(factor.mean for factor in q)  # updated in place, mode by mode
         for mode in (MODE_B, MODE_C):
-            excluded = np.empty_like(means[mode])
-            _excluded_products(mode, means, *work.missing_by_row, excluded)
+            if through_rows is None:
+                excluded = np.empty_like(means[mode])
+                _excluded_products(mode, means, *work.missing_by_row, excluded)
+            else:  # c's after b's update: the workers take b's new q first
+                drawn = {} if mode == MODE_B else {MODE_B: q[MODE_B]}
+                excluded = through_rows("b" if mode == MODE_B else "c", np.zeros_like(means[mode]), drawn)
             row_elbo = np.zeros(q[mode].n_rows)
             other = column_sums(means[MODE_C if mode == MODE_B else MODE_B])
             run_chunks(
@@ -709,7 +722,9 @@ class TensorModel(Model):
         # the allocation q stays as allocated: its log-rate terms move with each E[log factor]
         for mode in (MODE_B, MODE_C):
             moved = moved + float(np.sum(expected[mode] * (q[mode].elog - old_elog[mode])))
-        scratch = np.empty_like(means[MODE_A])
-        excluded_rate = _excluded_products(MODE_A, means, *work.missing_by_row, scratch)
+        if through_rows is None:
+            excluded_rate = _excluded_products(MODE_A, means, *work.missing_by_row, np.empty_like(means[MODE_A]))
+        else:
+            excluded_rate = through_rows("rate", 0.0, {MODE_B: q[MODE_B], MODE_C: q[MODE_C]})
         observed_rate = float(a_sum @ _other_sums(means, MODE_A)) - excluded_rate
         return moved - gap - observed_rate + elbo

@@ -473,6 +473,23 @@ def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
         row_elbo[r] = refresh_row(factor, r, prior)
 
 
+@njit(nogil=True, cache=True)
+def _vi_update_rates_chunk(chunk, first, last, factor, sides, prior, row_elbo):
+    """:func:`_vi_update_chunk` with each row's partner sums given (``sides``: n, rates, stop flag):
+    the same update (lpviz.distributed: the sums over the excluded cells come from the workers)."""
+    shape, rate = factor[0], factor[1]
+    counts, partner, stop = sides
+    a0, b0 = prior
+    n_rows, n_topics = shape.shape
+    for r in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        for k in range(n_topics):
+            shape[r, k] = a0 + counts[r, k]
+            rate[r, k] = b0 + max(partner[r, k], 0.0)
+        row_elbo[r] = refresh_row(factor, r, prior)
+
+
 def _seeds(work, iteration):
     """The sweep kernels' seeds: (chain seed, iteration, stop flag, the rows' first stream block)."""
     return (work.chain_seed, iteration, work.stop, work.block_offset)
@@ -760,10 +777,17 @@ class TopicModel(Model):
             *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
         )
 
-    def vi_update_columns(self, q, columns, weights, totals, work):
+    def vi_rows_pass(self, kind, q, work, carry):
+        """Continue over these rows a sum over their excluded cells: phi's partner sums ("phi":
+        E[theta]'s column sums less E[theta] at each excluded cell) or their rate ("rate")."""
+        if kind == "phi":
+            return _subtract_missing(q[0].mean, *work.missing_by_row, carry)
+        return _excluded_rate_sum_from(q[0].mean, q[1].mean, *work.missing_by_row, carry)
+
+    def vi_update_columns(self, q, columns, weights, totals, work, through_rows=None):
         """phi's update from the allocated totals ``columns`` = (n_vk (V, K),) and theta's row
-        totals; returns the factors' ELBO terms. (On a cluster's driver ``q[0]`` is a placeholder
-        row: no cells held out.)"""
+        totals; returns the factors' ELBO terms. On a cluster's driver ``q[0]`` is a placeholder
+        row and the sums over excluded cells come from ``through_rows(kind, start, factors)``."""
         theta, phiT = q
         (n_vk,) = columns
         theta_sum, gap, theta_elbo, moved = totals
@@ -771,16 +795,25 @@ class TopicModel(Model):
             gap = gap + allocation_gap(phiT, n_vk)
         old_elog = phiT.elog.copy()
         phi_elbo = np.zeros(phiT.n_rows)
-        run_chunks(
-            _vi_update_chunk,
-            work.column_bounds,
-            work.stop,
-            phiT.arrays(),
-            (n_vk, theta.mean, theta_sum, *work.missing_by_column, work.stop),
-            (self.a0, self.b0),
-            phi_elbo,
-        )
-        excluded = _excluded_rate_sum(theta.mean, phiT.mean, *work.missing_by_row)
+        if through_rows is None:
+            sides = (n_vk, theta.mean, theta_sum, *work.missing_by_column, work.stop)
+            run_chunks(
+                _vi_update_chunk, work.column_bounds, work.stop, phiT.arrays(), sides, (self.a0, self.b0), phi_elbo
+            )
+            excluded = _excluded_rate_sum(theta.mean, phiT.mean, *work.missing_by_row)
+        else:
+            partner = through_rows("phi", np.repeat(theta_sum[None, :], phiT.n_rows, axis=0), {})
+            sides = (n_vk, partner, work.stop)
+            run_chunks(
+                _vi_update_rates_chunk,
+                work.column_bounds,
+                work.stop,
+                phiT.arrays(),
+                sides,
+                (self.a0, self.b0),
+                phi_elbo,
+            )
+            excluded = through_rows("rate", 0.0, {1: phiT})
         observed_rate = float(theta_sum @ column_sums(phiT.mean)) - excluded
         # the allocation q stays as allocated: its log-rate terms move with E[log phi]
         moved = moved + float(np.sum(n_vk * (phiT.elog - old_elog)))
