@@ -26,6 +26,18 @@ Why the chain is the same for any number of workers (docs/guides/distributed.md)
 
 Per iteration each worker receives phi (V x K floats) twice and returns its allocated counts
 (K x V integers) and a few numbers; nothing of the data's size crosses the network after the start.
+
+Held-out cells and structural zeros of the release (both models, MCMC and CAVI): each partition
+leaves its rows' out; the sums over them the shared factors' draws need (topics: phi's rate sums,
+theta's column sums less theta at each excluded cell of the column; tensor: the excluded parts of
+b's and c's rate sums) and the excluded cells' rate pass through the partitions in row order, the
+subtractions and additions of one process in its order (``model.update_columns_excluded``).
+
+``inference="vi"`` (:class:`VariationalPartition`, :func:`_run_variational`): CAVI the same way,
+each partition holding its rows' local q and theta's q. The expected allocations summed over rows
+are fixed-point integers (:func:`lpviz.models._variational.add_fixed`: exact in any order), every
+other sum over rows is handed on in row order, and the driver updates the shared factors' q with
+the one-process fit's own call (``model.vi_update_columns``): the ELBO trace is the same bits.
 """
 
 import math
@@ -39,10 +51,11 @@ from lpviz import methods as method_registry
 from lpviz import models as model_registry
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, limit_blas_threads, n_stream_blocks, new_stop_flag
 from lpviz._random import chain_seed_from
-from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _schedule
+from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule
 from lpviz.methods.base import Exclusions, mean_count_of
 from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
-from lpviz.models.base import Work
+from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
+from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
 
 __all__ = [
@@ -51,6 +64,7 @@ __all__ = [
     "partition_rows",
     "Partition",
     "DistributedPosterior",
+    "VariationalPartition",
     "SchedulerUnreachable",
     "WorkerLost",
 ]
@@ -68,6 +82,15 @@ SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "
 def splits_over_machines(model):
     """Whether ``model``'s rows (its first mode) split over machines (:data:`SPLIT_HOOKS`)."""
     return all(callable(getattr(model, hook, None)) for hook in SPLIT_HOOKS)
+
+
+# The hooks a model's CAVI update needs to split over machines (lpviz.models.topics has them).
+VI_SPLIT_HOOKS = ("vi_update_rows", "vi_no_totals", "vi_row_totals", "vi_update_columns")
+
+
+def splits_variational(model):
+    """Whether ``model``'s variational fit splits its rows over machines (:data:`VI_SPLIT_HOOKS`)."""
+    return "vi" in model.inferences and all(callable(getattr(model, hook, None)) for hook in VI_SPLIT_HOOKS)
 
 
 class SchedulerUnreachable(ConnectionError):
@@ -121,7 +144,7 @@ def partition_rows(n_rows, n_workers):
 class Partition:
     """Rows [start, stop) of a chain, kept on one worker (a Dask actor) for the chain's life."""
 
-    def __init__(self, spec, counts, alpha):
+    def __init__(self, spec, counts, alpha, mask=None):
         limit_blas_threads()
         self.start_row, self.stop_row = spec["rows"]
         # a release generated blockwise: its rows are built here, on the worker (never on the driver)
@@ -136,17 +159,21 @@ class Partition:
         self.dense_mean = spec["dense_mean"]
         parallel = spec["parallel"]
         n_cells = n_rows * n_cols
+        # the release's excluded cells in these rows (held out, structural zeros): left out of the likelihood
+        mask = None if mask is None else np.asarray(mask, dtype=bool).reshape(n_rows, n_cols)
+        missing = _lists(mask, n_rows)
         self.work = Work(
             bounds=chunk_bounds(n_rows, n_cells, parallel),
             column_bounds=[(0, 0)],
             parallel=bool(parallel) if parallel is not None else len(chunk_bounds(n_rows, n_cells)) > 1,
             stop=new_stop_flag(),
             chain_seed=spec["chain_seed"],
-            missing_by_row=_empty_lists(n_rows),
-            missing_by_column=_empty_lists(n_cols),
+            missing_by_row=missing,
+            missing_by_column=_empty_lists(n_cols),  # phi's half runs on the driver
             block_offset=self.start_row // ROWS_PER_STREAM,
         )
-        exclusions = Exclusions(mask=None, rows=_empty_lists(n_rows), n_observed=n_cells)
+        n_observed = n_cells - (0 if mask is None else int(mask.sum()))
+        exclusions = Exclusions(mask=mask, rows=missing, n_observed=n_observed)
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
         # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
@@ -190,6 +217,13 @@ class Partition:
         """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
         return column_sums_from(self.theta, carry)
 
+    def rows_pass(self, kind, carry, factors):
+        """Continue a sum over the excluded cells of these rows (``model.rows_pass``), the shared
+        factors drawn since the sweep (``factors``: by position in the state) set first."""
+        for position, factor in factors.items():
+            self.state[position][...] = factor
+        return self.model.rows_pass(kind, self.state, self.work, carry)
+
     def score(self, shared, save):
         """The rows' log likelihood at the new shared factors; ``save``: keep this sample."""
         self._set_shared(shared)
@@ -203,13 +237,15 @@ class Partition:
         return True
 
     def carry(self, totals):
-        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, and the
-        method's per-row terms by name)."""
-        loglik, prior, terms = totals
+        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, the
+        method's per-row terms by name, the excluded cells' rate)."""
+        loglik, prior, terms, excluded = totals
         loglik = ordered_sum_from(self.row_log, loglik)
         prior = gamma_log_prior_from(self.theta, self.model.a0, self.model.b0, prior)
         terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.rows.items()}
-        return loglik, prior, terms
+        if len(self.work.missing_by_row[1]):  # the rate of the excluded cells, left out of the likelihood
+            excluded = self.model.excluded_rate_from(self.state, self.work, excluded)
+        return loglik, prior, terms, excluded
 
     def _rates(self, theta):
         """The rates of these rows (as a matrix), as Posterior.add_sample's ``model.rates(factors)``."""
@@ -269,6 +305,55 @@ class Partition:
                     rate_sum[mine] = archive["rate_sum"][theirs]
         self.samples, self.rate_sum = samples or [], rate_sum
         return True
+
+
+class VariationalPartition(Partition):
+    """Rows [start, stop) of a CAVI fit (``inference="vi"``), kept on one worker: their counts, the
+    method's local q (e.g. the private method's expected true counts) and theta's q. Each iteration
+    it runs the method's local step and theta's update at the driver's q of the shared factors and
+    returns the shared factors' allocated totals (fixed-point integers: exact in any order)."""
+
+    def _shared_q(self, shared):
+        prior = (self.model.a0, self.model.b0)
+        return tuple(GammaFactor(shape, rate, prior) for shape, rate in shared)
+
+    def vi_begin(self, shared):
+        """theta's q around the start's draws (as ``model.vi_init``), then the method's (``vi_start``)."""
+        theta = GammaFactor.around(self.theta, VI_INIT_SHAPE, (self.model.a0, self.model.b0))
+        self.theta = np.empty((0, self.model.n_components))  # theta's q holds the rows now
+        self.q = (theta, *self._shared_q(shared))
+        self.latent = self.method.vi_start(self.prepared, self.model, self.q, self.work)
+        return True
+
+    def vi_constant_from(self, carry):
+        return self.method.vi_constant_from(self.latent, carry)
+
+    def vi_sweep(self, shared):
+        """The local step and theta's update at the shared factors' q ``shared`` ((shape, rate) each)."""
+        self.q = (self.q[0], *self._shared_q(shared))
+        stats = self.model.vi_new_stats(self.q, self.work)
+        self.method.vi_sweep(self.prepared, self.latent, self.model, self.q, stats, self.work)
+        row_sums, *column_parts = stats["sums"]
+        self.rows = self.model.vi_update_rows(self.q, row_sums, stats["weights"], self.work)
+        return tuple(part.sum(axis=0) for part in column_parts), stats["weights"], stats["bound"]
+
+    def vi_carry(self, carry):
+        """Continue the sums over rows (theta's totals, the cells' ELBO terms) from ``carry``."""
+        totals, cells = carry
+        return self.model.vi_row_totals(self.q, self.rows, totals), ordered_sum_from(self.latent["cell_rows"], cells)
+
+    def vi_rows_pass(self, kind, carry, factors):
+        """Continue a sum over the excluded cells of these rows (``model.vi_rows_pass``), the
+        shared factors' q updated since the sweep (``factors``: (shape, rate) by position) set first."""
+        prior = (self.model.a0, self.model.b0)
+        q = list(self.q)
+        for position, (shape, rate) in factors.items():
+            q[position] = GammaFactor(shape, rate, prior)
+        self.q = tuple(q)
+        return self.model.vi_rows_pass(kind, self.q, self.work, carry)
+
+    def vi_means(self):
+        return self.q[0].mean
 
 
 # ---------------------------------------------------------------------------
@@ -402,7 +487,15 @@ class DistributedPosterior(Posterior):
 
     def gather(self):
         """A plain :class:`Posterior` holding everything on the driver (rows x columns rates)."""
-        posterior = Posterior(self.model_instance, self.method_label, self.shape, burn_in=self.burn_in, thin=self.thin)
+        posterior = Posterior(
+            self.model_instance,
+            self.method_label,
+            self.shape,
+            burn_in=self.burn_in,
+            thin=self.thin,
+            heldout=self.heldout,
+            structural_zeros=self.structural_zeros,
+        )
         posterior.method = self.method
         posterior._log_joint, posterior._log_marginal = list(self._log_joint), list(self._log_marginal)
         posterior._seconds = list(self._seconds)
@@ -461,6 +554,8 @@ def fit(
     checkpoint=None,
     checkpoint_every=25,
     resume=False,
+    inference="mcmc",
+    tol=None,
     **options,
 ):
     """:func:`lpviz.fit` of one chain over the workers of the Dask cluster at ``scheduler``: the
@@ -474,31 +569,78 @@ def fit(
     storage) where the chain's state is saved every ``checkpoint_every`` iterations, atomically
     (the parts of a checkpoint first, then the file ``LATEST`` naming it). A lost worker stops the
     chain with :class:`WorkerLost`; ``resume=True`` with the same arguments continues from the
-    last checkpoint, on any number of workers, and gives the chain an unbroken run gives."""
+    last checkpoint, on any number of workers, and gives the chain an unbroken run gives.
+
+    ``inference="vi"``: coordinate-ascent VI (``tol`` and the method's VI options as
+    :func:`lpviz.vi.variational_run`), its rows and their local q on the workers: the ELBO trace and
+    the fit equal the one-process fit's bit for bit; returns a
+    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver)."""
     if not isinstance(data, Release) and not getattr(data, "builds_rows", False):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
     model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
-    if not splits_over_machines(model_instance):
+    if inference != "vi" and not splits_over_machines(model_instance):
         splitting = [name for name, model_class in model_registry.MODELS.items() if splits_over_machines(model_class)]
         raise ValueError(
             f"model={model_instance.name!r} does not split over machines yet (only {', '.join(splitting)}); "
             "fit it in one process (drop scheduler=)"
         )
     method_options = {key: value for key, value in options.items() if value is not None}
-    method_instance = method_registry.create(method, **method_options)
-    if method_instance.settings.get("sampler") == "bessel":
+    if inference == "vi":
+        from lpviz.vi import DEFAULT_TOL, check_tol, vi_method
+
+        if not splits_variational(model_instance):
+            splitting = [name for name, model_class in model_registry.MODELS.items() if splits_variational(model_class)]
+            raise ValueError(
+                f"model={model_instance.name!r} has no variational fit over machines yet (only "
+                f"{', '.join(splitting)}); fit it in one process (drop scheduler=) or use inference='mcmc'"
+            )
+        if burn_in is not None:
+            raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
+        if checkpoint is not None or resume:
+            raise ValueError("checkpoint= and resume= save an MCMC chain; drop them for inference='vi'")
+        tol = DEFAULT_TOL if tol is None else check_tol(tol)
+        method_instance = vi_method(method, **method_options)
+    elif inference != "mcmc":
+        raise ValueError(f"inference must be 'mcmc' or 'vi', got {inference!r}")
+    else:
+        from lpviz.vi import check_options
+
+        if tol is not None:
+            raise ValueError("tol sets a variational fit: use with inference='vi'")
+        check_options(method, "mcmc", **method_options)  # e.g. bessel_point: one clear line
+        method_instance = method_registry.create(method, **method_options)
+    if inference == "mcmc" and method_instance.settings.get("sampler") == "bessel":
         raise ValueError(
             "the Bessel sampler draws its starting noise rates from one stream over every cell, so its chain "
             "does not split over machines; use sampler='collapsed' (the default) with scheduler="
         )
+    excluded = heldout = zeros = None
     if data.heldout is not None or data.structural_zeros is not None:
-        raise ValueError(
-            "this release has held-out cells or structural zeros; phi's update over them needs theta at "
-            "those rows, which a chain over a cluster does not gather yet: fit it in one process (drop scheduler=)"
-        )
+        # phi's rate sums over the observed rows and the excluded cells' rate pass through the workers
+        # in row order (the models' rows_pass or vi_rows_pass, update_columns_excluded, excluded_rate_from)
+        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
+        if (
+            not callable(getattr(model_instance, hook, None))
+            or model_instance.structural_zeros(tuple(data.shape)) is not None
+        ):
+            raise ValueError(
+                f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
+                f"in the topic and tensor models yet (not model={model_instance.name!r}): fit it in one process "
+                "(drop scheduler=)"
+            )
+        zeros = data.structural_zeros
+        excluded = _either(data.heldout, zeros)
+        heldout = _either(data.heldout)
+        if heldout is not None and zeros is not None:
+            heldout &= ~zeros
+        if heldout is not None and not heldout.any():
+            heldout = None
     model_instance.check_shape(data.shape)
-    n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    if inference == "mcmc":
+        n_iter, burn_in, thin = _schedule(n_iter, burn_in, thin)
+    else:
+        n_iter = check_count("n_iter", n_iter, 1)
     if getattr(data, "builds_rows", False):  # generated on the workers: send descriptions, not rows
         counts = RowsOf(data, "Y" if method_instance.uses_truth else "Y_obs")
     elif method_instance.uses_truth:
@@ -520,6 +662,15 @@ def fit(
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
     saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
+    if inference == "vi":
+        try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
+            return _run_variational(
+                client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
+                chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
+            )  # fmt: skip
+        finally:
+            if owned:
+                client.close()
     try:
         posterior = _run(
             client,
@@ -537,6 +688,7 @@ def fit(
             callback,
             workers,
             (checkpoint, checkpoint_every, saved_state),
+            (excluded, heldout, zeros),
         )
     except BaseException:
         if owned:
@@ -547,8 +699,11 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin):
-    """Refuse before any data moves a chain whose largest partition does not fit its worker."""
+def _check_worker_memory(
+    client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0, masked=False
+):
+    """Refuse before any data moves a chain whose largest partition does not fit its worker
+    (``extra``: bytes per row and component beyond a chain's, e.g. a variational fit's q)."""
     from lpviz.budget import MemoryBudgetError, format_bytes
     from lpviz.engine import chain_bytes
 
@@ -556,10 +711,12 @@ def _check_worker_memory(client, workers, partitions, model, method, other_modes
     saved = max(0, n_iter - burn_in) // max(1, thin)
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
-        need = chain_bytes(model, method, (rows, *other_modes)) + saved * 8 * model.n_components * rows
+        need = chain_bytes(model, method, (rows, *other_modes)) + (saved * 8 + extra) * model.n_components * rows
         n_cols = math.prod(other_modes)
         if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
             need += 8 * rows * n_cols
+        if masked:  # the excluded cells' mask (bool) and their lists
+            need += rows * n_cols
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -643,6 +800,65 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
             shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
 
 
+def _start_partitions(
+    client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, kind, sizes, mask=None
+):
+    """Send each worker its rows once (an actor of class ``kind`` holding them), then draw the
+    start, theta (the first mode's factor) on the workers' rows and the shared factors here, from
+    the chain seed's generator as one process draws them (``model.init_state``); returns
+    ``(partitions, actors, shared)``. ``sizes``: (n_iter, burn_in, thin, bytes per row and
+    component beyond a chain's) for the memory check; ``mask``: the excluded cells (rows x columns)."""
+    n_rows = shape[0]
+    n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
+    workers = _pick_workers(client, chosen)
+    partitions = partition_rows(n_rows, len(workers))
+    workers = workers[: len(partitions)]
+    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes, masked=mask is not None)
+    spec = {
+        "model": model.name,
+        "n_components": model.n_components,
+        "a0": model.a0,
+        "b0": model.b0,
+        "method": method.name,
+        "options": method_options,
+        "chain_seed": seed,
+        "parallel": parallel,
+        "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
+    }
+    actors = []
+    for address, (start, stop) in zip(workers, partitions, strict=True):
+        piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
+        [piece_future] = client.scatter([piece], workers=[address])
+        mask_piece = None if mask is None else client.scatter([_piece(mask, start, stop)], workers=[address])[0]
+        future = client.submit(
+            kind,
+            dict(spec, rows=(start, stop)),
+            piece_future,
+            alpha_piece,
+            mask_piece,
+            actor=True,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+        )
+        actor = future.result()
+        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
+        # may hold several clients, and a call through another cluster's never returns)
+        actor._client, actor._future = client, future
+        actors.append(actor)
+        del piece, piece_future, mask_piece
+    total = sum(actor.count_total().result() for actor in actors)
+    rng = np.random.default_rng(seed)
+    n_observed = n_rows * n_cols - (0 if mask is None else int(np.count_nonzero(mask)))
+    level = model.start_level(mean_count_of(total, n_observed))
+    for (start, stop), actor in zip(partitions, actors, strict=True):
+        for first in range(start, stop, START_ROWS):
+            rows = min(stop, first + START_ROWS) - first
+            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
+    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+    return partitions, actors, shared
+
+
 def _run(
     client,
     counts,
@@ -659,54 +875,14 @@ def _run(
     callback,
     chosen,
     saving,
+    masks=(None, None, None),
 ):
-    n_rows = shape[0]
-    n_cols = math.prod(shape[1:])  # the methods see the cells as a matrix of rows x (the other modes)
-    workers = _pick_workers(client, chosen)
-    partitions = partition_rows(n_rows, len(workers))
-    workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, shape[1:], n_iter, burn_in, thin)
-    spec = {
-        "model": model.name,
-        "n_components": model.n_components,
-        "a0": model.a0,
-        "b0": model.b0,
-        "method": method.name,
-        "options": method_options,
-        "chain_seed": seed,
-        "parallel": parallel,
-        "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
-    }
-    actors = []
-    for address, (start, stop) in zip(workers, partitions, strict=True):
-        piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
-        [piece_future] = client.scatter([piece], workers=[address])
-        future = client.submit(
-            Partition,
-            dict(spec, rows=(start, stop)),
-            piece_future,
-            alpha_piece,
-            actor=True,
-            workers=[address],
-            allow_other_workers=False,
-            pure=False,
-        )
-        actor = future.result()
-        # an actor's handle calls through the process's default client: bind it to this fit's (the caller
-        # may hold several clients, and a call through another cluster's never returns)
-        actor._client, actor._future = client, future
-        actors.append(actor)
-        del piece, piece_future
-    # The start: theta (the first mode's factor), then the shared factors (phi^T; or the second and
-    # third modes'), from the chain seed's generator, as Chain._start draws them (model.init_state)
-    total = sum(actor.count_total().result() for actor in actors)
-    rng = np.random.default_rng(seed)
-    level = model.start_level(mean_count_of(total, n_rows * n_cols))
-    for (start, stop), actor in zip(partitions, actors, strict=True):
-        for first in range(start, stop, START_ROWS):
-            rows = min(stop, first + START_ROWS) - first
-            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
-    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+    excluded, heldout, zeros = masks  # excluded: held out or structural zeros (the chain leaves both out)
+    partitions, actors, shared = _start_partitions(
+        client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen, Partition,
+        (n_iter, burn_in, thin, 0), None if excluded is None else excluded.reshape(shape[0], -1),
+    )  # fmt: skip
+    n_rows, n_cols = shape[0], math.prod(shape[1:])
     folder, every, saved_state = saving
     if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
         pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
@@ -733,6 +909,7 @@ def _run(
     posterior = DistributedPosterior(
         model, method, shape, burn_in=burn_in, thin=thin, partitions=partitions, actors=actors
     )
+    posterior.heldout, posterior.structural_zeros = heldout, zeros  # for scoring, as the one-process chain's
     if saved_state is not None:
         posterior._log_joint = saved_state["log_joint"].tolist()
         posterior._log_marginal = saved_state["log_marginal"].tolist()
@@ -743,7 +920,7 @@ def _run(
             tuple(saved_state[f"shared_samples_{g}"][i].copy() for g in range(len(shared)))
             for i in range(len(posterior.saved_iterations))
         ]
-    chain = (model, actors, posterior, shared, driver_state, column_work)
+    chain = (model, actors, posterior, shared, driver_state, column_work, excluded is not None)
     for iteration in range(done + 1, n_iter + 1):
         try:
             _one_iteration(chain, iteration, burn_in, thin, callback)
@@ -765,6 +942,113 @@ def _run(
     return posterior
 
 
+def _run_variational(client, counts, alpha, model, method, method_options, shape, n_iter, tol, seed, parallel,
+                     callback, chosen, masks=(None, None, None)):  # fmt: skip
+    """CAVI over the workers (:class:`VariationalPartition`): each iteration the driver sends the
+    shared factors' q, each worker runs its rows' local step and theta's update and returns its
+    allocated totals (integers); the running sums over rows pass through the workers in row order;
+    the driver updates the shared factors' q with ``model.vi_update_columns``, the one-process fit's
+    own call. The ELBO trace and every q equal the one-process fit's bit for bit."""
+    from types import SimpleNamespace
+
+    from lpviz.engine import VariationalPosterior
+    from lpviz.vi import MIN_ITERATIONS, VariationalState
+
+    n_rows, n_cols = shape[0], math.prod(shape[1:])
+    K = model.n_components
+    excluded, heldout, zeros = masks
+    # theta's q on the workers: (shape, rate, mean, var, geo, elog) per row and component
+    partitions, actors, shared = _start_partitions(
+        client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen,
+        VariationalPartition, (1, 1, 1, 6 * 8), None if excluded is None else excluded.reshape(n_rows, -1),
+    )  # fmt: skip
+    prior = (model.a0, model.b0)
+    # the driver's q: a placeholder row for theta (phi's update reads theta through its row totals)
+    q = (GammaFactor.around(np.ones((1, K)), VI_INIT_SHAPE, prior),
+         *(GammaFactor.around(factor, VI_INIT_SHAPE, prior) for factor in shared))  # fmt: skip
+
+    def shared_q():
+        return tuple((factor.gamma_shape, factor.gamma_rate) for factor in q[1:])
+
+    for future in [actor.vi_begin(shared_q()) for actor in actors]:
+        future.result()
+    constant = 0.0
+    for actor in actors:  # the cells' constant ELBO terms, in row order
+        constant = actor.vi_constant_from(constant).result()
+    column_work = Work(
+        bounds=[(0, 0)],
+        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
+        parallel=bool(parallel),
+        stop=new_stop_flag(),
+        chain_seed=seed,
+        missing_by_row=_empty_lists(1),
+        missing_by_column=_empty_lists(n_cols),
+    )
+    posterior = VariationalPosterior(model, method, shape, heldout=heldout, structural_zeros=zeros)
+    posterior.bytes_moved = []
+    passes = []
+
+    def through_rows(kind, carry, factors):
+        """A sum over the excluded cells, through the workers in row order (``model.vi_rows_pass``)."""
+        sent = {position: (factor.gamma_shape, factor.gamma_rate) for position, factor in factors.items()}
+        for actor in actors:
+            carry = actor.vi_rows_pass(kind, carry, sent).result()
+        passes.append(len(actors) * (2 * _nbytes(carry) + _nbytes(sent)))
+        return carry
+
+    elbo, change, iteration, converged = math.nan, math.nan, 0, False
+    while iteration < n_iter and not converged:
+        started = time.perf_counter()
+        try:
+            sent = shared_q()
+            parts = [actor.vi_sweep(sent) for actor in actors]
+            moved = len(actors) * _nbytes(sent)
+            columns, bound = None, 0.0
+            for future in parts:  # integers: their sum is exact in any order
+                part, weights, part_bound = future.result()
+                moved += _nbytes(part)
+                columns = part if columns is None else tuple(a + b for a, b in zip(columns, part, strict=True))
+                bound += part_bound
+            check_fixed_bound(bound)
+            carry = (model.vi_no_totals(), 0.0)
+            for actor in actors:  # in row order: the one-process fit's additions
+                carry = actor.vi_carry(carry).result()
+            moved += 2 * len(actors) * _nbytes(carry)
+        except Exception as error:
+            if not _is_lost_worker(error):
+                raise
+            raise WorkerLost(
+                f"a worker holding rows of the fit was lost during iteration {iteration + 1} "
+                f"({type(error).__name__}); start it again"
+            ) from None
+        totals, cells = carry
+        passes.clear()
+        factor_terms = model.vi_update_columns(q, tuple(fixed_total(c[None]) for c in columns), weights, totals,
+                                               column_work, None if excluded is None else through_rows)  # fmt: skip
+        moved += sum(passes)
+        previous, elbo = elbo, float((cells - constant) + factor_terms)
+        iteration += 1
+        # as VariationalFit: the relative change, converged from MIN_ITERATIONS on
+        change = abs(elbo - previous) / max(abs(elbo), 1e-300) if math.isfinite(previous) else math.nan
+        converged = iteration >= MIN_ITERATIONS and change <= tol
+        factors = model.vi_factors((SimpleNamespace(mean=np.zeros((0, K))), *q[1:]))
+        factors.pop(model.factor_names[0], None)  # theta stays on the workers
+        state = VariationalState(
+            iteration=iteration, seconds=time.perf_counter() - started, factors=factors, model=model.name,
+            model_instance=model, elbo=elbo, elbo_change=change, converged=converged,
+        )  # fmt: skip
+        posterior.add(state)
+        posterior.bytes_moved.append(moved)
+        if callback is not None:
+            callback(state)
+    # the fit's means: theta's gathered (rows x K), rates by row blocks as the one-process posterior's
+    theta = np.vstack([actor.vi_means().result() for actor in actors])
+    factors = model.vi_factors((SimpleNamespace(mean=theta), *q[1:]))
+    posterior.samples, posterior.best = [factors], factors
+    posterior.partitions = partitions
+    return posterior
+
+
 def _is_lost_worker(error):
     """Whether ``error`` (raised by an actor's call) means its worker is gone."""
     from distributed.comm.core import CommClosedError
@@ -774,7 +1058,7 @@ def _is_lost_worker(error):
 
 def _one_iteration(chain, iteration, burn_in, thin, callback):
     """One iteration of the chain over the workers (see the module's docstring)."""
-    model, actors, posterior, shared, driver_state, column_work = chain
+    model, actors, posterior, shared, driver_state, column_work, masked = chain
     W = len(actors)
     shared_bytes = sum(factor.nbytes for factor in shared)
     started = time.perf_counter()
@@ -792,21 +1076,35 @@ def _one_iteration(chain, iteration, burn_in, thin, callback):
     for actor in actors:  # in row order: the one-process chain's additions
         theta_sum = actor.theta_sums(theta_sum).result()
     moved += 2 * W * theta_sum.nbytes
+    passes = []
+
+    def through_rows(kind, carry, factors):
+        """A sum over the excluded cells (phi's rate sums; b's, c's excluded parts), row order."""
+        for actor in actors:
+            carry = actor.rows_pass(kind, carry, factors).result()
+        passes.append(W * (2 * carry.nbytes + _nbytes(factors)))
+        return carry
+
     # the shared factors, here, from the chain's own streams (drawn in place: ``shared`` is driver_state[1:])
     passed = time.perf_counter()
-    model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    if masked:  # excluded cells: their sums over rows pass through the workers as the draws need them
+        model.update_columns_excluded(driver_state, column_counts, theta_sum, column_work, iteration, through_rows)
+    else:
+        model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
+    moved += sum(passes)
     drawn = time.perf_counter()
     save = iteration > burn_in and (iteration - burn_in) % thin == 0
     for future in [actor.score(shared, save) for actor in actors]:
         future.result()
     moved += W * shared_bytes
     scored = time.perf_counter()
-    totals = (0.0, 0.0, {})
+    totals = (0.0, 0.0, {}, 0.0)
     for actor in actors:
         totals = actor.carry(totals).result()
     moved += 2 * W * _nbytes(totals)
-    row_loglik, prior, terms = totals
-    loglik = row_loglik - model.observed_rate_of_sums(theta_sum, *shared)
+    row_loglik, prior, terms, excluded = totals
+    # the rate over the observed cells: every cell's less the excluded cells' (0 without them: the same bits)
+    loglik = row_loglik - (model.observed_rate_of_sums(theta_sum, *shared) - excluded)
     for factor in shared:  # model.log_prior's additions: theta's, then each shared factor's
         prior = prior + gamma_log_prior(factor, model.a0, model.b0)
     log_joint = float(loglik + prior + terms.get("noise", 0.0))

@@ -311,13 +311,13 @@ def fit(
     if scheduler is not None and chains == 1:
         from lpviz import distributed
 
-        unsupported = dict(alpha=alpha, mask=mask, init=init, bessel_point=bessel_point, tol=tol)
+        unsupported = dict(alpha=alpha, mask=mask, init=init)
         given = [key for key, value in unsupported.items() if value is not None]
         given += [f"{key}={value}" for key, value in dict(restarts=restarts).items() if value != 1]
-        if inference != "mcmc" or given:
+        if given:
             raise ValueError(
-                f"a chain over a cluster (scheduler=) takes a Release and runs MCMC; drop "
-                f"{', '.join(given) or 'inference'} or fit in one process (no scheduler)"
+                f"a fit over a cluster (scheduler=) takes a Release and runs one MCMC chain or one CAVI fit; drop "
+                f"{', '.join(given)} or fit in one process (no scheduler)"
             )
         return distributed.fit(
             data,
@@ -335,6 +335,9 @@ def fit(
             random_state=random_state,
             parallel=parallel,
             callback=callback,
+            inference=inference,
+            tol=tol,
+            bessel_point=bessel_point,
             **options,
         )
     chain_run = run(

@@ -45,3 +45,18 @@ def enron_tarball():
 def artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def client(request):
+    """A Dask LocalCluster and its Client for the module: ``CLUSTER_WORKERS`` workers (the module's
+    constant, default 2) of one thread each, in this process (they share its compiled kernels)."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    n_workers = getattr(request.module, "CLUSTER_WORKERS", 2)
+    with (
+        LocalCluster(n_workers=n_workers, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client

@@ -19,20 +19,12 @@ from lpviz.distributed import SchedulerUnreachable  # noqa: E402
 from lpviz.ensemble import EnsemblePosterior  # noqa: E402
 
 FIT = dict(n_components=3, n_iter=120, thin=5, random_state=11)
+CLUSTER_WORKERS = 2  # the conftest's client: a LocalCluster of 2 worker threads
 
 
 @pytest.fixture(scope="module")
 def data():
     return make_topics(alpha0=0.5, random_state=0)  # 90 x 15, K = 3
-
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
 
 
 def _equal(a, b):

@@ -134,6 +134,11 @@ class Method:
         into ``stats``; returns the ELBO terms of the cells (everything but the factors' terms)."""
         raise NotImplementedError
 
+    def vi_constant_from(self, latent, carry):
+        """The constant :meth:`vi_sweep` subtracts from its rows' terms (``latent["cell_rows"]``,
+        summed in row order), of these rows, continued from ``carry`` (lpviz.distributed)."""
+        return carry
+
     def vi_warm_start(self, prepared, latent, vi_latent):
         """Set a chain's latent state (``latent``, from :meth:`start`) from a CAVI fit's (``vi_latent``)."""
 

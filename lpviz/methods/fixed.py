@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from lpviz.methods.base import Method, Prepared, fixed_counts_csr, mean_count_of
-from lpviz.models._kernels import ordered_sum
+from lpviz.models._kernels import ordered_sum, ordered_sum_from
 
 
 class FixedCountsMethod(Method):
@@ -36,12 +36,17 @@ class FixedCountsMethod(Method):
 
     def vi_start(self, prepared, model, q, work):
         indptr, indices, values = prepared.counts
-        # sum of log y! over the cells: the one constant of the ELBO, kept so it bounds log p(y)
+        # sum of log y! over the cells: the one constant of the ELBO, kept so it bounds log p(y);
+        # in row order, so rows split over machines continue it exactly (lpviz.distributed)
         return {
             "counts": (indptr, indices, values.astype(np.float64)),
-            "log_factorials": float(np.sum(gammaln(values + 1.0))),
+            "log_factorials": ordered_sum(gammaln(values + 1.0)),
         }
+
+    def vi_constant_from(self, latent, carry):
+        return ordered_sum_from(gammaln(latent["counts"][2] + 1.0), carry)
 
     def vi_sweep(self, prepared, latent, model, q, stats, work):
         row_log = model.vi_allocate(q, latent["counts"], stats, work)
+        latent["cell_rows"] = row_log  # the rows' ELBO terms (summed in row order)
         return ordered_sum(row_log) - latent["log_factorials"]

@@ -993,6 +993,7 @@ class Private(Method):
         counts = _concatenate_csr(pieces)
         model.vi_allocate(q, counts, stats, work)
         latent["y_expected"] = counts
+        latent["cell_rows"] = row_terms  # the rows' ELBO terms (summed in row order)
         return ordered_sum(row_terms)
 
     def vi_warm_start(self, prepared, latent, vi_latent):
@@ -1022,6 +1023,7 @@ def vi_collapsed_sweep(prepared, latent, model, q, stats, work, weights):
     counts = _concatenate_csr(pieces)
     model.vi_allocate(q, counts, stats, work, weights)
     latent["y_expected"] = counts
+    latent["cell_rows"] = row_terms  # the rows' ELBO terms (summed in row order)
     return ordered_sum(row_terms)
 
 

@@ -271,7 +271,66 @@ def allocation_gap(factor, counts):
     allocations an arithmetic local step gave them: the ELBO's cost of allocating in proportion to
     ``E`` products instead of the optimal ``G`` products (the allocations' KL divergence from the
     optimum, summed over cells, is this total over the factors' entries)."""
-    return float(np.sum(counts * (np.log(np.maximum(factor.mean, _TINY)) - factor.elog)))
+    return float(np.sum(allocation_gap_rows(factor, counts)))
+
+
+def allocation_gap_rows(factor, counts):
+    """:func:`allocation_gap` of each row (left to right over its entries): row totals that sum
+    in row order to the same number on one machine or over several (:mod:`lpviz.distributed`)."""
+    return row_totals(counts * (np.log(np.maximum(factor.mean, _TINY)) - factor.elog))
+
+
+@njit(nogil=True, cache=True)
+def row_totals(x):
+    """Left-to-right sum of each row of a matrix (the same rounding however the rows are split)."""
+    out = np.zeros(x.shape[0])
+    for r in range(x.shape[0]):
+        total = 0.0
+        for k in range(x.shape[1]):
+            total += x[r, k]
+        out[r] = total
+    return out
+
+
+# The expected allocations summed over rows into a column's totals are added as integers: integer
+# sums are exact in any order, so the totals (and the whole CAVI fit) are the same for any number of
+# threads, chunks or machines (lpviz.distributed). Each contribution x is split into a whole number
+# of 2^-FIXED_HIGH_BITS (its "high" part, floor) and the rest in units of 2^-(FIXED_HIGH_BITS +
+# FIXED_LOW_BITS) (2^-52: rounded there, as fine as a double's rounding of a count near 1). A
+# column's total must stay below FIXED_MAX_TOTAL (2^40, 1.1e12 expected counts) for the int64 high
+# sums to stay exact in a double.
+FIXED_HIGH_BITS = 20
+FIXED_LOW_BITS = 32
+FIXED_HIGH_ONE = float(2**FIXED_HIGH_BITS)
+FIXED_LOW_ONE = float(2**FIXED_LOW_BITS)
+FIXED_MAX_TOTAL = float(2**40)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def add_fixed(pair, x):
+    """Add ``x >= 0`` to a fixed-point total ``pair`` (two int64: high, low units)."""
+    scaled = x * FIXED_HIGH_ONE
+    high = math.floor(scaled)
+    pair[0] += np.int64(high)
+    pair[1] += np.int64((scaled - high) * FIXED_LOW_ONE + 0.5)  # the fraction is exact: no rounding before
+
+
+def fixed_total(parts):
+    """The float totals of fixed-point parts (..., 2) summed over the first axis (integers: exact)."""
+    total = parts.sum(axis=0)
+    high = total[..., 0] + (total[..., 1] >> FIXED_LOW_BITS)  # carry whole units of the low part up
+    low = total[..., 1] & ((1 << FIXED_LOW_BITS) - 1)
+    return high / FIXED_HIGH_ONE + low / (FIXED_HIGH_ONE * FIXED_LOW_ONE)
+
+
+def check_fixed_bound(bound):
+    """Refuse allocations whose column totals could overflow the fixed-point sums."""
+    if not bound < FIXED_MAX_TOTAL:
+        raise ValueError(
+            f"the expected counts of one column total {bound:.4g}, beyond the {FIXED_MAX_TOTAL:.4g} the "
+            "variational fit's exact sums hold; fit with inference='mcmc' or scale the counts down"
+        )
+    return bound
 
 
 # The direct sum of collapsed_moments_nb: noised counts and rates up to this, r / alpha up to

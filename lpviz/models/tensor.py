@@ -29,6 +29,7 @@ from lpviz.models._kernels import (
     FAST_DOT,
     column_alias_tables,
     column_sums,
+    column_sums_from,
     draw_alias,
     draw_weighted,
     gamma_log_prior,
@@ -37,8 +38,20 @@ from lpviz.models._kernels import (
     log_factorial,
     multinomial,
     ordered_sum,
+    ordered_sum_from,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
+from lpviz.models._variational import (
+    VI_INIT_SHAPE,
+    GammaFactor,
+    add_fixed,
+    allocation_gap,
+    allocation_gap_rows,
+    check_fixed_bound,
+    fixed_total,
+    refresh_row,
+    row_totals,
+    weights_of,
+)
 from lpviz.models.base import Model
 
 # Units: each phase of an iteration draws from its own streams (as the matrix models').
@@ -121,10 +134,17 @@ def _excluded_products(mode, factors, missing_indptr, missing_indices, out):
     """``out[r, k]`` = sum over the excluded cells whose index in ``mode`` is r of the product of
     the other two modes' factors (what the rate sums of row r of that mode leave out); returns
     the sum over the excluded cells of their rates ``a_ik b_jk c_tk`` summed over k."""
+    out[:] = 0.0
+    return _excluded_products_from(mode, factors, missing_indptr, missing_indices, out, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def _excluded_products_from(mode, factors, missing_indptr, missing_indices, out, start):
+    """:func:`_excluded_products` continued: ``out`` and the total (from ``start``) are added to
+    row by row, so consecutive row pieces chain exactly (lpviz.distributed)."""
     A, B, C = factors
     n_times = C.shape[0]
-    out[:] = 0.0
-    total = 0.0
+    total = start
     for i in range(A.shape[0]):
         for idx in range(missing_indptr[i], missing_indptr[i + 1]):
             j, t = divmod(missing_indices[idx], n_times)
@@ -245,10 +265,10 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     """Expected allocation of the (expected) counts of rows in blocks [first, last):
     ``E[y_ijtk] = y G[a_ik] G[b_jk] G[c_tk] / W_ijt``, ``W_ijt = sum_k G[a_ik] G[b_jk] G[c_tk]``.
 
-    Kept factored: ``stats`` = (R (I, K), Q_b parts (chunks, J, K), Q_c parts
-    (chunks, T, K)) get ``R_i += (y / W) G[b_j] G[c_t]``, ``Q_b,j += (y / W) G[a_i] G[c_t]``,
-    ``Q_c,t += (y / W) G[a_i] G[b_j]``; then ``n_a = G[a] R``, ``n_b = G[b] Q_b``,
-    ``n_c = G[c] Q_c``. ``row_log[i] = sum y log W``.
+    ``stats`` = (R (I, K), N_b parts (chunks, J, K, 2), N_c parts (chunks, T, K, 2) int64) get
+    ``R_i += (y / W) G[b_j] G[c_t]`` (then ``n_a = G[a] R``: a row's own sum) and ``N_b,j``,
+    ``N_c,t += E[y_ijtk]`` in fixed point (:func:`~lpviz.models._variational.add_fixed`: sums
+    over rows exact in any order). ``row_log[i] = sum y log W``.
     """
     indptr, indices, values = counts
     geo_a, geo_b, geo_c = geo
@@ -275,9 +295,11 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
                 continue
             scale = y / weight
             for k in range(n_components):
-                row_sum[k] += scale * geo_b[j, k] * geo_c[t, k]
-                b_part[j, k] += scale * geo_a[i, k] * geo_c[t, k]
-                c_part[t, k] += scale * geo_a[i, k] * geo_b[j, k]
+                share = scale * geo_b[j, k] * geo_c[t, k]
+                row_sum[k] += share
+                expected = share * geo_a[i, k]  # E[y_ijtk]: at most y, its sum over rows in fixed point
+                add_fixed(b_part[j, k], expected)
+                add_fixed(c_part[t, k], expected)
             total += y * math.log(weight)
         row_sums[i] = row_sum
         row_log[i] = total
@@ -477,9 +499,10 @@ class TensorModel(Model):
     # The update in two halves, for a chain whose first-mode rows live on several machines
     # (lpviz.distributed): the first mode's half runs where its rows are; the other modes' half
     # needs over those rows only the allocated counts and the first factor's column sums.
-    def _draw_mode(self, state, mode, unit, counts, full, work, iteration):
-        excluded = np.empty_like(state[mode])
-        _excluded_products(mode, state, *work.missing_by_row, excluded)
+    def _draw_mode(self, state, mode, unit, counts, full, work, iteration, excluded=None):
+        if excluded is None:
+            excluded = np.empty_like(state[mode])
+            _excluded_products(mode, state, *work.missing_by_row, excluded)
         run_chunks(
             _gamma_rows_chunk,
             self._mode_bounds(state, mode, work),
@@ -506,6 +529,31 @@ class TensorModel(Model):
         n_b, n_c = column_counts
         self._draw_mode(state, MODE_B, UNIT_B, n_b, row_sum * column_sums(state[MODE_C]), work, iteration)
         self._draw_mode(state, MODE_C, UNIT_C, n_c, row_sum * column_sums(state[MODE_B]), work, iteration)
+
+    # Excluded cells (structural zeros such as self loops, held-out cells) on a cluster: the sums over
+    # the excluded cells that b's and c's draws and the log likelihood need, each continued over the
+    # first mode's rows in order (lpviz.distributed).
+    @staticmethod
+    def rows_pass(kind, state, work, carry):
+        """Continue over these rows the excluded part of mode ``kind``'s ("b" or "c") rate sums."""
+        _excluded_products_from(MODE_B if kind == "b" else MODE_C, state, *work.missing_by_row, carry, 0.0)
+        return carry
+
+    @staticmethod
+    def excluded_rate_from(state, work, carry):
+        """The rate summed over these rows' excluded cells, continued from ``carry``."""
+        scratch = np.zeros_like(state[MODE_A])
+        return _excluded_products_from(MODE_A, state, *work.missing_by_row, scratch, carry)
+
+    def update_columns_excluded(self, state, column_counts, row_sum, work, iteration, through_rows):
+        """:meth:`update_columns` of data with excluded cells, their sums over the rows continued
+        through them by ``through_rows(kind, start, factors)`` (``factors``: the shared factors
+        drawn since, by mode)."""
+        n_b, n_c = column_counts
+        excluded = through_rows("b", np.zeros_like(state[MODE_B]), {})
+        self._draw_mode(state, MODE_B, UNIT_B, n_b, row_sum * column_sums(state[MODE_C]), work, iteration, excluded)
+        excluded = through_rows("c", np.zeros_like(state[MODE_C]), {MODE_B: state[MODE_B]})
+        self._draw_mode(state, MODE_C, UNIT_C, n_c, row_sum * column_sums(state[MODE_B]), work, iteration, excluded)
 
     def row_loglik(self, state, counts, work):
         """Per first-mode row, ``sum over its cells of y log mu - log y!`` (the rate sum is subtracted once)."""
@@ -557,16 +605,28 @@ class TensorModel(Model):
 
     def vi_rates(self, q, start, stop, weights):
         a, b, c = (weights_of(factor, weights) for factor in q)
-        return a[start:stop] @ (b[:, None, :] * c[None, :, :]).reshape(-1, a.shape[1]).T
+        rows, columns = a[start:stop], (b[:, None, :] * c[None, :, :]).reshape(-1, a.shape[1])
+        if rows.shape[0] == 1:  # one row alone goes through BLAS's matrix-vector path, whose rounding differs
+            return (np.vstack([rows, rows]) @ columns.T)[:1]
+        return rows @ columns.T
 
     def vi_new_stats(self, q, work):
         a, b, c = q
         K, n_chunks = self.n_components, len(work.bounds)
-        sums = (np.zeros((a.n_rows, K)), np.zeros((n_chunks, b.n_rows, K)), np.zeros((n_chunks, c.n_rows, K)))
+        sums = (
+            np.zeros((a.n_rows, K)),
+            np.zeros((n_chunks, b.n_rows, K, 2), dtype=np.int64),
+            np.zeros((n_chunks, c.n_rows, K, 2), dtype=np.int64),
+        )
         return {"sums": sums, "weights": "geometric"}
 
     def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         stats["weights"] = weights
+        # each mode's index totals of the counts bound its fixed-point sums: refuse what would overflow
+        n_times = q[2].n_rows
+        j, t = np.divmod(counts[1], n_times)
+        totals = (np.bincount(j, counts[2], q[1].n_rows), np.bincount(t, counts[2], n_times))
+        stats["bound"] = check_fixed_bound(float(max(total.max(initial=0.0) for total in totals)))
         row_log = np.zeros(q[0].n_rows)
         factors = tuple(weights_of(factor, weights) for factor in q)
         run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
@@ -574,32 +634,97 @@ class TensorModel(Model):
 
     def vi_update(self, q, stats, work):
         row_sums, b_parts, c_parts = stats["sums"]
-        a_w, b_w, c_w = (weights_of(factor, stats["weights"]) for factor in q)
-        expected = (a_w * row_sums, b_w * b_parts.sum(axis=0), c_w * c_parts.sum(axis=0))
-        gap = 0.0
-        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
-            gap = sum(allocation_gap(factor, n) for factor, n in zip(q, expected, strict=True))
+        rows = self.vi_update_rows(q, row_sums, stats["weights"], work)
+        totals = self.vi_row_totals(q, rows, self.vi_no_totals())
+        return self.vi_update_columns(q, (fixed_total(b_parts), fixed_total(c_parts)), stats["weights"], totals, work)
+
+    # The update in two halves, for a fit whose first mode's rows live on several machines
+    # (lpviz.distributed): a's where its rows are, their totals handed on in row order, b's and c's
+    # on the driver.
+    def vi_update_rows(self, q, row_sums, weights, work):
+        """a's update (at b's and c's q); returns its rows' terms (allocation gap, ELBO, moved)."""
+        a = q[0]
+        n_a = weights_of(a, weights) * row_sums
+        # the allocation's distance from the optimum, at the q it used
+        gap = allocation_gap_rows(a, n_a) if weights == "arithmetic" else np.zeros(a.n_rows)
+        old_elog = a.elog.copy()
+        means = tuple(factor.mean for factor in q)
+        excluded = np.empty_like(means[MODE_A])
+        _excluded_products(MODE_A, means, *work.missing_by_row, excluded)
+        row_elbo = np.zeros(a.n_rows)
+        run_chunks(
+            _vi_rows_chunk,
+            work.bounds,
+            work.stop,
+            a.arrays(),
+            n_a,
+            (_other_sums(means, MODE_A), excluded, work.stop),
+            (self.a0, self.b0),
+            row_elbo,
+        )
+        # the allocation q stays as allocated: its log-rate terms move with E[log a]
+        return gap, row_elbo, row_totals(n_a * (a.elog - old_elog))
+
+    def vi_no_totals(self):
+        """The row totals before the first row (:meth:`vi_row_totals`)."""
+        return (np.zeros(self.n_components), 0.0, 0.0, 0.0)
+
+    def vi_row_totals(self, q, rows, carry):
+        """The sums over rows b's and c's updates need (E[a]'s column sums, the rows' gap, ELBO and
+        moved terms), continued from ``carry`` (the rows before these): exact in row order."""
+        a_sum, *scalars = carry
+        return (
+            column_sums_from(q[0].mean, a_sum),
+            *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
+        )
+
+    def vi_rows_pass(self, kind, q, work, carry):
+        """Continue over these rows a sum over their excluded cells: the excluded part of b's or c's
+        rate sums ("b", "c") or their rate ("rate")."""
+        means = tuple(factor.mean for factor in q)
+        if kind == "rate":
+            return _excluded_products_from(MODE_A, means, *work.missing_by_row, np.zeros_like(means[0]), carry)
+        _excluded_products_from(MODE_B if kind == "b" else MODE_C, means, *work.missing_by_row, carry, 0.0)
+        return carry
+
+    def vi_update_columns(self, q, columns, weights, totals, work, through_rows=None):
+        """b's and c's updates from their allocated totals ``columns`` = (n_b, n_c) and a's row
+        totals; returns the factors' ELBO terms. On a cluster's driver ``q[0]`` is a placeholder
+        row and the sums over excluded cells come from ``through_rows(kind, start, factors)``."""
+        a_sum, gap, elbo, moved = totals
+        expected = (None, *columns)
+        if weights == "arithmetic":
+            for mode in (MODE_B, MODE_C):
+                gap = gap + allocation_gap(q[mode], expected[mode])
         old_elog = tuple(factor.elog.copy() for factor in q)
         prior = (self.a0, self.b0)
         means = tuple(factor.mean for factor in q)  # updated in place, mode by mode
-        elbo = 0.0
-        for mode in (MODE_A, MODE_B, MODE_C):
-            excluded = np.empty_like(means[mode])
-            _excluded_products(mode, means, *work.missing_by_row, excluded)
+        for mode in (MODE_B, MODE_C):
+            if through_rows is None:
+                excluded = np.empty_like(means[mode])
+                _excluded_products(mode, means, *work.missing_by_row, excluded)
+            else:  # c's after b's update: the workers take b's new q first
+                drawn = {} if mode == MODE_B else {MODE_B: q[MODE_B]}
+                excluded = through_rows("b" if mode == MODE_B else "c", np.zeros_like(means[mode]), drawn)
             row_elbo = np.zeros(q[mode].n_rows)
+            other = column_sums(means[MODE_C if mode == MODE_B else MODE_B])
             run_chunks(
                 _vi_rows_chunk,
                 self._mode_bounds(means, mode, work),
                 work.stop,
                 q[mode].arrays(),
                 expected[mode],
-                (_other_sums(means, mode), excluded, work.stop),
+                (a_sum * other, excluded, work.stop),
                 prior,
                 row_elbo,
             )
             elbo += ordered_sum(row_elbo)
         # the allocation q stays as allocated: its log-rate terms move with each E[log factor]
-        moved = sum(
-            float(np.sum(n * (factor.elog - old))) for n, factor, old in zip(expected, q, old_elog, strict=True)
-        )
-        return moved - gap - self._observed_rate(means, work) + elbo
+        for mode in (MODE_B, MODE_C):
+            moved = moved + float(np.sum(expected[mode] * (q[mode].elog - old_elog[mode])))
+        if through_rows is None:
+            excluded_rate = _excluded_products(MODE_A, means, *work.missing_by_row, np.empty_like(means[MODE_A]))
+        else:
+            excluded_rate = through_rows("rate", 0.0, {MODE_B: q[MODE_B], MODE_C: q[MODE_C]})
+        observed_rate = float(a_sum @ _other_sums(means, MODE_A)) - excluded_rate
+        return moved - gap - observed_rate + elbo

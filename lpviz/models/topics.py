@@ -20,6 +20,7 @@ from lpviz.models._kernels import (
     FEW_TOKENS,
     column_alias_tables,
     column_sums,
+    column_sums_from,
     descending_orders,
     dot_rows,
     draw_alias,
@@ -30,10 +31,22 @@ from lpviz.models._kernels import (
     log_factorial,
     multinomial,
     ordered_sum,
+    ordered_sum_from,
     products,
     standard_gamma,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
+from lpviz.models._variational import (
+    VI_INIT_SHAPE,
+    GammaFactor,
+    add_fixed,
+    allocation_gap,
+    allocation_gap_rows,
+    check_fixed_bound,
+    fixed_total,
+    refresh_row,
+    row_totals,
+    weights_of,
+)
 from lpviz.models.base import Model
 
 # Units: each phase of an iteration draws from its own streams.
@@ -206,11 +219,47 @@ def _loglik_chunk(chunk, first, last, counts, factors, row_log):
 @njit(nogil=True, cache=True)
 def _excluded_rate_sum(theta, phiT, missing_indptr, missing_indices):
     """Sum of mu over the excluded cells (listed by row)."""
-    total = 0.0
+    return _excluded_rate_sum_from(theta, phiT, missing_indptr, missing_indices, 0.0)
+
+
+@njit(nogil=True, cache=True)
+def _excluded_rate_sum_from(theta, phiT, missing_indptr, missing_indices, start):
+    """:func:`_excluded_rate_sum` continued from ``start`` (consecutive row pieces chain exactly)."""
+    total = start
     for d in range(theta.shape[0]):
         for idx in range(missing_indptr[d], missing_indptr[d + 1]):
             total += dot_rows(theta, d, phiT, missing_indices[idx])
     return total
+
+
+@njit(nogil=True, cache=True)
+def _subtract_missing(theta, missing_indptr, missing_indices, partner):
+    """``partner[v] -= theta[d]`` for every excluded cell (d, v), rows in order: per column, the
+    subtractions :func:`_update_chunk` makes from theta's column sums for phi's rate."""
+    for d in range(theta.shape[0]):
+        for idx in range(missing_indptr[d], missing_indptr[d + 1]):
+            v = missing_indices[idx]
+            for k in range(theta.shape[1]):
+                partner[v, k] -= theta[d, k]
+    return partner
+
+
+@njit(nogil=True, cache=True)
+def _update_rates_chunk(chunk, first, last, sides, prior, seeds):
+    """:func:`_update_chunk` with each row's rate sums given (``sides``: factor, counts, rates):
+    the same draws from the same streams."""
+    factor, counts, rates = sides
+    a0, b0 = prior
+    chain_seed, iteration, unit, stop = seeds
+    n_rows, n_topics = factor.shape
+    state = np.empty(4, dtype=np.uint64)
+    for block in range(first, last):
+        if stop[0]:
+            return
+        seed_state(state, chain_seed, iteration, unit + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            for k in range(n_topics):
+                factor[r, k] = standard_gamma(a0 + counts[r, k], state) / (b0 + max(rates[r, k], 0.0))
 
 
 @njit(nogil=True, cache=True)
@@ -321,10 +370,10 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
     """Expected allocation of the (expected) counts of rows in blocks [first, last):
     ``E[y_dvk] = y_dv G[theta_dk] G[phi_kv] / W_dv``, ``W_dv = sum_k G[theta_dk] G[phi_kv]``.
 
-    Kept factored, so each cell costs three K-loops: ``stats`` = (R (D, K),
-    Q parts (chunks, V, K)) get ``R_d = sum_v (y / W) G[phi_v]`` and
-    ``Q_v += (y / W) G[theta_d]``; then ``n_dk = G[theta_dk] R_dk`` and
-    ``n_vk = G[phi_kv] Q_vk``. ``row_log[d] = sum_v y_dv log W_dv``.
+    ``stats`` = (R (D, K), N parts (chunks, V, K, 2) int64) get ``R_d = sum_v (y / W) G[phi_v]``
+    (then ``n_dk = G[theta_dk] R_dk``: a row's own sum) and ``N_v += E[y_dvk]`` in fixed point
+    (:func:`~lpviz.models._variational.add_fixed`: sums over rows exact in any order, so the
+    same on any number of chunks or machines). ``row_log[d] = sum_v y_dv log W_dv``.
     """
     indptr, indices, values = counts
     geo_theta, geo_phiT = geo
@@ -352,8 +401,9 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
             scale = y / weight
             column_v = column_sums_part[v]
             for k in range(n_topics):
-                row_sum[k] += scale * phi_v[k]
-                column_v[k] += scale * theta_d[k]
+                share = scale * phi_v[k]
+                row_sum[k] += share
+                add_fixed(column_v[k], share * theta_d[k])
             total += y * math.log(weight)
         row_sums[d] = row_sum
         row_log[d] = total
@@ -420,6 +470,23 @@ def _vi_update_chunk(chunk, first, last, factor, sides, prior, row_elbo):
         for k in range(n_topics):
             shape[r, k] = a0 + counts[r, k]
             rate[r, k] = b0 + max(partner[k], 0.0)
+        row_elbo[r] = refresh_row(factor, r, prior)
+
+
+@njit(nogil=True, cache=True)
+def _vi_update_rates_chunk(chunk, first, last, factor, sides, prior, row_elbo):
+    """:func:`_vi_update_chunk` with each row's partner sums given (``sides``: n, rates, stop flag):
+    the same update (lpviz.distributed: the sums over the excluded cells come from the workers)."""
+    shape, rate = factor[0], factor[1]
+    counts, partner, stop = sides
+    a0, b0 = prior
+    n_rows, n_topics = shape.shape
+    for r in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        if stop[0]:
+            return
+        for k in range(n_topics):
+            shape[r, k] = a0 + counts[r, k]
+            rate[r, k] = b0 + max(partner[r, k], 0.0)
         row_elbo[r] = refresh_row(factor, r, prior)
 
 
@@ -551,6 +618,32 @@ class TopicModel(Model):
             (work.chain_seed, iteration, UNIT_PHI, work.stop),
         )
 
+    # Excluded cells (held out, structural zeros of the data) on a cluster: phi's rate sums and the
+    # excluded rate, each continued over the rows in order (lpviz.distributed).
+    @staticmethod
+    def rows_pass(kind, state, work, carry):
+        """Continue phi's rate sums ``carry`` (V, K; theta's column sums at the start: ``kind`` "phi")
+        over these rows' excluded cells."""
+        return _subtract_missing(state[0], *work.missing_by_row, carry)
+
+    @staticmethod
+    def excluded_rate_from(state, work, carry):
+        """The rate summed over these rows' excluded cells, continued from ``carry``."""
+        return _excluded_rate_sum_from(state[0], state[1], *work.missing_by_row, carry)
+
+    def update_columns_excluded(self, state, n_kv, theta_sum, work, iteration, through_rows):
+        """:meth:`update_columns` of data with excluded cells, phi's rate sums over the observed
+        rows continued through the rows by ``through_rows(kind, start, factors)``."""
+        partner = through_rows("phi", np.repeat(theta_sum[None, :], state[1].shape[0], axis=0), {})
+        run_chunks(
+            _update_rates_chunk,
+            work.column_bounds,
+            work.stop,
+            (state[1], n_kv.T, partner),
+            (self.a0, self.b0),
+            (work.chain_seed, iteration, UNIT_PHI, work.stop),
+        )
+
     def log_prior(self, state):
         theta, phiT = state
         return gamma_log_prior(theta, self.a0, self.b0) + gamma_log_prior(phiT, self.a0, self.b0)
@@ -620,56 +713,108 @@ class TopicModel(Model):
 
     def vi_rates(self, q, start, stop, weights):
         theta, phiT = q
-        return weights_of(theta, weights)[start:stop] @ weights_of(phiT, weights).T
+        rows = weights_of(theta, weights)[start:stop]
+        if rows.shape[0] == 1:  # one row alone goes through BLAS's matrix-vector path, whose rounding differs
+            return (np.vstack([rows, rows]) @ weights_of(phiT, weights).T)[:1]
+        return rows @ weights_of(phiT, weights).T
 
     def vi_new_stats(self, q, work):
         theta, phiT = q
         K = self.n_components
         return {
-            "sums": (np.zeros((theta.n_rows, K)), np.zeros((len(work.bounds), phiT.n_rows, K))),
+            "sums": (np.zeros((theta.n_rows, K)), np.zeros((len(work.bounds), phiT.n_rows, K, 2), dtype=np.int64)),
             "weights": "geometric",
         }
 
     def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         theta, phiT = q
         stats["weights"] = weights
+        # the column totals of the counts bound every fixed-point sum: refuse what would overflow
+        stats["bound"] = check_fixed_bound(float(np.bincount(counts[1], counts[2], phiT.n_rows).max(initial=0.0)))
         row_log = np.zeros(theta.n_rows)
         factors = (weights_of(theta, weights), weights_of(phiT, weights))
         run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
         return row_log
 
     def vi_update(self, q, stats, work):
-        theta, phiT = q
         row_sums, column_parts = stats["sums"]
-        n_dk = weights_of(theta, stats["weights"]) * row_sums
-        n_vk = weights_of(phiT, stats["weights"]) * column_parts.sum(axis=0)
-        gap = 0.0
-        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
-            gap = allocation_gap(theta, n_dk) + allocation_gap(phiT, n_vk)
-        old_elog = (theta.elog.copy(), phiT.elog.copy())
-        prior = (self.a0, self.b0)
-        theta_elbo, phi_elbo = np.zeros(theta.n_rows), np.zeros(phiT.n_rows)
+        rows = self.vi_update_rows(q, row_sums, stats["weights"], work)
+        totals = self.vi_row_totals(q, rows, self.vi_no_totals())
+        return self.vi_update_columns(q, (fixed_total(column_parts),), stats["weights"], totals, work)
+
+    # The update in two halves, for a fit whose rows live on several machines (lpviz.distributed):
+    # theta's where its rows are, their totals handed on in row order, phi's on the driver.
+    def vi_update_rows(self, q, row_sums, weights, work):
+        """theta's update (at phi's q); returns its rows' terms (allocation gap, ELBO, moved)."""
+        theta, phiT = q
+        n_dk = weights_of(theta, weights) * row_sums
+        # the allocation's distance from the optimum, at the q it used
+        gap = allocation_gap_rows(theta, n_dk) if weights == "arithmetic" else np.zeros(theta.n_rows)
+        old_elog = theta.elog.copy()
+        theta_elbo = np.zeros(theta.n_rows)
         run_chunks(
             _vi_update_chunk,
             work.bounds,
             work.stop,
             theta.arrays(),
             (n_dk, phiT.mean, column_sums(phiT.mean), *work.missing_by_row, work.stop),
-            prior,
+            (self.a0, self.b0),
             theta_elbo,
         )
-        run_chunks(
-            _vi_update_chunk,
-            work.column_bounds,
-            work.stop,
-            phiT.arrays(),
-            (n_vk, theta.mean, column_sums(theta.mean), *work.missing_by_column, work.stop),
-            prior,
-            phi_elbo,
+        # the allocation q stays as allocated: its log-rate terms move with E[log theta]
+        return gap, theta_elbo, row_totals(n_dk * (theta.elog - old_elog))
+
+    def vi_no_totals(self):
+        """The row totals before the first row (:meth:`vi_row_totals`)."""
+        return (np.zeros(self.n_components), 0.0, 0.0, 0.0)
+
+    def vi_row_totals(self, q, rows, carry):
+        """The sums over rows phi's update needs (E[theta]'s column sums, the rows' gap, ELBO and
+        moved terms), continued from ``carry`` (the rows before these): exact in row order."""
+        theta_sum, *scalars = carry
+        return (
+            column_sums_from(q[0].mean, theta_sum),
+            *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
         )
-        observed_rate = float(column_sums(theta.mean) @ column_sums(phiT.mean)) - _excluded_rate_sum(
-            theta.mean, phiT.mean, *work.missing_by_row
-        )
-        # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log phi]
-        moved = float(np.sum(n_dk * (theta.elog - old_elog[0]))) + float(np.sum(n_vk * (phiT.elog - old_elog[1])))
-        return moved - gap - observed_rate + ordered_sum(theta_elbo) + ordered_sum(phi_elbo)
+
+    def vi_rows_pass(self, kind, q, work, carry):
+        """Continue over these rows a sum over their excluded cells: phi's partner sums ("phi":
+        E[theta]'s column sums less E[theta] at each excluded cell) or their rate ("rate")."""
+        if kind == "phi":
+            return _subtract_missing(q[0].mean, *work.missing_by_row, carry)
+        return _excluded_rate_sum_from(q[0].mean, q[1].mean, *work.missing_by_row, carry)
+
+    def vi_update_columns(self, q, columns, weights, totals, work, through_rows=None):
+        """phi's update from the allocated totals ``columns`` = (n_vk (V, K),) and theta's row
+        totals; returns the factors' ELBO terms. On a cluster's driver ``q[0]`` is a placeholder
+        row and the sums over excluded cells come from ``through_rows(kind, start, factors)``."""
+        theta, phiT = q
+        (n_vk,) = columns
+        theta_sum, gap, theta_elbo, moved = totals
+        if weights == "arithmetic":
+            gap = gap + allocation_gap(phiT, n_vk)
+        old_elog = phiT.elog.copy()
+        phi_elbo = np.zeros(phiT.n_rows)
+        if through_rows is None:
+            sides = (n_vk, theta.mean, theta_sum, *work.missing_by_column, work.stop)
+            run_chunks(
+                _vi_update_chunk, work.column_bounds, work.stop, phiT.arrays(), sides, (self.a0, self.b0), phi_elbo
+            )
+            excluded = _excluded_rate_sum(theta.mean, phiT.mean, *work.missing_by_row)
+        else:
+            partner = through_rows("phi", np.repeat(theta_sum[None, :], phiT.n_rows, axis=0), {})
+            sides = (n_vk, partner, work.stop)
+            run_chunks(
+                _vi_update_rates_chunk,
+                work.column_bounds,
+                work.stop,
+                phiT.arrays(),
+                sides,
+                (self.a0, self.b0),
+                phi_elbo,
+            )
+            excluded = through_rows("rate", 0.0, {1: phiT})
+        observed_rate = float(theta_sum @ column_sums(phiT.mean)) - excluded
+        # the allocation q stays as allocated: its log-rate terms move with E[log phi]
+        moved = moved + float(np.sum(n_vk * (phiT.elog - old_elog)))
+        return moved - gap - observed_rate + theta_elbo + ordered_sum(phi_elbo)

@@ -1,0 +1,92 @@
+"""CAVI over Dask workers (lpviz.fit(..., inference="vi", scheduler=...)) beside CAVI in one process.
+
+For a private topic-model fit (K = 50, eps/N = 1) on synthetic counts of ROWS x COLUMNS (the
+release of benchmarks/bench_distributed.py), prints per iteration: seconds in one process (all
+kernel threads) and on a LocalCluster of 1 and 2 worker processes (cores split between them),
+bytes moved between driver and workers, the driver's peak allocation during the fit (tracemalloc:
+numpy's arrays are counted; E[theta], rows x K, is gathered at the end) and whether the ELBO traces
+are the same bits.
+
+    python benchmarks/bench_distributed_vi.py                    # 20,000 x 2,000, 3 iterations
+    python benchmarks/bench_distributed_vi.py --rows 100000 --cols 2000 --iterations 2
+
+Timings are wall-clock on a machine that may be shared: read them beside the one-process fit of
+the same run.
+"""
+
+import argparse
+import logging
+import os
+import time
+import tracemalloc
+
+import numpy as np
+from bench_distributed import build_release
+
+
+def fit_options(topics, iterations):
+    return dict(n_components=topics, n_iter=iterations, tol=0.0, inference="vi", random_state=0)
+
+
+def on_cluster(release, options, workers, cores):
+    from distributed import Client, LocalCluster
+
+    import lpviz
+
+    threads = max(1, cores // workers)
+    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            env=env,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        tracemalloc.start()
+        started = time.perf_counter()
+        posterior = lpviz.fit(release, scheduler=client, **options)
+        seconds = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return posterior, seconds, peak
+
+
+def main():
+    import lpviz
+    from lpviz.budget import format_bytes
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--cols", type=int, default=2_000)
+    parser.add_argument("--topics", type=int, default=50)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    release = build_release(args.rows, args.cols, args.topics, seed=0)
+    options = fit_options(args.topics, args.iterations)
+    print(
+        f"private CAVI, {args.rows:,} x {args.cols:,}, K = {args.topics}, {args.iterations} iterations, {cores} cores"
+    )
+    lpviz.fit(release, **dict(options, n_iter=1))  # compile the kernels before timing
+    started = time.perf_counter()
+    reference = lpviz.fit(release, **options)
+    total = time.perf_counter() - started
+    print(f"one process: {np.min(reference.iteration_seconds):.2f} s / iteration (best), {total:.1f} s in all")
+    for workers in args.workers:
+        posterior, seconds, peak = on_cluster(release, options, workers, cores)
+        same = np.array_equal(posterior.elbo, reference.elbo) and np.array_equal(posterior.mu_hat, reference.mu_hat)
+        print(
+            f"{workers} worker(s): {np.min(posterior.iteration_seconds):.2f} s / iteration (best), "
+            f"{seconds:.1f} s in all (the start's transfer and compilation included), "
+            f"moved {format_bytes(np.mean(posterior.bytes_moved))} / iteration, "
+            f"driver peak {format_bytes(peak)}, same bits: {'yes' if same else 'NO'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
