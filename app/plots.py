@@ -5,6 +5,8 @@ larger than :data:`MAX_DISPLAY` a side are drawn with every k-th row/column
 and a note says so (fits and metrics always use every cell).
 """
 
+from dataclasses import dataclass
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
 import numpy as np
@@ -282,3 +284,113 @@ def matched_components_panel(status, scores, name, plots, applies):
     table = pn.pane.DataFrame(scores, index=False, float_format="{:.4g}".format, sizing_mode="stretch_width", name=name)
     body = pn.Column(table, *plots, visible=applies, sizing_mode="stretch_width")
     return pn.Column(status, body, sizing_mode="stretch_width")
+
+
+# ---- a count heatmap as a plain Bokeh figure (the page's; count_image stays the export's) ----
+@dataclass(frozen=True)
+class HeatmapCells:
+    """What :func:`count_image` draws of a matrix, computed once: ``values`` (the drawn cells,
+    read-only), ``extent`` ``(x, y, dw, dh)``, ``xlim``/``ylim``, the symmetric colour limits
+    ``clim``, the named ticks ``(x_ticks, y_ticks)`` (None: numbered) and the held-out shade
+    (1.0 where held out, NaN elsewhere, like ``values``; None without held-out cells). Plain arrays
+    and tuples: a served process shares one between the pages of every session that draws it."""
+
+    title: str
+    values: np.ndarray
+    xlim: tuple
+    ylim: tuple
+    clim: tuple
+    x_ticks: tuple | None = None
+    y_ticks: tuple | None = None
+    heldout: np.ndarray | None = None
+
+    @property
+    def extent(self):
+        return self.xlim[0], self.ylim[0], self.xlim[1] - self.xlim[0], self.ylim[1] - self.ylim[0]
+
+
+def read_only(array):
+    array = np.asarray(array)
+    array.setflags(write=False)
+    return array
+
+
+def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldout=None):
+    """:class:`HeatmapCells` of ``Y`` as :func:`count_image` draws it (the same arguments)."""
+    if np.ndim(Y) > 2:
+        title = f"{title}{SUMMED_NOTE}"
+        heldout = None if heldout is None else shown_matrix(heldout, np.all)
+    row_step, col_step = strides[:2]
+    shown, rows, cols, xlim, ylim = drawn_cells(Y, strides)
+    row_labels, col_labels = labels
+    shade = None
+    if heldout is not None and np.any(heldout):
+        shade = np.where(np.asarray(heldout, dtype=bool)[::row_step, ::col_step], 1.0, np.nan)
+    return HeatmapCells(
+        title=title,
+        values=read_only(np.array(shown)),
+        xlim=xlim,
+        ylim=ylim,
+        clim=tuple(float(c) for c in clim),
+        x_ticks=tuple(tick_labels(col_labels, cols)) if col_labels is not None else None,
+        y_ticks=tuple(tick_labels(row_labels, rows)) if row_labels is not None else None,
+        heldout=None if shade is None else read_only(shade),
+    )
+
+
+def _palette(cmap):
+    from holoviews.plotting.util import process_cmap
+
+    return tuple(process_cmap(cmap, 256))
+
+
+def count_figure(cells, kind, *, x_range=None, y_range=None, cmap=HEATMAP_CMAP, label="count", min_width=220):
+    """A Bokeh figure of :class:`HeatmapCells`, drawn as :func:`count_image` draws them through HoloViews
+    (cells, extent, diverging linear scale and limits, palette, colour bar, named ticks, held-out shade,
+    title, hover), at a third of its cost: a page open draws three (issue 41). ``x_range``/``y_range``:
+    ranges shared with other heatmaps of the same extent (made here when None)."""
+    from bokeh.models import ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearColorMapper, Range1d
+    from bokeh.plotting import figure
+
+    row_name, col_name = AXES.get(kind, ("row", "column"))
+    xlim, ylim = cells.xlim or (-0.5, 0.5), cells.ylim or (-0.5, 0.5)
+    x_range = x_range if x_range is not None else Range1d(*xlim, reset_start=xlim[0], reset_end=xlim[1])
+    # rows down the page: the range runs from the last row to the first
+    y_range = y_range if y_range is not None else Range1d(ylim[1], ylim[0], reset_start=ylim[1], reset_end=ylim[0])
+    named = cells.x_ticks is not None or cells.y_ticks is not None
+    plot = figure(
+        x_range=x_range,
+        y_range=y_range,
+        x_axis_label=col_name,
+        y_axis_label=row_name,
+        sizing_mode="stretch_width",
+        height=NAMED_MIN_HEIGHT if named else HEATMAP_MIN_HEIGHT,
+        min_width=min_width,
+        tools="wheel_zoom,save,pan,box_zoom,reset",
+        toolbar_location="above",
+        output_backend="webgl",
+        min_border=5,
+    )
+    x, y, dw, dh = cells.extent if cells.xlim is not None else (0.0, 0.0, 0.0, 0.0)
+    mapper = LinearColorMapper(
+        palette=_palette(cmap), low=cells.clim[0], high=cells.clim[1], nan_color="rgba(0, 0, 0, 0)"
+    )
+    source = ColumnDataSource({"image": [cells.values], "x": [x], "y": [y], "dw": [dw], "dh": [dh]})
+    renderer = plot.image("image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=mapper)
+    if cells.heldout is not None:
+        shade = LinearColorMapper(palette=(HELDOUT_SHADE,), nan_color="rgba(0, 0, 0, 0)")
+        held = ColumnDataSource({"image": [cells.heldout], "x": [x], "y": [y], "dw": [dw], "dh": [dh]})
+        plot.image("image", x="x", y="y", dw="dw", dh="dh", source=held, color_mapper=shade, global_alpha=0.45)
+    plot.add_tools(HoverTool(renderers=[renderer], tooltips=[(col_name, "$x"), (row_name, "$y"), (label, "@image")]))
+    plot.add_layout(ColorBar(color_mapper=mapper, title=label, location=(0, 0), label_standoff=8), "right")
+    plot.title.text = cells.title
+    plot.title.text_font_size = HEATMAP_TITLE_SIZE
+    plot.grid.grid_line_color = None
+    for axis, ticks in ((plot.xaxis[0], cells.x_ticks), (plot.yaxis[0], cells.y_ticks)):
+        if ticks is not None:
+            axis.ticker = FixedTicker(ticks=[position for position, _ in ticks])
+            axis.major_label_overrides = {position: name for position, name in ticks}
+            axis.major_label_text_font_size = "7pt"
+    if cells.x_ticks is not None:
+        plot.xaxis[0].major_label_orientation = np.pi / 2
+    return plot
