@@ -28,6 +28,7 @@ from app.plots import (
     ACTOR_KINDS,
     HeatmapCells,
     axis_labels,
+    bars_figure,
     colour_limit,
     count_figure,
     count_image,
@@ -150,33 +151,17 @@ def shared_drawing(release, truth, labels=(None, None)):
 
 def histogram_figure(edges, counts):
     """The histogram of the noise drawn as a Bokeh figure (the export's is :meth:`NoiseView.noise_histogram_plot`)."""
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
-
-    x_name, y_name = HISTOGRAM_AXES
-    plot = figure(
+    x_label, y_label = HISTOGRAM_AXES
+    return bars_figure(
+        edges[:-1],
+        edges[1:],
+        counts,
         title=HISTOGRAM_TITLE,
-        x_axis_label=x_name,
-        y_axis_label=y_name,
-        sizing_mode="stretch_width",
+        x_label=x_label,
+        y_label=y_label,
+        colour=HISTOGRAM_COLOUR,
         height=HISTOGRAM_HEIGHT,
-        tools="wheel_zoom,save,pan,box_zoom,reset",
-        toolbar_location="above",
-        min_border=5,
     )
-    source = ColumnDataSource({"left": edges[:-1], "right": edges[1:], "tau": edges[:-1] + 0.5, "cells": counts})
-    bars = plot.quad(
-        left="left",
-        right="right",
-        top="cells",
-        bottom=0,
-        source=source,
-        fill_color=HISTOGRAM_COLOUR,
-        line_color="black",
-    )
-    plot.add_tools(HoverTool(renderers=[bars], tooltips=[(x_name, "@tau"), (y_name, "@cells")]))
-    plot.y_range.start = 0
-    return plot
 
 
 class NoiseView(pn.viewable.Viewer):

@@ -153,10 +153,10 @@ def test_the_histogram_counts_the_noise_drawn_as_the_export_does():
     (bars,) = plot.renderers
     data = bars.data_source.data
     tau = (store.release.Y_obs - store.truth.Y).ravel()
-    np.testing.assert_array_equal(data["tau"], np.arange(tau.min(), tau.max() + 1))
-    np.testing.assert_array_equal(data["cells"], [(tau == value).sum() for value in data["tau"]])
+    np.testing.assert_array_equal(data["middle"], np.arange(tau.min(), tau.max() + 1))
+    np.testing.assert_array_equal(data["height"], [(tau == value).sum() for value in data["middle"]])
     exported = view.noise_histogram_plot()
-    np.testing.assert_array_equal(exported.dimension_values(1), data["cells"])
+    np.testing.assert_array_equal(exported.dimension_values(1), data["height"])
     assert plot.title.text == exported.opts.get().kwargs["title"]
 
 
