@@ -8,10 +8,10 @@ so that the other work on a shared machine changes the figures less than wall ti
 ``--repeat`` opens after two warm-ups (the first open imports and compiles). The plain reference, in the
 same run: an empty page of the same template (one Markdown pane), Panel's own floor.
 
-The split by part: each on-screen part's Bokeh models made alone in a document of their own (the
-sidebar's teaching panel and controls, the tabs with the shown Data & noise tab, and of those its
-charts), and what is left of the open (the template, its document and Panel's steps over the whole
-page).
+The split by part: each on-screen part made and its Bokeh models made alone, in a document of its own
+(the sidebar's teaching panel and controls, the shown Data & noise tab and, of it, its charts), and
+what is left of the open (the session, the hidden tabs' views, the template, Panel's steps over the
+whole page, the JSON).
 
 ``--against PATH`` measures another checkout of the repository (main, before a change) with this same
 script in the same run, one after the other, and prints both side by side.
@@ -32,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 COLUMNS = ("create_app", "models", "json", "total")
-PARTS = ("teaching", "controls", "tabs", "noise charts")
+PARTS = ("teaching", "controls", "Data & noise tab", "its charts")
 
 
 def timed(make, freeze):
@@ -60,28 +60,35 @@ def timed(make, freeze):
 
 
 def parts(create_app):
-    """CPU seconds of the on-screen parts' models, each alone (the sidebar's two, the tabs, the
-    Data & noise tab's charts)."""
+    """CPU seconds of the on-screen parts, each made and modelled alone in a document of its own: the
+    sidebar's teaching panel (models) and controls, the shown Data & noise tab and, of it, its charts."""
     import panel as pn
     from bokeh.document import Document
+
+    from app.controls_view import ControlsView
+    from app.noise_view import NoiseView
 
     doc = Document()
     pn.state.curdoc = doc
     try:
         template = create_app()
-        tabs = template.main[0]
-        noise = tabs.views[0]
+        data = template.main[0].views[0].data  # the session's DataStore
+
+        def charts():
+            noise = NoiseView(data=data)
+            return pn.Column(noise.heatmaps(), noise.noise_histogram())
+
         shown = {
-            "teaching": template.sidebar[0],
-            "controls": template.sidebar[1],
-            "tabs": tabs,
-            "noise charts": lambda: pn.Column(noise.heatmaps(), noise.noise_histogram()),
+            "teaching": lambda: template.sidebar[0],
+            "controls": lambda: ControlsView(data=data),
+            "Data & noise tab": lambda: NoiseView(data=data),
+            "its charts": charts,
         }
         out = {}
-        for name, obj in shown.items():
+        for name, make in shown.items():
             part = Document()
             start = time.process_time()
-            pn.panel(obj() if callable(obj) else obj).get_root(part)
+            pn.panel(make()).get_root(part)
             out[name] = time.process_time() - start
         return out
     finally:
@@ -125,13 +132,12 @@ def report(label, result):
     for name, title in (("dashboard", "dashboard"), ("reference", "reference: an empty page")):
         print(f"  {title:28s}" + "".join(f"{value:12.3f}" for value in result[name]))
     split = result["parts"]
-    shown = sum(split[name] for name in ("teaching", "controls", "tabs"))
-    rest = result["dashboard"][3] - shown
+    shown = sum(split[name] for name in PARTS[:3])
     print(
-        "  by part (each part's models made alone): "
-        + ", ".join(f"{name} {split[name]:.3f}" for name in PARTS[:3])
-        + f" (of which the Data & noise charts {split['noise charts']:.3f}); "
-        + f"the session, template, document and JSON {rest:.3f}"
+        "  by part, each made and modelled alone: "
+        + ", ".join(f"{name} {split[name]:.3f}" for name in PARTS)
+        + "; the rest (the session, the hidden tabs' views, the template, Panel's steps over the page, "
+        + f"the JSON) {result['dashboard'][3] - shown:.3f}"
     )
 
 
