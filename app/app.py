@@ -140,5 +140,21 @@ def create_app():
     return template
 
 
+def serve_page(doc=None):
+    """The page of one session: :func:`create_app` served into ``doc`` (the session's document).
+
+    Its Bokeh models are added under one freeze of the document: Panel adds a template's parts as a
+    dozen roots, and Bokeh walked every model of the page again after each (a seventh of a page open's
+    server CPU, issue 41); frozen, it walks them once, at the end."""
+    doc = doc if doc is not None else pn.state.curdoc
+    template = create_app()
+    with doc.models.freeze():
+        if doc.session_context is not None:
+            template.servable()  # served: Panel's own steps (its logging, the page's location)
+        else:
+            template.server_doc(doc)  # a document outside a server (benchmarks/bench_page_open.py)
+    return template
+
+
 if __name__.startswith("bokeh"):
-    create_app().servable()
+    serve_page()

@@ -5,6 +5,8 @@ larger than :data:`MAX_DISPLAY` a side are drawn with every k-th row/column
 and a note says so (fits and metrics always use every cell).
 """
 
+from dataclasses import dataclass
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (the backend .opts() needs, also outside a server)
 import numpy as np
@@ -282,3 +284,179 @@ def matched_components_panel(status, scores, name, plots, applies):
     table = pn.pane.DataFrame(scores, index=False, float_format="{:.4g}".format, sizing_mode="stretch_width", name=name)
     body = pn.Column(table, *plots, visible=applies, sizing_mode="stretch_width")
     return pn.Column(status, body, sizing_mode="stretch_width")
+
+
+# ---- a count heatmap as a plain Bokeh figure (the page's; count_image stays the export's) ----
+@dataclass(frozen=True)
+class HeatmapCells:
+    """What :func:`count_image` draws of a matrix, computed once: ``values`` (the drawn cells,
+    read-only), ``extent`` ``(x, y, dw, dh)``, ``xlim``/``ylim``, the symmetric colour limits
+    ``clim``, the named ticks ``(x_ticks, y_ticks)`` (None: numbered) and the held-out shade
+    (1.0 where held out, NaN elsewhere, like ``values``; None without held-out cells). Plain arrays
+    and tuples: a served process shares one between the pages of every session that draws it."""
+
+    title: str
+    values: np.ndarray
+    xlim: tuple
+    ylim: tuple
+    clim: tuple
+    x_ticks: tuple | None = None
+    y_ticks: tuple | None = None
+    heldout: np.ndarray | None = None
+
+    @property
+    def extent(self):
+        return self.xlim[0], self.ylim[0], self.xlim[1] - self.xlim[0], self.ylim[1] - self.ylim[0]
+
+
+def read_only(array):
+    array = np.asarray(array)
+    array.setflags(write=False)
+    return array
+
+
+def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldout=None):
+    """:class:`HeatmapCells` of ``Y`` as :func:`count_image` draws it (the same arguments)."""
+    if np.ndim(Y) > 2:
+        title = f"{title}{SUMMED_NOTE}"
+        heldout = None if heldout is None else shown_matrix(heldout, np.all)
+    row_step, col_step = strides[:2]
+    shown, rows, cols, xlim, ylim = drawn_cells(Y, strides)
+    row_labels, col_labels = labels
+    shade = None
+    if heldout is not None and np.any(heldout):
+        shade = np.where(np.asarray(heldout, dtype=bool)[::row_step, ::col_step], 1.0, np.nan)
+    return HeatmapCells(
+        title=title,
+        values=read_only(np.array(shown)),
+        xlim=xlim,
+        ylim=ylim,
+        clim=tuple(float(c) for c in clim),
+        x_ticks=tuple(tick_labels(col_labels, cols)) if col_labels is not None else None,
+        y_ticks=tuple(tick_labels(row_labels, rows)) if row_labels is not None else None,
+        heldout=None if shade is None else read_only(shade),
+    )
+
+
+def _palette(cmap):
+    from holoviews.plotting.util import process_cmap
+
+    return tuple(process_cmap(cmap, 256))
+
+
+def _plot(x_range, y_range, x_label, y_label, *, title, tools, renderers, **options):
+    """A Bokeh figure with two linear axes, no grid, ``renderers``, and ``tools`` beside pan, zoom, save
+    and reset above it. ``figure``'s own axes come with grids (hidden on a heatmap) and its glyph
+    methods with two copies of each glyph that a heatmap never shows: a page open makes four of these
+    figures, and every Bokeh model costs the server about a millisecond to make, add and send (issue 41).
+    """
+    from bokeh.models import LinearAxis
+    from bokeh.plotting import figure
+
+    plot = figure(
+        x_range=x_range,
+        y_range=y_range,
+        x_axis_type=None,  # no axis and no grid: the axes are added below
+        y_axis_type=None,
+        title=title,
+        tools="wheel_zoom,save,pan,box_zoom,reset",
+        toolbar_location="above",
+        min_border=5,
+        **options,
+    )
+    plot.renderers.extend(renderers)
+    plot.add_tools(*tools)
+    plot.add_layout(LinearAxis(axis_label=x_label), "below")
+    plot.add_layout(LinearAxis(axis_label=y_label), "left")
+    return plot
+
+
+def count_figure(cells, kind, *, x_range=None, y_range=None, cmap=HEATMAP_CMAP, label="count", min_width=220):
+    """A Bokeh figure of :class:`HeatmapCells`, drawn as :func:`count_image` draws them through HoloViews
+    (cells, extent, diverging linear scale and limits, palette, colour bar, named ticks, held-out shade,
+    title, hover) at a fraction of its cost: a page open draws three (issue 41). ``x_range``/``y_range``:
+    ranges shared with other heatmaps of the same extent (made here when None)."""
+    from bokeh.models import (
+        ColorBar,
+        ColumnDataSource,
+        FixedTicker,
+        GlyphRenderer,
+        HoverTool,
+        Image,
+        LinearColorMapper,
+        Range1d,
+    )
+
+    row_name, col_name = AXES.get(kind, ("row", "column"))
+    xlim, ylim = cells.xlim or (-0.5, 0.5), cells.ylim or (-0.5, 0.5)
+    x_range = x_range if x_range is not None else Range1d(*xlim, reset_start=xlim[0], reset_end=xlim[1])
+    # rows down the page: the range runs from the last row to the first
+    y_range = y_range if y_range is not None else Range1d(ylim[1], ylim[0], reset_start=ylim[1], reset_end=ylim[0])
+    named = cells.x_ticks is not None or cells.y_ticks is not None
+    x, y, dw, dh = cells.extent if cells.xlim is not None else (0.0, 0.0, 0.0, 0.0)
+    extent = {"x": [x], "y": [y], "dw": [dw], "dh": [dh]}
+    mapper = LinearColorMapper(
+        palette=_palette(cmap), low=cells.clim[0], high=cells.clim[1], nan_color="rgba(0, 0, 0, 0)"
+    )
+    image = dict(image="image", x="x", y="y", dw="dw", dh="dh")
+    renderers = [
+        GlyphRenderer(
+            data_source=ColumnDataSource({"image": [cells.values], **extent}), glyph=Image(**image, color_mapper=mapper)
+        )
+    ]
+    if cells.heldout is not None:  # shaded dark grey over the colours, transparent elsewhere
+        shade = LinearColorMapper(palette=(HELDOUT_SHADE,), nan_color="rgba(0, 0, 0, 0)")
+        renderers.append(
+            GlyphRenderer(
+                data_source=ColumnDataSource({"image": [cells.heldout], **extent}),
+                glyph=Image(**image, color_mapper=shade, global_alpha=0.45),
+            )
+        )
+    hover = HoverTool(renderers=renderers[:1], tooltips=[(col_name, "$x"), (row_name, "$y"), (label, "@image")])
+    plot = _plot(
+        x_range,
+        y_range,
+        col_name,
+        row_name,
+        title=cells.title,
+        tools=[hover],
+        renderers=renderers,
+        sizing_mode="stretch_width",
+        height=NAMED_MIN_HEIGHT if named else HEATMAP_MIN_HEIGHT,
+        min_width=min_width,
+        output_backend="webgl",
+    )
+    plot.add_layout(ColorBar(color_mapper=mapper, title=label, location=(0, 0), label_standoff=8), "right")
+    plot.title.text_font_size = HEATMAP_TITLE_SIZE
+    for axis, ticks in ((plot.xaxis[0], cells.x_ticks), (plot.yaxis[0], cells.y_ticks)):
+        if ticks is not None:
+            axis.ticker = FixedTicker(ticks=[position for position, _ in ticks])
+            axis.major_label_overrides = {position: name for position, name in ticks}
+            axis.major_label_text_font_size = "7pt"
+    if cells.x_ticks is not None:
+        plot.xaxis[0].major_label_orientation = np.pi / 2
+    return plot
+
+
+def bars_figure(left, right, heights, *, title, x_label, y_label, colour, height):
+    """Bars from ``left`` to ``right`` of ``heights`` (a histogram), hover naming each bar's middle and
+    height, as a bare Bokeh plot (:func:`_plot`)."""
+    from bokeh.models import ColumnDataSource, DataRange1d, GlyphRenderer, HoverTool, Quad
+
+    source = ColumnDataSource({"left": left, "right": right, "middle": (left + right) / 2, "height": heights})
+    bars = GlyphRenderer(
+        data_source=source,
+        glyph=Quad(left="left", right="right", top="height", bottom=0, fill_color=colour, line_color="black"),
+    )
+    hover = HoverTool(renderers=[bars], tooltips=[(x_label, "@middle"), (y_label, "@height")])
+    return _plot(
+        DataRange1d(),
+        DataRange1d(start=0),
+        x_label,
+        y_label,
+        title=title,
+        tools=[hover],
+        renderers=[bars],
+        sizing_mode="stretch_width",
+        height=height,
+    )

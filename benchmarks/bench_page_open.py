@@ -1,37 +1,57 @@
 """Server CPU of one page open of the dashboard, in-process, by part (issue 41, item 1).
 
 A page open on the server is ``create_app()`` (the session's settings, data, chains and views), the
-document's Bokeh models (``server_doc``: the template, the sidebar's controls, the shown tab) and its
+document's Bokeh models (``server_doc``: the template, the sidebar's controls, the shown tab; as
+``app.app.serve_page`` adds them, under one freeze of the document where the app has it) and its
 first JSON (what the websocket sends). Measured in CPU seconds of this process (``time.process_time``),
 so that the other work on a shared machine changes the figures less than wall time would; the median of
 ``--repeat`` opens after two warm-ups (the first open imports and compiles). The plain reference, in the
 same run: an empty page of the same template (one Markdown pane), Panel's own floor.
 
-    .venv/bin/python benchmarks/bench_page_open.py             # median of 7
+The split by part: each on-screen part made and its Bokeh models made alone, in a document of its own
+(the sidebar's teaching panel and controls, the shown Data & noise tab and, of it, its charts), and
+what is left of the open (the session, the hidden tabs' views, the template, Panel's steps over the
+whole page, the JSON).
+
+``--against PATH`` measures another checkout of the repository (main, before a change) with this same
+script in the same run, one after the other, and prints both side by side.
+
+    .venv/bin/python benchmarks/bench_page_open.py                         # median of 7
     .venv/bin/python benchmarks/bench_page_open.py --repeat 15
+    .venv/bin/python benchmarks/bench_page_open.py --against /work/main    # before and after
 """
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parents[1]
+COLUMNS = ("create_app", "models", "json", "total")
+PARTS = ("teaching", "controls", "Data & noise tab", "its charts")
 
-import panel as pn  # noqa: E402
-from bokeh.document import Document  # noqa: E402
 
+def timed(make, freeze):
+    """CPU seconds of (making the page, its models, its JSON) for ``make()`` returning a template; the
+    models added under one freeze of the document when ``freeze`` (as ``app.app.serve_page`` does)."""
+    import panel as pn
+    from bokeh.document import Document
 
-def timed(make):
-    """CPU seconds of (making the page, its models, its JSON) for ``make()`` returning a template."""
     doc = Document()
     pn.state.curdoc = doc
     try:
         start = time.process_time()
         template = make()
         made = time.process_time()
-        template.server_doc(doc)
+        if freeze:
+            with doc.models.freeze():
+                template.server_doc(doc)
+        else:
+            template.server_doc(doc)
         modelled = time.process_time()
         doc.to_json()
         return made - start, modelled - made, time.process_time() - modelled
@@ -40,16 +60,35 @@ def timed(make):
 
 
 def parts(create_app):
-    """CPU seconds of the on-screen parts' models, each alone (the sidebar's two, the tabs)."""
+    """CPU seconds of the on-screen parts, each made and modelled alone in a document of its own: the
+    sidebar's teaching panel (models) and controls, the shown Data & noise tab and, of it, its charts."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from app.controls_view import ControlsView
+    from app.noise_view import NoiseView
+
     doc = Document()
     pn.state.curdoc = doc
     try:
         template = create_app()
+        data = template.main[0].views[0].data  # the session's DataStore
+
+        def charts():
+            noise = NoiseView(data=data)
+            return pn.Column(noise.heatmaps(), noise.noise_histogram())
+
+        shown = {
+            "teaching": lambda: template.sidebar[0],
+            "controls": lambda: ControlsView(data=data),
+            "Data & noise tab": lambda: NoiseView(data=data),
+            "its charts": charts,
+        }
         out = {}
-        shown = {"teaching": template.sidebar[0], "controls": template.sidebar[1], "tabs": template.main[0]}
-        for name, obj in shown.items():
+        for name, make in shown.items():
+            part = Document()
             start = time.process_time()
-            pn.panel(obj).get_root(doc)
+            pn.panel(make()).get_root(part)
             out[name] = time.process_time() - start
         return out
     finally:
@@ -57,33 +96,84 @@ def parts(create_app):
 
 
 def empty_page():
+    import panel as pn
+
     return pn.template.BootstrapTemplate(title="reference", main=[pn.pane.Markdown("an empty page")])
 
 
-def median_of(runs, index):
-    return statistics.median(run[index] for run in runs)
+def measure(repeat):
+    """``{"dashboard": [create_app, models, json, total], "reference": [...], "parts": {...}}``, medians."""
+    import app.app as dashboard
+
+    create_app = dashboard.create_app
+    freeze = hasattr(dashboard, "serve_page")  # the app adds its models under one freeze
+    for make in (create_app, create_app, empty_page, empty_page):  # warm-ups: imports, compilation
+        timed(make, freeze)
+    pages = [timed(create_app, freeze) for _ in range(repeat)]
+    reference = [timed(empty_page, freeze) for _ in range(repeat)]
+    pieces = [parts(create_app) for _ in range(repeat)]
+
+    def medians(runs):
+        return [statistics.median(run[i] for run in runs) for i in range(3)] + [
+            statistics.median(sum(run) for run in runs)
+        ]
+
+    return {
+        "dashboard": medians(pages),
+        "reference": medians(reference),
+        "parts": {name: statistics.median(piece[name] for piece in pieces) for name in PARTS},
+        "freeze": freeze,
+    }
+
+
+def report(label, result):
+    print(f"{label}: one page open, server CPU s, median")
+    print(f"  {'':28s}" + "".join(f"{column:>12s}" for column in COLUMNS))
+    for name, title in (("dashboard", "dashboard"), ("reference", "reference: an empty page")):
+        print(f"  {title:28s}" + "".join(f"{value:12.3f}" for value in result[name]))
+    split = result["parts"]
+    shown = sum(split[name] for name in PARTS[:3])
+    print(
+        "  by part, each made and modelled alone: "
+        + ", ".join(f"{name} {split[name]:.3f}" for name in PARTS)
+        + "; the rest (the session, the hidden tabs' views, the template, Panel's steps over the page, "
+        + f"the JSON) {result['dashboard'][3] - shown:.3f}"
+    )
+
+
+def run_in(repo, repeat):
+    """:func:`measure` in a process of its own with ``repo`` first on its path."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--repeat", str(repeat), "--json", "--repo", str(repo)],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7, help="opens measured (default 7)")
+    parser.add_argument("--against", type=Path, help="another checkout of the repository, measured in the same run")
+    parser.add_argument("--repo", type=Path, default=HERE, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    from app.app import create_app
-
-    for make in (create_app, create_app, empty_page, empty_page):  # warm-ups: imports, compilation
-        timed(make)
-    pages = [timed(create_app) for _ in range(args.repeat)]
-    reference = [timed(empty_page) for _ in range(args.repeat)]
-    pieces = [parts(create_app) for _ in range(args.repeat)]
-    print(f"one page open, server CPU s, median of {args.repeat} (CPU time: the machine may be shared)")
-    print(f"{'':28s}{'create_app':>12s}{'models':>10s}{'json':>8s}{'total':>8s}")
-    for label, runs in (("dashboard", pages), ("reference: an empty page", reference)):
-        total = statistics.median(sum(run) for run in runs)
-        print(f"{label:28s}{median_of(runs, 0):12.3f}{median_of(runs, 1):10.3f}{median_of(runs, 2):8.3f}{total:8.3f}")
-    print(
-        "the dashboard's on-screen parts' models, each alone: "
-        + ", ".join(f"{name} {statistics.median(piece[name] for piece in pieces):.3f}" for name in pieces[0])
-    )
+    if args.against is not None:
+        print(f"CPU time of this process; the machine may be shared (load average {os.getloadavg()[0]:.1f})")
+        for label, repo in (("before", args.against.resolve()), ("after", HERE)):
+            report(f"{label} ({repo})", run_in(repo, args.repeat))
+        return
+    sys.path.insert(0, str(args.repo))
+    result = measure(args.repeat)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print("CPU time of this process; the machine may be shared")
+        report(str(args.repo), result)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ cells with holdout_mask.
 import re
 import threading
 import time
+from types import SimpleNamespace
 
-import holoviews as hv
 import numpy as np
 import panel as pn
 import pytest
@@ -238,30 +238,46 @@ def test_the_controls_follow_the_source_and_the_registry(store):
 
 
 def _images(pane):
-    return list(pane.object.traverse(lambda element: element, [hv.Image]))
+    """The heatmaps the Data & noise tab draws (its own Bokeh figures): each one's image (rows down the
+    page: the range runs from the last row to the first), colour mapper and figure."""
+    plots = [child.object for child in pane.objects]
+    out = []
+    for plot in plots:
+        renderer = plot.renderers[0]
+        assert plot.y_range.start > plot.y_range.end  # the first row at the top
+        out.append(
+            SimpleNamespace(
+                image=np.asarray(renderer.data_source.data["image"][0]), mapper=renderer.glyph.color_mapper, plot=plot
+            )
+        )
+    return out
 
 
 def test_noise_view_shows_true_noised_truncated_each_on_its_own_symmetric_scale(store):
+    from holoviews.plotting.util import process_cmap
+
     view = NoiseView(data=store)
     images = _images(view.heatmaps())
     assert len(images) == 3
     true_image, noised_image, truncated_image = images
-    assert true_image.dimension_values(2, flat=False).shape == (90, 15)
+    assert true_image.image.shape == (90, 15)
     # rows run down the page in the order of the matrix
-    assert noised_image[3.0, 7.0] == store.release.Y_obs[7, 3]
-    assert truncated_image[3.0, 7.0] == truncate(store.release.Y_obs)[7, 3]
+    assert noised_image.image[7, 3] == store.release.Y_obs[7, 3]
+    np.testing.assert_array_equal(noised_image.image, store.release.Y_obs)
+    np.testing.assert_array_equal(truncated_image.image, truncate(store.release.Y_obs))
+    np.testing.assert_array_equal(true_image.image, store.truth.Y)
     # each colour scale from the data it shows (the true counts were washed out on the noise's scale)
     shown = [store.truth.Y, store.release.Y_obs, truncate(store.release.Y_obs)]
     for image, matrix in zip(images, shown, strict=True):
-        low, high = image.opts.get().kwargs["clim"]
+        low, high = image.mapper.low, image.mapper.high
         values = np.abs(matrix.ravel())
         assert low == -high
         assert np.mean(values <= high) >= 0.99 and high <= max(values.max(), 1)  # a 99.5% quantile, interpolated
-    assert images[0].opts.get().kwargs["clim"][1] <= store.truth.Y.max()
-    assert "RdBu" in images[1].opts.get().kwargs["cmap"]
-    before = noised_image.dimension_values(2).copy()
+    assert images[0].mapper.high <= store.truth.Y.max()
+    assert list(images[1].mapper.palette) == process_cmap("RdBu_r", 256)
+    before = noised_image.image.copy()
     store.settings.epsilon = 0.3
-    after = _images(view.heatmaps())[1].dimension_values(2)
+    after = _images(view.heatmaps())[1].image
     assert (after != before).any()
 
 
@@ -269,8 +285,9 @@ def test_noise_view_subsamples_big_matrices_with_a_note(store):
     store.settings.n_docs = 700
     view = NoiseView(data=store)
     assert display_slice(store.release.shape) == (3, 1)
-    image = _images(view.heatmaps())[0]
-    assert image.dimension_values(2, flat=False).shape == (234, 15)
+    image = _images(view.heatmaps())[0].image
+    assert image.shape == (234, 15)
+    np.testing.assert_array_equal(image, store.truth.Y[::3])
     assert "every 3rd row and every column" in view.summary().object
     assert "subsampled" not in NoiseView(data=make_store()).summary().object
 
@@ -345,7 +362,8 @@ def test_rate_colour_scales_follow_the_setting_and_each_data_set(store, enron_ta
     assert {type(mapper).__name__ for mapper in mappers()} == {"LogColorMapper"}
     assert all(mapper.low > 0 for mapper in mappers())
     # the signed counts keep their diverging linear scale (white is zero), the tail clipped
-    assert {image.opts.get().kwargs["cnorm"] for image in _images(NoiseView(data=store).heatmaps())} == {"linear"}
+    noise_mappers = {type(image.mapper).__name__ for image in _images(NoiseView(data=store).heatmaps())}
+    assert noise_mappers == {"LinearColorMapper"}
     store.settings.path = str(enron_tarball)
     store.settings.source = "enron-network"  # the scale chosen by hand stays with the person
     assert store.settings.colour_scale == "log"
