@@ -8,12 +8,14 @@ another checkout, e.g. main's, for the figures before a change, on the same mach
 every fit is done:
 
 - ``setTimeout(0)`` lag: a page script schedules a ``setTimeout(0)`` every ~100 ms and records how
-  late it runs (p50 / p95 / max, ms): how long anything the user does waits for the main thread;
+  late it runs (p50 / p95 / max, ms); and ``late``: how late the 100 ms timer that schedules it came,
+  plus that lag (p95 / max): a block that starts before a sample is due shows there, not in the first;
 - long tasks: the total and the longest of the page's tasks over 50 ms (PerformanceObserver
   ``longtask``);
 - click latency: every ``--click-every`` seconds (first page only) Pause is clicked, timed from
-  the click (as Playwright sends it) until a progress line reads "paus", then Resume likewise until
-  a line reads "running" again (the visible effect, through the server).
+  the mouse click (sent at the button's place) until a progress line reads "paus", then Resume likewise until
+  a line reads "running" again (the visible effect, through the server); split into the input delay
+  (the browser's event time to the page's click handler) and the rest (server and patch).
 
 The plain reference, in the same run: the same page, idle (no fits), sampled for ``--idle`` seconds
 at the same throttling (the floor of the page and this machine's other load).
@@ -43,13 +45,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
 # Installed before the page's own scripts: the lag sampler and the long-task observer.
 SAMPLER = """
 (() => {
-  const lag = window.__lag = {on: false, lags: [], longtasks: []};
+  const lag = window.__lag = {on: false, lags: [], late: [], longtasks: [], clicks: []};
   const tick = () => {
-    const scheduled = performance.now();
+    const due = performance.now() + 100;
     setTimeout(() => {
-      if (lag.on) lag.lags.push(performance.now() - scheduled);
-      setTimeout(tick, 100);
-    }, 0);
+      const fired = performance.now();
+      setTimeout(() => {
+        const now = performance.now();
+        if (lag.on) { lag.lags.push(now - fired); lag.late.push(now - due); }
+        tick();
+      }, 0);
+    }, 100);
   };
   tick();
   try {
@@ -57,6 +63,8 @@ SAMPLER = """
       if (lag.on) for (const entry of list.getEntries()) lag.longtasks.push(entry.duration);
     }).observe({type: "longtask", buffered: false});
   } catch (error) { lag.noLongtasks = String(error); }
+  // when the page got each click (the browser's time of the event) and when it handled it
+  document.addEventListener("click", event => lag.clicks.push([event.timeStamp, performance.now()]), true);
 })();
 """
 
@@ -148,34 +156,57 @@ def choose(page, preset, n_iter):
 
 def sample(page):
     return page.evaluate(
-        "() => { const l = window.__lag; const out = {lags: l.lags, longtasks: l.longtasks}; "
-        "l.lags = []; l.longtasks = []; return out; }"
+        "() => { const l = window.__lag; const out = {lags: l.lags, late: l.late, longtasks: l.longtasks}; "
+        "l.lags = []; l.late = []; l.longtasks = []; return out; }"
     )
 
 
-def timed_click(page, button, text_script):
-    """Seconds from sending a click on ``button`` until ``text_script`` holds in the page."""
+def timed_click(page, button, text_script, timeout_s=60):
+    """``(seconds from a mouse click on button until text_script holds in the page, the page's input
+    delay, seconds from its click handler until the effect)``, or None when the run ended (every line
+    "done") first or nothing came within ``timeout_s`` (counted apart). A plain mouse click at the
+    button's place, as a user's: no waiting for the page to be still first (as Playwright's ``click``)."""
+    box = page.get_by_role("button", name=button, exact=True).bounding_box()
     start = time.perf_counter()
-    page.get_by_role("button", name=button, exact=True).click()
-    page.wait_for_function(text_script, polling=10)
-    return time.perf_counter() - start
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    ended = f"({LINES})().every(x => x[0] === 'done')"
+    try:
+        page.wait_for_function(
+            f"() => (({text_script})() && (window.__effect = performance.now())) || {ended}",
+            polling=10,
+            timeout=timeout_s * 1000,
+        )
+    except Exception:  # Playwright's TimeoutError: no effect
+        return None
+    total = time.perf_counter() - start
+    if not page.evaluate(f"() => ({text_script})()"):
+        return None
+    event, handled = page.evaluate("() => window.__lag.clicks[window.__lag.clicks.length - 1]")
+    return total, (handled - event) / 1000, (page.evaluate("() => window.__effect") - handled) / 1000
 
 
-def figures(label, lags, longtasks, seconds, clicks=()):
+def figures(label, lags, late, longtasks, seconds, clicks=(), missed=0):
     out = {
         "label": label,
         "seconds": round(seconds, 1),
         "lag_p50_ms": round(percentile(lags, 50), 1),
         "lag_p95_ms": round(percentile(lags, 95), 1),
         "lag_max_ms": round(max(lags, default=float("nan")), 1),
+        "late_p95_ms": round(percentile(late, 95), 1),
+        "late_max_ms": round(max(late, default=float("nan")), 1),
         "samples": len(lags),
         "longtask_total_ms": round(sum(longtasks)),
         "longtask_share": round(sum(longtasks) / 1000 / seconds, 3) if seconds else None,
         "longtask_max_ms": round(max(longtasks, default=0)),
     }
     if clicks:
-        out["click_ms"] = [round(1000 * c) for c in clicks]
-        out["click_max_ms"] = round(1000 * max(clicks))
+        out["click_ms"] = [round(1000 * total) for total, _, _ in clicks]
+        out["click_input_delay_ms"] = [round(1000 * delay) for _, delay, _ in clicks]
+        out["click_server_and_patch_ms"] = [round(1000 * rest) for _, _, rest in clicks]
+        out["click_p50_ms"] = round(1000 * percentile([total for total, _, _ in clicks], 50))
+        out["click_max_ms"] = round(1000 * max(total for total, _, _ in clicks))
+    if clicks or missed:
+        out["clicks_without_effect"] = missed  # the run ended first, or nothing within a minute
     return out
 
 
@@ -212,6 +243,7 @@ def main(argv=None):
                 figures(
                     "reference: idle page(s)",
                     [x for s in idle for x in s["lags"]],
+                    [x for s in idle for x in s["late"]],
                     [x for s in idle for x in s["longtasks"]],
                     args.idle * len(pages),
                 )
@@ -220,35 +252,42 @@ def main(argv=None):
             for _, page in pages:
                 page.get_by_role("button", name="Start", exact=True).click()
             first = pages[0][1]
-            clicks, collected = [], [{"lags": [], "longtasks": []} for _ in pages]
+            clicks, collected = [], [{"lags": [], "late": [], "longtasks": []} for _ in pages]
             done = f"() => {{ const l = ({LINES})(); return l.length > 0 && l.every(x => x[0] === 'done'); }}"
             next_click = time.monotonic() + args.click_every
             while True:
                 if all(page.evaluate(done) for _, page in pages):
                     break
                 if time.monotonic() >= next_click and not first.evaluate(done):
-                    clicks.append(timed_click(first, "Pause", f"() => ({LINES})().some(x => x[0].startsWith('paus'))"))
-                    time.sleep(0.5)
-                    clicks.append(timed_click(first, "Resume", f"() => ({LINES})().some(x => x[0] === 'running')"))
+                    paused = timed_click(first, "Pause", f"() => ({LINES})().some(x => x[0].startsWith('paus'))")
+                    clicks.append(paused)
+                    if paused is not None:
+                        time.sleep(0.5)
+                        resumed = f"() => ({LINES})().every(x => ['running', 'done'].includes(x[0]))"
+                        clicks.append(timed_click(first, "Resume", resumed))
                     next_click = time.monotonic() + args.click_every
                 for (_, page), into in zip(pages, collected, strict=True):
                     part = sample(page)
-                    into["lags"] += part["lags"]
-                    into["longtasks"] += part["longtasks"]
+                    for key in into:
+                        into[key] += part[key]
                 time.sleep(1.0)
             seconds = time.monotonic() - started
             results.append(
                 figures(
                     f"run: {args.pages} page(s), {args.preset}" + (f", {args.n_iter:,} it" if args.n_iter else ""),
                     [x for c in collected for x in c["lags"]],
+                    [x for c in collected for x in c["late"]],
                     [x for c in collected for x in c["longtasks"]],
                     seconds * len(pages),
-                    clicks,
+                    [click for click in clicks if click is not None],
+                    missed=sum(click is None for click in clicks),
                 )
             )
             if args.pages > 1:
                 worst = max(collected, key=lambda c: percentile(c["lags"], 95))
-                results.append(figures("run: the worst page", worst["lags"], worst["longtasks"], seconds))
+                results.append(
+                    figures("run: the worst page", worst["lags"], worst["late"], worst["longtasks"], seconds)
+                )
             browser.close()
     finally:
         os.killpg(process.pid, signal.SIGTERM)
