@@ -158,3 +158,25 @@ def test_the_page_lag_element_reports_to_its_pace():
     assert pace.factor == PACE_UP
     element.report = [2, 0.8, 950]  # the same figures again: a report still
     assert pace.factor == PACE_UP**2
+
+
+def test_the_scoreboard_pane_is_never_hidden_so_new_scores_never_relay_the_tab_out():
+    # a pane made visible makes BokehJS lay the whole tab out again (every figure measured and repainted:
+    # 2-3 s of a 4x throttled page at the first scores and at every Pause); a new text only reflows
+
+    from app.fits import Fits
+    from app.fits_view import FitsView
+
+    fits = Fits()
+    try:
+        view = FitsView(fits=fits)
+        column = view.__panel__()
+        (table,) = [obj for obj in column.objects if obj.name == "fit-scores"]
+        assert view.scores.empty and table.visible
+        model = table.get_root()
+        assert model.visible and "table" not in model.text  # empty: no height, nothing shown
+        view.scores = pd.DataFrame({"method": ["private"], "MAE": [0.5]})
+        assert table.visible and model.visible and "scoreboard" in model.text  # (escaped HTML)
+        assert any(isinstance(obj, PageLag) and obj.pace is fits.pace for obj in column.objects)
+    finally:
+        fits.close()
