@@ -4,7 +4,13 @@ Data come from ``--data SPEC`` (see :func:`lpviz.datasets.load_data`): true
 counts are noised here with ``--epsilon/--N`` or ``--alpha`` (a seeded
 simulation: whoever runs this holds the truth); with ``--already-noised``
 SPEC is a release written by ``lpviz privatize``. The synthetic specs carry
-their own noised copy, used when no privacy level is given. With the true
+their own noised copy, used when no privacy level is given; they take the
+generator's options (``synthetic-topics:n_docs=500,n_words=100``).
+``synthetic-topics-blockwise`` noises its rows itself (no privacy level) and
+with ``--scheduler`` goes to :func:`lpviz.fit` as is: each worker builds its
+own rows, and a generator of more than ``SCORE_DENSE_MAX_CELLS`` cells is
+scored from the fit's rates alone (the summary says which numbers that leaves
+out). With the true
 counts at hand (everything but an already-noised release) the summary reports
 the numbers of :func:`lpviz.metrics.score` against them.
 
@@ -111,7 +117,9 @@ def register(subparsers):
         required=True,
         metavar="SPEC",
         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
+        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks, synthetic-tensor or "
+        "synthetic-topics-blockwise (built on the workers with --scheduler); a generator takes options "
+        "after a colon, e.g. synthetic-topics-blockwise:n_docs=200000,n_words=2000,n_topics=50",
     )
     parser.add_argument(
         "--model",

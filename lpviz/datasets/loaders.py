@@ -247,7 +247,7 @@ def load_data(spec, **options):
     :class:`~lpviz.datasets.BlockwiseTopics`, built where its rows are needed),
     a generator's spec with options ``"NAME:key=value,..."`` (e.g.
     ``"synthetic-topics-blockwise:n_docs=200000,n_words=2000,n_topics=50"``: ints,
-    floats, true/false; :func:`parse_spec_options`), ``"KIND:PATH"`` with a ``kind`` of
+    floats, true/false; ``parse_spec_options`` in this module), ``"KIND:PATH"`` with a ``kind`` of
     :func:`load_counts`, or a plain file path. ``options`` go to the builder
     (for example ``n_docs``, ``n_words``, ``min_count``, ``random_state``,
     ``cache_dir``; ``header``/``vocab`` for files).
