@@ -88,6 +88,7 @@ def test_a_large_generator_is_scored_from_the_rates_alone(client, capsys, monkey
     assert code == 0, err
     assert "per-row alpha ~ Beta around 0.8 (concentration 10), drawn on the workers; simulation" in out
     assert "not scored: the 3,000 x 60 release and its true counts were built on the workers only" in out
+    assert "const, indep" not in out  # no baselines to explain
 
 
 @pytest.mark.parametrize(

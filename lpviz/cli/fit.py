@@ -771,10 +771,11 @@ def _print_summary(summary, names, release, generator=None):
         )
     else:
         print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
-    print(
-        "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
-        "estimated from the release alone (lpviz.metrics.score's baselines)"
-    )
+    if "not_scored" not in summary:  # a fit scored from its rates alone has no baselines
+        print(
+            "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
+            "estimated from the release alone (lpviz.metrics.score's baselines)"
+        )
     for name in names:
         for i, result in enumerate(summary.get("chains", {}).get(name) or [summary["methods"][name]]):
             health = result.get("health") or {}
