@@ -363,6 +363,20 @@ def _rate_pass(rate_rows, shape, observed, references, cells_list):
     return True, mass, sums
 
 
+class _EveryCell:
+    """Every cell of ``shape`` as a boolean mask that :func:`_rate_pass` slices by row blocks,
+    built only a block at a time."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    def __getitem__(self, rows):
+        return np.ones((len(range(*rows.indices(self.shape[0]))), *self.shape[1:]), dtype=bool)
+
+    def sum(self):
+        return math.prod(self.shape)
+
+
 def _finite_or_none(value):
     """A float, or None for the NaN of a number that does not apply (a variational fit's log joint)."""
     value = float(value)
@@ -944,6 +958,10 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
 
     if release is not None:
         observed, heldout = release.observed_cells, release.heldout_cells
+    elif fit.heldout is None and fit.structural_zeros is None and model.structural_zeros(shape) is None:
+        # every cell, a row block at a time: a fit over a cluster scored without its release
+        # (lpviz fit --data synthetic-topics-blockwise --scheduler) never has a D x V mask here
+        heldout, observed = None, _EveryCell(shape)
     else:  # a posterior (a chain state without its release was refused above)
         heldout = fit.heldout
         observed = np.ones(shape, dtype=bool)

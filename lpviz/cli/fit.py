@@ -4,7 +4,13 @@ Data come from ``--data SPEC`` (see :func:`lpviz.datasets.load_data`): true
 counts are noised here with ``--epsilon/--N`` or ``--alpha`` (a seeded
 simulation: whoever runs this holds the truth); with ``--already-noised``
 SPEC is a release written by ``lpviz privatize``. The synthetic specs carry
-their own noised copy, used when no privacy level is given. With the true
+their own noised copy, used when no privacy level is given; they take the
+generator's options (``synthetic-topics:n_docs=500,n_words=100``).
+``synthetic-topics-blockwise`` noises its rows itself (no privacy level) and
+with ``--scheduler`` goes to :func:`lpviz.fit` as is: each worker builds its
+own rows, and a generator of more than ``SCORE_DENSE_MAX_CELLS`` cells is
+scored from the fit's rates alone (the summary says which numbers that leaves
+out). With the true
 counts at hand (everything but an already-noised release) the summary reports
 the numbers of :func:`lpviz.metrics.score` against them.
 
@@ -26,6 +32,7 @@ a diagnostic or a score.
 """
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -110,7 +117,9 @@ def register(subparsers):
         required=True,
         metavar="SPEC",
         help="a counts file (.npz, .csv, .mtx, edge list, UCI), enron-topics:PATH, "
-        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks or synthetic-tensor",
+        "enron-network:PATH, enron-tensor:PATH, synthetic-topics, synthetic-blocks, synthetic-tensor or "
+        "synthetic-topics-blockwise (built on the workers with --scheduler); a generator takes options "
+        "after a colon, e.g. synthetic-topics-blockwise:n_docs=200000,n_words=2000,n_topics=50",
     )
     parser.add_argument(
         "--model",
@@ -261,21 +270,40 @@ def register(subparsers):
 
 
 def run_method(
-    release, truth, *, model, method, n_components, iterations, burn_in, thin, seed, progress, chains=None, **options
+    release,
+    truth,
+    *,
+    model,
+    method,
+    n_components,
+    iterations,
+    burn_in,
+    thin,
+    seed,
+    progress,
+    chains=None,
+    source=None,
+    **options,
 ):
     """:func:`lpviz.fit` of ``chains`` chains (default the library's) with a progress bar (log joint
     and log marginal, or the ELBO, in its postfix); returns the posterior and its
     :func:`lpviz.metrics.score` (an ensemble's, with each chain's, for several chains).
 
     Without a release (a run of the non-private method alone) the chain fits
-    the true counts as a matrix, with ``mask`` among ``options``.
+    the true counts as a matrix, with ``mask`` among ``options``. ``source``: what
+    :func:`lpviz.fit` gets instead (a generator whose rows the workers build, e.g.
+    :class:`~lpviz.datasets.BlockwiseTopics`); ``release`` and ``truth`` then only score it (either
+    may be None).
     """
     from ..driver import fit
     from ..ensemble import DEFAULT_CHAINS
     from ..metrics import score
 
     chains = DEFAULT_CHAINS if chains is None else chains
-    data, with_truth = (release, truth) if release is not None else (truth.Y, None)
+    if source is not None:  # the workers build the rows (and the truth, for the non-private fit)
+        data, with_truth = source, None
+    else:
+        data, with_truth = (release, truth) if release is not None else (truth.Y, None)
     scheduler = options.pop("scheduler", None) or os.environ.get("LPVIZ_SCHEDULER") or None
     if scheduler is not None and chains == 1:  # one chain over a Dask cluster's workers (lpviz.distributed)
         posterior = fit(
@@ -349,7 +377,12 @@ def _load(args, noise_seed):
 
     # the synthetic generators take the noise seed (they noise their own copy); files do not
     options = {"random_state": noise_seed} if args.data.startswith("synthetic-") else {}
-    data = load_data(args.data, **options)
+    try:
+        data = load_data(args.data, **options)
+    except ValueError as error:  # a spec's options (lpviz.datasets.loaders.parse_spec_options) or sizes
+        raise CLIError(str(error)) from None
+    if getattr(data, "builds_rows", False):
+        return _load_generator(args, data)
     # every model's factors have the components last
     components = int(next(iter(data.factors.values())).shape[-1]) if isinstance(data, SyntheticData) else None
     level = privacy_level(args, required=False)
@@ -373,6 +406,49 @@ def _load(args, noise_seed):
     if lines and not args.json:
         print(f"read {args.data}: {lines}")
     return release, data.truth(), data.kind, components
+
+
+# With --scheduler, a generator of at most this many cells is also built on this machine to score
+# the fit against (its release and truth: a few dense copies, 8 MB each at this size), so the
+# summary has the numbers of the same fit in one process; a larger one is scored from the workers'
+# rates alone and never exists here as a whole.
+SCORE_DENSE_MAX_CELLS = 1 << 20
+
+
+def _load_generator(args, gen):
+    """:func:`_load` of a generator that builds its rows where they are needed
+    (``synthetic-topics-blockwise``): the generator itself goes to :func:`lpviz.fit` over a cluster;
+    in one process (or small enough to score against) its release and truth are built here."""
+    if privacy_level(args, required=False) is not None:
+        raise CLIError(
+            f"{args.data.partition(':')[0]} noises its rows itself, each with its own alpha ~ Beta around alpha0 "
+            f"(here {gen.alpha0:g}), seeded by --noise-seed: drop --epsilon/--N/--alpha and set the level in the "
+            "spec, e.g. synthetic-topics-blockwise:alpha0=0.5"
+        )
+    args.generator = gen if _scheduler(args) else None
+    if args.generator is not None:
+        refused = [
+            (args.chains > 1, "--chains C > 1 runs each chain whole on a worker, from a release built here"),
+            (args.holdout != "none", "--holdout holds out cells of a release built here"),
+            (args.output is not None, "--output writes the whole release and fit from here"),
+            (args.save_idata is not None, "--save-idata writes the whole fit from here"),
+        ]
+        for refuse, why in refused:
+            if refuse:
+                raise CLIError(
+                    f"{why}; a blockwise generator over a cluster never exists whole on this machine: drop it, "
+                    "or drop --scheduler to fit in one process"
+                )
+        if math.prod(gen.shape) > SCORE_DENSE_MAX_CELLS:  # scored from the workers' rates alone
+            return None, None, gen.kind, gen.n_topics
+    try:  # memory checked before anything is built (lpviz.budget)
+        return gen.release(), gen.truth(), gen.kind, gen.n_topics
+    except ValueError as error:
+        raise CLIError(str(error)) from None
+
+
+def _scheduler(args):
+    return args.scheduler or os.environ.get("LPVIZ_SCHEDULER") or None
 
 
 def _holdout(args, release, truth, model, holdout_seed):
@@ -448,19 +524,21 @@ def run(args):
 
     # the first of the three streams once seeded the noise: now unused, so a seed keeps its chains
     _, chain_seed, holdout_seed = np.random.SeedSequence(seed).spawn(3)
+    args.generator = None  # a generator lpviz.fit gets as is (_load_generator)
     release, truth, kind, components = _load(args, noise_seed)
+    generator = args.generator
     model = args.model or model_registry.default_for(kind)
     n_components = args.components or components
     if n_components is None:
         raise CLIError("give the number of topics/communities with --components K")
-    if release is None and any(not method_registry.get(n).uses_truth for n in names):
+    if release is None and generator is None and any(not method_registry.get(n).uses_truth for n in names):
         raise CLIError(
             "the "
             + ", ".join(n for n in names if not method_registry.get(n).uses_truth)
             + " fit(s) need noised counts: give --epsilon E [--N N] or --alpha A to noise the data "
             "here, or --method nonprivate"
         )
-    heldout = _holdout(args, release, truth, model, holdout_seed)
+    heldout = None if args.holdout == "none" else _holdout(args, release, truth, model, holdout_seed)
     if release is not None and heldout is not None:
         try:
             release = release.with_heldout(heldout)
@@ -470,7 +548,7 @@ def run(args):
     posteriors, scores, chain_scores, diagnostics = {}, {}, {}, {}
     for name in names:
         method_options_here = {k: v for k, v in options.items() if k in method_registry.get(name).options}
-        if release is None:
+        if release is None and generator is None:
             method_options_here["mask"] = None if heldout is None else ~heldout
         try:  # chain 0 has the seed a single chain gets; the others' are spawned from it (lpviz.ensemble)
             posterior, result = run_method(
@@ -486,6 +564,7 @@ def run(args):
                 progress=True if args.json or args.no_progress else None,
                 chains=args.chains,
                 scheduler=args.scheduler,
+                source=generator,
                 **inference,
                 **method_options_here,
             )
@@ -515,7 +594,9 @@ def run(args):
             }
         )
     )
-    shape = release.shape if release is not None else truth.Y.shape
+    if generator is not None and release is None:  # never built here: its noise as generated
+        alpha_summary = {"per_row": True, "beta_mean": generator.alpha0, "concentration": generator.concentration}
+    shape = generator.shape if generator is not None else release.shape if release is not None else truth.Y.shape
     summary = {
         "data": args.data,
         "labels_written": args.labels,
@@ -526,7 +607,7 @@ def run(args):
         "epsilon": None if release is None else release.epsilon,
         "N": None if release is None else release.N,
         "alpha": alpha_summary,
-        "simulated": None if release is None else release.simulated,
+        "simulated": (not generator.exact) if generator is not None else None if release is None else release.simulated,
         "already_noised": bool(args.already_noised),
         "holdout": args.holdout,
         # the held-out cells that exist, which held-out MAE averages over (a network's diagonal is not one)
@@ -545,6 +626,12 @@ def run(args):
     simulated_here = not args.already_noised and (release is not None or args.data.startswith("synthetic-"))
     if args.keep_noise_seed and simulated_here:
         summary["noise_seed"] = noise_seed  # asked for: whoever has it and the release rebuilds the truth
+    if generator is not None and truth is None:
+        summary["not_scored"] = (
+            f"the {shape[0]:,} x {shape[1]:,} release and its true counts were built on the workers only (more than "
+            f"{SCORE_DENSE_MAX_CELLS:,} cells), so the fit is scored from its rates alone: no MAE, topic scores, "
+            "baselines or mass ratio"
+        )
     if args.chains > 1:
         summary["chains"] = chain_scores
         summary["diagnostics"] = diagnostics
@@ -563,7 +650,7 @@ def run(args):
     if args.json:
         print(json.dumps(summary))
     else:
-        _print_summary(summary, names, release)
+        _print_summary(summary, names, release, generator)
     return 0
 
 
@@ -629,9 +716,17 @@ def _save_idata(path, idata):
     atomic_write(path, lambda temporary: idata.to_netcdf(str(temporary)), by_name=True)
 
 
-def _print_summary(summary, names, release):
+def _print_summary(summary, names, release, generator=None):
     rows, k = summary["shape"], summary["n_components"]
-    noise = release.describe() if release is not None else "no noise (the non-private fit only)"
+    if release is not None:
+        noise = release.describe()
+    elif generator is not None:
+        noise = (
+            f"per-row alpha ~ Beta around {generator.alpha0:g} (concentration {generator.concentration:g}), "
+            f"drawn on the workers; {'release (exact noise)' if generator.exact else 'simulation'}"
+        )
+    else:
+        noise = "no noise (the non-private fit only)"
     print(f"data: {summary['data']} ({' x '.join(map(str, rows))}, {summary['model']}, K={k}); noise: {noise}")
     held = f", {summary['heldout_cells']:,} cells held out ({summary['holdout']})" if summary["heldout_cells"] else ""
     if summary["inference"] == "vi":
@@ -676,10 +771,11 @@ def _print_summary(summary, names, release):
         )
     else:
         print(score_table([{"method": name, **summary["methods"][name]} for name in names]))
-    print(
-        "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
-        "estimated from the release alone (lpviz.metrics.score's baselines)"
-    )
+    if "not_scored" not in summary:  # a fit scored from its rates alone has no baselines
+        print(
+            "const, indep: the MAE of the best constant rate and of the row x column means fit, both "
+            "estimated from the release alone (lpviz.metrics.score's baselines)"
+        )
     for name in names:
         for i, result in enumerate(summary.get("chains", {}).get(name) or [summary["methods"][name]]):
             health = result.get("health") or {}
@@ -694,5 +790,7 @@ def _print_summary(summary, names, release):
             result = summary["methods"][name]
             state = "converged" if result.get("converged") else "stopped at the iteration limit"
             print(f"{name}: {result['iterations']} iterations, {state}")
+    if "not_scored" in summary:
+        print(f"not scored: {summary['not_scored']}")
     for path in summary.get("files", []) + summary.get("idata", []):
         print(f"wrote {path}")

@@ -79,7 +79,7 @@ from lpviz.release import MAX_COUNT, count_bound_problem, summed_counts
 
 from ._types import CountData
 
-__all__ = ["KINDS", "load_counts", "load_data", "save_counts"]
+__all__ = ["KINDS", "format_spec_options", "load_counts", "load_data", "parse_spec_options", "save_counts"]
 
 KINDS = ("edges", "npz", "mtx", "uci", "dense-csv")
 
@@ -243,7 +243,11 @@ def load_data(spec, **options):
     ``spec`` is one of ``"enron-topics:PATH"`` / ``"enron-network:PATH"`` / ``"enron-tensor:PATH"``
     (the paper's two Enron matrices built from a maildir, tarball or
     ``emails.csv``), ``"synthetic-topics"`` / ``"synthetic-blocks"``
-    (generated with known truth), ``"KIND:PATH"`` with a ``kind`` of
+    (generated with known truth), ``"synthetic-topics-blockwise"`` (a
+    :class:`~lpviz.datasets.BlockwiseTopics`, built where its rows are needed),
+    a generator's spec with options ``"NAME:key=value,..."`` (e.g.
+    ``"synthetic-topics-blockwise:n_docs=200000,n_words=2000,n_topics=50"``: ints,
+    floats, true/false; ``parse_spec_options`` in this module), ``"KIND:PATH"`` with a ``kind`` of
     :func:`load_counts`, or a plain file path. ``options`` go to the builder
     (for example ``n_docs``, ``n_words``, ``min_count``, ``random_state``,
     ``cache_dir``; ``header``/``vocab`` for files).
@@ -259,9 +263,9 @@ def load_data(spec, **options):
             raise ValueError(
                 f"data spec {spec!r} needs a path: write {name}:PATH (a maildir folder, the CMU .tar.gz or emails.csv)"
             )
-        if not takes_path and colon:
-            raise ValueError(f"data spec {spec!r} takes no path: write just {name!r}")
         builder = getattr(import_module(module_name), function_name)
+        if not takes_path and colon:  # a generator's sizes and settings: NAME:key=value,...
+            options = {**_spec_options(spec, name, rest, builder, options), **options}
         if takes_path:  # a folder (maildir), a tarball or a CSV: refused here if a FIFO, a device, NUL bytes ...
             check_input_path(
                 rest, what="Enron source", fix="give a maildir folder, the CMU .tar.gz or emails.csv", folder_ok=True
@@ -277,6 +281,70 @@ def load_data(spec, **options):
             + f", or KIND:PATH with KIND in {', '.join(KINDS)}"
         )
     return _call_with_options(load_counts, (spec,), options, spec)
+
+
+def parse_spec_options(text):
+    """``"n_docs=200000,alpha0=0.5,exact=false"`` -> ``{"n_docs": 200000, "alpha0": 0.5, "exact": False}``:
+    the options of a generator's data spec (``NAME:OPTIONS``), each value an int (``200000``,
+    ``200_000``), a finite float (``0.5``, ``1e-3``) or a bool (``true``/``false``). Raises
+    ValueError naming the pair that is not one, with the form to write instead."""
+    options = {}
+    for pair in text.split(","):
+        key, equals, value = (part.strip() for part in pair.partition("="))
+        if not equals or not key.isidentifier() or not value:
+            raise ValueError(f"{pair!r} is not a key=value option; write e.g. n_docs=200000,n_words=2000")
+        if key in options:
+            raise ValueError(f"{key} is given twice; give each option once")
+        options[key] = _spec_value(key, value)
+    return options
+
+
+def format_spec_options(options):
+    """The inverse of :func:`parse_spec_options`: ``{"n_docs": 200000}`` -> ``"n_docs=200000"``."""
+    return ",".join(
+        f"{key}={str(value).lower() if isinstance(value, bool) else repr(value)}" for key, value in options.items()
+    )
+
+
+_SPEC_INT_RE = re.compile(r"^[+-]?\d+(_\d+)*$")
+
+
+def _spec_value(key, text):
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if _SPEC_INT_RE.match(text):
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not np.isfinite(value):
+        raise ValueError(f"{key}={text}: the value is not a number or true/false; write e.g. {key}=1000")
+    return value
+
+
+def _spec_options(spec, name, text, builder, given):
+    """The options written in a generator's spec, checked against what ``builder`` takes and the
+    options also given as keywords (one ValueError naming the problem and the fix)."""
+    accepted = list(inspect.signature(builder).parameters)
+    try:
+        options = parse_spec_options(text)
+    except ValueError as error:
+        raise ValueError(
+            f"data spec {spec!r}: {error} ({name} takes no path; its options: {', '.join(accepted)})"
+        ) from None
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise ValueError(
+            f"data spec {spec!r}: {name} has no option {', '.join(unknown)}; it takes {', '.join(accepted)}"
+        )
+    twice = [key for key in options if key in given]
+    if twice:
+        raise ValueError(
+            f"data spec {spec!r}: {', '.join(twice)} also given as a keyword option (e.g. the CLI's --noise-seed "
+            "sets random_state); give each once"
+        )
+    return options
 
 
 def _call_with_options(function, args, options, spec):
