@@ -127,6 +127,11 @@ def seed_words(noise_seed):
     )
 
 
+def preset_text(settings):
+    """What to look at in the preset in force ('' for settings of one's own)."""
+    return PRESETS[settings.preset].text if settings.preset else ""
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -239,11 +244,21 @@ class ControlsView(pn.viewable.Viewer):
             label="The paper's experiments",
             options={"(settings of your own)": "", **{name: name for name in PRESETS}},
         )
-        text = pn.pane.Markdown(
-            pn.bind(lambda name: PRESETS[name].text if name else "", settings.param.preset),
-            sizing_mode="stretch_width",
-            name="preset-text",
-        )
+        # The text of the preset whose settings are in force, never of a preset merely chosen: it changes
+        # when the preset's settings are declared (``applied``), in the same message to the page as the
+        # settings' widgets (Settings.declare holds the document). Bound to the choice itself, it reached
+        # the page up to seconds before them, above the previous data set's settings (issue 37).
+        text = pn.pane.Markdown(preset_text(settings), sizing_mode="stretch_width", name="preset-text")
+
+        def follow(*_):
+            text.object = preset_text(settings)
+
+        def leave(event):
+            if not event.new:  # a setting changed by hand: the settings are one's own, the text goes
+                follow()
+
+        settings.param.watch(follow, ["applied"])
+        settings.param.watch(leave, ["preset"])
         return pn.Card(choice, text, title="Presets", collapsible=False, sizing_mode="stretch_width")
 
     def privacy_controls(self):
