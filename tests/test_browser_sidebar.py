@@ -135,3 +135,38 @@ def outside(urls):
             if not url.startswith("data:") and urlparse(url.removeprefix("blob:")).hostname not in LOOPBACK
         }
     )
+
+
+# The texts of the page's text models whose views are in the page.
+TEXTS_IN_PAGE = """() => {
+  const texts = [];
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
+    if (typeof m.text !== "string" || !m.text) continue;
+    const view = window.Bokeh.index.find_one(m);
+    if (view && view.el && view.el.isConnected) texts.push(m.text);
+  }
+  return texts; }"""
+
+
+def shown(page, *words):
+    """The texts in the page that hold any of ``words``."""
+    return [text for text in page.evaluate(TEXTS_IN_PAGE) if any(word in text for word in words)]
+
+
+def test_own_data_get_no_texts_of_the_data_before(page, tmp_path):
+    """Issue 37 LOW: for uploaded data the sidebar showed the previous data's alpha, guarantee and
+    "Class seed 2019"."""
+    from lpviz.datasets import make_blocks
+
+    before = ("Class seed", "alpha = ", "indistinguishable", "Each row has its own noise")
+    assert shown(page, *before)  # the opening preset's texts are there to go
+    page.choose("upload")
+    page.page.get_by_text("no file uploaded yet").first.wait_for()
+    page.wait_until(f"([words]) => ({TEXTS_IN_PAGE})().every(t => !words.some(w => t.includes(w)))", [list(before)])
+    release = make_blocks(n_actors=12, n_communities=3, random_state=3).privatize(epsilon=2.0)
+    page.page.locator("input[type=file]").set_input_files(str(release.save(tmp_path / "release.npz")))
+    page.page.get_by_text(re.compile(r"release.npz: 12 x 12")).first.wait_for()
+    # the upload's own noise level; no seed: an uploaded release draws no noise
+    page.wait_until(f"() => ({TEXTS_IN_PAGE})().some(t => t.includes('e^2 ='))")
+    assert shown(page, "Class seed", "noise draw") == []
+    assert page.errors == []
