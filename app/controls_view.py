@@ -127,6 +127,11 @@ def seed_words(noise_seed):
     )
 
 
+def preset_text(settings):
+    """What to look at in the preset in force ('' for settings of one's own)."""
+    return PRESETS[settings.preset].text if settings.preset else ""
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -239,19 +244,42 @@ class ControlsView(pn.viewable.Viewer):
             label="The paper's experiments",
             options={"(settings of your own)": "", **{name: name for name in PRESETS}},
         )
-        text = pn.pane.Markdown(
-            pn.bind(lambda name: PRESETS[name].text if name else "", settings.param.preset),
-            sizing_mode="stretch_width",
-            name="preset-text",
-        )
+        # The text of the preset whose settings are in force, never of a preset merely chosen: it changes
+        # when the preset's settings are declared (``applied``), in the same message to the page as the
+        # settings' widgets (Settings.declare holds the document). Bound to the choice itself, it reached
+        # the page up to seconds before them, above the previous data set's settings (issue 37).
+        text = pn.pane.Markdown(preset_text(settings), sizing_mode="stretch_width", name="preset-text")
+
+        def follow(*_):
+            text.object = preset_text(settings)
+
+        def leave(event):
+            if not event.new:  # a setting changed by hand: the settings are one's own, the text goes
+                follow()
+
+        settings.param.watch(follow, ["applied"])
+        settings.param.watch(leave, ["preset"])
         return pn.Card(choice, text, title="Presets", collapsible=False, sizing_mode="stretch_width")
 
     def privacy_controls(self):
         settings = self.settings
         redraw = pn.widgets.Button(label="New noise draw", color="primary", css_classes=["new-noise-draw"])
         redraw.on_click(settings.redraw_noise)
+
+        # The release's texts only for the data chosen: after a switch to "a file you upload" the data
+        # before stayed in force until a file came, and its alpha, guarantee and "Class seed 2019" were
+        # shown for the upload (issue 37); an uploaded release draws no noise, so no seed applies to it.
+        def current(release):
+            return release if self.data.built_with.get("source") == settings.source else None
+
+        def seed_note_text(noise_seed, release, source):
+            release = current(release)
+            return "" if release is None or self.data.truth is None else seed_words(noise_seed)
+
         seed_note = pn.pane.Markdown(
-            pn.bind(seed_words, settings.param.noise_seed), sizing_mode="stretch_width", name="seed-note"
+            pn.bind(seed_note_text, settings.param.noise_seed, self.data.param.release, settings.param.source),
+            sizing_mode="stretch_width",
+            name="seed-note",
         )
 
         @param.depends(settings.param.heterogeneous)
@@ -276,9 +304,17 @@ class ControlsView(pn.viewable.Viewer):
                 *[widget(settings, name) for name in _HOLDOUT_PARAMETERS.get(holdout, ())], sizing_mode="stretch_width"
             )
 
-        summary = pn.bind(lambda *_: pn.pane.Markdown(self.data.noise_summary), self.data.param.release)
+        summary = pn.bind(
+            lambda release, source: pn.pane.Markdown(self.data.noise_summary if current(release) else ""),
+            self.data.param.release,
+            settings.param.source,
+        )
         promise = pn.pane.Markdown(
-            pn.bind(lambda release: guarantee(release, settings.source), self.data.param.release),
+            pn.bind(
+                lambda release, source: guarantee(current(release), source),
+                self.data.param.release,
+                settings.param.source,
+            ),
             sizing_mode="stretch_width",
             name="guarantee",
         )

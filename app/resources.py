@@ -17,7 +17,7 @@ import importlib
 from bokeh.core.serialization import Serializer
 from bokeh.model import Model
 from bokeh.models import ImportedStyleSheet
-from panel.io.resources import LOCAL_DIST, patch_stylesheet
+from panel.io.resources import CDN_DIST, LOCAL_DIST, patch_stylesheet, use_cdn
 from panel.io.state import state
 from panel.reactive import Reactive
 from panel.theme.base import Design, Theme
@@ -41,6 +41,20 @@ def serve_stylesheets_locally():
 
     _get_properties._lpviz_local = True  # marks the patch as applied
     Reactive._get_properties = _get_properties  # see the module docstring
+
+    # An update of a model's style sheets outside a page's document (``Reactive._update_model`` with no
+    # document, or one without its ``dist_url``) re-pointed them at the CDN: Panel passes its CDN as the
+    # place to serve from, and patch_stylesheet then rewrites even a local sheet's URL to the CDN's. A
+    # server serving its own resources never serves from the CDN: the local folder instead.
+    module = importlib.import_module("panel.reactive")
+    original_patch = module.patch_stylesheet
+
+    def patch_locally(stylesheet, dist_url):
+        if dist_url == CDN_DIST and not use_cdn():
+            dist_url = f"{state.rel_path}/{LOCAL_DIST}" if state.rel_path else LOCAL_DIST
+        return original_patch(stylesheet, dist_url)
+
+    module.patch_stylesheet = patch_locally
 
 
 def reuse_design_modifiers():

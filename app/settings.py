@@ -13,7 +13,7 @@ and the source's own defaults (the paper's, where there is one).
 """
 
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +171,15 @@ class ExplainedNumber(param.Number):
         except ValueError as exc:  # "... parameter 'Settings.N' must be at least 1, not 0.5."
             bound = str(exc).split("' ", 1)[-1].rstrip(".")
             raise ValueError(f"{self.name} {bound}: {self.reason}") from None
+
+
+def held():
+    """Hold the session's document (:func:`panel.io.hold`): the changes made inside reach its page in one
+    message when the block ends. Nothing is held without a Bokeh document (plain Python, tests)."""
+    from bokeh.document import Document
+
+    doc = pn.state.curdoc
+    return pn.io.hold(doc) if isinstance(doc, Document) else nullcontext()
 
 
 def fresh_seed():
@@ -463,9 +472,12 @@ class Settings(param.Parameterized):
     def declare(self, values, *, keep=()):
         """Put ``values`` in force in one batch (except the names in ``keep``), then fire
         ``applied`` once: the one way a preset or a data source sets what it declares."""
-        with self.internal():
-            self.param.update(**{name: value for name, value in values.items() if name not in keep})
-        self.param.trigger("applied")
+        # Held: every widget, text and status this changes reaches a served page in one message, so the
+        # page never shows a preset's text above another data set's settings
+        with held():
+            with self.internal():
+                self.param.update(**{name: value for name, value in values.items() if name not in keep})
+            self.param.trigger("applied")
 
     def _note_user_set(self, *events):
         if self._declaring or self._reverting:

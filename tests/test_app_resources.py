@@ -144,3 +144,19 @@ def test_patch_messages_use_the_lazy_serializer_once_applied():
     message = Protocol().create("PATCH-DOC", events)
     assert message.content["events"][0]["kind"] == "ColumnsStreamed"
     assert len(message.buffers) == 2  # the two columns as binary buffers, as Bokeh sends them
+
+
+def test_a_style_sheet_updated_outside_a_page_stays_on_this_server():
+    """Issue 37 MEDIUM 5: Panel re-points the style sheets of a model updated outside a page's document at its
+    CDN (``Reactive._update_model`` passes the CDN as the place to serve from), even a local sheet's."""
+    import panel.reactive
+    from bokeh.models import ImportedStyleSheet
+    from panel.io.resources import CDN_DIST, LOCAL_DIST
+
+    from app.resources import serve_stylesheets_locally
+
+    serve_stylesheets_locally()
+    for url in (f"{LOCAL_DIST}css/loading.css", f"{CDN_DIST}css/listpanel.css"):
+        sheet = ImportedStyleSheet(url=url)
+        panel.reactive.patch_stylesheet(sheet, CDN_DIST)  # what _update_model does without a document
+        assert sheet.url.startswith(LOCAL_DIST) and "cdn" not in sheet.url, sheet.url
