@@ -312,7 +312,24 @@ def _wait_until_iterating(child):
     raise AssertionError(f"the fit ended before iterating: {''.join(lines)}")
 
 
-@pytest.mark.parametrize("sampler", list(_SAMPLERS))
+def test_cavi_refuses_worst_case_counts_its_exact_sums_cannot_hold(tmp_path):
+    """CAVI sums its allocations in fixed point (exact in any order, so the same on any number of
+    workers): expected counts of one column beyond 2**40 are refused in words, with the fix."""
+    release, counts = _worst_case_files(tmp_path)
+    child = _start_fit(tmp_path, "private-vi", release, counts)
+    try:
+        _, rest = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 2, rest
+    assert "beyond the 1.1e+12 the variational fit's exact sums hold" in rest and "inference='mcmc'" in rest
+    assert "Traceback" not in rest
+    assert not (tmp_path / "private-vi").exists()
+
+
+@pytest.mark.parametrize("sampler", [name for name in _SAMPLERS if name != "private-vi"])
 def test_sigterm_ends_a_fit_of_worst_case_counts_with_a_clear_message(tmp_path, sampler):
     release, counts = _worst_case_files(tmp_path)
     child = _start_fit(tmp_path, sampler, release, counts)
