@@ -101,6 +101,20 @@ class WorkerLost(RuntimeError):
     """A worker holding rows of the chain was lost; resume from the last checkpoint."""
 
 
+def _column_work(n_rows, n_cols, parallel, seed):
+    """The driver's :class:`Work` for the shared factors' update: no rows of its own (the
+    partitions hold them), the columns chunked as the one-process chain chunks them."""
+    return Work(
+        bounds=[(0, 0)],
+        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
+        parallel=bool(parallel),
+        stop=new_stop_flag(),
+        chain_seed=seed,
+        missing_by_row=_empty_lists(1),
+        missing_by_column=_empty_lists(n_cols),
+    )
+
+
 def _empty_lists(n):
     return (np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
@@ -897,15 +911,7 @@ def _run(
     # the driver's state: one placeholder row for theta (the update of the shared factors reads theta
     # only through its column sums, which the partitions hand on) and the shared factors
     driver_state = (np.zeros((1, model.n_components)), *shared)
-    column_work = Work(
-        bounds=[(0, 0)],
-        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
-        parallel=bool(parallel),
-        stop=new_stop_flag(),
-        chain_seed=seed,
-        missing_by_row=_empty_lists(1),
-        missing_by_column=_empty_lists(n_cols),
-    )
+    column_work = _column_work(n_rows, n_cols, parallel, seed)
     posterior = DistributedPosterior(
         model, method, shape, burn_in=burn_in, thin=thin, partitions=partitions, actors=actors
     )
@@ -975,15 +981,7 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
     constant = 0.0
     for actor in actors:  # the cells' constant ELBO terms, in row order
         constant = actor.vi_constant_from(constant).result()
-    column_work = Work(
-        bounds=[(0, 0)],
-        column_bounds=chunk_bounds(n_cols, n_rows * n_cols, parallel),
-        parallel=bool(parallel),
-        stop=new_stop_flag(),
-        chain_seed=seed,
-        missing_by_row=_empty_lists(1),
-        missing_by_column=_empty_lists(n_cols),
-    )
+    column_work = _column_work(n_rows, n_cols, parallel, seed)
     posterior = VariationalPosterior(model, method, shape, heldout=heldout, structural_zeros=zeros)
     posterior.bytes_moved = []
     passes = []
