@@ -141,6 +141,46 @@ def _piece(values, start, stop):
     return np.ascontiguousarray(values[start:stop])
 
 
+def _packed(mask, start, stop):
+    """Rows [start, stop) of a boolean cell mask to send a worker: one bit a cell (None: every cell)."""
+    from lpviz.metrics import _EveryCell
+
+    if isinstance(mask, _EveryCell):
+        return None
+    return np.packbits(np.asarray(mask[start:stop], dtype=bool).reshape(-1))
+
+
+def _unpacked(bits, rows, n_cols):
+    """Rows ``rows`` (a slice) of a mask :func:`_packed` sent, as a rows x columns boolean matrix."""
+    n_rows = rows.stop - rows.start
+    if bits is None:
+        return np.ones((n_rows, n_cols), dtype=bool)
+    low, high = rows.start * n_cols, rows.stop * n_cols  # the cells' bits; unpack only their bytes
+    cells = np.unpackbits(bits[low // 8 : (high + 7) // 8])[low % 8 : low % 8 + (high - low)]
+    return cells.view(bool).reshape(n_rows, n_cols)
+
+
+def _reference_rows(reference, rows):
+    """Rows ``rows`` of a reference :func:`_score_pieces` sent (sparse or dense), dense."""
+    piece = reference[rows]
+    return piece.toarray() if hasattr(piece, "toarray") else piece
+
+
+def _score_pieces(observed, references, cells_list, start, stop):
+    """Rows [start, stop) of the score's masks (a bit a cell) and references (true counts: sparse
+    when that is smaller; true rates: dense) to send the worker holding them."""
+    import scipy.sparse as sp
+
+    pieces = []
+    for reference in references:
+        rows = np.asarray(reference[start:stop])
+        rows = rows.reshape(rows.shape[0], -1)
+        if rows.dtype.kind in "iu" and 12 * np.count_nonzero(rows) < rows.nbytes:
+            rows = sp.csr_matrix(rows)
+        pieces.append(rows)
+    return _packed(observed, start, stop), pieces, [_packed(cells, start, stop) for cells in cells_list]
+
+
 def partition_rows(n_rows, n_workers):
     """``[(start, stop), ...]``: contiguous row ranges, a whole number of stream blocks each
     (the last may end in a partial block), as even as blocks allow; no empty range."""
@@ -280,6 +320,27 @@ class Partition:
         left = np.hstack([piece[0][start:stop] for piece in pieces])
         right = np.hstack([piece[1] for piece in pieces])
         return left @ right.T / n_samples
+
+    def block_sums(self, blocks, first, n_samples, shared_samples, pieces):
+        """:func:`lpviz.metrics._block_sums` of the score's row blocks ``blocks`` (local rows), each
+        from its rates here: the score's checks and sums without the rates leaving the worker.
+        ``pieces``: the score's masks and references for local rows [first, ...) (:func:`_score_pieces`)."""
+        from lpviz.metrics import _block_sums
+
+        observed, references, cells_list = pieces
+        parts = []
+        for start, stop in blocks:
+            rows = slice(start - first, stop - first)
+            part = _block_sums(
+                self.rate_rows(start, stop, n_samples, shared_samples),
+                _unpacked(observed, rows, self.n_cols),
+                [_reference_rows(reference, rows) for reference in references],
+                [_unpacked(cells, rows, self.n_cols) for cells in cells_list],
+            )
+            parts.append(part)
+            if not part[0]:  # a rate not finite: the score stops here
+                break
+        return parts
 
     def sample(self, index):
         return self.samples[index]
@@ -429,6 +490,7 @@ class DistributedPosterior(Posterior):
         self.partitions, self.actors = partitions, actors
         self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
         self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
+        self.score_bytes = None  # bytes the last score's row-block sums moved (block_sums)
 
     def record(self, state_traces, shared, saved):
         log_joint, log_marginal, seconds = state_traces
@@ -499,6 +561,53 @@ class DistributedPosterior(Posterior):
         mu = np.vstack([piece.result() for piece in pieces]) if pieces else np.zeros((0, self.shape[1]))
         return mu.reshape((mu.shape[0],) + self.shape[1:])
 
+    def block_sums(self, blocks, observed, references, cells_list):
+        """:func:`lpviz.metrics._block_sums` of each row block of ``blocks`` in order, for
+        :func:`lpviz.metrics.score`: a block inside one partition is summed on its worker (which
+        receives the block's rows of the masks, a bit a cell, and of the references, and returns a
+        few numbers); a block across a partition's edge is summed here from its rates. Either way
+        the same operations on the same block as in one process: the same bits. Bytes sent and
+        received: :attr:`score_bytes`."""
+        from lpviz.metrics import _block_sums
+
+        n_samples = len(self.shared_samples)
+        # the low-rank path needs the saved shared factors; a partition with a rate sum does not
+        shared = None if math.prod(self.shape) <= DENSE_MEAN_MAX_CELLS else self.shared_samples
+        inside = {}
+        for start, stop in blocks:
+            for index, (first, last) in enumerate(self.partitions):
+                if first <= start and stop <= last:
+                    inside.setdefault(index, []).append((start, stop))
+        moved, calls = 0, {}
+        for index, mine in inside.items():
+            first = self.partitions[index][0]
+            low, high = mine[0][0], mine[-1][1]
+            pieces = _score_pieces(observed, references, cells_list, low, high)
+            local = [(start - first, stop - first) for start, stop in mine]
+            calls[index] = self.actors[index].block_sums(local, low - first, n_samples, shared, pieces)
+            moved += _nbytes(pieces) + (0 if shared is None else _nbytes(shared))
+        parts = {}
+        for index, future in calls.items():
+            results = future.result()
+            moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
+            parts.update(zip(inside[index], results, strict=False))
+        self.score_bytes = moved
+        for start, stop in blocks:
+            if (start, stop) in parts:
+                yield parts[(start, stop)]
+            elif any(first <= start and stop <= last for first, last in self.partitions):
+                return  # its partition stopped at a rate that is not finite, before this block
+            else:  # across a partition's edge: its rates come here (a block, at most W - 1 of them)
+                mu = self.rate_rows(start, stop)
+                sent = sum(first < stop and start < last for first, last in self.partitions)
+                self.score_bytes += mu.nbytes + (0 if shared is None else sent * _nbytes(shared))
+                yield _block_sums(
+                    mu,
+                    observed[start:stop],
+                    [reference[start:stop] for reference in references],
+                    [cells[start:stop] for cells in cells_list],
+                )
+
     def gather(self):
         """A plain :class:`Posterior` holding everything on the driver (rows x columns rates)."""
         posterior = Posterior(
@@ -540,6 +649,10 @@ class DistributedPosterior(Posterior):
 def _nbytes(value):
     if isinstance(value, np.ndarray):
         return value.nbytes
+    if hasattr(value, "indptr"):  # a sparse matrix
+        return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+    if value is None:
+        return 0
     if isinstance(value, (tuple, list)):
         return sum(_nbytes(v) for v in value)
     if isinstance(value, dict):

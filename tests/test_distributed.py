@@ -165,6 +165,63 @@ def test_rates_by_row_blocks_and_gather(client, data):
     assert posterior.bytes_moved and all(b > 0 for b in posterior.bytes_moved)
 
 
+@pytest.mark.parametrize("dense_mean", [True, False], ids=["rate sums", "low rank"])
+def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data, monkeypatch, dense_mean):
+    """score of a chain over the cluster: each row block inside one partition is checked and summed on
+    its worker (its rates never leave it), only a block across a partition's edge comes here; every
+    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates."""
+    from lpviz import engine, metrics
+
+    monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 5 * data.shape[1])  # blocks of 5 rows: some cross edges
+    if not dense_mean:  # no running rate sum: rates from the saved factors, on the workers too
+        monkeypatch.setattr(engine, "DENSE_MEAN_MAX_CELLS", 0)
+        monkeypatch.setattr(distributed, "DENSE_MEAN_MAX_CELLS", 0)
+    heldout = np.random.default_rng(2).random(data.shape) < 0.15
+    release = dataclasses.replace(data.release(), heldout=heldout)
+    truth = data.truth()
+    assert truth.mu is not None
+    options = dict(method="private", n_components=3, n_iter=6, burn_in=2, thin=2, random_state=9)
+    reference = lpviz.fit(release, **options)
+    timing = ("seconds", "iterations_per_second")
+    expected = {key: value for key, value in score(reference, release, truth).items() if key not in timing}
+    assert all(expected[key] is not None for key in metrics.MAE_KEYS)
+    blocks = metrics._row_blocks(data.shape)
+    for n_workers in WORKERS:
+        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
+        pulled = []
+        monkeypatch.setattr(posterior, "rate_rows", _recording(posterior.rate_rows, pulled))
+        result = {key: value for key, value in score(posterior, release, truth).items() if key not in timing}
+        assert result == expected, f"{n_workers} workers"
+        across = [(a, b) for a, b in blocks if not any(p <= a and b <= q for p, q in posterior.partitions)]
+        assert pulled == across and len(across) < n_workers, f"{n_workers} workers"
+        assert posterior._mu_hat is None  # nothing gathered
+
+
+def _recording(rate_rows, pulled):
+    """``rate_rows`` that notes each block of rows it brings to the driver."""
+
+    def recorded(start, stop):
+        pulled.append((start, stop))
+        return rate_rows(start, stop)
+
+    return recorded
+
+
+def test_a_rate_that_is_not_finite_on_a_worker_is_named_by_the_score(client, data, monkeypatch):
+    options = dict(method="naive", n_components=3, n_iter=4, burn_in=1, thin=1, random_state=3)
+    posterior = distributed.fit(data.release(), scheduler=client, workers=3, **options)
+    assert score(posterior, data.release(), data.truth())["health"]["nonfinite"] is False
+    rate_rows = distributed.Partition.rate_rows
+
+    def broken(self, start, stop, n_samples, shared_samples):  # the last partition's rates (on its worker)
+        rates = rate_rows(self, start, stop, n_samples, shared_samples)
+        return rates * np.nan if self.start_row > 0 else rates
+
+    monkeypatch.setattr(distributed.Partition, "rate_rows", broken)
+    result = score(posterior, data.release(), data.truth())
+    assert result["health"]["nonfinite"] is True and result["mae"] is None
+
+
 def test_partitions_are_whole_stream_blocks():
     assert distributed.partition_rows(61, 3) == [(0, 16), (16, 40), (40, 61)]
     assert distributed.partition_rows(10, 4) == [(0, 8), (8, 10)]  # no empty partition
