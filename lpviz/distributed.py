@@ -128,7 +128,10 @@ class RowsOf:
         self.start, self.stop = start, source.shape[0] if stop is None else stop
 
     def __getitem__(self, rows):
-        return RowsOf(self.source, self.which, self.start + rows.start, self.start + rows.stop)
+        start, stop = self.start + rows.start, self.start + rows.stop
+        # a source holding data (BlockwiseRelease: the true counts) is cut to the rows' own
+        holding = getattr(self.source, "holding", None)
+        return RowsOf(self.source if holding is None else holding(start, stop), self.which, start, stop)
 
     def build(self):
         return np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))

@@ -232,6 +232,42 @@ def test_partitions_are_whole_stream_blocks():
         assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
 
 
+def test_a_blockwise_release_sends_each_worker_only_its_rows(client, monkeypatch):
+    """blockwise_release: each worker is sent the true counts of the generator blocks its partition
+    meets (BlockwiseRelease.holding), not the whole sparse matrix, and the chain stays the one-process
+    chain of the release built here, for W = 1, 2, 3."""
+    import scipy.sparse as sp
+
+    from lpviz.datasets import GENERATOR_ROWS, blockwise_release
+
+    rng = np.random.default_rng(6)
+    n_rows = 3 * GENERATOR_ROWS + 37
+    Y = sp.random(n_rows, 25, density=0.1, format="csr", random_state=rng, data_rvs=lambda n: rng.integers(1, 5, n))
+    Y = Y.astype(np.int64)
+    source = blockwise_release(Y, epsilon=1.0, random_state=2)
+    options = dict(method="private", n_components=3, n_iter=3, burn_in=1, thin=1, random_state=5)
+    reference = lpviz.fit(source.release(), **options)
+    sent = []
+    scatter, submit = client.scatter, client.submit
+    monkeypatch.setattr(client, "scatter", lambda data, **kw: sent.extend(data) or scatter(data, **kw))
+    monkeypatch.setattr(client, "submit", lambda *args, **kw: sent.extend(args) or submit(*args, **kw))
+    for n_workers in (1, 2, 3):
+        sent.clear()
+        posterior = lpviz.fit(source, scheduler=client, workers=n_workers, **options)
+        assert _same(posterior, reference) == [], f"{n_workers} workers"
+        pieces = [piece for piece in sent if isinstance(piece, distributed.RowsOf)]
+        assert sorted({(piece.start, piece.stop) for piece in pieces}) == posterior.partitions
+        assert len(pieces) == 2 * n_workers  # each partition's counts and noise levels
+        for piece in pieces:
+            low = piece.start // GENERATOR_ROWS * GENERATOR_ROWS
+            high = min(n_rows, -(-piece.stop // GENERATOR_ROWS) * GENERATOR_ROWS)
+            held = piece.source
+            assert (held.first_row, held.Y.shape[0], held.shape) == (low, high - low, (n_rows, 25))
+            assert (held.Y != Y[low:high]).nnz == 0
+        if n_workers > 1:
+            assert all(piece.source.Y.nnz < Y.nnz for piece in pieces)
+
+
 def test_unreachable_scheduler_is_one_clear_message():
     with socket.socket() as probe:  # a loopback port nothing listens on
         probe.bind(("127.0.0.1", 0))
