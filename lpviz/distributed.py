@@ -433,6 +433,42 @@ class VariationalPartition(Partition):
     def vi_means(self):
         return self.q[0].mean
 
+    def _vi_row_arrays(self):
+        """The state a CAVI fit carries from one iteration to the next on these rows, by name:
+        theta's q (all six arrays, as the kernels left them) and the method's local q (every
+        array of ``latent`` with a row per row, e.g. the private method's noise rates' q);
+        the rest of ``latent`` is the data's or rewritten by every sweep."""
+        n_rows = self.stop_row - self.start_row
+        arrays = {f"theta_q_{i}": array for i, array in enumerate(self.q[0].arrays())}
+        for name, value in (self.latent or {}).items():
+            if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n_rows:
+                arrays[f"latent_{name}"] = value
+        return arrays
+
+    def vi_save(self, folder):
+        """Write this partition's CAVI state (:meth:`_vi_row_arrays`) into ``folder``, atomically."""
+        from lpviz._files import atomic_write
+
+        arrays = self._vi_row_arrays()
+        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        return True
+
+    def vi_restore(self, folder, pieces):
+        """Take this partition's CAVI state from the checkpoint's partitions ``pieces`` (cut as
+        another cluster's, perhaps), in place, after :meth:`vi_begin`."""
+        mine = self._vi_row_arrays()
+        for start, stop in pieces:
+            low, high = max(start, self.start_row), min(stop, self.stop_row)
+            if low >= high:
+                continue
+            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+                if not set(mine) <= set(archive.files):  # (the sweep's outputs may be there too)
+                    raise ValueError(f"the checkpoint in {folder!r} holds another fit's state (method or model differ)")
+                for name, array in mine.items():
+                    array[low - self.start_row : high - self.start_row] = archive[name][low - start : high - start]
+        return True
+
 
 # ---------------------------------------------------------------------------
 # The driver side
@@ -704,7 +740,10 @@ def fit(
     ``inference="vi"``: coordinate-ascent VI (``tol`` and the method's VI options as
     :func:`lpviz.vi.variational_run`), its rows and their local q on the workers: the ELBO trace and
     the fit equal the one-process fit's bit for bit; returns a
-    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver)."""
+    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver).
+    ``checkpoint``/``resume`` as above: each worker saves its rows' q (theta's and the method's
+    local q), the driver the shared factors' q and the ELBO trace; a resumed fit is the unbroken
+    fit's bits."""
     if not isinstance(data, Release) and not getattr(data, "builds_rows", False):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
@@ -727,8 +766,6 @@ def fit(
             )
         if burn_in is not None:
             raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
-        if checkpoint is not None or resume:
-            raise ValueError("checkpoint= and resume= save an MCMC chain; drop them for inference='vi'")
         tol = DEFAULT_TOL if tol is None else check_tol(tol)
         method_instance = vi_method(method, **method_options)
     elif inference != "mcmc":
@@ -790,13 +827,14 @@ def fit(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if checkpoint is not None and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
-    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter) if resume else None
+    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter, inference) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
     if inference == "vi":
         try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
             return _run_variational(
                 client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
                 chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
+                (checkpoint, checkpoint_every, saved_state),
             )  # fmt: skip
         finally:
             if owned:
@@ -872,7 +910,7 @@ def _pick_workers(client, chosen):
     return list(chosen)
 
 
-def _read_checkpoint(folder, seed, shape, n_iter):
+def _read_checkpoint(folder, seed, shape, n_iter, inference="mcmc"):
     """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain)."""
     if folder is None:
         raise ValueError("resume=True needs checkpoint=FOLDER, the folder the chain saved its state in")
@@ -883,6 +921,12 @@ def _read_checkpoint(folder, seed, shape, n_iter):
         name = handle.read().strip()
     with np.load(os.path.join(folder, name, "driver.npz")) as archive:
         state = {key: archive[key] for key in archive.files}
+    saved = str(state["inference"]) if "inference" in state else "mcmc"
+    if saved != inference:
+        raise ValueError(
+            f"the checkpoint in {folder!r} is of inference={saved!r}, not {inference!r}; resume with the "
+            "arguments of the fit that wrote it, or choose another folder"
+        )
     if int(state["chain_seed"]) != seed or tuple(int(n) for n in state["shape"]) != tuple(shape):
         raise ValueError(
             f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
@@ -894,9 +938,10 @@ def _read_checkpoint(folder, seed, shape, n_iter):
     return state
 
 
-def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
+def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, variational=None):
     """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
-    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes."""
+    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes.
+    ``variational``: a CAVI fit's driver arrays (its partitions save with ``vi_save``)."""
     import shutil
 
     from lpviz._files import atomic_write
@@ -904,9 +949,10 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
     name = f"iteration-{iteration:09d}"
     target = os.path.join(folder, name)
     os.makedirs(target, exist_ok=True)
-    for future in [actor.save(target) for actor in actors]:
+    for future in [(actor.save if variational is None else actor.vi_save)(target) for actor in actors]:
         future.result()
     arrays = {
+        "inference": np.asarray("mcmc" if variational is None else "vi"),
         "iteration": np.asarray(iteration),
         "chain_seed": np.asarray(seed),
         "shape": np.asarray(shape),
@@ -916,13 +962,16 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
         "log_marginal": np.asarray(posterior._log_marginal, dtype=float),
         "seconds": np.asarray(posterior._seconds, dtype=float),
         "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
-        "saved_log_joint": np.asarray(posterior.saved_log_joint, dtype=float),
+        "saved_log_joint": np.asarray(getattr(posterior, "saved_log_joint", ()), dtype=float),
     }
     for g, factor in enumerate(shared):  # each shared factor now and at every saved sample
         arrays[f"shared_{g}"] = factor
         arrays[f"shared_samples_{g}"] = np.asarray([sample[g] for sample in posterior.shared_samples]).reshape(
             -1, *factor.shape
         )
+    if variational is not None:
+        arrays.update(variational, elbo=np.asarray(posterior.elbo, dtype=float))
+        arrays["bytes_moved"] = np.asarray(posterior.bytes_moved, dtype=np.int64)
     atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
     atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
     for entry in os.listdir(folder):
@@ -1049,23 +1098,14 @@ def _run(
         except Exception as error:
             if not _is_lost_worker(error):
                 raise
-            last = (iteration - 1) - (iteration - 1) % every if folder else 0
-            hint = (
-                f"resume from the checkpoint of iteration {last}: the same call with resume=True"
-                if folder and last
-                else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
-            )
-            raise WorkerLost(
-                f"a worker holding rows of the chain was lost during iteration {iteration} "
-                f"({type(error).__name__}); {hint}"
-            ) from None
+            raise WorkerLost(_lost_message("chain", iteration, error, folder, every)) from None
         if folder is not None and iteration % every == 0:
             _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors)
     return posterior
 
 
 def _run_variational(client, counts, alpha, model, method, method_options, shape, n_iter, tol, seed, parallel,
-                     callback, chosen, masks=(None, None, None)):  # fmt: skip
+                     callback, chosen, masks=(None, None, None), saving=(None, 1, None)):  # fmt: skip
     """CAVI over the workers (:class:`VariationalPartition`): each iteration the driver sends the
     shared factors' q, each worker runs its rows' local step and theta's update and returns its
     allocated totals (integers); the running sums over rows pass through the workers in row order;
@@ -1094,12 +1134,20 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
 
     for future in [actor.vi_begin(shared_q()) for actor in actors]:
         future.result()
+    folder, every, saved_state = saving
+    if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
+        pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
+        for future in [actor.vi_restore(saved_state["folder"], pieces) for actor in actors]:
+            future.result()
+        for g, factor in enumerate(q[1:]):  # the shared factors' q as the last update left them
+            for i, array in enumerate(factor.arrays()):
+                array[...] = saved_state[f"shared_q_{g}_{i}"]
     constant = 0.0
     for actor in actors:  # the cells' constant ELBO terms, in row order
         constant = actor.vi_constant_from(constant).result()
     column_work = _column_work(n_rows, n_cols, parallel, seed)
     posterior = VariationalPosterior(model, method, shape, heldout=heldout, structural_zeros=zeros)
-    posterior.bytes_moved = []
+    posterior.bytes_moved, posterior.partitions = [], partitions
     passes = []
 
     def through_rows(kind, carry, factors):
@@ -1111,6 +1159,15 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         return carry
 
     elbo, change, iteration, converged = math.nan, math.nan, 0, False
+    if saved_state is not None:
+        elbo, change = float(saved_state["elbo"][-1]), float(saved_state["elbo_change"])
+        iteration, converged = int(saved_state["iteration"]), bool(saved_state["converged"])
+        posterior._elbo = saved_state["elbo"].tolist()
+        posterior._seconds = saved_state["seconds"].tolist()
+        posterior._log_joint = [math.nan] * iteration
+        posterior._log_marginal = [math.nan] * iteration
+        posterior.bytes_moved = saved_state["bytes_moved"].tolist()
+        posterior.converged = converged
     while iteration < n_iter and not converged:
         started = time.perf_counter()
         try:
@@ -1131,10 +1188,7 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         except Exception as error:
             if not _is_lost_worker(error):
                 raise
-            raise WorkerLost(
-                f"a worker holding rows of the fit was lost during iteration {iteration + 1} "
-                f"({type(error).__name__}); start it again"
-            ) from None
+            raise WorkerLost(_lost_message("fit", iteration + 1, error, folder, every)) from None
         totals, cells = carry
         passes.clear()
         factor_terms = model.vi_update_columns(q, tuple(fixed_total(c[None]) for c in columns), weights, totals,
@@ -1155,12 +1209,28 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         posterior.bytes_moved.append(moved)
         if callback is not None:
             callback(state)
+        if folder is not None and iteration % every == 0:
+            driver = {"elbo_change": np.asarray(change), "converged": np.asarray(converged)}
+            for g, factor in enumerate(q[1:]):
+                driver.update({f"shared_q_{g}_{i}": array for i, array in enumerate(factor.arrays())})
+            _save_checkpoint(folder, iteration, seed, shape, (), posterior, actors, driver)
     # the fit's means: theta's gathered (rows x K), rates by row blocks as the one-process posterior's
     theta = np.vstack([actor.vi_means().result() for actor in actors])
     factors = model.vi_factors((SimpleNamespace(mean=theta), *q[1:]))
     posterior.samples, posterior.best = [factors], factors
     posterior.partitions = partitions
     return posterior
+
+
+def _lost_message(what, iteration, error, folder, every):
+    """The words of :class:`WorkerLost`: where to resume from."""
+    last = (iteration - 1) - (iteration - 1) % every if folder else 0
+    hint = (
+        f"resume from the checkpoint of iteration {last}: the same call with resume=True"
+        if folder and last
+        else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
+    )
+    return f"a worker holding rows of the {what} was lost during iteration {iteration} ({type(error).__name__}); {hint}"
 
 
 def _is_lost_worker(error):
