@@ -13,6 +13,7 @@ from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
 from lpviz.release import Truth
+from tests._distributed_checks import check_excluded_cells
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -85,18 +86,7 @@ def test_a_tensor_without_self_loops_and_held_out_cells_is_the_same_bits_on_any_
 
 
 def _check_excluded_cells(client, data, release, options):
-    method = options["method"]
-    options = dict(options, random_state=11)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
-    reference = lpviz.fit(release, **options)
-    expected = score(reference, release, Truth(data.Y))
-    assert np.isfinite(expected["heldout_mae"])
-    for n_workers in WORKERS:
-        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
-        scores = score(posterior, release, Truth(data.Y))
-        assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
+    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, _same)
 
 
 @pytest.fixture(scope="module")

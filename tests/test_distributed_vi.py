@@ -15,9 +15,9 @@ import lpviz
 from lpviz import distributed
 from lpviz.cli import main
 from lpviz.datasets import make_tensor, make_topics
-from lpviz.metrics import score
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
 from lpviz.release import Release, Truth
+from tests._distributed_checks import check_excluded_cells
 
 pytest.importorskip("distributed")
 
@@ -109,15 +109,7 @@ def test_held_out_cells_and_structural_zeros_are_the_same_bits_on_the_cluster(cl
         release = data.release()
     release = dataclasses.replace(release, heldout=(rng.random(release.shape) < 0.1) & ~release.structural_zeros)
     options = dict(model=model, method=method, n_components=2, n_iter=8, inference="vi", random_state=13)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
-    reference = lpviz.fit(release, **options)
-    expected = score(reference, release, Truth(data.Y))
-    assert np.isfinite(expected["heldout_mae"])
-    for n_workers in WORKERS:
-        posterior = lpviz.fit(release, scheduler=client, workers=n_workers, **options)
-        assert _differences(posterior, reference) == [], f"{model} {method} on {n_workers} workers"
-        assert score(posterior, release, Truth(data.Y))["heldout_mae"] == expected["heldout_mae"]
+    check_excluded_cells(client, release, data.Y, options, WORKERS, _differences)
 
 
 @pytest.mark.parametrize("options", [dict(), dict(bessel_point="mean")], ids=["collapsed", "paper"])
