@@ -74,6 +74,9 @@ SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 CONNECT_TIMEOUT = 10.0
 # Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
 START_ROWS = 1 << 16
+# Cells whose masks and references one round of a score sends the workers (all of them together):
+# the driver's share of a score stays about this many bits and sparse counts (lpviz.metrics.score).
+SCORE_CELLS_IN_FLIGHT = 1 << 24
 # The hooks a model's update needs to split over machines: the rows' half, the sums it hands on,
 # the other factors' half and its log likelihood from sums (the topic and tensor models have them).
 SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "observed_rate_of_sums")
@@ -324,7 +327,13 @@ class Partition:
         right = np.hstack([piece[1] for piece in pieces])
         return left @ right.T / n_samples
 
-    def block_sums(self, blocks, first, n_samples, shared_samples, pieces):
+    def score_begin(self, n_samples, shared_samples):
+        """Keep the saved samples' count and shared factors for the score's :meth:`block_sums`
+        calls (sent once; ``(0, None)`` lets them go)."""
+        self.score_samples = (n_samples, shared_samples)
+        return True
+
+    def block_sums(self, blocks, first, pieces):
         """:func:`lpviz.metrics._block_sums` of the score's row blocks ``blocks`` (local rows), each
         from its rates here: the score's checks and sums without the rates leaving the worker.
         ``pieces``: the score's masks and references for local rows [first, ...) (:func:`_score_pieces`)."""
@@ -335,7 +344,7 @@ class Partition:
         for start, stop in blocks:
             rows = slice(start - first, stop - first)
             part = _block_sums(
-                self.rate_rows(start, stop, n_samples, shared_samples),
+                self.rate_rows(start, stop, *self.score_samples),
                 _unpacked(observed, rows, self.n_cols),
                 [_reference_rows(reference, rows) for reference in references],
                 [_unpacked(cells, rows, self.n_cols) for cells in cells_list],
@@ -605,31 +614,49 @@ class DistributedPosterior(Posterior):
         :func:`lpviz.metrics.score`: a block inside one partition is summed on its worker (which
         receives the block's rows of the masks, a bit a cell, and of the references, and returns a
         few numbers); a block across a partition's edge is summed here from its rates. Either way
-        the same operations on the same block as in one process: the same bits. Bytes sent and
-        received: :attr:`score_bytes`."""
+        the same operations on the same block as in one process: the same bits. The blocks go in
+        rounds of at most :data:`SCORE_CELLS_IN_FLIGHT` cells over all workers, two rounds in
+        flight, so the driver holds a bounded part of the masks and references at a time. Bytes
+        sent and received: :attr:`score_bytes`."""
         from lpviz.metrics import _block_sums
 
         n_samples = len(self.shared_samples)
-        # the low-rank path needs the saved shared factors; a partition with a rate sum does not
+        # the low-rank path needs the saved shared factors (sent once); a partition with a rate sum does not
         shared = None if math.prod(self.shape) <= DENSE_MEAN_MAX_CELLS else self.shared_samples
-        inside = {}
+        n_cols = math.prod(self.shape[1:])
+        per_call = max(1, SCORE_CELLS_IN_FLIGHT // len(self.actors)) // max(n_cols, 1)  # rows
+        chunks = {}  # partition -> [[block, ...], ...]: each chunk one call
         for start, stop in blocks:
             for index, (first, last) in enumerate(self.partitions):
                 if first <= start and stop <= last:
-                    inside.setdefault(index, []).append((start, stop))
-        moved, calls = 0, {}
-        for index, mine in inside.items():
-            first = self.partitions[index][0]
-            low, high = mine[0][0], mine[-1][1]
-            pieces = _score_pieces(observed, references, cells_list, low, high)
-            local = [(start - first, stop - first) for start, stop in mine]
-            calls[index] = self.actors[index].block_sums(local, low - first, n_samples, shared, pieces)
-            moved += _nbytes(pieces) + (0 if shared is None else _nbytes(shared))
-        parts = {}
-        for index, future in calls.items():
-            results = future.result()
-            moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
-            parts.update(zip(inside[index], results, strict=False))
+                    mine = chunks.setdefault(index, [[]])
+                    if mine[-1] and stop - mine[-1][0][0] > per_call:
+                        mine.append([])
+                    mine[-1].append((start, stop))
+        moved = 0
+        for future in [self.actors[index].score_begin(n_samples, shared) for index in chunks]:
+            future.result()
+        moved += len(chunks) * _nbytes(shared)
+        parts, pending = {}, []
+        n_rounds = max((len(mine) for mine in chunks.values()), default=0)
+        for round_ in range(n_rounds):
+            calls = []
+            for index, mine in chunks.items():
+                if round_ < len(mine):
+                    first, chunk = self.partitions[index][0], mine[round_]
+                    low, high = chunk[0][0], chunk[-1][1]
+                    pieces = _score_pieces(observed, references, cells_list, low, high)
+                    local = [(start - first, stop - first) for start, stop in chunk]
+                    calls.append((chunk, self.actors[index].block_sums(local, low - first, pieces)))
+                    moved += _nbytes(pieces)
+            pending.append(calls)
+            while len(pending) > (1 if round_ + 1 < n_rounds else 0):  # the next round is sent meanwhile
+                for chunk, future in pending.pop(0):
+                    results = future.result()
+                    moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
+                    parts.update(zip(chunk, results, strict=False))
+        for future in [self.actors[index].score_begin(0, None) for index in chunks]:  # let the samples go
+            future.result()
         self.score_bytes = moved
         for start, stop in blocks:
             if (start, stop) in parts:

@@ -163,6 +163,7 @@ def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data,
     from lpviz import engine, metrics
 
     monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 5 * data.shape[1])  # blocks of 5 rows: some cross edges
+    monkeypatch.setattr(distributed, "SCORE_CELLS_IN_FLIGHT", 12 * data.shape[1])  # calls of 1-2 blocks, in rounds
     if not dense_mean:  # no running rate sum: rates from the saved factors, on the workers too
         monkeypatch.setattr(engine, "DENSE_MEAN_MAX_CELLS", 0)
         monkeypatch.setattr(distributed, "DENSE_MEAN_MAX_CELLS", 0)
