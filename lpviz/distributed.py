@@ -183,6 +183,9 @@ def _score_pieces(observed, references, cells_list, start, stop):
         rows = rows.reshape(rows.shape[0], -1)
         if rows.dtype.kind in "iu" and 12 * np.count_nonzero(rows) < rows.nbytes:
             rows = sp.csr_matrix(rows)
+            if rows.nnz:  # the counts in the fewest bytes that hold them (exact as floats on the worker)
+                low, high = np.min_scalar_type(rows.data.min()), np.min_scalar_type(rows.data.max())
+                rows.data = rows.data.astype(np.promote_types(low, high))
         pieces.append(rows)
     return _packed(observed, start, stop), pieces, [_packed(cells, start, stop) for cells in cells_list]
 
