@@ -187,7 +187,9 @@ def _score_pieces(observed, references, cells_list, start, stop):
                 low, high = np.min_scalar_type(rows.data.min()), np.min_scalar_type(rows.data.max())
                 rows.data = rows.data.astype(np.promote_types(low, high))
         pieces.append(rows)
-    return _packed(observed, start, stop), pieces, [_packed(cells, start, stop) for cells in cells_list]
+    # the observed cells are the score's first cell set too: sent once ("observed" names them)
+    cells = ["observed" if cells is observed else _packed(cells, start, stop) for cells in cells_list]
+    return _packed(observed, start, stop), pieces, cells
 
 
 def partition_rows(n_rows, n_workers):
@@ -350,7 +352,7 @@ class Partition:
                 self.rate_rows(start, stop, *self.score_samples),
                 _unpacked(observed, rows, self.n_cols),
                 [_reference_rows(reference, rows) for reference in references],
-                [_unpacked(cells, rows, self.n_cols) for cells in cells_list],
+                [_unpacked(observed if isinstance(cells, str) else cells, rows, self.n_cols) for cells in cells_list],
             )
             parts.append(part)
             if not part[0]:  # a rate not finite: the score stops here
