@@ -669,11 +669,10 @@ class DistributedPosterior(Posterior):
             elif any(first <= start and stop <= last for first, last in self.partitions):
                 return  # its partition stopped at a rate that is not finite, before this block
             else:  # across a partition's edge: its rates come here (a block, at most W - 1 of them)
-                mu = self.rate_rows(start, stop)
                 sent = sum(first < stop and start < last for first, last in self.partitions)
-                self.score_bytes += mu.nbytes + (0 if shared is None else sent * _nbytes(shared))
-                yield _block_sums(
-                    mu,
+                self.score_bytes += 8 * (stop - start) * n_cols + (0 if shared is None else sent * _nbytes(shared))
+                yield _block_sums(  # (the rates held by no name here: gone before the next block's come)
+                    self.rate_rows(start, stop),
                     observed[start:stop],
                     [reference[start:stop] for reference in references],
                     [cells[start:stop] for cells in cells_list],
