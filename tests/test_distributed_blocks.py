@@ -125,3 +125,21 @@ def test_held_out_pairs_and_missing_pairs_are_the_same_bits_on_any_number_of_wor
 def test_cavi_on_the_cluster_is_refused_in_words(client, data):
     with pytest.raises(ValueError, match=r"model='blocks' has no variational fit over machines yet.*inference='mcmc'"):
         distributed.fit(data.release(), scheduler=client, n_components=3, n_iter=3, inference="vi")
+
+
+def test_a_checkpointed_chain_resumes_as_the_unbroken_chain(client, data, tmp_path):
+    """The driver's theta and pi and the workers' rows are saved every few iterations; the chain
+    resumed from the last checkpoint, on another number of workers, is the unbroken chain."""
+    release = data.release()
+    options = _options("private", data, n_iter=10)
+    reference = lpviz.fit(release, **options)
+    first = distributed.fit(
+        release, scheduler=client, workers=3, checkpoint=str(tmp_path), checkpoint_every=3, **dict(options, n_iter=7)
+    )
+    assert first.iterations == 7
+    resumed = distributed.fit(
+        release, scheduler=client, workers=2, checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **options
+    )
+    assert _same(resumed, reference) == []
+    # it went on from iteration 6 (its first six iterations' timings are the first run's, restored)
+    assert np.array_equal(resumed.iteration_seconds[:6], first.iteration_seconds[:6])
