@@ -5,7 +5,8 @@ ACTORS (:func:`lpviz.datasets.make_blocks`), C communities. Prints per iteration
 process (all kernel threads), and on a LocalCluster of 1 and 2 worker processes (cores split
 between them): seconds, bytes moved between driver and workers, the split of the time (the
 workers' row rounds, the running-sum passes, the driver's draw of theta and pi), the driver's peak
-allocation during the distributed fit (tracemalloc), and whether the chains are the same bits.
+allocation during the distributed fit (tracemalloc), and whether the chains are the same bits;
+then the in-process chain once more (a shared machine's load drifts during a run).
 
 Per iteration each worker gets theta and pi (ACTORS x C + C x C floats) twice (sweep, score) and
 returns n_send, n_recv (ACTORS x C integers each) and n_cd (C x C): about 5 x ACTORS x C x 8 bytes
@@ -104,6 +105,10 @@ def main():
             f"per iteration; driver peak {result['driver_peak'] / 1e6:.1f} MB; {result['seconds']:.1f} s with "
             f"the start; same bits as one process (traces, mu_hat): {same}"
         )
+    # the machine's load drifts over a run: the in-process chain once more, after the cluster's
+    again = lpviz.fit(release, **options)
+    print(f"in one process again, after: {np.min(again.iteration_seconds):.2f} s per iteration (best; median "
+          f"{np.median(again.iteration_seconds):.2f} s)")  # fmt: skip
 
 
 if __name__ == "__main__":

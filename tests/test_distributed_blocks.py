@@ -11,6 +11,7 @@ import lpviz
 from lpviz import distributed, engine
 from lpviz.datasets import make_blocks
 from lpviz.metrics import score
+from lpviz.models.blocks import BlockModel
 from lpviz.release import Truth
 
 pytest.importorskip("distributed")
@@ -120,6 +121,18 @@ def test_held_out_pairs_and_missing_pairs_are_the_same_bits_on_any_number_of_wor
         assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
     # the comparison has power: the chain that ignores the excluded pairs is another chain
     assert not np.array_equal(lpviz.fit(data.release(), **options).log_joint, reference.log_joint)
+
+
+def test_one_model_instance_serves_fits_with_and_without_held_out_pairs(client, data):
+    """A BlockModel passed in serves each fit with that fit's excluded pairs (the driver's lists are
+    the fit's own, never the previous fit's)."""
+    heldout = (np.random.default_rng(3).random(data.shape) < 0.1) & ~np.eye(data.shape[0], dtype=bool)
+    options = _options("naive", data, n_iter=4)
+    plain, held_out = data.release(), data.release().with_heldout(heldout)
+    model = BlockModel(3)
+    for release in (held_out, plain, held_out):
+        reference = lpviz.fit(release, **options)
+        assert _same(distributed.fit(release, scheduler=client, workers=2, model=model, **options), reference) == []
 
 
 def test_cavi_on_the_cluster_is_refused_in_words(client, data):

@@ -626,9 +626,12 @@ class BlockModel(Model):
         senders[self.first_row : self.first_row + n_send.shape[0]] = n_send
         return senders, n_recv, n_cd_parts.sum(axis=0)
 
-    # the excluded pairs (held out; structural zeros of the release) by row and by column, on the
-    # driver: gathered from the partitions once (update_columns_excluded), None without any
+    # On the driver: a fit's excluded pairs (held out; structural zeros of the release) by row and by
+    # column, gathered from the partitions once per fit (keyed by the fit's driver ``work``: a model
+    # instance may serve several fits), and the by-row lists of the pairs the last draw left out
+    # (the rate sum of the same iteration, observed_rate_of_sums, leaves out the same)
     _excluded = None
+    _rate_rows = None
 
     def update_columns(self, state, column_counts, theta_sum, work, iteration):
         """The driver's draw of theta, then pi, given every row's counts ``column_counts`` (as
@@ -638,7 +641,11 @@ class BlockModel(Model):
         n_send, n_recv, n_cd = column_counts
         prior = (self.a0, self.b0)
         seeds = (work.chain_seed, iteration)
-        by_row, by_column = self._excluded or (_no_cells(theta.shape[0]),) * 2
+        if self._excluded is not None and self._excluded[0] is work:
+            by_row, by_column = self._excluded[1]
+        else:
+            by_row = by_column = _no_cells(theta.shape[0])
+        self._rate_rows = by_row
         _update_theta(theta, pi, (n_send, n_recv), (*by_row, *by_column), prior, seeds)
         _update_pi(pi, theta, n_cd, by_row, prior, seeds)
 
@@ -646,14 +653,15 @@ class BlockModel(Model):
         """:meth:`update_columns` leaving out the excluded pairs, which the partitions hand over once
         in row order (``through_rows``: their (sender, receiver) pairs, 16 bytes each); the driver
         keeps their lists by row and by column, as one process's ``work`` holds them."""
-        if self._excluded is None:
+        if self._excluded is None or self._excluded[0] is not work:
             pairs = through_rows("pairs", np.zeros((0, 2), dtype=np.int64), {})
             n = state[-2].shape[0]
             by_column = np.lexsort((pairs[:, 0], pairs[:, 1]))  # by receiver, senders ascending
-            self._excluded = (
+            lists = (
                 (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 0], minlength=n))]), pairs[:, 1].copy()),
                 (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 1], minlength=n))]), pairs[by_column, 0]),
             )
+            self._excluded = (work, lists)
         self.update_columns(state, column_counts, theta_sum, work, iteration)
 
     def rows_pass(self, kind, state, work, carry):
@@ -676,8 +684,8 @@ class BlockModel(Model):
 
     def observed_rate_of_sums(self, theta_sum, theta, pi):
         """:meth:`count_loglik`'s rate sum over the observed pairs: the same arithmetic (the driver
-        holds theta and the excluded pairs' lists; ``theta_sum`` unused)."""
-        by_row = self._excluded[0] if self._excluded is not None else _no_cells(theta.shape[0])
+        holds theta; the pairs left out are those of this iteration's draw; ``theta_sum`` unused)."""
+        by_row = self._rate_rows if self._rate_rows is not None else _no_cells(theta.shape[0])
         return ordered_sum((pair_weights(theta, *by_row) * pi).ravel())
 
     def partition_rates(self, factors, start, stop):
