@@ -87,6 +87,25 @@ def splits_over_machines(model):
     return all(callable(getattr(model, hook, None)) for hook in SPLIT_HOOKS)
 
 
+# Optional, for a model whose rows own no factor of their own (the block model: theta couples every
+# actor, so the driver holds it with pi and draws both from the partitions' integer sums):
+# ``split_row_width`` (columns of the rows' own factor on the workers; default n_components),
+# ``split_shared_shapes(shape)`` (the driver's factors, in the start's order; default
+# (n, n_components) per other mode), ``place_rows(start, stop)`` (a partition's model learns
+# where its rows sit among every row), ``structural_zeros_of_rows(start, stop, n_cols)`` (the
+# model's own zeros in those rows: out of the method's cells, never in the model's lists, as in
+# one process), ``partition_rates(factors, start, stop)`` and
+# ``partition_rate_rows(samples, start, stop, n_samples)`` (rates of rows [start, stop) that
+# need every row's factors).
+def _row_width(model):
+    return getattr(model, "split_row_width", model.n_components)
+
+
+def _shared_shapes(model, shape):
+    shapes = getattr(model, "split_shared_shapes", None)
+    return shapes(shape) if shapes is not None else tuple((int(n), model.n_components) for n in shape[1:])
+
+
 # The hooks a model's CAVI update needs to split over machines (lpviz.models.topics has them).
 VI_SPLIT_HOOKS = ("vi_update_rows", "vi_no_totals", "vi_row_totals", "vi_update_columns")
 
@@ -215,6 +234,8 @@ class Partition:
         # a release generated blockwise: its rows are built here, on the worker (never on the driver)
         counts, alpha = (piece.build() if isinstance(piece, RowsOf) else piece for piece in (counts, alpha))
         self.model = model_registry.create(spec["model"], spec["n_components"], a0=spec["a0"], b0=spec["b0"])
+        if hasattr(self.model, "place_rows"):
+            self.model.place_rows(self.start_row, self.stop_row)
         self.method = method_registry.create(spec["method"], **spec["options"])
         counts = np.asarray(counts)
         n_rows = counts.shape[0]
@@ -227,6 +248,11 @@ class Partition:
         # the release's excluded cells in these rows (held out, structural zeros): left out of the likelihood
         mask = None if mask is None else np.asarray(mask, dtype=bool).reshape(n_rows, n_cols)
         missing = _lists(mask, n_rows)
+        # the model's own zeros (the block model's self loops): out of the method's cells, not in the
+        # model's lists (its kernels skip them), as one process leaves them
+        zeros_of_rows = getattr(self.model, "structural_zeros_of_rows", None)
+        zeros = None if zeros_of_rows is None else zeros_of_rows(self.start_row, self.stop_row, n_cols)
+        excluded = mask if zeros is None else _either(mask, zeros)
         self.work = Work(
             bounds=chunk_bounds(n_rows, n_cells, parallel),
             column_bounds=[(0, 0)],
@@ -237,12 +263,13 @@ class Partition:
             missing_by_column=_empty_lists(n_cols),  # phi's half runs on the driver
             block_offset=self.start_row // ROWS_PER_STREAM,
         )
-        n_observed = n_cells - (0 if mask is None else int(mask.sum()))
-        exclusions = Exclusions(mask=mask, rows=missing, n_observed=n_observed)
+        self.n_observed = n_cells - (0 if excluded is None else int(excluded.sum()))
+        rows = missing if zeros is None else _lists(excluded, n_rows)
+        exclusions = Exclusions(mask=excluded, rows=rows, n_observed=self.n_observed)
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
         # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
-        self.theta = np.empty((n_rows, self.model.n_components))
+        self.theta = np.empty((n_rows, _row_width(self.model)))
         self.state = None
         self.latent = None
         self.counts = None
@@ -253,6 +280,10 @@ class Partition:
 
     def count_total(self):
         return int(self.prepared.count_total)
+
+    def observed(self):
+        """How many of these rows' cells the chain fits (the excluded and the model's zeros left out)."""
+        return self.n_observed
 
     def set_theta(self, first, values):
         """Write rows [first, first + len(values)) of theta (local row numbers)."""
@@ -314,6 +345,10 @@ class Partition:
 
     def _rates(self, theta):
         """The rates of these rows (as a matrix), as Posterior.add_sample's ``model.rates(factors)``."""
+        own = getattr(self.model, "partition_rates", None)
+        if own is not None:  # rates that need every row's factors (the block model's theta)
+            rates = own(self.model.factors((theta, *self.state[1:])), self.start_row, self.stop_row)
+            return rates.reshape(theta.shape[0], -1)
         # one row alone goes through BLAS's matrix-vector path, whose rounding differs from the
         # matrix product's: compute it as a row of a two-row product
         rows = np.vstack([theta, np.zeros_like(theta)]) if theta.shape[0] == 1 else theta
@@ -324,6 +359,11 @@ class Partition:
         """Posterior mean rates of local rows [start, stop), as :meth:`Posterior.rate_rows` computes them."""
         if self.rate_sum is not None:
             return self.rate_sum[start:stop] / n_samples
+        own = getattr(self.model, "partition_rate_rows", None)
+        if own is not None:  # rates that need every row's factors (the block model's theta)
+            pairs = zip(self.samples, shared_samples, strict=True)
+            samples = [self.model.factors((theta, *shared)) for theta, shared in pairs]
+            return own(samples, self.start_row + start, self.start_row + stop, n_samples)
         pieces = [
             self.model.low_rank(self.model.factors((theta, *shared)))
             for theta, shared in zip(self.samples, shared_samples, strict=True)
@@ -817,18 +857,21 @@ def fit(
     if data.heldout is not None or data.structural_zeros is not None:
         # phi's rate sums over the observed rows and the excluded cells' rate pass through the workers
         # in row order (the models' rows_pass or vi_rows_pass, update_columns_excluded, excluded_rate_from)
-        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
-        if (
-            not callable(getattr(model_instance, hook, None))
-            or model_instance.structural_zeros(tuple(data.shape)) is not None
-        ):
-            raise ValueError(
-                f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
-                f"in the topic and tensor models yet (not model={model_instance.name!r}): fit it in one process "
-                "(drop scheduler=)"
-            )
         zeros = data.structural_zeros
         excluded = _either(data.heldout, zeros)
+        # the model's own zeros (the block model's self loops): its partitions leave them out themselves
+        # (structural_zeros_of_rows), as one process does; only the other excluded cells need the passes
+        model_zeros = model_instance.structural_zeros(tuple(data.shape))
+        if model_zeros is not None:
+            zeros = _either(zeros, model_zeros)
+            excluded &= ~model_zeros
+            excluded = excluded if excluded.any() else None
+        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
+        if excluded is not None and not callable(getattr(model_instance, hook, None)):
+            raise ValueError(
+                f"this release has held-out cells or structural zeros, which a fit of model={model_instance.name!r} "
+                f"over a cluster does not leave out yet (it lacks {hook}): fit it in one process (drop scheduler=)"
+            )
         heldout = _either(data.heldout)
         if heldout is not None and zeros is not None:
             heldout &= ~zeros
@@ -1059,13 +1102,13 @@ def _start_partitions(
         del piece, piece_future, mask_piece
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
-    n_observed = n_rows * n_cols - (0 if mask is None else int(np.count_nonzero(mask)))
+    n_observed = sum(actor.observed().result() for actor in actors)  # the model's own zeros left out too
     level = model.start_level(mean_count_of(total, n_observed))
     for (start, stop), actor in zip(partitions, actors, strict=True):
         for first in range(start, stop, START_ROWS):
             rows = min(stop, first + START_ROWS) - first
-            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
-    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, _row_width(model)))).result()
+    shared = tuple(rng.gamma(1.0, level, factor_shape) for factor_shape in _shared_shapes(model, shape))
     return partitions, actors, shared
 
 

@@ -287,8 +287,6 @@ def test_refusals_name_the_fix(client):
         lpviz.fit(release, n_components=3, n_iter=3, scheduler=client, inference="vi", restarts=2)
     with pytest.raises(ValueError, match="bessel_point='mode' applies to inference='vi'"):
         distributed.fit(release, scheduler=client, n_components=3, n_iter=3, thin=1, bessel_point="mode")
-    with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
-        distributed.fit(release, scheduler=client, model="blocks", n_components=2)
 
 
 def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):
