@@ -22,6 +22,10 @@ HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
 AXES = dict(documents=("document", "word"), network=("sender", "recipient"), tensor=("sender", "recipient"))
+# A table pane that scrolls sideways inside its own box when it is wider than the page (a phone): the
+# scoreboard's 15 columns are 820 px, and without it the page cut them after ESS (issue 37). In the
+# pane's shadow root; a box that is not visible overflow also stops the table widening its column.
+SCROLL_SIDEWAYS_CSS = ":host { overflow-x: auto; overflow-y: hidden; max-width: 100%; }"
 # The kinds whose rows and columns are actors (their axes are named by the actors).
 ACTOR_KINDS = ("network", "tensor")
 
@@ -281,7 +285,14 @@ def matched_components_panel(status, scores, name, plots, applies):
     named ``name`` in the page) and the ``plots``."""
     import panel as pn
 
-    table = pn.pane.DataFrame(scores, index=False, float_format="{:.4g}".format, sizing_mode="stretch_width", name=name)
+    table = pn.pane.DataFrame(
+        scores,
+        index=False,
+        float_format="{:.4g}".format,
+        sizing_mode="stretch_width",
+        name=name,
+        stylesheets=[SCROLL_SIDEWAYS_CSS],
+    )
     body = pn.Column(table, *plots, visible=applies, sizing_mode="stretch_width")
     return pn.Column(status, body, sizing_mode="stretch_width")
 
