@@ -26,6 +26,11 @@ AXES = dict(documents=("document", "word"), network=("sender", "recipient"), ten
 # scoreboard's 15 columns are 820 px, and without it the page cut them after ESS (issue 37). In the
 # pane's shadow root; a box that is not visible overflow also stops the table widening its column.
 SCROLL_SIDEWAYS_CSS = ":host { overflow-x: auto; overflow-y: hidden; max-width: 100%; }"
+# Two plots beside each other while each has SIDE_MIN_WIDTH px, one above the other on a phone (a Row
+# of two halved them at 412 px and the page cut their legends: issue 37); FLEX_ITEM: a FlexBox's item
+# that grows from nothing to share the row.
+SIDE_MIN_WIDTH = 300
+FLEX_ITEM = {"flex": "1 1 0"}
 # The kinds whose rows and columns are actors (their axes are named by the actors).
 ACTOR_KINDS = ("network", "tensor")
 
@@ -470,4 +475,18 @@ def bars_figure(left, right, heights, *, title, x_label, y_label, colour, height
         renderers=[bars],
         sizing_mode="stretch_width",
         height=height,
+    )
+
+
+def side_by_side(*plots):
+    """HoloViews plots (or functions of them) in one row while each has :data:`SIDE_MIN_WIDTH` px, one
+    to a row on a phone."""
+    import panel as pn
+
+    return pn.FlexBox(
+        *(
+            pn.pane.HoloViews(plot, sizing_mode="stretch_width", min_width=SIDE_MIN_WIDTH, styles=FLEX_ITEM)
+            for plot in plots
+        ),
+        sizing_mode="stretch_width",
     )

@@ -1,5 +1,7 @@
 """Issue 37 MEDIUM 12, served in Debian's chromium at a phone's width (412 x 915): the walk found the
-scoreboard cut after ESS, the Topics tab cut at the right and 5 of the 11 tab headers shown.
+scoreboard cut after ESS, the Topics tab cut at the right and 5 of the 11 tab headers shown. Here the
+opening preset's fits run to their end; then every tab (and the Blocks tab of Figure 1's network) is
+read for anything cut.
 
 What is cut is measured in the page, not eyeballed: for each element, its box is followed up through
 its ancestors (across the shadow roots of Bokeh's and Panel's components). A box that scrolls sideways
@@ -15,7 +17,7 @@ import json
 import pytest
 
 from tests.browser_harness import Page
-from tests.test_browser_trust import toggle_sidebar
+from tests.test_browser_trust import choose_preset, toggle_sidebar
 
 pytestmark = pytest.mark.browser
 
@@ -84,6 +86,14 @@ CUT = """([selector, content, now]) => {
       return {element: name(el), text: (el.innerText || el.textContent || "").trim().slice(0, 40),
               left: Math.round(box.left), right: Math.round(box.right), cut: cut(el)}; });
 }"""
+# Whether a text model whose view is shown in the page says ``text``.
+SHOWN_TEXT = """(text) => {
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
+    if (typeof m.text !== "string" || !m.text.includes(text)) continue;
+    const view = window.Bokeh.index.find_one(m);
+    if (view && view.el && view.el.isConnected && view.el.checkVisibility()) return true;
+  }
+  return false; }"""
 # How far the main column scrolls sideways (0: it fits the page).
 MAIN_OVERFLOW = "() => { const main = document.getElementById('main'); return main.scrollWidth - main.clientWidth; }"
 
@@ -94,6 +104,14 @@ def shown(page, selector, *, content=False, now=False):
 
 def cut(elements):
     return [element for element in elements if element["cut"]]
+
+
+def tab_whole(page):
+    """What of the shown tab is cut (an empty list: nothing), and whether the main column scrolls
+    sideways (it must not: the tab headers and the status lines would go with it)."""
+    problems = cut(shown(page, "*", content=True))
+    overflow = page.evaluate(MAIN_OVERFLOW)
+    return problems + ([f"the main column scrolls sideways by {overflow} px"] if overflow > 1 else [])
 
 
 def short_fits(page):
@@ -110,7 +128,7 @@ def short_fits(page):
     page.statuses("done")
 
 
-def test_at_phone_width_the_scoreboard_the_tab_headers_and_the_topics_are_whole(browser, server, artifacts_dir):
+def test_at_phone_width_the_scoreboard_the_tab_headers_and_every_tab_are_whole(browser, server, artifacts_dir):
     page = Page(browser, server.url, viewport=PHONE)
     try:
         # every tab header in sight at once (they wrap): none waits past the edge unseen
@@ -147,6 +165,19 @@ def test_at_phone_width_the_scoreboard_the_tab_headers_and_the_topics_are_whole(
         assert page.evaluate(MAIN_OVERFLOW) <= 1, "the Topics tab makes the main column scroll sideways"
         assert cut(shown(page, ".bk-tab", now=True)) == []
         page.page.screenshot(path=str(artifacts_dir / "browser-phone-topics.png"), full_page=False)
+
+        # every other tab whole too (their rows of controls and plot pairs wrap)
+        for tab in TAB_TITLES:
+            page.tab(tab)
+            page.page.wait_for_timeout(2500)  # drawn and laid out
+            assert tab_whole(page) == [], tab
+
+        # and the Blocks tab of a network (Figure 1): its score table, heatmaps and axis names
+        choose_preset(page, "Figure 1")
+        page.tab("Blocks")
+        page.wait_until(SHOWN_TEXT, "Actors ordered by their main community")
+        page.page.wait_for_timeout(2500)
+        assert tab_whole(page) == [], "Blocks (Figure 1)"
         assert page.errors == []
     finally:
         page.close()
