@@ -509,7 +509,7 @@ class CentralView(pn.viewable.Viewer):
         )
         return pn.Column(
             pn.FlexBox(*widgets, sizing_mode="stretch_width"),
-            pn.Row(fit, cancel, bar, self.progress_text),
+            pn.FlexBox(fit, cancel, bar, self.progress_text, sizing_mode="stretch_width"),  # wraps on a phone
             sizing_mode="stretch_width",
         )
 

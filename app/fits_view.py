@@ -21,7 +21,15 @@ import param
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
 from app.live_traces import LiveTraces
-from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
+from app.plots import (
+    RATE_CMAP,
+    SCROLL_SIDEWAYS_CSS,
+    colour_limit,
+    count_image,
+    display_slice,
+    table_cell,
+    truth_reference,
+)
 from app.runner import CHAIN_TRACES
 from app.throttle import VIEW_SECONDS
 
@@ -555,6 +563,7 @@ class FitsView(pn.viewable.Viewer):
             pn.bind(scoreboard_html, self.param.scores),
             visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
             sizing_mode="stretch_width",
+            stylesheets=[SCROLL_SIDEWAYS_CSS],  # its own sideways scroll on a phone
             name="fit-scores",
         )
         settings = self.fits.settings
