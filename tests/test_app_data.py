@@ -231,7 +231,10 @@ def test_the_controls_follow_the_source_and_the_registry(store):
     store.settings.source = "synthetic-blocks"
     names = {w.label for w in controls.data_controls().select(pn.widgets.IntInput)}
     assert "Size" in names and "N docs" not in names
-    selects = {w.label: w for w in controls.fit_controls().select(pn.widgets.Select)}
+    card = controls.fit_controls()
+    assert not card.objects  # made when first opened, not at every page open
+    card.collapsed = False
+    selects = {w.label: w for w in card.select(pn.widgets.Select)}
     assert list(selects["Sampler"].options) == ["collapsed", "bessel"]  # the private method's option, from the registry
     epsilon = [w for w in controls.privacy_controls().select(pn.widgets.EditableFloatSlider)]
     assert epsilon and epsilon[0].value == store.settings.epsilon  # typed values as well as the slider
