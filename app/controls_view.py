@@ -374,30 +374,22 @@ class ControlsView(pn.viewable.Viewer):
     def question(self):
         """Changes held back because they would discard running fits, with a yes and a no.
 
-        The buttons are made once, at the first question (most pages never ask one: nothing of it is
-        made at a page open, issue 41), and then shown or hidden: buttons re-created for every question
+        The buttons are made once and shown or hidden: buttons re-created for every question
         could be clicked in the browser just as the server replaced them, and that click was lost.
         """
         settings = self.settings
-        box = pn.Column(visible=False, sizing_mode="stretch_width")
+        alert = pn.pane.Alert(settings.question, alert_type="warning", sizing_mode="stretch_width")
+        yes = pn.widgets.Button(label="Discard them and apply", button_type="danger")
+        yes.on_click(settings.confirm)
+        no = pn.widgets.Button(label="Keep the fits", button_type="light")
+        no.on_click(settings.cancel)
+        box = pn.Column(alert, pn.Row(yes, no), visible=bool(settings.question), sizing_mode="stretch_width")
 
-        def make():
-            alert = pn.pane.Alert(" ", alert_type="warning", sizing_mode="stretch_width")
-            yes = pn.widgets.Button(label="Discard them and apply", button_type="danger")
-            yes.on_click(settings.confirm)
-            no = pn.widgets.Button(label="Keep the fits", button_type="light")
-            no.on_click(settings.cancel)
-            box.objects = [alert, pn.Row(yes, no)]
+        def show(event):
+            alert.object = event.new or " "
+            box.visible = bool(event.new)
 
-        def show(question):
-            if question and not box.objects:
-                make()
-            if box.objects:
-                box.objects[0].object = question or " "
-            box.visible = bool(question)
-
-        show(settings.question)
-        settings.param.watch(lambda event: show(event.new), "question")
+        settings.param.watch(show, "question")
         return box
 
     def __panel__(self):

@@ -571,26 +571,6 @@ def test_a_preset_asks_before_discarding_running_fits(store):
     assert settings.preset == "Figure 1" and store.release.shape == (20, 20)
 
 
-def test_the_question_box_is_made_at_the_first_question_and_its_buttons_kept(store):
-    """Nothing of the question is made at a page open (issue 41); at the first question its text and
-    buttons appear, and the next question shows the same buttons (never re-created under a click)."""
-    settings = store.settings
-    box = ControlsView(data=store).question()
-    assert not box.visible and not box.objects
-    settings.discard_check = lambda: "the running fits (private)"
-    settings.preset = "Figure 1"
-    assert box.visible and "preset -> 'Figure 1'" in box.objects[0].object
-    buttons = {button.label: button for button in box.select(pn.widgets.Button)}
-    assert set(buttons) == {"Discard them and apply", "Keep the fits"}
-    buttons["Discard them and apply"].clicks += 1  # what a click sends
-    assert settings.preset == "Figure 1" and settings.question == "" and not box.visible
-    settings.preset = "Figure 3 (large alpha0)"
-    assert box.visible and "Figure 3 (large alpha0)" in box.objects[0].object
-    assert {button.label: button for button in box.select(pn.widgets.Button)} == buttons  # the same buttons
-    buttons["Keep the fits"].clicks += 1
-    assert settings.preset == "Figure 1" and not box.visible
-
-
 def _privacy_inputs(controls):
     inputs = {w.label: w for w in controls.privacy_controls().select(pn.widgets.FloatInput)}
     return inputs["epsilon (type 0.01 to 100)"], inputs["N"]
