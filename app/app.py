@@ -8,6 +8,7 @@ per tab.
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 # `panel serve app/app.py` runs this file as a script with app/ on sys.path,
@@ -148,6 +149,47 @@ def create_app():
     return template
 
 
+# How long a served session waits for its page to connect before Bokeh may discard it as unused.
+FIRST_CONNECTION_SECONDS = 120
+FIRST_CONNECTION_CHECK_MS = 500
+
+
+def keep_until_connected(doc):
+    """Keep ``doc``'s session until its page first connects (at most FIRST_CONNECTION_SECONDS).
+
+    Bokeh discards a session with no connection after ``--unused-session-lifetime``, counted from
+    its creation. A page whose websocket comes later (a class opening at once queues the
+    connections behind the page builds) then gets a new session, whose document it never shows:
+    a page that never draws its data. Its session stays until it has connected once; after
+    that, the lifetime counts from the page's last disconnection, as before."""
+    watch = {"since": None, "session": None, "callback": None}
+
+    def release():
+        session, watch["session"] = watch["session"], None
+        if session is not None:
+            session.unblock_expiration()
+        if watch["callback"] is not None:
+            doc.remove_periodic_callback(watch["callback"])
+            watch["callback"] = None
+
+    def check():
+        session = watch["session"]
+        waited = time.monotonic() - watch["since"]
+        if session is None or session.connection_count or waited > FIRST_CONNECTION_SECONDS:
+            release()
+
+    def block():
+        session = doc.session_context.session if doc.session_context is not None else None
+        if session is None or session.connection_count:
+            return
+        session.block_expiration()
+        watch.update(since=time.monotonic(), session=session)
+        watch["callback"] = doc.add_periodic_callback(check, FIRST_CONNECTION_CHECK_MS)
+
+    # the session exists once the page is built: blocked on the first tick after
+    doc.add_next_tick_callback(block)
+
+
 def serve_page(doc=None):
     """The page of one session: :func:`create_app` served into ``doc`` (the session's document).
 
@@ -158,6 +200,7 @@ def serve_page(doc=None):
     template = create_app()
     with doc.models.freeze():
         if doc.session_context is not None:
+            keep_until_connected(doc)
             template.servable()  # served: Panel's own steps (its logging, the page's location)
         else:
             template.server_doc(doc)  # a document outside a server (benchmarks/bench_page_open.py)

@@ -7,6 +7,7 @@ Bokeh documents in the browser (``window.Bokeh.documents``), so points are
 counted, not eyeballed.
 """
 
+import contextlib
 import html
 import json
 import os
@@ -109,8 +110,15 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    with served(tmp_path_factory) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def served(tmp_path_factory, *options):
+    """``python -m app.serve`` with ``options`` on a free port, as `make serve` runs it, answering."""
     port = free_port()
-    panel = [sys.executable, "-m", "app.serve", "--port", str(port)]  # as `make serve` runs it
+    panel = [sys.executable, "-m", "app.serve", "--port", str(port), *options]
     # kept where a failed test can show its end (CI prints only the test report)
     log_path = tmp_path_factory.mktemp("server") / f"browser-server-{port}.log"
     log = open(log_path, "w")
@@ -131,14 +139,16 @@ def server(tmp_path_factory):
                 process.kill()
                 pytest.fail(f"panel serve did not answer on {url} within 120 s")
             time.sleep(0.5)
-    yield Server(url, process.pid, port, log_path)
-    os.killpg(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    log.close()
+        yield Server(url, process.pid, port, log_path)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
 
 
 @pytest.fixture(scope="module")
