@@ -23,7 +23,7 @@ from app.live_rates import LiveRates
 from app.live_traces import LiveTraces
 from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
 from app.runner import CHAIN_TRACES
-from app.throttle import VIEW_SECONDS
+from app.throttle import VIEW_SECONDS, PageLag
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
 SCOREBOARD_KEYS = (
@@ -553,7 +553,9 @@ class FitsView(pn.viewable.Viewer):
         self._redraw_rates()
         table = pn.pane.HTML(
             pn.bind(scoreboard_html, self.param.scores),
-            visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
+            # always visible (empty, it is no height): a pane made visible relays the whole page out in
+            # BokehJS (every figure of the tab measured and repainted: 2-3 s of a 4x throttled page at the
+            # first scores, at every Pause), a new text only reflows the browser's layout
             sizing_mode="stretch_width",
             name="fit-scores",
         )
@@ -575,5 +577,6 @@ class FitsView(pn.viewable.Viewer):
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
             self._rates_box,
+            PageLag(self.fits.pace),  # the page reports its lag: the session's updates slow down for it
             sizing_mode="stretch_width",
         )
