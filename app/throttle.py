@@ -31,8 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import panel as pn
-import param
-from panel.reactive import ReactiveHTML
+from panel.custom import JSComponent
 
 # Trace rows: often enough that the first point is out at once and the plot moves smoothly.
 ROWS_SECONDS = 0.05
@@ -85,45 +84,46 @@ class Pace:
         return f"Pace(x{self.factor:.2f}, blocked {self.blocked_share:.0%})"
 
 
-class PageLag(ReactiveHTML):
+class PageLag(JSComponent):
     """A zero-size element that measures its page's main thread and reports to the session's
     :class:`Pace`.
 
     A timer ticks every :data:`LAG_TICK_MS`; a tick that comes late was held by other work on the
     main thread (a repaint, a patch from the server), by as long as it is late. Every
-    :data:`LAG_REPORT_MS` the page sends ``[sequence, blocked share, max lag ms]`` over the last
-    :data:`LAG_WINDOW_MS` (the share: how late its ticks were, summed, over the window). The
-    sequence number makes an unchanged report a report still.
+    :data:`LAG_REPORT_MS` the page sends ``[blocked share, max lag ms]`` over the last
+    :data:`LAG_WINDOW_MS` (the share: how late its ticks were, summed, over the window).
+
+    The report is a message (Panel's ``model.send_msg``), not a property the page sets: BokehJS takes
+    a property of a component's own model for one that may hold models, and every change of such a
+    property from the page put off its document's walk of the models still in use (until 30 s after
+    the last change): reporting every second, a page never let go of the figures it had dropped
+    (after a data switch, the previous data's heatmaps and progress lines stayed in its document).
     """
 
-    report = param.List(default=[0, 0.0, 0.0], doc="[sequence, blocked share, max lag ms], set by the page")
-
-    _template = '<div id="lag" style="width:0;height:0;overflow:hidden"></div>'
-    _scripts = {
-        "render": f"""
-          const ticks = [];  // [when, how late] of each tick
-          const born = performance.now();
-          let seq = 0, last = born;
-          const tick = () => {{
-            const now = performance.now();
-            ticks.push([now, Math.max(0, now - last - {LAG_TICK_MS})]);
-            last = now;
-            state.timer = setTimeout(tick, {LAG_TICK_MS});
-          }};
-          state.timer = setTimeout(tick, {LAG_TICK_MS});
-          state.reporter = setInterval(() => {{
-            const now = performance.now();
-            while (ticks.length && ticks[0][0] < now - {LAG_WINDOW_MS}) ticks.shift();
-            if (!ticks.length) return;
-            const held = ticks.reduce((sum, t) => sum + t[1], 0);
-            const span = Math.max(Math.min(now - born, {LAG_WINDOW_MS}), {LAG_REPORT_MS});
-            const worst = ticks.reduce((most, t) => Math.max(most, t[1]), 0);
-            data.report = [++seq, Math.min(1, held / span), Math.round(worst)];
-          }}, {LAG_REPORT_MS});
-          state.stop = () => {{ clearTimeout(state.timer); clearInterval(state.reporter); }};
-        """,
-        "remove": "if (state.stop) state.stop();",
-    }
+    _esm = f"""
+export function render({{ model }}) {{
+  const ticks = [];  // [when, how late] of each tick
+  const born = performance.now();
+  let last = born, timer = null;
+  const tick = () => {{
+    const now = performance.now();
+    ticks.push([now, Math.max(0, now - last - {LAG_TICK_MS})]);
+    last = now;
+    timer = setTimeout(tick, {LAG_TICK_MS});
+  }};
+  timer = setTimeout(tick, {LAG_TICK_MS});
+  const reporter = setInterval(() => {{
+    const now = performance.now();
+    while (ticks.length && ticks[0][0] < now - {LAG_WINDOW_MS}) ticks.shift();
+    if (!ticks.length) return;
+    const held = ticks.reduce((sum, t) => sum + t[1], 0);
+    const span = Math.max(Math.min(now - born, {LAG_WINDOW_MS}), {LAG_REPORT_MS});
+    const worst = ticks.reduce((most, t) => Math.max(most, t[1]), 0);
+    model.send_msg([Math.min(1, held / span), Math.round(worst)]);
+  }}, {LAG_REPORT_MS});
+  model.on("remove", () => {{ clearTimeout(timer); clearInterval(reporter); }});
+}}
+"""
 
     def __init__(self, pace, **params):
         params.setdefault("width", 0)
@@ -131,10 +131,13 @@ class PageLag(ReactiveHTML):
         params.setdefault("margin", 0)
         super().__init__(**params)
         self.pace = pace
-        self.param.watch(self._reported, ["report"])
 
-    def _reported(self, event):
-        _, share, worst = (list(event.new) + [0, 0.0, 0.0])[:3]
+    def _handle_msg(self, data):
+        """A report from the page: ``[blocked share, max lag ms]`` (anything else is not one)."""
+        try:
+            share, worst = (float(value) for value in data)
+        except (TypeError, ValueError):
+            return
         self.pace.report(share, worst)
 
 

@@ -12,9 +12,11 @@ import math
 import holoviews as hv
 import numpy as np
 import pandas as pd
+import param
 import pytest
 from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent, ColumnsStreamedEvent, ModelChangedEvent
+from panel.custom import JSComponent
 
 from app.live_heatmaps import LiveHeatmaps
 from app.live_traces import LiveTraces
@@ -153,11 +155,32 @@ def test_a_paced_throttle_waits_its_period_times_the_pace():
 def test_the_page_lag_element_reports_to_its_pace():
     pace = Pace()
     element = PageLag(pace)
-    element.report = [1, 0.8, 950]  # as the page's script sets it
+    element._handle_msg([0.8, 950])  # as the page's script sends it
     assert pace.blocked_share == 0.8 and pace.max_lag_ms == 950
     assert pace.factor == PACE_UP
-    element.report = [2, 0.8, 950]  # the same figures again: a report still
+    element._handle_msg([0.8, 950])  # the same figures again: a report still
     assert pace.factor == PACE_UP**2
+    for nonsense in ("0.8 950", None, [0.8], ["a", 1]):  # ignored, not trusted
+        element._handle_msg(nonsense)
+    assert pace.factor == PACE_UP**2 and pace.blocked_share == 0.8
+
+
+def test_the_page_lag_report_is_a_message_so_the_page_still_lets_go_of_dropped_figures():
+    # BokehJS walks its document's models again (dropping the ones no longer shown) 30 s after the last
+    # change of a property that may hold models, which a component's own properties are taken to: set
+    # from the page every second, the report put that walk off for ever (the previous data's heatmaps
+    # stayed in the page's document). A message (model.send_msg) changes no property.
+    class Bare(JSComponent):
+        _esm = "export function render() {}"
+
+    class Reporting(Bare):  # a report as a property of its own (as it was): the check tells them apart
+        report = param.String()
+
+    model = PageLag(Pace()).get_root()
+    assert "send_msg(" in model.esm
+    plain = set(Bare().get_root().data.properties())
+    assert set(model.data.properties()) == plain  # no property of its own for the page to set
+    assert set(Reporting().get_root().data.properties()) != plain
 
 
 def test_the_scoreboard_pane_is_never_hidden_so_new_scores_never_relay_the_tab_out():
