@@ -81,6 +81,14 @@ NARROW_CSS = f"""
   #header .title {{ font-size: 1.05em; overflow: hidden; text-overflow: ellipsis; }}
 }}
 """
+# The tab headers wrap onto further lines at phone width: in one scrolling row (Bokeh's) a 412 px phone
+# showed 5 of the 11 with nothing saying the rest were there (issue 37). In the tabs' own shadow root.
+NARROW_TABS_CSS = f"""
+@media (max-width: {NARROW_PX}px) {{
+  :host(.bk-above) .bk-headers-wrapper {{ flex-wrap: wrap; overflow-x: visible; }}
+  :host(.bk-above) .bk-tab {{ padding: 4px 8px; }}
+}}
+"""
 # Bootstrap's collapse keeps its state in the sidebar's "show" class: collapse it when the page opens
 # narrow or is made narrow, open it again when it is made wide.
 NARROW_JS = f"""
@@ -117,7 +125,7 @@ def create_app():
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     views["Export"] = export
     # each tab built when first shown; a hidden tab's views wait (app/onscreen.py)
-    tabs = ViewTabs(*views.items(), sizing_mode="stretch_width")
+    tabs = ViewTabs(*views.items(), sizing_mode="stretch_width", stylesheets=[NARROW_TABS_CSS])
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
     spinner = pn.indicators.LoadingSpinner(

@@ -19,6 +19,7 @@ import param
 
 from app.fits import Fits, follow_results
 from app.onscreen import OnScreen
+from app.plots import FLEX_ITEM, SIDE_MIN_WIDTH, side_by_side
 from lpviz import bessel
 
 # A pmf this small is invisible on the plot; it bounds the support shown.
@@ -315,11 +316,7 @@ class BesselView(pn.viewable.Viewer):
         )
         plots = [
             pn.pane.HoloViews(self.pmf_plot, sizing_mode="stretch_width"),
-            pn.Row(
-                pn.pane.HoloViews(self.gap_map, sizing_mode="stretch_width"),
-                pn.pane.HoloViews(self.gap_bound_plot, sizing_mode="stretch_width"),
-                sizing_mode="stretch_width",
-            ),
+            side_by_side(self.gap_map, self.gap_bound_plot),
         ]
         if self.fits is not None:
             plots += [
@@ -328,4 +325,7 @@ class BesselView(pn.viewable.Viewer):
                     hv.DynamicMap(self.draws_plot, streams=[self._draws_pipe]), sizing_mode="stretch_width"
                 ),
             ]
-        return pn.Row(controls, pn.Column(*plots, sizing_mode="stretch_width"), sizing_mode="stretch_width")
+        # the controls beside the plots, above them on a phone (beside them, 320 px of a 412 px page left
+        # the plots 80 px and the page cut them: issue 37)
+        body = pn.Column(*plots, sizing_mode="stretch_width", min_width=SIDE_MIN_WIDTH, styles=FLEX_ITEM)
+        return pn.FlexBox(controls, body, sizing_mode="stretch_width")

@@ -360,7 +360,7 @@ class CentralView(pn.viewable.Viewer):
             rows.append(row)
         for runner in self.fits.runners.values():
             scores = (runner.result or {}).get("score")
-            if not scores:
+            if not scores or scores.get("samples") == 0:  # a chain still in its burn-in has no topics to score
                 continue
             own_truth = runner.method_class.uses_truth
             row = {
@@ -509,7 +509,7 @@ class CentralView(pn.viewable.Viewer):
         )
         return pn.Column(
             pn.FlexBox(*widgets, sizing_mode="stretch_width"),
-            pn.Row(fit, cancel, bar, self.progress_text),
+            pn.FlexBox(fit, cancel, bar, self.progress_text, sizing_mode="stretch_width"),  # wraps on a phone
             sizing_mode="stretch_width",
         )
 

@@ -334,6 +334,18 @@ class ControlsView(pn.viewable.Viewer):
         )
 
     def fit_controls(self):
+        """The "Fit settings" card, collapsed: its widgets (about a third of the sidebar's models) are
+        made the first time it opens, not at every page open (issue 41)."""
+        card = pn.Card(title="Fit settings", collapsed=True, sizing_mode="stretch_width")
+
+        def fill(*_):
+            if not card.collapsed and not card.objects:
+                card.objects = self._fit_widgets()
+
+        card.param.watch(fill, "collapsed")
+        return card
+
+    def _fit_widgets(self):
         settings = self.settings
         from lpviz.methods import METHODS
 
@@ -351,16 +363,13 @@ class ControlsView(pn.viewable.Viewer):
             options={label: name for name, label in INFERENCE_LABELS.items()},
             sizing_mode="stretch_width",
         )
-        return pn.Card(
+        return [
             inference,
             *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every", "chain_seed", "chains")],
             pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)),
             methods,
             *options,
-            title="Fit settings",
-            collapsed=True,
-            sizing_mode="stretch_width",
-        )
+        ]
 
     def question(self):
         """Changes held back because they would discard running fits, with a yes and a no.

@@ -587,8 +587,8 @@ class ExportView(pn.viewable.Viewer):
             "### Export",
             note,
             pn.widgets.Select.from_param(self.param.figure, label="Figure"),
-            pn.Row(png, html),
-            pn.Row(release, truth),
+            pn.FlexBox(png, html, sizing_mode="stretch_width"),  # wrap on a phone
+            pn.FlexBox(release, truth, sizing_mode="stretch_width"),
             summary,
             pn.pane.Markdown(
                 "*Release only*: the noised counts, the noise level, held-out cells and structural "

@@ -21,7 +21,15 @@ import param
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
 from app.live_traces import LiveTraces
-from app.plots import RATE_CMAP, colour_limit, count_image, display_slice, table_cell, truth_reference
+from app.plots import (
+    RATE_CMAP,
+    SCROLL_SIDEWAYS_CSS,
+    colour_limit,
+    count_image,
+    display_slice,
+    table_cell,
+    truth_reference,
+)
 from app.runner import CHAIN_TRACES
 from app.throttle import VIEW_SECONDS, PageLag
 
@@ -557,6 +565,7 @@ class FitsView(pn.viewable.Viewer):
             # BokehJS (every figure of the tab measured and repainted: 2-3 s of a 4x throttled page at the
             # first scores, at every Pause), a new text only reflows the browser's layout
             sizing_mode="stretch_width",
+            stylesheets=[SCROLL_SIDEWAYS_CSS],  # its own sideways scroll on a phone
             name="fit-scores",
         )
         settings = self.fits.settings

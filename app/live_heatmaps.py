@@ -17,6 +17,11 @@ from bokeh.models.annotations import ColorBar
 from bokeh.palettes import Blues256
 from bokeh.plotting import figure
 
+# Side by side while each is at least MIN_WIDTH wide, one to a row on a phone: a Row of four made the
+# Topics tab 500+ px wide at 412 px, and the page cut the last heatmap (issue 37). The figure is the
+# flex item of the FlexBox (its pane adds no element).
+MIN_WIDTH = 220
+
 
 class LiveHeatmaps:
     """Heatmaps of long tables with columns ``x``, ``y`` and ``value``, side by side in :attr:`panel`.
@@ -28,7 +33,7 @@ class LiveHeatmaps:
     def __init__(self, x, y, value, *, row_pixels, min_height=320, empty="No topics yet"):
         self.x, self.y, self.value = x, y, value
         self.row_pixels, self.min_height, self.empty = row_pixels, min_height, empty
-        self.panel = pn.Row(pn.pane.Markdown(empty), sizing_mode="stretch_width", name="live-heatmaps")
+        self.panel = pn.FlexBox(pn.pane.Markdown(empty), sizing_mode="stretch_width", name="live-heatmaps")
         self.figures = {}  # title -> (figure, source, colour mapper)
 
     def _figure(self):
@@ -39,6 +44,8 @@ class LiveHeatmaps:
             y_range=FactorRange(),
             sizing_mode="stretch_width",
             height=self.min_height,
+            min_width=MIN_WIDTH,
+            styles={"flex": "1 1 0"},
             tools="pan,wheel_zoom,box_zoom,reset,save",
             x_axis_label=self.x,
             y_axis_label=self.y,
@@ -60,7 +67,8 @@ class LiveHeatmaps:
         if list(frames) != list(self.figures):  # other heatmaps: new figures, once
             self.figures = {title: self._figure() for title in frames}
             self.panel.objects = [
-                pn.pane.Bokeh(plot, sizing_mode="stretch_width") for plot, _, _ in self.figures.values()
+                pn.pane.Bokeh(plot, sizing_mode="stretch_width", min_width=MIN_WIDTH)
+                for plot, _, _ in self.figures.values()
             ]
         for title, frame in frames.items():
             plot, source, mapper = self.figures[title]

@@ -5,6 +5,7 @@ larger than :data:`MAX_DISPLAY` a side are drawn with every k-th row/column
 and a note says so (fits and metrics always use every cell).
 """
 
+import functools
 from dataclasses import dataclass
 
 import holoviews as hv
@@ -22,6 +23,15 @@ HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
 AXES = dict(documents=("document", "word"), network=("sender", "recipient"), tensor=("sender", "recipient"))
+# A table pane that scrolls sideways inside its own box when it is wider than the page (a phone): the
+# scoreboard's 15 columns are 820 px, and without it the page cut them after ESS (issue 37). In the
+# pane's shadow root; a box that is not visible overflow also stops the table widening its column.
+SCROLL_SIDEWAYS_CSS = ":host { overflow-x: auto; overflow-y: hidden; max-width: 100%; }"
+# Two plots beside each other while each has SIDE_MIN_WIDTH px, one above the other on a phone (a Row
+# of two halved them at 412 px and the page cut their legends: issue 37); FLEX_ITEM: a FlexBox's item
+# that grows from nothing to share the row.
+SIDE_MIN_WIDTH = 300
+FLEX_ITEM = {"flex": "1 1 0"}
 # The kinds whose rows and columns are actors (their axes are named by the actors).
 ACTOR_KINDS = ("network", "tensor")
 
@@ -281,7 +291,14 @@ def matched_components_panel(status, scores, name, plots, applies):
     named ``name`` in the page) and the ``plots``."""
     import panel as pn
 
-    table = pn.pane.DataFrame(scores, index=False, float_format="{:.4g}".format, sizing_mode="stretch_width", name=name)
+    table = pn.pane.DataFrame(
+        scores,
+        index=False,
+        float_format="{:.4g}".format,
+        sizing_mode="stretch_width",
+        name=name,
+        stylesheets=[SCROLL_SIDEWAYS_CSS],
+    )
     body = pn.Column(table, *plots, visible=applies, sizing_mode="stretch_width")
     return pn.Column(status, body, sizing_mode="stretch_width")
 
@@ -338,7 +355,10 @@ def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldou
     )
 
 
+@functools.lru_cache(maxsize=32)
 def _palette(cmap):
+    """The 256 colours of ``cmap``, a tuple shared by every figure of the process (4 ms each time,
+    three times a page open: issue 41)."""
     from holoviews.plotting.util import process_cmap
 
     return tuple(process_cmap(cmap, 256))
@@ -459,4 +479,18 @@ def bars_figure(left, right, heights, *, title, x_label, y_label, colour, height
         renderers=[bars],
         sizing_mode="stretch_width",
         height=height,
+    )
+
+
+def side_by_side(*plots):
+    """HoloViews plots (or functions of them) in one row while each has :data:`SIDE_MIN_WIDTH` px, one
+    to a row on a phone."""
+    import panel as pn
+
+    return pn.FlexBox(
+        *(
+            pn.pane.HoloViews(plot, sizing_mode="stretch_width", min_width=SIDE_MIN_WIDTH, styles=FLEX_ITEM)
+            for plot in plots
+        ),
+        sizing_mode="stretch_width",
     )

@@ -15,6 +15,7 @@ import panel as pn
 import param
 
 from app.datastore import DataStore
+from app.plots import side_by_side
 from lpviz import privacy
 from lpviz.release import format_alpha
 
@@ -244,16 +245,8 @@ class PrivacyView(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             self.summary,
-            pn.Row(
-                pn.pane.HoloViews(self.skellam_plot, sizing_mode="stretch_width"),
-                pn.pane.HoloViews(self.geometric_plot, sizing_mode="stretch_width"),
-                sizing_mode="stretch_width",
-            ),
+            side_by_side(self.skellam_plot, self.geometric_plot),
             pn.widgets.IntSlider.from_param(self.param.y, width=300),
-            pn.Row(
-                pn.pane.HoloViews(self.adversary_plot, sizing_mode="stretch_width"),
-                pn.pane.HoloViews(self.log_ratio_plot, sizing_mode="stretch_width"),
-                sizing_mode="stretch_width",
-            ),
+            side_by_side(self.adversary_plot, self.log_ratio_plot),
             sizing_mode="stretch_width",
         )

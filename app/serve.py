@@ -285,6 +285,7 @@ def main(argv=None):
         workers = cluster.client.scheduler_info().get("workers", {})
         print(f"lpviz: the sessions' chains run on the Dask cluster at {args.scheduler} ({len(workers)} workers now)")
     check = args.check_unused_sessions or min(17_000, args.unused_session_lifetime)
+    warm_up()
     from panel.command import main as panel
 
     origins = [f"{host}:{args.port}" for host in ("127.0.0.1", "localhost")] + args.allow_websocket_origin
@@ -313,6 +314,23 @@ def main(argv=None):
         *(["--show"] if args.show else []),
     ]
     panel()
+
+
+def warm_up():
+    """Import the dashboard's modules before the first page, then freeze what the process holds so far.
+
+    A page open allocates tens of thousands of objects, so Python's cyclic garbage collector runs during
+    it; its full collections walked every object of the process, and most of them are the imports'
+    (Panel, Bokeh, HoloViews, NumPy, Numba: modules, classes, functions) that live as long as the
+    process. ``gc.freeze`` moves them out of the collector's sight for good: a collection walks the
+    sessions' objects only (issue 41). Nothing that belongs to a session is frozen: no page exists yet.
+    """
+    import gc
+
+    import app.app  # noqa: F401  (the page's modules and everything they import)
+
+    gc.collect()
+    gc.freeze()
 
 
 LOOP_LOG_ENV = "LPVIZ_LOOP_LOG"

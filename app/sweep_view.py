@@ -504,7 +504,8 @@ class SweepView(pn.viewable.Viewer):
                 lines.append(f"**Cannot sweep these data**: {reason}.")
             return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width")
 
-        controls = pn.Row(
+        # wraps on a phone (a Row of these was 1,070 px: a 412 px page cut the tab, issue 37)
+        controls = pn.FlexBox(
             pn.widgets.TextInput.from_param(self.param.ratios, width=260),
             pn.widgets.IntInput.from_param(self.param.n_iter, width=140),
             pn.widgets.IntInput.from_param(self.param.n_draws, width=140),

@@ -28,6 +28,7 @@ from bokeh.plotting import figure
 from app.datastore import served
 from app.fits import Fits, follow_results, model_shows
 from app.onscreen import OnScreen
+from app.plots import FLEX_ITEM
 from app.throttle import VIEW_SECONDS
 from app.topics_view import topic_order
 from lpviz import topicmap
@@ -220,6 +221,7 @@ class MethodPanel:
             visible=False,
             sizing_mode="stretch_width",
             min_width=260,
+            styles=FLEX_ITEM,  # a row of them where they fit, one to a row on a phone
         )
 
     def show_map(self, topic_map, highlighted):
@@ -482,12 +484,14 @@ class TopicMapView(pn.viewable.Viewer):
 
     @param.depends()
     def _plots(self):
-        return pn.Row(*(panel.pane for panel in self.panels.values()), sizing_mode="stretch_width")
+        return pn.FlexBox(*(panel.pane for panel in self.panels.values()), sizing_mode="stretch_width")
 
     def __panel__(self):
-        controls = pn.Row(
+        # side by side where they fit, one above the other on a phone (a Row was 550 px wide: issue 37)
+        controls = pn.FlexBox(
             pn.widgets.FloatSlider.from_param(self.param.relevance_lambda, width=300),
             pn.widgets.IntSlider.from_param(self.param.n_words, width=250),
+            sizing_mode="stretch_width",
         )
         # the figures are made when the tab is first shown, not with the session
         plots = pn.param.ParamMethod(self._plots, lazy=True, sizing_mode="stretch_width")

@@ -20,7 +20,7 @@ import param
 from app.fits import Fits, follow_results, model_shows, score_frame
 from app.live_heatmaps import LiveHeatmaps
 from app.onscreen import OnScreen
-from app.plots import waiting_line
+from app.plots import SCROLL_SIDEWAYS_CSS, waiting_line
 from app.throttle import VIEW_SECONDS
 from lpviz import metrics
 
@@ -295,16 +295,24 @@ class TopicsView(pn.viewable.Viewer):
             index=False,
             float_format="{:.4g}".format,
             sizing_mode="stretch_width",
+            stylesheets=[SCROLL_SIDEWAYS_CSS],
             name="topic-scores",
         )
         table = pn.pane.DataFrame(
-            self.param.table, index=False, float_format="{:.3f}".format, sizing_mode="stretch_width"
+            self.param.table,
+            index=False,
+            float_format="{:.3f}".format,
+            sizing_mode="stretch_width",
+            stylesheets=[SCROLL_SIDEWAYS_CSS],
         )
         # made once, shown only when the model has topics (the status explains otherwise)
         body = pn.Column(
-            pn.Row(
+            # side by side where they fit, one above the other on a phone (a Row of two made the tab
+            # 500 px wide: a 412 px page cut it at the right)
+            pn.FlexBox(
                 pn.widgets.IntSlider.from_param(self.param.n_top, width=250),
                 pn.widgets.IntSlider.from_param(self.param.n_heatmap_words, width=250),
+                sizing_mode="stretch_width",
             ),
             scores,
             table,

@@ -31,6 +31,7 @@ of the same run.
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import time
@@ -39,22 +40,51 @@ import tracemalloc
 import numpy as np
 
 
-def build_release(rows, cols, topics, seed, block=20_000):
+def build_release(rows, cols, topics, seed, block=20_000, truth=False):
+    """A private release of synthetic topic counts, built a block of rows at a time; with
+    ``truth=True`` also the true counts (``(release, Truth)``: int64, rows x columns)."""
     from lpviz.privacy import alpha_from
-    from lpviz.release import Release
+    from lpviz.release import Release, Truth
 
     rng = np.random.default_rng(seed)
     phi = rng.dirichlet(np.full(cols, 0.05), topics) * 0.1 * cols / topics * 2
     alpha = alpha_from(1.0)
     Y_obs = np.empty((rows, cols), dtype=np.int16)
+    Y = np.empty((rows, cols), dtype=np.int64) if truth else None
     for start in range(0, rows, block):
         stop = min(rows, start + block)
         theta = rng.gamma(0.3, 1.0, (stop - start, topics))
         counts = rng.poisson(theta @ phi)
+        if truth:
+            Y[start:stop] = counts
         # two-sided geometric noise: the difference of two geometric draws
         noise = rng.geometric(1 - alpha, counts.shape) - rng.geometric(1 - alpha, counts.shape)
         Y_obs[start:stop] = np.clip(counts + noise, -30000, 30000)
-    return Release(Y_obs=Y_obs, alpha=alpha, epsilon=1.0, N=1.0, kind="documents", simulated=True)
+    release = Release(Y_obs=Y_obs, alpha=alpha, epsilon=1.0, N=1.0, kind="documents", simulated=True)
+    return (release, Truth(Y)) if truth else release
+
+
+@contextlib.contextmanager
+def local_cluster(workers, cores, memory_limit="auto"):
+    """A LocalCluster of ``workers`` processes of one thread each, the machine's ``cores`` split
+    between their kernels, and its Client (the benchmarks' one cluster setup)."""
+    from distributed import Client, LocalCluster
+
+    threads = max(1, cores // workers)
+    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            env=env,
+            memory_limit=memory_limit,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
 
 
 def timed_in_process(release, options):
@@ -66,25 +96,10 @@ def timed_in_process(release, options):
 
 
 def on_cluster(release, options, workers, cores, budget):
-    from distributed import Client, LocalCluster
-
     import lpviz
     from lpviz import distributed
 
-    threads = max(1, cores // workers)
-    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            env=env,
-            memory_limit=budget // workers,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(workers, cores, memory_limit=budget // workers) as client:
         from lpviz.budget import MemoryBudgetError
 
         tracemalloc.start()

@@ -15,13 +15,12 @@ the same run.
 """
 
 import argparse
-import logging
 import os
 import time
 import tracemalloc
 
 import numpy as np
-from bench_distributed import build_release
+from bench_distributed import build_release, local_cluster
 
 
 def fit_options(topics, iterations):
@@ -29,23 +28,9 @@ def fit_options(topics, iterations):
 
 
 def on_cluster(release, options, workers, cores):
-    from distributed import Client, LocalCluster
-
     import lpviz
 
-    threads = max(1, cores // workers)
-    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            env=env,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(workers, cores) as client:
         tracemalloc.start()
         started = time.perf_counter()
         posterior = lpviz.fit(release, scheduler=client, **options)

@@ -31,19 +31,41 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-COLUMNS = ("create_app", "models", "json", "total")
+COLUMNS = ("create_app", "models", "json", "total", "gc, mean")
 PARTS = ("teaching", "controls", "Data & noise tab", "its charts")
 
 
+class GcClock:
+    """CPU seconds Python's cyclic garbage collector has spent since installed (``gc.callbacks``)."""
+
+    def __init__(self):
+        import gc
+
+        self.spent, self._start = 0.0, None
+        gc.callbacks.append(self)
+
+    def __call__(self, phase, info):
+        if phase == "start":
+            self._start = time.process_time()
+        elif self._start is not None:
+            self.spent += time.process_time() - self._start
+            self._start = None
+
+
+GC = GcClock()
+
+
 def timed(make, freeze):
-    """CPU seconds of (making the page, its models, its JSON) for ``make()`` returning a template; the
-    models added under one freeze of the document when ``freeze`` (as ``app.app.serve_page`` does)."""
+    """CPU seconds of (making the page, its models, its JSON; of all, the garbage collector's) for
+    ``make()`` returning a template; the models added under one freeze of the document when ``freeze``
+    (as ``app.app.serve_page`` does)."""
     import panel as pn
     from bokeh.document import Document
 
     doc = Document()
     pn.state.curdoc = doc
     try:
+        collecting = GC.spent
         start = time.process_time()
         template = make()
         made = time.process_time()
@@ -54,7 +76,7 @@ def timed(make, freeze):
             template.server_doc(doc)
         modelled = time.process_time()
         doc.to_json()
-        return made - start, modelled - made, time.process_time() - modelled
+        return made - start, modelled - made, time.process_time() - modelled, GC.spent - collecting
     finally:
         pn.state.curdoc = None
 
@@ -101,10 +123,16 @@ def empty_page():
     return pn.template.BootstrapTemplate(title="reference", main=[pn.pane.Markdown("an empty page")])
 
 
-def measure(repeat):
-    """``{"dashboard": [create_app, models, json, total], "reference": [...], "parts": {...}}``, medians."""
+def measure(repeat, warm_up=True):
+    """``{"dashboard": [create_app, models, json, total, gc], "reference": [...], "parts": {...}}``,
+    medians. With ``warm_up``, the server's warm-up first where the checkout has one
+    (``app.serve.warm_up``: the imports, then ``gc.freeze``), as ``python -m app.serve`` does."""
     import app.app as dashboard
+    import app.serve
 
+    warmed = warm_up and hasattr(app.serve, "warm_up")
+    if warmed:
+        app.serve.warm_up()
     create_app = dashboard.create_app
     freeze = hasattr(dashboard, "serve_page")  # the app adds its models under one freeze
     for make in (create_app, create_app, empty_page, empty_page):  # warm-ups: imports, compilation
@@ -115,7 +143,8 @@ def measure(repeat):
 
     def medians(runs):
         return [statistics.median(run[i] for run in runs) for i in range(3)] + [
-            statistics.median(sum(run) for run in runs)
+            statistics.median(sum(run[:3]) for run in runs),
+            statistics.mean(run[3] for run in runs),  # the mean: a full collection is rare and long
         ]
 
     return {
@@ -123,11 +152,13 @@ def measure(repeat):
         "reference": medians(reference),
         "parts": {name: statistics.median(piece[name] for piece in pieces) for name in PARTS},
         "freeze": freeze,
+        "warmed": warmed,
     }
 
 
 def report(label, result):
-    print(f"{label}: one page open, server CPU s, median")
+    warmed = "imports then gc.freeze (app.serve.warm_up)" if result.get("warmed") else "no gc.freeze"
+    print(f"{label}: one page open, server CPU s, median (the garbage collector's: mean); {warmed}")
     print(f"  {'':28s}" + "".join(f"{column:>12s}" for column in COLUMNS))
     for name, title in (("dashboard", "dashboard"), ("reference", "reference: an empty page")):
         print(f"  {title:28s}" + "".join(f"{value:12.3f}" for value in result[name]))
@@ -141,11 +172,12 @@ def report(label, result):
     )
 
 
-def run_in(repo, repeat):
+def run_in(repo, repeat, warm_up=True):
     """:func:`measure` in a process of its own with ``repo`` first on its path."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
     out = subprocess.run(
-        [sys.executable, __file__, "--repeat", str(repeat), "--json", "--repo", str(repo)],
+        [sys.executable, __file__, "--repeat", str(repeat), "--json", "--repo", str(repo)]
+        + ([] if warm_up else ["--no-warm-up"]),
         cwd=repo,
         env=env,
         check=True,
@@ -161,14 +193,26 @@ def main(argv=None):
     parser.add_argument("--against", type=Path, help="another checkout of the repository, measured in the same run")
     parser.add_argument("--repo", type=Path, default=HERE, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="without the server's warm-up (no gc.freeze after the imports)"
+    )
+    parser.add_argument(
+        "--gc-both",
+        action="store_true",
+        help="this checkout also without its warm-up, in the same run (what gc.freeze gains)",
+    )
     args = parser.parse_args(argv)
-    if args.against is not None:
+    if args.against is not None or args.gc_both:
         print(f"CPU time of this process; the machine may be shared (load average {os.getloadavg()[0]:.1f})")
-        for label, repo in (("before", args.against.resolve()), ("after", HERE)):
-            report(f"{label} ({repo})", run_in(repo, args.repeat))
+        runs = [("before", args.against.resolve(), True)] if args.against is not None else []
+        if args.gc_both:
+            runs.append(("after, without gc.freeze", HERE, False))
+        runs.append(("after", HERE, not args.no_warm_up))
+        for label, repo, warm_up in runs:
+            report(f"{label} ({repo})", run_in(repo, args.repeat, warm_up))
         return
     sys.path.insert(0, str(args.repo))
-    result = measure(args.repeat)
+    result = measure(args.repeat, warm_up=not args.no_warm_up)
     if args.json:
         print(json.dumps(result))
     else:

@@ -74,6 +74,9 @@ SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 CONNECT_TIMEOUT = 10.0
 # Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
 START_ROWS = 1 << 16
+# Cells whose masks and references one round of a score sends the workers (all of them together):
+# the driver's share of a score stays about this many bits and sparse counts (lpviz.metrics.score).
+SCORE_CELLS_IN_FLIGHT = 1 << 24
 # The hooks a model's update needs to split over machines: the rows' half, the sums it hands on,
 # the other factors' half and its log likelihood from sums (the topic and tensor models have them).
 SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "observed_rate_of_sums")
@@ -82,6 +85,25 @@ SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "
 def splits_over_machines(model):
     """Whether ``model``'s rows (its first mode) split over machines (:data:`SPLIT_HOOKS`)."""
     return all(callable(getattr(model, hook, None)) for hook in SPLIT_HOOKS)
+
+
+# Optional, for a model whose rows own no factor of their own (the block model: theta couples every
+# actor, so the driver holds it with pi and draws both from the partitions' integer sums):
+# ``split_row_width`` (columns of the rows' own factor on the workers; default n_components),
+# ``split_shared_shapes(shape)`` (the driver's factors, in the start's order; default
+# (n, n_components) per other mode), ``place_rows(start, stop)`` (a partition's model learns
+# where its rows sit among every row), ``structural_zeros_of_rows(start, stop, n_cols)`` (the
+# model's own zeros in those rows: out of the method's cells, never in the model's lists, as in
+# one process), ``partition_rates(factors, start, stop)`` and
+# ``partition_rate_rows(samples, start, stop, n_samples)`` (rates of rows [start, stop) that
+# need every row's factors).
+def _row_width(model):
+    return getattr(model, "split_row_width", model.n_components)
+
+
+def _shared_shapes(model, shape):
+    shapes = getattr(model, "split_shared_shapes", None)
+    return shapes(shape) if shapes is not None else tuple((int(n), model.n_components) for n in shape[1:])
 
 
 # The hooks a model's CAVI update needs to split over machines (lpviz.models.topics has them).
@@ -128,7 +150,10 @@ class RowsOf:
         self.start, self.stop = start, source.shape[0] if stop is None else stop
 
     def __getitem__(self, rows):
-        return RowsOf(self.source, self.which, self.start + rows.start, self.start + rows.stop)
+        start, stop = self.start + rows.start, self.start + rows.stop
+        # a source holding data (BlockwiseRelease: the true counts) is cut to the rows' own
+        holding = getattr(self.source, "holding", None)
+        return RowsOf(self.source if holding is None else holding(start, stop), self.which, start, stop)
 
     def build(self):
         return np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
@@ -139,6 +164,51 @@ def _piece(values, start, stop):
     if values is None or isinstance(values, RowsOf):
         return None if values is None else values[start:stop]
     return np.ascontiguousarray(values[start:stop])
+
+
+def _packed(mask, start, stop):
+    """Rows [start, stop) of a boolean cell mask to send a worker: one bit a cell (None: every cell)."""
+    from lpviz.metrics import _EveryCell
+
+    if isinstance(mask, _EveryCell):
+        return None
+    return np.packbits(np.asarray(mask[start:stop], dtype=bool).reshape(-1))
+
+
+def _unpacked(bits, rows, n_cols):
+    """Rows ``rows`` (a slice) of a mask :func:`_packed` sent, as a rows x columns boolean matrix."""
+    n_rows = rows.stop - rows.start
+    if bits is None:
+        return np.ones((n_rows, n_cols), dtype=bool)
+    low, high = rows.start * n_cols, rows.stop * n_cols  # the cells' bits; unpack only their bytes
+    cells = np.unpackbits(bits[low // 8 : (high + 7) // 8])[low % 8 : low % 8 + (high - low)]
+    return cells.view(bool).reshape(n_rows, n_cols)
+
+
+def _reference_rows(reference, rows):
+    """Rows ``rows`` of a reference :func:`_score_pieces` sent (sparse or dense), dense."""
+    piece = reference[rows]
+    return piece.toarray() if hasattr(piece, "toarray") else piece
+
+
+def _score_pieces(observed, references, cells_list, start, stop):
+    """Rows [start, stop) of the score's masks (a bit a cell) and references (true counts: sparse
+    when that is smaller; true rates: dense) to send the worker holding them."""
+    import scipy.sparse as sp
+
+    pieces = []
+    for reference in references:
+        rows = np.asarray(reference[start:stop])
+        rows = rows.reshape(rows.shape[0], -1)
+        if rows.dtype.kind in "iu" and 12 * np.count_nonzero(rows) < rows.nbytes:
+            rows = sp.csr_matrix(rows)
+            if rows.nnz:  # the counts in the fewest bytes that hold them (exact as floats on the worker)
+                low, high = np.min_scalar_type(rows.data.min()), np.min_scalar_type(rows.data.max())
+                rows.data = rows.data.astype(np.promote_types(low, high))
+        pieces.append(rows)
+    # the observed cells are the score's first cell set too: sent once ("observed" names them)
+    cells = ["observed" if cells is observed else _packed(cells, start, stop) for cells in cells_list]
+    return _packed(observed, start, stop), pieces, cells
 
 
 def partition_rows(n_rows, n_workers):
@@ -164,6 +234,8 @@ class Partition:
         # a release generated blockwise: its rows are built here, on the worker (never on the driver)
         counts, alpha = (piece.build() if isinstance(piece, RowsOf) else piece for piece in (counts, alpha))
         self.model = model_registry.create(spec["model"], spec["n_components"], a0=spec["a0"], b0=spec["b0"])
+        if hasattr(self.model, "place_rows"):
+            self.model.place_rows(self.start_row, self.stop_row)
         self.method = method_registry.create(spec["method"], **spec["options"])
         counts = np.asarray(counts)
         n_rows = counts.shape[0]
@@ -176,6 +248,11 @@ class Partition:
         # the release's excluded cells in these rows (held out, structural zeros): left out of the likelihood
         mask = None if mask is None else np.asarray(mask, dtype=bool).reshape(n_rows, n_cols)
         missing = _lists(mask, n_rows)
+        # the model's own zeros (the block model's self loops): out of the method's cells, not in the
+        # model's lists (its kernels skip them), as one process leaves them
+        zeros_of_rows = getattr(self.model, "structural_zeros_of_rows", None)
+        zeros = None if zeros_of_rows is None else zeros_of_rows(self.start_row, self.stop_row, n_cols)
+        excluded = mask if zeros is None else _either(mask, zeros)
         self.work = Work(
             bounds=chunk_bounds(n_rows, n_cells, parallel),
             column_bounds=[(0, 0)],
@@ -186,12 +263,13 @@ class Partition:
             missing_by_column=_empty_lists(n_cols),  # phi's half runs on the driver
             block_offset=self.start_row // ROWS_PER_STREAM,
         )
-        n_observed = n_cells - (0 if mask is None else int(mask.sum()))
-        exclusions = Exclusions(mask=mask, rows=missing, n_observed=n_observed)
+        self.n_observed = n_cells - (0 if excluded is None else int(excluded.sum()))
+        rows = missing if zeros is None else _lists(excluded, n_rows)
+        exclusions = Exclusions(mask=excluded, rows=rows, n_observed=self.n_observed)
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
         # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
-        self.theta = np.empty((n_rows, self.model.n_components))
+        self.theta = np.empty((n_rows, _row_width(self.model)))
         self.state = None
         self.latent = None
         self.counts = None
@@ -202,6 +280,10 @@ class Partition:
 
     def count_total(self):
         return int(self.prepared.count_total)
+
+    def observed(self):
+        """How many of these rows' cells the chain fits (the excluded and the model's zeros left out)."""
+        return self.n_observed
 
     def set_theta(self, first, values):
         """Write rows [first, first + len(values)) of theta (local row numbers)."""
@@ -263,6 +345,10 @@ class Partition:
 
     def _rates(self, theta):
         """The rates of these rows (as a matrix), as Posterior.add_sample's ``model.rates(factors)``."""
+        own = getattr(self.model, "partition_rates", None)
+        if own is not None:  # rates that need every row's factors (the block model's theta)
+            rates = own(self.model.factors((theta, *self.state[1:])), self.start_row, self.stop_row)
+            return rates.reshape(theta.shape[0], -1)
         # one row alone goes through BLAS's matrix-vector path, whose rounding differs from the
         # matrix product's: compute it as a row of a two-row product
         rows = np.vstack([theta, np.zeros_like(theta)]) if theta.shape[0] == 1 else theta
@@ -273,6 +359,11 @@ class Partition:
         """Posterior mean rates of local rows [start, stop), as :meth:`Posterior.rate_rows` computes them."""
         if self.rate_sum is not None:
             return self.rate_sum[start:stop] / n_samples
+        own = getattr(self.model, "partition_rate_rows", None)
+        if own is not None:  # rates that need every row's factors (the block model's theta)
+            pairs = zip(self.samples, shared_samples, strict=True)
+            samples = [self.model.factors((theta, *shared)) for theta, shared in pairs]
+            return own(samples, self.start_row + start, self.start_row + stop, n_samples)
         pieces = [
             self.model.low_rank(self.model.factors((theta, *shared)))
             for theta, shared in zip(self.samples, shared_samples, strict=True)
@@ -280,6 +371,33 @@ class Partition:
         left = np.hstack([piece[0][start:stop] for piece in pieces])
         right = np.hstack([piece[1] for piece in pieces])
         return left @ right.T / n_samples
+
+    def score_begin(self, n_samples, shared_samples):
+        """Keep the saved samples' count and shared factors for the score's :meth:`block_sums`
+        calls (sent once; ``(0, None)`` lets them go)."""
+        self.score_samples = (n_samples, shared_samples)
+        return True
+
+    def block_sums(self, blocks, first, pieces):
+        """:func:`lpviz.metrics._block_sums` of the score's row blocks ``blocks`` (local rows), each
+        from its rates here: the score's checks and sums without the rates leaving the worker.
+        ``pieces``: the score's masks and references for local rows [first, ...) (:func:`_score_pieces`)."""
+        from lpviz.metrics import _block_sums
+
+        observed, references, cells_list = pieces
+        parts = []
+        for start, stop in blocks:
+            rows = slice(start - first, stop - first)
+            part = _block_sums(
+                self.rate_rows(start, stop, *self.score_samples),
+                _unpacked(observed, rows, self.n_cols),
+                [_reference_rows(reference, rows) for reference in references],
+                [_unpacked(observed if isinstance(cells, str) else cells, rows, self.n_cols) for cells in cells_list],
+            )
+            parts.append(part)
+            if not part[0]:  # a rate not finite: the score stops here
+                break
+        return parts
 
     def sample(self, index):
         return self.samples[index]
@@ -369,6 +487,42 @@ class VariationalPartition(Partition):
     def vi_means(self):
         return self.q[0].mean
 
+    def _vi_row_arrays(self):
+        """The state a CAVI fit carries from one iteration to the next on these rows, by name:
+        theta's q (all six arrays, as the kernels left them) and the method's local q (every
+        array of ``latent`` with a row per row, e.g. the private method's noise rates' q);
+        the rest of ``latent`` is the data's or rewritten by every sweep."""
+        n_rows = self.stop_row - self.start_row
+        arrays = {f"theta_q_{i}": array for i, array in enumerate(self.q[0].arrays())}
+        for name, value in (self.latent or {}).items():
+            if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n_rows:
+                arrays[f"latent_{name}"] = value
+        return arrays
+
+    def vi_save(self, folder):
+        """Write this partition's CAVI state (:meth:`_vi_row_arrays`) into ``folder``, atomically."""
+        from lpviz._files import atomic_write
+
+        arrays = self._vi_row_arrays()
+        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        return True
+
+    def vi_restore(self, folder, pieces):
+        """Take this partition's CAVI state from the checkpoint's partitions ``pieces`` (cut as
+        another cluster's, perhaps), in place, after :meth:`vi_begin`."""
+        mine = self._vi_row_arrays()
+        for start, stop in pieces:
+            low, high = max(start, self.start_row), min(stop, self.stop_row)
+            if low >= high:
+                continue
+            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+                if not set(mine) <= set(archive.files):  # (the sweep's outputs may be there too)
+                    raise ValueError(f"the checkpoint in {folder!r} holds another fit's state (method or model differ)")
+                for name, array in mine.items():
+                    array[low - self.start_row : high - self.start_row] = archive[name][low - start : high - start]
+        return True
+
 
 # ---------------------------------------------------------------------------
 # The driver side
@@ -429,6 +583,7 @@ class DistributedPosterior(Posterior):
         self.partitions, self.actors = partitions, actors
         self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
         self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
+        self.score_bytes = None  # bytes the last score's row-block sums moved (block_sums)
 
     def record(self, state_traces, shared, saved):
         log_joint, log_marginal, seconds = state_traces
@@ -499,6 +654,70 @@ class DistributedPosterior(Posterior):
         mu = np.vstack([piece.result() for piece in pieces]) if pieces else np.zeros((0, self.shape[1]))
         return mu.reshape((mu.shape[0],) + self.shape[1:])
 
+    def block_sums(self, blocks, observed, references, cells_list):
+        """:func:`lpviz.metrics._block_sums` of each row block of ``blocks`` in order, for
+        :func:`lpviz.metrics.score`: a block inside one partition is summed on its worker (which
+        receives the block's rows of the masks, a bit a cell, and of the references, and returns a
+        few numbers); a block across a partition's edge is summed here from its rates. Either way
+        the same operations on the same block as in one process: the same bits. The blocks go in
+        rounds of at most :data:`SCORE_CELLS_IN_FLIGHT` cells over all workers, two rounds in
+        flight, so the driver holds a bounded part of the masks and references at a time. Bytes
+        sent and received: :attr:`score_bytes`."""
+        from lpviz.metrics import _block_sums
+
+        n_samples = len(self.shared_samples)
+        # the low-rank path needs the saved shared factors (sent once); a partition with a rate sum does not
+        shared = None if math.prod(self.shape) <= DENSE_MEAN_MAX_CELLS else self.shared_samples
+        n_cols = math.prod(self.shape[1:])
+        per_call = max(1, SCORE_CELLS_IN_FLIGHT // len(self.actors)) // max(n_cols, 1)  # rows
+        chunks = {}  # partition -> [[block, ...], ...]: each chunk one call
+        for start, stop in blocks:
+            for index, (first, last) in enumerate(self.partitions):
+                if first <= start and stop <= last:
+                    mine = chunks.setdefault(index, [[]])
+                    if mine[-1] and stop - mine[-1][0][0] > per_call:
+                        mine.append([])
+                    mine[-1].append((start, stop))
+        moved = 0
+        for future in [self.actors[index].score_begin(n_samples, shared) for index in chunks]:
+            future.result()
+        moved += len(chunks) * _nbytes(shared)
+        parts, pending = {}, []
+        n_rounds = max((len(mine) for mine in chunks.values()), default=0)
+        for round_ in range(n_rounds):
+            calls = []
+            for index, mine in chunks.items():
+                if round_ < len(mine):
+                    first, chunk = self.partitions[index][0], mine[round_]
+                    low, high = chunk[0][0], chunk[-1][1]
+                    pieces = _score_pieces(observed, references, cells_list, low, high)
+                    local = [(start - first, stop - first) for start, stop in chunk]
+                    calls.append((chunk, self.actors[index].block_sums(local, low - first, pieces)))
+                    moved += _nbytes(pieces)
+            pending.append(calls)
+            while len(pending) > (1 if round_ + 1 < n_rounds else 0):  # the next round is sent meanwhile
+                for chunk, future in pending.pop(0):
+                    results = future.result()
+                    moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
+                    parts.update(zip(chunk, results, strict=False))
+        for future in [self.actors[index].score_begin(0, None) for index in chunks]:  # let the samples go
+            future.result()
+        self.score_bytes = moved
+        for start, stop in blocks:
+            if (start, stop) in parts:
+                yield parts[(start, stop)]
+            elif any(first <= start and stop <= last for first, last in self.partitions):
+                return  # its partition stopped at a rate that is not finite, before this block
+            else:  # across a partition's edge: its rates come here (a block, at most W - 1 of them)
+                sent = sum(first < stop and start < last for first, last in self.partitions)
+                self.score_bytes += 8 * (stop - start) * n_cols + (0 if shared is None else sent * _nbytes(shared))
+                yield _block_sums(  # (the rates held by no name here: gone before the next block's come)
+                    self.rate_rows(start, stop),
+                    observed[start:stop],
+                    [reference[start:stop] for reference in references],
+                    [cells[start:stop] for cells in cells_list],
+                )
+
     def gather(self):
         """A plain :class:`Posterior` holding everything on the driver (rows x columns rates)."""
         posterior = Posterior(
@@ -540,6 +759,10 @@ class DistributedPosterior(Posterior):
 def _nbytes(value):
     if isinstance(value, np.ndarray):
         return value.nbytes
+    if hasattr(value, "indptr"):  # a sparse matrix
+        return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+    if value is None:
+        return 0
     if isinstance(value, (tuple, list)):
         return sum(_nbytes(v) for v in value)
     if isinstance(value, dict):
@@ -588,7 +811,10 @@ def fit(
     ``inference="vi"``: coordinate-ascent VI (``tol`` and the method's VI options as
     :func:`lpviz.vi.variational_run`), its rows and their local q on the workers: the ELBO trace and
     the fit equal the one-process fit's bit for bit; returns a
-    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver)."""
+    :class:`~lpviz.engine.VariationalPosterior` (E[theta] gathered: rows x K on the driver).
+    ``checkpoint``/``resume`` as above: each worker saves its rows' q (theta's and the method's
+    local q), the driver the shared factors' q and the ELBO trace; a resumed fit is the unbroken
+    fit's bits."""
     if not isinstance(data, Release) and not getattr(data, "builds_rows", False):
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
@@ -611,8 +837,6 @@ def fit(
             )
         if burn_in is not None:
             raise ValueError("inference='vi' has no burn-in: drop burn_in (n_iter is the most iterations it runs)")
-        if checkpoint is not None or resume:
-            raise ValueError("checkpoint= and resume= save an MCMC chain; drop them for inference='vi'")
         tol = DEFAULT_TOL if tol is None else check_tol(tol)
         method_instance = vi_method(method, **method_options)
     elif inference != "mcmc":
@@ -633,18 +857,21 @@ def fit(
     if data.heldout is not None or data.structural_zeros is not None:
         # phi's rate sums over the observed rows and the excluded cells' rate pass through the workers
         # in row order (the models' rows_pass or vi_rows_pass, update_columns_excluded, excluded_rate_from)
-        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
-        if (
-            not callable(getattr(model_instance, hook, None))
-            or model_instance.structural_zeros(tuple(data.shape)) is not None
-        ):
-            raise ValueError(
-                f"this release has held-out cells or structural zeros, which a fit over a cluster leaves out only "
-                f"in the topic and tensor models yet (not model={model_instance.name!r}): fit it in one process "
-                "(drop scheduler=)"
-            )
         zeros = data.structural_zeros
         excluded = _either(data.heldout, zeros)
+        # the model's own zeros (the block model's self loops): its partitions leave them out themselves
+        # (structural_zeros_of_rows), as one process does; only the other excluded cells need the passes
+        model_zeros = model_instance.structural_zeros(tuple(data.shape))
+        if model_zeros is not None:
+            zeros = _either(zeros, model_zeros)
+            excluded &= ~model_zeros
+            excluded = excluded if excluded.any() else None
+        hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
+        if excluded is not None and not callable(getattr(model_instance, hook, None)):
+            raise ValueError(
+                f"this release has held-out cells or structural zeros, which a fit of model={model_instance.name!r} "
+                f"over a cluster does not leave out yet (it lacks {hook}): fit it in one process (drop scheduler=)"
+            )
         heldout = _either(data.heldout)
         if heldout is not None and zeros is not None:
             heldout &= ~zeros
@@ -674,13 +901,14 @@ def fit(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if checkpoint is not None and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
-    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter) if resume else None
+    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter, inference) if resume else None
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
     if inference == "vi":
         try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
             return _run_variational(
                 client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
                 chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
+                (checkpoint, checkpoint_every, saved_state),
             )  # fmt: skip
         finally:
             if owned:
@@ -756,7 +984,7 @@ def _pick_workers(client, chosen):
     return list(chosen)
 
 
-def _read_checkpoint(folder, seed, shape, n_iter):
+def _read_checkpoint(folder, seed, shape, n_iter, inference="mcmc"):
     """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain)."""
     if folder is None:
         raise ValueError("resume=True needs checkpoint=FOLDER, the folder the chain saved its state in")
@@ -767,6 +995,12 @@ def _read_checkpoint(folder, seed, shape, n_iter):
         name = handle.read().strip()
     with np.load(os.path.join(folder, name, "driver.npz")) as archive:
         state = {key: archive[key] for key in archive.files}
+    saved = str(state["inference"]) if "inference" in state else "mcmc"
+    if saved != inference:
+        raise ValueError(
+            f"the checkpoint in {folder!r} is of inference={saved!r}, not {inference!r}; resume with the "
+            "arguments of the fit that wrote it, or choose another folder"
+        )
     if int(state["chain_seed"]) != seed or tuple(int(n) for n in state["shape"]) != tuple(shape):
         raise ValueError(
             f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
@@ -778,9 +1012,10 @@ def _read_checkpoint(folder, seed, shape, n_iter):
     return state
 
 
-def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
+def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, variational=None):
     """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
-    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes."""
+    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes.
+    ``variational``: a CAVI fit's driver arrays (its partitions save with ``vi_save``)."""
     import shutil
 
     from lpviz._files import atomic_write
@@ -788,9 +1023,10 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
     name = f"iteration-{iteration:09d}"
     target = os.path.join(folder, name)
     os.makedirs(target, exist_ok=True)
-    for future in [actor.save(target) for actor in actors]:
+    for future in [(actor.save if variational is None else actor.vi_save)(target) for actor in actors]:
         future.result()
     arrays = {
+        "inference": np.asarray("mcmc" if variational is None else "vi"),
         "iteration": np.asarray(iteration),
         "chain_seed": np.asarray(seed),
         "shape": np.asarray(shape),
@@ -800,13 +1036,16 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors):
         "log_marginal": np.asarray(posterior._log_marginal, dtype=float),
         "seconds": np.asarray(posterior._seconds, dtype=float),
         "saved_iterations": np.asarray(posterior.saved_iterations, dtype=np.int64),
-        "saved_log_joint": np.asarray(posterior.saved_log_joint, dtype=float),
+        "saved_log_joint": np.asarray(getattr(posterior, "saved_log_joint", ()), dtype=float),
     }
     for g, factor in enumerate(shared):  # each shared factor now and at every saved sample
         arrays[f"shared_{g}"] = factor
         arrays[f"shared_samples_{g}"] = np.asarray([sample[g] for sample in posterior.shared_samples]).reshape(
             -1, *factor.shape
         )
+    if variational is not None:
+        arrays.update(variational, elbo=np.asarray(posterior.elbo, dtype=float))
+        arrays["bytes_moved"] = np.asarray(posterior.bytes_moved, dtype=np.int64)
     atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
     atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
     for entry in os.listdir(folder):
@@ -863,13 +1102,13 @@ def _start_partitions(
         del piece, piece_future, mask_piece
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
-    n_observed = n_rows * n_cols - (0 if mask is None else int(np.count_nonzero(mask)))
+    n_observed = sum(actor.observed().result() for actor in actors)  # the model's own zeros left out too
     level = model.start_level(mean_count_of(total, n_observed))
     for (start, stop), actor in zip(partitions, actors, strict=True):
         for first in range(start, stop, START_ROWS):
             rows = min(stop, first + START_ROWS) - first
-            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, model.n_components))).result()
-    shared = tuple(rng.gamma(1.0, level, (int(n), model.n_components)) for n in shape[1:])
+            actor.set_theta(first - start, rng.gamma(1.0, level, (rows, _row_width(model)))).result()
+    shared = tuple(rng.gamma(1.0, level, factor_shape) for factor_shape in _shared_shapes(model, shape))
     return partitions, actors, shared
 
 
@@ -933,23 +1172,14 @@ def _run(
         except Exception as error:
             if not _is_lost_worker(error):
                 raise
-            last = (iteration - 1) - (iteration - 1) % every if folder else 0
-            hint = (
-                f"resume from the checkpoint of iteration {last}: the same call with resume=True"
-                if folder and last
-                else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
-            )
-            raise WorkerLost(
-                f"a worker holding rows of the chain was lost during iteration {iteration} "
-                f"({type(error).__name__}); {hint}"
-            ) from None
+            raise WorkerLost(_lost_message("chain", iteration, error, folder, every)) from None
         if folder is not None and iteration % every == 0:
             _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors)
     return posterior
 
 
 def _run_variational(client, counts, alpha, model, method, method_options, shape, n_iter, tol, seed, parallel,
-                     callback, chosen, masks=(None, None, None)):  # fmt: skip
+                     callback, chosen, masks=(None, None, None), saving=(None, 1, None)):  # fmt: skip
     """CAVI over the workers (:class:`VariationalPartition`): each iteration the driver sends the
     shared factors' q, each worker runs its rows' local step and theta's update and returns its
     allocated totals (integers); the running sums over rows pass through the workers in row order;
@@ -978,12 +1208,20 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
 
     for future in [actor.vi_begin(shared_q()) for actor in actors]:
         future.result()
+    folder, every, saved_state = saving
+    if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
+        pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
+        for future in [actor.vi_restore(saved_state["folder"], pieces) for actor in actors]:
+            future.result()
+        for g, factor in enumerate(q[1:]):  # the shared factors' q as the last update left them
+            for i, array in enumerate(factor.arrays()):
+                array[...] = saved_state[f"shared_q_{g}_{i}"]
     constant = 0.0
     for actor in actors:  # the cells' constant ELBO terms, in row order
         constant = actor.vi_constant_from(constant).result()
     column_work = _column_work(n_rows, n_cols, parallel, seed)
     posterior = VariationalPosterior(model, method, shape, heldout=heldout, structural_zeros=zeros)
-    posterior.bytes_moved = []
+    posterior.bytes_moved, posterior.partitions = [], partitions
     passes = []
 
     def through_rows(kind, carry, factors):
@@ -995,6 +1233,15 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         return carry
 
     elbo, change, iteration, converged = math.nan, math.nan, 0, False
+    if saved_state is not None:
+        elbo, change = float(saved_state["elbo"][-1]), float(saved_state["elbo_change"])
+        iteration, converged = int(saved_state["iteration"]), bool(saved_state["converged"])
+        posterior._elbo = saved_state["elbo"].tolist()
+        posterior._seconds = saved_state["seconds"].tolist()
+        posterior._log_joint = [math.nan] * iteration
+        posterior._log_marginal = [math.nan] * iteration
+        posterior.bytes_moved = saved_state["bytes_moved"].tolist()
+        posterior.converged = converged
     while iteration < n_iter and not converged:
         started = time.perf_counter()
         try:
@@ -1015,10 +1262,7 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         except Exception as error:
             if not _is_lost_worker(error):
                 raise
-            raise WorkerLost(
-                f"a worker holding rows of the fit was lost during iteration {iteration + 1} "
-                f"({type(error).__name__}); start it again"
-            ) from None
+            raise WorkerLost(_lost_message("fit", iteration + 1, error, folder, every)) from None
         totals, cells = carry
         passes.clear()
         factor_terms = model.vi_update_columns(q, tuple(fixed_total(c[None]) for c in columns), weights, totals,
@@ -1039,12 +1283,28 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         posterior.bytes_moved.append(moved)
         if callback is not None:
             callback(state)
+        if folder is not None and iteration % every == 0:
+            driver = {"elbo_change": np.asarray(change), "converged": np.asarray(converged)}
+            for g, factor in enumerate(q[1:]):
+                driver.update({f"shared_q_{g}_{i}": array for i, array in enumerate(factor.arrays())})
+            _save_checkpoint(folder, iteration, seed, shape, (), posterior, actors, driver)
     # the fit's means: theta's gathered (rows x K), rates by row blocks as the one-process posterior's
     theta = np.vstack([actor.vi_means().result() for actor in actors])
     factors = model.vi_factors((SimpleNamespace(mean=theta), *q[1:]))
     posterior.samples, posterior.best = [factors], factors
     posterior.partitions = partitions
     return posterior
+
+
+def _lost_message(what, iteration, error, folder, every):
+    """The words of :class:`WorkerLost`: where to resume from."""
+    last = (iteration - 1) - (iteration - 1) % every if folder else 0
+    hint = (
+        f"resume from the checkpoint of iteration {last}: the same call with resume=True"
+        if folder and last
+        else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
+    )
+    return f"a worker holding rows of the {what} was lost during iteration {iteration} ({type(error).__name__}); {hint}"
 
 
 def _is_lost_worker(error):

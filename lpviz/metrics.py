@@ -342,24 +342,54 @@ def _row_blocks(shape):
     return [(start, min(shape[0], start + rows)) for start in range(0, shape[0], rows)]
 
 
-def _rate_pass(rate_rows, shape, observed, references, cells_list):
+def _block_sums(mu, observed, references, cells_list):
+    """One row block's share of :func:`_rate_pass` (rates ``mu`` and the block's rows of the
+    masks and references): ``(finite, mass, sums)``, each sum a float of numpy's sum over the
+    block. A fit whose rows live elsewhere (:class:`lpviz.distributed.DistributedPosterior`) runs
+    this where the rows are: the same operations on the same block, hence the same bits."""
+    mu = np.asarray(mu, dtype=np.float64)
+    if not np.all(np.isfinite(mu)):
+        return False, None, None
+    mass = float(mu[observed].sum())
+    sums = []
+    for reference in references:
+        error = np.abs(mu - np.asarray(reference, dtype=np.float64))
+        sums.append([float(error[cells].sum()) for cells in cells_list])
+    return True, mass, sums
+
+
+def _block_parts(fit, shape, observed, references, cells_list):
+    """:func:`_block_sums` of every row block of :func:`_row_blocks`, in row order: the fit's own
+    (``fit.block_sums``: computed where its rows are) or here from its rates, a block at a time."""
+    blocks = _row_blocks(shape)
+    if callable(getattr(fit, "block_sums", None)):
+        return fit.block_sums(blocks, observed, references, cells_list)
+    rate_rows = _rates_by_rows(fit)
+    return (
+        _block_sums(
+            rate_rows(start, stop),
+            observed[start:stop],
+            [reference[start:stop] for reference in references],
+            [cells[start:stop] for cells in cells_list],
+        )
+        for start, stop in blocks
+    )
+
+
+def _rate_pass(fit, shape, observed, references, cells_list):
     """One pass over the fitted rates by row blocks (no dense copy of them): whether every rate
     is finite, their sum over ``observed``, and for each reference (true counts, true rates) the
-    sums of ``|rate - reference|`` over each boolean cell set (None when a rate is not finite)."""
-    finite, mass = True, 0.0
+    sums of ``|rate - reference|`` over each boolean cell set (None when a rate is not finite).
+    The blocks' sums are added here in row order, whoever computed them."""
+    mass = 0.0
     sums = [[0.0] * len(cells_list) for _ in references]
-    for start, stop in _row_blocks(shape):
-        mu = np.asarray(rate_rows(start, stop), dtype=np.float64)
-        if not np.all(np.isfinite(mu)):
-            finite = False
-            break
-        mass += float(mu[observed[start:stop]].sum())
-        for sums_of, reference in zip(sums, references, strict=True):
-            error = np.abs(mu - np.asarray(reference[start:stop], dtype=np.float64))
-            for i, cells in enumerate(cells_list):
-                sums_of[i] += float(error[cells[start:stop]].sum())
-    if not finite:
-        return False, None, None
+    for finite, block_mass, block_sums in _block_parts(fit, shape, observed, references, cells_list):
+        if not finite:
+            return False, None, None
+        mass += block_mass
+        for sums_of, block_of in zip(sums, block_sums, strict=True):
+            for i, value in enumerate(block_of):
+                sums_of[i] += value
     return True, mass, sums
 
 
@@ -977,7 +1007,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     references = []
     if truth is not None:
         references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
-    finite, mass, sums = _rate_pass(_rates_by_rows(fit), shape, observed, [r for _, r in references], cells)
+    finite, mass, sums = _rate_pass(fit, shape, observed, [r for _, r in references], cells)
     if finite:
         for (prefix, _), sums_of in zip(references, sums, strict=True):
             result[f"{prefix}mae"] = sums_of[0] / int(observed.sum())
@@ -1009,8 +1039,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         result["restarts"] = dict(fit.restart_spread, elbo=list(fit.restart_elbos), kept=fit.restart_index)
         if finite and references:
             maes = [
-                _rate_pass(_rates_by_rows(other), shape, observed, [references[0][1]], [observed])[2][0][0]
-                / int(observed.sum())
+                _rate_pass(other, shape, observed, [references[0][1]], [observed])[2][0][0] / int(observed.sum())
                 for other in fit.restarts
             ]
             result["restarts"].update(mae=maes, mae_range=float(max(maes) - min(maes)))

@@ -122,6 +122,18 @@ def test_the_table_holds_the_librarys_scores_for_central_and_local_fits(view):
     assert html.count("<tr>") == 1 + 4 and "n/a: only the topics are released" in html
 
 
+def test_a_local_fit_gets_its_row_with_its_first_saved_sample_not_before(view):
+    # a snapshot in the burn-in has a score without topics: a row then would show empty score cells
+    view.fits.settings.param.update(n_iter=20_000, burn_in=19_000, thin=10)
+    view.fits.start()
+    drain_until(view, lambda: any(r.result and r.result.get("score") for r in view.fits.runners.values()))
+    assert any(r.result["score"]["samples"] == 0 for r in view.fits.runners.values() if r.result)
+    view.refresh()
+    assert view.table.empty
+    view.fits.stop()
+    drain_until(view, lambda: not view.fits.running)
+
+
 def test_cancel_stops_the_fit(view):
     # many steps with a fixed noise multiplier (no calibration): far longer than the test waits
     view.param.update(budget="noise_multiplier", noise_multiplier=1.0, sampling_rate=0.01, n_epochs=1000)

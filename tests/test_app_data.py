@@ -231,10 +231,52 @@ def test_the_controls_follow_the_source_and_the_registry(store):
     store.settings.source = "synthetic-blocks"
     names = {w.label for w in controls.data_controls().select(pn.widgets.IntInput)}
     assert "Size" in names and "N docs" not in names
-    selects = {w.label: w for w in controls.fit_controls().select(pn.widgets.Select)}
+    card = controls.fit_controls()
+    assert not card.objects  # made when first opened, not at every page open
+    card.collapsed = False
+    selects = {w.label: w for w in card.select(pn.widgets.Select)}
     assert list(selects["Sampler"].options) == ["collapsed", "bessel"]  # the private method's option, from the registry
     epsilon = [w for w in controls.privacy_controls().select(pn.widgets.EditableFloatSlider)]
     assert epsilon and epsilon[0].value == store.settings.epsilon  # typed values as well as the slider
+
+
+FIT_WIDGET_SETTINGS = ("n_iter", "burn_in", "thin", "chain_seed", "chains")
+
+
+def _fit_widget_values(card):
+    """What the Fit settings card shows: each typed setting's value by its label, the inference and
+    the methods ticked."""
+    labels = {name: Settings.param[name].label for name in FIT_WIDGET_SETTINGS}
+    inputs = {w.label: w.value for w in card.select(pn.widgets.IntInput)}
+    shown = {name: inputs[label] for name, label in labels.items()}
+    (inference,) = card.select(pn.widgets.RadioButtonGroup)
+    (methods,) = card.select(pn.widgets.CheckBoxGroup)
+    return {**shown, "inference": inference.value, "methods": list(methods.value)}
+
+
+def test_a_preset_chosen_with_the_fit_settings_card_closed_is_shown_when_it_opens(store):
+    """The card's widgets are made when it first opens (issue 41): the settings live on the session's
+    Settings, the widgets are views of them, so a preset chosen while the card was never opened is in
+    force, and the card shows its values when opened; widgets made once follow the presets after."""
+    from app.presets import PRESETS
+
+    card = ControlsView(data=store).fit_controls()
+    assert not card.objects
+    name = "Table 1 (VI paper, reduced)"  # VI, 300 iterations, no burn-in: unlike the opening preset's
+    store.settings.preset = name
+    assert not card.objects  # choosing a preset builds nothing
+    expected = {key: PRESETS[name].settings[key] for key in (*FIT_WIDGET_SETTINGS, "inference")}
+    assert {key: getattr(store.settings, key) for key in expected} == expected  # in force unseen
+    card.collapsed = False
+    assert _fit_widget_values(card) == {**expected, "methods": list(store.settings.methods)}
+    made = list(card.objects)
+    card.collapsed = True
+    name = "Figure 1"  # and the widgets, once made, follow the next preset
+    store.settings.preset = name
+    card.collapsed = False
+    assert card.objects == made  # made once, not at every opening
+    expected = {key: PRESETS[name].settings[key] for key in (*FIT_WIDGET_SETTINGS, "inference")}
+    assert _fit_widget_values(card) == {**expected, "methods": list(store.settings.methods)}
 
 
 def _images(pane):

@@ -719,6 +719,7 @@ def test_a_method_registered_elsewhere_appears_everywhere_in_the_app(toy_method)
     runner = fits.runners["prior-only"]
     assert runner.label == "prior only (toy)" and runner.color == "#9467bd"
     controls = ControlsView(data=fits.data).fit_controls()
+    controls.collapsed = False  # its widgets are made when it first opens
     boxes = [w for w in controls.select(pn.widgets.CheckBoxGroup)][0]
     assert "prior only (toy)" in boxes.options
     view = FitsView(fits=fits)

@@ -57,6 +57,26 @@ def test_the_reused_design_modifiers_equal_panels_own(design, theme, served, mon
                 assert again == expected, "a caller's change reached the next lookup"
 
 
+def test_a_theme_with_a_style_sheet_of_its_own_gets_its_own_modifiers(tmp_path):
+    """The reused modifiers are keyed on a theme's style sheets as set (not resolved at every lookup,
+    issue 41): a theme given another sheet gets Panel's modifiers for that sheet, not the ones of the
+    same theme class met before."""
+    sheet = tmp_path / "own.css"
+    sheet.write_text(".own { color: red }")
+    original = Design._get_modifiers.__wrapped__
+    with set_curdoc(Document()):
+        viewable = pn.widgets.Button(label="Start")
+        plain = pn.theme.Bootstrap(theme="default").theme
+        own = pn.theme.Bootstrap(theme="default").theme
+        own.css = str(sheet)
+        for theme in (plain, own, plain):  # each after the other has been looked up
+            expected = original(pn.theme.Bootstrap, viewable, theme, True)
+            assert pn.theme.Bootstrap._get_modifiers(viewable, theme=theme, isolated=True) == expected
+        own_sheets = stylesheet_text(original(pn.theme.Bootstrap, viewable, own, True)[0].get("stylesheets", []))
+        plain_sheets = stylesheet_text(original(pn.theme.Bootstrap, viewable, plain, True)[0].get("stylesheets", []))
+        assert own_sheets != plain_sheets  # the two themes' modifiers do differ: the key must tell them apart
+
+
 def test_a_property_update_without_stylesheets_renders_what_panel_renders():
     doc = Document()
     template = pn.template.BootstrapTemplate()

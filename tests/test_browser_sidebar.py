@@ -12,6 +12,7 @@ import re
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import expect
 
 from app.presets import PRESETS
 from app.settings import preset_values
@@ -110,9 +111,27 @@ def settings_in_force(page, name):
     )
 
 
+# The titles of the Fit settings card's typed fields whose views are in the page, with their values.
+FIT_FIELDS = """() => {
+  const fields = {};
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
+    if (!["N iter", "Burn in", "Thin", "Chain seed", "Chains"].includes(m.title)) continue;
+    const view = window.Bokeh.index.find_one(m);
+    if (view && view.el && view.el.isConnected) fields[m.title] = m.value;
+  }
+  return fields; }"""
+
+
+def open_fit_settings(page):
+    """Open the Fit settings card as a user does (its widgets are made when it first opens, issue 41)."""
+    page.page.get_by_text("Fit settings").first.click()
+    page.page.get_by_label("N iter", exact=True).wait_for()
+
+
 def test_a_chosen_preset_shows_its_text_only_beside_its_own_settings(page):
     """Issue 37 MEDIUM 6: right after Figure 1 was chosen the sidebar showed its text above the old
     settings (synthetic topics, 6,000 iterations, alpha0 0.20) for seconds."""
+    open_fit_settings(page)  # the iterations are read from the Fit settings card
     record_sidebar(page)
     walk = ["Figure 1", "Figure 3 (small alpha0)", "Table 1 (VI paper, reduced)", "Figure 3 (large alpha0)"]
     for name in walk:
@@ -123,6 +142,33 @@ def test_a_chosen_preset_shows_its_text_only_beside_its_own_settings(page):
     for name in walk:  # the recording saw every preset's text and settings
         assert any(f["texts"] == [name] for f in frames), name
     assert mismatches(frames) == [], "a preset's text shown beside another data set's settings"
+    assert page.errors == []
+
+
+def test_a_preset_chosen_with_the_fit_settings_closed_shows_in_the_card_when_it_opens(page):
+    """Issue 41: the Fit settings card makes its widgets when first opened. A preset chosen before that
+    is in force all the same (the settings are the session's; the widgets only show them): opening the
+    card then shows the preset's iterations, burn-in, thin, chain seed and chains."""
+    assert page.evaluate(FIT_FIELDS) == {}  # not made at the page's opening
+    name = "Figure 1"  # 30,000 iterations, a burn-in of 6,000, one chain: unlike the opening preset's
+    record_sidebar(page)
+    choose_preset(page, name)
+    page.wait_until(
+        """([name, source]) => { const frames = window.__sidebar; const last = frames[frames.length - 1];
+          return last && last.texts.length === 1 && last.texts[0] === name && last.Data === source; }""",
+        [name, preset_values(name)["source"]],
+    )
+    assert page.evaluate(FIT_FIELDS) == {}  # the preset made no widget of the closed card
+    open_fit_settings(page)
+    values = preset_values(name)
+    expected = {"N iter": values["n_iter"], "Burn in": values["burn_in"], "Thin": values["thin"]}
+    expected |= {"Chain seed": values["chain_seed"], "Chains": values["chains"]}
+    page.wait_until(f"() => Object.keys(({FIT_FIELDS})()).length === {len(expected)}")
+    assert page.evaluate(FIT_FIELDS) == expected
+    expect(page.page.get_by_label("Burn in", exact=True)).to_have_value(str(values["burn_in"]))  # as typed fields
+    expect(page.page.get_by_label("N iter", exact=True)).to_have_value(str(values["n_iter"]))
+    settings_in_force(page, name)  # the last frame: the preset's text beside its own settings
+    assert mismatches([frame for frame in sidebar_frames(page) if "N iter" in frame]) == []
     assert page.errors == []
 
 
@@ -178,7 +224,7 @@ TABS = ("Topics", "Topic map", "Blocks", "Tensor", "Bessel", "Privacy", "Central
 def short_run(page, opened):
     """Fits of 1,200 iterations (a burn-in of 100) run to their end."""
     if not opened:
-        page.page.get_by_text("Fit settings").first.click()
+        open_fit_settings(page)
         opened.append(True)
     page.fill("Burn in", 100)
     page.fill("N iter", 1200)

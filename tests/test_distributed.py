@@ -13,6 +13,7 @@ from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
 from lpviz.release import Truth
+from tests._distributed_checks import check_excluded_cells
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -85,18 +86,7 @@ def test_a_tensor_without_self_loops_and_held_out_cells_is_the_same_bits_on_any_
 
 
 def _check_excluded_cells(client, data, release, options):
-    method = options["method"]
-    options = dict(options, random_state=11)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
-    reference = lpviz.fit(release, **options)
-    expected = score(reference, release, Truth(data.Y))
-    assert np.isfinite(expected["heldout_mae"])
-    for n_workers in WORKERS:
-        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
-        scores = score(posterior, release, Truth(data.Y))
-        assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
+    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, _same)
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +155,64 @@ def test_rates_by_row_blocks_and_gather(client, data):
     assert posterior.bytes_moved and all(b > 0 for b in posterior.bytes_moved)
 
 
+@pytest.mark.parametrize("dense_mean", [True, False], ids=["rate sums", "low rank"])
+def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data, monkeypatch, dense_mean):
+    """score of a chain over the cluster: each row block inside one partition is checked and summed on
+    its worker (its rates never leave it), only a block across a partition's edge comes here; every
+    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates."""
+    from lpviz import engine, metrics
+
+    monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 5 * data.shape[1])  # blocks of 5 rows: some cross edges
+    monkeypatch.setattr(distributed, "SCORE_CELLS_IN_FLIGHT", 12 * data.shape[1])  # calls of 1-2 blocks, in rounds
+    if not dense_mean:  # no running rate sum: rates from the saved factors, on the workers too
+        monkeypatch.setattr(engine, "DENSE_MEAN_MAX_CELLS", 0)
+        monkeypatch.setattr(distributed, "DENSE_MEAN_MAX_CELLS", 0)
+    heldout = np.random.default_rng(2).random(data.shape) < 0.15
+    release = dataclasses.replace(data.release(), heldout=heldout)
+    truth = data.truth()
+    assert truth.mu is not None
+    options = dict(method="private", n_components=3, n_iter=6, burn_in=2, thin=2, random_state=9)
+    reference = lpviz.fit(release, **options)
+    timing = ("seconds", "iterations_per_second")
+    expected = {key: value for key, value in score(reference, release, truth).items() if key not in timing}
+    assert all(expected[key] is not None for key in metrics.MAE_KEYS)
+    blocks = metrics._row_blocks(data.shape)
+    for n_workers in WORKERS:
+        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
+        pulled = []
+        monkeypatch.setattr(posterior, "rate_rows", _recording(posterior.rate_rows, pulled))
+        result = {key: value for key, value in score(posterior, release, truth).items() if key not in timing}
+        assert result == expected, f"{n_workers} workers"
+        across = [(a, b) for a, b in blocks if not any(p <= a and b <= q for p, q in posterior.partitions)]
+        assert pulled == across and len(across) < n_workers, f"{n_workers} workers"
+        assert posterior._mu_hat is None  # nothing gathered
+
+
+def _recording(rate_rows, pulled):
+    """``rate_rows`` that notes each block of rows it brings to the driver."""
+
+    def recorded(start, stop):
+        pulled.append((start, stop))
+        return rate_rows(start, stop)
+
+    return recorded
+
+
+def test_a_rate_that_is_not_finite_on_a_worker_is_named_by_the_score(client, data, monkeypatch):
+    options = dict(method="naive", n_components=3, n_iter=4, burn_in=1, thin=1, random_state=3)
+    posterior = distributed.fit(data.release(), scheduler=client, workers=3, **options)
+    assert score(posterior, data.release(), data.truth())["health"]["nonfinite"] is False
+    rate_rows = distributed.Partition.rate_rows
+
+    def broken(self, start, stop, n_samples, shared_samples):  # the last partition's rates (on its worker)
+        rates = rate_rows(self, start, stop, n_samples, shared_samples)
+        return rates * np.nan if self.start_row > 0 else rates
+
+    monkeypatch.setattr(distributed.Partition, "rate_rows", broken)
+    result = score(posterior, data.release(), data.truth())
+    assert result["health"]["nonfinite"] is True and result["mae"] is None
+
+
 def test_partitions_are_whole_stream_blocks():
     assert distributed.partition_rows(61, 3) == [(0, 16), (16, 40), (40, 61)]
     assert distributed.partition_rows(10, 4) == [(0, 8), (8, 10)]  # no empty partition
@@ -173,6 +221,42 @@ def test_partitions_are_whole_stream_blocks():
         assert parts[0][0] == 0 and parts[-1][1] == rows
         assert all(start % 8 == 0 and start < stop for start, stop in parts)
         assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+
+
+def test_a_blockwise_release_sends_each_worker_only_its_rows(client, monkeypatch):
+    """blockwise_release: each worker is sent the true counts of the generator blocks its partition
+    meets (BlockwiseRelease.holding), not the whole sparse matrix, and the chain stays the one-process
+    chain of the release built here, for W = 1, 2, 3."""
+    import scipy.sparse as sp
+
+    from lpviz.datasets import GENERATOR_ROWS, blockwise_release
+
+    rng = np.random.default_rng(6)
+    n_rows = 3 * GENERATOR_ROWS + 37
+    Y = sp.random(n_rows, 25, density=0.1, format="csr", random_state=rng, data_rvs=lambda n: rng.integers(1, 5, n))
+    Y = Y.astype(np.int64)
+    source = blockwise_release(Y, epsilon=1.0, random_state=2)
+    options = dict(method="private", n_components=3, n_iter=3, burn_in=1, thin=1, random_state=5)
+    reference = lpviz.fit(source.release(), **options)
+    sent = []
+    scatter, submit = client.scatter, client.submit
+    monkeypatch.setattr(client, "scatter", lambda data, **kw: sent.extend(data) or scatter(data, **kw))
+    monkeypatch.setattr(client, "submit", lambda *args, **kw: sent.extend(args) or submit(*args, **kw))
+    for n_workers in (1, 2, 3):
+        sent.clear()
+        posterior = lpviz.fit(source, scheduler=client, workers=n_workers, **options)
+        assert _same(posterior, reference) == [], f"{n_workers} workers"
+        pieces = [piece for piece in sent if isinstance(piece, distributed.RowsOf)]
+        assert sorted({(piece.start, piece.stop) for piece in pieces}) == posterior.partitions
+        assert len(pieces) == 2 * n_workers  # each partition's counts and noise levels
+        for piece in pieces:
+            low = piece.start // GENERATOR_ROWS * GENERATOR_ROWS
+            high = min(n_rows, -(-piece.stop // GENERATOR_ROWS) * GENERATOR_ROWS)
+            held = piece.source
+            assert (held.first_row, held.Y.shape[0], held.shape) == (low, high - low, (n_rows, 25))
+            assert (held.Y != Y[low:high]).nnz == 0
+        if n_workers > 1:
+            assert all(piece.source.Y.nnz < Y.nnz for piece in pieces)
 
 
 def test_unreachable_scheduler_is_one_clear_message():
@@ -203,8 +287,6 @@ def test_refusals_name_the_fix(client):
         lpviz.fit(release, n_components=3, n_iter=3, scheduler=client, inference="vi", restarts=2)
     with pytest.raises(ValueError, match="bessel_point='mode' applies to inference='vi'"):
         distributed.fit(release, scheduler=client, n_components=3, n_iter=3, thin=1, bessel_point="mode")
-    with pytest.raises(ValueError, match=r"model='blocks' does not split over machines yet \(only topics, tensor\)"):
-        distributed.fit(release, scheduler=client, model="blocks", n_components=2)
 
 
 def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(tmp_path, data):

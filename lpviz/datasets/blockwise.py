@@ -19,7 +19,7 @@ OpenDP's exact sampler on whoever builds the block (not reproducible, so two bui
 ``Y_obs`` and only ``Y`` can be compared).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -199,20 +199,37 @@ class BlockwiseRelease(_BuiltByBlocks):
     block by block where the rows are needed: see :func:`~lpviz.datasets.blockwise_release`."""
 
     Y: object  # scipy.sparse CSR (or a dense array) of true counts
-    alpha: object  # float or one per row
+    alpha: object  # float or one per row (of Y's rows)
     seed: int | None  # None: exact noise
     name: str = ""
+    # a worker's piece (holding): Y (and alpha) hold rows [first_row, first_row + len(Y)) of n_rows
+    first_row: int = 0
+    n_rows: int | None = None
 
     @property
     def shape(self):
-        return tuple(int(n) for n in self.Y.shape)
+        return (int(self.Y.shape[0]) if self.n_rows is None else self.n_rows, int(self.Y.shape[1]))
+
+    def holding(self, start, stop):
+        """This release with only the counts of the generator blocks rows [start, stop) meet: what
+        a worker that builds those rows is sent (its rows, not the whole matrix)."""
+        low = start // GENERATOR_ROWS * GENERATOR_ROWS
+        high = min(self.shape[0], -(-stop // GENERATOR_ROWS) * GENERATOR_ROWS)
+        held = slice(low - self.first_row, high - self.first_row)
+        if held.start < 0 or high - self.first_row > self.Y.shape[0]:
+            raise ValueError(f"rows [{start}, {stop}) are not all held here (rows {self.first_row} on)")
+        alpha = self.alpha if np.ndim(self.alpha) == 0 else np.asarray(self.alpha)[held]
+        return replace(self, Y=self.Y[held], alpha=alpha, first_row=low, n_rows=self.shape[0])
 
     def _block(self, block):
         first = block * GENERATOR_ROWS
         stop = min(self.shape[0], first + GENERATOR_ROWS)
-        rows = self.Y[first:stop]
+        mine = slice(first - self.first_row, stop - self.first_row)
+        if mine.start < 0 or mine.stop > self.Y.shape[0]:
+            raise ValueError(f"block {block} is not held here (rows {self.first_row} on): see holding()")
+        rows = self.Y[mine]
         Y = np.asarray(rows.toarray() if hasattr(rows, "toarray") else rows, dtype=np.int64)
-        alpha = np.broadcast_to(np.asarray(self.alpha, dtype=float), (self.shape[0],))[first:stop]
+        alpha = np.broadcast_to(np.asarray(self.alpha, dtype=float), (self.Y.shape[0],))[mine]
         rng = None if self.seed is None else np.random.default_rng(np.random.SeedSequence([self.seed, block]))
         return {"Y": Y, "alpha": np.array(alpha), "Y_obs": _noised(Y, alpha, rng)}
 
@@ -237,8 +254,8 @@ def blockwise_release(data, *, epsilon=None, N=1, alpha=None, random_state=None)
 
     Noise as :func:`lpviz.privacy.privatize`: exact (OpenDP) by default; an int ``random_state``
     asks for a seeded simulation (each block of ``lpviz.datasets.GENERATOR_ROWS`` rows from the stream keyed
-    by (seed, block), so the same release for any cut of the rows). The true counts go to every
-    worker (sparse: small beside the dense release)."""
+    by (seed, block), so the same release for any cut of the rows). Each worker is sent the true
+    counts of its own rows only (:meth:`BlockwiseRelease.holding`)."""
     from ..privacy import _resolve_alpha, check_noise_level
 
     Y = getattr(data, "Y", data)

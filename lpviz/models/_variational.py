@@ -28,6 +28,7 @@ from numba import njit
 from lpviz._parallel import ROWS_PER_STREAM
 from lpviz.collapsed import _mean_nb as conditional_mean_nb
 from lpviz.collapsed import log_marginal_nb
+from lpviz.models._kernels import column_sums_from, ordered_sum_from
 
 EULER_GAMMA = 0.5772156649015329
 # Whole numbers below this read digamma(n + 1), lgamma(n + 1) from tables.
@@ -186,6 +187,25 @@ def refresh_all(factor, prior):
     for r in range(factor[0].shape[0]):
         total += refresh_row(factor, r, prior)
     return total
+
+
+class RowTotals:
+    """The CAVI sums over a model's rows (its first factor) that its other factors' updates need,
+    continued block by block in row order so a fit split over machines sums them exactly as one
+    process does (lpviz.distributed). ``self.n_components``: the model's K."""
+
+    def vi_no_totals(self):
+        """The row totals before the first row (:meth:`vi_row_totals`)."""
+        return (np.zeros(self.n_components), 0.0, 0.0, 0.0)
+
+    def vi_row_totals(self, q, rows, carry):
+        """The first factor's column sums of E[.] and the rows' gap, ELBO and moved terms,
+        continued from ``carry`` (the rows before these)."""
+        column_sum, *scalars = carry
+        return (
+            column_sums_from(q[0].mean, column_sum),
+            *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
+        )
 
 
 class GammaFactor:

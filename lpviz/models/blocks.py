@@ -62,15 +62,19 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
 
     Exactly in two stages: ``d ~ (theta_i^T pi)_d theta_jd``, then
     ``c | d ~ theta_ic pi_cd``, each a multinomial over all tokens of the cell.
-    ``stats``: (n_send, n_recv parts, n_cd parts).
+    ``seeds``: (chain seed, iteration, stop flag, the first row's actor: 0 but for a
+    partition of the senders on another machine, whose row r is actor first_row + r);
+    ``stats``: (n_send (the counts' rows), n_recv parts (every actor), n_cd parts).
     """
     indptr, indices, values = counts
     theta, pi = factors
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, first_row = seeds
     n_send, n_recv_parts, n_cd_parts = stats
     n_recv = n_recv_parts[chunk]
     n_cd = n_cd_parts[chunk]
-    n_actors, n_comm = theta.shape
+    n_rows = indptr.shape[0] - 1
+    n_comm = theta.shape[1]
+    block_offset = first_row // ROWS_PER_STREAM
     sender_pi = np.empty((1, n_comm))
     given_receiver = np.empty((n_comm, n_comm))
     weights = np.empty(n_comm)
@@ -80,12 +84,13 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             return
-        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block)
-        for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
-            if indptr[i + 1] == indptr[i]:
+        seed_state(state, chain_seed, iteration, UNIT_SWEEP + block_offset + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            if indptr[r + 1] == indptr[r]:
                 continue
+            i = first_row + r
             _sender_tables(theta, i, pi, sender_pi, given_receiver)
-            for idx in range(indptr[i], indptr[i + 1]):
+            for idx in range(indptr[r], indptr[r + 1]):
                 y = values[idx]
                 j = indices[idx]
                 if y <= 0 or j == i:
@@ -103,7 +108,7 @@ def _allocate_chunk(chunk, first, last, counts, factors, seeds, stats):
                     multinomial(by_receiver[d], weights, sender_pi[0, d], state, by_sender)
                     for c in range(n_comm):
                         if by_sender[c]:
-                            n_send[i, c] += by_sender[c]
+                            n_send[r, c] += by_sender[c]
                             n_cd[c, d] += by_sender[c]
 
 
@@ -180,25 +185,28 @@ def _update_pi(pi, theta, n_cd, missing, prior, seeds):
 
 
 @njit(nogil=True, cache=True)
-def _loglik_chunk(chunk, first, last, counts, factors, row_log):
-    """``row_log[i] = sum of y log mu_ij - log y!`` over sender i's off-diagonal cells."""
+def _loglik_chunk(chunk, first, last, counts, factors, row_log, first_row):
+    """``row_log[r] = sum of y log mu_ij - log y!`` over sender i = first_row + r's off-diagonal
+    cells (``first_row``: 0 but for a partition of the senders, as :func:`_allocate_chunk`)."""
     indptr, indices, values = counts
     theta, pi = factors
-    n_actors, n_comm = theta.shape
+    n_rows = row_log.shape[0]
+    n_comm = theta.shape[1]
     sender_pi = np.zeros((1, n_comm))
-    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+    for r in range(first * ROWS_PER_STREAM, min(n_rows, last * ROWS_PER_STREAM)):
+        i = first_row + r
         for d in range(n_comm):
             running = 0.0
             for c in range(n_comm):
                 running += theta[i, c] * pi[c, d]
             sender_pi[0, d] = running
         total = 0.0
-        for idx in range(indptr[i], indptr[i + 1]):
+        for idx in range(indptr[r], indptr[r + 1]):
             y = values[idx]
             j = indices[idx]
             if y > 0 and j != i:
                 total += y * math.log(dot_rows(sender_pi, 0, theta, j)) - log_factorial(y)
-        row_log[i] = total
+        row_log[r] = total
 
 
 @njit(nogil=True, cache=True)
@@ -230,7 +238,7 @@ def _update_and_score(
     _update_pi(pi, theta, n_cd, (row_missing_indptr, row_missing_indices), prior, (chain_seed, iteration))
     row_log = np.zeros(theta.shape[0])
     n_blocks = (theta.shape[0] + ROWS_PER_STREAM - 1) // ROWS_PER_STREAM
-    _loglik_chunk(0, 0, n_blocks, (indptr, indices, values), (theta, pi), row_log)
+    _loglik_chunk(0, 0, n_blocks, (indptr, indices, values), (theta, pi), row_log, 0)
     weights = pair_weights(theta, row_missing_indptr, row_missing_indices)
     loglik = ordered_sum(row_log) - ordered_sum((weights * pi).ravel())
     return loglik + (gamma_log_prior(theta, a0, b0) + gamma_log_prior(pi, a0, b0))
@@ -246,17 +254,20 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     topic model's step.
 
     ``rows``: (use_row, noised counts, excluded indptr, excluded indices (sorted per row),
-    scale); ``tables``: (theta's column sums, alias probability, alias index), (C, V) each;
+    scale), of the counts' rows; ``tables``: (theta's column sums, alias probability, alias
+    index), (C, V) each; ``seeds``: as :func:`_allocate_chunk`'s (row r is actor first_row + r);
     ``stats``: (n_send, n_recv parts, n_cd parts). Returns the tokens' (rows, columns).
     """
     use_row, Y, excluded_indptr, excluded_indices, scale = rows
     theta, pi = factors
     theta_sum, probability, alias = tables
-    chain_seed, iteration, stop = seeds
+    chain_seed, iteration, stop, first_row = seeds
     n_send, n_recv_parts, n_cd_parts = stats
     n_recv = n_recv_parts[chunk]
     n_cd = n_cd_parts[chunk]
-    n_actors, n_comm = theta.shape
+    n_rows = use_row.shape[0]
+    n_comm = theta.shape[1]
+    block_offset = first_row // ROWS_PER_STREAM
     state = np.empty(4, dtype=np.uint64)
     token_rows = np.empty(64, dtype=np.int64)
     token_cols = np.empty(64, dtype=np.int64)
@@ -264,26 +275,27 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
     for block in range(first, last):
         if stop[0]:
             break
-        seed_state(state, chain_seed, iteration, UNIT_POISSON + block)
-        for i in range(block * ROWS_PER_STREAM, min(n_actors, (block + 1) * ROWS_PER_STREAM)):
-            if not use_row[i]:
+        seed_state(state, chain_seed, iteration, UNIT_POISSON + block_offset + block)
+        for r in range(block * ROWS_PER_STREAM, min(n_rows, (block + 1) * ROWS_PER_STREAM)):
+            if not use_row[r]:
                 continue
-            start, end = excluded_indptr[i], excluded_indptr[i + 1]
+            i = first_row + r
+            start, end = excluded_indptr[r], excluded_indptr[r + 1]
             for d in range(n_comm):
                 for c in range(n_comm):
-                    tokens = sample_poisson(scale[i] * theta[i, c] * pi[c, d] * theta_sum[d], state)
+                    tokens = sample_poisson(scale[r] * theta[i, c] * pi[c, d] * theta_sum[d], state)
                     if tokens == 0:
                         continue
                     token_rows = grow(token_rows, n_tokens + tokens)
                     token_cols = grow(token_cols, n_tokens + tokens)
                     for _ in range(tokens):
                         j = draw_alias(probability, alias, d, state)
-                        if j == i or Y[i, j] > 0 or (end > start and in_sorted(excluded_indices, start, end, j)):
+                        if j == i or Y[r, j] > 0 or (end > start and in_sorted(excluded_indices, start, end, j)):
                             continue
-                        n_send[i, c] += 1
+                        n_send[r, c] += 1
                         n_cd[c, d] += 1
                         n_recv[j, d] += 1
-                        token_rows[n_tokens] = i
+                        token_rows[n_tokens] = r
                         token_cols[n_tokens] = j
                         n_tokens += 1
     return token_rows[:n_tokens], token_cols[:n_tokens]
@@ -439,6 +451,11 @@ def _vi_update_theta(theta, pi_mean, n_theta, missing, prior):
     return elbo
 
 
+def _no_cells(n_rows):
+    """(indptr, indices) of no excluded cell in ``n_rows`` rows."""
+    return np.zeros(n_rows + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
@@ -480,15 +497,26 @@ class BlockModel(Model):
         return 8 * (n * C * (2 + 4 * 2) + 4 * 2 * C * C)
 
     # -- state ----------------------------------------------------------------------------
+    # A chain's state is (theta, pi). A partition of the senders on another machine
+    # (lpviz.distributed) holds (rows, theta, pi): its rows own no factor (``rows`` has zero
+    # columns, :attr:`split_row_width`), theta and pi are every row's, drawn on the driver; the
+    # hooks read theta and pi as ``state[-2:]`` and the rows' count as ``state[0].shape[0]``.
+    first_row = 0  # the actor of the counts' first row (place_rows: a partition's first sender)
+
+    def start_level(self, mean_count):
+        """The scale of the start's gamma(1) draws: theta pi theta's products match the mean count."""
+        C = self.n_components
+        return (max(mean_count, 1e-2) / (C * C)) ** (1.0 / 3.0)
+
     def init_state(self, shape, mean_count, rng):
         C = self.n_components
-        level = (max(mean_count, 1e-2) / (C * C)) ** (1.0 / 3.0)
+        level = self.start_level(mean_count)
         theta = rng.gamma(1.0, level, (shape[0], C))
         pi = rng.gamma(1.0, level, (C, C))
         return (theta, pi)
 
     def factors(self, state):
-        theta, pi = state
+        theta, pi = state[-2:]
         return {"theta": theta.copy(), "pi": pi.copy()}
 
     def set_factors(self, state, factors):
@@ -508,31 +536,34 @@ class BlockModel(Model):
 
     # -- kernels ----------------------------------------------------------------------------
     def rate_rows(self, state, rows):
-        theta, pi = state
+        theta, pi = state[-2:]
         rows = np.asarray(rows)
-        mu = (theta[rows] @ pi) @ theta.T
-        mu[np.arange(rows.size), rows] = 0.0
+        actors = rows + self.first_row
+        mu = (theta[actors] @ pi) @ theta.T
+        mu[np.arange(rows.size), actors] = 0.0
         return mu
 
     def new_stats(self, state, work):
-        theta, pi = state
+        theta, pi = state[-2:]
         n, C = theta.shape
         n_chunks = len(work.bounds)
         return (
-            np.zeros((n, C), dtype=np.int64),
-            np.zeros((n_chunks, n, C), dtype=np.int64),
+            np.zeros((state[0].shape[0], C), dtype=np.int64),  # the senders of these rows
+            np.zeros((n_chunks, n, C), dtype=np.int64),  # every actor, as a receiver
             np.zeros((n_chunks, C, C), dtype=np.int64),
         )
 
+    def _seeds(self, work, iteration):
+        return (work.chain_seed, iteration, work.stop, self.first_row)
+
     def allocate(self, state, counts, stats, work, iteration):
-        run_chunks(
-            _allocate_chunk, work.bounds, work.stop, counts, state, (work.chain_seed, iteration, work.stop), stats
-        )
+        run_chunks(_allocate_chunk, work.bounds, work.stop, counts, state[-2:], self._seeds(work, iteration), stats)
 
     def poisson_allocate(self, state, rows, stats, work, iteration):
-        tables = column_alias_tables(state[0])
+        theta, pi = state[-2:]
+        tables = column_alias_tables(theta)
         tokens = run_chunks(
-            _poisson_chunk, work.bounds, work.stop, rows, state, tables, (work.chain_seed, iteration, work.stop), stats
+            _poisson_chunk, work.bounds, work.stop, rows, (theta, pi), tables, self._seeds(work, iteration), stats
         )
         return np.concatenate([t[0] for t in tokens]), np.concatenate([t[1] for t in tokens])
 
@@ -556,10 +587,120 @@ class BlockModel(Model):
 
     def count_loglik(self, state, counts, work):
         theta, pi = state
-        row_log = np.zeros(theta.shape[0])
-        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state, row_log)
         weights = pair_weights(theta, *work.missing_by_row)
-        return ordered_sum(row_log) - ordered_sum((weights * pi).ravel())
+        return ordered_sum(self.row_loglik(state, counts, work)) - ordered_sum((weights * pi).ravel())
+
+    # -- the chain over machines (lpviz.distributed) ------------------------------------------
+    # Given theta and pi the senders' allocations are independent, so a partition of the senders
+    # allocates its rows' counts; theta's conditional couples every actor (as a sender, a
+    # receiver, and through the partner sums of every other actor's theta), so the driver draws
+    # theta, one actor after another as :func:`_update_theta` does, and pi, from integer sums
+    # the partitions return: n_send and n_recv (actors x C) and n_cd (C x C). Its rows own no
+    # factor: theta and pi go to every partition each iteration (actors x C + C x C floats).
+    split_row_width = 0  # the columns of a partition's own row factor: none (the driver holds theta)
+
+    def split_shared_shapes(self, shape):
+        """The factors the driver holds and draws, in the start's order: theta, then pi."""
+        C = self.n_components
+        return ((int(shape[0]), C), (C, C))
+
+    def place_rows(self, start, stop):
+        """This instance's counts are senders [start, stop) (a partition on another machine)."""
+        self.first_row = int(start)
+
+    def structural_zeros_of_rows(self, start, stop, n_cols):
+        """The self loops of senders [start, stop): cells (r, start + r)."""
+        zeros = np.zeros((stop - start, n_cols), dtype=bool)
+        zeros[np.arange(stop - start), np.arange(start, stop)] = True
+        return zeros
+
+    def update_rows(self, state, n_send, work, iteration):
+        """Nothing: the rows own no factor (theta is drawn on the driver, :meth:`update_columns`)."""
+
+    def column_counts(self, stats):
+        """What the driver's draw needs, integers summed over the row chunks: (n_send (every
+        actor: zero outside these rows), n_recv, n_cd); their sums over partitions are exact."""
+        n_send, n_recv_parts, n_cd_parts = stats
+        n_recv = n_recv_parts.sum(axis=0)
+        senders = np.zeros_like(n_recv)
+        senders[self.first_row : self.first_row + n_send.shape[0]] = n_send
+        return senders, n_recv, n_cd_parts.sum(axis=0)
+
+    # On the driver: a fit's excluded pairs (held out; structural zeros of the release) by row and by
+    # column, gathered from the partitions once per fit (keyed by the fit's driver ``work``: a model
+    # instance may serve several fits), and the by-row lists of the pairs the last draw left out
+    # (the rate sum of the same iteration, observed_rate_of_sums, leaves out the same)
+    _excluded = None
+    _rate_rows = None
+
+    def update_columns(self, state, column_counts, theta_sum, work, iteration):
+        """The driver's draw of theta, then pi, given every row's counts ``column_counts`` (as
+        :meth:`column_counts`): :meth:`update`'s calls on the same numbers (``theta_sum`` unused:
+        the driver holds theta)."""
+        theta, pi = state[-2:]
+        n_send, n_recv, n_cd = column_counts
+        prior = (self.a0, self.b0)
+        seeds = (work.chain_seed, iteration)
+        if self._excluded is not None and self._excluded[0] is work:
+            by_row, by_column = self._excluded[1]
+        else:
+            by_row = by_column = _no_cells(theta.shape[0])
+        self._rate_rows = by_row
+        _update_theta(theta, pi, (n_send, n_recv), (*by_row, *by_column), prior, seeds)
+        _update_pi(pi, theta, n_cd, by_row, prior, seeds)
+
+    def update_columns_excluded(self, state, column_counts, theta_sum, work, iteration, through_rows):
+        """:meth:`update_columns` leaving out the excluded pairs, which the partitions hand over once
+        in row order (``through_rows``: their (sender, receiver) pairs, 16 bytes each); the driver
+        keeps their lists by row and by column, as one process's ``work`` holds them."""
+        if self._excluded is None or self._excluded[0] is not work:
+            pairs = through_rows("pairs", np.zeros((0, 2), dtype=np.int64), {})
+            n = state[-2].shape[0]
+            by_column = np.lexsort((pairs[:, 0], pairs[:, 1]))  # by receiver, senders ascending
+            lists = (
+                (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 0], minlength=n))]), pairs[:, 1].copy()),
+                (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 1], minlength=n))]), pairs[by_column, 0]),
+            )
+            self._excluded = (work, lists)
+        self.update_columns(state, column_counts, theta_sum, work, iteration)
+
+    def rows_pass(self, kind, state, work, carry):
+        """These rows' excluded pairs (``kind`` "pairs"), (sender, receiver), appended to ``carry``."""
+        indptr, indices = work.missing_by_row
+        senders = self.first_row + np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        return np.concatenate([carry, np.stack([senders, indices], axis=1).astype(np.int64)])
+
+    @staticmethod
+    def excluded_rate_from(state, work, carry):
+        """Nothing to add: the driver's rate sum (:meth:`observed_rate_of_sums`) leaves the excluded
+        pairs out itself, as :meth:`count_loglik` does."""
+        return carry
+
+    def row_loglik(self, state, counts, work):
+        """Per sender row, ``sum over its cells of y log mu - log y!`` (the rate sum is subtracted once)."""
+        row_log = np.zeros(state[0].shape[0])
+        run_chunks(_loglik_chunk, work.bounds, work.stop, counts, state[-2:], row_log, self.first_row)
+        return row_log
+
+    def observed_rate_of_sums(self, theta_sum, theta, pi):
+        """:meth:`count_loglik`'s rate sum over the observed pairs: the same arithmetic (the driver
+        holds theta; the pairs left out are those of this iteration's draw; ``theta_sum`` unused)."""
+        by_row = self._rate_rows if self._rate_rows is not None else _no_cells(theta.shape[0])
+        return ordered_sum((pair_weights(theta, *by_row) * pi).ravel())
+
+    def partition_rates(self, factors, start, stop):
+        """The rates of senders [start, stop), as :meth:`rates` computes them for every actor (the
+        same arithmetic: a saved sample's dense rates, summed on the worker holding those rows)."""
+        return self.rates(factors)[start:stop]
+
+    def partition_rate_rows(self, samples, start, stop, n_samples):
+        """Posterior mean rates of senders [start, stop) from the saved ``samples`` (factor dicts),
+        as :meth:`lpviz.engine.Posterior.rate_rows` computes them (low-rank, self loops 0)."""
+        left = np.hstack([self.low_rank(f)[0][start:stop] for f in samples])
+        right = np.hstack([self.low_rank(f)[1] for f in samples])
+        mu = left @ right.T / n_samples
+        mu[np.arange(stop - start), np.arange(start, stop)] = 0.0
+        return mu
 
     def update_and_score(self, state, stats, counts, work, iteration):
         if len(work.bounds) > 1:

@@ -29,7 +29,6 @@ from lpviz.models._kernels import (
     FAST_DOT,
     column_alias_tables,
     column_sums,
-    column_sums_from,
     draw_alias,
     draw_weighted,
     gamma_log_prior,
@@ -38,11 +37,11 @@ from lpviz.models._kernels import (
     log_factorial,
     multinomial,
     ordered_sum,
-    ordered_sum_from,
 )
 from lpviz.models._variational import (
     VI_INIT_SHAPE,
     GammaFactor,
+    RowTotals,
     add_fixed,
     allocation_gap,
     allocation_gap_rows,
@@ -388,7 +387,7 @@ def _other_sums(factors, mode):
     return sums[0] * sums[1]
 
 
-class TensorModel(Model):
+class TensorModel(RowTotals, Model):
     """Bayesian Poisson CP factorization of a three-way count array (Schein et al. 2015).
 
     ``mu_ijt = sum_k a_ik b_jk c_tk`` with ``a`` (I, K), ``b`` (J, K), ``c`` (T, K):
@@ -664,19 +663,6 @@ class TensorModel(Model):
         )
         # the allocation q stays as allocated: its log-rate terms move with E[log a]
         return gap, row_elbo, row_totals(n_a * (a.elog - old_elog))
-
-    def vi_no_totals(self):
-        """The row totals before the first row (:meth:`vi_row_totals`)."""
-        return (np.zeros(self.n_components), 0.0, 0.0, 0.0)
-
-    def vi_row_totals(self, q, rows, carry):
-        """The sums over rows b's and c's updates need (E[a]'s column sums, the rows' gap, ELBO and
-        moved terms), continued from ``carry`` (the rows before these): exact in row order."""
-        a_sum, *scalars = carry
-        return (
-            column_sums_from(q[0].mean, a_sum),
-            *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
-        )
 
     def vi_rows_pass(self, kind, q, work, carry):
         """Continue over these rows a sum over their excluded cells: the excluded part of b's or c's

@@ -20,7 +20,6 @@ from lpviz.models._kernels import (
     FEW_TOKENS,
     column_alias_tables,
     column_sums,
-    column_sums_from,
     descending_orders,
     dot_rows,
     draw_alias,
@@ -31,13 +30,13 @@ from lpviz.models._kernels import (
     log_factorial,
     multinomial,
     ordered_sum,
-    ordered_sum_from,
     products,
     standard_gamma,
 )
 from lpviz.models._variational import (
     VI_INIT_SHAPE,
     GammaFactor,
+    RowTotals,
     add_fixed,
     allocation_gap,
     allocation_gap_rows,
@@ -500,7 +499,7 @@ def _seeds(work, iteration):
 # ---------------------------------------------------------------------------
 
 
-class TopicModel(Model):
+class TopicModel(RowTotals, Model):
     """Poisson factorization of a documents x words matrix (a topic model).
 
     ``mu = theta @ phi`` with ``theta`` (D, K) and ``phi`` (K, V). Works on any
@@ -763,19 +762,6 @@ class TopicModel(Model):
         )
         # the allocation q stays as allocated: its log-rate terms move with E[log theta]
         return gap, theta_elbo, row_totals(n_dk * (theta.elog - old_elog))
-
-    def vi_no_totals(self):
-        """The row totals before the first row (:meth:`vi_row_totals`)."""
-        return (np.zeros(self.n_components), 0.0, 0.0, 0.0)
-
-    def vi_row_totals(self, q, rows, carry):
-        """The sums over rows phi's update needs (E[theta]'s column sums, the rows' gap, ELBO and
-        moved terms), continued from ``carry`` (the rows before these): exact in row order."""
-        theta_sum, *scalars = carry
-        return (
-            column_sums_from(q[0].mean, theta_sum),
-            *(ordered_sum_from(terms, total) for terms, total in zip(rows, scalars, strict=True)),
-        )
 
     def vi_rows_pass(self, kind, q, work, carry):
         """Continue over these rows a sum over their excluded cells: phi's partner sums ("phi":

@@ -1,0 +1,115 @@
+"""The block model's chain over Dask workers (lpviz.distributed) beside the chain in one process.
+
+A private block-model chain (mixed-membership SBM, eps = 1) on a synthetic network of ACTORS x
+ACTORS (:func:`lpviz.datasets.make_blocks`), C communities. Prints per iteration: seconds in one
+process (all kernel threads), and on a LocalCluster of 1 and 2 worker processes (cores split
+between them): seconds, bytes moved between driver and workers, the split of the time (the
+workers' row rounds, the running-sum passes, the driver's draw of theta and pi), the driver's peak
+allocation during the distributed fit (tracemalloc), and whether the chains are the same bits;
+then the in-process chain once more (a shared machine's load drifts during a run).
+
+Per iteration each worker gets theta and pi (ACTORS x C + C x C floats) twice (sweep, score) and
+returns n_send, n_recv (ACTORS x C integers each) and n_cd (C x C): about 5 x ACTORS x C x 8 bytes
+per worker, against ACTORS^2 cells of data that never move after the start.
+
+    python benchmarks/bench_distributed_blocks.py                    # 3,000 actors, C = 10
+    python benchmarks/bench_distributed_blocks.py --actors 1000 --iterations 3
+
+Timings are wall-clock on a machine that may be shared: read them beside the in-process chain
+of the same run.
+"""
+
+import argparse
+import logging
+import os
+import time
+import tracemalloc
+
+import numpy as np
+
+
+def on_cluster(release, options, workers, cores):
+    from distributed import Client, LocalCluster
+
+    import lpviz
+
+    threads = max(1, cores // workers)
+    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            env=env,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        tracemalloc.start()
+        started = time.perf_counter()
+        posterior = lpviz.fit(release, scheduler=client, **options)
+        seconds = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        result = {
+            "seconds": seconds,
+            "iteration": float(np.min(posterior.iteration_seconds)),
+            "median": float(np.median(posterior.iteration_seconds)),
+            "bytes": float(np.mean(posterior.bytes_moved)),
+            "phases": {key: float(np.min([p[key] for p in posterior.phases])) for key in posterior.phases[0]},
+            "driver_peak": peak,
+            "traces": (posterior.log_joint.copy(), posterior.log_marginal.copy()),
+            "mu_hat": posterior.mu_hat.copy(),
+        }
+        posterior.close()
+        return result
+
+
+def main():
+    import lpviz
+    from lpviz.datasets import make_blocks
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--actors", type=int, default=3_000)
+    parser.add_argument("--communities", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    data = make_blocks(n_actors=args.actors, n_communities=args.communities, epsilon=1.0, random_state=1)
+    release = data.release()
+    print(f"network {args.actors:,} x {args.actors:,}, C = {args.communities}, eps = 1 (N = {data.info['N']:.2f}): "
+          f"built in {time.perf_counter() - started:.1f} s")  # fmt: skip
+    options = dict(
+        method="private", n_components=args.communities, n_iter=args.iterations, burn_in=args.iterations - 1,
+        thin=1, random_state=7,
+    )  # fmt: skip
+    started = time.perf_counter()
+    reference = lpviz.fit(release, **options)
+    total = time.perf_counter() - started
+    print(f"in one process ({args.cores} kernel threads): {np.min(reference.iteration_seconds):.2f} s per iteration "
+          f"(best of {args.iterations}; median {np.median(reference.iteration_seconds):.2f} s), "
+          f"{total:.1f} s with the start")  # fmt: skip
+    for workers in (1, 2):
+        result = on_cluster(release, options, workers, args.cores)
+        same = all(
+            np.array_equal(a, b, equal_nan=True)
+            for a, b in zip(result["traces"], (reference.log_joint, reference.log_marginal), strict=True)
+        ) and np.array_equal(result["mu_hat"], reference.mu_hat)
+        phases = ", ".join(f"{key} {value:.3f} s" for key, value in result["phases"].items())
+        print(
+            f"{workers} worker(s) x {max(1, args.cores // workers)} threads: {result['iteration']:.2f} s per "
+            f"iteration (best; median {result['median']:.2f} s; {phases}); {result['bytes'] / 1e6:.2f} MB moved "
+            f"per iteration; driver peak {result['driver_peak'] / 1e6:.1f} MB; {result['seconds']:.1f} s with "
+            f"the start; same bits as one process (traces, mu_hat): {same}"
+        )
+    # the machine's load drifts over a run: the in-process chain once more, after the cluster's
+    again = lpviz.fit(release, **options)
+    print(f"in one process again, after: {np.min(again.iteration_seconds):.2f} s per iteration (best; median "
+          f"{np.median(again.iteration_seconds):.2f} s)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

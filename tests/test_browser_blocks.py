@@ -1,0 +1,122 @@
+"""Issue 37, the Blocks tab served in Debian's chromium: Figure 1's actors ordered by their community
+with lines between the blocks (MEDIUM 10), and uploaded actors in natural order, actor2 before actor10
+(LOW "uploaded actors sorted as text").
+
+The heatmaps are numeric images named by fixed ticks, so what the page shows is read from its Bokeh
+documents: each shown figure's axis ticks and the names over them (``major_label_overrides``), its
+images and its line segments (the block boundaries).
+"""
+
+import numpy as np
+import pytest
+
+from tests.test_browser_sidebar import choose_preset
+
+pytestmark = pytest.mark.browser
+
+# Every figure shown (not one of a hidden tab): its title, its axes' names by tick, its images (shape and
+# values) and its line segments.
+BLOCK_FIGURES = """() => {
+  const plain = (value) => value instanceof Map ? Object.fromEntries(value) : value;
+  const figures = [];
+  for (const doc of window.Bokeh.documents)
+    for (const model of doc.all_models) {
+      if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
+      const view = window.Bokeh.index.find_one(model);
+      if (!view || !view.el || !view.el.isConnected || !view.el.checkVisibility()) continue;
+      const axis = (side) => {
+        const found = (model[side] || []).find(a => a.ticker && a.ticker.ticks);
+        if (!found) return null;
+        const names = plain(found.major_label_overrides) || {};
+        return {label: found.axis_label, names: [...found.ticker.ticks].map(tick => names[String(tick)] ?? null)};
+      };
+      const images = [], segments = [];
+      for (const renderer of model.renderers || []) {
+        if (!renderer.glyph || !renderer.data_source) continue;
+        const data = plain(renderer.data_source.data);
+        if (data.image) for (const image of data.image) images.push({shape: [...image.shape], values: [...image]});
+        const type = renderer.glyph.type || renderer.glyph.constructor.name;
+        if (type === "Segment" && renderer.visible)
+          for (let i = 0; i < data.x0.length; i++) segments.push([data.x0[i], data.y0[i], data.x1[i], data.y1[i]]);
+      }
+      figures.push({title: model.title ? model.title.text : "", x: axis("below"), y: axis("left"), images, segments});
+    }
+  return figures;
+}"""
+
+
+def block_figures(page, start):
+    """The shown figures whose titles start with ``start``, once each has its images."""
+    page.wait_until(
+        f"(start) => ({BLOCK_FIGURES})().some(f => f.title.startsWith(start) && f.images.length > 0)", start
+    )
+    return [figure for figure in page.evaluate(BLOCK_FIGURES) if figure["title"].startswith(start)]
+
+
+def figure1_truth():
+    """Figure 1's true memberships (each actor's share in each community), as the server draws them."""
+    from app.datastore import DataStore
+    from app.settings import Settings
+
+    theta = np.asarray(DataStore(Settings(preset="Figure 1")).truth.factors["theta"], dtype=float)
+    return theta / theta.sum(axis=1, keepdims=True)
+
+
+def test_figure1_blocks_are_ordered_by_community_with_lines_between_them(page):
+    """Issue 37 MEDIUM 10: the Blocks tab of Figure 1 drew the actors in their index order, and no
+    block boundaries, though the preset asks students to compare blocks."""
+    choose_preset(page, "Figure 1")
+    page.page.get_by_text("20 actors in 5 communities").first.wait_for()
+    page.tab("Blocks")
+    page.page.get_by_text("Actors ordered by their main community in the true memberships").first.wait_for()
+
+    # what the page should show, from the true memberships: actors grouped by main community (1..5), the
+    # strongest members first, and a line wherever the community changes
+    shares = figure1_truth()
+    n, communities = shares.shape
+    main = shares.argmax(axis=1)
+    order = sorted(range(n), key=lambda actor: (main[actor], -shares[actor, main[actor]]))
+    names = [f"actor {actor}" for actor in order]
+    changes = [k for k in range(1, n) if main[order[k]] != main[order[k - 1]]]
+    assert len(changes) == len(set(main)) - 1 >= 2  # blocks to compare, not a trivial order
+    assert names != sorted(names, key=lambda name: int(name.split()[1]))  # the index order differs
+
+    (rates,) = block_figures(page, "truth (true rates)")
+    assert rates["y"]["names"] == names and rates["x"]["names"] == names  # senders and recipients alike
+    (image,) = rates["images"]
+    assert image["shape"] == [n, n]
+    # the lines between blocks, half a cell before each change, across the whole heatmap, both ways
+    rows = sorted(y0 + 0.5 for x0, y0, x1, y1 in rates["segments"] if y0 == y1)
+    cols = sorted(x0 + 0.5 for x0, y0, x1, y1 in rates["segments"] if x0 == x1)
+    assert rows == changes and cols == changes
+    assert all({min(x0, x1), max(x0, x1)} == {-0.5, n - 0.5} for x0, y0, x1, y1 in rates["segments"] if y0 == y1)
+
+    (members,) = block_figures(page, "truth: memberships")
+    assert members["y"]["names"] == names
+    (image,) = members["images"]
+    drawn = np.asarray(image["values"]).reshape(image["shape"])  # row k: the actor drawn k-th
+    np.testing.assert_allclose(drawn, shares[order], rtol=1e-9)
+    assert sorted(y0 + 0.5 for x0, y0, x1, y1 in members["segments"]) == changes  # rows only
+    assert all({x0, x1} == {-0.5, communities - 0.5} for x0, y0, x1, y1 in members["segments"])
+    assert page.errors == []
+
+
+def test_uploaded_actors_come_in_natural_order(page, tmp_path):
+    """Issue 37 LOW: uploaded actors were sorted as text (actor0, actor10, actor11, actor12, actor2...)."""
+    actors = [f"actor{i}" for i in range(13)]
+    edges = ["source,target,count"]
+    edges += [f"{actors[i]},{actors[(i + 1) % 13]},{i + 1}" for i in range(13)]  # a ring: every actor sends
+    edges += [f"{actors[(i + 5) % 13]},{actors[i]},2" for i in range(13)]
+    path = tmp_path / "ring_edges.csv"
+    path.write_text("\n".join(edges) + "\n")
+    page.choose("upload")
+    page.page.get_by_text("no file uploaded yet").first.wait_for()
+    page.page.locator("input[type=file]").set_input_files(str(path))
+    page.page.get_by_text("ring_edges.csv: 13 x 13").first.wait_for()
+    page.tab("Blocks")
+    # before any fit the actors are drawn in the data's order: the loader's
+    (rates,) = [
+        figure for figure in block_figures(page, "") if figure["y"] and figure["y"]["label"].startswith("sender")
+    ]
+    assert rates["y"]["names"] == actors and rates["x"]["names"] == actors
+    assert page.errors == []

@@ -1,0 +1,158 @@
+"""The block model over a Dask cluster (lpviz.distributed): the senders' allocations on the workers,
+theta and pi drawn on the driver from the workers' integer sums; the same chain, bit for bit, on
+any number of workers as the chain of one process with the same seed."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import lpviz
+from lpviz import distributed, engine
+from lpviz.datasets import make_blocks
+from lpviz.metrics import score
+from lpviz.models.blocks import BlockModel
+from lpviz.release import Truth
+
+pytest.importorskip("distributed")
+
+WORKERS = (1, 2, 3)
+CLUSTER_WORKERS = 3  # the conftest's client: a LocalCluster of 3 worker threads
+
+
+@pytest.fixture(scope="module")
+def data():
+    # 45 actors: 6 stream blocks, the last partial (partitions of 16/16/13 senders on 3 workers); 45
+    # columns: the private method's sparse step (model.poisson_allocate) runs on the workers too
+    return make_blocks(n_actors=45, n_communities=3, random_state=2)
+
+
+def _same(posterior, reference):
+    """Which of the results differ (an empty list: the same bits)."""
+    problems = []
+    for trace in ("log_joint", "log_marginal"):
+        if not np.array_equal(getattr(posterior, trace), getattr(reference, trace), equal_nan=True):
+            problems.append(trace)
+    if not np.array_equal(posterior.mu_hat, reference.mu_hat):
+        problems.append("mu_hat")
+    if posterior.saved_iterations != reference.saved_iterations:
+        problems.append("saved_iterations")
+    ours, theirs = posterior.samples, reference.samples
+    if len(ours) != len(theirs) or any(
+        sorted(a) != sorted(b) or any(not np.array_equal(a[name], b[name]) for name in b)
+        for a, b in zip(ours, theirs, strict=False)
+    ):
+        problems.append("samples")
+    if posterior.best_iteration != reference.best_iteration:
+        problems.append("best")
+    return problems
+
+
+def _options(method, data, **more):
+    options = dict(dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11), **more)
+    if method == "nonprivate":
+        options["truth"] = Truth(data.Y)
+    return options
+
+
+@pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
+def test_block_chain_is_the_same_bits_on_any_number_of_workers(client, data, method):
+    release = data.release()
+    options = _options(method, data)
+    reference = lpviz.fit(release, **options)
+    assert sorted(reference.samples[0]) == ["pi", "theta"]
+    expected = score(reference, release, Truth(data.Y))
+    for n_workers in WORKERS:
+        posterior = lpviz.fit(release, scheduler=client, workers=n_workers, **options)
+        assert isinstance(posterior, distributed.DistributedPosterior)
+        assert len(posterior.partitions) == n_workers
+        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert score(posterior, release, Truth(data.Y))["mae"] == expected["mae"]
+        assert np.all(np.diag(posterior.mu_hat) == 0.0)  # no self loops
+        # per iteration the workers get theta and pi and return n_send, n_recv (actors x C) and n_cd
+        assert min(posterior.bytes_moved) >= n_workers * 3 * 45 * 3 * 8
+
+
+def test_chunked_sweeps_and_another_seed(client, data):
+    """Several chunks per worker (parallel=True) give the same chain; another seed another chain
+    (the comparison has power)."""
+    release = data.release()
+    options = _options("private", data, parallel=True)
+    reference = lpviz.fit(release, **options)
+    assert _same(distributed.fit(release, scheduler=client, workers=2, **options), reference) == []
+    other = distributed.fit(release, scheduler=client, workers=2, **dict(options, random_state=12))
+    assert not np.array_equal(other.log_joint, reference.log_joint)
+    assert not np.array_equal(other.mu_hat, reference.mu_hat)
+
+
+def test_rates_by_low_rank_samples_are_the_same_bits(client, data, monkeypatch):
+    """A network too large for the dense running mean: the workers keep the samples, and the rates
+    of a block of rows come from their low-rank products, self loops 0, as in one process."""
+    monkeypatch.setattr(engine, "DENSE_MEAN_MAX_CELLS", 100)
+    monkeypatch.setattr(distributed, "DENSE_MEAN_MAX_CELLS", 100)
+    release = data.release()
+    options = _options("naive", data)
+    reference = lpviz.fit(release, **options)
+    assert reference._rate_sum is None
+    posterior = distributed.fit(release, scheduler=client, workers=3, **options)
+    assert np.array_equal(posterior.rate_rows(13, 41), reference.rate_rows(13, 41))  # across partitions' edges
+    assert _same(posterior, reference) == []
+
+
+@pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
+def test_held_out_pairs_and_missing_pairs_are_the_same_bits_on_any_number_of_workers(client, data, method):
+    """Excluded pairs (held out, and structural zeros of the release beside the self loops): each
+    partition leaves its rows' out of the sweeps; the driver gets their (sender, receiver) pairs once,
+    in row order, and leaves them out of theta's partner sums, pi's pair weights and the rate sum
+    as one process does; scores (held-out MAE too) are equal."""
+    rng = np.random.default_rng(0)
+    zeros = np.zeros(data.shape, dtype=bool)
+    zeros[5, :3] = zeros[40, 7] = True  # pairs that do not exist (no message can go there)
+    heldout = (rng.random(data.shape) < 0.1) & ~zeros & ~np.eye(data.shape[0], dtype=bool)
+    release = dataclasses.replace(data.release(), heldout=heldout, structural_zeros=zeros)
+    options = _options(method, data, n_iter=6)
+    reference = lpviz.fit(release, **options)
+    expected = score(reference, release, Truth(data.Y))
+    assert np.isfinite(expected["heldout_mae"])
+    for n_workers in WORKERS:
+        posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
+        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        scores = score(posterior, release, Truth(data.Y))
+        assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
+    # the comparison has power: the chain that ignores the excluded pairs is another chain
+    assert not np.array_equal(lpviz.fit(data.release(), **options).log_joint, reference.log_joint)
+
+
+def test_one_model_instance_serves_fits_with_and_without_held_out_pairs(client, data):
+    """A BlockModel passed in serves each fit with that fit's excluded pairs (the driver's lists are
+    the fit's own, never the previous fit's)."""
+    heldout = (np.random.default_rng(3).random(data.shape) < 0.1) & ~np.eye(data.shape[0], dtype=bool)
+    options = _options("naive", data, n_iter=4)
+    plain, held_out = data.release(), data.release().with_heldout(heldout)
+    model = BlockModel(3)
+    for release in (held_out, plain, held_out):
+        reference = lpviz.fit(release, **options)
+        assert _same(distributed.fit(release, scheduler=client, workers=2, model=model, **options), reference) == []
+
+
+def test_cavi_on_the_cluster_is_refused_in_words(client, data):
+    with pytest.raises(ValueError, match=r"model='blocks' has no variational fit over machines yet.*inference='mcmc'"):
+        distributed.fit(data.release(), scheduler=client, n_components=3, n_iter=3, inference="vi")
+
+
+def test_a_checkpointed_chain_resumes_as_the_unbroken_chain(client, data, tmp_path):
+    """The driver's theta and pi and the workers' rows are saved every few iterations; the chain
+    resumed from the last checkpoint, on another number of workers, is the unbroken chain."""
+    release = data.release()
+    options = _options("private", data, n_iter=10)
+    reference = lpviz.fit(release, **options)
+    first = distributed.fit(
+        release, scheduler=client, workers=3, checkpoint=str(tmp_path), checkpoint_every=3, **dict(options, n_iter=7)
+    )
+    assert first.iterations == 7
+    resumed = distributed.fit(
+        release, scheduler=client, workers=2, checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **options
+    )
+    assert _same(resumed, reference) == []
+    # it went on from iteration 6 (its first six iterations' timings are the first run's, restored)
+    assert np.array_equal(resumed.iteration_seconds[:6], first.iteration_seconds[:6])
