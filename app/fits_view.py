@@ -519,7 +519,9 @@ class FitsView(pn.viewable.Viewer):
             values, state = self._rate_frame(other, self.fits.data.release.shape)
             if other is runner or state != shown:
                 self._rate_states[name] = state
-                self._live_rates.update(name, values, rate_title(other, state))
+                # a run that stopped moving is drawn at once (the spread is for streaming results)
+                still = other.status not in ("running", "pausing")
+                self._live_rates.update(name, values, rate_title(other, state), at_once=still)
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""

@@ -129,12 +129,15 @@ class LiveRates:
         plot.grid.grid_line_color = None
         self.figures[key], self._sources[key], self._mappers[key] = plot, source, mapper
 
-    def update(self, key, values, title):
+    def update(self, key, values, title, *, at_once=False):
         """Draw ``values`` (a rate matrix, or tensor: summed over its further modes) titled ``title``
         in the heatmap of ``key``: its image replaced, title and colour limits set where they changed.
         On a served page: at once when no other heatmap's update went out in the last
-        :data:`SPREAD_MS`, else after the ones waiting (a newer update of a waiting heatmap replaces it)."""
-        if self._doc is None:
+        :data:`SPREAD_MS`, else after the ones waiting (a newer update of a waiting heatmap replaces it).
+        ``at_once``: drawn now whatever waits (a run that stopped moving is shown as it is, with the
+        scores and claim that come with it, not a heatmap left behind for a turn)."""
+        if self._doc is None or at_once:
+            self._waiting.pop(key, None)
             self._draw(key, values, title)
             return
         self._waiting[key] = (values, title)

@@ -210,3 +210,9 @@ def test_a_served_page_gets_one_heatmap_at_a_time(monkeypatch):
     assert document.callbacks == []
     live.update("c", threes, "c\nsample 3")  # the next result goes out at once again
     assert np.array_equal(image("c"), threes)
+    fours = np.full(shape, 4.0)
+    live.update("a", fours, "a\nsample 4")  # waits for c's turn to pass
+    assert live.waiting == ["a"] and not np.array_equal(image("a"), fours)
+    live.update("a", fours, "a\ndone", at_once=True)  # a run that stopped moving: drawn now
+    assert np.array_equal(image("a"), fours) and live.figures["a"].title.text == "a\ndone"
+    assert live.waiting == []
