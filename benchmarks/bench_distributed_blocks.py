@@ -20,32 +20,18 @@ of the same run.
 """
 
 import argparse
-import logging
 import os
 import time
 import tracemalloc
 
 import numpy as np
+from bench_distributed import local_cluster
 
 
 def on_cluster(release, options, workers, cores):
-    from distributed import Client, LocalCluster
-
     import lpviz
 
-    threads = max(1, cores // workers)
-    env = {"LPVIZ_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            env=env,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(workers, cores) as client:
         tracemalloc.start()
         started = time.perf_counter()
         posterior = lpviz.fit(release, scheduler=client, **options)

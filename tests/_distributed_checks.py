@@ -1,8 +1,12 @@
 """Checks shared by the tests of fits over a Dask cluster (test_distributed, test_distributed_vi)."""
 
+import contextlib
+
 import numpy as np
+import pytest
 
 import lpviz
+from lpviz import distributed
 from lpviz.metrics import score
 from lpviz.release import Truth
 
@@ -22,3 +26,30 @@ def check_excluded_cells(client, release, Y, options, workers, differences):
         assert differences(posterior, reference) == [], f"{options} on {n_workers} workers"
         scores = score(posterior, release, Truth(Y))
         assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
+
+
+@contextlib.contextmanager
+def cluster_that_lost_a_worker(release, folder, **options):
+    """A LocalCluster of 3 workers on which ``lpviz.distributed.fit(release, **options)``,
+    checkpointed into ``folder`` every 3 iterations, lost its second worker at iteration 7: the fit
+    stopped naming the checkpoint of iteration 6 to resume from. Yields the client, 2 workers left."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        victim = sorted(client.scheduler_info()["workers"])[1]
+        worker = next(w for w in cluster.workers.values() if w.address == victim)
+
+        def kill_at_seven(state):
+            if state.iteration == 7:
+                client.sync(worker.close, executor_wait=False)
+
+        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
+            distributed.fit(
+                release, scheduler=client, checkpoint=folder, checkpoint_every=3, callback=kill_at_seven, **options
+            )
+        assert (folder / "LATEST").read_text() == "iteration-000000006"
+        assert victim not in client.scheduler_info()["workers"]
+        yield client

@@ -13,7 +13,7 @@ from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
 from lpviz.release import Truth
-from tests._distributed_checks import check_excluded_cells
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -293,23 +293,7 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
     options = dict(method="private", n_components=3, n_iter=10, burn_in=3, thin=2, random_state=5)
     release = data.release()
     reference = lpviz.fit(release, **options)
-    with (
-        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        victim = sorted(client.scheduler_info()["workers"])[1]
-        worker = next(w for w in cluster.workers.values() if w.address == victim)
-
-        def kill_at_seven(state):
-            if state.iteration == 7:
-                client.sync(worker.close, executor_wait=False)
-
-        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
-            distributed.fit(
-                release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, callback=kill_at_seven, **options
-            )
-        assert (tmp_path / "LATEST").read_text() == "iteration-000000006"
-        assert victim not in client.scheduler_info()["workers"]
+    with cluster_that_lost_a_worker(release, tmp_path, **options) as client:
         # resumed on the two workers left (the rows cut otherwise): the unbroken chain's bits
         resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
         assert len(resumed.partitions) == 2

@@ -17,7 +17,7 @@ from lpviz.cli import main
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
 from lpviz.release import Release, Truth
-from tests._distributed_checks import check_excluded_cells
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker
 
 pytest.importorskip("distributed")
 
@@ -118,28 +118,11 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
     variant's noise rates' q per cell too), the driver the shared factors' q and the ELBO trace; a
     worker killed at iteration 7 stops the fit with the checkpoint to resume from, and the fit
     resumed on the workers left (the rows cut otherwise) is the unbroken fit, bit for bit."""
-    from distributed import Client, LocalCluster
 
     arguments = dict(method="private", n_components=3, n_iter=12, tol=0.0, inference="vi", random_state=5, **options)
     release = data.release()
     reference = lpviz.fit(release, **arguments)
-    with (
-        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        victim = sorted(client.scheduler_info()["workers"])[1]
-        worker = next(w for w in cluster.workers.values() if w.address == victim)
-
-        def kill_at_seven(state):
-            if state.iteration == 7:
-                client.sync(worker.close, executor_wait=False)
-
-        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
-            distributed.fit(
-                release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, callback=kill_at_seven, **arguments
-            )
-        assert (tmp_path / "LATEST").read_text() == "iteration-000000006"
-        assert victim not in client.scheduler_info()["workers"]
+    with cluster_that_lost_a_worker(release, tmp_path, **arguments) as client:
         seen = []
         resumed = distributed.fit(
             release, scheduler=client, checkpoint=tmp_path, resume=True, callback=seen.append, **arguments
