@@ -28,11 +28,11 @@ from app.central_view import CentralView  # noqa: E402
 from app.controls_view import ControlsView  # noqa: E402
 from app.export import ExportView  # noqa: E402
 from app.fits_view import FitsView  # noqa: E402
+from app.loopwatch import watch_event_loop  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.resources import reuse_design_modifiers, serialize_patches_lazily, serve_stylesheets_locally  # noqa: E402
-from app.serve import watch_event_loop  # noqa: E402
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402

@@ -14,7 +14,7 @@ trace point in the page, iterations per second while every student's chains
 run; fairness = the slowest student's progress / the fastest's, taken when the
 fastest has run ``--window`` seconds after the last Start (or finished); the
 server's event-loop lag (p50, p95: measured inside the server, see
-``app.serve.watch_event_loop``) and the share of the time its thread spent on
+``app.loopwatch.watch_event_loop``) and the share of the time its thread spent on
 the CPU, its resident memory, threads and CPU seconds, and the client's CPU seconds.
 
 Rounds (``--rounds``): the whole class opens and closes again; after each
@@ -728,7 +728,7 @@ def summarize(progresses, begin, moment):
 
 def chain_progress(server, begin, moment):
     """What each session's chains made in [begin, moment] as the server itself logged it (the least
-    iteration of its running methods, every second: ``app.serve.chain_progress``), for the sessions
+    iteration of its running methods, every second: ``app.loopwatch.chain_progress``), for the sessions
     running at both ends; and the seconds between those two log lines. Unlike the pages' progress
     lines, this does not wait for the event loop to redraw a page."""
     lines = [
