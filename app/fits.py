@@ -557,11 +557,23 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
         runner = events[0].obj
         throttle = throttles[runner.method]
         statuses = [event.new for event in events if event.name == "status"]
-        if any(status in ("running", "pausing") for status in statuses):
+        # moving ("stopping" included: a redraw then is redone at "stopped" and only delays the click)
+        if any(status in MOVING_STATUSES for status in statuses):
             throttle.defer()
             return
         if statuses:  # a run that stopped moving: shown exactly, with its statuses
-            show(runner)
+            if served() and runner.status in ("stopped", "idle"):
+                # the answer to Stop or Reset: every progress line goes to the page first, in messages of
+                # its own; the views (whole heatmaps: seconds of the page's time) once no chain is still
+                # leaving, in a callback after them
+                unshown.add(runner.method)
+                if not any(other.status == "stopping" for other in fits.runners.values()):
+                    pn.state.execute(settle, schedule=True)
+            else:
+                show(runner)
+            return
+        if runner.status == "stopped" and any(e.name == "result" and e.new is not None for e in events):
+            show(runner)  # the final score of a run stopped in its end-of-run work, come after the "stopped"
             return
         if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
             return
@@ -573,6 +585,16 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
             pn.state.execute(partial(redraw, runner, throttle), schedule=True)
         else:
             redraw(runner, throttle)
+
+    unshown = set()  # methods stopped or reset whose views wait for the other chains' progress lines
+
+    def settle():
+        if fits.closed or not unshown:
+            return
+        with Fits._batched():
+            for method in sorted(unshown):
+                unshown.discard(method)
+                show(fits.runners[method])
 
     def redraw(runner, throttle):
         if fits.closed:

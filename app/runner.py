@@ -306,6 +306,9 @@ class ChainRunner(param.Parameterized):
         self._queue = queue.SimpleQueue()
         self._generation = 0
         self._worker = None  # the one worker (a handle with is_alive/join), or None
+        self._worker_generation = 0  # the generation the worker was launched for
+        self._ending = False  # the worker has posted "ending": its chain has left, only its end-of-run work remains
+        self._finishing = None  # a worker a Stop or Reset let go in its end-of-run work (its result still comes)
         self._control = Control()
         self._next = None  # what to launch once the worker has left: "fresh", "extend" or None
         self._after = "stopped"  # the status a stopping worker leaves behind
@@ -455,10 +458,15 @@ class ChainRunner(param.Parameterized):
             self._launch()
 
     def _leave(self, then):
-        """Ask the worker to leave; the status is ``then`` once it has."""
+        """Ask the worker to leave; the status is ``then`` once it has, or at once when its chain has
+        already left (it posted "ending": only the final snapshot's score remains, seconds on Enron,
+        which a Stop or Reset does not wait for; what it still posts is drained, if it is still this
+        run's: a run stopped in its end-of-run work still shows its final score)."""
         self._control.stop()
         self._after = then
         alive = self._worker is not None and self._worker.is_alive()
+        if alive and self._ending:
+            self._finishing, self._worker, alive = self._worker, None, False
         self._set(status="stopping" if alive else then, iterations_per_second=0.0)
         if not alive:
             self._worker = None
@@ -495,6 +503,7 @@ class ChainRunner(param.Parameterized):
             target = self.target + self.n_iter
         self._control = Control()
         self._ended = None
+        self._worker_generation, self._ending = self._generation, False
         self.param.update(status="running", target=target, error="")
         self._rate_mark = (time.perf_counter(), self.iteration)
         self._worker = self.place.launch(self, self._generation, self.problem, self._carry, target, self._control)
@@ -521,11 +530,16 @@ class ChainRunner(param.Parameterized):
             self._forget()
         self.problem = None
         self._worker = None if self._worker is not None and not self._worker.is_alive() else self._worker
+        self._finishing = None
         self._queue = queue.SimpleQueue()
 
     @property
     def has_output(self):
-        return not self._queue.empty()
+        """Something to drain: queued messages, or a worker let go in its end-of-run work (its
+        final snapshot is still to come)."""
+        if self._finishing is not None and not self._finishing.is_alive():
+            self._finishing = None
+        return not self._queue.empty() or self._finishing is not None
 
     @property
     def is_alive(self):
@@ -594,9 +608,12 @@ class ChainRunner(param.Parameterized):
     def post(self, generation, kind, payload=None):
         """Hand the event loop a worker's message (from any thread): trace rows, a result snapshot,
         "paused", "done" or "error"; :meth:`collect` keeps only the current ``generation``'s.
-        ``reached`` follows the chain as it posts, before any drain (a load test's measure)."""
+        ``reached`` follows the chain as it posts, before any drain (a load test's measure);
+        "ending" (the chain has left; the end-of-run work begins) is known at once, for :meth:`_leave`."""
         if kind == "rows" and generation == self._generation:
             self.reached = payload[1]
+        elif kind == "ending" and generation == self._worker_generation:
+            self._ending = True
         self._queue.put((generation, kind, payload))
 
     def work(self, generation, problem, carry, target, control):
@@ -754,15 +771,19 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             now = time.monotonic()
             if rows_due.due(now) or state.iteration == 1:
                 flush()
-            if snapshot_due.due(now) or state.iteration == 1:
-                snapshot()
+            if (snapshot_due.due(now) or state.iteration == 1) and not control.stopped:
+                snapshot()  # (a Stop answers without this snapshot's score: the last one stays)
             if now >= turn_ends:
                 give_turn()  # to the back of the line
         give_turn()
+        pace.leave(token)  # a finished chain holds nobody back (nor joins a next run's lockstep)
         flush()
+        # the chain has left: the runner need not wait for the rest (ChainRunner._leave)
+        post("ending")
         if not control.stopped:
-            # the final snapshot scores the whole posterior (topics, diagnostics: a second or two on
-            # Enron under load): a Stop answers without it, keeping the snapshot of half a second ago
+            # the final snapshot scores the whole posterior (topics, diagnostics: 4-12 s for Figure 4's two
+            # chains under load): a Stop before it keeps the snapshot of half a second ago; a Stop or
+            # Reset during it answers at once (the "ending" above) and this result comes when it is ready
             snapshot(final=True)
             carry.update(
                 chain_run=chain_run,
