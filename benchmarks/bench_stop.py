@@ -1,6 +1,17 @@
-"""How fast SIGTERM (and Ctrl-C) ends ``lpviz fit`` mid-sweep, for every sampler (issue 38).
+"""How fast SIGTERM (and Ctrl-C) ends ``lpviz fit`` mid-sweep, for every sampler (issue 38); with
+``--page``, how fast Stop and Reset answer on the served dashboard at every point of a run (issue 37).
 
     .venv/bin/python benchmarks/bench_stop.py [--rows 64] [--cols 400] [--signal TERM] [--src TREE]
+    .venv/bin/python benchmarks/bench_stop.py --page [--reference TREE] [--repeats 1]
+
+``--page``: ``python -m app.serve`` of this checkout (and of ``--reference``, e.g. an export of main, in
+the same run: the plain reference) and one chromium page on it (Playwright, as tests/test_browser_runs.py
+drives it). Figure 4 (reduced size) is run and stopped at its start (iteration 1), in the middle
+(iteration 200 of 400), in its last iterations (the slowest chain at 375; the others, 20 ahead at
+most, at their end) and during its end-of-run work (every chain at 400, one still "running": its
+final snapshot's score); after each Stop, Reset. A latency is the page's own time from the click
+until every progress line reads stopped (or done) / idle. The load average beside each row says
+how busy the shared machine was.
 
 For each sampler (private collapsed, private Bessel, private VI, naive, non-private) a fit runs in
 a fresh process on two data sets of the same shape: the worst case lpviz accepts (every count at
@@ -119,8 +130,120 @@ def measure(src, sampler, release, counts, alpha, folder, signal_number, wait, t
     return {"latency": latency, "code": child.returncode, "last": last.strip()[:80], "sweep": first_sweep}
 
 
+FIGURE4 = "Figure 4 (reduced size for the browser)"
+# the page's clicks: (label, condition the page waits for before Stop) with {lines} the progress lines
+PAGE_POINTS = (
+    ("start (iteration 1)", "l.every(x => x && (x[1] >= 1 || x[0] === 'done'))"),
+    ("middle (iteration 200)", "l.every(x => x && (x[1] >= 200 || x[0] === 'done'))"),
+    ("last iterations (slowest at 375)", "l.every(x => x && (x[1] >= 375 || x[0] === 'done'))"),
+    ("end-of-run work (all at 400)", "l.every(x => x && x[1] >= 400) && l.some(x => x[0] === 'running')"),
+)
+
+
+def _page_latencies(src, repeats):
+    """Serve ``src``'s dashboard, run Figure 4 in one chromium page and time Stop and Reset at
+    every point of :data:`PAGE_POINTS`; yields ``(point, stop seconds, reset seconds, lines at the click)``."""
+    import os
+    import socket
+    import urllib.request
+
+    sys.path.insert(0, str(REPO))
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_harness import CHROMIUM, CHROMIUM_ARGS, N_METHODS
+    from tests.test_browser_runs import LINES
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.serve", "--port", str(port)],
+        cwd=src,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://localhost:{port}/app"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"the dashboard of {src} did not answer on {url}") from None
+                time.sleep(0.5)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
+            page.set_default_timeout(300_000)
+            page.goto(url)
+            page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
+            page.get_by_text("Noise changed").first.wait_for()
+            page.locator(".bk-tab").get_by_text("Fits", exact=True).click()
+            page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=FIGURE4)
+            page.wait_for_function(
+                f"() => {{ const l = ({LINES})(); return l.length === {N_METHODS} && "
+                "l.every(x => x && x[0] === 'idle' && x[2] === 400); }"
+            )
+
+            def timed(button, done):
+                handle = page.get_by_role("button", name=button, exact=True).element_handle()
+                return page.evaluate(
+                    f"""async (button) => {{
+                    const done = () => {{ const l = ({LINES})(); return {done}; }};
+                    const start = performance.now();
+                    button.click();
+                    while (!done()) {{
+                        if (performance.now() - start > 120000) return null;
+                        await new Promise(resolve => setTimeout(resolve, 5));
+                    }}
+                    return (performance.now() - start) / 1000;
+                }}""",
+                    handle,
+                )
+
+            # a warm-up run, not timed: the first chains of a process load (or compile) their kernels
+            page.get_by_role("button", name="Run the fits").click()
+            page.wait_for_function(f"() => {{ const l = ({LINES})(); return {PAGE_POINTS[0][1]}; }}", polling=5)
+            timed("Stop", "l.every(x => x && (x[0] === 'stopped' || x[0] === 'done'))")
+            timed("Reset", "l.every(x => x && x[0] === 'idle')")
+            for _ in range(repeats):
+                for point, ready in PAGE_POINTS:
+                    page.get_by_role("button", name="Run the fits").click()
+                    page.wait_for_function(f"() => {{ const l = ({LINES})(); return {ready}; }}", polling=5)
+                    at = page.evaluate(LINES)
+                    stop = timed("Stop", "l.every(x => x && (x[0] === 'stopped' || x[0] === 'done'))")
+                    reset = timed("Reset", "l.every(x => x && x[0] === 'idle')")
+                    yield point, stop, reset, at, os.getloadavg()[0]
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def page_main(args):
+    trees = [("this checkout", REPO)] + ([("reference", Path(args.reference))] if args.reference else [])
+    print(
+        f"Stop and Reset on the served dashboard, Figure 4 (reduced size), one chromium page; seconds from the "
+        f"click until every progress line reads stopped (or done) / idle, timed in the page; {args.repeats} "
+        "run(s) of each point per tree; shared 2-core machine: noisy (load average beside each row)"
+    )
+    print("| tree | point | Stop (s) | Reset (s) | iterations at the click | load |\n|---|---|---|---|---|---|")
+    for name, src in trees:
+        for point, stop, reset, at, load in _page_latencies(src, args.repeats):
+            shown = [f"{'-' if s is None else f'{s:.2f}'}" for s in (stop, reset)]
+            iterations = ", ".join(f"{x[1]} {x[0]}" for x in at if x)
+            print(f"| {name} ({src}) | {point} | {shown[0]} | {shown[1]} | {iterations} | {load:.1f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--page", action="store_true", help="Stop and Reset on the served dashboard (issue 37)")
+    parser.add_argument("--reference", default=None, help="with --page: another checkout served the same way")
+    parser.add_argument("--repeats", type=int, default=1, help="with --page: runs of every point per checkout")
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--cols", type=int, default=400)
     parser.add_argument("--signal", choices=("TERM", "INT"), default="TERM")
@@ -133,6 +256,9 @@ def main():
     )
     parser.add_argument("--data", nargs="*", default=["plain", "worst"], choices=("plain", "worst"))
     args = parser.parse_args()
+    if args.page:
+        page_main(args)
+        return
     signal_number = signal.SIGTERM if args.signal == "TERM" else signal.SIGINT
     with tempfile.TemporaryDirectory(prefix="lpviz-stop-") as tmp:
         folder = Path(tmp)
