@@ -468,15 +468,104 @@ def _noise_variance(alpha):
     return 2.0 * alpha / (1.0 - alpha) ** 2
 
 
+class _NoisedSums:
+    """The noised counts' statistics over a cell set, from one pass a row block at a time (never a
+    rows x columns copy): every one an integer, so exact in any order, and the same whoever sums them.
+
+    ``n_cells``; ``per_row``/``per_column``: the cells' count in each row / column (of the matrix the
+    engine sees: the other modes flattened); ``row_sums``/``column_sums`` (int64) and ``total``,
+    ``squares`` (Python ints) of the noised counts there; ``top``: their maximum (at least 0); and
+    ``histograms``: per distinct alpha of the rows, the count of each noised value from -1 on
+    (index j holds value j - 1; values below -1 left out: the pmf's filter reads none of them)."""
+
+    def __init__(self, release, cells):
+        Y = release.Y_obs
+        alpha = np.broadcast_to(np.asarray(release.alpha_per_row, dtype=np.float64), (release.shape[0],))
+        n_rows, n_cols = release.shape[0], math.prod(release.shape[1:])
+        self.per_row = np.zeros(n_rows, dtype=np.int64)
+        self.row_sums = np.zeros(n_rows, dtype=np.int64)
+        self.per_column = np.zeros(n_cols, dtype=np.int64)
+        self.column_sums = np.zeros(n_cols, dtype=np.int64)
+        self.total = self.squares = self.n_cells = self.top = 0
+        self.histograms = {}
+        for start, stop in _row_blocks(release.shape):
+            block = _as_matrix(np.asarray(cells[start:stop], dtype=bool))
+            noised = np.where(block, _as_matrix(np.asarray(Y[start:stop], dtype=np.int64)), 0)
+            self.per_row[start:stop] = block.sum(axis=1)
+            self.row_sums[start:stop] = noised.sum(axis=1)
+            self.per_column += block.sum(axis=0)
+            self.column_sums += noised.sum(axis=0)
+            self.total += int(self.row_sums[start:stop].sum())
+            values = noised[block]  # the cells' noised counts, in row order
+            largest = int(np.abs(values).max(initial=0))
+            if largest * largest * values.size < 2**62:  # int64 holds the block's sum of squares
+                self.squares += int(np.dot(values, values))
+            else:
+                self.squares += sum(int(value) ** 2 for value in values)
+            self.top = max(self.top, int(values.max(initial=0)))
+            levels = alpha[start:stop]
+            if levels.size and levels.min() == levels.max():
+                groups = [(levels[0], values)]
+            else:  # per-row noise: each value's alpha
+                each = np.repeat(levels, self.per_row[start:stop])
+                groups = [(a, values[each == a]) for a in np.unique(each)]
+            for a, mine in groups:
+                counts = np.bincount(mine[mine >= -1] + 1)
+                held = self.histograms.get(float(a))
+                if held is not None:  # the longer of the two, the other added in
+                    counts, held = (counts, held) if counts.size >= held.size else (held, counts)
+                    counts[: held.size] += held
+                self.histograms[float(a)] = counts
+        self.n_cells = int(self.per_row.sum())
+
+    def noise_variance(self, alpha_per_row):
+        """The noise's variance summed over the cells (numpy's sum over the rows, as before)."""
+        return float(np.sum(self.per_row * _noise_variance(alpha_per_row)))
+
+    def moments(self):
+        """``(mean, variance with ddof=1)`` of the noised counts over the cells, each correctly rounded
+        from the exact integer sums (0.0 for a variance of fewer than 2 cells)."""
+        n = self.n_cells
+        mean = self.total / n if n else 0.0
+        variance = (n * self.squares - self.total**2) / (n * (n - 1)) if n > 1 else 0.0
+        return mean, variance
+
+
+# (id(release), cells' key) -> (weak reference to the release, _NoisedSums): the score's estimated
+# total and every baseline read one pass over the noised counts
+_NOISED_CACHE: dict = {}
+
+
+def _cells_key(cells):
+    """A digest of a boolean cell set, read a row block at a time (no copy of the whole mask)."""
+    import hashlib
+
+    if isinstance(cells, _EveryCell):
+        return ("every", cells.shape)
+    digest = hashlib.blake2b(repr(tuple(cells.shape)).encode(), digest_size=16)
+    for start, stop in _row_blocks(cells.shape):
+        digest.update(np.ascontiguousarray(cells[start:stop], dtype=bool))
+    return digest.hexdigest()
+
+
+def _noised_sums(release, cells):
+    key = (id(release), _cells_key(cells))
+    cached = _NOISED_CACHE.get(key)
+    if cached is not None and cached[0]() is release:
+        return cached[1]
+    sums = _NoisedSums(release, cells)
+    if len(_NOISED_CACHE) >= _BASELINE_CACHE_SIZE:
+        _NOISED_CACHE.pop(next(iter(_NOISED_CACHE)))
+    _NOISED_CACHE[key] = (weakref.ref(release), sums)
+    return sums
+
+
 def estimated_total(release, cells=None):
     """``(total, standard_error)``: the noised counts' sum over ``cells`` (default the
     observed cells), an unbiased estimate of the true counts' sum there (the noise has mean 0),
     and the noise's standard deviation of that sum."""
-    cells = release.observed_cells if cells is None else cells
-    total = float(np.asarray(release.Y_obs, dtype=np.int64)[cells].sum())
-    per_row = _as_matrix(cells).sum(axis=1)
-    variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row)))
-    return total, float(np.sqrt(variance))
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    return float(sums.total), float(np.sqrt(sums.noise_variance(release.alpha_per_row)))
 
 
 def estimated_count_pmf(release, cells=None):
@@ -489,18 +578,14 @@ def estimated_count_pmf(release, cells=None):
     (1 - alpha)^2`` on the noised counts' empirical pmf ``q`` (per row with per-row alpha). The
     estimate is unbiased term by term; its entries may dip below 0 by sampling noise.
     """
-    cells = release.observed_cells if cells is None else cells
-    Y = np.asarray(release.Y_obs, dtype=np.int64)
-    alpha = release.alpha_per_row
-    top = max(int(Y[cells].max(initial=0)), 0) + 2
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    top = sums.top + 2
     pmf = np.zeros(top + 1)
     values = np.arange(top + 1)
-    n_cells = max(int(cells.sum()), 1)
-    for a in np.unique(alpha):
-        rows = alpha == a
-        counts = Y[rows][cells[rows]]
-        counts = counts[(counts >= -1) & (counts <= top + 1)]
-        histogram = np.bincount(counts + 1, minlength=top + 3)  # index j holds value j - 1
+    n_cells = max(sums.n_cells, 1)
+    for a in sorted(sums.histograms):
+        histogram = np.zeros(top + 3, dtype=np.int64)  # index j holds value j - 1
+        histogram[: sums.histograms[a].size] = sums.histograms[a]
         q = histogram / n_cells
         # value k sits at index k + 1; its neighbours at k and k + 2
         pmf += ((1.0 + a * a) * q[1 : top + 2] - a * q[0 : top + 1] - a * q[2 : top + 3]) / (1.0 - a) ** 2
@@ -532,13 +617,12 @@ def estimated_count_median(release, cells=None):
     values, pmf = estimated_count_pmf(release, cells)
     if float(-pmf[pmf < 0].sum()) <= DECONVOLUTION_MAX_NEGATIVE_MASS:
         return _median_of_pmf(values, pmf)
-    noised = np.asarray(release.Y_obs, dtype=np.float64)[cells]
-    mean = float(noised.mean()) if noised.size else 0.0
+    sums = _noised_sums(release, cells)
+    mean, noised_variance = sums.moments()
     if mean <= 0:
         return 0.0
-    per_row = _as_matrix(cells).sum(axis=1)
-    noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
-    variance = float(noised.var(ddof=1)) - noise_variance if noised.size > 1 else 0.0
+    noise_variance = sums.noise_variance(release.alpha_per_row) / max(sums.n_cells, 1)
+    variance = noised_variance - noise_variance if sums.n_cells > 1 else 0.0
     if variance <= mean:
         return float(stats.poisson.median(mean))
     p = mean / variance
@@ -552,14 +636,12 @@ def estimated_rate_median(release, cells=None):
     variances taken out). With no spread left the mean itself."""
     from scipy import stats
 
-    cells = release.observed_cells if cells is None else cells
-    noised = np.asarray(release.Y_obs, dtype=np.float64)[cells]
-    if noised.size < 2:
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    if sums.n_cells < 2:
         return 0.0
-    mean = float(noised.mean())
-    per_row = _as_matrix(cells).sum(axis=1)
-    noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
-    rate_variance = float(noised.var(ddof=1)) - noise_variance - mean
+    mean, noised_variance = sums.moments()
+    noise_variance = sums.noise_variance(release.alpha_per_row) / sums.n_cells
+    rate_variance = noised_variance - noise_variance - mean
     if mean <= 0:
         return 0.0
     if rate_variance <= 0:
@@ -574,11 +656,10 @@ def independence_rates(release, cells=None):
     noised count of row d and column v over those cells and ``m`` the overall mean (each an
     unbiased estimate of the true one). Returns the ``(row_means, column_means / m)`` whose outer
     product is the fit."""
-    cells = _as_matrix(release.observed_cells if cells is None else cells)
-    noised = np.where(cells, _as_matrix(np.asarray(release.Y_obs, dtype=np.float64)), 0.0)
-    mean = float(noised.sum()) / max(int(cells.sum()), 1)
-    rows = np.maximum(noised.sum(axis=1) / np.maximum(cells.sum(axis=1), 1), 0.0)
-    columns = np.maximum(noised.sum(axis=0) / np.maximum(cells.sum(axis=0), 1), 0.0)
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    mean = float(sums.total) / max(sums.n_cells, 1)
+    rows = np.maximum(sums.row_sums / np.maximum(sums.per_row, 1), 0.0)
+    columns = np.maximum(sums.column_sums / np.maximum(sums.per_column, 1), 0.0)
     if mean <= 0:
         return np.zeros_like(rows), np.zeros_like(columns)
     return rows, columns / mean
@@ -611,7 +692,7 @@ def release_baselines(release, truth, observed=None, heldout=None):
     cells): a live view scores every iteration.
     """
     observed = release.observed_cells if observed is None else observed
-    key = (id(release), id(truth), hash(observed.tobytes()), None if heldout is None else hash(heldout.tobytes()))
+    key = (id(release), id(truth), _cells_key(observed), None if heldout is None else _cells_key(heldout))
     cached = _BASELINE_CACHE.get(key)
     if cached is not None and cached[0]() is release and cached[1]() is truth:
         return dict(cached[2])
