@@ -402,6 +402,10 @@ class Partition:
     def sample(self, index):
         return self.samples[index]
 
+    def sample_sums(self, index, carry):
+        """The column sums of saved sample ``index``'s theta continued from ``carry`` (the rows before)."""
+        return column_sums_from(self.samples[index], carry)
+
     def save(self, folder):
         """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically."""
         from lpviz._files import atomic_write
@@ -624,6 +628,24 @@ class DistributedPosterior(Posterior):
     def best(self):
         index = self.best_index
         return None if index is None else self._sample(index)
+
+    def best_without_rows(self):
+        """``(factors, row_sums)`` of the best sample without gathering its rows (for
+        :func:`lpviz.metrics.score`): its factors with the rows' own (theta: rows x K on the
+        workers) left empty, and theta's column sums over every row, summed on the workers in row
+        order (numpy's ``theta.sum(axis=0)``'s additions: the same bits), K numbers from each.
+        A model whose rows own no factor (the block model: theta is the driver's) gives its whole
+        factors and None. ``(None, None)`` before a saved sample."""
+        index = self.best_index
+        if index is None:
+            return None, None
+        width = _row_width(self.model_instance)
+        if not width:
+            return self._sample(index), None
+        sums = np.zeros(width)
+        for actor in self.actors:
+            sums = actor.sample_sums(index, sums).result()
+        return self.model_instance.factors((np.zeros((0, width)), *self.shared_samples[index])), sums
 
     @property
     def samples(self):

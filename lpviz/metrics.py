@@ -725,19 +725,22 @@ def release_baselines(release, truth, observed=None, heldout=None):
     return result
 
 
-def component_health(model, factors):
+def component_health(model, factors, left_sums=None):
     """``(dead, duplicate, n_components)`` (all None for a model without ``low_rank``): how many
     of the fit's components carry almost none of its mass
     (share below :data:`DEAD_SHARE` / K), and how many live ones have a near copy (Jensen-Shannon
     distance of their profiles below :data:`DUPLICATE_JS_DISTANCE`). The components are the
     columns of the model's ``low_rank`` factors (``mu = left @ right.T``), a component's
-    profile its column of ``right`` normalised (a topic's words, a block's members)."""
+    profile its column of ``right`` normalised (a topic's words, a block's members).
+    ``left_sums``: ``left``'s column sums, when its rows are elsewhere (a chain over a cluster:
+    :meth:`lpviz.distributed.DistributedPosterior.best_without_rows`); only they are read of it."""
     try:
         left, right = model.low_rank(factors)
     except NotImplementedError:  # a model whose rates are no low-rank product has no components to judge
         return None, None, None
-    left, right = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
-    mass = left.sum(axis=0) * right.sum(axis=0)
+    right = np.asarray(right, dtype=np.float64)
+    left_sums = np.asarray(left, dtype=np.float64).sum(axis=0) if left_sums is None else left_sums
+    mass = left_sums * right.sum(axis=0)
     n_components = mass.size
     total = float(mass.sum())
     if not total > 0:
@@ -1040,7 +1043,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             result["iterations_per_second"] = fit.iterations / fit.seconds if fit.seconds > 0 else None
             if getattr(fit, "elbo", None) is not None:  # a variational fit
                 result["elbo"] = _finite_or_none(fit.elbo[-1])
-        if fit.best is not None:
+        # a fit whose rows live elsewhere (a chain over a cluster) gives its best sample without
+        # them and their column sums (component health reads nothing else of them)
+        best_without_rows = getattr(fit, "best_without_rows", None)
+        factors, left_sums = best_without_rows() if best_without_rows is not None else (fit.best, None)
+        if factors is not None:
             result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
         if diagnostics and ensemble:
             if all(chain.n_saved for chain in fit.chains):
@@ -1052,14 +1059,13 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             from lpviz.diagnostics import chain_convergence
 
             result.update({key: chain_convergence(fit)[key] for key in ("rhat", "ess")})
-        factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0
     else:
         result.update(iterations=fit.iteration, log_joint=_finite_or_none(fit.log_joint))
         result["log_marginal"] = _finite_or_none(fit.log_marginal)
         result["elbo"] = _finite_or_none(getattr(fit, "elbo", np.nan))
-        factors, model, ready = fit.factors, fit.model_instance, True
+        factors, model, ready, left_sums = fit.factors, fit.model_instance, True, None
     result["health"] = None
     result["baselines"] = None
     if not ready:
@@ -1103,7 +1109,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             mass_judged = total > MASS_MIN_STANDARD_ERRORS * standard_error
     components = (None, None, None)
     if topics and factors is not None and finite:
-        components = component_health(model, factors)
+        components = component_health(model, factors, left_sums)
     not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
     result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed, _disagreement(convergence))
     if ensemble and not_mixed:  # the ensemble's verdict is the chains', with the numbers it rests on

@@ -159,7 +159,8 @@ def test_rates_by_row_blocks_and_gather(client, data):
 def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data, monkeypatch, dense_mean):
     """score of a chain over the cluster: each row block inside one partition is checked and summed on
     its worker (its rates never leave it), only a block across a partition's edge comes here; every
-    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates."""
+    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates.
+    Component health reads theta's column sums, summed on the workers: no sample's theta comes here."""
     from lpviz import engine, metrics
 
     monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 5 * data.shape[1])  # blocks of 5 rows: some cross edges
@@ -179,10 +180,12 @@ def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data,
     blocks = metrics._row_blocks(data.shape)
     for n_workers in WORKERS:
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
-        pulled = []
+        pulled, gathered = [], []
         monkeypatch.setattr(posterior, "rate_rows", _recording(posterior.rate_rows, pulled))
+        monkeypatch.setattr(posterior, "_sample", gathered.append)  # a sample's theta brought here
         result = {key: value for key, value in score(posterior, release, truth).items() if key not in timing}
         assert result == expected, f"{n_workers} workers"
+        assert expected["health"]["dead_components"] is not None and gathered == []  # theta's column sums only
         across = [(a, b) for a, b in blocks if not any(p <= a and b <= q for p, q in posterior.partitions)]
         assert pulled == across and len(across) < n_workers, f"{n_workers} workers"
         assert posterior._mu_hat is None  # nothing gathered
