@@ -62,6 +62,7 @@ __all__ = [
     "fit",
     "connect",
     "partition_rows",
+    "partition_bytes",
     "Partition",
     "DistributedPosterior",
     "VariationalPartition",
@@ -963,24 +964,61 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(
-    client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0, masked=False
-):
-    """Refuse before any data moves a chain whose largest partition does not fit its worker
-    (``extra``: bytes per row and component beyond a chain's, e.g. a variational fit's q)."""
-    from lpviz.budget import MemoryBudgetError, format_bytes
+def partition_bytes(model, method, shape, rows, saved, *, extra=0, masked=False, threads=1, parallel=None):
+    """Bytes a partition of ``rows`` of a chain over a cluster holds on its worker at its peak:
+    the chain's own (:func:`lpviz.engine.chain_bytes` of its rows), theta's ``saved`` samples
+    (``extra``: bytes per row and component beyond them, e.g. a variational fit's q), the rows'
+    rate sum (a release small enough for the dense running mean), the excluded cells' mask
+    (``masked``), the shared factors twice (the state and each call's copy) and, for the score on
+    the low-rank path, every saved sample's; and the model's own (``split_worker_bytes(shape,
+    rows, n_chunks, dense_mean)``: e.g. the block model's n_recv parts, every actor x C integers
+    per chunk of the sweep, and a saved sample's rates of every actor, n x n). ``threads``: the
+    worker's kernel threads (the sweep's chunks, as :func:`lpviz._parallel.chunk_bounds` cuts them)."""
+    from lpviz._parallel import _CHUNKS_PER_THREAD, PARALLEL_MIN_CELLS
     from lpviz.engine import chain_bytes
 
+    n_cols = math.prod(shape[1:])
+    dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
+    need = chain_bytes(model, method, (rows, *shape[1:]))
+    need += (saved * 8 * _row_width(model) + extra * model.n_components) * rows
+    if dense_mean:
+        need += 8 * rows * n_cols
+    if masked:  # the excluded cells' mask (bool) and their lists
+        need += rows * n_cols
+    shared = 8 * sum(math.prod(factor) for factor in _shared_shapes(model, shape))
+    need += 2 * shared + (0 if dense_mean else saved * shared)
+    own = getattr(model, "split_worker_bytes", None)
+    if own is not None:
+        sweeps_in_chunks = parallel if parallel is not None else rows * n_cols >= PARALLEL_MIN_CELLS
+        n_chunks = max(1, min(n_stream_blocks(rows), _CHUNKS_PER_THREAD * threads)) if sweeps_in_chunks else 1
+        need += own(shape, rows, n_chunks, dense_mean)
+    return int(need)
+
+
+def _worker_threads(client, workers):
+    """Each worker's kernel threads (:func:`lpviz._parallel.n_threads` there), asked before any data moves."""
+    from lpviz._parallel import n_threads
+
+    try:
+        return client.run(n_threads, workers=list(workers))
+    except Exception:  # a worker that cannot say: the driver's own count
+        return {}
+
+
+def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
+                         masked=False, parallel=None):  # fmt: skip
+    """Refuse before any data moves a chain whose largest partition does not fit its worker
+    (:func:`partition_bytes`)."""
+    from lpviz._parallel import n_threads
+    from lpviz.budget import MemoryBudgetError, format_bytes
+
     limits = _worker_memory(client)
+    threads = _worker_threads(client, workers) if any(limits.get(address) for address in workers) else {}
     saved = max(0, n_iter - burn_in) // max(1, thin)
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
-        need = chain_bytes(model, method, (rows, *other_modes)) + (saved * 8 + extra) * model.n_components * rows
-        n_cols = math.prod(other_modes)
-        if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
-            need += 8 * rows * n_cols
-        if masked:  # the excluded cells' mask (bool) and their lists
-            need += rows * n_cols
+        need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
+                               threads=int(threads.get(address) or n_threads()), parallel=parallel)  # fmt: skip
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -1088,7 +1126,9 @@ def _start_partitions(
     workers = _pick_workers(client, chosen)
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes, masked=mask is not None)
+    _check_worker_memory(
+        client, workers, partitions, model, method, shape, *sizes, masked=mask is not None, parallel=parallel
+    )
     spec = {
         "model": model.name,
         "n_components": model.n_components,

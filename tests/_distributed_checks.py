@@ -1,4 +1,5 @@
-"""Checks shared by the tests of fits over a Dask cluster (test_distributed, test_distributed_vi)."""
+"""Checks shared by the tests of fits over a Dask cluster (test_distributed, test_distributed_blocks,
+test_distributed_vi)."""
 
 import contextlib
 
@@ -9,6 +10,28 @@ import lpviz
 from lpviz import distributed
 from lpviz.metrics import score
 from lpviz.release import Truth
+
+
+def same_chain(posterior, reference):
+    """Which results of a chain over a cluster differ from the one-process chain's (an empty list:
+    the same bits): the traces, mu_hat, the saved iterations, every saved sample, the best one."""
+    problems = []
+    for trace in ("log_joint", "log_marginal"):
+        if not np.array_equal(getattr(posterior, trace), getattr(reference, trace), equal_nan=True):
+            problems.append(trace)
+    if not np.array_equal(posterior.mu_hat, reference.mu_hat):
+        problems.append("mu_hat")
+    if posterior.saved_iterations != reference.saved_iterations:
+        problems.append("saved_iterations")
+    ours, theirs = posterior.samples, reference.samples
+    if len(ours) != len(theirs) or any(
+        sorted(a) != sorted(b) or any(not np.array_equal(a[name], b[name]) for name in b)
+        for a, b in zip(ours, theirs, strict=False)
+    ):
+        problems.append("samples")
+    if posterior.best_iteration != reference.best_iteration:
+        problems.append("best")
+    return problems
 
 
 def check_excluded_cells(client, release, Y, options, workers, differences):

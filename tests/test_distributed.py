@@ -13,7 +13,7 @@ from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
 from lpviz.release import Truth
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, same_chain
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -28,25 +28,6 @@ def data():
     return make_topics(n_docs=61, n_words=40, random_state=3)
 
 
-def _same(distributed_posterior, posterior):
-    """Which of the results differ (an empty list: the same bits)."""
-    problems = []
-    for trace in ("log_joint", "log_marginal"):
-        if not np.array_equal(getattr(distributed_posterior, trace), getattr(posterior, trace), equal_nan=True):
-            problems.append(trace)
-    if not np.array_equal(distributed_posterior.mu_hat, posterior.mu_hat):
-        problems.append("mu_hat")
-    if distributed_posterior.saved_iterations != posterior.saved_iterations:
-        problems.append("saved_iterations")
-    for ours, theirs in zip(distributed_posterior.samples, posterior.samples, strict=True):
-        if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
-            problems.append("samples")
-            break
-    if distributed_posterior.best_iteration != posterior.best_iteration:
-        problems.append("best")
-    return problems
-
-
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
 def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, method):
     options = dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11)
@@ -57,7 +38,7 @@ def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, met
     for n_workers in WORKERS:
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{method} on {n_workers} workers"
 
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
@@ -86,7 +67,7 @@ def test_a_tensor_without_self_loops_and_held_out_cells_is_the_same_bits_on_any_
 
 
 def _check_excluded_cells(client, data, release, options):
-    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, _same)
+    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, same_chain)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +91,7 @@ def test_tensor_chain_is_the_same_bits_on_any_number_of_workers(client, tensor_d
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
         assert posterior.mu_hat.shape == release.shape
-        assert _same(posterior, reference) == [], f"tensor, {method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"tensor, {method} on {n_workers} workers"
     other = distributed.fit(release, scheduler=client, workers=2, **dict(options, random_state=14))
     assert not np.array_equal(other.log_joint, reference.log_joint)  # the comparison has power
 
@@ -122,7 +103,7 @@ def test_chunked_sweeps_are_the_same_bits(client):
     options = dict(method="private", n_components=4, n_iter=6, burn_in=2, thin=1, parallel=True)
     reference = lpviz.fit(release, random_state=1, **options)
     posterior = distributed.fit(release, scheduler=client, workers=3, random_state=1, **options)
-    assert _same(posterior, reference) == []
+    assert same_chain(posterior, reference) == []
     other = distributed.fit(release, scheduler=client, workers=3, random_state=2, **options)
     assert not np.array_equal(other.log_joint, reference.log_joint)
 
@@ -136,7 +117,7 @@ def test_fit_and_the_env_route_to_the_cluster(client, data, monkeypatch):
     )
     assert isinstance(posterior, distributed.DistributedPosterior)
     assert seen == [1, 2, 3, 4, 5]
-    assert _same(posterior, reference) == []
+    assert same_chain(posterior, reference) == []
     # LPVIZ_SCHEDULER is the CLI's (and the dashboard's): the library distributes only when asked
     monkeypatch.setenv("LPVIZ_SCHEDULER", client.scheduler.address)
     assert not isinstance(lpviz.fit(data.release(), **options), distributed.DistributedPosterior)
@@ -151,7 +132,7 @@ def test_rates_by_row_blocks_and_gather(client, data):
     assert posterior._mu_hat is None
     local = posterior.gather()
     assert type(local) is lpviz.Posterior
-    assert _same(local, reference) == []
+    assert same_chain(local, reference) == []
     assert posterior.bytes_moved and all(b > 0 for b in posterior.bytes_moved)
 
 
@@ -248,7 +229,7 @@ def test_a_blockwise_release_sends_each_worker_only_its_rows(client, monkeypatch
     for n_workers in (1, 2, 3):
         sent.clear()
         posterior = lpviz.fit(source, scheduler=client, workers=n_workers, **options)
-        assert _same(posterior, reference) == [], f"{n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{n_workers} workers"
         pieces = [piece for piece in sent if isinstance(piece, distributed.RowsOf)]
         assert sorted({(piece.start, piece.stop) for piece in pieces}) == posterior.partitions
         assert len(pieces) == 2 * n_workers  # each partition's counts and noise levels
@@ -300,7 +281,7 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
         # resumed on the two workers left (the rows cut otherwise): the unbroken chain's bits
         resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
         assert len(resumed.partitions) == 2
-        assert _same(resumed, reference) == []
+        assert same_chain(resumed, reference) == []
         with pytest.raises(ValueError, match="another chain"):
             other = dict(options, random_state=6)
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
@@ -330,4 +311,4 @@ def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_
     for n_workers in (1, 2, 3):
         posterior = lpviz.fit(gen, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
-        assert _same(posterior, reference) == [], f"generated on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"generated on {n_workers} workers"
