@@ -73,6 +73,8 @@ __all__ = [
 SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 # Seconds to reach a scheduler before giving up with one message (never a hang).
 CONNECT_TIMEOUT = 10.0
+# Cells of a generated release a worker builds at a time (RowsOf.build: int64 while built).
+BUILD_CELLS = 1 << 22
 # Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
 START_ROWS = 1 << 16
 # Cells whose masks and references one round of a score sends the workers (all of them together):
@@ -157,7 +159,28 @@ class RowsOf:
         return RowsOf(self.source if holding is None else holding(start, stop), self.which, start, stop)
 
     def build(self):
-        return np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
+        """The rows, built a few generator blocks at a time, integers each held in the smallest dtype
+        that holds them (as the private method's ``prepare`` keeps them: the same values, the same
+        chain): the worker's peak is about the narrow array, not the int64 rows twice over
+        (the rows' blocks and their concatenation)."""
+        from lpviz.datasets.blockwise import GENERATOR_ROWS
+        from lpviz.release import smallest_int_dtype
+
+        n_cols = math.prod(self.source.shape[1:]) if self.which != "alpha" else 1
+        step = GENERATOR_ROWS * max(1, BUILD_CELLS // (GENERATOR_ROWS * max(n_cols, 1)))
+        out, done = None, 0
+        cuts = [self.start, *range((self.start // step + 1) * step, self.stop, step), self.stop]
+        for first, last in zip(cuts[:-1], cuts[1:], strict=True):  # whole generator blocks, each built once
+            piece = np.asarray(self.source.rows(first, last, self.which))
+            if piece.dtype.kind == "i":
+                piece = piece.astype(smallest_int_dtype(piece), copy=False)
+            if out is None:
+                out = np.empty((self.stop - self.start, *piece.shape[1:]), dtype=piece.dtype)
+            elif np.result_type(out.dtype, piece.dtype) != out.dtype:  # a wider value: widen once
+                out = out.astype(np.result_type(out.dtype, piece.dtype))
+            out[done : done + len(piece)] = piece
+            done += len(piece)
+        return out if out is not None else np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
 
 
 def _piece(values, start, stop):

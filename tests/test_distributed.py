@@ -287,11 +287,15 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
 
 
-def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_the_same_chain(client):
+def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_the_same_chain(client, monkeypatch):
     """make_topics_blockwise: each worker builds its partition's rows (the driver sends only a
-    description); the chain equals the one-process chain on the release built here, for W = 1, 2, 3,
-    and the rows are the same whatever cut of the rows builds them."""
+    description), a generator block at a time into the smallest integer dtype that holds them; the
+    chain equals the one-process chain on the release built here, for W = 1, 2, 3 (the naive and
+    non-private chains on 2), and the rows are the same whatever cut of the rows builds them."""
     from lpviz.datasets import GENERATOR_ROWS, make_topics_blockwise
+    from lpviz.release import smallest_int_dtype
+
+    monkeypatch.setattr(distributed, "BUILD_CELLS", GENERATOR_ROWS * 30)  # a block at a time: 3 pieces
 
     gen = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS + 37, n_words=30, n_topics=3, random_state=4)
     release = gen.release()
@@ -312,3 +316,10 @@ def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_
         posterior = lpviz.fit(gen, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
         assert same_chain(posterior, reference) == [], f"generated on {n_workers} workers"
+    built = distributed.RowsOf(gen, "Y_obs")[5 : gen.n_docs].build()  # from inside a block, over three
+    assert built.dtype == smallest_int_dtype(release.Y_obs) and built.itemsize < gen.rows(5, 6, "Y_obs").itemsize
+    assert np.array_equal(built, release.Y_obs[5:])
+    for method, truth in (("naive", None), ("nonprivate", gen.truth())):
+        reference = lpviz.fit(release, **dict(options, method=method, truth=truth))
+        posterior = lpviz.fit(gen, scheduler=client, workers=2, **dict(options, method=method))
+        assert same_chain(posterior, reference) == [], f"{method} generated on 2 workers"
