@@ -192,9 +192,7 @@ def _piece(values, start, stop):
 
 def _packed(mask, start, stop):
     """Rows [start, stop) of a boolean cell mask to send a worker: one bit a cell (None: every cell)."""
-    from lpviz.metrics import _EveryCell
-
-    if isinstance(mask, _EveryCell):
+    if getattr(mask, "every", False):  # lpviz.metrics._Cells of every cell
         return None
     return np.packbits(np.asarray(mask[start:stop], dtype=bool).reshape(-1))
 

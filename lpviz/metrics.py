@@ -393,18 +393,48 @@ def _rate_pass(fit, shape, observed, references, cells_list):
     return True, mass, sums
 
 
-class _EveryCell:
-    """Every cell of ``shape`` as a boolean mask that :func:`_rate_pass` slices by row blocks,
-    built only a block at a time."""
+class _Cells:
+    """A boolean cell set of ``shape`` that :func:`score` reads by row blocks, each block built when
+    asked from the masks it is made of (``within``: the cells it keeps, None: every cell;
+    ``without``: masks of cells it leaves out), so the score makes no rows x columns mask of its own.
+    ``sum`` and ``any`` go a row block at a time."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, within=None, without=()):
         self.shape = tuple(shape)
+        self.within = within
+        self.without = tuple(mask for mask in without if mask is not None)
+        self._count = None
+
+    @property
+    def every(self):
+        """Whether it is every cell (then nothing of it needs sending or reading)."""
+        return self.within is None and not self.without
+
+    def excluding(self, mask):
+        """This cell set less ``mask``'s cells (None: itself)."""
+        return self if mask is None else _Cells(self.shape, self.within, (*self.without, mask))
 
     def __getitem__(self, rows):
-        return np.ones((len(range(*rows.indices(self.shape[0]))), *self.shape[1:]), dtype=bool)
+        if self.within is None:
+            block = np.ones((len(range(*rows.indices(self.shape[0]))), *self.shape[1:]), dtype=bool)
+        else:
+            block = np.array(self.within[rows], dtype=bool)  # a copy: the masks are the caller's
+        for mask in self.without:
+            block &= ~np.asarray(mask[rows], dtype=bool)
+        return block
 
     def sum(self):
-        return math.prod(self.shape)
+        if self._count is None:
+            blocks = _row_blocks(self.shape)
+            self._count = (
+                math.prod(self.shape)
+                if self.every
+                else sum(int(np.count_nonzero(self[start:stop])) for start, stop in blocks)
+            )
+        return self._count
+
+    def any(self):
+        return self.sum() > 0
 
 
 def _finite_or_none(value):
@@ -540,7 +570,7 @@ def _cells_key(cells):
     """A digest of a boolean cell set, read a row block at a time (no copy of the whole mask)."""
     import hashlib
 
-    if isinstance(cells, _EveryCell):
+    if getattr(cells, "every", False):
         return ("every", cells.shape)
     digest = hashlib.blake2b(repr(tuple(cells.shape)).encode(), digest_size=16)
     for start, stop in _row_blocks(cells.shape):
@@ -1073,23 +1103,17 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     if truth is not None and tuple(truth.Y.shape) != tuple(shape):
         raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {shape}")
 
-    if release is not None:
-        observed, heldout = release.observed_cells, release.heldout_cells
-    elif fit.heldout is None and fit.structural_zeros is None and model.structural_zeros(shape) is None:
-        # every cell, a row block at a time: a fit over a cluster scored without its release
-        # (lpviz fit --data synthetic-topics-blockwise --scheduler) never has a D x V mask here
-        heldout, observed = None, _EveryCell(shape)
-    else:  # a posterior (a chain state without its release was refused above)
-        heldout = fit.heldout
-        observed = np.ones(shape, dtype=bool)
-        for cells in (fit.heldout, fit.structural_zeros):
-            if cells is not None:
-                observed &= ~cells
+    # the observed and held-out cells, each built a row block at a time where it is read (_Cells): the
+    # score makes no rows x columns mask (a fit over a cluster scored without its release, e.g.
+    # lpviz fit --data synthetic-topics-blockwise --scheduler, has none here at all)
+    source = release if release is not None else fit  # (what the fit recorded: a posterior, a chain state)
+    observed = _Cells(shape, without=(source.heldout, source.structural_zeros))
+    # a release's held-out cells less its structural zeros (release.heldout_cells); a fit's as it recorded them
+    held_without = (source.structural_zeros,) if release is not None else ()
+    heldout = None if source.heldout is None else _Cells(shape, within=source.heldout, without=held_without)
     zeros = model.structural_zeros(shape)
-    if zeros is not None:
-        observed &= ~zeros
-        if heldout is not None:
-            heldout = heldout & ~zeros
+    observed = observed.excluding(zeros)
+    heldout = None if heldout is None else heldout.excluding(zeros)
     cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
     references = []
     if truth is not None:
