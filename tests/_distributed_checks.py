@@ -12,6 +12,11 @@ from lpviz.metrics import score
 from lpviz.release import Truth
 
 
+def with_truth(options, Y):
+    """A fit's ``options``, with ``truth=Truth(Y)`` for the non-private method (it fits the true counts)."""
+    return dict(options, truth=Truth(Y)) if options["method"] == "nonprivate" else options
+
+
 def same_chain(posterior, reference):
     """Which results of a chain over a cluster differ from the one-process chain's (an empty list:
     the same bits): the traces, mu_hat, the saved iterations, every saved sample, the best one."""
@@ -39,8 +44,7 @@ def check_excluded_cells(client, release, Y, options, workers, differences):
     count in turn) gives the one-process fit (``differences(ours, theirs) == []``: the same bits)
     and its score: the same MAE and held-out MAE, to the bit. ``Y``: the true counts; the
     non-private method fits them."""
-    if options["method"] == "nonprivate":
-        options = dict(options, truth=Truth(Y))
+    options = with_truth(options, Y)
     reference = lpviz.fit(release, **options)
     expected = score(reference, release, Truth(Y))
     assert np.isfinite(expected["heldout_mae"])

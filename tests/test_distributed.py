@@ -12,8 +12,7 @@ from lpviz import distributed
 from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
-from lpviz.release import Truth
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, same_chain
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, same_chain, with_truth
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -30,9 +29,7 @@ def data():
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
 def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, method):
-    options = dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11), data.Y)
     release = data.release()
     reference = lpviz.fit(release, **options)
     for n_workers in WORKERS:
@@ -81,9 +78,9 @@ def tensor_data():
 def test_tensor_chain_is_the_same_bits_on_any_number_of_workers(client, tensor_data, method):
     """The tensor model splits over its first mode: senders' factors on the workers, recipients' and
     months' drawn on the driver from sums over the senders."""
-    options = dict(model="tensor", method=method, n_components=2, n_iter=8, burn_in=2, thin=2, random_state=13)
-    if method == "nonprivate":
-        options["truth"] = Truth(tensor_data.Y)
+    options = with_truth(
+        dict(model="tensor", method=method, n_components=2, n_iter=8, burn_in=2, thin=2, random_state=13), tensor_data.Y
+    )
     release = tensor_data.release()
     reference = lpviz.fit(release, **options)
     assert sorted(reference.samples[0]) == ["a", "b", "c"]

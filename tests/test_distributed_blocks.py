@@ -13,7 +13,7 @@ from lpviz.datasets import make_blocks
 from lpviz.metrics import score
 from lpviz.models.blocks import BlockModel
 from lpviz.release import Truth
-from tests._distributed_checks import cluster_that_lost_a_worker, same_chain
+from tests._distributed_checks import cluster_that_lost_a_worker, same_chain, with_truth
 
 pytest.importorskip("distributed")
 
@@ -29,9 +29,9 @@ def data():
 
 
 def _options(method, data, **more):
-    options = dict(dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11), **more)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(
+        dict(dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11), **more), data.Y
+    )
     return options
 
 
