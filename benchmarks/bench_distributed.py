@@ -87,6 +87,17 @@ def local_cluster(workers, cores, memory_limit="auto"):
         yield client
 
 
+def size_arguments(doc, rows, topics, cols=2_000, iterations=3):
+    """The benchmarks' command line: ``--rows --cols --topics --iterations`` (these defaults), the
+    module's docstring as its help."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=rows)
+    parser.add_argument("--cols", type=int, default=cols)
+    parser.add_argument("--topics", type=int, default=topics)
+    parser.add_argument("--iterations", type=int, default=iterations)
+    return parser
+
+
 def timed_in_process(release, options):
     import lpviz
 
@@ -95,38 +106,54 @@ def timed_in_process(release, options):
     return posterior, time.perf_counter() - started
 
 
-def on_cluster(release, options, workers, cores, budget):
+@contextlib.contextmanager
+def fit_on_cluster(release, options, workers, cores, memory_limit="auto"):
+    """``lpviz.fit(release, scheduler=..., **options)`` on a :func:`local_cluster` of ``workers``
+    processes, timed (perf_counter) with the driver's peak allocation during the fit (tracemalloc:
+    numpy's arrays are counted): yields ``(posterior, seconds, driver peak bytes)`` while the
+    cluster is up (the posterior's rows are on it), then releases the partitions. A chain refused by
+    the workers' memory check raises its MemoryBudgetError (the benchmarks' one way to time a fit
+    on a cluster)."""
     import lpviz
-    from lpviz import distributed
 
-    with local_cluster(workers, cores, memory_limit=budget // workers) as client:
-        from lpviz.budget import MemoryBudgetError
-
+    with local_cluster(workers, cores, memory_limit=memory_limit) as client:
         tracemalloc.start()
         started = time.perf_counter()
         try:
             posterior = lpviz.fit(release, scheduler=client, **options)
-        except MemoryBudgetError as error:
+            seconds = time.perf_counter() - started
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
             tracemalloc.stop()
-            print(f"{workers} worker(s): refused: {error}")
-            return None
-        seconds = time.perf_counter() - started
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        traces = (posterior.log_joint.copy(), posterior.log_marginal.copy())
-        if posterior is None:
-            return None
-        result = {
-            "seconds": seconds,
-            "iteration": float(np.min(posterior.iteration_seconds)),
-            "bytes": float(np.mean(posterior.bytes_moved)),
-            "phases": {key: float(np.min([p[key] for p in posterior.phases])) for key in posterior.phases[0]},
-            "driver_peak": peak,
-            "traces": traces,
-        }
-        assert isinstance(posterior, distributed.DistributedPosterior)
-        posterior.close()
-        return result
+        yield posterior, seconds, peak
+        if hasattr(posterior, "close"):
+            posterior.close()
+
+
+def chain_figures(posterior, seconds, peak):
+    """A chain's figures over the cluster: its seconds per iteration (best and median), bytes
+    moved per iteration (mean), the parts of an iteration (best of each), the driver's peak, its
+    traces (copied: the partitions go with the cluster)."""
+    return {
+        "seconds": seconds,
+        "iteration": float(np.min(posterior.iteration_seconds)),
+        "median": float(np.median(posterior.iteration_seconds)),
+        "bytes": float(np.mean(posterior.bytes_moved)),
+        "phases": {key: float(np.min([p[key] for p in posterior.phases])) for key in posterior.phases[0]},
+        "driver_peak": peak,
+        "traces": (posterior.log_joint.copy(), posterior.log_marginal.copy()),
+    }
+
+
+def on_cluster(release, options, workers, cores, budget):
+    from lpviz.budget import MemoryBudgetError
+
+    try:
+        with fit_on_cluster(release, options, workers, cores, memory_limit=budget // workers) as fitted:
+            return chain_figures(*fitted)
+    except MemoryBudgetError as error:
+        print(f"{workers} worker(s): refused: {error}")
+        return None
 
 
 def in_process_fits(data, topics):
@@ -147,14 +174,10 @@ def main():
     from lpviz import methods, models
     from lpviz.budget import format_bytes, memory_limit
     from lpviz.datasets import make_topics_blockwise
-    from lpviz.engine import chain_bytes
+    from lpviz.distributed import partition_bytes
     from lpviz.privacy import alpha_from
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--cols", type=int, default=2_000)
-    parser.add_argument("--topics", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=3)
+    parser = size_arguments(__doc__, rows=200_000, topics=50)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generate", action="store_true", help="build the release on the workers")
     parser.add_argument("--project", type=int, nargs=2, metavar=("ROWS", "COLS"), help="scale to this size too")
@@ -164,7 +187,7 @@ def main():
     model, method = models.create("topics", args.topics), methods.create("private")
     for workers in (1, 2):
         rows = -(-args.rows // workers)
-        state = format_bytes(chain_bytes(model, method, (rows, args.cols)))
+        state = format_bytes(partition_bytes(model, method, (args.rows, args.cols), rows, 1))  # 1 saved sample
         print(f"{args.rows:,} x {args.cols:,}, K = {args.topics}: chain state {state} "
               f"per worker on {workers} worker(s) (memory budget {format_bytes(budget)} on this machine)")  # fmt: skip
     started = time.perf_counter()
@@ -226,7 +249,7 @@ def main():
         round_trip = 1e-3
         for workers in (1, 16, 64):
             seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
-            state = chain_bytes(model, method, (-(-rows // workers), cols))
+            state = partition_bytes(model, method, (rows, cols), -(-rows // workers), 1)
             print(f"  {workers} workers: about {seconds:.2f} s per iteration "
                   f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration, "
                   f"{format_bytes(state)} of state per worker)")  # fmt: skip

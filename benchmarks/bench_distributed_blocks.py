@@ -22,34 +22,14 @@ of the same run.
 import argparse
 import os
 import time
-import tracemalloc
 
 import numpy as np
-from bench_distributed import local_cluster
+from bench_distributed import chain_figures, fit_on_cluster
 
 
 def on_cluster(release, options, workers, cores):
-    import lpviz
-
-    with local_cluster(workers, cores) as client:
-        tracemalloc.start()
-        started = time.perf_counter()
-        posterior = lpviz.fit(release, scheduler=client, **options)
-        seconds = time.perf_counter() - started
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        result = {
-            "seconds": seconds,
-            "iteration": float(np.min(posterior.iteration_seconds)),
-            "median": float(np.median(posterior.iteration_seconds)),
-            "bytes": float(np.mean(posterior.bytes_moved)),
-            "phases": {key: float(np.min([p[key] for p in posterior.phases])) for key in posterior.phases[0]},
-            "driver_peak": peak,
-            "traces": (posterior.log_joint.copy(), posterior.log_marginal.copy()),
-            "mu_hat": posterior.mu_hat.copy(),
-        }
-        posterior.close()
-        return result
+    with fit_on_cluster(release, options, workers, cores) as (posterior, seconds, peak):
+        return dict(chain_figures(posterior, seconds, peak), mu_hat=posterior.mu_hat.copy())
 
 
 def main():

@@ -11,7 +11,9 @@ truth)`` and prints, per W:
 
 with the bytes moved between driver and workers by the score, the driver's peak allocation during
 the score (tracemalloc: numpy's arrays are counted) and its seconds, beside the in-process score of
-the same chain; and whether every number of the score equals the in-process score's (==).
+the same chain; and whether every number of the score equals the in-process score's (==). Every
+score is cold: the release's baselines and estimated total (cached per release for a live view)
+are computed in it.
 
     python benchmarks/bench_distributed_score.py                    # 50,000 x 2,000, K = 10
     python benchmarks/bench_distributed_score.py --rows 20000 --workers 1 2 3
@@ -20,14 +22,13 @@ Timings are wall-clock on a machine that may be shared: read them beside the in-
 the same run.
 """
 
-import argparse
 import dataclasses
 import os
 import time
 import tracemalloc
 
 import numpy as np
-from bench_distributed import build_release, local_cluster
+from bench_distributed import build_release, fit_on_cluster, size_arguments
 
 TIMING = ("seconds", "iterations_per_second")
 
@@ -37,6 +38,8 @@ def timed_score(posterior, release, truth, between=None):
     alone: metrics._rate_pass, the part of the score that reads the rates)."""
     from lpviz import metrics
 
+    metrics._BASELINE_CACHE.clear()  # a cold score: the release's baselines and estimated total computed in it
+    getattr(metrics, "_NOISED_CACHE", {}).clear()
     tracemalloc.start()
     started = time.perf_counter()
     result = metrics.score(posterior, release, truth)
@@ -88,11 +91,7 @@ def main():
     import lpviz
     from lpviz.budget import format_bytes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--cols", type=int, default=2_000)
-    parser.add_argument("--topics", type=int, default=10)
-    parser.add_argument("--iterations", type=int, default=3)
+    parser = size_arguments(__doc__, rows=50_000, topics=10)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -119,11 +118,9 @@ def main():
     expected, seconds, peak = timed_score(reference, release, truth)
     print(f"in one process: {figures(seconds, peak)}; mae {expected['mae']:.6g}")
     for workers in args.workers:
-        with local_cluster(workers, cores) as client:
-            posterior = lpviz.fit(release, scheduler=client, **options)
+        with fit_on_cluster(release, options, workers, cores) as (posterior, _, _):
             after, after_seconds, after_peak = timed_score(posterior, release, truth)
             before, before_seconds, before_peak, before_bytes = pulled_score(posterior, release, truth)
-            posterior.close()
         print(
             f"W = {workers}: sums on the workers: {format_bytes(posterior.score_bytes)} moved, "
             f"{figures(after_seconds, after_peak)}, equal to one process: {after == expected}\n"

@@ -14,41 +14,22 @@ Timings are wall-clock on a machine that may be shared: read them beside the one
 the same run.
 """
 
-import argparse
 import os
 import time
-import tracemalloc
 
 import numpy as np
-from bench_distributed import build_release, local_cluster
+from bench_distributed import build_release, fit_on_cluster, size_arguments
 
 
 def fit_options(topics, iterations):
     return dict(n_components=topics, n_iter=iterations, tol=0.0, inference="vi", random_state=0)
 
 
-def on_cluster(release, options, workers, cores):
-    import lpviz
-
-    with local_cluster(workers, cores) as client:
-        tracemalloc.start()
-        started = time.perf_counter()
-        posterior = lpviz.fit(release, scheduler=client, **options)
-        seconds = time.perf_counter() - started
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    return posterior, seconds, peak
-
-
 def main():
     import lpviz
     from lpviz.budget import format_bytes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--cols", type=int, default=2_000)
-    parser.add_argument("--topics", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=3)
+    parser = size_arguments(__doc__, rows=20_000, topics=50)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -63,8 +44,8 @@ def main():
     total = time.perf_counter() - started
     print(f"one process: {np.min(reference.iteration_seconds):.2f} s / iteration (best), {total:.1f} s in all")
     for workers in args.workers:
-        posterior, seconds, peak = on_cluster(release, options, workers, cores)
-        same = np.array_equal(posterior.elbo, reference.elbo) and np.array_equal(posterior.mu_hat, reference.mu_hat)
+        with fit_on_cluster(release, options, workers, cores) as (posterior, seconds, peak):
+            same = np.array_equal(posterior.elbo, reference.elbo) and np.array_equal(posterior.mu_hat, reference.mu_hat)
         print(
             f"{workers} worker(s): {np.min(posterior.iteration_seconds):.2f} s / iteration (best), "
             f"{seconds:.1f} s in all (the start's transfer and compilation included), "

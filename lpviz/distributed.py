@@ -62,6 +62,7 @@ __all__ = [
     "fit",
     "connect",
     "partition_rows",
+    "partition_bytes",
     "Partition",
     "DistributedPosterior",
     "VariationalPartition",
@@ -72,6 +73,8 @@ __all__ = [
 SCHEDULER_ENV = "LPVIZ_SCHEDULER"
 # Seconds to reach a scheduler before giving up with one message (never a hang).
 CONNECT_TIMEOUT = 10.0
+# Cells of a generated release a worker builds at a time (RowsOf.build: int64 while built).
+BUILD_CELLS = 1 << 22
 # Rows of theta drawn and sent at a time at the start: the driver never holds all of theta.
 START_ROWS = 1 << 16
 # Cells whose masks and references one round of a score sends the workers (all of them together):
@@ -156,7 +159,28 @@ class RowsOf:
         return RowsOf(self.source if holding is None else holding(start, stop), self.which, start, stop)
 
     def build(self):
-        return np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
+        """The rows, built a few generator blocks at a time, integers each held in the smallest dtype
+        that holds them (as the private method's ``prepare`` keeps them: the same values, the same
+        chain): the worker's peak is about the narrow array, not the int64 rows twice over
+        (the rows' blocks and their concatenation)."""
+        from lpviz.datasets.blockwise import GENERATOR_ROWS
+        from lpviz.release import smallest_int_dtype
+
+        n_cols = math.prod(self.source.shape[1:]) if self.which != "alpha" else 1
+        step = GENERATOR_ROWS * max(1, BUILD_CELLS // (GENERATOR_ROWS * max(n_cols, 1)))
+        out, done = None, 0
+        cuts = [self.start, *range((self.start // step + 1) * step, self.stop, step), self.stop]
+        for first, last in zip(cuts[:-1], cuts[1:], strict=True):  # whole generator blocks, each built once
+            piece = np.asarray(self.source.rows(first, last, self.which))
+            if piece.dtype.kind == "i":
+                piece = piece.astype(smallest_int_dtype(piece), copy=False)
+            if out is None:
+                out = np.empty((self.stop - self.start, *piece.shape[1:]), dtype=piece.dtype)
+            elif np.result_type(out.dtype, piece.dtype) != out.dtype:  # a wider value: widen once
+                out = out.astype(np.result_type(out.dtype, piece.dtype))
+            out[done : done + len(piece)] = piece
+            done += len(piece)
+        return out if out is not None else np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
 
 
 def _piece(values, start, stop):
@@ -168,9 +192,7 @@ def _piece(values, start, stop):
 
 def _packed(mask, start, stop):
     """Rows [start, stop) of a boolean cell mask to send a worker: one bit a cell (None: every cell)."""
-    from lpviz.metrics import _EveryCell
-
-    if isinstance(mask, _EveryCell):
+    if getattr(mask, "every", False):  # lpviz.metrics._Cells of every cell
         return None
     return np.packbits(np.asarray(mask[start:stop], dtype=bool).reshape(-1))
 
@@ -402,6 +424,10 @@ class Partition:
     def sample(self, index):
         return self.samples[index]
 
+    def sample_sums(self, index, carry):
+        """The column sums of saved sample ``index``'s theta continued from ``carry`` (the rows before)."""
+        return column_sums_from(self.samples[index], carry)
+
     def save(self, folder):
         """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically."""
         from lpviz._files import atomic_write
@@ -624,6 +650,24 @@ class DistributedPosterior(Posterior):
     def best(self):
         index = self.best_index
         return None if index is None else self._sample(index)
+
+    def best_without_rows(self):
+        """``(factors, row_sums)`` of the best sample without gathering its rows (for
+        :func:`lpviz.metrics.score`): its factors with the rows' own (theta: rows x K on the
+        workers) left empty, and theta's column sums over every row, summed on the workers in row
+        order (numpy's ``theta.sum(axis=0)``'s additions: the same bits), K numbers from each.
+        A model whose rows own no factor (the block model: theta is the driver's) gives its whole
+        factors and None. ``(None, None)`` before a saved sample."""
+        index = self.best_index
+        if index is None:
+            return None, None
+        width = _row_width(self.model_instance)
+        if not width:
+            return self._sample(index), None
+        sums = np.zeros(width)
+        for actor in self.actors:
+            sums = actor.sample_sums(index, sums).result()
+        return self.model_instance.factors((np.zeros((0, width)), *self.shared_samples[index])), sums
 
     @property
     def samples(self):
@@ -941,24 +985,61 @@ def fit(
     return posterior
 
 
-def _check_worker_memory(
-    client, workers, partitions, model, method, other_modes, n_iter, burn_in, thin, extra=0, masked=False
-):
-    """Refuse before any data moves a chain whose largest partition does not fit its worker
-    (``extra``: bytes per row and component beyond a chain's, e.g. a variational fit's q)."""
-    from lpviz.budget import MemoryBudgetError, format_bytes
+def partition_bytes(model, method, shape, rows, saved, *, extra=0, masked=False, threads=1, parallel=None):
+    """Bytes a partition of ``rows`` of a chain over a cluster holds on its worker at its peak:
+    the chain's own (:func:`lpviz.engine.chain_bytes` of its rows), theta's ``saved`` samples
+    (``extra``: bytes per row and component beyond them, e.g. a variational fit's q), the rows'
+    rate sum (a release small enough for the dense running mean), the excluded cells' mask
+    (``masked``), the shared factors twice (the state and each call's copy) and, for the score on
+    the low-rank path, every saved sample's; and the model's own (``split_worker_bytes(shape,
+    rows, n_chunks, dense_mean)``: e.g. the block model's n_recv parts, every actor x C integers
+    per chunk of the sweep, and a saved sample's rates of every actor, n x n). ``threads``: the
+    worker's kernel threads (the sweep's chunks, as :func:`lpviz._parallel.chunk_bounds` cuts them)."""
+    from lpviz._parallel import _CHUNKS_PER_THREAD, PARALLEL_MIN_CELLS
     from lpviz.engine import chain_bytes
 
+    n_cols = math.prod(shape[1:])
+    dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
+    need = chain_bytes(model, method, (rows, *shape[1:]))
+    need += (saved * 8 * _row_width(model) + extra * model.n_components) * rows
+    if dense_mean:
+        need += 8 * rows * n_cols
+    if masked:  # the excluded cells' mask (bool) and their lists
+        need += rows * n_cols
+    shared = 8 * sum(math.prod(factor) for factor in _shared_shapes(model, shape))
+    need += 2 * shared + (0 if dense_mean else saved * shared)
+    own = getattr(model, "split_worker_bytes", None)
+    if own is not None:
+        sweeps_in_chunks = parallel if parallel is not None else rows * n_cols >= PARALLEL_MIN_CELLS
+        n_chunks = max(1, min(n_stream_blocks(rows), _CHUNKS_PER_THREAD * threads)) if sweeps_in_chunks else 1
+        need += own(shape, rows, n_chunks, dense_mean)
+    return int(need)
+
+
+def _worker_threads(client, workers):
+    """Each worker's kernel threads (:func:`lpviz._parallel.n_threads` there), asked before any data moves."""
+    from lpviz._parallel import n_threads
+
+    try:
+        return client.run(n_threads, workers=list(workers))
+    except Exception:  # a worker that cannot say: the driver's own count
+        return {}
+
+
+def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
+                         masked=False, parallel=None):  # fmt: skip
+    """Refuse before any data moves a chain whose largest partition does not fit its worker
+    (:func:`partition_bytes`)."""
+    from lpviz._parallel import n_threads
+    from lpviz.budget import MemoryBudgetError, format_bytes
+
     limits = _worker_memory(client)
+    threads = _worker_threads(client, workers) if any(limits.get(address) for address in workers) else {}
     saved = max(0, n_iter - burn_in) // max(1, thin)
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
-        need = chain_bytes(model, method, (rows, *other_modes)) + (saved * 8 + extra) * model.n_components * rows
-        n_cols = math.prod(other_modes)
-        if (rows * n_cols) <= DENSE_MEAN_MAX_CELLS:
-            need += 8 * rows * n_cols
-        if masked:  # the excluded cells' mask (bool) and their lists
-            need += rows * n_cols
+        need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
+                               threads=int(threads.get(address) or n_threads()), parallel=parallel)  # fmt: skip
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -1066,7 +1147,9 @@ def _start_partitions(
     workers = _pick_workers(client, chosen)
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
-    _check_worker_memory(client, workers, partitions, model, method, shape[1:], *sizes, masked=mask is not None)
+    _check_worker_memory(
+        client, workers, partitions, model, method, shape, *sizes, masked=mask is not None, parallel=parallel
+    )
     spec = {
         "model": model.name,
         "n_components": model.n_components,

@@ -393,18 +393,48 @@ def _rate_pass(fit, shape, observed, references, cells_list):
     return True, mass, sums
 
 
-class _EveryCell:
-    """Every cell of ``shape`` as a boolean mask that :func:`_rate_pass` slices by row blocks,
-    built only a block at a time."""
+class _Cells:
+    """A boolean cell set of ``shape`` that :func:`score` reads by row blocks, each block built when
+    asked from the masks it is made of (``within``: the cells it keeps, None: every cell;
+    ``without``: masks of cells it leaves out), so the score makes no rows x columns mask of its own.
+    ``sum`` and ``any`` go a row block at a time."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, within=None, without=()):
         self.shape = tuple(shape)
+        self.within = within
+        self.without = tuple(mask for mask in without if mask is not None)
+        self._count = None
+
+    @property
+    def every(self):
+        """Whether it is every cell (then nothing of it needs sending or reading)."""
+        return self.within is None and not self.without
+
+    def excluding(self, mask):
+        """This cell set less ``mask``'s cells (None: itself)."""
+        return self if mask is None else _Cells(self.shape, self.within, (*self.without, mask))
 
     def __getitem__(self, rows):
-        return np.ones((len(range(*rows.indices(self.shape[0]))), *self.shape[1:]), dtype=bool)
+        if self.within is None:
+            block = np.ones((len(range(*rows.indices(self.shape[0]))), *self.shape[1:]), dtype=bool)
+        else:
+            block = np.array(self.within[rows], dtype=bool)  # a copy: the masks are the caller's
+        for mask in self.without:
+            block &= ~np.asarray(mask[rows], dtype=bool)
+        return block
 
     def sum(self):
-        return math.prod(self.shape)
+        if self._count is None:
+            blocks = _row_blocks(self.shape)
+            self._count = (
+                math.prod(self.shape)
+                if self.every
+                else sum(int(np.count_nonzero(self[start:stop])) for start, stop in blocks)
+            )
+        return self._count
+
+    def any(self):
+        return self.sum() > 0
 
 
 def _finite_or_none(value):
@@ -468,15 +498,104 @@ def _noise_variance(alpha):
     return 2.0 * alpha / (1.0 - alpha) ** 2
 
 
+class _NoisedSums:
+    """The noised counts' statistics over a cell set, from one pass a row block at a time (never a
+    rows x columns copy): every one an integer, so exact in any order, and the same whoever sums them.
+
+    ``n_cells``; ``per_row``/``per_column``: the cells' count in each row / column (of the matrix the
+    engine sees: the other modes flattened); ``row_sums``/``column_sums`` (int64) and ``total``,
+    ``squares`` (Python ints) of the noised counts there; ``top``: their maximum (at least 0); and
+    ``histograms``: per distinct alpha of the rows, the count of each noised value from -1 on
+    (index j holds value j - 1; values below -1 left out: the pmf's filter reads none of them)."""
+
+    def __init__(self, release, cells):
+        Y = release.Y_obs
+        alpha = np.broadcast_to(np.asarray(release.alpha_per_row, dtype=np.float64), (release.shape[0],))
+        n_rows, n_cols = release.shape[0], math.prod(release.shape[1:])
+        self.per_row = np.zeros(n_rows, dtype=np.int64)
+        self.row_sums = np.zeros(n_rows, dtype=np.int64)
+        self.per_column = np.zeros(n_cols, dtype=np.int64)
+        self.column_sums = np.zeros(n_cols, dtype=np.int64)
+        self.total = self.squares = self.n_cells = self.top = 0
+        self.histograms = {}
+        for start, stop in _row_blocks(release.shape):
+            block = _as_matrix(np.asarray(cells[start:stop], dtype=bool))
+            noised = np.where(block, _as_matrix(np.asarray(Y[start:stop], dtype=np.int64)), 0)
+            self.per_row[start:stop] = block.sum(axis=1)
+            self.row_sums[start:stop] = noised.sum(axis=1)
+            self.per_column += block.sum(axis=0)
+            self.column_sums += noised.sum(axis=0)
+            self.total += int(self.row_sums[start:stop].sum())
+            values = noised[block]  # the cells' noised counts, in row order
+            largest = int(np.abs(values).max(initial=0))
+            if largest * largest * values.size < 2**62:  # int64 holds the block's sum of squares
+                self.squares += int(np.dot(values, values))
+            else:
+                self.squares += sum(int(value) ** 2 for value in values)
+            self.top = max(self.top, int(values.max(initial=0)))
+            levels = alpha[start:stop]
+            if levels.size and levels.min() == levels.max():
+                groups = [(levels[0], values)]
+            else:  # per-row noise: each value's alpha
+                each = np.repeat(levels, self.per_row[start:stop])
+                groups = [(a, values[each == a]) for a in np.unique(each)]
+            for a, mine in groups:
+                counts = np.bincount(mine[mine >= -1] + 1)
+                held = self.histograms.get(float(a))
+                if held is not None:  # the longer of the two, the other added in
+                    counts, held = (counts, held) if counts.size >= held.size else (held, counts)
+                    counts[: held.size] += held
+                self.histograms[float(a)] = counts
+        self.n_cells = int(self.per_row.sum())
+
+    def noise_variance(self, alpha_per_row):
+        """The noise's variance summed over the cells (numpy's sum over the rows, as before)."""
+        return float(np.sum(self.per_row * _noise_variance(alpha_per_row)))
+
+    def moments(self):
+        """``(mean, variance with ddof=1)`` of the noised counts over the cells, each correctly rounded
+        from the exact integer sums (0.0 for a variance of fewer than 2 cells)."""
+        n = self.n_cells
+        mean = self.total / n if n else 0.0
+        variance = (n * self.squares - self.total**2) / (n * (n - 1)) if n > 1 else 0.0
+        return mean, variance
+
+
+# (id(release), cells' key) -> (weak reference to the release, _NoisedSums): the score's estimated
+# total and every baseline read one pass over the noised counts
+_NOISED_CACHE: dict = {}
+
+
+def _cells_key(cells):
+    """A digest of a boolean cell set, read a row block at a time (no copy of the whole mask)."""
+    import hashlib
+
+    if getattr(cells, "every", False):
+        return ("every", cells.shape)
+    digest = hashlib.blake2b(repr(tuple(cells.shape)).encode(), digest_size=16)
+    for start, stop in _row_blocks(cells.shape):
+        digest.update(np.ascontiguousarray(cells[start:stop], dtype=bool))
+    return digest.hexdigest()
+
+
+def _noised_sums(release, cells):
+    key = (id(release), _cells_key(cells))
+    cached = _NOISED_CACHE.get(key)
+    if cached is not None and cached[0]() is release:
+        return cached[1]
+    sums = _NoisedSums(release, cells)
+    if len(_NOISED_CACHE) >= _BASELINE_CACHE_SIZE:
+        _NOISED_CACHE.pop(next(iter(_NOISED_CACHE)))
+    _NOISED_CACHE[key] = (weakref.ref(release), sums)
+    return sums
+
+
 def estimated_total(release, cells=None):
     """``(total, standard_error)``: the noised counts' sum over ``cells`` (default the
     observed cells), an unbiased estimate of the true counts' sum there (the noise has mean 0),
     and the noise's standard deviation of that sum."""
-    cells = release.observed_cells if cells is None else cells
-    total = float(np.asarray(release.Y_obs, dtype=np.int64)[cells].sum())
-    per_row = _as_matrix(cells).sum(axis=1)
-    variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row)))
-    return total, float(np.sqrt(variance))
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    return float(sums.total), float(np.sqrt(sums.noise_variance(release.alpha_per_row)))
 
 
 def estimated_count_pmf(release, cells=None):
@@ -489,18 +608,14 @@ def estimated_count_pmf(release, cells=None):
     (1 - alpha)^2`` on the noised counts' empirical pmf ``q`` (per row with per-row alpha). The
     estimate is unbiased term by term; its entries may dip below 0 by sampling noise.
     """
-    cells = release.observed_cells if cells is None else cells
-    Y = np.asarray(release.Y_obs, dtype=np.int64)
-    alpha = release.alpha_per_row
-    top = max(int(Y[cells].max(initial=0)), 0) + 2
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    top = sums.top + 2
     pmf = np.zeros(top + 1)
     values = np.arange(top + 1)
-    n_cells = max(int(cells.sum()), 1)
-    for a in np.unique(alpha):
-        rows = alpha == a
-        counts = Y[rows][cells[rows]]
-        counts = counts[(counts >= -1) & (counts <= top + 1)]
-        histogram = np.bincount(counts + 1, minlength=top + 3)  # index j holds value j - 1
+    n_cells = max(sums.n_cells, 1)
+    for a in sorted(sums.histograms):
+        histogram = np.zeros(top + 3, dtype=np.int64)  # index j holds value j - 1
+        histogram[: sums.histograms[a].size] = sums.histograms[a]
         q = histogram / n_cells
         # value k sits at index k + 1; its neighbours at k and k + 2
         pmf += ((1.0 + a * a) * q[1 : top + 2] - a * q[0 : top + 1] - a * q[2 : top + 3]) / (1.0 - a) ** 2
@@ -532,13 +647,12 @@ def estimated_count_median(release, cells=None):
     values, pmf = estimated_count_pmf(release, cells)
     if float(-pmf[pmf < 0].sum()) <= DECONVOLUTION_MAX_NEGATIVE_MASS:
         return _median_of_pmf(values, pmf)
-    noised = np.asarray(release.Y_obs, dtype=np.float64)[cells]
-    mean = float(noised.mean()) if noised.size else 0.0
+    sums = _noised_sums(release, cells)
+    mean, noised_variance = sums.moments()
     if mean <= 0:
         return 0.0
-    per_row = _as_matrix(cells).sum(axis=1)
-    noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
-    variance = float(noised.var(ddof=1)) - noise_variance if noised.size > 1 else 0.0
+    noise_variance = sums.noise_variance(release.alpha_per_row) / max(sums.n_cells, 1)
+    variance = noised_variance - noise_variance if sums.n_cells > 1 else 0.0
     if variance <= mean:
         return float(stats.poisson.median(mean))
     p = mean / variance
@@ -552,14 +666,12 @@ def estimated_rate_median(release, cells=None):
     variances taken out). With no spread left the mean itself."""
     from scipy import stats
 
-    cells = release.observed_cells if cells is None else cells
-    noised = np.asarray(release.Y_obs, dtype=np.float64)[cells]
-    if noised.size < 2:
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    if sums.n_cells < 2:
         return 0.0
-    mean = float(noised.mean())
-    per_row = _as_matrix(cells).sum(axis=1)
-    noise_variance = float(np.sum(per_row * _noise_variance(release.alpha_per_row))) / max(int(cells.sum()), 1)
-    rate_variance = float(noised.var(ddof=1)) - noise_variance - mean
+    mean, noised_variance = sums.moments()
+    noise_variance = sums.noise_variance(release.alpha_per_row) / sums.n_cells
+    rate_variance = noised_variance - noise_variance - mean
     if mean <= 0:
         return 0.0
     if rate_variance <= 0:
@@ -574,11 +686,10 @@ def independence_rates(release, cells=None):
     noised count of row d and column v over those cells and ``m`` the overall mean (each an
     unbiased estimate of the true one). Returns the ``(row_means, column_means / m)`` whose outer
     product is the fit."""
-    cells = _as_matrix(release.observed_cells if cells is None else cells)
-    noised = np.where(cells, _as_matrix(np.asarray(release.Y_obs, dtype=np.float64)), 0.0)
-    mean = float(noised.sum()) / max(int(cells.sum()), 1)
-    rows = np.maximum(noised.sum(axis=1) / np.maximum(cells.sum(axis=1), 1), 0.0)
-    columns = np.maximum(noised.sum(axis=0) / np.maximum(cells.sum(axis=0), 1), 0.0)
+    sums = _noised_sums(release, release.observed_cells if cells is None else cells)
+    mean = float(sums.total) / max(sums.n_cells, 1)
+    rows = np.maximum(sums.row_sums / np.maximum(sums.per_row, 1), 0.0)
+    columns = np.maximum(sums.column_sums / np.maximum(sums.per_column, 1), 0.0)
     if mean <= 0:
         return np.zeros_like(rows), np.zeros_like(columns)
     return rows, columns / mean
@@ -611,7 +722,7 @@ def release_baselines(release, truth, observed=None, heldout=None):
     cells): a live view scores every iteration.
     """
     observed = release.observed_cells if observed is None else observed
-    key = (id(release), id(truth), hash(observed.tobytes()), None if heldout is None else hash(heldout.tobytes()))
+    key = (id(release), id(truth), _cells_key(observed), None if heldout is None else _cells_key(heldout))
     cached = _BASELINE_CACHE.get(key)
     if cached is not None and cached[0]() is release and cached[1]() is truth:
         return dict(cached[2])
@@ -644,19 +755,22 @@ def release_baselines(release, truth, observed=None, heldout=None):
     return result
 
 
-def component_health(model, factors):
+def component_health(model, factors, left_sums=None):
     """``(dead, duplicate, n_components)`` (all None for a model without ``low_rank``): how many
     of the fit's components carry almost none of its mass
     (share below :data:`DEAD_SHARE` / K), and how many live ones have a near copy (Jensen-Shannon
     distance of their profiles below :data:`DUPLICATE_JS_DISTANCE`). The components are the
     columns of the model's ``low_rank`` factors (``mu = left @ right.T``), a component's
-    profile its column of ``right`` normalised (a topic's words, a block's members)."""
+    profile its column of ``right`` normalised (a topic's words, a block's members).
+    ``left_sums``: ``left``'s column sums, when its rows are elsewhere (a chain over a cluster:
+    :meth:`lpviz.distributed.DistributedPosterior.best_without_rows`); only they are read of it."""
     try:
         left, right = model.low_rank(factors)
     except NotImplementedError:  # a model whose rates are no low-rank product has no components to judge
         return None, None, None
-    left, right = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
-    mass = left.sum(axis=0) * right.sum(axis=0)
+    right = np.asarray(right, dtype=np.float64)
+    left_sums = np.asarray(left, dtype=np.float64).sum(axis=0) if left_sums is None else left_sums
+    mass = left_sums * right.sum(axis=0)
     n_components = mass.size
     total = float(mass.sum())
     if not total > 0:
@@ -959,7 +1073,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             result["iterations_per_second"] = fit.iterations / fit.seconds if fit.seconds > 0 else None
             if getattr(fit, "elbo", None) is not None:  # a variational fit
                 result["elbo"] = _finite_or_none(fit.elbo[-1])
-        if fit.best is not None:
+        # a fit whose rows live elsewhere (a chain over a cluster) gives its best sample without
+        # them and their column sums (component health reads nothing else of them)
+        best_without_rows = getattr(fit, "best_without_rows", None)
+        factors, left_sums = best_without_rows() if best_without_rows is not None else (fit.best, None)
+        if factors is not None:
             result["best_log_joint"] = _finite_or_none(fit.best_log_joint)
         if diagnostics and ensemble:
             if all(chain.n_saved for chain in fit.chains):
@@ -971,14 +1089,13 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             from lpviz.diagnostics import chain_convergence
 
             result.update({key: chain_convergence(fit)[key] for key in ("rhat", "ess")})
-        factors = fit.best
         model = fit.model_instance
         ready = fit.n_saved > 0
     else:
         result.update(iterations=fit.iteration, log_joint=_finite_or_none(fit.log_joint))
         result["log_marginal"] = _finite_or_none(fit.log_marginal)
         result["elbo"] = _finite_or_none(getattr(fit, "elbo", np.nan))
-        factors, model, ready = fit.factors, fit.model_instance, True
+        factors, model, ready, left_sums = fit.factors, fit.model_instance, True, None
     result["health"] = None
     result["baselines"] = None
     if not ready:
@@ -986,23 +1103,17 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     if truth is not None and tuple(truth.Y.shape) != tuple(shape):
         raise ValueError(f"the true counts have shape {truth.Y.shape} but the release {shape}")
 
-    if release is not None:
-        observed, heldout = release.observed_cells, release.heldout_cells
-    elif fit.heldout is None and fit.structural_zeros is None and model.structural_zeros(shape) is None:
-        # every cell, a row block at a time: a fit over a cluster scored without its release
-        # (lpviz fit --data synthetic-topics-blockwise --scheduler) never has a D x V mask here
-        heldout, observed = None, _EveryCell(shape)
-    else:  # a posterior (a chain state without its release was refused above)
-        heldout = fit.heldout
-        observed = np.ones(shape, dtype=bool)
-        for cells in (fit.heldout, fit.structural_zeros):
-            if cells is not None:
-                observed &= ~cells
+    # the observed and held-out cells, each built a row block at a time where it is read (_Cells): the
+    # score makes no rows x columns mask (a fit over a cluster scored without its release, e.g.
+    # lpviz fit --data synthetic-topics-blockwise --scheduler, has none here at all)
+    source = release if release is not None else fit  # (what the fit recorded: a posterior, a chain state)
+    observed = _Cells(shape, without=(source.heldout, source.structural_zeros))
+    # a release's held-out cells less its structural zeros (release.heldout_cells); a fit's as it recorded them
+    held_without = (source.structural_zeros,) if release is not None else ()
+    heldout = None if source.heldout is None else _Cells(shape, within=source.heldout, without=held_without)
     zeros = model.structural_zeros(shape)
-    if zeros is not None:
-        observed &= ~zeros
-        if heldout is not None:
-            heldout = heldout & ~zeros
+    observed = observed.excluding(zeros)
+    heldout = None if heldout is None else heldout.excluding(zeros)
     cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
     references = []
     if truth is not None:
@@ -1022,7 +1133,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             mass_judged = total > MASS_MIN_STANDARD_ERRORS * standard_error
     components = (None, None, None)
     if topics and factors is not None and finite:
-        components = component_health(model, factors)
+        components = component_health(model, factors, left_sums)
     not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
     result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed, _disagreement(convergence))
     if ensemble and not_mixed:  # the ensemble's verdict is the chains', with the numbers it rests on

@@ -1,4 +1,5 @@
-"""Checks shared by the tests of fits over a Dask cluster (test_distributed, test_distributed_vi)."""
+"""Checks shared by the tests of fits over a Dask cluster (test_distributed, test_distributed_blocks,
+test_distributed_vi)."""
 
 import contextlib
 
@@ -11,13 +12,39 @@ from lpviz.metrics import score
 from lpviz.release import Truth
 
 
+def with_truth(options, Y):
+    """A fit's ``options``, with ``truth=Truth(Y)`` for the non-private method (it fits the true counts)."""
+    return dict(options, truth=Truth(Y)) if options["method"] == "nonprivate" else options
+
+
+def same_chain(posterior, reference):
+    """Which results of a chain over a cluster differ from the one-process chain's (an empty list:
+    the same bits): the traces, mu_hat, the saved iterations, every saved sample, the best one."""
+    problems = []
+    for trace in ("log_joint", "log_marginal"):
+        if not np.array_equal(getattr(posterior, trace), getattr(reference, trace), equal_nan=True):
+            problems.append(trace)
+    if not np.array_equal(posterior.mu_hat, reference.mu_hat):
+        problems.append("mu_hat")
+    if posterior.saved_iterations != reference.saved_iterations:
+        problems.append("saved_iterations")
+    ours, theirs = posterior.samples, reference.samples
+    if len(ours) != len(theirs) or any(
+        sorted(a) != sorted(b) or any(not np.array_equal(a[name], b[name]) for name in b)
+        for a, b in zip(ours, theirs, strict=False)
+    ):
+        problems.append("samples")
+    if posterior.best_iteration != reference.best_iteration:
+        problems.append("best")
+    return problems
+
+
 def check_excluded_cells(client, release, Y, options, workers, differences):
     """A release with held-out cells (and structural zeros) fitted over ``workers`` workers (each
     count in turn) gives the one-process fit (``differences(ours, theirs) == []``: the same bits)
     and its score: the same MAE and held-out MAE, to the bit. ``Y``: the true counts; the
     non-private method fits them."""
-    if options["method"] == "nonprivate":
-        options = dict(options, truth=Truth(Y))
+    options = with_truth(options, Y)
     reference = lpviz.fit(release, **options)
     expected = score(reference, release, Truth(Y))
     assert np.isfinite(expected["heldout_mae"])

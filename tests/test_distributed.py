@@ -12,8 +12,7 @@ from lpviz import distributed
 from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
-from lpviz.release import Truth
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, same_chain, with_truth
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -28,36 +27,15 @@ def data():
     return make_topics(n_docs=61, n_words=40, random_state=3)
 
 
-def _same(distributed_posterior, posterior):
-    """Which of the results differ (an empty list: the same bits)."""
-    problems = []
-    for trace in ("log_joint", "log_marginal"):
-        if not np.array_equal(getattr(distributed_posterior, trace), getattr(posterior, trace), equal_nan=True):
-            problems.append(trace)
-    if not np.array_equal(distributed_posterior.mu_hat, posterior.mu_hat):
-        problems.append("mu_hat")
-    if distributed_posterior.saved_iterations != posterior.saved_iterations:
-        problems.append("saved_iterations")
-    for ours, theirs in zip(distributed_posterior.samples, posterior.samples, strict=True):
-        if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
-            problems.append("samples")
-            break
-    if distributed_posterior.best_iteration != posterior.best_iteration:
-        problems.append("best")
-    return problems
-
-
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
 def test_topic_chain_is_the_same_bits_on_any_number_of_workers(client, data, method):
-    options = dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(dict(method=method, n_components=3, n_iter=10, burn_in=3, thin=2, random_state=11), data.Y)
     release = data.release()
     reference = lpviz.fit(release, **options)
     for n_workers in WORKERS:
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{method} on {n_workers} workers"
 
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
@@ -86,7 +64,7 @@ def test_a_tensor_without_self_loops_and_held_out_cells_is_the_same_bits_on_any_
 
 
 def _check_excluded_cells(client, data, release, options):
-    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, _same)
+    check_excluded_cells(client, release, data.Y, dict(options, random_state=11), WORKERS, same_chain)
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +78,9 @@ def tensor_data():
 def test_tensor_chain_is_the_same_bits_on_any_number_of_workers(client, tensor_data, method):
     """The tensor model splits over its first mode: senders' factors on the workers, recipients' and
     months' drawn on the driver from sums over the senders."""
-    options = dict(model="tensor", method=method, n_components=2, n_iter=8, burn_in=2, thin=2, random_state=13)
-    if method == "nonprivate":
-        options["truth"] = Truth(tensor_data.Y)
+    options = with_truth(
+        dict(model="tensor", method=method, n_components=2, n_iter=8, burn_in=2, thin=2, random_state=13), tensor_data.Y
+    )
     release = tensor_data.release()
     reference = lpviz.fit(release, **options)
     assert sorted(reference.samples[0]) == ["a", "b", "c"]
@@ -110,7 +88,7 @@ def test_tensor_chain_is_the_same_bits_on_any_number_of_workers(client, tensor_d
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
         assert posterior.mu_hat.shape == release.shape
-        assert _same(posterior, reference) == [], f"tensor, {method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"tensor, {method} on {n_workers} workers"
     other = distributed.fit(release, scheduler=client, workers=2, **dict(options, random_state=14))
     assert not np.array_equal(other.log_joint, reference.log_joint)  # the comparison has power
 
@@ -122,7 +100,7 @@ def test_chunked_sweeps_are_the_same_bits(client):
     options = dict(method="private", n_components=4, n_iter=6, burn_in=2, thin=1, parallel=True)
     reference = lpviz.fit(release, random_state=1, **options)
     posterior = distributed.fit(release, scheduler=client, workers=3, random_state=1, **options)
-    assert _same(posterior, reference) == []
+    assert same_chain(posterior, reference) == []
     other = distributed.fit(release, scheduler=client, workers=3, random_state=2, **options)
     assert not np.array_equal(other.log_joint, reference.log_joint)
 
@@ -136,7 +114,7 @@ def test_fit_and_the_env_route_to_the_cluster(client, data, monkeypatch):
     )
     assert isinstance(posterior, distributed.DistributedPosterior)
     assert seen == [1, 2, 3, 4, 5]
-    assert _same(posterior, reference) == []
+    assert same_chain(posterior, reference) == []
     # LPVIZ_SCHEDULER is the CLI's (and the dashboard's): the library distributes only when asked
     monkeypatch.setenv("LPVIZ_SCHEDULER", client.scheduler.address)
     assert not isinstance(lpviz.fit(data.release(), **options), distributed.DistributedPosterior)
@@ -151,7 +129,7 @@ def test_rates_by_row_blocks_and_gather(client, data):
     assert posterior._mu_hat is None
     local = posterior.gather()
     assert type(local) is lpviz.Posterior
-    assert _same(local, reference) == []
+    assert same_chain(local, reference) == []
     assert posterior.bytes_moved and all(b > 0 for b in posterior.bytes_moved)
 
 
@@ -159,7 +137,8 @@ def test_rates_by_row_blocks_and_gather(client, data):
 def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data, monkeypatch, dense_mean):
     """score of a chain over the cluster: each row block inside one partition is checked and summed on
     its worker (its rates never leave it), only a block across a partition's edge comes here; every
-    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates."""
+    number equals the one-process chain's score, for W = 1, 2, 3, 4, held-out cells and true rates.
+    Component health reads theta's column sums, summed on the workers: no sample's theta comes here."""
     from lpviz import engine, metrics
 
     monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 5 * data.shape[1])  # blocks of 5 rows: some cross edges
@@ -179,10 +158,12 @@ def test_score_sums_its_row_blocks_on_the_workers_to_the_same_bits(client, data,
     blocks = metrics._row_blocks(data.shape)
     for n_workers in WORKERS:
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
-        pulled = []
+        pulled, gathered = [], []
         monkeypatch.setattr(posterior, "rate_rows", _recording(posterior.rate_rows, pulled))
+        monkeypatch.setattr(posterior, "_sample", gathered.append)  # a sample's theta brought here
         result = {key: value for key, value in score(posterior, release, truth).items() if key not in timing}
         assert result == expected, f"{n_workers} workers"
+        assert expected["health"]["dead_components"] is not None and gathered == []  # theta's column sums only
         across = [(a, b) for a, b in blocks if not any(p <= a and b <= q for p, q in posterior.partitions)]
         assert pulled == across and len(across) < n_workers, f"{n_workers} workers"
         assert posterior._mu_hat is None  # nothing gathered
@@ -245,7 +226,7 @@ def test_a_blockwise_release_sends_each_worker_only_its_rows(client, monkeypatch
     for n_workers in (1, 2, 3):
         sent.clear()
         posterior = lpviz.fit(source, scheduler=client, workers=n_workers, **options)
-        assert _same(posterior, reference) == [], f"{n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{n_workers} workers"
         pieces = [piece for piece in sent if isinstance(piece, distributed.RowsOf)]
         assert sorted({(piece.start, piece.stop) for piece in pieces}) == posterior.partitions
         assert len(pieces) == 2 * n_workers  # each partition's counts and noise levels
@@ -297,17 +278,21 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
         # resumed on the two workers left (the rows cut otherwise): the unbroken chain's bits
         resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
         assert len(resumed.partitions) == 2
-        assert _same(resumed, reference) == []
+        assert same_chain(resumed, reference) == []
         with pytest.raises(ValueError, match="another chain"):
             other = dict(options, random_state=6)
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **other)
 
 
-def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_the_same_chain(client):
+def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_the_same_chain(client, monkeypatch):
     """make_topics_blockwise: each worker builds its partition's rows (the driver sends only a
-    description); the chain equals the one-process chain on the release built here, for W = 1, 2, 3,
-    and the rows are the same whatever cut of the rows builds them."""
+    description), a generator block at a time into the smallest integer dtype that holds them; the
+    chain equals the one-process chain on the release built here, for W = 1, 2, 3 (the naive and
+    non-private chains on 2), and the rows are the same whatever cut of the rows builds them."""
     from lpviz.datasets import GENERATOR_ROWS, make_topics_blockwise
+    from lpviz.release import smallest_int_dtype
+
+    monkeypatch.setattr(distributed, "BUILD_CELLS", GENERATOR_ROWS * 30)  # a block at a time: 3 pieces
 
     gen = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS + 37, n_words=30, n_topics=3, random_state=4)
     release = gen.release()
@@ -327,4 +312,11 @@ def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_
     for n_workers in (1, 2, 3):
         posterior = lpviz.fit(gen, scheduler=client, workers=n_workers, **options)
         assert len(posterior.partitions) == n_workers
-        assert _same(posterior, reference) == [], f"generated on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"generated on {n_workers} workers"
+    built = distributed.RowsOf(gen, "Y_obs")[5 : gen.n_docs].build()  # from inside a block, over three
+    assert built.dtype == smallest_int_dtype(release.Y_obs) and built.itemsize < gen.rows(5, 6, "Y_obs").itemsize
+    assert np.array_equal(built, release.Y_obs[5:])
+    for method, truth in (("naive", None), ("nonprivate", gen.truth())):
+        reference = lpviz.fit(release, **dict(options, method=method, truth=truth))
+        posterior = lpviz.fit(gen, scheduler=client, workers=2, **dict(options, method=method))
+        assert same_chain(posterior, reference) == [], f"{method} generated on 2 workers"

@@ -13,6 +13,7 @@ from lpviz.datasets import make_blocks
 from lpviz.metrics import score
 from lpviz.models.blocks import BlockModel
 from lpviz.release import Truth
+from tests._distributed_checks import cluster_that_lost_a_worker, same_chain, with_truth
 
 pytest.importorskip("distributed")
 
@@ -27,31 +28,10 @@ def data():
     return make_blocks(n_actors=45, n_communities=3, random_state=2)
 
 
-def _same(posterior, reference):
-    """Which of the results differ (an empty list: the same bits)."""
-    problems = []
-    for trace in ("log_joint", "log_marginal"):
-        if not np.array_equal(getattr(posterior, trace), getattr(reference, trace), equal_nan=True):
-            problems.append(trace)
-    if not np.array_equal(posterior.mu_hat, reference.mu_hat):
-        problems.append("mu_hat")
-    if posterior.saved_iterations != reference.saved_iterations:
-        problems.append("saved_iterations")
-    ours, theirs = posterior.samples, reference.samples
-    if len(ours) != len(theirs) or any(
-        sorted(a) != sorted(b) or any(not np.array_equal(a[name], b[name]) for name in b)
-        for a, b in zip(ours, theirs, strict=False)
-    ):
-        problems.append("samples")
-    if posterior.best_iteration != reference.best_iteration:
-        problems.append("best")
-    return problems
-
-
 def _options(method, data, **more):
-    options = dict(dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11), **more)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(
+        dict(dict(method=method, n_components=3, n_iter=8, burn_in=2, thin=2, random_state=11), **more), data.Y
+    )
     return options
 
 
@@ -66,7 +46,7 @@ def test_block_chain_is_the_same_bits_on_any_number_of_workers(client, data, met
         posterior = lpviz.fit(release, scheduler=client, workers=n_workers, **options)
         assert isinstance(posterior, distributed.DistributedPosterior)
         assert len(posterior.partitions) == n_workers
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{method} on {n_workers} workers"
         assert score(posterior, release, Truth(data.Y))["mae"] == expected["mae"]
         assert np.all(np.diag(posterior.mu_hat) == 0.0)  # no self loops
         # per iteration the workers get theta and pi and return n_send, n_recv (actors x C) and n_cd
@@ -79,7 +59,7 @@ def test_chunked_sweeps_and_another_seed(client, data):
     release = data.release()
     options = _options("private", data, parallel=True)
     reference = lpviz.fit(release, **options)
-    assert _same(distributed.fit(release, scheduler=client, workers=2, **options), reference) == []
+    assert same_chain(distributed.fit(release, scheduler=client, workers=2, **options), reference) == []
     other = distributed.fit(release, scheduler=client, workers=2, **dict(options, random_state=12))
     assert not np.array_equal(other.log_joint, reference.log_joint)
     assert not np.array_equal(other.mu_hat, reference.mu_hat)
@@ -96,7 +76,7 @@ def test_rates_by_low_rank_samples_are_the_same_bits(client, data, monkeypatch):
     assert reference._rate_sum is None
     posterior = distributed.fit(release, scheduler=client, workers=3, **options)
     assert np.array_equal(posterior.rate_rows(13, 41), reference.rate_rows(13, 41))  # across partitions' edges
-    assert _same(posterior, reference) == []
+    assert same_chain(posterior, reference) == []
 
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
@@ -116,7 +96,7 @@ def test_held_out_pairs_and_missing_pairs_are_the_same_bits_on_any_number_of_wor
     assert np.isfinite(expected["heldout_mae"])
     for n_workers in WORKERS:
         posterior = distributed.fit(release, scheduler=client, workers=n_workers, **options)
-        assert _same(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert same_chain(posterior, reference) == [], f"{method} on {n_workers} workers"
         scores = score(posterior, release, Truth(data.Y))
         assert (scores["mae"], scores["heldout_mae"]) == (expected["mae"], expected["heldout_mae"])
     # the comparison has power: the chain that ignores the excluded pairs is another chain
@@ -132,7 +112,8 @@ def test_one_model_instance_serves_fits_with_and_without_held_out_pairs(client, 
     model = BlockModel(3)
     for release in (held_out, plain, held_out):
         reference = lpviz.fit(release, **options)
-        assert _same(distributed.fit(release, scheduler=client, workers=2, model=model, **options), reference) == []
+        posterior = distributed.fit(release, scheduler=client, workers=2, model=model, **options)
+        assert same_chain(posterior, reference) == []
 
 
 def test_cavi_on_the_cluster_is_refused_in_words(client, data):
@@ -153,6 +134,58 @@ def test_a_checkpointed_chain_resumes_as_the_unbroken_chain(client, data, tmp_pa
     resumed = distributed.fit(
         release, scheduler=client, workers=2, checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **options
     )
-    assert _same(resumed, reference) == []
+    assert same_chain(resumed, reference) == []
     # it went on from iteration 6 (its first six iterations' timings are the first run's, restored)
     assert np.array_equal(resumed.iteration_seconds[:6], first.iteration_seconds[:6])
+
+
+def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the_same_chain(data, tmp_path):
+    """A worker killed in the middle of a block chain stops it with WorkerLost naming the last
+    checkpoint; resumed from it on the two workers left (the senders cut otherwise), the chain is
+    the unbroken one's bits."""
+    release = data.release()
+    options = _options("private", data, n_iter=10)
+    reference = lpviz.fit(release, **options)
+    with cluster_that_lost_a_worker(release, tmp_path, **options) as client:
+        resumed = distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **options)
+        assert len(resumed.partitions) == 2
+        assert same_chain(resumed, reference) == []
+
+
+def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data):
+    """The memory check counts what a partition of senders holds beyond its rows' chain: each sweep
+    chunk's n_recv part (every actor x C integers) and a saved sample's rates of every actor (n x n).
+    A worker one byte short of the estimate is refused before any data moves, the message naming the
+    bytes; a worker with exactly that much passes the check."""
+    from distributed import Client, LocalCluster
+
+    from lpviz import methods, models
+    from lpviz._parallel import n_threads
+    from lpviz.budget import MemoryBudgetError, format_bytes
+
+    release = data.release()
+    options = _options("private", data, parallel=True)  # several chunks per worker: several n_recv parts
+    model, method = models.create("blocks", 3), methods.create("private")
+    saved = (options["n_iter"] - options["burn_in"]) // options["thin"]
+    need = distributed.partition_bytes(model, method, data.shape, 45, saved, threads=n_threads(), parallel=True)
+    counted_before = engine.chain_bytes(model, method, data.shape) + 8 * 45 * 45  # the rows' chain, their rate sum
+    n_chunks = min(6, 4 * n_threads())  # 6 stream blocks of senders
+    assert need - counted_before >= 8 * 45 * 3 * n_chunks + 8 * 45 * 45  # n_recv parts, a sample's n x n rates
+    with (
+        LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        (address,) = client.scheduler_info()["workers"]
+        with pytest.raises(MemoryBudgetError, match=f"45 rows needs about {format_bytes(need)} on worker {address}"):
+            distributed.fit(release, scheduler=client, **options)
+        assert not any(client.has_what().values())  # nothing was scattered
+
+        class Enough:  # the same worker with exactly the bytes (the check alone: no chain runs on it)
+            def scheduler_info(self):
+                return {"workers": {address: {"memory_limit": need}}}
+
+            def run(self, function, workers):
+                return client.run(function, workers=workers)
+
+        distributed._check_worker_memory(Enough(), [address], [(0, 45)], model, method, data.shape, 8, 2, 2,
+                                         parallel=True)  # fmt: skip

@@ -16,8 +16,8 @@ from lpviz import distributed
 from lpviz.cli import main
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
-from lpviz.release import Release, Truth
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker
+from lpviz.release import Release
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, with_truth
 
 pytest.importorskip("distributed")
 
@@ -46,9 +46,7 @@ def _differences(posterior, reference):
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
 def test_topic_cavi_is_the_same_bits_on_any_number_of_workers(client, data, method):
-    options = dict(method=method, n_components=3, n_iter=15, inference="vi", random_state=11)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(dict(method=method, n_components=3, n_iter=15, inference="vi", random_state=11), data.Y)
     release = data.release()
     reference = lpviz.fit(release, **options)
     assert reference.iterations == 15 and np.all(np.isfinite(reference.elbo))
@@ -82,9 +80,9 @@ def test_tensor_cavi_is_the_same_bits_on_any_number_of_workers(client, method):
     """The tensor model splits over its first mode: senders' q on the workers, recipients' and
     months' q updated on the driver from sums over the senders."""
     data = make_tensor(n_actors=27, n_times=3, n_components=2, self_loops=True, random_state=4)
-    options = dict(model="tensor", method=method, n_components=2, n_iter=8, inference="vi", random_state=13)
-    if method == "nonprivate":
-        options["truth"] = Truth(data.Y)
+    options = with_truth(
+        dict(model="tensor", method=method, n_components=2, n_iter=8, inference="vi", random_state=13), data.Y
+    )
     release = data.release()
     reference = lpviz.fit(release, **options)
     for n_workers in WORKERS:

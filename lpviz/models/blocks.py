@@ -604,6 +604,14 @@ class BlockModel(Model):
         C = self.n_components
         return ((int(shape[0]), C), (C, C))
 
+    def split_worker_bytes(self, shape, rows, n_chunks, dense_mean):
+        """Bytes a partition of ``rows`` senders holds beyond its rows' chain
+        (:func:`lpviz.distributed.partition_bytes`): each chunk's n_recv part (every actor x C
+        integers, :meth:`new_stats`) and, with the dense running mean, a saved sample's rates of
+        every actor (:meth:`partition_rates` computes the n x n rates, then keeps its rows')."""
+        n, C = int(shape[0]), self.n_components
+        return 8 * n_chunks * n * C + (8 * n * n if dense_mean else 0)
+
     def place_rows(self, start, stop):
         """This instance's counts are senders [start, stop) (a partition on another machine)."""
         self.first_row = int(start)
