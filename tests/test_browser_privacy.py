@@ -18,8 +18,8 @@ from tests.browser_harness import Page
 pytestmark = pytest.mark.browser
 
 # Each shown figure, in the page's coordinates: its title, how wide it is drawn (with the canvas' font
-# metrics, in the font Bokeh draws it with) and where it starts (the frame's left edge), the plot's box, its
-# frame (the data area) and its legends' boxes (HTML elements in Bokeh 3.9).
+# metrics, in the font Bokeh draws it with; its widest line) and where it starts (the frame's left edge),
+# the plot's box, its frame (the data area) and its legends' boxes (HTML elements in Bokeh 3.9).
 PRIVACY_FIGURES = """() => {
   const out = [];
   const ctx = document.createElement("canvas").getContext("2d");
@@ -30,14 +30,16 @@ PRIVACY_FIGURES = """() => {
     if (!view || !view.el || !view.el.isConnected || !view.el.checkVisibility()) continue;
     const title = model.title;
     ctx.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
+    const lines = title.text.split("\\n");  // a title of several lines: its widest
     const plot = view.el.getBoundingClientRect(), frame = view.frame.bbox;
     const legends = [];
     for (const side of ["center", "left", "right", "above", "below"])
       for (const r of model[side])
         if (r.type === "Legend" || r.constructor.name === "Legend")
           legends.push(rect(window.Bokeh.index.find_one(r).el.getBoundingClientRect()));
-    out.push({title: title.text, title_left: plot.left + frame.left,
-              title_right: plot.left + frame.left + ctx.measureText(title.text).width, plot: rect(plot),
+    const widest = Math.max(...lines.map(line => ctx.measureText(line).width));
+    out.push({title: title.text, title_left: plot.left + frame.left, title_right: plot.left + frame.left + widest,
+              plot: rect(plot),
               frame: {left: plot.left + frame.left, right: plot.left + frame.right, top: plot.top + frame.top,
                       bottom: plot.top + frame.bottom}, legends});
   }
