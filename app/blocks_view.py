@@ -20,7 +20,10 @@ from app.fits import Fits, follow_results, model_shows
 from app.fits_view import baseline_frame
 from app.onscreen import OnScreen
 from app.plots import (
+    FLEX_ITEM,
+    HEATMAP_TITLE_SIZE,
     RATE_CMAP,
+    SIDE_MIN_WIDTH,
     axis_labels,
     display_slice,
     heldout_overlay,
@@ -62,6 +65,29 @@ def community_boundaries(theta, order):
 
 # How each colour scale is named on the rate heatmaps (the plot states what its colours mean).
 SCALE_NAMES = {"linear": "linear colour", "log": "log colour", "quantile": "colour by rank (quantile)"}
+# On the page each heatmap is a pane of its own in a FlexBox that wraps: the rates two to a row and the
+# memberships all in one on a desktop, one to a row on a phone (412 px). HoloViews grids of 2 x 240 px and
+# 4 x 160 px at least were cut at the phone's edge and made the main column scroll sideways (issue 37).
+RATE_ITEM = {**FLEX_ITEM, "flex": "1 1 40%"}
+MEMBERSHIP_ITEM = {**FLEX_ITEM, "flex": "1 1 20%"}
+MEMBERSHIP_MIN_WIDTH = 220  # one to a row in a phone's 384 px, four to a row on a desktop
+
+
+def heatmap_fonts(options):
+    """``options`` with the heatmaps' 10pt titles (HoloViews' 12pt ran past a phone's plot) and any tick
+    sizes they name."""
+    return {**options, "fontsize": {"title": HEATMAP_TITLE_SIZE, **options.get("fontsize", {})}}
+
+
+def wrapping_panes(layout, min_width, styles):
+    """Each plot of a HoloViews ``layout`` in a pane of its own, in a FlexBox that wraps them."""
+    return pn.FlexBox(
+        *(
+            pn.pane.HoloViews(plot, sizing_mode="stretch_width", min_width=min_width, styles=styles, linked_axes=False)
+            for plot in layout
+        ),
+        sizing_mode="stretch_width",
+    )
 
 
 def community_order(theta, theta_ref):
@@ -181,7 +207,7 @@ class BlocksView(pn.viewable.Viewer):
             **scale_options(self.fits.data.settings.colour_scale, clim, shown),
         )
         image = hv.Image((ticks, ticks, shown), kdims=["recipient (ordered)", "sender (ordered)"], vdims=["rate"]).opts(
-            **{**options, **label_options(names, names)}
+            **heatmap_fonts({**options, **label_options(names, names)})
         )
         held = self.fits.data.release.heldout_cells
         if held is not None:
@@ -200,7 +226,18 @@ class BlocksView(pn.viewable.Viewer):
         panels += [(shown["mu_hat"], f"{label}: posterior mean") for label, shown in self.panels.items()]
         top = max(float(np.max(matrix)) for matrix, _ in panels) or 1.0
         scale = SCALE_NAMES.get(self.fits.data.settings.colour_scale, self.fits.data.settings.colour_scale)
-        return hv.Layout([self._rate_image(matrix, f"{title} ({scale})", (0, top)) for matrix, title in panels]).cols(2)
+        # the scale on a line of its own: one line of a method's name and the scale was too wide for a phone
+        return hv.Layout([self._rate_image(matrix, f"{title}\n{scale}", (0, top)) for matrix, title in panels]).cols(2)
+
+    @param.depends("panels", "order", "fits.data.settings.colour_scale")
+    def rate_panes(self):
+        """The page's rate heatmaps: two to a row, one on a phone."""
+        return wrapping_panes(self.rate_heatmaps(), SIDE_MIN_WIDTH, RATE_ITEM)
+
+    @param.depends("panels", "order")
+    def membership_panes(self):
+        """The page's membership heatmaps: all in a row, one to a row on a phone."""
+        return wrapping_panes(self.membership_heatmaps(), MEMBERSHIP_MIN_WIDTH, MEMBERSHIP_ITEM)
 
     @param.depends("panels", "order")
     def membership_heatmaps(self):
@@ -224,19 +261,21 @@ class BlocksView(pn.viewable.Viewer):
             image = hv.Image(
                 (np.arange(C), np.arange(n), shares), kdims=["community", "actor (ordered)"], vdims=["share"]
             ).opts(
-                **{
-                    "title": f"{name}: memberships",
-                    "cmap": "Blues",
-                    "clim": (0, 1),
-                    "colorbar": True,
-                    "tools": ["hover"],
-                    "invert_yaxis": True,
-                    "responsive": True,
-                    "min_height": 280,
-                    "min_width": 160,
-                    **label_options(self._ticks(np.arange(n))),
-                    "xticks": [(c, str(c + 1)) for c in range(C)],
-                }
+                **heatmap_fonts(
+                    {
+                        "title": f"{name}\nmemberships",  # two lines: four in a desktop's row cut "...: memberships"
+                        "cmap": "Blues",
+                        "clim": (0, 1),
+                        "colorbar": True,
+                        "tools": ["hover"],
+                        "invert_yaxis": True,
+                        "responsive": True,
+                        "min_height": 280,
+                        "min_width": 160,
+                        **label_options(self._ticks(np.arange(n))),
+                        "xticks": [(c, str(c + 1)) for c in range(C)],
+                    }
+                )
             )
             lines = self._block_lines(C, both=False)  # rows only, across the C columns
             plots.append(image if lines is None else image * lines)
@@ -283,9 +322,6 @@ class BlocksView(pn.viewable.Viewer):
             self.status,
             self.param.scores,
             "block-scores",
-            [
-                pn.pane.HoloViews(self.rate_heatmaps, sizing_mode="stretch_width", linked_axes=False),
-                pn.pane.HoloViews(self.membership_heatmaps, sizing_mode="stretch_width", linked_axes=False),
-            ],
+            [self.rate_panes, self.membership_panes],
             pn.bind(lambda *_: self.applies, self.fits.data.param.release, self.fits.data.param.model),
         )

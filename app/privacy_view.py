@@ -17,7 +17,6 @@ import param
 from app.datastore import DataStore
 from app.plots import side_by_side
 from lpviz import privacy
-from lpviz.release import format_alpha
 
 # Quadrature nodes per rate: the mixture matches the geometric pmf to ~1e-5 (alpha = 0.9)
 # or better, fast enough to follow an epsilon slider.
@@ -25,6 +24,18 @@ _QUADRATURE_NODES = 40
 # Exponential quantiles of the illustrative Skellam components (lambda+, lambda-).
 _COMPONENT_QUANTILES = ((0.5, 0.5), (0.9, 0.2), (0.2, 0.9), (0.97, 0.6))
 _COMPONENT_COLORS = ("#8c8c8c", "#d62728", "#1f77b4", "#9467bd")
+# Legends stand under their plots, outside the data: inside, at the top right, the Skellam legend covered
+# two curves' peaks and at a phone's width the geometric one covered the law's peak (issue 37 LOW). Under
+# the plot, in columns narrow enough for a plot at a phone's width (about 300 px of frame).
+LEGEND_BELOW = dict(legend_position="bottom")
+# Plots with a legend under them: room for it and for the data.
+LEGEND_PLOT_HEIGHT = 380
+
+
+def _three_digits(value):
+    """A number the tab shows: three significant digits (a median row's epsilon read 0.280424 and its
+    title was cut), in scientific notation when small (an alpha is never '0.0000')."""
+    return f"{float(value):.3g}"
 
 
 def noise_support(alpha, mass=0.999, lower=5, upper=400):
@@ -143,17 +154,18 @@ class PrivacyView(pn.viewable.Viewer):
         curves = []
         for (lam_plus, lam_minus), color in zip(component_rates(alpha), _COMPONENT_COLORS, strict=True):
             p = np.exp(np.asarray(privacy.skellam_logpmf(tau, lam_plus, lam_minus), float))
-            label = f"Skellam({lam_plus:.2f}, {lam_minus:.2f})"
+            label = f"({_three_digits(lam_plus)}, {_three_digits(lam_minus)})"
             curves.append(
                 hv.Curve((tau, p), "tau", "P(tau)", label=label).opts(
                     color=color, interpolation="steps-mid", line_width=2, tools=["hover"]
                 )
             )
         return hv.Overlay(curves).opts(
-            title="Skellam laws with fixed rates: shifted, asymmetric",
-            legend_position="top_right",
+            title="Skellam(lambda+, lambda-), fixed rates",  # the legend: each law's (lambda+, lambda-)
+            legend_cols=2,
             responsive=True,
-            min_height=300,
+            min_height=LEGEND_PLOT_HEIGHT,
+            **LEGEND_BELOW,
         )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
@@ -162,17 +174,16 @@ class PrivacyView(pn.viewable.Viewer):
         bars = hv.Spikes((tau, geometric), "tau", "P(tau)", label="2Geo(alpha)").opts(
             color="#4c72b0", line_width=5, tools=["hover"]
         )
-        mix = hv.Scatter((tau, mixture), "tau", "P(tau)", label="Skellam mixed over Exp rates").opts(
+        gap = np.abs(mixture - geometric).max()
+        mix = hv.Scatter((tau, mixture), "tau", "P(tau)", label=f"Skellam mixture (gap {gap:.0e})").opts(
             color="#ff7f0e", size=6, tools=["hover"]
         )
         return (bars * mix).opts(
-            title=(
-                f"2Geo(alpha = {format_alpha(self.alpha)}) = the Skellam mixture "
-                f"(gap {np.abs(mixture - geometric).max():.0e})"
-            ),
-            legend_position="top_right",
+            title=f"2Geo(alpha = {_three_digits(self.alpha)}) = mixed Skellams",
+            legend_cols=1,
             responsive=True,
-            min_height=300,
+            min_height=LEGEND_PLOT_HEIGHT,
+            **LEGEND_BELOW,
         )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "data.release", "y")
@@ -186,10 +197,11 @@ class PrivacyView(pn.viewable.Viewer):
             (y_tilde, np.exp(log_p_yN)), "noised count", "probability", label=f"true count y + N = {y + N}"
         ).opts(color="#d62728", interpolation="steps-mid", line_width=2, tools=["hover"])
         return (p_y * p_yN).opts(
-            title="What an adversary sees, under y and under y + N",
-            legend_position="right",  # beside the plot: over it, the legend hid a curve's peak
+            title="What an adversary sees: y or y + N",
+            legend_cols=1,
             responsive=True,
-            min_height=280,
+            min_height=LEGEND_PLOT_HEIGHT,
+            **LEGEND_BELOW,
         )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "data.release", "y")
@@ -202,12 +214,14 @@ class PrivacyView(pn.viewable.Viewer):
         bounds = hv.HLine(bound).opts(color="#d62728", line_dash="dashed", line_width=2) * hv.HLine(-bound).opts(
             color="#d62728", line_dash="dashed", line_width=2
         )
+        # short enough for a phone's width (the odds, e^epsilon, are in the summary above)
         if self.distance == self.N:
-            # three significant digits: a per-row release's median epsilon read "0.438712" and the title was cut
-            title = f"Log-ratio within +/- epsilon = {bound:.3g} (odds x e^{bound:.3g} at most)"
+            title = f"|log-ratio| <= epsilon = {_three_digits(bound)}"
         else:
-            title = f"Counts {self.distance} apart: log-ratio within +/- {self.distance} epsilon/N = {bound:.3g}"
-        return (ratio * bounds).opts(title=title, ylim=(-1.3 * bound, 1.3 * bound), responsive=True, min_height=250)
+            title = f"|log-ratio| <= {self.distance} epsilon/N = {_three_digits(bound)}"
+        return (ratio * bounds).opts(
+            title=title, ylim=(-1.3 * bound, 1.3 * bound), responsive=True, min_height=LEGEND_PLOT_HEIGHT
+        )
 
     @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
     def summary(self):
@@ -215,7 +229,7 @@ class PrivacyView(pn.viewable.Viewer):
         text = (
             f"**{'the median row: ' if self.row_alphas is not None else ''}epsilon = {eps:.3g}, N = {N:g}: "
             f"epsilon/N = {eps / N:.3g}, "
-            f"alpha = exp(-epsilon/N) = {format_alpha(alpha)}.** The noise is discrete Laplace with "
+            f"alpha = exp(-epsilon/N) = {_three_digits(alpha)}.** The noise is discrete Laplace with "
             f"scale N/epsilon = {N / eps:.3g}; any two true counts at most N apart give "
             f"noised counts whose probabilities differ by a factor of at most "
             f"e^epsilon = {np.exp(eps):.3g}."
@@ -226,10 +240,10 @@ class PrivacyView(pn.viewable.Viewer):
             row_eps = np.asarray(privacy.epsilon_from(row_alpha, N), float)
             text += (
                 f"\n\n*Heterogeneous noise: each row has its own alpha "
-                f"(median {np.median(row_alpha):.3f}, range {row_alpha.min():.3f}-"
-                f"{row_alpha.max():.3f}), so each row's own epsilon ranges "
+                f"(median {_three_digits(np.median(row_alpha))}, range {_three_digits(row_alpha.min())}-"
+                f"{_three_digits(row_alpha.max())}), so each row's own epsilon ranges "
                 f"{row_eps.min():.3g}-{row_eps.max():.3g} for N = {N:g}. "
-                f"The plots show the median row's alpha = {format_alpha(alpha)}.*"
+                f"The plots show the median row's alpha = {_three_digits(alpha)}.*"
             )
         return pn.pane.Markdown(text, sizing_mode="stretch_width")
 

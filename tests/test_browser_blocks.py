@@ -7,6 +7,8 @@ documents: each shown figure's axis ticks and the names over them (``major_label
 images and its line segments (the block boundaries).
 """
 
+import json
+
 import numpy as np
 import pytest
 
@@ -91,7 +93,7 @@ def test_figure1_blocks_are_ordered_by_community_with_lines_between_them(page):
     assert rows == changes and cols == changes
     assert all({min(x0, x1), max(x0, x1)} == {-0.5, n - 0.5} for x0, y0, x1, y1 in rates["segments"] if y0 == y1)
 
-    (members,) = block_figures(page, "truth: memberships")
+    (members,) = block_figures(page, "truth\nmemberships")
     assert members["y"]["names"] == names
     (image,) = members["images"]
     drawn = np.asarray(image["values"]).reshape(image["shape"])  # row k: the actor drawn k-th
@@ -120,3 +122,70 @@ def test_uploaded_actors_come_in_natural_order(page, tmp_path):
     ]
     assert rates["y"]["names"] == actors and rates["x"]["names"] == actors
     assert page.errors == []
+
+
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1500, "height": 1000}, {"width": 412, "height": 915}], ids=["desktop", "phone"]
+)
+def test_after_a_fit_the_blocks_views_are_whole_ordered_and_bounded(browser, server, viewport):
+    """Issue 37 (MEDIUM 10 and 12) after a fit, at a desktop's and a phone's width (412 px): Figure 1's Blocks
+    tab with every method's fitted rates and memberships beside the truth: nothing cut (a plot wider than
+    the page would have to scroll in a box of its own), no title cut, every panel's actors in the true
+    community order, the block lines on each. Before: at 412 px the rate heatmaps (a grid of 2 x 240 px)
+    and the memberships (4 x 160 px) ran 232 px past the page's edge, the titles cut; on a desktop the
+    memberships' titles were cut."""
+    from tests.browser_harness import LABELS, Page
+    from tests.test_browser_phone import PHONE, tab_whole
+    from tests.test_browser_privacy import PRIVACY_FIGURES
+    from tests.test_browser_trust import choose_preset as choose_folded_preset
+    from tests.test_browser_trust import toggle_sidebar
+
+    page = Page(browser, server.url, viewport=viewport)
+    folded = viewport == PHONE  # the sidebar, open on a desktop
+    try:
+        choose_folded_preset(page, "Figure 1")
+        page.page.get_by_text("20 actors in 5 communities").first.wait_for(state="attached")  # the folded sidebar
+        # a short fit (the preset runs 30,000 iterations): 1,200 after a burn-in of 100, every 25th saved
+        if folded:
+            toggle_sidebar(page, shown=True)
+        page.page.get_by_text("Fit settings").first.click()
+        page.fill("Burn in", 100)
+        page.fill("N iter", 1200)
+        if folded:
+            toggle_sidebar(page, shown=False)
+        page.tab("Fits")
+        page.page.get_by_text("/ 1,200").first.wait_for()
+        page.click("Start")
+        page.statuses("done")
+
+        page.tab("Blocks")
+        shares = figure1_truth()
+        n, communities = shares.shape
+        main = shares.argmax(axis=1)
+        order = sorted(range(n), key=lambda actor: (main[actor], -shares[actor, main[actor]]))
+        names = [f"actor {actor}" for actor in order]
+        changes = [k for k in range(1, n) if main[order[k]] != main[order[k - 1]]]
+        for label in LABELS.values():
+            (rates,) = block_figures(page, f"{label}: posterior mean")
+            assert rates["y"]["names"] == names and rates["x"]["names"] == names, label
+            assert sorted(y0 + 0.5 for x0, y0, x1, y1 in rates["segments"] if y0 == y1) == changes, label
+            assert sorted(x0 + 0.5 for x0, y0, x1, y1 in rates["segments"] if x0 == x1) == changes, label
+            (members,) = block_figures(page, f"{label}\nmemberships")
+            assert members["y"]["names"] == names, label
+            assert members["images"][0]["shape"] == [n, communities], label
+            assert sorted(y0 + 0.5 for x0, y0, x1, y1 in members["segments"]) == changes, label
+        page.page.wait_for_timeout(2500)  # laid out at the page's width
+        # the titles, drawn in the canvases (no page element to find cut): each line within its plot
+        figures = page.evaluate(PRIVACY_FIGURES)
+        assert len(figures) == 2 * (1 + len(LABELS)), [figure["title"] for figure in figures]
+        for figure in figures:
+            assert figure["title_right"] <= figure["plot"]["right"] + 1, figure
+            assert figure["plot"]["right"] <= viewport["width"], figure
+        if not folded:  # the tab alone (the sidebar's own widgets are tests/test_browser_sidebar.py's)
+            toggle_sidebar(page, shown=False)
+            page.page.wait_for_timeout(2500)
+        problems = tab_whole(page)
+        assert problems == [], f"the Blocks tab after a fit: {json.dumps(problems, indent=1)}"
+        assert page.errors == []
+    finally:
+        page.close()
