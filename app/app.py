@@ -33,6 +33,7 @@ from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.resources import (  # noqa: E402
+    check_callbacks_once,
     reuse_bokeh_defaults,
     reuse_design_modifiers,
     serialize_patches_lazily,
@@ -59,6 +60,7 @@ pn.config.disconnect_notification = DISCONNECTED
 serve_stylesheets_locally()
 reuse_design_modifiers()
 reuse_bokeh_defaults()
+check_callbacks_once()
 serialize_patches_lazily()
 log = logging.getLogger("lpviz.app")
 

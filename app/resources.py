@@ -12,7 +12,9 @@
   message (served pages and notebooks: ``app/app.py``, :func:`app.notebook.extension`).
 """
 
+import functools
 import importlib
+import types
 
 from bokeh.core.property.wrappers import (
     PropertyValueColumnData,
@@ -257,3 +259,48 @@ def reuse_bokeh_defaults():
     # environment: read once, here, and kept (``set_value``: what a program setting them does).
     for setting in (bokeh_settings.simple_ids, bokeh_settings.serialize_include_defaults):
         setting.set_value(setting())
+
+
+def _signature_shape(callback):
+    """What the signature of ``callback`` depends on, as a hashable key without the callback itself (a
+    session's closures are not kept alive by it), or None where that is not known (a callable object,
+    a wrapped function, one with a ``__signature__``)."""
+    if isinstance(callback, functools.partial):
+        inner = _signature_shape(callback.func)
+        return None if inner is None else ("partial", inner, len(callback.args), tuple(sorted(callback.keywords)))
+    if isinstance(callback, types.MethodType):
+        inner = _signature_shape(callback.__func__)
+        return None if inner is None else ("method", inner)
+    if type(callback) is types.FunctionType and not hasattr(callback, "__wrapped__"):
+        if hasattr(callback, "__signature__"):
+            return None
+        kwdefaults = tuple(sorted(callback.__kwdefaults__ or {}))
+        return ("function", callback.__code__, len(callback.__defaults__ or ()), kwdefaults)
+    return None
+
+
+def check_callbacks_once():
+    """Patch Bokeh's check of a callback's signature (``on_change``, ``on_event``) to check each shape of
+    callback once per process: Bokeh 3.9 runs ``inspect.signature`` at every ``on_change``, and Panel
+    registers ~350 of them a page open (the same few bound methods, each in a new ``partial``). The
+    shape (the code, the number of defaults, the arguments a partial binds) decides the signature; a
+    callback whose shape is not known this way is checked every time, and a failed check raises every
+    time, as before."""
+    module = importlib.import_module("bokeh.util.callback_manager")
+    check = module._check_callback
+    if getattr(check, "_lpviz_once", False):
+        return
+    passed = set()
+
+    def _check_callback(callback, fargs, what="Callback functions"):
+        shape = _signature_shape(callback)
+        key = None if shape is None else (shape, tuple(fargs))
+        if key is not None and key in passed:
+            return
+        check(callback, fargs, what)
+        if key is not None:
+            passed.add(key)
+
+    _check_callback._lpviz_once = True  # marks the patch as applied
+    _check_callback.__wrapped__ = check
+    module._check_callback = _check_callback

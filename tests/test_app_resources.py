@@ -19,6 +19,7 @@ from panel.theme.base import Design
 
 from app.resources import (
     SyncedModelsSerializer,
+    check_callbacks_once,
     reuse_bokeh_defaults,
     reuse_design_modifiers,
     serialize_patches_lazily,
@@ -361,3 +362,66 @@ def test_the_server_warm_up_collects_less_often():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+# ---- callbacks' signatures, checked once per shape (check_callbacks_once, issue 41) ----------------------
+
+
+class Listener:
+    def changed(self, attr, old, new):
+        pass
+
+    def bound_too(self, extra, attr, old, new):
+        pass
+
+    def too_few(self, attr, old):
+        pass
+
+
+def test_a_callbacks_signature_is_checked_once_per_shape(monkeypatch):
+    """Bokeh checks each ``on_change`` callback's signature: checked once per shape of callback (the
+    same code, the same arguments bound), and a wrong one refused every time, as Bokeh does."""
+    import functools
+
+    from bokeh.models import Div
+    from bokeh.util import callback_manager
+
+    check_callbacks_once()
+    looked = []
+    signature = callback_manager.signature
+    monkeypatch.setattr(callback_manager, "signature", lambda fn: looked.append(fn) or signature(fn))
+    listeners = [Listener() for _ in range(3)]
+    for listener in listeners:  # a new bound method each time: one shape
+        Div().on_change("text", listener.changed)
+    for listener in listeners:  # a new partial each time, one argument bound: one more shape
+        Div().on_change("text", functools.partial(listener.bound_too, "x"))
+    assert len(looked) == 2
+    for _ in range(2):  # a wrong signature is refused at every attempt
+        with pytest.raises(ValueError, match="signature"):
+            Div().on_change("text", listeners[0].too_few)
+        with pytest.raises(ValueError, match="signature"):
+            Div().on_change("text", functools.partial(listeners[0].changed, "x"))  # one bound too many
+
+    def closure(value):
+        return lambda attr, old, new: value
+
+    for value in range(3):  # closures of one code: one shape, and not kept alive by the check
+        Div().on_change("text", closure(value))
+    assert len(looked) == 2 + 4 + 1
+
+    class Called:
+        def __call__(self, attr, old, new):
+            pass
+
+    Div().on_change("text", Called())
+    Div().on_change("text", Called())  # a callable object's shape is not known: checked each time
+    assert len(looked) == 2 + 4 + 1 + 2
+
+
+def test_the_callback_check_patch_is_applied_once():
+    from bokeh.util import callback_manager
+
+    check_callbacks_once()
+    patched = callback_manager._check_callback
+    check_callbacks_once()
+    assert callback_manager._check_callback is patched
