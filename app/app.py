@@ -32,7 +32,13 @@ from app.loopwatch import watch_event_loop  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
-from app.resources import reuse_design_modifiers, serialize_patches_lazily, serve_stylesheets_locally  # noqa: E402
+from app.resources import (  # noqa: E402
+    check_callbacks_once,
+    reuse_bokeh_defaults,
+    reuse_design_modifiers,
+    serialize_patches_lazily,
+    serve_stylesheets_locally,
+)
 from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
@@ -53,6 +59,8 @@ DISCONNECTED = (
 pn.config.disconnect_notification = DISCONNECTED
 serve_stylesheets_locally()
 reuse_design_modifiers()
+reuse_bokeh_defaults()
+check_callbacks_once()
 serialize_patches_lazily()
 log = logging.getLogger("lpviz.app")
 

@@ -12,8 +12,17 @@
   message (served pages and notebooks: ``app/app.py``, :func:`app.notebook.extension`).
 """
 
+import functools
 import importlib
+import types
 
+from bokeh.core.property.wrappers import (
+    PropertyValueColumnData,
+    PropertyValueContainer,
+    PropertyValueDict,
+    PropertyValueList,
+    PropertyValueSet,
+)
 from bokeh.core.serialization import Serializer
 from bokeh.model import Model
 from bokeh.models import ImportedStyleSheet
@@ -144,3 +153,154 @@ def serialize_patches_lazily():
     module = importlib.import_module("bokeh.protocol.messages.patch_doc")  # the package exports the class
     if module.Serializer is Serializer:
         module.Serializer = SyncedModelsSerializer
+
+
+# Values a default may be kept as and handed out again: nothing can change them in place.
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+# Bokeh's containers of an empty default: made anew (empty) at each read, as Bokeh does.
+_EMPTY_CONTAINERS = (PropertyValueList, PropertyValueDict, PropertyValueSet, PropertyValueColumnData)
+
+
+def _immutable(value):
+    if type(value) is tuple:
+        return all(_immutable(item) for item in value)
+    return type(value) in _IMMUTABLE
+
+
+def _empty(value):
+    return (type(value) in (list, dict, set) or isinstance(value, PropertyValueContainer)) and len(value) == 0
+
+
+class _Fresh:
+    """A default made anew at each read (an empty list, dict or set of Bokeh's: each model gets its own)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
+
+
+def reuse_bokeh_defaults():
+    """Patch Bokeh's default values, which it works out again at every read of a property left at its
+    default (Bokeh 3.9: walk the class's MRO for overridden defaults, copy the default, validate it):
+    a page open reads ~9,000 of them (making the models, then serialising them), a fifth of its
+    server CPU (issue 41).
+
+    - ``HasProps._overridden_defaults`` is computed once per class (set by Bokeh's metaclass when the
+      class is made, never changed after; handed out read-only, as ``themed_default`` uses it);
+    - ``Property.themed_default`` is kept per property, class and name when the default is an
+      immutable value (None, a number, a string, a tuple of them): the same value Bokeh would make, so
+      sharing it changes nothing. A themed value, a callable default (a new model, a fresh list) and
+      every mutable default are still made at each read, as before.
+    """
+    from bokeh.core.has_props import HasProps
+    from bokeh.core.property.bases import Property
+    from bokeh.core.property.descriptors import PropertyDescriptor
+    from bokeh.settings import settings as bokeh_settings
+
+    if getattr(Property.themed_default, "_lpviz_reused", False):
+        return
+    overridden_defaults = HasProps._overridden_defaults.__func__
+    themed_default = Property.themed_default
+    per_class = {}
+    kept = {}  # (id(property), class, name, no_eval) -> (property, value): the property kept alive
+
+    def _overridden_defaults(cls):
+        defaults = per_class.get(cls)
+        if defaults is None:
+            defaults = per_class[cls] = overridden_defaults(cls)
+        return defaults
+
+    def _themed_default(self, cls, name, theme_overrides, *, no_eval=False):
+        if theme_overrides is not None and name in theme_overrides:
+            return themed_default(self, cls, name, theme_overrides, no_eval=no_eval)
+        key = (id(self), cls, name, no_eval)
+        hit = kept.get(key)
+        if hit is not None and hit[0] is self:
+            value = hit[1]
+            return value.make() if type(value) is _Fresh else value
+        value = themed_default(self, cls, name, theme_overrides, no_eval=no_eval)
+        overrides = _overridden_defaults(cls)
+        raw = overrides[name] if name in overrides else self._default
+        if not callable(raw) and _immutable(raw) and _immutable(value):
+            kept[key] = (self, value)
+        elif _empty(raw) and _empty(value) and type(value) in _EMPTY_CONTAINERS:
+            kept[key] = (self, _Fresh(type(value)))
+        return value
+
+    has_unstable_default = PropertyDescriptor.has_unstable_default
+    unstable = {}  # (id(descriptor), class) -> (descriptor, answer)
+
+    def _has_unstable_default(self, obj):
+        key = (id(self), type(obj))
+        hit = unstable.get(key)
+        if hit is None or hit[0] is not self:
+            hit = unstable[key] = (self, has_unstable_default(self, obj))
+        return hit[1]
+
+    def _themed_values(self):
+        # as set by HasProps.apply_theme, in the instance's dict; Bokeh's getattr missed first
+        # (HasProps.__getattr__: a lookup of the class's properties) for every model without a theme
+        return getattr(self, "__dict__", {}).get("__themed_values__")
+
+    _themed_default._lpviz_reused = True  # marks the patch as applied
+    for patched, original in (
+        (_themed_default, themed_default),
+        (_overridden_defaults, overridden_defaults),
+        (_has_unstable_default, has_unstable_default),
+        (_themed_values, HasProps.themed_values),
+    ):
+        patched.__wrapped__ = original
+    HasProps._overridden_defaults = classmethod(_overridden_defaults)
+    HasProps.themed_values = _themed_values
+    Property.themed_default = _themed_default
+    PropertyDescriptor.has_unstable_default = _has_unstable_default
+    # Two of Bokeh's settings read at every model made (its id) and serialised, each time from the
+    # environment: read once, here, and kept (``set_value``: what a program setting them does).
+    for setting in (bokeh_settings.simple_ids, bokeh_settings.serialize_include_defaults):
+        setting.set_value(setting())
+
+
+def _signature_shape(callback):
+    """What the signature of ``callback`` depends on, as a hashable key without the callback itself (a
+    session's closures are not kept alive by it), or None where that is not known (a callable object,
+    a wrapped function, one with a ``__signature__``)."""
+    if isinstance(callback, functools.partial):
+        inner = _signature_shape(callback.func)
+        return None if inner is None else ("partial", inner, len(callback.args), tuple(sorted(callback.keywords)))
+    if isinstance(callback, types.MethodType):
+        inner = _signature_shape(callback.__func__)
+        return None if inner is None else ("method", inner)
+    if type(callback) is types.FunctionType and not hasattr(callback, "__wrapped__"):
+        if hasattr(callback, "__signature__"):
+            return None
+        kwdefaults = tuple(sorted(callback.__kwdefaults__ or {}))
+        return ("function", callback.__code__, len(callback.__defaults__ or ()), kwdefaults)
+    return None
+
+
+def check_callbacks_once():
+    """Patch Bokeh's check of a callback's signature (``on_change``, ``on_event``) to check each shape of
+    callback once per process: Bokeh 3.9 runs ``inspect.signature`` at every ``on_change``, and Panel
+    registers ~350 of them a page open (the same few bound methods, each in a new ``partial``). The
+    shape (the code, the number of defaults, the arguments a partial binds) decides the signature; a
+    callback whose shape is not known this way is checked every time, and a failed check raises every
+    time, as before."""
+    module = importlib.import_module("bokeh.util.callback_manager")
+    check = module._check_callback
+    if getattr(check, "_lpviz_once", False):
+        return
+    passed = set()
+
+    def _check_callback(callback, fargs, what="Callback functions"):
+        shape = _signature_shape(callback)
+        key = None if shape is None else (shape, tuple(fargs))
+        if key is not None and key in passed:
+            return
+        check(callback, fargs, what)
+        if key is not None:
+            passed.add(key)
+
+    _check_callback._lpviz_once = True  # marks the patch as applied
+    _check_callback.__wrapped__ = check
+    module._check_callback = _check_callback

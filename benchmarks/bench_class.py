@@ -128,14 +128,18 @@ def load_average():
 class Server:
     """``python -m app.serve`` on a free port, with its event-loop log in a temporary file."""
 
-    def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000, num_procs=None):
+    def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000, num_procs=None, repo=REPO):
         """``num_procs``: Panel's own ``panel serve --num-procs`` instead (forked processes sharing
-        the port, for the comparison with ``app.serve --procs``)."""
+        the port, for the comparison with ``app.serve --procs``). ``repo``: the checkout whose app is
+        served (``--against``: main, before a change)."""
+        self.repo = Path(repo)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/app"
         self.folder = tempfile.TemporaryDirectory(prefix="lpviz-class-")
         self.loop_log = Path(self.folder.name) / "loop.jsonl"
         environment = {**os.environ, **(env or {}), "LPVIZ_LOOP_LOG": str(self.loop_log)}
+        if self.repo != REPO:
+            environment["PYTHONPATH"] = str(self.repo)
         if num_procs is None:
             command = [
                 sys.executable,
@@ -153,7 +157,7 @@ class Server:
                 "-m",
                 "panel",
                 "serve",
-                str(REPO / "app" / "app.py"),
+                str(self.repo / "app" / "app.py"),
                 "--port",
                 str(self.port),
                 "--num-procs",
@@ -166,7 +170,12 @@ class Server:
             ]
         self.output = open(Path(self.folder.name) / "server.log", "w")  # noqa: SIM115  (closed in close())
         self.process = subprocess.Popen(
-            command, cwd=REPO, env=environment, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=self.repo,
+            env=environment,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.pid = self.process.pid
 
@@ -189,7 +198,13 @@ class Server:
         return (Path(self.folder.name) / "server.log").read_text()[-4000:]
 
     def cpu_seconds(self):
-        return process_cpu_seconds(self.pid)
+        """CPU seconds of every process of the server (with ``--procs``, the front and its processes)."""
+        total = 0.0
+        for process in self.tree():
+            with contextlib.suppress(Exception):
+                times = process.cpu_times()
+                total += times.user + times.system
+        return total
 
     def status(self):
         return process_status(self.pid)
@@ -731,15 +746,18 @@ def chain_progress(server, begin, moment):
     iteration of its running methods, every second: ``app.loopwatch.chain_progress``), for the sessions
     running at both ends; and the seconds between those two log lines. Unlike the pages' progress
     lines, this does not wait for the event loop to redraw a page."""
-    lines = [
-        (line["t"], line["iterations"])
-        for line in read_lines(server.loop_log)
-        if "iterations" in line and begin <= line["t"] <= moment
-    ]
-    if len(lines) < 2:
-        return [], float("nan")
-    (first_t, first), (last_t, last) = lines[0], lines[-1]
-    return [last[key] - first[key] for key in first if key in last], last_t - first_t
+    by_pid = collections.defaultdict(list)  # each server process logs its own sessions
+    for line in read_lines(server.loop_log):
+        if "iterations" in line and begin <= line["t"] <= moment:
+            by_pid[line.get("pid")].append((line["t"], line["iterations"]))
+    made, seconds = [], []
+    for lines in by_pid.values():
+        if len(lines) < 2:
+            continue
+        (first_t, first), (last_t, last) = lines[0], lines[-1]
+        made += [last[key] - first[key] for key in first if key in last]
+        seconds.append(last_t - first_t)
+    return made, (statistics.mean(seconds) if seconds else float("nan"))
 
 
 def client_cpu_seconds(server_pid, cluster_pid=None):
@@ -800,7 +818,8 @@ def play_round(server, n, plan, client, cluster=None):
         chain_rates=[m / made_seconds for m in made] if made_seconds > 0 else [],
         chain_fairness=(min(made) / max(made)) if made and max(made) > 0 else float("nan"),
     )
-    rss_running, threads_running = server.status()
+    threads_running = server.status()[1]
+    rss_running = server.tree_rss_mb()  # every process of the server
     running_lags = [lag for t, lag in server.loop_lags(since=begin) if t <= moment]
     # steady: every student on the Fits tab (after the last tab switch and STEADY_AFTER seconds more)
     switched = max((p.switched for p in progresses if p.switched == p.switched), default=begin)
@@ -927,7 +946,9 @@ def report_round(n, round_index, figures, baseline):
     where = figures.get("chains", "server")
     print(
         f"N={n:2d} chains on the {where}, round {round_index} (load {figures['load']:.1f}): "
-        f"page s {fmt(figures['opened'])}, Start clickable s {fmt(figures['clickable'])}, "
+        f"page s {fmt(figures['opened'])} (p50/p95/max {percentile(figures['opened'], 50):.1f}/"
+        f"{percentile(figures['opened'], 95):.1f}/{max(figures['opened'], default=float('nan')):.1f}), "
+        f"Start clickable s {fmt(figures['clickable'])}, "
         f"first point s {fmt(figures['first_point'])} (min/median/max)\n"
         f"   over {figures['window']:.1f} s with every chain running: it/s per session {fmt(figures['rates'], 0)}, "
         f"fairness {figures['fairness']:.2f}, loop lag p50/p95/max {figures['lag_p50']:.0f}/{figures['lag_p95']:.0f}/"
@@ -996,7 +1017,20 @@ def main(argv=None):
         "process, RSS), on each of --procs, in the same run",
     )
     parser.add_argument(
-        "--procs", type=int, nargs="+", default=[1, 2], help="server processes for --opens (default 1 2)"
+        "--procs",
+        type=int,
+        nargs="+",
+        default=None,
+        help="server processes (app.serve --procs), each in the same run: for --opens (default 1 2) and for "
+        "the class (default 1)",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also serve another checkout's app (main, before a change), each configuration on it first and "
+        "then on this checkout, in the same run",
     )
     parser.add_argument(
         "--num-procs",
@@ -1007,7 +1041,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     if args.opens:
-        return open_sizes(args.opens, args.procs, args.num_procs, args.json)
+        return open_sizes(args.opens, args.procs or [1, 2], args.num_procs, args.json, against=args.against)
     if args.local_cluster is not None and args.local_cluster < 1:
         parser.error(f"--local-cluster needs at least one worker, got {args.local_cluster}")
     if args.compare and not (args.scheduler or args.local_cluster):
@@ -1018,9 +1052,12 @@ def main(argv=None):
     modes = (["server"] if args.compare or not address else []) + (["cluster"] if address else [])
     try:
         results = []
+        repos = ([("main", args.against.resolve())] if args.against else []) + [("this", REPO)]
         for n in args.sessions:
-            for mode in modes:
-                results += play_size(n, mode, address, cluster, args)
+            for procs in args.procs or [1]:
+                for label, repo in repos:
+                    for mode in modes:
+                        results += play_size(n, mode, address, cluster, args, procs=procs, repo=repo, label=label)
     finally:
         if cluster is not None:
             cluster.close()
@@ -1036,11 +1073,18 @@ def released_sessions(server, timeout=120):
     return server.sessions()
 
 
-def open_sizes(sizes, procs_list, num_procs=None, json_path=None):
+def open_sizes(sizes, procs_list, num_procs=None, json_path=None, against=None):
     """Pages opened at once, ``sizes`` of them, on one server per entry of ``procs_list`` (``app.serve
     --procs P``) and, with ``num_procs``, on ``panel serve --num-procs``: one after another in this
-    run, so the other work on the machine loads every configuration alike (as far as it can)."""
-    configurations = [(f"app.serve --procs {p}", dict(extra_args=["--procs", str(p)]), p) for p in procs_list]
+    run, so the other work on the machine loads every configuration alike (as far as it can). With
+    ``against`` (another checkout), each ``--procs`` configuration is served from it first, then from
+    this checkout."""
+    repos = ([("main", Path(against).resolve())] if against else []) + [("this", REPO)]
+    configurations = [
+        (f"{name}: app.serve --procs {p}", dict(extra_args=["--procs", str(p)], repo=repo), p)
+        for p in procs_list
+        for name, repo in repos
+    ]
     if num_procs:
         configurations.append((f"panel serve --num-procs {num_procs}", dict(num_procs=num_procs), num_procs))
     results = []
@@ -1070,18 +1114,20 @@ def open_sizes(sizes, procs_list, num_procs=None, json_path=None):
     return results
 
 
-def play_size(n, mode, address, cluster, args):
-    """The class of ``n`` students for ``args.rounds`` rounds on a server of its own, with the chains
-    in its threads (``mode`` "server") or on the cluster at ``address`` ("cluster")."""
+def play_size(n, mode, address, cluster, args, procs=1, repo=REPO, label="this"):
+    """The class of ``n`` students for ``args.rounds`` rounds on a server of its own (``procs``
+    processes, the app of checkout ``repo``), with the chains in its threads (``mode`` "server") or on
+    the cluster at ``address`` ("cluster")."""
     results = []
-    server = Server(extra_args=["--scheduler", address, "--chains", mode] if mode == "cluster" else [])
+    extra = ["--scheduler", address, "--chains", mode] if mode == "cluster" else []
+    server = Server(extra_args=extra + (["--procs", str(procs)] if procs != 1 else []), repo=repo)
     try:
         server.wait_ready()
         time.sleep(2.0)
         baseline = wait_for_release(server, None, timeout=60)  # the page load above made a session
         print(
-            f"N={n}: server pid {server.pid}, baseline RSS {baseline[0]:.0f} MB, {baseline[1]} threads, "
-            f"load {load_average():.1f}",
+            f"N={n} ({label}: {repo}, --procs {procs}): server pid {server.pid}, baseline RSS "
+            f"{server.tree_rss_mb():.0f} MB (all its processes), {baseline[1]} threads, load {load_average():.1f}",
             flush=True,
         )
         plan = Plan(preset=args.preset, n_iter=args.n_iter, chains=args.chains, window=args.window)
@@ -1092,7 +1138,7 @@ def play_size(n, mode, address, cluster, args):
             figures["python_threads_released"] = server.python_threads()
             figures["sessions_released"] = server.sessions()
             report_round(n, round_index, figures, baseline)
-            results.append(dict(n=n, round=round_index, client=args.client, **figures))
+            results.append(dict(n=n, round=round_index, client=args.client, procs=procs, checkout=label, **figures))
     finally:
         server.close()
     return results

@@ -1,7 +1,10 @@
 """The app's patches of Panel's and Bokeh's rendering (``app/resources.py``) change what they spend,
 never what they render: each patched lookup or message is compared with their own."""
 
+import contextlib
 import importlib
+import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,7 +17,13 @@ from panel.io.server import set_curdoc
 from panel.reactive import Reactive
 from panel.theme.base import Design
 
-from app.resources import SyncedModelsSerializer, reuse_design_modifiers, serialize_patches_lazily
+from app.resources import (
+    SyncedModelsSerializer,
+    check_callbacks_once,
+    reuse_bokeh_defaults,
+    reuse_design_modifiers,
+    serialize_patches_lazily,
+)
 
 reuse_design_modifiers()
 
@@ -180,3 +189,239 @@ def test_a_style_sheet_updated_outside_a_page_stays_on_this_server():
         sheet = ImportedStyleSheet(url=url)
         panel.reactive.patch_stylesheet(sheet, CDN_DIST)  # what _update_model does without a document
         assert sheet.url.startswith(LOCAL_DIST) and "cdn" not in sheet.url, sheet.url
+
+
+# ---- Bokeh's defaults, kept (reuse_bokeh_defaults, issue 41) -----------------------------------------
+
+
+@contextlib.contextmanager
+def bokehs_own_defaults():
+    """Bokeh's own default lookups in force for the block, the app's patches (reuse_bokeh_defaults)
+    after it."""
+    from bokeh.core.has_props import HasProps
+    from bokeh.core.property.bases import Property
+    from bokeh.core.property.descriptors import PropertyDescriptor
+
+    reuse_bokeh_defaults()
+    patched = (
+        HasProps.__dict__["_overridden_defaults"],
+        HasProps.themed_values,
+        Property.themed_default,
+        PropertyDescriptor.has_unstable_default,
+    )
+    HasProps._overridden_defaults = classmethod(patched[0].__func__.__wrapped__)
+    HasProps.themed_values = patched[1].__wrapped__
+    Property.themed_default = patched[2].__wrapped__
+    PropertyDescriptor.has_unstable_default = patched[3].__wrapped__
+    try:
+        yield
+    finally:
+        (
+            HasProps._overridden_defaults,
+            HasProps.themed_values,
+            Property.themed_default,
+            PropertyDescriptor.has_unstable_default,
+        ) = patched
+
+
+def comparable(value):
+    """A property value with its models replaced by their type (two makings of a default model are
+    two objects with their own ids)."""
+    from bokeh.model import Model
+
+    if isinstance(value, Model):
+        return ("model", type(value).__name__)
+    if isinstance(value, dict):
+        return {key: comparable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(comparable(item) for item in value)
+    return value
+
+
+def bokeh_models():
+    """Every Bokeh model class that can be made without arguments."""
+    from bokeh.model import Model
+
+    made = []
+    for cls in sorted(Model.model_class_reverse_map.values(), key=lambda cls: cls.__qualified_model__):
+        try:
+            cls()
+        except Exception:  # noqa: BLE001 - an abstract model, or one with required arguments
+            continue
+        made.append(cls)
+    return made
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("themed", [False, True], ids=["plain", "themed"])
+def test_the_reused_bokeh_defaults_equal_bokehs_own(themed):
+    """Every property of every Bokeh model made with its defaults reads what Bokeh's own lookups give,
+    with and without a theme, however often it is read; and a mutable default (a list, a dict) is each
+    model's own: a change to one model's does not reach another's, nor the next model made."""
+    from bokeh.core.property.wrappers import PropertyValueContainer
+    from bokeh.themes import built_in_themes
+
+    theme = built_in_themes["dark_minimal"] if themed else None
+    classes = bokeh_models()
+    assert len(classes) > 200  # Bokeh's models, not a handful
+
+    def values(cls):
+        model = cls()
+        if theme is not None:
+            theme.apply_to_model(model)
+        # every property, those left unset (required, no default) as Undefined
+        return model, model.query_properties_with_values(
+            lambda descriptor: hasattr(descriptor, "get_value"),  # not the deprecated aliases
+            include_defaults=True,
+            include_undefined=True,
+        )
+
+    with bokehs_own_defaults():
+        expected = {cls: comparable(values(cls)[1]) for cls in classes}
+    shared = 0
+    for cls in classes:
+        first, first_values = values(cls)
+        second, second_values = values(cls)
+        assert comparable(first_values) == expected[cls], cls.__qualified_model__
+        assert comparable(second_values) == expected[cls], cls.__qualified_model__
+        for name, value in first_values.items():
+            if isinstance(value, PropertyValueContainer) and len(value) == 0:
+                shared += 1
+                assert second_values[name] is not value, f"{cls.__qualified_model__}.{name} shared"
+                # changed in place, under Bokeh's notifications (which would validate the item)
+                if isinstance(value, list):
+                    list.append(value, object())
+                elif isinstance(value, dict):
+                    dict.__setitem__(value, "changed", object())
+                else:
+                    set.add(value, object())
+                assert len(getattr(second, name)) == 0 and len(getattr(cls(), name)) == 0
+    assert shared > 500  # the empty lists and dicts were checked, not skipped
+
+
+def normalised(document_json):
+    """A document's JSON with its model ids numbered in the order met and Panel's numbered names
+    (``Column00460``, ``main-140174506214928``) unnumbered: the same page made twice gives the same."""
+    ids = {}
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(item) for item in value]
+        if isinstance(value, str):  # an id, a reference ("__ref:p1196"), a name ("main-140174506214928")
+            value = re.sub(r"\bp\d+\b", lambda match: ids.setdefault(match[0], f"id{len(ids)}"), value)
+            return re.sub(r"([A-Za-z]+-?)\d{5,}", r"\1#", value)
+        return value
+
+    return walk(document_json)
+
+
+def dashboard_json():
+    import app.app as dashboard
+
+    doc = Document()
+    with set_curdoc(doc):
+        template = dashboard.create_app()
+        with doc.models.freeze():
+            template.server_doc(doc)
+        return normalised(doc.to_json(deferred=False))
+
+
+def test_the_dashboard_page_is_the_same_with_the_reused_bokeh_defaults():
+    """The whole page a session opens on (its document, as sent to the browser) is the same with Bokeh's
+    defaults kept as with Bokeh's own lookups."""
+    dashboard_json()  # the process's first page (Panel points a style sheet at its versioned URL after it)
+    with bokehs_own_defaults():
+        expected = dashboard_json()
+    assert dashboard_json() == expected
+    page = json.dumps(expected["roots"])
+    assert page.count('"name": "Image"') == 3 and page.count('"type": "object"') > 200  # charts and all
+
+
+def test_bokeh_defaults_patch_is_applied_once():
+    from bokeh.core.property.bases import Property
+
+    reuse_bokeh_defaults()
+    patched = Property.themed_default
+    reuse_bokeh_defaults()
+    assert Property.themed_default is patched
+
+
+def test_the_server_warm_up_collects_less_often():
+    """``app.serve.warm_up`` freezes the imports and raises the collector's first threshold (issue 41)."""
+    import gc
+
+    import app.serve
+
+    before = gc.get_threshold()
+    try:
+        app.serve.warm_up()
+        assert gc.get_threshold() == app.serve.GC_THRESHOLDS
+        assert app.serve.GC_THRESHOLDS[0] > before[0] and gc.get_freeze_count() > 100_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+# ---- callbacks' signatures, checked once per shape (check_callbacks_once, issue 41) ----------------------
+
+
+class Listener:
+    def changed(self, attr, old, new):
+        pass
+
+    def bound_too(self, extra, attr, old, new):
+        pass
+
+    def too_few(self, attr, old):
+        pass
+
+
+def test_a_callbacks_signature_is_checked_once_per_shape(monkeypatch):
+    """Bokeh checks each ``on_change`` callback's signature: checked once per shape of callback (the
+    same code, the same arguments bound), and a wrong one refused every time, as Bokeh does."""
+    import functools
+
+    from bokeh.models import Div
+    from bokeh.util import callback_manager
+
+    check_callbacks_once()
+    looked = []
+    signature = callback_manager.signature
+    monkeypatch.setattr(callback_manager, "signature", lambda fn: looked.append(fn) or signature(fn))
+    listeners = [Listener() for _ in range(3)]
+    for listener in listeners:  # a new bound method each time: one shape
+        Div().on_change("text", listener.changed)
+    for listener in listeners:  # a new partial each time, one argument bound: one more shape
+        Div().on_change("text", functools.partial(listener.bound_too, "x"))
+    assert len(looked) == 2
+    for _ in range(2):  # a wrong signature is refused at every attempt
+        with pytest.raises(ValueError, match="signature"):
+            Div().on_change("text", listeners[0].too_few)
+        with pytest.raises(ValueError, match="signature"):
+            Div().on_change("text", functools.partial(listeners[0].changed, "x"))  # one bound too many
+
+    def closure(value):
+        return lambda attr, old, new: value
+
+    for value in range(3):  # closures of one code: one shape, and not kept alive by the check
+        Div().on_change("text", closure(value))
+    assert len(looked) == 2 + 4 + 1
+
+    class Called:
+        def __call__(self, attr, old, new):
+            pass
+
+    Div().on_change("text", Called())
+    Div().on_change("text", Called())  # a callable object's shape is not known: checked each time
+    assert len(looked) == 2 + 4 + 1 + 2
+
+
+def test_the_callback_check_patch_is_applied_once():
+    from bokeh.util import callback_manager
+
+    check_callbacks_once()
+    patched = callback_manager._check_callback
+    check_callbacks_once()
+    assert callback_manager._check_callback is patched
