@@ -89,6 +89,16 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def tree_cpu_seconds(processes):
+    """CPU seconds of ``processes`` (psutil processes; one that has exited counts nothing)."""
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(Exception):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def process_status(pid):
     """Resident MB and OS threads of ``pid``."""
     rss, threads = float("nan"), 0
@@ -199,12 +209,7 @@ class Server:
 
     def cpu_seconds(self):
         """CPU seconds of every process of the server (with ``--procs``, the front and its processes)."""
-        total = 0.0
-        for process in self.tree():
-            with contextlib.suppress(Exception):
-                times = process.cpu_times()
-                total += times.user + times.system
-        return total
+        return tree_cpu_seconds(self.tree())
 
     def status(self):
         return process_status(self.pid)
@@ -317,12 +322,7 @@ class ClusterProcess:
 
     def cpu_seconds(self):
         """CPU seconds of the scheduler and the workers (the whole process tree)."""
-        total = 0.0
-        for process in self.processes():
-            with contextlib.suppress(Exception):
-                times = process.cpu_times()
-                total += times.user + times.system
-        return total
+        return tree_cpu_seconds(self.processes())
 
     def rss_mb(self):
         total = 0.0
