@@ -1195,7 +1195,7 @@ def _start_partitions(
         "parallel": parallel,
         "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
     }
-    actors = []
+    futures = []
     for address, (start, stop) in zip(workers, partitions, strict=True):
         piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
@@ -1211,12 +1211,15 @@ def _start_partitions(
             allow_other_workers=False,
             pure=False,
         )
+        futures.append(future)
+        del piece, piece_future, mask_piece
+    actors = []
+    for future in futures:  # every worker builds (or unpacks) its rows at once: waited for after all are sent
         actor = future.result()
         # an actor's handle calls through the process's default client: bind it to this fit's (the caller
         # may hold several clients, and a call through another cluster's never returns)
         actor._client, actor._future = client, future
         actors.append(actor)
-        del piece, piece_future, mask_piece
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
     n_observed = sum(actor.observed().result() for actor in actors)  # the model's own zeros left out too
