@@ -160,9 +160,10 @@ def in_process_fits(data, topics):
     """Whether the in-process chain on ``data`` fits this machine (the check's words if not)."""
     from lpviz import methods, models
     from lpviz.budget import MemoryBudgetError, check_memory
-    from lpviz.engine import chain_bytes
+    from lpviz.engine import chain_bytes, count_itemsize
 
-    need = chain_bytes(models.create("topics", topics), methods.create("private"), data.shape)
+    itemsize = count_itemsize(getattr(data, "Y_obs", None))  # a generated release's: not known here
+    need = chain_bytes(models.create("topics", topics), methods.create("private"), data.shape, itemsize)
     try:
         check_memory(need + 2 * data.shape[0] * data.shape[1], "the in-process chain (state and int16 release)")
     except MemoryBudgetError as error:
@@ -174,27 +175,34 @@ def main():
     from lpviz import methods, models
     from lpviz.budget import format_bytes, memory_limit
     from lpviz.datasets import make_topics_blockwise
-    from lpviz.distributed import partition_bytes
+    from lpviz.distributed import RowsOf, partition_bytes
     from lpviz.privacy import alpha_from
 
     parser = size_arguments(__doc__, rows=200_000, topics=50)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generate", action="store_true", help="build the release on the workers")
     parser.add_argument("--project", type=int, nargs=2, metavar=("ROWS", "COLS"), help="scale to this size too")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="the clusters' sizes, in this order")
+    parser.add_argument("--no-in-process", action="store_true", help="skip the in-process chain")
     args = parser.parse_args()
 
     budget = memory_limit()
     model, method = models.create("topics", args.topics), methods.create("private")
-    for workers in (1, 2):
-        rows = -(-args.rows // workers)
-        state = format_bytes(partition_bytes(model, method, (args.rows, args.cols), rows, 1))  # 1 saved sample
-        print(f"{args.rows:,} x {args.cols:,}, K = {args.topics}: chain state {state} "
-              f"per worker on {workers} worker(s) (memory budget {format_bytes(budget)} on this machine)")  # fmt: skip
-    started = time.perf_counter()
     if args.generate:
         data = make_topics_blockwise(
             args.rows, args.cols, args.topics, alpha0=float(alpha_from(1.0)), concentration=1e6, random_state=1
         )
+        # what the workers' memory check counts: the first generator block's narrowest integers
+        itemsize = RowsOf(data, "Y_obs").sample_itemsize()
+    else:
+        itemsize = 2  # the release built here is int16
+    for workers in args.workers:
+        rows = -(-args.rows // workers)
+        state = format_bytes(partition_bytes(model, method, (args.rows, args.cols), rows, 1, itemsize=itemsize))
+        print(f"{args.rows:,} x {args.cols:,}, K = {args.topics}: chain state {state} "
+              f"per worker on {workers} worker(s) (memory budget {format_bytes(budget)} on this machine)")  # fmt: skip
+    started = time.perf_counter()
+    if args.generate:
         refusal = in_process_fits(data, args.topics)
         release = None if refusal else data.release()
     else:
@@ -208,7 +216,9 @@ def main():
         random_state=7,
     )  # fmt: skip
     reference = None
-    if release is None:
+    if release is not None and args.no_in_process:
+        print("in one process: not run (--no-in-process)")
+    elif release is None:
         print(f"in one process: not run: {refusal}")
     else:
         reference, total = timed_in_process(release, options)
@@ -216,8 +226,10 @@ def main():
         print(f"in one process ({args.cores} kernel threads): {in_process:.2f} s per iteration (best of "
               f"{args.iterations}), {total:.1f} s with the start")  # fmt: skip
         del release
+    if args.no_in_process:
+        release = None
     measured = {}
-    for workers in (1, 2):
+    for workers in args.workers:
         result = on_cluster(data, options, workers, args.cores, budget)
         if result is None:
             continue
@@ -249,7 +261,7 @@ def main():
         round_trip = 1e-3
         for workers in (1, 16, 64):
             seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
-            state = partition_bytes(model, method, (rows, cols), -(-rows // workers), 1)
+            state = partition_bytes(model, method, (rows, cols), -(-rows // workers), 1, itemsize=itemsize)
             print(f"  {workers} workers: about {seconds:.2f} s per iteration "
                   f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration, "
                   f"{format_bytes(state)} of state per worker)")  # fmt: skip

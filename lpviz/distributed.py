@@ -51,7 +51,7 @@ from lpviz import methods as method_registry
 from lpviz import models as model_registry
 from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, limit_blas_threads, n_stream_blocks, new_stop_flag
 from lpviz._random import chain_seed_from
-from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule
+from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule, count_itemsize
 from lpviz.methods.base import Exclusions, mean_count_of
 from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
@@ -148,15 +148,29 @@ class RowsOf:
     """Rows [start, stop) of a source that builds rows where they are needed (``builds_rows``, e.g.
     :class:`lpviz.datasets.BlockwiseTopics`): what the driver sends a worker instead of counts."""
 
-    def __init__(self, source, which, start=0, stop=None):
+    def __init__(self, source, which, start=0, stop=None, itemsize=None):
         self.source, self.which = source, which
         self.start, self.stop = start, source.shape[0] if stop is None else stop
+        # bytes per integer the memory check counted for these rows (None: not checked)
+        self.itemsize = itemsize
 
     def __getitem__(self, rows):
         start, stop = self.start + rows.start, self.start + rows.stop
         # a source holding data (BlockwiseRelease: the true counts) is cut to the rows' own
         holding = getattr(self.source, "holding", None)
-        return RowsOf(self.source if holding is None else holding(start, stop), self.which, start, stop)
+        source = self.source if holding is None else holding(start, stop)
+        return RowsOf(source, self.which, start, stop, self.itemsize)
+
+    def sample_itemsize(self):
+        """Bytes per count of the rows' first generator block in the smallest integer dtype that holds
+        it (one block built here, before any data moves): what the memory check counts for every row.
+        :meth:`build` refuses rows that turn out wider, so the check never undercounts silently."""
+        from lpviz.datasets.blockwise import GENERATOR_ROWS
+        from lpviz.release import smallest_int_dtype
+
+        piece = np.asarray(self.source.rows(self.start, min(self.stop, self.start + GENERATOR_ROWS), self.which))
+        self.itemsize = int(np.dtype(smallest_int_dtype(piece)).itemsize) if piece.dtype.kind == "i" else None
+        return self.itemsize
 
     def build(self):
         """The rows, built a few generator blocks at a time, integers each held in the smallest dtype
@@ -174,6 +188,14 @@ class RowsOf:
             piece = np.asarray(self.source.rows(first, last, self.which))
             if piece.dtype.kind == "i":
                 piece = piece.astype(smallest_int_dtype(piece), copy=False)
+                if self.itemsize is not None and piece.dtype.itemsize > self.itemsize:
+                    from lpviz.budget import MemoryBudgetError
+
+                    raise MemoryBudgetError(
+                        f"rows {first:,}-{last:,} hold counts needing {piece.dtype} ({piece.dtype.itemsize} bytes "
+                        f"each), wider than the {self.itemsize} bytes the memory check counted from the first "
+                        "rows; fit over more workers or with more memory each"
+                    )
             if out is None:
                 out = np.empty((self.stop - self.start, *piece.shape[1:]), dtype=piece.dtype)
             elif np.result_type(out.dtype, piece.dtype) != out.dtype:  # a wider value: widen once
@@ -985,7 +1007,9 @@ def fit(
     return posterior
 
 
-def partition_bytes(model, method, shape, rows, saved, *, extra=0, masked=False, threads=1, parallel=None):
+def partition_bytes(
+    model, method, shape, rows, saved, *, extra=0, masked=False, threads=1, parallel=None, itemsize=None
+):
     """Bytes a partition of ``rows`` of a chain over a cluster holds on its worker at its peak:
     the chain's own (:func:`lpviz.engine.chain_bytes` of its rows), theta's ``saved`` samples
     (``extra``: bytes per row and component beyond them, e.g. a variational fit's q), the rows'
@@ -1000,7 +1024,7 @@ def partition_bytes(model, method, shape, rows, saved, *, extra=0, masked=False,
 
     n_cols = math.prod(shape[1:])
     dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
-    need = chain_bytes(model, method, (rows, *shape[1:]))
+    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize)  # itemsize: the counts' (None: unknown)
     need += (saved * 8 * _row_width(model) + extra * model.n_components) * rows
     if dense_mean:
         need += 8 * rows * n_cols
@@ -1027,7 +1051,7 @@ def _worker_threads(client, workers):
 
 
 def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
-                         masked=False, parallel=None):  # fmt: skip
+                         masked=False, parallel=None, itemsize=None):  # fmt: skip
     """Refuse before any data moves a chain whose largest partition does not fit its worker
     (:func:`partition_bytes`)."""
     from lpviz._parallel import n_threads
@@ -1039,7 +1063,8 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
     for address, (start, stop) in zip(workers, partitions, strict=True):
         rows = stop - start
         need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
-                               threads=int(threads.get(address) or n_threads()), parallel=parallel)  # fmt: skip
+                               threads=int(threads.get(address) or n_threads()), parallel=parallel,
+                               itemsize=itemsize)  # fmt: skip
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -1148,7 +1173,16 @@ def _start_partitions(
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
     _check_worker_memory(
-        client, workers, partitions, model, method, shape, *sizes, masked=mask is not None, parallel=parallel
+        client,
+        workers,
+        partitions,
+        model,
+        method,
+        shape,
+        *sizes,
+        masked=mask is not None,
+        parallel=parallel,
+        itemsize=counts.sample_itemsize() if isinstance(counts, RowsOf) else count_itemsize(counts),
     )
     spec = {
         "model": model.name,
@@ -1161,7 +1195,7 @@ def _start_partitions(
         "parallel": parallel,
         "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
     }
-    actors = []
+    futures = []
     for address, (start, stop) in zip(workers, partitions, strict=True):
         piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
@@ -1177,12 +1211,15 @@ def _start_partitions(
             allow_other_workers=False,
             pure=False,
         )
+        futures.append(future)
+        del piece, piece_future, mask_piece
+    actors = []
+    for future in futures:  # every worker builds (or unpacks) its rows at once: waited for after all are sent
         actor = future.result()
         # an actor's handle calls through the process's default client: bind it to this fit's (the caller
         # may hold several clients, and a call through another cluster's never returns)
         actor._client, actor._future = client, future
         actors.append(actor)
-        del piece, piece_future, mask_piece
     total = sum(actor.count_total().result() for actor in actors)
     rng = np.random.default_rng(seed)
     n_observed = sum(actor.observed().result() for actor in actors)  # the model's own zeros left out too

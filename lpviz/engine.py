@@ -295,6 +295,7 @@ class Chain:
         self.n_components = self.model_instance.n_components
         self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
         self.shape = tuple(data.shape if isinstance(data, Release) or sp.issparse(data) else np.shape(data))
+        self._itemsize = count_itemsize(data.Y_obs if isinstance(data, Release) else data)
         if len(self.shape) >= 2:  # what the chain will hold, before it allocates any of it
             self.model_instance.check_shape(self.shape)
             self._check_memory()
@@ -363,7 +364,7 @@ class Chain:
         """Bytes the chain will hold for data of ``shape`` (default its own): the model's
         state, the method's latent state and the counts it fits (see :mod:`lpviz.budget`)."""
         shape = self.shape if shape is None else tuple(shape)
-        return chain_bytes(self.model_instance, self.method_instance, shape)
+        return chain_bytes(self.model_instance, self.method_instance, shape, getattr(self, "_itemsize", None))
 
     def _check_memory(self):
         from lpviz.budget import check_memory
@@ -608,15 +609,25 @@ def check_posterior_memory(model, shape, n_iter, burn_in, thin, limit=None):
     )
 
 
-def chain_bytes(model, method, shape):
+def count_itemsize(counts):
+    """Bytes per count of dense integer ``counts`` (what :meth:`Method.count_bytes` may narrow
+    from); None for anything else (sparse, float, described rows): not known."""
+    dtype = getattr(counts, "dtype", None)
+    if dtype is None or sp.issparse(counts) or np.dtype(dtype).kind not in "iu":
+        return None
+    return int(np.dtype(dtype).itemsize)
+
+
+def chain_bytes(model, method, shape, itemsize=None):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
-    the model's state and statistics, the method's latent state, the counts (one estimate for
-    the CLI, the loaders and the dashboard's budget)."""
-    n_cells = math.prod(int(n) for n in shape)
+    the model's state and statistics, the method's latent state, the counts as the method keeps
+    them (:meth:`~lpviz.methods.base.Method.count_bytes`; ``itemsize``: bytes per count of the
+    release's integers, None when not known) (one estimate for the CLI, the loaders, the
+    dashboard's budget and the workers of a cluster)."""
     return int(
         model.state_bytes(shape)
         + method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
-        + 8 * n_cells
+        + method.count_bytes(matrix_shape(shape), itemsize)
         + 2 * 8 * sum(int(n) for n in shape) * model.n_components
     )
 

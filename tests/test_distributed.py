@@ -320,3 +320,27 @@ def test_a_release_generated_on_the_workers_is_the_release_built_here_and_gives_
         reference = lpviz.fit(release, **dict(options, method=method, truth=truth))
         posterior = lpviz.fit(gen, scheduler=client, workers=2, **dict(options, method=method))
         assert same_chain(posterior, reference) == [], f"{method} generated on 2 workers"
+
+
+def test_generated_rows_counted_narrow_and_refused_when_wider():
+    """The memory check counts generated rows at the narrowest integers of their first generator
+    block (RowsOf.sample_itemsize, built before any data moves); rows that turn out wider are
+    refused in words while being built, not held silently over the count."""
+    from lpviz.datasets import make_topics_blockwise
+    from lpviz.datasets.blockwise import GENERATOR_ROWS
+    from lpviz.release import smallest_int_dtype
+
+    gen = make_topics_blockwise(n_docs=3 * GENERATOR_ROWS, n_words=40, n_topics=3, random_state=2)
+    rows = distributed.RowsOf(gen, "Y_obs")
+    first = smallest_int_dtype(gen.rows(0, GENERATOR_ROWS, "Y_obs"))
+    assert rows.sample_itemsize() == np.dtype(first).itemsize
+    assert rows[GENERATOR_ROWS : 2 * GENERATOR_ROWS].itemsize == rows.itemsize  # the pieces sent carry it
+    built = rows.build()
+    assert built.dtype.itemsize <= rows.itemsize
+    # the whole rows' own narrowest dtype is wider than one byte here (long documents): a check that
+    # counted one byte a count is refused by the build, naming the rows and the fix
+    long = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS, n_words=40, n_topics=3, doc_length=2000.0, random_state=2)
+    assert np.dtype(smallest_int_dtype(long.rows(GENERATOR_ROWS, 2 * GENERATOR_ROWS, "Y_obs"))).itemsize > 1
+    with pytest.raises(MemoryBudgetError, match="wider than the 1 bytes the memory check counted"):
+        distributed.RowsOf(long, "Y_obs", itemsize=1).build()
+    assert distributed.RowsOf(long, "Y_obs").build().dtype.itemsize > 1  # unchecked: built as wide as it needs

@@ -167,8 +167,11 @@ def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data
     options = _options("private", data, parallel=True)  # several chunks per worker: several n_recv parts
     model, method = models.create("blocks", 3), methods.create("private")
     saved = (options["n_iter"] - options["burn_in"]) // options["thin"]
-    need = distributed.partition_bytes(model, method, data.shape, 45, saved, threads=n_threads(), parallel=True)
-    counted_before = engine.chain_bytes(model, method, data.shape) + 8 * 45 * 45  # the rows' chain, their rate sum
+    itemsize = engine.count_itemsize(release.Y_obs)  # the counts as the private method keeps them
+    need = distributed.partition_bytes(
+        model, method, data.shape, 45, saved, threads=n_threads(), parallel=True, itemsize=itemsize
+    )
+    counted_before = engine.chain_bytes(model, method, data.shape, itemsize) + 8 * 45 * 45  # rows' chain, rate sum
     n_chunks = min(6, 4 * n_threads())  # 6 stream blocks of senders
     assert need - counted_before >= 8 * 45 * 3 * n_chunks + 8 * 45 * 45  # n_recv parts, a sample's n x n rates
     with (
@@ -188,4 +191,4 @@ def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data
                 return client.run(function, workers=workers)
 
         distributed._check_worker_memory(Enough(), [address], [(0, 45)], model, method, data.shape, 8, 2, 2,
-                                         parallel=True)  # fmt: skip
+                                         parallel=True, itemsize=itemsize)  # fmt: skip

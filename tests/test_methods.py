@@ -353,3 +353,49 @@ def test_cell_chain_keeps_the_exact_posterior_of_y(ytil, mu):
     wrong_scale = 1.0 / (alpha / (1 - alpha) + 1)
     y_wrong = _cell_chains(ytil, mu, alpha, wrong_scale, y0, g_plus, g_minus, 15, 9)
     assert chi_square_pvalue(np.bincount(y_wrong, minlength=60)[:60], exact) < P_ACCEPT
+
+
+def _held_bytes(counts):
+    """Bytes of the counts a method's ``prepare`` keeps: a dense array, or a CSR triple."""
+    return counts.nbytes if isinstance(counts, np.ndarray) else sum(part.nbytes for part in counts)
+
+
+def test_count_bytes_cover_what_prepare_keeps():
+    """The memory estimate's counts (Method.count_bytes, lpviz.engine.chain_bytes) are never below
+    what prepare keeps, and not far above it where the method knows its layout: the private method
+    keeps the counts dense in the narrowest integer dtype (int8 at eps/N = 1 here), never wider
+    than the release's own, so its estimate from the release's itemsize is the bytes kept, exactly
+    when the release is already narrow; the fixed-count methods keep an int64 CSR of the positive
+    cells and are estimated at the generic 8 bytes a cell (about half the cells positive)."""
+    from lpviz.datasets import make_topics
+    from lpviz.engine import count_itemsize
+
+    data = make_topics(n_docs=2000, n_words=300, n_topics=4, random_state=3)
+    release = data.release()
+    shape = release.Y_obs.shape
+    none = Exclusions(mask=None, rows=base.excluded_rows(np.zeros(shape, dtype=bool)), n_observed=shape[0] * shape[1])
+    for stored in (np.int64, np.int16, smallest_int_dtype(release.Y_obs)):
+        Y_obs = release.Y_obs.astype(stored)
+        kept = Private().prepare(Y_obs, release.alpha, none).counts
+        estimate = Private().count_bytes(shape, count_itemsize(Y_obs))
+        assert kept.nbytes <= estimate <= 8 * kept.nbytes
+        if stored == smallest_int_dtype(release.Y_obs):
+            assert estimate == kept.nbytes
+    assert Private().count_bytes(shape, None) == 8 * shape[0] * shape[1]  # not known: the widest
+    naive = _held_bytes(Naive().prepare(release.Y_obs, release.alpha, none).counts)
+    assert naive <= Naive().count_bytes(shape, count_itemsize(release.Y_obs)) <= 1.5 * naive
+    true = _held_bytes(NonPrivate().prepare(data.Y, None, none).counts)
+    assert true <= NonPrivate().count_bytes(shape, count_itemsize(data.Y))  # sparse true counts: far below
+
+
+def test_chain_estimate_counts_the_narrow_counts():
+    """A private chain's estimate on an int8 release is 7 bytes a cell below the int64 one's (the
+    counts as prepare keeps them), and the prepared counts of that chain are int8."""
+    from lpviz.datasets import make_topics
+
+    release = make_topics(n_docs=600, n_words=200, n_topics=3, random_state=1).release()
+    narrow = np.clip(release.Y_obs, -127, 127).astype(np.int8)
+    chains = [Chain(Y, model="topics", alpha=release.alpha, n_components=3, random_state=0)
+              for Y in (narrow, narrow.astype(np.int64))]  # fmt: skip
+    assert chains[0]._prepared.counts.dtype == np.int8
+    assert chains[1].memory_estimate() - chains[0].memory_estimate() == 7 * narrow.size

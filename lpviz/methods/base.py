@@ -124,6 +124,12 @@ class Method:
         """Bytes of the method's own state for data of ``shape`` (a memory estimate)."""
         return 0
 
+    def count_bytes(self, shape, itemsize=None):
+        """Bytes of the counts :meth:`prepare` keeps for data of ``shape`` (a memory estimate);
+        ``itemsize``: bytes per count of the release's integers when known (None: not known).
+        Here 8 bytes a cell, a generic guess: methods that know what they keep say so."""
+        return 8 * int(shape[0]) * int(shape[1])
+
     # -- variational inference (methods with "vi" in ``inferences``; lpviz.vi) --------
     def vi_start(self, prepared, model, q, work):
         """The method's own variational state at the start of a CAVI fit (None if it has none)."""
