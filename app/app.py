@@ -37,6 +37,7 @@ from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
 from app.tensor_view import TensorView  # noqa: E402
+from app.throttle import PageLag  # noqa: E402
 from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
@@ -137,7 +138,11 @@ def create_app():
     template = pn.template.BootstrapTemplate(
         title="lpviz: locally private Bayesian inference for count data",
         busy_indicator=None,
-        header=[spinner],
+        # the page reports its lag (the session's updates slow down for it): a root of its own, drawn with
+        # the page. Inside the Fits tab, BokehJS held the whole tab's views unrendered while it loaded
+        # the reporter's module; a patch meanwhile (a preset's iterations: a progress bar's max) hit a
+        # bar not drawn yet and the rest of that patch (the progress lines) was lost
+        header=[spinner, PageLag(fits.pace)],
         sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)],
         main=[tabs],
         sidebar_width=340,

@@ -31,7 +31,7 @@ from app.plots import (
     truth_reference,
 )
 from app.runner import CHAIN_TRACES
-from app.throttle import VIEW_SECONDS, PageLag
+from app.throttle import VIEW_SECONDS
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
 SCOREBOARD_KEYS = (
@@ -588,6 +588,5 @@ class FitsView(pn.viewable.Viewer):
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
             self._rates_box,
-            PageLag(self.fits.pace),  # the page reports its lag: the session's updates slow down for it
             sizing_mode="stretch_width",
         )
