@@ -52,6 +52,22 @@ DISCONNECTED = (
     "reach nothing. It reconnects by itself; if it does not, reload the page (its fits were stopped)."
 )
 pn.config.disconnect_notification = DISCONNECTED
+# BokehJS (3.9) keeps one message receiver per connection across reconnections: a socket dropped in the
+# middle of a message of several frames (a patch with binary buffers: heatmap values) left it mid-message,
+# and the new socket's first frames were read as that message's tail ("First message was not an ACK",
+# "buffer for id=... not found"); the page stayed connected but applied nothing and read "running" for
+# ever. Each socket that opens starts with a fresh receiver.
+FRESH_RECEIVER_JS = """
+const {ClientConnection} = Bokeh.require("client/connection");
+if (!ClientConnection.prototype.__lpviz_fresh_receiver) {
+  const on_open = ClientConnection.prototype._on_open;
+  ClientConnection.prototype._on_open = function (...args) {
+    this._receiver = new this._receiver.constructor();
+    return on_open.apply(this, args);
+  };
+  ClientConnection.prototype.__lpviz_fresh_receiver = true;
+}
+"""
 serve_stylesheets_locally()
 reuse_design_modifiers()
 serialize_patches_lazily()
@@ -151,6 +167,7 @@ def create_app():
     template.config.raw_css.append(NARROW_CSS)
     if pn.state.curdoc is not None:
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
+        pn.state.curdoc.js_on_event("document_ready", CustomJS(code=FRESH_RECEIVER_JS))
     return template
 
 

@@ -119,7 +119,8 @@ export function render({{ model }}) {{
     const held = ticks.reduce((sum, t) => sum + t[1], 0);
     const span = Math.max(Math.min(now - born, {LAG_WINDOW_MS}), {LAG_REPORT_MS});
     const worst = ticks.reduce((most, t) => Math.max(most, t[1]), 0);
-    model.send_msg([Math.min(1, held / span), Math.round(worst)]);
+    // while the page reconnects its socket is not open: that report is dropped (the next one counts)
+    try {{ model.send_msg([Math.min(1, held / span), Math.round(worst)]); }} catch (error) {{ return; }}
   }}, {LAG_REPORT_MS});
   model.on("remove", () => {{ clearTimeout(timer); clearInterval(reporter); }});
 }}

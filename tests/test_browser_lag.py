@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from app.presets import PRESETS
+from benchmarks.bench_page_lag import LINES  # the benchmark's reading of the progress lines, shared
 from tests.browser_harness import N_METHODS, record_latency
 
 pytestmark = pytest.mark.browser
@@ -21,15 +22,6 @@ pytestmark = pytest.mark.browser
 CLICKS = 3  # Pause clicked three times in the run, the median timed: one lucky click proves nothing
 CLICK_BOUND_S = 1.0  # generous: the target is 0.2 s at 4x throttling; main's code took 1.1-3.2 s (median 1.5)
 PAST_BURN_IN = 6_500  # Figure 1's burn-in is 6,000: the scores have come (main's page laid the tab out again)
-LINES = """() => {
-  const out = [];
-  for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
-    if (typeof m.text === "string" && m.text.includes(", iteration")) {
-      const plain = m.text.replace(/<[^>]*>/g, "").replace(/&lt;[^&]*&gt;/g, "");
-      const x = plain.match(/- (\\w+), iteration ([\\d,]+) \\/ ([\\d,]+)/);
-      if (x) out.push([x[1], Number(x[2].replace(/,/g, "")), Number(x[3].replace(/,/g, ""))]);
-    }
-  return out; }"""
 # The page's own timer lag: how late a 100 ms timer fires, sampled from the start of the run.
 LAG_SAMPLER = """() => {
   const lag = window.__timer_lag = [];
