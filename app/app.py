@@ -43,6 +43,7 @@ from app.session import default_session  # noqa: E402
 from app.sweep_view import SweepView  # noqa: E402
 from app.teaching import Teaching  # noqa: E402
 from app.tensor_view import TensorView  # noqa: E402
+from app.throttle import PageLag  # noqa: E402
 from app.topicmap_view import TopicMapView  # noqa: E402
 from app.topics_view import TopicsView  # noqa: E402
 
@@ -57,6 +58,22 @@ DISCONNECTED = (
     "reach nothing. It reconnects by itself; if it does not, reload the page (its fits were stopped)."
 )
 pn.config.disconnect_notification = DISCONNECTED
+# BokehJS (3.9) keeps one message receiver per connection across reconnections: a socket dropped in the
+# middle of a message of several frames (a patch with binary buffers: heatmap values) left it mid-message,
+# and the new socket's first frames were read as that message's tail ("First message was not an ACK",
+# "buffer for id=... not found"); the page stayed connected but applied nothing and read "running" for
+# ever. Each socket that opens starts with a fresh receiver.
+FRESH_RECEIVER_JS = """
+const {ClientConnection} = Bokeh.require("client/connection");
+if (!ClientConnection.prototype.__lpviz_fresh_receiver) {
+  const on_open = ClientConnection.prototype._on_open;
+  ClientConnection.prototype._on_open = function (...args) {
+    this._receiver = new this._receiver.constructor();
+    return on_open.apply(this, args);
+  };
+  ClientConnection.prototype.__lpviz_fresh_receiver = true;
+}
+"""
 serve_stylesheets_locally()
 reuse_design_modifiers()
 reuse_bokeh_defaults()
@@ -145,7 +162,11 @@ def create_app():
     template = pn.template.BootstrapTemplate(
         title="lpviz: locally private Bayesian inference for count data",
         busy_indicator=None,
-        header=[spinner],
+        # the page reports its lag (the session's updates slow down for it): a root of its own, drawn with
+        # the page. Inside the Fits tab, BokehJS held the whole tab's views unrendered while it loaded
+        # the reporter's module; a patch meanwhile (a preset's iterations: a progress bar's max) hit a
+        # bar not drawn yet and the rest of that patch (the progress lines) was lost
+        header=[spinner, PageLag(fits.pace)],
         sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)],
         main=[tabs],
         sidebar_width=340,
@@ -154,6 +175,7 @@ def create_app():
     template.config.raw_css.append(NARROW_CSS)
     if pn.state.curdoc is not None:
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
+        pn.state.curdoc.js_on_event("document_ready", CustomJS(code=FRESH_RECEIVER_JS))
     return template
 
 

@@ -43,7 +43,7 @@ from app.runner import (
     empty_trace,
     warm_up_kernels,
 )
-from app.throttle import TRACE_SECONDS, OffLoop, Periodic, Throttle, log
+from app.throttle import TRACE_SECONDS, OffLoop, Pace, Periodic, Throttle, log
 
 # the runner's names, importable from here as before the split
 __all__ = [
@@ -95,7 +95,7 @@ def stretch(throttle, cost):
     """After a redraw that cost ``cost`` seconds, keep ``throttle`` closed for this session's fair
     share of the loop (see :data:`REDRAW_LOOP_SHARE`), if that is longer than its own period."""
     period = running_sessions() * cost / REDRAW_LOOP_SHARE
-    if period > throttle.seconds:
+    if period > throttle.period:  # (the period a lagging page's pace has stretched, if longer)
         throttle.defer(period)
 
 
@@ -135,7 +135,10 @@ class Fits(param.Parameterized):
         self._connected, self._lost_at = False, None
         self._halted_unseen = False  # chains stopped while the page was gone: resend when it is back
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
-        self._redraw = Throttle(TRACE_SECONDS)
+        # how much slower than planned this session's page is updated (its page reports its lag:
+        # app.throttle.PageLag); every redraw throttle of the session stretches by it
+        self.pace = Pace()
+        self._redraw = Throttle(TRACE_SECONDS, pace=self.pace)
         # whether the trace plots are shown (the Fits tab's view shows or hides them): hidden, the
         # trace rows wait instead of redrawing plots nobody sees
         self.traces_on_screen = OnScreen()
@@ -541,8 +544,9 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
     the first trace points go out before any heavy redraw. ``needs_sample``:
     ignore results before the first saved sample (views of the posterior only).
     """
-    shared = Throttle(seconds)
-    throttles = {name: Throttle(seconds) if per_runner else shared for name in fits.runners}
+    pace = getattr(fits, "pace", None)  # the page's lag stretches the view's period (app.throttle.Pace)
+    shared = Throttle(seconds, pace=pace)
+    throttles = {name: Throttle(seconds, pace=pace) if per_runner else shared for name in fits.runners}
 
     def show(runner):
         # a view that fails to redraw must not stop the run: this is a watcher of the runner's status,

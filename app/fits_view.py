@@ -519,7 +519,9 @@ class FitsView(pn.viewable.Viewer):
             values, state = self._rate_frame(other, self.fits.data.release.shape)
             if other is runner or state != shown:
                 self._rate_states[name] = state
-                self._live_rates.update(name, values, rate_title(other, state))
+                # a run that stopped moving is drawn at once (the spread is for streaming results)
+                still = other.status not in ("running", "pausing")
+                self._live_rates.update(name, values, rate_title(other, state), at_once=still)
 
     def figures(self):
         """The traces and rates as they are now, as static HoloViews objects, for export."""
@@ -561,7 +563,9 @@ class FitsView(pn.viewable.Viewer):
         self._redraw_rates()
         table = pn.pane.HTML(
             pn.bind(scoreboard_html, self.param.scores),
-            visible=pn.bind(lambda scores: not scores.empty, self.param.scores),
+            # always visible (empty, it is no height): a pane made visible relays the whole page out in
+            # BokehJS (every figure of the tab measured and repainted: 2-3 s of a 4x throttled page at the
+            # first scores, at every Pause), a new text only reflows the browser's layout
             sizing_mode="stretch_width",
             stylesheets=[SCROLL_SIDEWAYS_CSS],  # its own sideways scroll on a phone
             name="fit-scores",

@@ -4,8 +4,10 @@ The Topics tab redrew its term x topic heatmaps as a new HoloViews layout for ev
 new result: Bokeh models built, serialized and sent again, 1-2.4 s of a served
 session's event loop per redraw (py-spy, a class of 4: 90% of the loop while the
 tab was shown). Here a figure per heatmap is made once per set of names; a new
-result replaces its source's columns, axis factors, colour limits, height and
-title, which costs milliseconds and sends only those values.
+result of the same terms and topics sends only its value column (and colour limits
+and title where they changed); other terms or topics send the new cells with their
+axis factors and height. A change of factors or height relays the page out (BokehJS
+measures the figure again): never for a result that keeps them.
 """
 
 import numpy as np
@@ -70,17 +72,23 @@ class LiveHeatmaps:
             ]
         for title, frame in frames.items():
             plot, source, mapper = self.figures[title]
-            xs = [str(v) for v in dict.fromkeys(frame[self.x])]
-            ys = [str(v) for v in dict.fromkeys(frame[self.y])]
+            xs = [str(v) for v in frame[self.x]]
+            ys = [str(v) for v in frame[self.y]]
             values = np.asarray(frame[self.value], dtype=float)
-            plot.title.text = str(title)
-            plot.x_range.factors = xs
-            plot.y_range.factors = ys[::-1]  # the first term at the top
-            plot.height = max(self.min_height, self.row_pixels * len(ys) + 90)
             low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
-            mapper.update(low=low, high=high if high > low else low + 1e-12)
-            source.data = {
-                "x": [str(v) for v in frame[self.x]],
-                "y": [str(v) for v in frame[self.y]],
-                "value": values,
-            }
+            if plot.title.text != str(title):
+                plot.title.text = str(title)
+            mapper.update(low=low, high=high if high > low else low + 1e-12)  # Bokeh sends only a change
+            if list(source.data["x"]) == xs and list(source.data["y"]) == ys:
+                source.data["value"] = values  # the same cells: only their values are sent
+                continue
+            column_factors = list(dict.fromkeys(xs))
+            row_factors = list(dict.fromkeys(ys))[::-1]  # the first term at the top
+            if list(plot.x_range.factors) != column_factors:
+                plot.x_range.factors = column_factors
+            if list(plot.y_range.factors) != row_factors:
+                plot.y_range.factors = row_factors
+            height = max(self.min_height, self.row_pixels * len(row_factors) + 90)
+            if plot.height != height:
+                plot.height = height
+            source.data = {"x": xs, "y": ys, "value": values}

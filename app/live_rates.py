@@ -7,6 +7,11 @@ is made once per (release, set of methods, colour scale); a new result replaces 
 source's image column and, when they changed, its title and colour limits (Bokeh
 sends only the properties that changed), a millisecond or so.
 
+On a served page the heatmaps of one result go out one at a time, :data:`SPREAD_MS` apart: BokehJS
+repaints every figure changed by a message in one animation frame, 300-500 ms a heatmap at 4x CPU
+throttling, so three at once held the page for 1-2 s (a click waited that long); one at a time, the
+page takes a click between two.
+
 The drawing is :func:`app.plots.count_image`'s, the HoloViews heatmap the export
 keeps: the same cells (:func:`~app.plots.drawn_cells`), colour norm and limits
 (:func:`~app.plots.scale_options`), palette, axes and title (the tests compare
@@ -39,6 +44,8 @@ MAPPERS = {
     "log": (LogColorMapper, LogTicker),
     "eq_hist": (EqHistColorMapper, BinnedTicker),
 }
+# The time between two heatmaps' updates sent to a served page (see the module's text).
+SPREAD_MS = 300
 # Beside each other while each is at least its minimum width (two to a row from ~650 px), one to a row
 # on a phone: a flex item's basis; never three to a row (a title ~230 px wide on a 1500 px page).
 FLEX_BASIS = "40%"
@@ -61,9 +68,13 @@ class LiveRates:
         self._min_width = min_width
         self._x_range, self._y_range = Range1d(0, 1), Range1d(1, 0)  # shared by the heatmaps, set by the first
         self.figures, self._sources, self._mappers = {}, {}, {}
+        # served: updates waiting for their turn (key -> (values, title)), the newest of each
+        doc = pn.state.curdoc
+        self._doc = doc if doc is not None and doc.session_context is not None else None
+        self._waiting, self._sending = {}, False
         for key, (values, title) in frames.items():
             self._add(key)
-            self.update(key, values, title)
+            self._draw(key, values, title)
         self.panel = pn.FlexBox(
             *(
                 pn.pane.Bokeh(plot, sizing_mode="stretch_width", min_width=min_width, name="rate-heatmap")
@@ -118,9 +129,40 @@ class LiveRates:
         plot.grid.grid_line_color = None
         self.figures[key], self._sources[key], self._mappers[key] = plot, source, mapper
 
-    def update(self, key, values, title):
+    def update(self, key, values, title, *, at_once=False):
         """Draw ``values`` (a rate matrix, or tensor: summed over its further modes) titled ``title``
-        in the heatmap of ``key``: its image replaced, title and colour limits set where they changed."""
+        in the heatmap of ``key``: its image replaced, title and colour limits set where they changed.
+        On a served page: at once when no other heatmap's update went out in the last
+        :data:`SPREAD_MS`, else after the ones waiting (a newer update of a waiting heatmap replaces it).
+        ``at_once``: drawn now whatever waits (a run that stopped moving is shown as it is, with the
+        scores and claim that come with it, not a heatmap left behind for a turn)."""
+        if self._doc is None or at_once:
+            self._waiting.pop(key, None)
+            self._draw(key, values, title)
+            return
+        self._waiting[key] = (values, title)
+        if not self._sending:
+            self._send_next()
+
+    @property
+    def waiting(self):
+        """The heatmaps whose update waits for its turn (served only)."""
+        return list(self._waiting)
+
+    def _send_next(self):
+        if not self._waiting:
+            self._sending = False
+            return
+        key = next(iter(self._waiting))
+        values, title = self._waiting.pop(key)
+        self._sending = True
+        try:
+            self._draw(key, values, title)
+        finally:
+            # the next one in a callback of its own (a message of its own), SPREAD_MS later
+            self._doc.add_timeout_callback(self._send_next, SPREAD_MS)
+
+    def _draw(self, key, values, title):
         summed = np.ndim(values) > 2
         shown, _, _, xlim, ylim = drawn_cells(values, self.strides)
         source, mapper, plot = self._sources[key], self._mappers[key], self.figures[key]

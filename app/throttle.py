@@ -12,6 +12,14 @@ on a :class:`Periodic` callback, keeping only the current run's
 :func:`messages`. Views compute what they draw from results (topic alignment,
 scores, topic maps) in a thread pool shared by the process, :class:`OffLoop`,
 and only apply it on the event loop.
+
+Those periods are for a page that keeps up. A page whose main thread does not (a cheap laptop, six
+tabs on two cores: BokehJS repaints a figure in 50-300 ms, 4x that at 4x CPU throttling) says so:
+:class:`PageLag`, a zero-size element of the page, measures how much of the last seconds its main
+thread was blocked and reports it to the server every :data:`LAG_REPORT_MS`; the session's
+:class:`Pace` turns the reports into a factor by which every paced :class:`Throttle` of the session
+stretches its period, so the page's share of time spent on updates settles near
+:data:`PACE_TARGET_SHARE` (and the period returns to its plan when the page is quiet again).
 """
 
 import logging
@@ -23,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import panel as pn
+from panel.custom import JSComponent
 
 # Trace rows: often enough that the first point is out at once and the plot moves smoothly.
 ROWS_SECONDS = 0.05
@@ -40,28 +49,127 @@ VIEW_THREADS = 2
 VIEW_POOL_THREADS = "lpviz-view-pool"  # their names' prefix: the process's, not a session's (they stay)
 log = logging.getLogger("lpviz.app")
 
+# The page's blocked share (the time its main thread ran something else when a timer was due, over
+# the last LAG_WINDOW_MS) that the pace aims at: a tenth leaves the page free to answer a click at
+# once nine times out of ten, and a repaint's long task rarely meets a sampled timer.
+PACE_TARGET_SHARE = 0.1
+PACE_MAX = 32.0  # at most this much slower (a trace redraw every 32 s): a page that lags that much still moves
+# One report changes the factor at most so much: up fast (a freeze costs a click), down slowly.
+PACE_UP, PACE_DOWN = 2.0, 0.8
+LAG_REPORT_MS = 1000  # how often the page reports
+LAG_WINDOW_MS = 5000  # over which window (a redraw period or two)
+LAG_TICK_MS = 100  # how often the page samples its timer lag
+
+
+class Pace:
+    """How much slower than planned a session's page is updated: :attr:`factor` (1 = as planned,
+    up to :data:`PACE_MAX`), set from the page's reports (:meth:`report`) of the share of time its
+    main thread was blocked. Each report moves the factor toward the one that would bring that share
+    to :data:`PACE_TARGET_SHARE` (the update work a page gets is proportional to 1 / factor), by
+    at most :data:`PACE_UP` up and :data:`PACE_DOWN` down per report."""
+
+    def __init__(self):
+        self.factor = 1.0
+        self.blocked_share = 0.0  # the last report's
+        self.max_lag_ms = 0.0
+
+    def report(self, blocked_share, max_lag_ms=0.0):
+        share = min(max(float(blocked_share), 0.0), 1.0)
+        self.blocked_share, self.max_lag_ms = share, float(max_lag_ms)
+        step = min(max((share / PACE_TARGET_SHARE) ** 0.5, PACE_DOWN), PACE_UP)
+        self.factor = min(max(self.factor * step, 1.0), PACE_MAX)
+        return self.factor
+
+    def __repr__(self):
+        return f"Pace(x{self.factor:.2f}, blocked {self.blocked_share:.0%})"
+
+
+class PageLag(JSComponent):
+    """A zero-size element that measures its page's main thread and reports to the session's
+    :class:`Pace`.
+
+    A timer ticks every :data:`LAG_TICK_MS`; a tick that comes late was held by other work on the
+    main thread (a repaint, a patch from the server), by as long as it is late. Every
+    :data:`LAG_REPORT_MS` the page sends ``[blocked share, max lag ms]`` over the last
+    :data:`LAG_WINDOW_MS` (the share: how late its ticks were, summed, over the window).
+
+    The report is a message (Panel's ``model.send_msg``), not a property the page sets: BokehJS takes
+    a property of a component's own model for one that may hold models, and every change of such a
+    property from the page put off its document's walk of the models still in use (until 30 s after
+    the last change): reporting every second, a page never let go of the figures it had dropped
+    (after a data switch, the previous data's heatmaps and progress lines stayed in its document).
+    """
+
+    _esm = f"""
+export function render({{ model }}) {{
+  const ticks = [];  // [when, how late] of each tick
+  const born = performance.now();
+  let last = born, timer = null;
+  const tick = () => {{
+    const now = performance.now();
+    ticks.push([now, Math.max(0, now - last - {LAG_TICK_MS})]);
+    last = now;
+    timer = setTimeout(tick, {LAG_TICK_MS});
+  }};
+  timer = setTimeout(tick, {LAG_TICK_MS});
+  const reporter = setInterval(() => {{
+    const now = performance.now();
+    while (ticks.length && ticks[0][0] < now - {LAG_WINDOW_MS}) ticks.shift();
+    if (!ticks.length) return;
+    const held = ticks.reduce((sum, t) => sum + t[1], 0);
+    const span = Math.max(Math.min(now - born, {LAG_WINDOW_MS}), {LAG_REPORT_MS});
+    const worst = ticks.reduce((most, t) => Math.max(most, t[1]), 0);
+    // while the page reconnects its socket is not open: that report is dropped (the next one counts)
+    try {{ model.send_msg([Math.min(1, held / span), Math.round(worst)]); }} catch (error) {{ return; }}
+  }}, {LAG_REPORT_MS});
+  model.on("remove", () => {{ clearTimeout(timer); clearInterval(reporter); }});
+}}
+"""
+
+    def __init__(self, pace, **params):
+        params.setdefault("width", 0)
+        params.setdefault("height", 0)
+        params.setdefault("margin", 0)
+        super().__init__(**params)
+        self.pace = pace
+
+    def _handle_msg(self, data):
+        """A report from the page: ``[blocked share, max lag ms]`` (anything else is not one)."""
+        try:
+            share, worst = (float(value) for value in data)
+        except (TypeError, ValueError):
+            return
+        self.pace.report(share, worst)
+
 
 class Throttle:
-    """True at most once every ``seconds`` (thread-safe).
+    """True at most once every ``seconds`` (thread-safe), stretched by ``pace`` (a :class:`Pace`:
+    its page lags) when given: the :attr:`period` is ``seconds * pace.factor``.
 
     ``due()`` says whether the period has passed since the last time it said
     so, and if it has, starts a new period; ``force()`` makes the next
     ``due()`` true; ``defer(seconds)`` makes it false for that long.
     """
 
-    def __init__(self, seconds, clock=time.monotonic):
+    def __init__(self, seconds, clock=time.monotonic, pace=None):
         if not seconds >= 0:
             raise ValueError(f"seconds must be >= 0, got {seconds!r}")
         self.seconds = float(seconds)
+        self.pace = pace
         self._clock = clock
         self._last = -math.inf
         self._lock = threading.Lock()
 
+    @property
+    def period(self):
+        """The period now: ``seconds``, stretched by the pace of a page that lags."""
+        return self.seconds * (self.pace.factor if self.pace is not None else 1.0)
+
     def due(self, now=None):
-        """True when ``seconds`` have passed since the last true answer (and start a new period)."""
+        """True when a :attr:`period` has passed since the last true answer (and start a new period)."""
         now = self._clock() if now is None else now
         with self._lock:
-            if now - self._last < self.seconds:
+            if now - self._last < self.period:
                 return False
             self._last = now
             return True
@@ -73,12 +181,14 @@ class Throttle:
 
     def defer(self, seconds=None):
         """Make :meth:`due` false for the next ``seconds`` (default: one period)."""
-        seconds = self.seconds if seconds is None else seconds
+        period = self.period
+        seconds = period if seconds is None else seconds
         with self._lock:
-            self._last = self._clock() - self.seconds + seconds
+            self._last = self._clock() - period + seconds
 
     def __repr__(self):
-        return f"Throttle({self.seconds:g} s)"
+        paced = f" x{self.pace.factor:.2f}" if self.pace is not None else ""
+        return f"Throttle({self.seconds:g} s{paced})"
 
 
 class Periodic:

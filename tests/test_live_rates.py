@@ -5,6 +5,8 @@ values: the cells (display strides, a tensor summed over its months), the extent
 colour mapper of each scale with its limits and palette, the colour bar, title and hover.
 """
 
+from types import SimpleNamespace
+
 import holoviews as hv
 import numpy as np
 import pytest
@@ -152,3 +154,65 @@ def test_heatmaps_share_their_axes_and_an_update_sends_only_what_changed():
     live.update("a", values, "a\nmean of 4 samples")  # the same title and limits: only the image again
     assert [type(event) for event in events] == [ColumnDataChangedEvent]
     assert not any(isinstance(event, ModelChangedEvent) for event in events)
+
+
+class ServedDocument:
+    """What LiveRates asks of a served page's document: a session, and timeout callbacks (recorded here,
+    called by the test as the event loop would)."""
+
+    session_context = SimpleNamespace(request=SimpleNamespace(arguments={}), id="served")
+
+    def __init__(self):
+        self.callbacks = []
+
+    def add_timeout_callback(self, callback, milliseconds):
+        self.callbacks.append((callback, milliseconds))
+
+
+def test_a_served_page_gets_one_heatmap_at_a_time(monkeypatch):
+    import panel as pn
+
+    from app.live_rates import SPREAD_MS
+
+    shape = (6, 5)
+    document = ServedDocument()
+    monkeypatch.setattr(pn.state, "curdoc", document)
+    live = LiveRates(
+        {key: (np.zeros(shape), f"{key}\nnot started") for key in ("a", "b", "c")},
+        kind="documents",
+        clim=CLIM,
+        strides=(1, 1),
+        scale="linear",
+        cmap=RATE_CMAP,
+        label="rate",
+        min_width=300,
+    )
+    assert document.callbacks == []  # the first drawing is whole, at once
+
+    def image(key):
+        (source,) = {r.data_source for r in live.figures[key].renderers}
+        return np.asarray(source.data["image"][0])
+
+    ones, twos, threes = (np.full(shape, float(v)) for v in (1, 2, 3))
+    live.update("a", ones, "a\nsample 1")
+    live.update("b", ones, "b\nsample 1")
+    live.update("c", ones, "c\nsample 1")
+    live.update("b", twos, "b\nsample 2")  # newer, while b waits: replaces it
+    assert np.array_equal(image("a"), ones)  # at once
+    assert live.waiting == ["b", "c"] and not image("b").any() and not image("c").any()
+    assert [ms for _, ms in document.callbacks] == [SPREAD_MS]
+    document.callbacks.pop(0)[0]()  # SPREAD_MS later: the next one
+    assert np.array_equal(image("b"), twos) and live.figures["b"].title.text == "b\nsample 2"
+    assert live.waiting == ["c"] and not image("c").any()
+    document.callbacks.pop(0)[0]()
+    assert np.array_equal(image("c"), ones) and live.waiting == []
+    document.callbacks.pop(0)[0]()  # nothing waits: the spread ends
+    assert document.callbacks == []
+    live.update("c", threes, "c\nsample 3")  # the next result goes out at once again
+    assert np.array_equal(image("c"), threes)
+    fours = np.full(shape, 4.0)
+    live.update("a", fours, "a\nsample 4")  # waits for c's turn to pass
+    assert live.waiting == ["a"] and not np.array_equal(image("a"), fours)
+    live.update("a", fours, "a\ndone", at_once=True)  # a run that stopped moving: drawn now
+    assert np.array_equal(image("a"), fours) and live.figures["a"].title.text == "a\ndone"
+    assert live.waiting == []
