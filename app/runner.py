@@ -460,8 +460,8 @@ class ChainRunner(param.Parameterized):
     def _leave(self, then):
         """Ask the worker to leave; the status is ``then`` once it has, or at once when its chain has
         already left (it posted "ending": only the final snapshot's score remains, seconds on Enron,
-        which a Stop or Reset does not wait for; what it still posts is drained, if it is still this
-        run's: a run stopped in its end-of-run work still shows its final score)."""
+        which a Stop or Reset does not wait for: it leaves at its next row block, ScoreStopped; a run
+        stopped in its end-of-run work keeps its last snapshot)."""
         self._control.stop()
         self._after = then
         alive = self._worker is not None and self._worker.is_alive()
@@ -670,7 +670,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     from lpviz import methods
     from lpviz.driver import run
     from lpviz.engine import ChainStopped
-    from lpviz.metrics import score
+    from lpviz.metrics import ScoreStopped, score
 
     pace, token = pace or Lockstep(), object()  # a private Lockstep never waits
     release, truth = problem.release, problem.truth
@@ -684,6 +684,9 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
     inside, turn_ends = False, 0.0
     control.wakers += [turns.wake, pace.wake]
+
+    def stopped():  # every score here leaves between row blocks once Stop, Reset or the session's end asks
+        return control.stopped
 
     def flush():
         nonlocal rows
@@ -699,7 +702,9 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             saved = (_last_saved(chain_run.posterior), final)
             if saved != scored_at:  # without a truth: the fit's own numbers
                 diagnostics = True if final else "trace"
-                posterior_score = score(chain_run.posterior, release, truth, diagnostics=diagnostics)
+                posterior_score = score(
+                    chain_run.posterior, release, truth, diagnostics=diagnostics, should_stop=stopped
+                )
                 scored_at = saved
             post("result", _snapshot(state, chain_run, posterior_score))
 
@@ -764,9 +769,11 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             if state.iteration % stride == 0 or state.iteration == 1:
                 saved = _last_saved(chain_run.posterior)
                 if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
-                    row_score = score(chain_run.posterior, release, truth, topics=False, diagnostics=False)
+                    row_score = score(
+                        chain_run.posterior, release, truth, topics=False, diagnostics=False, should_stop=stopped
+                    )
                     row_scored_at = saved
-                own = score(state, release, truth, topics=False)
+                own = score(state, release, truth, topics=False, should_stop=stopped)
                 rows.append(_row(state, own, row_score, chain_run.states[1:]))
             now = time.monotonic()
             if rows_due.due(now) or state.iteration == 1:
@@ -783,7 +790,8 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
         if not control.stopped:
             # the final snapshot scores the whole posterior (topics, diagnostics: 4-12 s for Figure 4's two
             # chains under load): a Stop before it keeps the snapshot of half a second ago; a Stop or
-            # Reset during it answers at once (the "ending" above) and this result comes when it is ready
+            # Reset during it answers at once (the "ending" above) and the score leaves at its next row
+            # block (ScoreStopped), so the worker (and a closing session joining it) waits for nothing
             snapshot(final=True)
             carry.update(
                 chain_run=chain_run,
@@ -794,7 +802,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 row_scored_at=row_scored_at,
             )
             post("done")
-    except ChainStopped:  # Stop, Reset or the session closed: keep what was handed over
+    except (ChainStopped, ScoreStopped):  # Stop, Reset or the session closed: keep what was handed over
         flush()
     except Exception as exc:  # shown in the UI instead of dying silently in a thread
         post("error", f"{type(exc).__name__}: {exc}")

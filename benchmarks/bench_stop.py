@@ -150,8 +150,10 @@ def _page_latencies(src, repeats):
     sys.path.insert(0, str(REPO))
     from playwright.sync_api import sync_playwright
 
+    from benchmarks.bench_page_lag import (
+        LINES,  # the benchmarks own the reading of the progress lines (tests import it)
+    )
     from tests.browser_harness import CHROMIUM, CHROMIUM_ARGS, N_METHODS
-    from tests.test_browser_runs import LINES
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -21,6 +21,7 @@
 """
 
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "align_topics",
     "aligned_topic_distance",
     "score",
+    "ScoreStopped",
     "rankable",
     "release_baselines",
     "estimated_total",
@@ -323,6 +325,21 @@ SCORE_LABELS = {
 _SCORE_BLOCK_CELLS = 1 << 22
 
 
+class ScoreStopped(Exception):
+    """:func:`score` left early: its ``should_stop`` said so (a Stop, Reset or closed session)."""
+
+
+# the running score's ``should_stop`` in this thread (a score within a score: an ensemble's chains
+# keep their caller's): read between row blocks, so no helper needs a parameter for it
+_STOP = threading.local()
+
+
+def _check_stop():
+    should_stop = getattr(_STOP, "should_stop", None)
+    if should_stop is not None and should_stop():
+        raise ScoreStopped("the score was stopped")
+
+
 def _rates_by_rows(fit):
     """A function (start, stop) -> rates of those rows, for a Posterior or a ChainState."""
     if hasattr(fit, "rate_rows"):
@@ -384,6 +401,7 @@ def _rate_pass(fit, shape, observed, references, cells_list):
     mass = 0.0
     sums = [[0.0] * len(cells_list) for _ in references]
     for finite, block_mass, block_sums in _block_parts(fit, shape, observed, references, cells_list):
+        _check_stop()  # between blocks (on a cluster: between the blocks it hands back)
         if not finite:
             return False, None, None
         mass += block_mass
@@ -427,14 +445,17 @@ class _Cells:
         if self._count is None:
             blocks = _row_blocks(self.shape)
             self._count = (
-                math.prod(self.shape)
-                if self.every
-                else sum(int(np.count_nonzero(self[start:stop])) for start, stop in blocks)
+                math.prod(self.shape) if self.every else sum(_counted(self[start:stop]) for start, stop in blocks)
             )
         return self._count
 
     def any(self):
         return self.sum() > 0
+
+
+def _counted(block):
+    _check_stop()
+    return int(np.count_nonzero(block))
 
 
 def _finite_or_none(value):
@@ -519,6 +540,7 @@ class _NoisedSums:
         self.total = self.squares = self.n_cells = self.top = 0
         self.histograms = {}
         for start, stop in _row_blocks(release.shape):
+            _check_stop()  # (a stopped pass caches nothing: _noised_sums stores only whole ones)
             block = _as_matrix(np.asarray(cells[start:stop], dtype=bool))
             noised = np.where(block, _as_matrix(np.asarray(Y[start:stop], dtype=np.int64)), 0)
             self.per_row[start:stop] = block.sum(axis=1)
@@ -739,6 +761,7 @@ def release_baselines(release, truth, observed=None, heldout=None):
         constant_sums = [0.0] * len(cells_list)
         independence_sums = [0.0] * len(cells_list)
         for start, stop in _row_blocks(shape):
+            _check_stop()
             target = _as_matrix(np.asarray(reference[start:stop], dtype=np.float64))
             fitted = np.outer(row_means[start:stop], column_factors)
             for i, (_, cells) in enumerate(cells_list):
@@ -951,7 +974,7 @@ def _shape_text(shape):
     return " x ".join(f"{int(n):,}" for n in shape)
 
 
-def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True, alpha=None):
+def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True, alpha=None, should_stop=None):
     """Every number a user sees about one fit.
 
     Parameters
@@ -987,6 +1010,11 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     alpha : float or array (n_rows,), optional
         With a count array as ``release``: its noise level, as given to
         :func:`lpviz.fit` (default: counts without noise).
+    should_stop : callable () -> bool, optional
+        Asked between row blocks and between the parts of the score (on a
+        cluster: between the blocks its workers hand back); when it answers
+        True the score raises :class:`ScoreStopped` (a dashboard's Stop or
+        Reset during a large fit's final score). It changes no number.
 
     Returns
     -------
@@ -1055,6 +1083,18 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         :func:`rankable` combines both: nothing is ranked, starred or counted as reproducing a
         claim unless it says so.
     """
+    if should_stop is None:  # (a score within a score keeps its caller's should_stop)
+        return _score(fit, release, truth, top_n=top_n, topics=topics, diagnostics=diagnostics, alpha=alpha)
+    outer, _STOP.should_stop = getattr(_STOP, "should_stop", None), should_stop
+    try:
+        _check_stop()
+        return _score(fit, release, truth, top_n=top_n, topics=topics, diagnostics=diagnostics, alpha=alpha)
+    finally:
+        _STOP.should_stop = outer
+
+
+def _score(fit, release, truth, *, top_n, topics, diagnostics, alpha):
+    """:func:`score`, its ``should_stop`` (if any) set for this thread."""
     if diagnostics not in (True, False, "trace"):
         raise ValueError(f'diagnostics must be True, False or "trace", got {diagnostics!r}')
     is_posterior = hasattr(fit, "rate_rows")
@@ -1091,6 +1131,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             result.update({key: chain_convergence(fit)[key] for key in ("rhat", "ess")})
         model = fit.model_instance
         ready = fit.n_saved > 0
+        _check_stop()  # after the diagnostics (ArviZ's, not stoppable inside)
     else:
         result.update(iterations=fit.iteration, log_joint=_finite_or_none(fit.log_joint))
         result["log_marginal"] = _finite_or_none(fit.log_marginal)
@@ -1125,6 +1166,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
             if len(cells) > 1:
                 result[f"heldout_{prefix}mae"] = sums_of[1] / int(cells[1].sum())
 
+    _check_stop()
     mass_ratio, mass_judged = None, False
     if release is not None and finite:
         total, standard_error = estimated_total(release, observed)
@@ -1154,6 +1196,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
                 for other in fit.restarts
             ]
             result["restarts"].update(mae=maes, mae_range=float(max(maes) - min(maes)))
+    _check_stop()
     if release is not None and truth is not None:
         baselines = release_baselines(release, truth, observed, cells[1] if len(cells) > 1 else None)
         baselines["beats"] = {
@@ -1165,6 +1208,7 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
     if truth is None:
         return result
 
+    _check_stop()
     fitted = model.topics(factors) if factors is not None and topics else None
     if fitted is not None:
         n_top = min(top_n, fitted.shape[1])

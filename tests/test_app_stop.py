@@ -2,17 +2,24 @@
 
 A chain that has run all its iterations scores its whole posterior once more (topics, diagnostics
 across chains: 4-12 s for Figure 4 on a loaded machine) before it posts "done". A Stop or Reset
-then must not wait for that score: here the final score is held at a gate (an event, no sleep)
-while the buttons are pressed, and released afterwards.
+then must not wait for that score, nor leave it running in the background: here the final score is
+either held at a gate before it starts (an event, no sleep) or made slow row block by row block
+(each block waits on an event for BLOCK_SECONDS), while the buttons are pressed.
 """
 
 import threading
+import time
 
 import pytest
 
 import lpviz.metrics
-from app.fits import follow_results
 from tests.test_app_fits import drain_until, make_fits
+
+# the slow final score: each of its row blocks (a row each) waits this long, unless released
+BLOCK_SECONDS = 2.0
+# how soon a stopped final score's workers must have left: generous (a loaded machine), yet far below
+# the uninterrupted score's BLOCK_SECONDS x rows (asserted in each test)
+LEAVE_SECONDS = 10.0
 
 
 @pytest.fixture
@@ -39,6 +46,62 @@ def held_final_score(monkeypatch):
     state["gate"].set()
 
 
+def chains_alive():
+    return [t.name for t in threading.enumerate() if t.name.startswith("lpviz-") and t.name.endswith("-chain")]
+
+
+def wait_chains_left(seconds):
+    """Whether every chain's worker thread has left within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while chains_alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def slow_final_score(monkeypatch):
+    """Every chain's final score (``diagnostics=True``, in a worker) made slow where it reads the fit's
+    rates: a row a block, each block waiting BLOCK_SECONDS on ``release`` (set: no wait). ``entered``:
+    the workers inside it; ``finished``: the final scores that returned."""
+    real_score, real_block_sums = lpviz.metrics.score, lpviz.metrics._block_sums
+    final = threading.local()
+    state = {"entered": set(), "finished": 0, "release": threading.Event(), "condition": threading.Condition()}
+
+    def score(*args, **kwargs):
+        worker = threading.current_thread().name
+        inner = getattr(final, "on", False)  # an ensemble's score of each chain: part of the final one
+        if inner or kwargs.get("diagnostics") is not True or not worker.startswith("lpviz-"):
+            return real_score(*args, **kwargs)
+        final.on = True
+        try:
+            result = real_score(*args, **kwargs)
+        finally:
+            final.on = False
+        state["finished"] += 1
+        return result
+
+    def block_sums(*args):
+        if getattr(final, "on", False):
+            with state["condition"]:
+                state["entered"].add(threading.current_thread().name)
+                state["condition"].notify_all()
+            state["release"].wait(BLOCK_SECONDS)
+        return real_block_sums(*args)
+
+    monkeypatch.setattr(lpviz.metrics, "score", score)
+    monkeypatch.setattr(lpviz.metrics, "_block_sums", block_sums)
+    monkeypatch.setattr(lpviz.metrics, "_SCORE_BLOCK_CELLS", 1)  # a row a block
+    yield state
+    state["release"].set()
+
+
+def wait_slow_entered(state, count):
+    with state["condition"]:
+        assert state["condition"].wait_for(lambda: len(state["entered"]) >= count, timeout=120), state["entered"]
+
+
 def wait_entered(state, count):
     with state["condition"]:
         assert state["condition"].wait_for(lambda: state["entered"] >= count, timeout=120), state["entered"]
@@ -54,34 +117,24 @@ def fits():
         runner.join(timeout=30)
 
 
-def test_a_stop_during_the_end_of_run_score_answers_before_it_returns_and_the_score_still_comes(fits, held_final_score):
-    shown = []
-    # a view throttled to once an hour: the late final score must still be drawn
-    follow_results(fits, lambda runner: shown.append((runner.method, runner.status, runner.result)), 3600)
+def test_a_stop_before_the_end_of_run_score_answers_at_once_and_the_score_is_not_run(fits, held_final_score):
     fits.start()
     runners = list(fits.runners.values())
-    wait_entered(held_final_score, len(runners))  # every chain has run its 30 iterations and scores
+    wait_entered(held_final_score, len(runners))  # every chain has run its 30 iterations and is to score
     fits.drain()
     assert all(r.status == "running" for r in runners)
     fits.stop()
     # every status reads stopped at once, while every final score is still held
     assert [r.status for r in runners] == ["stopped"] * len(runners)
-    assert not held_final_score["returned"]
     before = {r.method: r.result for r in runners}
-    shown.clear()
     held_final_score["gate"].set()
-    drain_until(
-        fits, lambda: len(held_final_score["returned"]) == len(runners) and not any(r.has_output for r in runners)
-    )
-    for runner in runners:
-        final = held_final_score["returned"][f"lpviz-{runner.method}-chain"]
-        # what the run has (its last snapshot) stayed; the final score, come after "stopped", replaced it
-        assert before[runner.method] is not None
-        assert runner.status == "stopped" and runner.iteration == 30
-        assert runner.result["score"] == final and runner.result["score"] != before[runner.method]["score"]
-        assert (runner.method, "stopped", runner.result) in shown  # drawn at once, despite the throttle
+    assert wait_chains_left(LEAVE_SECONDS)
     fits.drain()
-    assert [r.status for r in runners] == ["stopped"] * len(runners)  # its late "done" changes nothing
+    for runner in runners:
+        # the score asked should_stop first and left: the last snapshot stays, no "done" comes
+        assert not held_final_score["returned"]
+        assert runner.status == "stopped" and runner.iteration == 30
+        assert before[runner.method] is not None and runner.result is before[runner.method]
 
 
 def test_a_reset_during_the_end_of_run_score_answers_before_it_returns_and_drops_the_score(fits, held_final_score):
@@ -92,9 +145,9 @@ def test_a_reset_during_the_end_of_run_score_answers_before_it_returns_and_drops
     assert [r.status for r in runners] == ["idle"] * len(runners)
     assert not held_final_score["returned"]
     held_final_score["gate"].set()
-    drain_until(
-        fits, lambda: len(held_final_score["returned"]) == len(runners) and not any(r.has_output for r in runners)
-    )
+    assert wait_chains_left(LEAVE_SECONDS)
+    fits.drain()
+    assert not held_final_score["returned"]  # it asked should_stop and left
     for runner in runners:
         assert runner.status == "idle" and runner.iteration == 0 and runner.result is None
         assert len(runner.buffer.data) == 0
@@ -114,3 +167,39 @@ def test_a_run_not_stopped_still_ends_done_with_its_final_score(fits, held_final
     drain_until(fits, lambda: all(r.status == "done" for r in runners))
     for runner in runners:
         assert runner.result["score"] == held_final_score["returned"][f"lpviz-{runner.method}-chain"]
+
+
+@pytest.mark.parametrize("button", ["stop", "reset", "close"])
+def test_stop_reset_or_closing_during_a_slow_final_score_answers_at_once_and_the_score_leaves(
+    fits, slow_final_score, button
+):
+    fits.start()
+    runners = list(fits.runners.values())
+    rows = runners[0].problem.release.shape[0]
+    assert BLOCK_SECONDS * rows >= 4 * LEAVE_SECONDS  # the whole score would outlast the bound by far
+    wait_slow_entered(slow_final_score, len(runners))  # every chain is inside its final score's rate pass
+    fits.drain()
+    assert all(r.status == "running" and r.iteration == 30 for r in runners)
+    before = {r.method: r.result for r in runners}
+    pressed = time.monotonic()
+    getattr(fits, button)()
+    if button != "close":  # the status changes at once (no drain in between)
+        expected = "stopped" if button == "stop" else "idle"
+        assert [r.status for r in runners] == [expected] * len(runners)
+    # the final scores leave at their next row block: no worker left behind, none finished
+    assert wait_chains_left(LEAVE_SECONDS), (chains_alive(), time.monotonic() - pressed)
+    assert slow_final_score["finished"] == 0
+    if button == "close":
+        return
+    fits.drain()
+    for runner in runners:
+        if button == "stop":  # the last snapshot stays
+            assert runner.status == "stopped" and runner.iteration == 30
+            assert runner.result is before[runner.method] and runner.result is not None
+        else:
+            assert runner.status == "idle" and runner.iteration == 0 and runner.result is None
+    # a new run (the gate open: no wait) starts and ends done with its final score
+    slow_final_score["release"].set()
+    fits.start()
+    drain_until(fits, lambda: all(r.status == "done" for r in runners))
+    assert slow_final_score["finished"] == len(runners)
