@@ -326,7 +326,9 @@ class Partition:
         self.n_observed = n_cells - (0 if excluded is None else int(excluded.sum()))
         rows = missing if zeros is None else _lists(excluded, n_rows)
         exclusions = Exclusions(mask=excluded, rows=rows, n_observed=self.n_observed)
-        counted = spec.get("positive")  # generated rows: the check's estimate of their positive cells
+        # generated rows: the most positive cells this worker's memory limit holds (the memory check's
+        # estimate from the first rows and the bytes to spare beyond it)
+        counted = spec.get("positive")
         if counted is not None:
             positive = self.method.positive_cells(counts)
             if positive is not None and positive > counted:
@@ -334,8 +336,9 @@ class Partition:
 
                 raise MemoryBudgetError(
                     f"rows {self.start_row:,}-{self.stop_row:,} hold {positive:,} positive cells, more than the "
-                    f"{counted:,} the memory check estimated from the first rows ({self.method.name} keeps "
-                    "16 bytes a positive cell); fit over more workers or with more memory each"
+                    f"{counted:,} this worker's memory limit holds beside the rest of the chain (the memory check "
+                    f"estimated them from the first rows; {self.method.name} keeps 16 bytes a positive cell); "
+                    "fit over more workers or with more memory each"
                 )
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
@@ -1092,7 +1095,9 @@ def _worker_threads(client, workers):
 def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
                          masked=False, parallel=None, itemsize=None, positive=None):  # fmt: skip
     """Refuse before any data moves a chain whose largest partition does not fit its worker
-    (:func:`partition_bytes`; ``positive``: a partition's positive cells, a list beside ``partitions``)."""
+    (:func:`partition_bytes`; ``positive``: a partition's positive cells, a list beside ``partitions``).
+    Returns, beside ``partitions``, the most positive cells each worker's limit leaves room for
+    (the count and the spare bytes at 16 a cell; None: not counted, or no limit)."""
     from lpviz._parallel import n_threads
     from lpviz.budget import MemoryBudgetError, format_bytes
 
@@ -1100,6 +1105,7 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
     threads = _worker_threads(client, workers) if any(limits.get(address) for address in workers) else {}
     saved = max(0, n_iter - burn_in) // max(1, thin)
     positive = [None] * len(partitions) if positive is None else positive
+    room = []
     for address, (start, stop), cells in zip(workers, partitions, positive, strict=True):
         rows = stop - start
         need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
@@ -1112,6 +1118,8 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
                 f"whose memory limit is {format_bytes(limit)}. Add workers or give each more memory "
                 "(dask worker --memory-limit), or fit fewer rows."
             )
+        room.append(None if cells is None or not limit else cells + (limit - need) // 16)
+    return room
 
 
 def _pick_workers(client, chosen):
@@ -1213,7 +1221,7 @@ def _start_partitions(
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
     positive = [_positive_cells(method, counts, start, stop) for start, stop in partitions]
-    _check_worker_memory(
+    room = _check_worker_memory(
         client,
         workers,
         partitions,
@@ -1238,13 +1246,13 @@ def _start_partitions(
         "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
     }
     futures = []
-    for address, (start, stop), cells in zip(workers, partitions, positive, strict=True):
+    for address, (start, stop), cells in zip(workers, partitions, room, strict=True):
         piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
         mask_piece = None if mask is None else client.scatter([_piece(mask, start, stop)], workers=[address])[0]
         future = client.submit(
             kind,
-            # generated rows: the worker refuses them if they hold more positive cells than counted
+            # generated rows: the worker refuses them if they hold more positive cells than its limit holds
             dict(spec, rows=(start, stop), positive=cells if isinstance(counts, RowsOf) else None),
             piece_future,
             alpha_piece,
