@@ -160,15 +160,36 @@ def in_process_fits(data, topics):
     """Whether the in-process chain on ``data`` fits this machine (the check's words if not)."""
     from lpviz import methods, models
     from lpviz.budget import MemoryBudgetError, check_memory
+    from lpviz.distributed import RowsOf
     from lpviz.engine import chain_bytes, count_itemsize
 
-    itemsize = count_itemsize(getattr(data, "Y_obs", None))  # a generated release's: not known here
+    # a generated release's counts are built narrow (RowsOf.build): count them at the first
+    # generator block's dtype, as the workers' check does; a release held here at its own dtype
+    held = getattr(data, "Y_obs", None)
+    itemsize = count_itemsize(held) if held is not None else RowsOf(data, "Y_obs").sample_itemsize()
     need = chain_bytes(models.create("topics", topics), methods.create("private"), data.shape, itemsize)
+    release_bytes = (itemsize or 8) * data.shape[0] * data.shape[1]
     try:
-        check_memory(need + 2 * data.shape[0] * data.shape[1], "the in-process chain (state and int16 release)")
+        check_memory(need + release_bytes, f"the in-process chain (state and the release at {itemsize} bytes a count)")
     except MemoryBudgetError as error:
         return str(error)
     return None
+
+
+def narrow_release(data):
+    """``data`` (a blockwise release) built here as the workers build their rows (RowsOf.build: a few
+    generator blocks at a time, the counts in their narrowest integers), not int64 whole."""
+    from lpviz.distributed import RowsOf
+    from lpviz.release import Release
+
+    return Release(
+        Y_obs=RowsOf(data, "Y_obs").build(),
+        alpha=RowsOf(data, "alpha").build(),
+        kind=data.kind,
+        simulated=not data.exact,
+        noise_seed=None if data.exact else data.seed,
+        name=f"synthetic-topics-blockwise {data.shape[0]}x{data.shape[1]}",
+    )
 
 
 def main():
@@ -182,7 +203,9 @@ def main():
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generate", action="store_true", help="build the release on the workers")
     parser.add_argument("--project", type=int, nargs=2, metavar=("ROWS", "COLS"), help="scale to this size too")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="the clusters' sizes, in this order")
+    parser.add_argument(
+        "--workers", type=int, nargs="*", default=[1, 2], help="the clusters' sizes, in order (none: one process)"
+    )
     parser.add_argument("--no-in-process", action="store_true", help="skip the in-process chain")
     args = parser.parse_args()
 
@@ -202,9 +225,11 @@ def main():
         print(f"{args.rows:,} x {args.cols:,}, K = {args.topics}: chain state {state} "
               f"per worker on {workers} worker(s) (memory budget {format_bytes(budget)} on this machine)")  # fmt: skip
     started = time.perf_counter()
-    if args.generate:
+    if args.generate and args.no_in_process:
+        refusal, release = "--no-in-process", None
+    elif args.generate:
         refusal = in_process_fits(data, args.topics)
-        release = None if refusal else data.release()
+        release = None if refusal else narrow_release(data)
     else:
         refusal, release = None, build_release(args.rows, args.cols, args.topics, seed=1)
         data = release

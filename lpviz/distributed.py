@@ -205,6 +205,22 @@ class RowsOf:
         return out if out is not None else np.ascontiguousarray(self.source.rows(self.start, self.stop, self.which))
 
 
+def _positive_cells(method, counts, start, stop):
+    """Rows [start, stop)'s positive cells as ``method`` counts them (:meth:`Method.positive_cells`;
+    None: the method needs none), a block at a time; generated rows (RowsOf): estimated from their
+    first generator block, built here before any data moves, scaled to the rows (rounded up), and
+    checked again on the worker (:class:`Partition` refuses rows that hold more)."""
+    if isinstance(counts, RowsOf):
+        from lpviz.datasets.blockwise import GENERATOR_ROWS
+
+        first = counts.start + start
+        last = min(counts.start + stop, first + GENERATOR_ROWS)
+        sample = np.asarray(counts.source.rows(first, last, counts.which))
+        seen = method.positive_cells(sample.reshape(len(sample), -1))
+        return None if seen is None else -(-seen * (stop - start) // max(len(sample), 1))
+    return method.positive_cells(counts[start:stop])
+
+
 def _piece(values, start, stop):
     """Rows [start, stop) to send a worker: a copy, or the description of rows it builds itself."""
     if values is None or isinstance(values, RowsOf):
@@ -310,6 +326,20 @@ class Partition:
         self.n_observed = n_cells - (0 if excluded is None else int(excluded.sum()))
         rows = missing if zeros is None else _lists(excluded, n_rows)
         exclusions = Exclusions(mask=excluded, rows=rows, n_observed=self.n_observed)
+        # generated rows: the most positive cells this worker's memory limit holds (the memory check's
+        # estimate from the first rows and the bytes to spare beyond it)
+        counted = spec.get("positive")
+        if counted is not None:
+            positive = self.method.positive_cells(counts)
+            if positive is not None and positive > counted:
+                from lpviz.budget import MemoryBudgetError
+
+                raise MemoryBudgetError(
+                    f"rows {self.start_row:,}-{self.stop_row:,} hold {positive:,} positive cells, more than the "
+                    f"{counted:,} this worker's memory limit holds beside the rest of the chain (the memory check "
+                    f"estimated them from the first rows; {self.method.name} keeps 16 bytes a positive cell); "
+                    "fit over more workers or with more memory each"
+                )
         self.prepared = self.method.prepare(counts, alpha, exclusions)
         # the state is (theta, *globals): the rows' factor (the first mode's) and the factors every row
         # shares (topics: phi^T; tensor: the second and third modes'), which the driver draws
@@ -1008,7 +1038,18 @@ def fit(
 
 
 def partition_bytes(
-    model, method, shape, rows, saved, *, extra=0, masked=False, threads=1, parallel=None, itemsize=None
+    model,
+    method,
+    shape,
+    rows,
+    saved,
+    *,
+    extra=0,
+    masked=False,
+    threads=1,
+    parallel=None,
+    itemsize=None,
+    positive=None,
 ):
     """Bytes a partition of ``rows`` of a chain over a cluster holds on its worker at its peak:
     the chain's own (:func:`lpviz.engine.chain_bytes` of its rows), theta's ``saved`` samples
@@ -1024,7 +1065,8 @@ def partition_bytes(
 
     n_cols = math.prod(shape[1:])
     dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
-    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize)  # itemsize: the counts' (None: unknown)
+    # itemsize: the counts'; positive: the rows' positive cells (Method.positive_cells; None: unknown)
+    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive)
     need += (saved * 8 * _row_width(model) + extra * model.n_components) * rows
     if dense_mean:
         need += 8 * rows * n_cols
@@ -1051,20 +1093,24 @@ def _worker_threads(client, workers):
 
 
 def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
-                         masked=False, parallel=None, itemsize=None):  # fmt: skip
+                         masked=False, parallel=None, itemsize=None, positive=None):  # fmt: skip
     """Refuse before any data moves a chain whose largest partition does not fit its worker
-    (:func:`partition_bytes`)."""
+    (:func:`partition_bytes`; ``positive``: a partition's positive cells, a list beside ``partitions``).
+    Returns, beside ``partitions``, the most positive cells each worker's limit leaves room for
+    (the count and the spare bytes at 16 a cell; None: not counted, or no limit)."""
     from lpviz._parallel import n_threads
     from lpviz.budget import MemoryBudgetError, format_bytes
 
     limits = _worker_memory(client)
     threads = _worker_threads(client, workers) if any(limits.get(address) for address in workers) else {}
     saved = max(0, n_iter - burn_in) // max(1, thin)
-    for address, (start, stop) in zip(workers, partitions, strict=True):
+    positive = [None] * len(partitions) if positive is None else positive
+    room = []
+    for address, (start, stop), cells in zip(workers, partitions, positive, strict=True):
         rows = stop - start
         need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
                                threads=int(threads.get(address) or n_threads()), parallel=parallel,
-                               itemsize=itemsize)  # fmt: skip
+                               itemsize=itemsize, positive=cells)  # fmt: skip
         limit = limits.get(address, 0)
         if limit and need > limit:
             raise MemoryBudgetError(
@@ -1072,6 +1118,8 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
                 f"whose memory limit is {format_bytes(limit)}. Add workers or give each more memory "
                 "(dask worker --memory-limit), or fit fewer rows."
             )
+        room.append(None if cells is None or not limit else cells + (limit - need) // 16)
+    return room
 
 
 def _pick_workers(client, chosen):
@@ -1172,7 +1220,8 @@ def _start_partitions(
     workers = _pick_workers(client, chosen)
     partitions = partition_rows(n_rows, len(workers))
     workers = workers[: len(partitions)]
-    _check_worker_memory(
+    positive = [_positive_cells(method, counts, start, stop) for start, stop in partitions]
+    room = _check_worker_memory(
         client,
         workers,
         partitions,
@@ -1183,6 +1232,7 @@ def _start_partitions(
         masked=mask is not None,
         parallel=parallel,
         itemsize=counts.sample_itemsize() if isinstance(counts, RowsOf) else count_itemsize(counts),
+        positive=positive,
     )
     spec = {
         "model": model.name,
@@ -1196,13 +1246,14 @@ def _start_partitions(
         "dense_mean": n_rows * n_cols <= DENSE_MEAN_MAX_CELLS,
     }
     futures = []
-    for address, (start, stop) in zip(workers, partitions, strict=True):
+    for address, (start, stop), cells in zip(workers, partitions, room, strict=True):
         piece, alpha_piece = _piece(counts, start, stop), _piece(alpha, start, stop)
         [piece_future] = client.scatter([piece], workers=[address])
         mask_piece = None if mask is None else client.scatter([_piece(mask, start, stop)], workers=[address])[0]
         future = client.submit(
             kind,
-            dict(spec, rows=(start, stop)),
+            # generated rows: the worker refuses them if they hold more positive cells than its limit holds
+            dict(spec, rows=(start, stop), positive=cells if isinstance(counts, RowsOf) else None),
             piece_future,
             alpha_piece,
             mask_piece,

@@ -618,16 +618,17 @@ def count_itemsize(counts):
     return int(np.dtype(dtype).itemsize)
 
 
-def chain_bytes(model, method, shape, itemsize=None):
+def chain_bytes(model, method, shape, itemsize=None, positive=None):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
     the model's state and statistics, the method's latent state, the counts as the method keeps
     them (:meth:`~lpviz.methods.base.Method.count_bytes`; ``itemsize``: bytes per count of the
-    release's integers, None when not known) (one estimate for the CLI, the loaders, the
+    release's integers, None when not known; ``positive``: :meth:`Method.positive_cells` of them,
+    None when not counted) (one estimate for the CLI, the loaders, the
     dashboard's budget and the workers of a cluster)."""
     return int(
         model.state_bytes(shape)
         + method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
-        + method.count_bytes(matrix_shape(shape), itemsize)
+        + method.count_bytes(matrix_shape(shape), itemsize, positive)
         + 2 * 8 * sum(int(n) for n in shape) * model.n_components
     )
 

@@ -344,3 +344,59 @@ def test_generated_rows_counted_narrow_and_refused_when_wider():
     with pytest.raises(MemoryBudgetError, match="wider than the 1 bytes the memory check counted"):
         distributed.RowsOf(long, "Y_obs", itemsize=1).build()
     assert distributed.RowsOf(long, "Y_obs").build().dtype.itemsize > 1  # unchecked: built as wide as it needs
+
+
+def test_fixed_count_methods_are_counted_by_their_positive_cells():
+    """The naive and non-private methods keep an int64 CSR of the positive cells (16 bytes each and
+    the row pointers): the check counts a partition's positive cells (Method.positive_cells), so a
+    worker one byte short of that is refused before any data moves, naming the bytes, and a worker
+    with exactly that much passes. Generated rows are estimated from their first generator block; a
+    worker whose rows hold more refuses them in words while preparing them."""
+    from lpviz import methods, models
+    from lpviz._parallel import n_threads
+    from lpviz.budget import format_bytes
+    from lpviz.datasets import make_topics_blockwise
+    from lpviz.datasets.blockwise import GENERATOR_ROWS
+    from lpviz.engine import chain_bytes, count_itemsize
+
+    release = make_topics(n_docs=300, n_words=200, random_state=4).release()
+    model, naive = models.create("topics", 3), methods.create("naive")
+    positive = int(np.count_nonzero(release.Y_obs > 0))
+    assert distributed._positive_cells(naive, release.Y_obs, 0, 300) == positive
+    itemsize = count_itemsize(release.Y_obs)
+    need = distributed.partition_bytes(model, naive, release.shape, 300, 1, threads=n_threads(), positive=positive,
+                                       itemsize=itemsize)  # fmt: skip
+    generic = distributed.partition_bytes(model, naive, release.shape, 300, 1, threads=n_threads(), itemsize=itemsize)
+    assert need - generic == 16 * positive + 8 * 301 - 8 * 300 * 200  # the CSR, not 8 bytes a cell
+    assert chain_bytes(model, naive, release.shape, itemsize, positive) < chain_bytes(model, naive, release.shape)
+    options = dict(method="naive", n_components=3, n_iter=2, burn_in=1, thin=1, random_state=0)
+    with (
+        LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        (address,) = client.scheduler_info()["workers"]
+        with pytest.raises(MemoryBudgetError, match=f"300 rows needs about {format_bytes(need)} on worker {address}"):
+            distributed.fit(release, scheduler=client, **options)
+        assert not any(client.has_what().values())  # nothing was scattered
+
+        class Enough:  # the same worker with exactly the bytes (the check alone)
+            def scheduler_info(self):
+                return {"workers": {address: {"memory_limit": need}}}
+
+            def run(self, function, workers):
+                return client.run(function, workers=workers)
+
+        distributed._check_worker_memory(Enough(), [address], [(0, 300)], model, naive, release.shape, 2, 1, 1,
+                                         itemsize=itemsize, positive=[positive])  # fmt: skip
+    # generated rows: the first generator block's positive cells scaled to the rows, rounded up
+    gen = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS, n_words=40, n_topics=3, random_state=2)
+    rows = distributed.RowsOf(gen, "Y_obs")
+    first = int(np.count_nonzero(gen.rows(0, GENERATOR_ROWS, "Y_obs") > 0))
+    assert distributed._positive_cells(naive, rows, 0, 2 * GENERATOR_ROWS) == 2 * first
+    spec = {"model": "topics", "n_components": 3, "a0": 0.1, "b0": 0.1, "method": "naive", "options": {},
+            "chain_seed": 1, "parallel": False, "dense_mean": True}  # fmt: skip
+    actual = int(np.count_nonzero(rows.build() > 0))
+    alpha = distributed.RowsOf(gen, "alpha")
+    with pytest.raises(MemoryBudgetError, match=f"hold {actual:,} positive cells, more than the {actual - 1:,}"):
+        distributed.Partition(dict(spec, rows=(0, 2 * GENERATOR_ROWS), positive=actual - 1), rows, alpha)
+    distributed.Partition(dict(spec, rows=(0, 2 * GENERATOR_ROWS), positive=actual), rows, alpha)  # at the count

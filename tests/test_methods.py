@@ -366,7 +366,9 @@ def test_count_bytes_cover_what_prepare_keeps():
     keeps the counts dense in the narrowest integer dtype (int8 at eps/N = 1 here), never wider
     than the release's own, so its estimate from the release's itemsize is the bytes kept, exactly
     when the release is already narrow; the fixed-count methods keep an int64 CSR of the positive
-    cells and are estimated at the generic 8 bytes a cell (about half the cells positive)."""
+    cells, 16 bytes a positive cell and the row pointers: estimated from their positive cells
+    (Method.positive_cells, counted a block at a time), the bytes kept exactly; without the count,
+    the generic 8 bytes a cell."""
     from lpviz.datasets import make_topics
     from lpviz.engine import count_itemsize
 
@@ -383,9 +385,15 @@ def test_count_bytes_cover_what_prepare_keeps():
             assert estimate == kept.nbytes
     assert Private().count_bytes(shape, None) == 8 * shape[0] * shape[1]  # not known: the widest
     naive = _held_bytes(Naive().prepare(release.Y_obs, release.alpha, none).counts)
-    assert naive <= Naive().count_bytes(shape, count_itemsize(release.Y_obs)) <= 1.5 * naive
+    positive = Naive().positive_cells(release.Y_obs)
+    assert positive == np.count_nonzero(release.Y_obs > 0)
+    assert Naive().count_bytes(shape, count_itemsize(release.Y_obs), positive) == naive
+    assert Naive().count_bytes(shape, count_itemsize(release.Y_obs)) == 8 * shape[0] * shape[1]  # not counted
     true = _held_bytes(NonPrivate().prepare(data.Y, None, none).counts)
-    assert true <= NonPrivate().count_bytes(shape, count_itemsize(data.Y))  # sparse true counts: far below
+    assert NonPrivate().count_bytes(shape, count_itemsize(data.Y), NonPrivate().positive_cells(data.Y)) == true
+    sparse = sp.csr_matrix(data.Y)  # a sparse matrix: counted from its stored values
+    assert NonPrivate().count_bytes(shape, None, NonPrivate().positive_cells(sparse)) == true
+    assert Private().positive_cells(release.Y_obs) is None  # the private method keeps every cell
 
 
 def test_chain_estimate_counts_the_narrow_counts():

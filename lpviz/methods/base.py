@@ -124,11 +124,17 @@ class Method:
         """Bytes of the method's own state for data of ``shape`` (a memory estimate)."""
         return 0
 
-    def count_bytes(self, shape, itemsize=None):
+    def count_bytes(self, shape, itemsize=None, positive=None):
         """Bytes of the counts :meth:`prepare` keeps for data of ``shape`` (a memory estimate);
-        ``itemsize``: bytes per count of the release's integers when known (None: not known).
-        Here 8 bytes a cell, a generic guess: methods that know what they keep say so."""
+        ``itemsize``: bytes per count of the release's integers when known (None: not known);
+        ``positive``: the cells :meth:`positive_cells` counts (None: not counted). Here 8 bytes a
+        cell, a generic guess: methods that know what they keep say so."""
         return 8 * int(shape[0]) * int(shape[1])
+
+    def positive_cells(self, counts):
+        """What :meth:`count_bytes` needs to know of ``counts`` beyond their shape and itemsize
+        (None here: nothing; methods that keep a list of some cells count them)."""
+        return None
 
     # -- variational inference (methods with "vi" in ``inferences``; lpviz.vi) --------
     def vi_start(self, prepared, model, q, work):

@@ -1,9 +1,10 @@
 """Methods that fit fixed counts: every sweep allocates the same matrix."""
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
-from lpviz.methods.base import Method, Prepared, fixed_counts_csr, mean_count_of
+from lpviz.methods.base import CSR_BLOCK_CELLS, Method, Prepared, fixed_counts_csr, mean_count_of
 from lpviz.models._kernels import ordered_sum, ordered_sum_from
 
 
@@ -33,6 +34,23 @@ class FixedCountsMethod(Method):
 
     def state_bytes(self, shape, model):
         return 0
+
+    def count_bytes(self, shape, itemsize=None, positive=None):
+        # prepare keeps an int64 CSR of the positive cells (column and value: 16 bytes each) and its
+        # row pointers; positive cells not counted: the generic 8 bytes a cell (half of them positive)
+        if positive is None:
+            return super().count_bytes(shape, itemsize)
+        return 16 * int(positive) + 8 * (int(shape[0]) + 1)
+
+    def positive_cells(self, counts):
+        """The cells of ``counts`` positive after :meth:`counts` (what prepare lists, the excluded
+        cells included: an upper bound), a block of rows at a time: no copy of the matrix."""
+        if sp.issparse(counts):
+            return int(np.count_nonzero(self.counts(counts).data > 0))
+        counts = np.asarray(counts)
+        n_rows = counts.shape[0]
+        rows = max(1, CSR_BLOCK_CELLS // max(int(np.prod(counts.shape[1:])), 1))
+        return sum(int(np.count_nonzero(self.counts(counts[s : s + rows]) > 0)) for s in range(0, n_rows, rows))
 
     def vi_start(self, prepared, model, q, work):
         indptr, indices, values = prepared.counts

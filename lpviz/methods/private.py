@@ -762,7 +762,7 @@ class Private(Method):
         # the listed (ytil > 0) cells' columns, 4 bytes each: about a third of the cells at eps/N = 1
         return n_cells * 4 // 3 + block
 
-    def count_bytes(self, shape, itemsize=None):
+    def count_bytes(self, shape, itemsize=None, positive=None):
         # prepare keeps the counts dense in the smallest integer dtype that holds them, never wider
         # than the release's own (int8 at eps/N = 1 on topic-like data); unknown: int64, the widest
         return (8 if itemsize is None else int(itemsize)) * int(shape[0]) * int(shape[1])
