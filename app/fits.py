@@ -260,7 +260,14 @@ class Fits(param.Parameterized):
         )
 
     def resume(self, *_):
-        """Go on after a pause; runs that ended run as many iterations again."""
+        """Go on after a pause; runs that ended run as many iterations again. After a pause only the
+        paused runs go on: a run that ended while the others were paused stays done (Resume then
+        extended it by a whole run, unasked)."""
+        paused = [runner for runner in self.active.values() if runner.status in ("paused", "pausing")]
+        if paused:
+            with self._batched():
+                _each(paused, "resume")
+            return
         done = [runner for runner in self.active.values() if runner.status == "done"]
         problem = self.problem()
         if done and problem is not None:  # extended runs keep saving samples: the longest one decides

@@ -22,7 +22,11 @@ at the same throttling (the floor of the page and this machine's other load).
 
     .venv/bin/python benchmarks/bench_page_lag.py --n-iter 6000              # one page, 4x throttled
     .venv/bin/python benchmarks/bench_page_lag.py --pages 6 --throttle 1 --n-iter 6000
-    .venv/bin/python benchmarks/bench_page_lag.py --repo /work/main --n-iter 6000   # "before"
+    .venv/bin/python benchmarks/bench_page_lag.py --against /work/main --rounds 2 --n-iter 6000  # before, after
+
+Besides: the run's wall time, the time its first page's chains spent paused by the clicks, the chains'
+iterations per second of the rest, and the server's CPU seconds on its event loop (the main thread)
+and on its other threads (chains, view pool) over the run.
 """
 
 import argparse
@@ -115,6 +119,20 @@ def serve(repo):
             time.sleep(0.5)
 
 
+def thread_cpu(pid):
+    """``(the main thread's CPU seconds, all other threads')`` of process ``pid`` (the event loop runs on
+    the main thread; the chains, the view pool and Tornado's helpers on the others: the process's
+    total counts the threads that have ended too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(stat):
+        fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    main = seconds(f"/proc/{pid}/task/{pid}/stat")
+    return main, seconds(f"/proc/{pid}/stat") - main
+
+
 def percentile(values, q):
     if not values:
         return float("nan")
@@ -185,9 +203,10 @@ def timed_click(page, button, text_script, timeout_s=60):
     return total, (handled - event) / 1000, (page.evaluate("() => window.__effect") - handled) / 1000
 
 
-def figures(label, lags, late, longtasks, seconds, clicks=(), missed=0):
+def figures(label, lags, late, longtasks, seconds, clicks=(), missed=0, run=None):
     out = {
         "label": label,
+        **(run or {}),
         "seconds": round(seconds, 1),
         "lag_p50_ms": round(percentile(lags, 50), 1),
         "lag_p95_ms": round(percentile(lags, 95), 1),
@@ -210,22 +229,12 @@ def figures(label, lags, late, longtasks, seconds, clicks=(), missed=0):
     return out
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to serve (default: this one)")
-    parser.add_argument("--pages", type=int, default=1, help="pages open at once (default 1)")
-    parser.add_argument("--throttle", type=float, default=4, help="CPU throttling rate of each page (default 4)")
-    parser.add_argument("--preset", default="Figure 1")
-    parser.add_argument("--n-iter", type=int, default=0, help="iterations instead of the preset's")
-    parser.add_argument("--click-every", type=float, default=10.0, help="seconds between Pause/Resume clicks")
-    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle reference")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+def measure(repo, args):
+    """The figures of one server of ``repo``: the idle reference, the run, and (several pages) its worst page."""
     from playwright.sync_api import sync_playwright
 
-    repo = args.repo.resolve()
     commit = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
-    print(f"serving {repo} ({commit.stdout.strip()[:70]})", flush=True)
+    print(f"serving {repo} ({commit.stdout.strip()[:70]}), load average {os.getloadavg()[0]:.1f}", flush=True)
     process, url = serve(repo)
     results = []
     try:
@@ -248,23 +257,32 @@ def main(argv=None):
                     args.idle * len(pages),
                 )
             )
+            load = os.getloadavg()[0]
+            cpu_before = thread_cpu(process.pid)
             started = time.monotonic()
             for _, page in pages:
                 page.get_by_role("button", name="Start", exact=True).click()
             first = pages[0][1]
             clicks, collected = [], [{"lags": [], "late": [], "longtasks": []} for _ in pages]
-            done = f"() => {{ const l = ({LINES})(); return l.length > 0 && l.every(x => x[0] === 'done'); }}"
             next_click = time.monotonic() + args.click_every
+            paused_seconds = 0.0  # from each Pause click to its Resume's effect (the chains wait meanwhile)
+            goal = 0
             while True:
-                if all(page.evaluate(done) for _, page in pages):
+                lines = [page.evaluate(f"({LINES})") for _, page in pages]
+                goal = sum(x[2] for page_lines in lines for x in page_lines)
+                if all(page_lines and all(x[0] == "done" for x in page_lines) for page_lines in lines):
                     break
-                if time.monotonic() >= next_click and not first.evaluate(done):
+                # Pause and Resume while every chain of the first page runs (a chain done meanwhile would be
+                # extended by Resume: a run that never ends)
+                if time.monotonic() >= next_click and lines[0] and all(x[0] == "running" for x in lines[0]):
+                    clicked = time.monotonic()
                     paused = timed_click(first, "Pause", f"() => ({LINES})().some(x => x[0].startsWith('paus'))")
                     clicks.append(paused)
                     if paused is not None:
                         time.sleep(0.5)
                         resumed = f"() => ({LINES})().every(x => ['running', 'done'].includes(x[0]))"
                         clicks.append(timed_click(first, "Resume", resumed))
+                    paused_seconds += time.monotonic() - clicked
                     next_click = time.monotonic() + args.click_every
                 for (_, page), into in zip(pages, collected, strict=True):
                     part = sample(page)
@@ -272,6 +290,17 @@ def main(argv=None):
                         into[key] += part[key]
                 time.sleep(1.0)
             seconds = time.monotonic() - started
+            cpu_after = thread_cpu(process.pid)
+            run = {
+                "repo": str(repo),
+                "load_average": round(load, 1),
+                "run_seconds": round(seconds, 1),
+                "paused_seconds": round(paused_seconds, 1),
+                # every chain's iterations over the time they were let run (the run less its pauses)
+                "iterations_per_second": round(goal / max(seconds - paused_seconds, 1e-9), 1),
+                "server_loop_cpu_s": round(cpu_after[0] - cpu_before[0], 1),
+                "server_other_threads_cpu_s": round(cpu_after[1] - cpu_before[1], 1),
+            }
             results.append(
                 figures(
                     f"run: {args.pages} page(s), {args.preset}" + (f", {args.n_iter:,} it" if args.n_iter else ""),
@@ -281,20 +310,51 @@ def main(argv=None):
                     seconds * len(pages),
                     [click for click in clicks if click is not None],
                     missed=sum(click is None for click in clicks),
+                    run=run,
                 )
             )
             if args.pages > 1:
-                worst = max(collected, key=lambda c: percentile(c["lags"], 95))
-                results.append(
-                    figures("run: the worst page", worst["lags"], worst["late"], worst["longtasks"], seconds)
-                )
+                for number, page_figures in enumerate(collected, start=1):
+                    results.append(
+                        figures(
+                            f"run: page {number}",
+                            page_figures["lags"],
+                            page_figures["late"],
+                            page_figures["longtasks"],
+                            seconds,
+                        )
+                    )
             browser.close()
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to serve (default: this one)")
+    parser.add_argument(
+        "--against", type=Path, help="another checkout (e.g. main's) served alternately with --repo, in the same run"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="how many times each checkout is measured (default 1)")
+    parser.add_argument("--pages", type=int, default=1, help="pages open at once (default 1)")
+    parser.add_argument("--throttle", type=float, default=4, help="CPU throttling rate of each page (default 4)")
+    parser.add_argument("--preset", default="Figure 1")
+    parser.add_argument("--n-iter", type=int, default=0, help="iterations instead of the preset's")
+    parser.add_argument("--click-every", type=float, default=10.0, help="seconds between Pause/Resume clicks")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle reference")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    repos = [args.against.resolve(), args.repo.resolve()] if args.against else [args.repo.resolve()]
+    results = []
+    for _ in range(args.rounds):
+        for repo in repos:  # interleaved: each checkout sees the machine's load of its turn
+            rows = measure(repo, args)
+            for row in rows:
+                print(json.dumps(row), flush=True)
+            results += rows
     print(f"throttle {args.throttle:g}x, {args.pages} page(s); the machine is shared: timings are noisy")
-    for row in results:
-        print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

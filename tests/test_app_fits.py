@@ -764,6 +764,26 @@ def test_resume_after_the_end_continues_the_same_chain(fits):
     np.testing.assert_allclose(runner.result["mu_hat"], posterior.mu_hat)
 
 
+def test_resume_after_a_pause_leaves_a_run_that_ended_meanwhile_done(fits):
+    """Resume answers the Pause: the paused runs go on, a run that had ended stays as it is (it was
+    extended by a whole run as well, so a class clicking Pause and Resume near the end never saw it end)."""
+    done, paused = fits.runners["naive"], fits.runners["private"]
+    fits.settings.param.update(n_iter=40, burn_in=10, thin=5)
+    done.start()
+    drain_until(fits, lambda: done.status == "done")
+    fits.settings.param.update(n_iter=100_000)
+    paused.start()
+    drain_until(fits, lambda: paused.iteration >= 5)
+    fits.pause()
+    drain_until(fits, lambda: paused.status == "paused")
+    fits.resume()
+    assert paused.status == "running"
+    assert done.status == "done" and done.target == 40 and done.iteration == 40
+    fits.resume()  # nothing paused any more: Resume extends the ended run by the settings' run, as before
+    assert done.status == "running" and done.target == 40 + 100_000
+    fits.stop()
+
+
 def test_a_drain_walks_the_model_graph_only_when_a_change_asks_for_it():
     """Bokeh's freeze() walks every model when it ends; a drain that only sets numbers
     must not, and one that adds a model must still register it (once)."""
