@@ -32,6 +32,7 @@ that are idle, or run by other threads (the dashboard's), are left alone.
 import contextlib
 import os
 import signal
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -53,6 +54,8 @@ __all__ = [
     "Pending",
     "watch_signals",
     "main_thread_kernel",
+    "cli_signal_handlers",
+    "check_signals",
 ]
 
 # Rows that share one random stream: fixed (not tied to the thread count) so
@@ -155,6 +158,7 @@ def main_thread_kernel(stop):
     if stop is None or threading.get_ident() != _MAIN_THREAD:
         yield
         return
+    check_signals()  # one whose exception a compile swallowed: not a whole sweep later
     key = id(stop)
     _armed[key] = stop
     try:
@@ -243,6 +247,70 @@ def _watch(reader):
             _stop_armed()
 
 
+# The signal the CLI's handlers took (its number), or None. A handler's exception can be lost:
+# raised inside a ctypes callback (llvmlite's, while Numba compiles or loads a cached kernel) it is
+# printed as "Exception ignored" and the callback's caller carries on. check_signals() raises it
+# again at the next point the fit or grid polls, so no Ctrl-C or SIGTERM is ever lost.
+_pending_signal = None
+
+
+def _signal_exception(number):
+    if number == signal.SIGTERM:
+        from lpviz._files import Terminated
+
+        return Terminated("terminated (SIGTERM)")
+    return KeyboardInterrupt()
+
+
+def check_signals():
+    """In the main thread, raise the SIGINT (KeyboardInterrupt) or SIGTERM (Terminated) that the
+    CLI's handlers took (:func:`cli_signal_handlers`); a no-op elsewhere or if none arrived.
+    Called every iteration of a fit and between the tasks of a grid: cheap (one global read)."""
+    number = _pending_signal
+    if number is not None and threading.get_ident() == _MAIN_THREAD:
+        raise _signal_exception(number)
+
+
+@contextlib.contextmanager
+def cli_signal_handlers():
+    """Within the block (the CLI's run, main thread): SIGINT raises KeyboardInterrupt and SIGTERM
+    :class:`lpviz._files.Terminated`, and each is remembered so :func:`check_signals` raises it
+    again if the first was swallowed (a ctypes callback). The "Exception ignored" report of such a
+    swallowed exception is kept off stderr (the user sees one line). A SIGINT ignored at start (a
+    job started in the background by a shell without job control) stays ignored."""
+    global _pending_signal
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(number, frame):
+        global _pending_signal
+        _pending_signal = number
+        raise _signal_exception(number)
+
+    def unraisable(report, previous=sys.unraisablehook):
+        from lpviz._files import Terminated
+
+        if _pending_signal is not None and isinstance(report.exc_value, (KeyboardInterrupt, Terminated)):
+            return  # check_signals raises it again at the next poll
+        previous(report)
+
+    previous_int = signal.getsignal(signal.SIGINT)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, handler)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    _pending_signal = None
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)
+        sys.unraisablehook = previous_hook
+        _pending_signal = None
+
+
 def run_chunks(kernel, bounds, stop, *args):
     """Call ``kernel(chunk, first, last, *args)`` for every chunk; return the results in order.
 
@@ -274,6 +342,7 @@ class Pending:
 def submit_chunks(kernel, bounds, stop, *args):
     """:func:`run_chunks` without waiting: the caller does other work meanwhile, then calls
     ``.result()`` (a single chunk runs at once, in the caller's thread)."""
+    check_signals()  # a signal whose exception a compile swallowed stops the chain before its next kernel
     if len(bounds) == 1:
         first, last = bounds[0]
         if stop is None or threading.get_ident() != _MAIN_THREAD:

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from lpviz import methods as method_registry
 from lpviz import models as model_registry
-from lpviz._parallel import chunk_bounds, limit_blas_threads, new_stop_flag
+from lpviz._parallel import check_signals, chunk_bounds, limit_blas_threads, new_stop_flag
 from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
@@ -1079,6 +1079,7 @@ class Run:
         return self
 
     def __next__(self):
+        check_signals()  # a Ctrl-C or SIGTERM whose exception a compile swallowed ends the run here
         if self.chain.iteration >= self.n_iter:
             raise StopIteration
         state = self.chain.step()

@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from lpviz._parallel import check_signals
+
 __all__ = [
     "DEFAULT_CHAINS",
     "EnsemblePosterior",
@@ -159,6 +161,7 @@ class EnsembleRun:
         try:
             remaining = len(threads)
             while remaining:
+                check_signals()  # a signal whose exception was swallowed (a compile) ends the wait
                 try:  # a timeout, so Ctrl-C reaches this thread while it waits
                     index, item = out.get(timeout=_POLL_SECONDS)
                 except queue.Empty:

@@ -76,6 +76,7 @@ import time
 from dataclasses import dataclass
 
 from lpviz import methods as method_registry
+from lpviz._parallel import check_signals
 from lpviz.engine import Chain, ChainState, ChainStopped, Posterior, VariationalPosterior
 from lpviz.models.base import check_count, matrix_shape
 
@@ -340,6 +341,7 @@ class VariationalRun:
         return self
 
     def __next__(self):
+        check_signals()  # a Ctrl-C or SIGTERM whose exception a compile swallowed ends the run here
         if self.fit.iteration >= self.n_iter or self.fit.converged:
             raise StopIteration
         state = self.fit.step()

@@ -40,8 +40,14 @@ def build_parser():
 
 
 def main(argv=None):
-    from lpviz._files import Terminated, describe_os_error, is_one_line, raise_on_sigterm
-    from lpviz._parallel import raise_interrupt_behind, stop_signal_received, watch_signals
+    from lpviz._files import Terminated, describe_os_error, is_one_line
+    from lpviz._parallel import (
+        check_signals,
+        cli_signal_handlers,
+        raise_interrupt_behind,
+        stop_signal_received,
+        watch_signals,
+    )
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,12 +66,15 @@ def main(argv=None):
         shown = str(seed) if len(str(seed)) <= 30 else f"a {len(str(seed)):,}-digit number"
         return fail(f"--seed must be a whole number from 0 to 2**63 - 1, got {shown}; give a smaller seed")
     try:
-        with raise_on_sigterm():
+        with cli_signal_handlers():  # a signal's exception a ctypes callback swallowed is raised again
             watch_signals()  # SIGTERM and Ctrl-C stop a kernel the main thread is inside
             try:
-                return int(args.func(args) or 0)
+                code = int(args.func(args) or 0)
+                check_signals()  # one that arrived during the last, unpolled steps
+                return code
             except Exception as error:  # a signal's exception that Numba wrapped (a dispatch, a compile)
                 raise_interrupt_behind(error)
+                check_signals()
                 received = stop_signal_received()  # or lost: the chain stopped with ChainStopped
                 if received == signal.SIGTERM:
                     raise Terminated("terminated (SIGTERM)") from None

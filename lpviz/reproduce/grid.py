@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from lpviz._files import atomic_write, open_archive
+from lpviz._parallel import check_signals
 
 __all__ = [
     "Task",
@@ -296,6 +297,7 @@ def run_tasks(
     if scheduler == "serial":
         with _progress(len(tasks), len(stats.skipped), description, progress) as bar:
             for index, task in enumerate(pending):
+                check_signals()  # a Ctrl-C or SIGTERM whose exception was swallowed stops the grid here
                 if _cancelled(cancel):
                     stats.cancelled.extend(pending[index:])
                     break
@@ -388,6 +390,7 @@ def _run_on_dask(
         with _progress(total, total - len(pending), description, progress) as bar:
             # the client's loop: it need not be the default client (e.g. a shared one made with set_as_default=False)
             for future in _completed(as_completed(futures, loop=client.loop), cancel):
+                check_signals()  # a Ctrl-C or SIGTERM whose exception was swallowed stops the grid here
                 task = futures[future]
                 handled.add(future)
                 try:
