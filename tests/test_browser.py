@@ -336,14 +336,17 @@ def test_closing_the_tab_stops_its_chains_within_a_second(browser, server):
     page.long_runs()
     page.click("Start")
     page.statuses("running")
-    # the chains keep the cores busy: the busiest of three windows (the other test worker shares the
-    # machine, and the chains, light since BLAS stopped spinning, then get about half of it)
-    assert max(server.cpu_rate(1.0) for _ in range(3)) > 0.5
+    # the chains keep the server busy: the busiest of three windows. How busy depends on what else
+    # the machine runs (the other test worker, other jobs: 0.47 of a core at load 6-10), so the
+    # precondition asks only for clearly more than the idle server's housekeeping
+    running = max(server.cpu_rate(1.0) for _ in range(3))
+    assert running > 0.3, running
     page.close()
     time.sleep(1.0)
-    # the quietest of three windows: running chains fill every one (more than a core), while the
-    # server's own housekeeping (discarding earlier tests' closed sessions) comes and goes
-    assert min(server.cpu_rate(1.5) for _ in range(3)) < 0.25
+    # the quietest of three windows: running chains fill every one, while the server's own
+    # housekeeping (discarding earlier tests' closed sessions) comes and goes
+    stopped = min(server.cpu_rate(1.5) for _ in range(3))
+    assert stopped < min(0.25, running / 2), (running, stopped)
 
 
 def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
