@@ -231,6 +231,25 @@ def _tidy_ticks(fig):
             _thin_ticks(axis, renderer)
 
 
+def _legend_every_labelled_element(plot):
+    """Give an overlay's legend an entry for every element with a label, as the tab's legend has:
+    HoloViews' matplotlib Spikes leave their lines unlabelled (the geometric noise law's "2Geo"
+    bars had no entry in the PNG while the tab showed one)."""
+    axes = set()
+    for element_plot in plot.traverse(lambda p: p, [lambda p: "artist" in getattr(p, "handles", {})]):
+        artist, frame = element_plot.handles["artist"], element_plot.current_frame
+        label = getattr(frame, "label", "")
+        if label and str(artist.get_label()).startswith("_"):
+            artist.set_label(label)
+            axes.add(artist.axes)
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles, labels, loc=legend._loc, ncols=legend._ncols, frameon=legend.get_frame_on())
+
+
 def matplotlib_figure(figure, max_attempts=3):
     """The matplotlib figure a PNG export of the HoloViews ``figure`` draws: styled as on screen,
     every axis's and colour bar's ticks ordered and apart, and the panels of a layout spread until
@@ -242,7 +261,9 @@ def matplotlib_figure(figure, max_attempts=3):
     for _ in range(max_attempts):
         if isinstance(styled, hv.Layout):
             styled = styled.opts(backend="matplotlib", hspace=hspace, vspace=vspace)
-        fig = renderer.get_plot(styled).state
+        plot = renderer.get_plot(styled)
+        fig = plot.state
+        _legend_every_labelled_element(plot)
         fig.set_size_inches(*SLIDE_INCHES)  # the panels keep their places, in a 16:9 page
         bars = {bar.ax for bar in colour_bars(fig)}
         for ax in fig.axes:  # a panel fills its place (a 300 x 90 matrix drawn square-celled was a strip)

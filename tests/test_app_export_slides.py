@@ -63,3 +63,16 @@ def test_exported_noise_and_rate_heatmaps_fill_a_16_9_slide_with_one_line_titles
         assert box.width >= MIN_PANEL_WIDTH * width, (title, box.width, width)  # no strip
     share = covered_share([ax.get_tightbbox(renderer) for ax in fig.axes], width)
     assert share >= MIN_COVERED_WIDTH, share  # no large blank gaps
+
+
+@pytest.mark.parametrize("name", ["privacy_skellam", "privacy_geometric", "privacy_adversary"])
+def test_an_exported_legend_has_every_entry_of_the_tabs_legend(figure3, name):
+    """The geometric noise law's PNG had no legend entry for its "2Geo" bars (HoloViews' matplotlib
+    Spikes are drawn unlabelled) while the Privacy tab's legend showed one."""
+    from app.privacy_view import PrivacyView
+
+    figure = PrivacyView(data=figure3.data).figures()[name]
+    on_the_tab = [element.label for element in figure if element.label]
+    assert len(on_the_tab) >= 2  # an overlay whose legend the tab shows
+    legend = matplotlib_figure(figure).axes[0].get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == on_the_tab

@@ -547,6 +547,7 @@ def test_ctrl_c_during_reproduce_prints_one_line(tmp_path):
         text=True,
         start_new_session=True,
         cwd=Path(__file__).parents[1],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores it
     )
     try:
         tasks = output / "fig1" / "tasks"
