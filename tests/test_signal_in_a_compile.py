@@ -114,6 +114,5 @@ def test_a_signal_swallowed_inside_a_compile_still_ends_reproduce(tmp_path, name
     arguments = ["reproduce", "fig1", "--preset", "quick", where, "--output", str(output), "--no-progress"]
     result = _run(name, "grid", *arguments)
     _assert_one_line(result, name)
-    assert "8787" not in result.stderr  # lpviz's own cluster starts no dashboard
     tasks = sorted((output / "fig1" / "tasks").glob("*.npz"))
     assert tasks and len(tasks) < 4, tasks  # it stopped at the next task, not at the end of the grid
