@@ -80,3 +80,33 @@ def cluster_that_lost_a_worker(release, folder, **options):
         assert (folder / "LATEST").read_text() == "iteration-000000006"
         assert victim not in client.scheduler_info()["workers"]
         yield client
+
+
+def refused_one_byte_short_then_passing_at_the_limit(release, need, options, check):
+    """A one-worker LocalCluster with one byte less than ``need`` refuses ``distributed.fit`` in words
+    naming the bytes, before anything is scattered; then ``check(client, address)`` runs the memory
+    check alone against the same worker offered exactly ``need`` (it must pass)."""
+    from distributed import Client, LocalCluster
+
+    from lpviz.budget import MemoryBudgetError, format_bytes
+
+    rows = release.shape[0]
+    with (
+        LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        (address,) = client.scheduler_info()["workers"]
+        with pytest.raises(
+            MemoryBudgetError, match=f"{rows} rows needs about {format_bytes(need)} on worker {address}"
+        ):
+            distributed.fit(release, scheduler=client, **options)
+        assert not any(client.has_what().values())  # nothing was scattered
+
+        class Enough:  # the same worker with exactly the bytes (the check alone: no chain runs on it)
+            def scheduler_info(self):
+                return {"workers": {address: {"memory_limit": need}}}
+
+            def run(self, function, workers):
+                return client.run(function, workers=workers)
+
+        check(Enough(), address)

@@ -12,7 +12,13 @@ from lpviz import distributed
 from lpviz.budget import MemoryBudgetError
 from lpviz.datasets import make_tensor, make_topics
 from lpviz.metrics import score
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, same_chain, with_truth
+from tests._distributed_checks import (
+    check_excluded_cells,
+    cluster_that_lost_a_worker,
+    refused_one_byte_short_then_passing_at_the_limit,
+    same_chain,
+    with_truth,
+)
 
 pytest.importorskip("distributed")
 from distributed import Client, LocalCluster  # noqa: E402
@@ -354,7 +360,6 @@ def test_fixed_count_methods_are_counted_by_their_positive_cells():
     worker whose rows hold more refuses them in words while preparing them."""
     from lpviz import methods, models
     from lpviz._parallel import n_threads
-    from lpviz.budget import format_bytes
     from lpviz.datasets import make_topics_blockwise
     from lpviz.datasets.blockwise import GENERATOR_ROWS
     from lpviz.engine import chain_bytes, count_itemsize
@@ -370,24 +375,12 @@ def test_fixed_count_methods_are_counted_by_their_positive_cells():
     assert need - generic == 16 * positive + 8 * 301 - 8 * 300 * 200  # the CSR, not 8 bytes a cell
     assert chain_bytes(model, naive, release.shape, itemsize, positive) < chain_bytes(model, naive, release.shape)
     options = dict(method="naive", n_components=3, n_iter=2, burn_in=1, thin=1, random_state=0)
-    with (
-        LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        (address,) = client.scheduler_info()["workers"]
-        with pytest.raises(MemoryBudgetError, match=f"300 rows needs about {format_bytes(need)} on worker {address}"):
-            distributed.fit(release, scheduler=client, **options)
-        assert not any(client.has_what().values())  # nothing was scattered
-
-        class Enough:  # the same worker with exactly the bytes (the check alone)
-            def scheduler_info(self):
-                return {"workers": {address: {"memory_limit": need}}}
-
-            def run(self, function, workers):
-                return client.run(function, workers=workers)
-
-        distributed._check_worker_memory(Enough(), [address], [(0, 300)], model, naive, release.shape, 2, 1, 1,
-                                         itemsize=itemsize, positive=[positive])  # fmt: skip
+    refused_one_byte_short_then_passing_at_the_limit(
+        release, need, options,
+        lambda client, address: distributed._check_worker_memory(
+            client, [address], [(0, 300)], model, naive, release.shape, 2, 1, 1, itemsize=itemsize, positive=[positive]
+        ),
+    )  # fmt: skip
     # generated rows: the first generator block's positive cells scaled to the rows, rounded up
     gen = make_topics_blockwise(n_docs=2 * GENERATOR_ROWS, n_words=40, n_topics=3, random_state=2)
     rows = distributed.RowsOf(gen, "Y_obs")

@@ -13,7 +13,12 @@ from lpviz.datasets import make_blocks
 from lpviz.metrics import score
 from lpviz.models.blocks import BlockModel
 from lpviz.release import Truth
-from tests._distributed_checks import cluster_that_lost_a_worker, same_chain, with_truth
+from tests._distributed_checks import (
+    cluster_that_lost_a_worker,
+    refused_one_byte_short_then_passing_at_the_limit,
+    same_chain,
+    with_truth,
+)
 
 pytest.importorskip("distributed")
 
@@ -157,11 +162,9 @@ def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data
     chunk's n_recv part (every actor x C integers) and a saved sample's rates of every actor (n x n).
     A worker one byte short of the estimate is refused before any data moves, the message naming the
     bytes; a worker with exactly that much passes the check."""
-    from distributed import Client, LocalCluster
 
     from lpviz import methods, models
     from lpviz._parallel import n_threads
-    from lpviz.budget import MemoryBudgetError, format_bytes
 
     release = data.release()
     options = _options("private", data, parallel=True)  # several chunks per worker: several n_recv parts
@@ -174,21 +177,9 @@ def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data
     counted_before = engine.chain_bytes(model, method, data.shape, itemsize) + 8 * 45 * 45  # rows' chain, rate sum
     n_chunks = min(6, 4 * n_threads())  # 6 stream blocks of senders
     assert need - counted_before >= 8 * 45 * 3 * n_chunks + 8 * 45 * 45  # n_recv parts, a sample's n x n rates
-    with (
-        LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        (address,) = client.scheduler_info()["workers"]
-        with pytest.raises(MemoryBudgetError, match=f"45 rows needs about {format_bytes(need)} on worker {address}"):
-            distributed.fit(release, scheduler=client, **options)
-        assert not any(client.has_what().values())  # nothing was scattered
-
-        class Enough:  # the same worker with exactly the bytes (the check alone: no chain runs on it)
-            def scheduler_info(self):
-                return {"workers": {address: {"memory_limit": need}}}
-
-            def run(self, function, workers):
-                return client.run(function, workers=workers)
-
-        distributed._check_worker_memory(Enough(), [address], [(0, 45)], model, method, data.shape, 8, 2, 2,
-                                         parallel=True, itemsize=itemsize)  # fmt: skip
+    refused_one_byte_short_then_passing_at_the_limit(
+        release, need, options,
+        lambda client, address: distributed._check_worker_memory(
+            client, [address], [(0, 45)], model, method, data.shape, 8, 2, 2, parallel=True, itemsize=itemsize
+        ),
+    )  # fmt: skip
