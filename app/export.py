@@ -239,6 +239,8 @@ def _legend_every_labelled_element(plot):
     for element_plot in plot.traverse(lambda p: p, [lambda p: "artist" in getattr(p, "handles", {})]):
         artist, frame = element_plot.handles["artist"], element_plot.current_frame
         label = getattr(frame, "label", "")
+        if not hasattr(artist, "get_label"):  # a list of artists (Labels' texts): no one legend entry
+            continue
         if label and str(artist.get_label()).startswith("_"):
             artist.set_label(label)
             axes.add(artist.axes)
