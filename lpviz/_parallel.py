@@ -30,6 +30,7 @@ that are idle, or run by other threads (the dashboard's), are left alone.
 """
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -133,7 +134,10 @@ def new_stop_flag():
 
     Made in the main thread, it also installs :func:`watch_signals`, so Ctrl-C and SIGTERM
     stop the chain's kernels even while the main thread is inside one."""
+    global _swallowed_interrupt
     watch_signals()
+    if threading.get_ident() == _MAIN_THREAD:
+        _swallowed_interrupt = False  # one from before this chain (the user's own code) is not its
     return np.zeros(1, dtype=np.uint8)
 
 
@@ -228,7 +232,18 @@ def watch_signals():
     thread = threading.Thread(target=_watch, args=(reader,), name="lpviz-signals", daemon=True)
     _watcher = (reader, writer, thread)
     thread.start()
+    sys.unraisablehook = functools.partial(_record_swallowed_interrupt, previous=sys.unraisablehook)
     return True
+
+
+def _record_swallowed_interrupt(report, previous):
+    """sys.unraisablehook, wrapped: remember a KeyboardInterrupt that could not be raised (Ctrl-C's
+    handler ran inside a ctypes callback while Numba compiled) so :func:`check_signals` raises it
+    at the fit's next poll; the report itself goes on to the previous hook unchanged."""
+    global _swallowed_interrupt
+    if report.exc_type is KeyboardInterrupt:
+        _swallowed_interrupt = True
+    previous(report)
 
 
 def _watch(reader):
@@ -252,6 +267,8 @@ def _watch(reader):
 # printed as "Exception ignored" and the callback's caller carries on. check_signals() raises it
 # again at the next point the fit or grid polls, so no Ctrl-C or SIGTERM is ever lost.
 _pending_signal = None
+# Outside the CLI (``lpviz.fit`` in plain Python): a Ctrl-C whose KeyboardInterrupt was swallowed.
+_swallowed_interrupt = False
 
 
 def _signal_exception(number):
@@ -264,11 +281,18 @@ def _signal_exception(number):
 
 def check_signals():
     """In the main thread, raise the SIGINT (KeyboardInterrupt) or SIGTERM (Terminated) that the
-    CLI's handlers took (:func:`cli_signal_handlers`); a no-op elsewhere or if none arrived.
-    Called every iteration of a fit and between the tasks of a grid: cheap (one global read)."""
+    CLI's handlers took (:func:`cli_signal_handlers`), or, outside the CLI, a KeyboardInterrupt
+    that was swallowed (:func:`_record_swallowed_interrupt`); a no-op elsewhere or if none arrived.
+    Called every iteration of a fit and between the tasks of a grid: cheap (two global reads)."""
+    global _swallowed_interrupt
+    if threading.get_ident() != _MAIN_THREAD:
+        return
     number = _pending_signal
-    if number is not None and threading.get_ident() == _MAIN_THREAD:
+    if number is not None:
         raise _signal_exception(number)
+    if _swallowed_interrupt:
+        _swallowed_interrupt = False
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

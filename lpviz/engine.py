@@ -552,9 +552,11 @@ class Chain:
                 self._prepared, self._latent, model, self._state, stats, work, iteration
             )
             if work.stop[0]:
+                check_signals()  # stopped by a Ctrl-C whose exception a compile swallowed: raise it
                 raise ChainStopped("stopped during the sweep")
             log_joint = model.update_and_score(self._state, stats, counts, work, iteration)
             if work.stop[0]:
+                check_signals()  # stopped by a Ctrl-C whose exception a compile swallowed: raise it
                 raise ChainStopped("stopped during the factor update")
         except BaseException:
             self._broken = True

@@ -302,9 +302,11 @@ class VariationalFit(Chain):
             stats = model.vi_new_stats(self._q, work)
             cell_terms = self.method_instance.vi_sweep(self._prepared, self._latent, model, self._q, stats, work)
             if work.stop[0]:
+                check_signals()  # stopped by a Ctrl-C whose exception a compile swallowed: raise it
                 raise ChainStopped("stopped during the local step")
             factor_terms = model.vi_update(self._q, stats, work)
             if work.stop[0]:
+                check_signals()  # stopped by a Ctrl-C whose exception a compile swallowed: raise it
                 raise ChainStopped("stopped during the factor update")
         except BaseException:
             self._broken = True

@@ -41,7 +41,7 @@ def signal_inside_a_compile():
     numba.njit(lambda x: x + 1)(1)  # a fresh kernel, compiled now
     print("swallowed", file=sys.stderr, flush=True)
 
-if where == "fit":
+if where in ("fit", "library"):
     import lpviz.driver as driver
     fit = driver.fit
     def hooked_fit(*args, callback=None, **kwargs):
@@ -65,6 +65,10 @@ else:
             signal_inside_a_compile()
     ResultStore.write = hooked_write
 
+if where == "library":  # lpviz.fit in plain Python: no CLI handlers, Python's own KeyboardInterrupt
+    from lpviz.release import Release
+    driver.fit(Release.load(sys.argv[3]), n_components=3, n_iter=5000, chains=int(sys.argv[4]))
+    sys.exit(0)
 from lpviz.cli import main
 sys.exit(main(sys.argv[3:]))
 """
@@ -104,6 +108,19 @@ def test_a_signal_swallowed_inside_a_compile_still_ends_the_cli_fit(tmp_path, na
     result = _run(name, "fit", *arguments)
     _assert_one_line(result, name)
     assert not output.exists()  # nothing half-written left
+
+
+# The library outside the CLI: Python's default SIGINT handler, whose KeyboardInterrupt the compile
+# swallowed; the fit raises it again at its next poll and Python ends on it (status -SIGINT).
+@pytest.mark.parametrize("chains", ["1", "2"])
+def test_a_ctrl_c_swallowed_inside_a_compile_still_ends_a_library_fit(tmp_path, chains):
+    counts = np.random.default_rng(0).integers(-3, 10, size=(30, 20))
+    Release(Y_obs=counts, alpha=0.5).save(tmp_path / "release.npz", overwrite=True)
+    result = _run("SIGINT", "library", str(tmp_path / "release.npz"), chains)
+    assert "swallowed" in result.stderr, f"the signal did not land inside the compile:\n{result.stderr}"
+    assert result.returncode == -signal.SIGINT, result.stderr  # not 0: 5000 iterations run to their end
+    assert result.stderr.strip().splitlines()[-1] == "KeyboardInterrupt", result.stderr
+    assert "SystemError" not in result.stderr and "ChainStopped" not in result.stderr, result.stderr
 
 
 # --workers 1: the grid on lpviz's own LocalCluster (the client waits on its futures);
