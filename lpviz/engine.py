@@ -295,7 +295,10 @@ class Chain:
         self.n_components = self.model_instance.n_components
         self.a0, self.b0 = self.model_instance.a0, self.model_instance.b0
         self.shape = tuple(data.shape if isinstance(data, Release) or sp.issparse(data) else np.shape(data))
-        self._itemsize = count_itemsize(data.Y_obs if isinstance(data, Release) else data)
+        fitted = self._fitted_counts(data, truth)
+        self._itemsize = count_itemsize(fitted)
+        # the cells a method that lists some of them keeps (naive, non-private: 16 bytes a positive cell)
+        self._positive = None if fitted is None else self.method_instance.positive_cells(fitted)
         if len(self.shape) >= 2:  # what the chain will hold, before it allocates any of it
             self.model_instance.check_shape(self.shape)
             self._check_memory()
@@ -361,10 +364,21 @@ class Chain:
         self._broken = False
 
     def memory_estimate(self, shape=None):
-        """Bytes the chain will hold for data of ``shape`` (default its own): the model's
-        state, the method's latent state and the counts it fits (see :mod:`lpviz.budget`)."""
+        """Bytes the chain will hold for data of ``shape`` (default its own, whose positive
+        cells are counted when the method keeps a list of them): the model's state, the
+        method's latent state and the counts it fits (see :mod:`lpviz.budget`)."""
+        positive = getattr(self, "_positive", None) if shape is None else None
         shape = self.shape if shape is None else tuple(shape)
-        return chain_bytes(self.model_instance, self.method_instance, shape, getattr(self, "_itemsize", None))
+        return chain_bytes(self.model_instance, self.method_instance, shape, getattr(self, "_itemsize", None), positive)
+
+    def _fitted_counts(self, data, truth):
+        """The integer counts the method will fit, as given (no copy), for the memory check before
+        anything is allocated; None when they are not an integer array yet (checked later)."""
+        if isinstance(data, Release):
+            data = getattr(truth, "Y", truth) if self.method_instance.uses_truth else data.Y_obs
+        if sp.issparse(data) or (isinstance(data, np.ndarray) and data.dtype.kind in "iu"):
+            return data
+        return None
 
     def _check_memory(self):
         from lpviz.budget import check_memory

@@ -407,3 +407,32 @@ def test_chain_estimate_counts_the_narrow_counts():
               for Y in (narrow, narrow.astype(np.int64))]  # fmt: skip
     assert chains[0]._prepared.counts.dtype == np.int8
     assert chains[1].memory_estimate() - chains[0].memory_estimate() == 7 * narrow.size
+
+
+def test_an_in_process_chain_of_a_fixed_count_method_counts_its_positive_cells(monkeypatch):
+    """The naive and non-private chains keep a CSR of the positive cells (16 bytes each): the
+    in-process memory check counts them, as a cluster's workers do (they were charged the generic
+    8 bytes a cell, so a sparse release that fits was refused), and counts the matrix they fit (the
+    non-private chain's: the true counts, not the release)."""
+    from lpviz.budget import ENV_VAR, MemoryBudgetError
+    from lpviz.datasets import make_topics
+    from lpviz.engine import chain_bytes, count_itemsize
+
+    data = make_topics(n_docs=1500, n_words=400, n_topics=3, alpha0=0.1, doc_length=5.0, random_state=4)
+    release = data.release()
+    for method, fitted, truth in (("naive", release.Y_obs, None), ("nonprivate", data.Y, data.truth())):
+        chain = Chain(release, method=method, n_components=3, truth=truth, random_state=0)
+        positive = methods.create(method).positive_cells(fitted)
+        assert 0 < positive < fitted.size // 2
+        parts = (chain.model_instance, chain.method_instance, fitted.shape, count_itemsize(fitted))
+        expected = chain_bytes(*parts, positive)
+        assert chain.memory_estimate() == expected
+        generic = chain_bytes(*parts)
+        assert expected < generic  # the 8 bytes a cell charged before
+        # a limit between the two: the chain is made now; one byte below what it keeps, refused in words
+        monkeypatch.setenv(ENV_VAR, str(expected))
+        Chain(release, method=method, n_components=3, truth=truth, random_state=0)
+        monkeypatch.setenv(ENV_VAR, str(expected - 1))
+        with pytest.raises(MemoryBudgetError, match=f"a {method} chain of the topics model"):
+            Chain(release, method=method, n_components=3, truth=truth, random_state=0)
+        monkeypatch.delenv(ENV_VAR)
