@@ -759,7 +759,7 @@ class DistributedPosterior(Posterior):
         rounds of at most :data:`SCORE_CELLS_IN_FLIGHT` cells over all workers, two rounds in
         flight, so the driver holds a bounded part of the masks and references at a time. Bytes
         sent and received: :attr:`score_bytes`."""
-        from lpviz.metrics import _block_sums
+        from lpviz.metrics import _block_sums, _check_stop
 
         n_samples = len(self.shared_samples)
         # the low-rank path needs the saved shared factors (sent once); a partition with a rate sum does not
@@ -780,24 +780,27 @@ class DistributedPosterior(Posterior):
         moved += len(chunks) * _nbytes(shared)
         parts, pending = {}, []
         n_rounds = max((len(mine) for mine in chunks.values()), default=0)
-        for round_ in range(n_rounds):
-            calls = []
-            for index, mine in chunks.items():
-                if round_ < len(mine):
-                    first, chunk = self.partitions[index][0], mine[round_]
-                    low, high = chunk[0][0], chunk[-1][1]
-                    pieces = _score_pieces(observed, references, cells_list, low, high)
-                    local = [(start - first, stop - first) for start, stop in chunk]
-                    calls.append((chunk, self.actors[index].block_sums(local, low - first, pieces)))
-                    moved += _nbytes(pieces)
-            pending.append(calls)
-            while len(pending) > (1 if round_ + 1 < n_rounds else 0):  # the next round is sent meanwhile
-                for chunk, future in pending.pop(0):
-                    results = future.result()
-                    moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
-                    parts.update(zip(chunk, results, strict=False))
-        for future in [self.actors[index].score_begin(0, None) for index in chunks]:  # let the samples go
-            future.result()
+        try:
+            for round_ in range(n_rounds):
+                _check_stop()  # a Stop leaves between rounds: at most two rounds' work still runs on the workers
+                calls = []
+                for index, mine in chunks.items():
+                    if round_ < len(mine):
+                        first, chunk = self.partitions[index][0], mine[round_]
+                        low, high = chunk[0][0], chunk[-1][1]
+                        pieces = _score_pieces(observed, references, cells_list, low, high)
+                        local = [(start - first, stop - first) for start, stop in chunk]
+                        calls.append((chunk, self.actors[index].block_sums(local, low - first, pieces)))
+                        moved += _nbytes(pieces)
+                pending.append(calls)
+                while len(pending) > (1 if round_ + 1 < n_rounds else 0):  # the next round is sent meanwhile
+                    for chunk, future in pending.pop(0):
+                        results = future.result()
+                        moved += sum(8 * (2 + len(sums or ())) for _, _, sums in results)
+                        parts.update(zip(chunk, results, strict=False))
+        finally:  # done or stopped: the workers let the samples go (after the rounds already sent)
+            for future in [self.actors[index].score_begin(0, None) for index in chunks]:
+                future.result()
         self.score_bytes = moved
         for start, stop in blocks:
             if (start, stop) in parts:

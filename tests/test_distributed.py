@@ -393,3 +393,35 @@ def test_fixed_count_methods_are_counted_by_their_positive_cells():
     with pytest.raises(MemoryBudgetError, match=f"hold {actual:,} positive cells, more than the {actual - 1:,}"):
         distributed.Partition(dict(spec, rows=(0, 2 * GENERATOR_ROWS), positive=actual - 1), rows, alpha)
     distributed.Partition(dict(spec, rows=(0, 2 * GENERATOR_ROWS), positive=actual), rows, alpha)  # at the count
+
+
+def test_a_stopped_score_leaves_between_the_workers_rounds(client, data, monkeypatch):
+    """A Stop (score's ``should_stop``) during a score over the cluster leaves between the rounds the
+    workers sum (it waited for every round before: minutes for a 1M-row release), the workers let the
+    samples go, and the next score is whole and the same."""
+    from lpviz import metrics
+    from lpviz.metrics import ScoreStopped
+
+    monkeypatch.setattr(metrics, "_SCORE_BLOCK_CELLS", 2 * data.shape[1])  # blocks of 2 rows
+    monkeypatch.setattr(distributed, "SCORE_CELLS_IN_FLIGHT", 3 * 2 * data.shape[1])  # a block a call: rounds
+    options = dict(method="private", n_components=3, n_iter=4, burn_in=1, thin=1, random_state=9)
+    release, truth = data.release(), data.truth()
+    posterior = distributed.fit(release, scheduler=client, workers=3, **options)
+    calls = []
+    block_sums = distributed.Partition.block_sums
+
+    def counted(self, *args):
+        calls.append(self.start_row)
+        return block_sums(self, *args)
+
+    monkeypatch.setattr(distributed.Partition, "block_sums", counted)
+    whole = score(posterior, release, truth, diagnostics=False)
+    n_calls = len(calls)
+    assert n_calls > 6 * 3  # many rounds of three calls
+    calls.clear()
+    with pytest.raises(ScoreStopped):
+        score(posterior, release, truth, diagnostics=False, should_stop=lambda: len(calls) > 0)
+    assert 0 < len(calls) <= 2 * 3  # the first round, and the next sent meanwhile
+    calls.clear()
+    assert score(posterior, release, truth, diagnostics=False) == whole
+    assert len(calls) == n_calls
