@@ -29,7 +29,16 @@ from lpviz.models._kernels import (
     ordered_sum,
     standard_gamma,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
+from lpviz.models._variational import (
+    VI_INIT_SHAPE,
+    GammaFactor,
+    add_fixed,
+    allocation_gap,
+    check_fixed_bound,
+    fixed_total,
+    refresh_row,
+    weights_of,
+)
 from lpviz.models.base import Model
 
 UNIT_SWEEP = 0
@@ -313,9 +322,11 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
 
     Kept factored, so a cell costs O(C), not O(C^2): with
     ``s_id = sum_c G[theta_ic] G[pi_cd]``, ``W_ij = s_i . G[theta_j]``,
-    ``stats`` = (R (n, C), Q parts (chunks, n, C)) get
-    ``R_i = sum_j (y / W) G[theta_j]`` and ``Q_j += (y / W) s_i``; then
-    ``n_send = G[theta] (R G[pi]^T)``, ``n_recv = G[theta] Q``,
+    ``stats`` = (R (n, C), receiver parts (chunks, n, C, 2) int64) get
+    ``R_i = sum_j (y / W) G[theta_j]`` and ``n_recv_j += (y / W) s_i G[theta_j]`` (the
+    expected counts received, ``G[theta_j] Q_j``) in fixed point
+    (:func:`~lpviz.models._variational.add_fixed`: sums over senders exact in any order, so
+    the same on any number of chunks or machines); then ``n_send = G[theta] (R G[pi]^T)``,
     ``n_cd = G[pi] (G[theta]^T R)`` (elementwise products).
     ``row_log[i] = sum_j y_ij log W_ij``.
     """
@@ -352,8 +363,9 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
             scale = y / weight
             column_j = column_sums_part[j]
             for d in range(n_comm):
-                row_sum[d] += scale * theta_j[d]
-                column_j[d] += scale * sender[d]
+                share = scale * theta_j[d]
+                row_sum[d] += share
+                add_fixed(column_j[d], share * sender[d])  # E[y_ij.d]: at most y, in fixed point
             total += y * math.log(weight)
         row_sums[i] = row_sum
         row_log[i] = total
@@ -767,11 +779,15 @@ class BlockModel(Model):
     def vi_new_stats(self, q, work):
         theta, _ = q
         n, C = theta.mean.shape
-        return {"sums": (np.zeros((n, C)), np.zeros((len(work.bounds), n, C))), "weights": "geometric"}
+        receiver_parts = np.zeros((len(work.bounds), n, C, 2), dtype=np.int64)
+        return {"sums": (np.zeros((n, C)), receiver_parts), "weights": "geometric"}
 
     def vi_allocate(self, q, counts, stats, work, weights="geometric"):
         theta, pi = q
         stats["weights"] = weights
+        # the counts each actor receives bound its fixed-point sums: refuse what would overflow
+        received = np.bincount(counts[1], np.maximum(counts[2], 0.0), theta.n_rows)
+        stats["bound"] = check_fixed_bound(float(received.max(initial=0.0)))
         row_log = np.zeros(theta.n_rows)
         factors = (weights_of(theta, weights), weights_of(pi, weights))
         run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
@@ -781,7 +797,7 @@ class BlockModel(Model):
         theta, pi = q
         row_sums, column_parts = stats["sums"]
         theta_w, pi_w = weights_of(theta, stats["weights"]), weights_of(pi, stats["weights"])
-        n_theta = theta_w * (row_sums @ pi_w.T) + theta_w * column_parts.sum(axis=0)
+        n_theta = theta_w * (row_sums @ pi_w.T) + fixed_total(column_parts)
         n_cd = pi_w * (theta_w.T @ row_sums)
         gap = 0.0
         if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
