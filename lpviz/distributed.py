@@ -1448,7 +1448,8 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
         change = abs(elbo - previous) / max(abs(elbo), 1e-300) if math.isfinite(previous) else math.nan
         converged = iteration >= MIN_ITERATIONS and change <= tol
         factors = model.vi_factors((SimpleNamespace(mean=np.zeros((0, K))), *q[1:]))
-        factors.pop(model.factor_names[0], None)  # theta stays on the workers
+        if _row_width(model):  # theta stays on the workers (the block model's is the driver's)
+            factors.pop(model.factor_names[0], None)
         state = VariationalState(
             iteration=iteration, seconds=time.perf_counter() - started, factors=factors, model=model.name,
             model_instance=model, elbo=elbo, elbo_change=change, converged=converged,

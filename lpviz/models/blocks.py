@@ -29,7 +29,16 @@ from lpviz.models._kernels import (
     ordered_sum,
     standard_gamma,
 )
-from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, allocation_gap, refresh_row, weights_of
+from lpviz.models._variational import (
+    VI_INIT_SHAPE,
+    GammaFactor,
+    add_fixed,
+    allocation_gap,
+    check_fixed_bound,
+    fixed_total,
+    refresh_row,
+    weights_of,
+)
 from lpviz.models.base import Model
 
 UNIT_SWEEP = 0
@@ -307,30 +316,35 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT)
-def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
+def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, rows):
     """Expected allocation of the (expected) counts of senders in blocks [first, last)
     over community pairs: ``E[y_ijcd] = y_ij G[theta_ic] G[pi_cd] G[theta_jd] / W_ij``.
 
     Kept factored, so a cell costs O(C), not O(C^2): with
     ``s_id = sum_c G[theta_ic] G[pi_cd]``, ``W_ij = s_i . G[theta_j]``,
-    ``stats`` = (R (n, C), Q parts (chunks, n, C)) get
-    ``R_i = sum_j (y / W) G[theta_j]`` and ``Q_j += (y / W) s_i``; then
-    ``n_send = G[theta] (R G[pi]^T)``, ``n_recv = G[theta] Q``,
+    ``stats`` = (R (n, C), receiver parts (chunks, n, C, 2) int64) get
+    ``R_i = sum_j (y / W) G[theta_j]`` and ``n_recv_j += (y / W) s_i G[theta_j]`` (the
+    expected counts received, ``G[theta_j] Q_j``) in fixed point
+    (:func:`~lpviz.models._variational.add_fixed`: sums over senders exact in any order, so
+    the same on any number of chunks or machines); then ``n_send = G[theta] (R G[pi]^T)``,
     ``n_cd = G[pi] (G[theta]^T R)`` (elementwise products).
-    ``row_log[i] = sum_j y_ij log W_ij``.
+    ``row_log[i] = sum_j y_ij log W_ij``. ``rows``: (first_row, stop flag): row r of the counts
+    is sender first_row + r (0 but for a partition of the senders on another machine).
     """
+    first_row, stop = rows
     indptr, indices, values = counts
     geo_theta, geo_pi = geo
     row_sums, column_parts = stats
     column_sums_part = column_parts[chunk]
-    n_actors, n_comm = geo_theta.shape
+    n_comm = geo_theta.shape[1]
     sender = np.empty(n_comm)
     row_sum = np.empty(n_comm)
-    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+    for r in range(first * ROWS_PER_STREAM, min(len(indptr) - 1, last * ROWS_PER_STREAM)):
         if stop[0]:
             return
-        if indptr[i + 1] == indptr[i]:
+        if indptr[r + 1] == indptr[r]:
             continue
+        i = first_row + r
         for d in range(n_comm):
             running = 0.0
             for c in range(n_comm):
@@ -338,7 +352,7 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
             sender[d] = running
         row_sum[:] = 0.0
         total = 0.0
-        for idx in range(indptr[i], indptr[i + 1]):
+        for idx in range(indptr[r], indptr[r + 1]):
             y = values[idx]
             j = indices[idx]
             if not y > 0.0 or j == i:
@@ -352,11 +366,12 @@ def _vi_allocate_chunk(chunk, first, last, counts, geo, stats, row_log, stop):
             scale = y / weight
             column_j = column_sums_part[j]
             for d in range(n_comm):
-                row_sum[d] += scale * theta_j[d]
-                column_j[d] += scale * sender[d]
+                share = scale * theta_j[d]
+                row_sum[d] += share
+                add_fixed(column_j[d], share * sender[d])  # E[y_ij.d]: at most y, in fixed point
             total += y * math.log(weight)
-        row_sums[i] = row_sum
-        row_log[i] = total
+        row_sums[r] = row_sum
+        row_log[r] = total
 
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT)
@@ -371,22 +386,24 @@ def _vi_moments_chunk(chunk, first, last, theta, pi, out):
 
     ``theta``: (E, V, G) (n, C); ``pi``: (E, V, G) (C, C) and the receivers'
     ``(E[pi] E[theta_j])^2`` (n, C); ``out``: (mean, variance, G sum) blocks of
-    rows from ``origin`` on, origin, stop flag. The diagonal gets values too
+    rows from ``origin`` on, origin, the sender of row 0 (``first_row``: 0 but for a
+    partition of the senders), stop flag. The diagonal gets values too
     (the model's structural zero: every caller skips it).
     """
     mean_theta, var_theta, geo_theta = theta
     mean_pi, var_pi, geo_pi, receiver_square = pi
-    mean_out, var_out, weight_out, origin, stop = out
+    mean_out, var_out, weight_out, origin, first_row, stop = out
     n_actors, n_comm = mean_theta.shape
     sender = np.empty(n_comm)  # (a^T E[pi])_d
     sender_square = np.empty(n_comm)
     sender_var = np.empty(n_comm)  # (V[a]^T E[pi]^2)_d
     sender_second = np.empty(n_comm)  # (E2[a]^T V[pi])_d
     sender_geo = np.empty(n_comm)
-    for i in range(first * ROWS_PER_STREAM, min(n_actors, last * ROWS_PER_STREAM)):
+    for row in range(first * ROWS_PER_STREAM, min(origin + mean_out.shape[0], last * ROWS_PER_STREAM)):
         if stop[0]:
             return
-        r = i - origin
+        r = row - origin
+        i = first_row + row
         for d in range(n_comm):
             s = 0.0
             u = 0.0
@@ -661,16 +678,20 @@ class BlockModel(Model):
         """:meth:`update_columns` leaving out the excluded pairs, which the partitions hand over once
         in row order (``through_rows``: their (sender, receiver) pairs, 16 bytes each); the driver
         keeps their lists by row and by column, as one process's ``work`` holds them."""
+        self._excluded_lists(work, state[-2].shape[0], through_rows)
+        self.update_columns(state, column_counts, theta_sum, work, iteration)
+
+    def _excluded_lists(self, work, n, through_rows):
+        """The excluded pairs by row and by column, gathered once per fit (keyed by ``work``)."""
         if self._excluded is None or self._excluded[0] is not work:
             pairs = through_rows("pairs", np.zeros((0, 2), dtype=np.int64), {})
-            n = state[-2].shape[0]
             by_column = np.lexsort((pairs[:, 0], pairs[:, 1]))  # by receiver, senders ascending
             lists = (
                 (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 0], minlength=n))]), pairs[:, 1].copy()),
                 (np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 1], minlength=n))]), pairs[by_column, 0]),
             )
             self._excluded = (work, lists)
-        self.update_columns(state, column_counts, theta_sum, work, iteration)
+        return self._excluded[1]
 
     def rows_pass(self, kind, state, work, carry):
         """These rows' excluded pairs (``kind`` "pairs"), (sender, receiver), appended to ``carry``."""
@@ -732,18 +753,20 @@ class BlockModel(Model):
         )
 
     # -- variational inference (CAVI, lpviz.vi) --------------------------------------
-    # q is (theta, pi): two GammaFactor.
+    # q is (theta, pi): two GammaFactor. A partition of the senders on another machine
+    # (lpviz.distributed) holds (its rows' empty factor, theta, pi): theta and pi are q[-2:],
+    # and q[0] has a row per row of the counts.
     def vi_init(self, shape, mean_count, rng):
         theta, pi = self.init_state(shape, mean_count, rng)
         prior = (self.a0, self.b0)
         return (GammaFactor.around(theta, VI_INIT_SHAPE, prior), GammaFactor.around(pi, VI_INIT_SHAPE, prior))
 
     def vi_factors(self, q):
-        theta, pi = q
+        theta, pi = q[-2:]
         return {"theta": theta.mean.copy(), "pi": pi.mean.copy()}
 
     def vi_moments(self, q, start, stop, bounds, work):
-        theta, pi = q
+        theta, pi = q[-2:]
         shape = (stop - start, theta.n_rows)
         mean_mu, var_mu, weight_mu = np.empty(shape), np.empty(shape), np.empty(shape)
         receiver = theta.mean @ pi.mean.T  # (E[pi] E[theta_j])_c
@@ -753,45 +776,56 @@ class BlockModel(Model):
             work.stop,
             (theta.mean, theta.var, theta.geo),
             (pi.mean, pi.var, pi.geo, receiver * receiver),
-            (mean_mu, var_mu, weight_mu, start, work.stop),
+            (mean_mu, var_mu, weight_mu, start, self.first_row, work.stop),
         )
         return mean_mu, var_mu, weight_mu
 
     def vi_rates(self, q, start, stop, weights):
-        theta, pi = q
+        theta, pi = q[-2:]
         theta_w = weights_of(theta, weights)
-        rates = (theta_w[start:stop] @ weights_of(pi, weights)) @ theta_w.T
-        rates[np.arange(stop - start), np.arange(start, stop)] = 0.0  # no self loops
+        first, last = self.first_row + start, self.first_row + stop
+        rates = (theta_w[first:last] @ weights_of(pi, weights)) @ theta_w.T
+        rates[np.arange(stop - start), np.arange(first, last)] = 0.0  # no self loops
         return rates
 
     def vi_new_stats(self, q, work):
-        theta, _ = q
-        n, C = theta.mean.shape
-        return {"sums": (np.zeros((n, C)), np.zeros((len(work.bounds), n, C))), "weights": "geometric"}
+        # R: a row per row of the counts; the receivers' parts: every actor
+        n, C = q[-2].n_rows, self.n_components
+        receiver_parts = np.zeros((len(work.bounds), n, C, 2), dtype=np.int64)
+        return {"sums": (np.zeros((q[0].n_rows, C)), receiver_parts), "weights": "geometric"}
 
     def vi_allocate(self, q, counts, stats, work, weights="geometric"):
-        theta, pi = q
+        theta, pi = q[-2:]
         stats["weights"] = weights
-        row_log = np.zeros(theta.n_rows)
+        # the counts each actor receives bound its fixed-point sums: refuse what would overflow
+        received = np.bincount(counts[1], np.maximum(counts[2], 0.0), theta.n_rows)
+        stats["bound"] = check_fixed_bound(float(received.max(initial=0.0)))
+        row_log = np.zeros(len(counts[0]) - 1)
         factors = (weights_of(theta, weights), weights_of(pi, weights))
-        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, work.stop)
+        rows = (self.first_row, work.stop)
+        run_chunks(_vi_allocate_chunk, work.bounds, work.stop, counts, factors, stats["sums"], row_log, rows)
         return row_log
 
     def vi_update(self, q, stats, work):
-        theta, pi = q
         row_sums, column_parts = stats["sums"]
-        theta_w, pi_w = weights_of(theta, stats["weights"]), weights_of(pi, stats["weights"])
-        n_theta = theta_w * (row_sums @ pi_w.T) + theta_w * column_parts.sum(axis=0)
+        missing = (*work.missing_by_row, *work.missing_by_column)
+        return self._vi_update_global(q, row_sums, fixed_total(column_parts), stats["weights"], missing)
+
+    def _vi_update_global(self, q, row_sums, n_recv, weights, missing):
+        """q(theta) and q(pi) from every sender's ``R`` (``row_sums``) and the expected counts
+        received (``n_recv``); ``missing``: the excluded pairs by row and by column. Returns the
+        factors' ELBO terms."""
+        theta, pi = q[-2:]
+        theta_w, pi_w = weights_of(theta, weights), weights_of(pi, weights)
+        n_theta = theta_w * (row_sums @ pi_w.T) + n_recv
         n_cd = pi_w * (theta_w.T @ row_sums)
         gap = 0.0
-        if stats["weights"] == "arithmetic":  # the allocation's distance from the optimum, at the q it used
+        if weights == "arithmetic":  # the allocation's distance from the optimum, at the q it used
             gap = allocation_gap(theta, n_theta) + allocation_gap(pi, n_cd)
         old_elog = (theta.elog.copy(), pi.elog.copy())
         prior = (self.a0, self.b0)
-        theta_elbo = _vi_update_theta(
-            theta.arrays(), pi.mean, n_theta, (*work.missing_by_row, *work.missing_by_column), prior
-        )
-        weights = pair_weights(theta.mean, *work.missing_by_row)
+        theta_elbo = _vi_update_theta(theta.arrays(), pi.mean, n_theta, missing, prior)
+        weights = pair_weights(theta.mean, *missing[:2])
         pi.gamma_shape[...] = self.a0 + n_cd
         pi.gamma_rate[...] = self.b0 + weights
         pi_elbo = pi.refresh()
@@ -799,3 +833,35 @@ class BlockModel(Model):
         # the allocation q stays as allocated: its log-rate terms move with E[log theta], E[log pi]
         moved = float(np.sum(n_theta * (theta.elog - old_elog[0]))) + float(np.sum(n_cd * (pi.elog - old_elog[1])))
         return moved - gap - observed_rate + theta_elbo + pi_elbo
+
+    # CAVI over machines (lpviz.distributed): the partitions run the local step and the allocation
+    # of their senders at the driver's q(theta), q(pi) and return their rows of R (handed on in row
+    # order: concatenated) and their fixed-point parts of the expected counts received (integers:
+    # summed exactly); the driver runs :meth:`_vi_update_global`, the one-process update's own call.
+    def vi_update_rows(self, q, row_sums, weights, work):
+        """Nothing to update (the rows own no factor): these senders' rows of R."""
+        return row_sums
+
+    def vi_no_totals(self):
+        """R of no sender yet."""
+        return np.zeros((0, self.n_components))
+
+    def vi_row_totals(self, q, rows, carry):
+        """R of the senders so far, these rows' appended."""
+        return np.concatenate([carry, rows])
+
+    def vi_update_columns(self, q, columns, weights, totals, work, through_rows=None):
+        """The driver's update of q(theta), q(pi) from every sender's R (``totals``) and the
+        expected counts received (``columns``: (n_recv,)); the excluded pairs come once per fit
+        from the partitions in row order (``through_rows``, as :meth:`update_columns_excluded`)."""
+        (n_recv,) = columns
+        n = q[-2].n_rows
+        if through_rows is None:
+            by_row = by_column = _no_cells(n)
+        else:
+            by_row, by_column = self._excluded_lists(work, n, through_rows)
+        return self._vi_update_global(q, totals, n_recv, weights, (*by_row, *by_column))
+
+    def vi_rows_pass(self, kind, q, work, carry):
+        """These rows' excluded pairs (``kind`` "pairs"), (sender, receiver), appended to ``carry``."""
+        return self.rows_pass(kind, None, work, carry)
