@@ -298,7 +298,7 @@ class Fits(param.Parameterized):
                 for forget in clears:
                     forget()
 
-        served_page = pn.state.curdoc is not None
+        served_page = served()  # (Jupyter runs a scheduled callback at once: there the clear comes after)
         if served_page:
             # scheduled before the statuses change: it runs before any view a status change schedules
             # (app.fits.follow_results' settle), which then draws the empty result, not the old one
