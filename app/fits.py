@@ -283,10 +283,37 @@ class Fits(param.Parameterized):
         self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):
+        """Stop and forget every run. The statuses answer first (a few words each); the traces and
+        results are cleared after them (every trace plot and view redrawn: seconds of a loaded
+        server's time, which kept Reset's "idle" from the page that long), in one redraw, in a
+        callback of its own once the statuses have gone to the page (at once without a page)."""
         self._start_when_loaded = False
         self._unsent = {}
-        _each(self.runners.values(), "reset")
+        clears = []
+
+        def clear():
+            if self.closed:
+                return
+            with self._batched():
+                for forget in clears:
+                    forget()
+
+        served_page = served()  # (Jupyter runs a scheduled callback at once: there the clear comes after)
+        if served_page:
+            # scheduled before the statuses change: it runs before any view a status change schedules
+            # (app.fits.follow_results' settle), which then draws the empty result, not the old one
+            pn.state.execute(clear, schedule=True)
+        failures = []
+        for runner in list(self.runners.values()):
+            try:
+                clears.append(runner.reset(clear=False))
+            except Exception as error:  # as _each: every runner answers, the first error is raised after
+                failures.append(error)
+        if not served_page:
+            clear()
         self._drain_soon(lambda: not self.moving)
+        if failures:
+            raise failures[0]
 
     @property
     def running(self):

@@ -15,7 +15,9 @@ once per process.
 
 import collections
 import math
+import os
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -82,6 +84,10 @@ STALL_SECONDS = 20.0
 # A worker that has left while its status still says it moves is settled after this long (its last
 # messages have had time to be drained).
 LEFT_SECONDS = 2.0
+# Tests only (tests/test_browser_stop_final.py): seconds every stop check of a run's final score waits
+# (unless Stop, Reset or the session's end comes first): a final score as slow as Enron's under load,
+# in a served app the test cannot patch. Unset (always, outside that test): no wait.
+SLOW_FINAL_SCORE_ENV = "LPVIZ_TEST_SLOW_FINAL_SCORE"
 
 
 def empty_trace():
@@ -396,12 +402,30 @@ class ChainRunner(param.Parameterized):
         else:
             self._control.stop()
 
-    def reset(self):
+    def reset(self, clear=True):
         """Stop and forget the run: empty traces, no result, iteration 0 (the status reads
-        "stopping" until the worker has left, then "idle")."""
+        "stopping" until the worker has left, then "idle").
+
+        The status (with iteration 0) changes first; the traces and the result (a redraw of every
+        trace plot and view: seconds of a loaded server's time) are cleared after it, by the
+        returned callable (called here unless ``clear=False``: :meth:`app.fits.Fits.reset` calls
+        it in a callback of its own, once the statuses have gone to the page). It clears nothing
+        once a new run has started (that run's start cleared them): no mix of old and new run."""
         self._next = None
-        self._forget()
-        self._leave("unavailable" if self.unavailable_reason else "idle")
+        self._generation += 1  # whatever the old worker still sends is ignored
+        self.reached = 0
+        self._carry = {}
+        self._ended = None
+        self._leave("unavailable" if self.unavailable_reason else "idle", iteration=0, error="")
+        generation = self._generation
+
+        def forget():
+            if self._generation == generation:  # no run started since
+                self._forget(count=False)
+
+        if clear:
+            forget()
+        return forget
 
     def poll(self):
         """Settle what the worker's leaving decides: a "starting" run launches, a "stopping"
@@ -457,7 +481,7 @@ class ChainRunner(param.Parameterized):
             self._worker = None
             self._launch()
 
-    def _leave(self, then):
+    def _leave(self, then, **also):
         """Ask the worker to leave; the status is ``then`` once it has, or at once when its chain has
         already left (it posted "ending": only the final snapshot's score remains, seconds on Enron,
         which a Stop or Reset does not wait for: it leaves at its next row block, ScoreStopped; a run
@@ -467,12 +491,13 @@ class ChainRunner(param.Parameterized):
         alive = self._worker is not None and self._worker.is_alive()
         if alive and self._ending:
             self._finishing, self._worker, alive = self._worker, None, False
-        self._set(status="stopping" if alive else then, iterations_per_second=0.0)
+        self._set(status="stopping" if alive else then, iterations_per_second=0.0, **also)
         if not alive:
             self._worker = None
 
-    def _forget(self):
-        self._generation += 1  # whatever the old worker still sends is ignored
+    def _forget(self, count=True):
+        if count:
+            self._generation += 1  # whatever the old worker still sends is ignored
         self.reached = 0
         if len(self.buffer.data):  # clearing redraws every trace plot: only when there is something
             self.buffer.clear()
@@ -688,6 +713,14 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     def stopped():  # every score here leaves between row blocks once Stop, Reset or the session's end asks
         return control.stopped
 
+    slow, said = float(os.environ.get(SLOW_FINAL_SCORE_ENV) or 0), []
+
+    def slowly_stopped():  # (tests only: SLOW_FINAL_SCORE_ENV) each check of the final score waits
+        if not said:  # the test reads on the server's output that this chain is in its final score
+            said.append(print(f"@@final score waits: {method_name}", file=sys.stderr, flush=True))
+        control.stop_event.wait(slow)
+        return control.stopped
+
     def flush():
         nonlocal rows
         if rows or state is not None:
@@ -703,7 +736,11 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             if saved != scored_at:  # without a truth: the fit's own numbers
                 diagnostics = True if final else "trace"
                 posterior_score = score(
-                    chain_run.posterior, release, truth, diagnostics=diagnostics, should_stop=stopped
+                    chain_run.posterior,
+                    release,
+                    truth,
+                    diagnostics=diagnostics,
+                    should_stop=slowly_stopped if final and slow else stopped,
                 )
                 scored_at = saved
             post("result", _snapshot(state, chain_run, posterior_score))

@@ -9,9 +9,11 @@ the same run: the plain reference) and one chromium page on it (Playwright, as t
 drives it). Figure 4 (reduced size) is run and stopped at its start (iteration 1), in the middle
 (iteration 200 of 400), in its last iterations (the slowest chain at 375; the others, 20 ahead at
 most, at their end) and during its end-of-run work (every chain at 400, one still "running": its
-final snapshot's score); after each Stop, Reset. A latency is the page's own time from the click
-until every progress line reads stopped (or done) / idle. The load average beside each row says
-how busy the shared machine was.
+final snapshot's score); after each Stop, Reset. Then Reset alone, clicked while the chains run (at
+the first three points): the seconds until every line reads idle, and until the trace plots are
+empty too (the status answers first; the traces and results are cleared after it). A latency is the
+page's own time from the click until every progress line reads stopped (or done) / idle. The load
+average beside each row says how busy the shared machine was.
 
 For each sampler (private collapsed, private Bessel, private VI, naive, non-private) a fit runs in
 a fresh process on two data sets of the same shape: the worst case lpviz accepts (every count at
@@ -153,7 +155,7 @@ def _page_latencies(src, repeats):
     from benchmarks.bench_page_lag import (
         LINES,  # the benchmarks own the reading of the progress lines (tests import it)
     )
-    from tests.browser_harness import CHROMIUM, CHROMIUM_ARGS, N_METHODS
+    from tests.browser_harness import CHROMIUM, CHROMIUM_ARGS, COUNT_TRACE_POINTS, N_METHODS
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -207,6 +209,29 @@ def _page_latencies(src, repeats):
                     handle,
                 )
 
+            def timed_reset():
+                """Reset clicked while the chains run: seconds until every line reads idle, and until
+                the trace plots are empty too (the page's own clock)."""
+                handle = page.get_by_role("button", name="Reset", exact=True).element_handle()
+                return page.evaluate(
+                    f"""async (button) => {{
+                    const idle = () => ({LINES})().every(x => x && x[0] === 'idle');
+                    const empty = () => ({COUNT_TRACE_POINTS})() === 0;
+                    const start = performance.now();
+                    let status = null, cleared = null;
+                    button.click();
+                    while (status === null || cleared === null) {{
+                        const now = performance.now() - start;
+                        if (now > 120000 || (status !== null && now > 1000 * status + 10000)) break;
+                        if (status === null && idle()) status = now / 1000;
+                        if (cleared === null && empty()) cleared = now / 1000;
+                        await new Promise(resolve => setTimeout(resolve, 5));
+                    }}
+                    return [status, cleared];
+                }}""",
+                    handle,
+                )
+
             # a warm-up run, not timed: the first chains of a process load (or compile) their kernels
             page.get_by_role("button", name="Run the fits").click()
             page.wait_for_function(f"() => {{ const l = ({LINES})(); return {PAGE_POINTS[0][1]}; }}", polling=5)
@@ -220,6 +245,12 @@ def _page_latencies(src, repeats):
                     stop = timed("Stop", "l.every(x => x && (x[0] === 'stopped' || x[0] === 'done'))")
                     reset = timed("Reset", "l.every(x => x && x[0] === 'idle')")
                     yield point, stop, reset, at, os.getloadavg()[0]
+                for point, ready in PAGE_POINTS[:3]:  # Reset without a Stop first, while the chains run
+                    page.get_by_role("button", name="Run the fits").click()
+                    page.wait_for_function(f"() => {{ const l = ({LINES})(); return {ready}; }}", polling=5)
+                    at = page.evaluate(LINES)
+                    status, cleared = timed_reset()
+                    yield f"{point}, Reset while running", status, cleared, at, os.getloadavg()[0]
             browser.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -232,6 +263,10 @@ def page_main(args):
         f"Stop and Reset on the served dashboard, Figure 4 (reduced size), one chromium page; seconds from the "
         f"click until every progress line reads stopped (or done) / idle, timed in the page; {args.repeats} "
         "run(s) of each point per tree; shared 2-core machine: noisy (load average beside each row)"
+    )
+    print(
+        "Rows 'Reset while running': Reset clicked with the chains running (no Stop first); the columns then "
+        "hold the seconds until every line reads idle, and until the trace plots are empty too"
     )
     print("| tree | point | Stop (s) | Reset (s) | iterations at the click | load |\n|---|---|---|---|---|---|")
     for name, src in trees:
