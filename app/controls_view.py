@@ -288,12 +288,20 @@ class ControlsView(pn.viewable.Viewer):
                 return pn.Column(
                     *[widget(settings, name) for name in ("alpha0", "concentration")], sizing_mode="stretch_width"
                 )
-            # typed values beside the slider: the settings apply 0.01 to 100 and refuse others with the reason
+            # typed values under the slider: the settings apply 0.01 to 100 and refuse others with the reason.
+            # Each takes the sidebar's width: side by side, the typed field's label (177 px in a 130 px field)
+            # ran past the 340 px sidebar and was cut at every window width (issue 37)
             typed = pn.widgets.FloatInput.from_param(
-                settings.param.epsilon, start=None, end=None, step=0.1, label="epsilon (type 0.01 to 100)", width=130
+                settings.param.epsilon,
+                start=None,
+                end=None,
+                step=0.1,
+                label="epsilon (type 0.01 to 100)",
+                sizing_mode="stretch_width",
             )
             return pn.Column(
-                pn.Row(widget(settings, "epsilon"), typed, sizing_mode="stretch_width"),
+                widget(settings, "epsilon", sizing_mode="stretch_width"),
+                typed,
                 widget(settings, "N"),
                 sizing_mode="stretch_width",
             )

@@ -133,14 +133,26 @@ def _heatmap_as_image(heatmap):
 
 def heatmap_labels(ax):
     """``(column labels left to right, row labels top to bottom, matrix as drawn top row first)`` of a
-    drawn heatmap panel (an image): what a reader of the PNG sees, for tests."""
-    image = ax.get_images()[0]
-    matrix = np.asarray(image.get_array(), dtype=float)
-    left, right, bottom, top = image.get_extent()
-    if bottom > top:  # origin "upper": row 0 drawn at the top already
-        pass
+    drawn heatmap panel (an image, or a mesh of cells as HoloViews' own matplotlib HeatMap draws it):
+    what a reader of the PNG sees, for tests."""
+    from matplotlib.collections import QuadMesh
+
+    if ax.get_images():
+        image = ax.get_images()[0]
+        matrix = np.asarray(image.get_array(), dtype=float)
+        left, right, bottom, top = image.get_extent()
+        if bottom > top:  # origin "upper": row 0 drawn at the top already
+            pass
+        else:
+            matrix = matrix[::-1] if image.origin == "lower" else matrix
     else:
-        matrix = matrix[::-1] if image.origin == "lower" else matrix
+        mesh = next(item for item in ax.collections if isinstance(item, QuadMesh))
+        corners = mesh.get_coordinates()  # (rows + 1, columns + 1, 2): x, y of each cell's corners
+        matrix = np.ma.filled(np.ma.asarray(mesh.get_array(), dtype=float), np.nan).reshape(
+            corners.shape[0] - 1, corners.shape[1] - 1
+        )
+        matrix = matrix[np.argsort(-corners[:-1, 0, 1], kind="stable")]  # top row first
+        matrix = matrix[:, np.argsort(corners[0, :-1, 0], kind="stable")]
     xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: t.get_position()[0])]
     ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
     return xs, ys, matrix
