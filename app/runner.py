@@ -717,7 +717,8 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
 
     def slowly_stopped():  # (tests only: SLOW_FINAL_SCORE_ENV) each check of the final score waits
         if not said:  # the test reads on the server's output that this chain is in its final score
-            said.append(print(f"@@final score waits: {method_name}", file=sys.stderr, flush=True))
+            said.append(method_name)
+            print(f"@@final score waits: {method_name}", file=sys.stderr, flush=True)
         control.stop_event.wait(slow)
         return control.stopped
 
