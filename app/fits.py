@@ -613,6 +613,13 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
         if runner.status == "stopped" and any(e.name == "result" and e.new is not None for e in events):
             show(runner)  # the final score of a run stopped in its end-of-run work, come after the "stopped"
             return
+        if (
+            not served()
+            and runner.status in ("idle", "unavailable")
+            and any(e.name == "result" and e.new is None for e in events)
+        ):
+            show(runner)  # a Reset's clearing, after its status (served, the settle callback draws it)
+            return
         if needs_sample and not any(_has_sample(e.old) or _has_sample(e.new) for e in events):
             return
         if not throttle.due():
