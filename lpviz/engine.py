@@ -376,7 +376,9 @@ class Chain:
         anything is allocated; None when they are not an integer array yet (checked later)."""
         if isinstance(data, Release):
             data = getattr(truth, "Y", truth) if self.method_instance.uses_truth else data.Y_obs
-        if sp.issparse(data) or (isinstance(data, np.ndarray) and data.dtype.kind in "iu"):
+        if sp.issparse(data) and data.format in ("csr", "csc", "coo"):  # (others: converted later)
+            return data
+        if isinstance(data, np.ndarray) and data.dtype.kind in "iu":
             return data
         return None
 
