@@ -65,8 +65,16 @@ def test_stop_during_the_final_score_reads_stopped_and_keeps_the_last_result(pag
     # the page has every iteration, and still reads running (the final score has not come)
     page.wait_until(f"() => ({LINES})().every(x => x[0] === 'running' && x[1] === {goal})")
     page.wait_until(f"() => ({COUNT_TRACE_POINTS})() > 0")
-    time.sleep(1.0)  # the last drain's redraws have reached the page
+    # the last drain's redraws have reached the page (throttled to its pace: seconds on a loaded machine)
     points, images = page.evaluate(COUNT_TRACE_POINTS), page.evaluate(IMAGE_CHECKSUMS)
+    still = time.monotonic() + 300  # a hang guard
+    while True:
+        time.sleep(2.0)
+        now = page.evaluate(COUNT_TRACE_POINTS), page.evaluate(IMAGE_CHECKSUMS)
+        if now == (points, images):
+            break
+        assert time.monotonic() < still, "the page's traces and heatmaps never came to rest"
+        points, images = now
     assert images and blank(images) < len(images), "no heatmap drawn on the page to keep"
     page.click("Stop")
     page.wait_until(f"() => ({LINES})().every(x => x[0] === 'stopped' && x[1] === {goal})")
