@@ -81,7 +81,8 @@ def test_stop_during_the_final_score_reads_stopped_and_keeps_the_last_result(pag
     # the stopped final scores have left: nothing comes after the "stopped" (no "done", no new result)
     time.sleep(2.0)
     assert page.evaluate(LINES) == [["stopped", goal, goal]] * N_METHODS
-    assert page.evaluate(COUNT_TRACE_POINTS) == points  # the traces stay
+    # the traces stay: no point lost (the rows a throttled redraw held back come at "stopped": 594 -> 606)
+    assert page.evaluate(COUNT_TRACE_POINTS) >= points
     # the heatmaps keep the last result (drawn exactly once stopped: a view the run's throttle had not
     # drawn yet may fill in, none is emptied)
     after = page.evaluate(IMAGE_CHECKSUMS)
