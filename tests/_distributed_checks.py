@@ -39,6 +39,19 @@ def same_chain(posterior, reference):
     return problems
 
 
+def vi_differences(posterior, reference):
+    """What differs between two variational posteriors (an empty list: the same bits)."""
+    problems = [
+        name for name in ("elbo", "mu_hat") if not np.array_equal(getattr(posterior, name), getattr(reference, name))
+    ]
+    ours, theirs = posterior.samples[0], reference.samples[0]
+    if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
+        problems.append("factors")
+    if (posterior.iterations, posterior.converged) != (reference.iterations, reference.converged):
+        problems.append("iterations")
+    return problems
+
+
 def check_excluded_cells(client, release, Y, options, workers, differences):
     """A release with held-out cells (and structural zeros) fitted over ``workers`` workers (each
     count in turn) gives the one-process fit (``differences(ours, theirs) == []``: the same bits)

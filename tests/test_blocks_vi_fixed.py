@@ -5,26 +5,13 @@ ascent (its ELBO never falls)."""
 import numpy as np
 import pytest
 
-import lpviz
 from lpviz import _parallel
 from lpviz.vi import VariationalFit
-
-
-def block_data(n, C, seed):
-    rng = np.random.default_rng(seed)
-    theta, pi = rng.gamma(0.5, 1.0, (n, C)), rng.gamma(0.5, 2.0, (C, C))
-    mu = theta @ pi @ theta.T
-    np.fill_diagonal(mu, 0.0)
-    Y = rng.poisson(mu)
-    alpha = rng.uniform(0.2, 0.6, n)
-    Y_obs = lpviz.privatize(Y, alpha=alpha, kind="network", random_state=seed + 1).Y_obs
-    mask = np.ones(Y.shape, dtype=bool)
-    mask[2, 3] = mask[40, 7] = False  # held-out cells
-    return Y, Y_obs, alpha, mask
+from tests.test_vi import block_problem
 
 
 def fit_of(data, method, **options):
-    Y, Y_obs, alpha, mask = data
+    Y, Y_obs, alpha, mask, _ = data
     fit = VariationalFit(
         Y if method == "nonprivate" else Y_obs,
         model="blocks",
@@ -42,7 +29,7 @@ def fit_of(data, method, **options):
 @pytest.mark.parametrize("method", ["nonprivate", "private"])
 def test_block_cavi_is_the_same_bits_on_any_number_of_threads(method, monkeypatch):
     # 200 actors: 25 stream blocks, 4 chunks per thread
-    data = block_data(200, 3, seed=6)
+    data = block_problem(200, 3, seed=6)
     serial, serial_elbo = fit_of(data, method, parallel=False)
     assert serial._work.bounds == [(0, 25)]
     for threads in (1, 3):
@@ -59,7 +46,7 @@ def test_block_cavi_is_the_same_bits_on_any_number_of_threads(method, monkeypatc
 
 
 def test_block_cavi_with_fixed_point_sums_still_never_falls():
-    data = block_data(60, 3, seed=7)
+    data = block_problem(60, 3, seed=7)
     fit, elbo = fit_of(data, "nonprivate", parallel=True)
     assert len(fit._work.bounds) > 1  # the sums really come from several chunks
     steps = np.diff(elbo)

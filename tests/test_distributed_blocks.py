@@ -17,6 +17,7 @@ from tests._distributed_checks import (
     cluster_that_lost_a_worker,
     refused_one_byte_short_then_passing_at_the_limit,
     same_chain,
+    vi_differences,
     with_truth,
 )
 
@@ -121,19 +122,6 @@ def test_one_model_instance_serves_fits_with_and_without_held_out_pairs(client, 
         assert same_chain(posterior, reference) == []
 
 
-def _vi_differences(posterior, reference):
-    """What differs between two variational posteriors (an empty list: the same bits)."""
-    problems = [
-        name for name in ("elbo", "mu_hat") if not np.array_equal(getattr(posterior, name), getattr(reference, name))
-    ]
-    ours, theirs = posterior.samples[0], reference.samples[0]
-    if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
-        problems.append("factors")
-    if (posterior.iterations, posterior.converged) != (reference.iterations, reference.converged):
-        problems.append("iterations")
-    return problems
-
-
 def _excluded_release(data):
     rng = np.random.default_rng(0)
     zeros = np.zeros(data.shape, dtype=bool)
@@ -162,7 +150,7 @@ def test_block_cavi_is_the_same_bits_on_any_number_of_workers(client, data, meth
         states = []
         posterior = lpviz.fit(release, scheduler=client, workers=n_workers, callback=states.append, **options)
         assert len(posterior.partitions) == n_workers
-        assert _vi_differences(posterior, reference) == [], f"{method} {more} on {n_workers} workers"
+        assert vi_differences(posterior, reference) == [], f"{method} {more} on {n_workers} workers"
         assert [state.elbo for state in states] == reference.elbo.tolist()
         assert sorted(states[-1].factors) == ["pi", "theta"]  # the driver holds both
         scores = score(posterior, release, Truth(data.Y))

@@ -18,7 +18,7 @@ from lpviz.datasets import make_tensor, make_topics
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
 from lpviz.models.blocks import BlockModel
 from lpviz.release import Release
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, with_truth
+from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, vi_differences, with_truth
 
 pytest.importorskip("distributed")
 
@@ -32,19 +32,6 @@ def data():
     return make_topics(n_docs=61, n_words=40, random_state=3)
 
 
-def _differences(posterior, reference):
-    """What differs between two variational posteriors (an empty list: the same bits)."""
-    problems = [
-        name for name in ("elbo", "mu_hat") if not np.array_equal(getattr(posterior, name), getattr(reference, name))
-    ]
-    ours, theirs = posterior.samples[0], reference.samples[0]
-    if sorted(ours) != sorted(theirs) or any(not np.array_equal(ours[name], theirs[name]) for name in theirs):
-        problems.append("factors")
-    if (posterior.iterations, posterior.converged) != (reference.iterations, reference.converged):
-        problems.append("iterations")
-    return problems
-
-
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
 def test_topic_cavi_is_the_same_bits_on_any_number_of_workers(client, data, method):
     options = with_truth(dict(method=method, n_components=3, n_iter=15, inference="vi", random_state=11), data.Y)
@@ -55,7 +42,7 @@ def test_topic_cavi_is_the_same_bits_on_any_number_of_workers(client, data, meth
         states = []
         posterior = lpviz.fit(release, scheduler=client, workers=n_workers, callback=states.append, **options)
         assert len(posterior.partitions) == n_workers
-        assert _differences(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert vi_differences(posterior, reference) == [], f"{method} on {n_workers} workers"
         assert [state.elbo for state in states] == reference.elbo.tolist()  # the callback's states too
         assert sorted(states[-1].factors) == ["phi"]  # theta stays on the workers while the fit runs
 
@@ -73,7 +60,7 @@ def test_the_private_variants_are_the_same_bits_on_the_cluster(client, data, opt
     reference = lpviz.fit(release, **arguments)
     for n_workers in (2, 3):
         posterior = lpviz.fit(release, scheduler=client, workers=n_workers, **arguments)
-        assert _differences(posterior, reference) == [], f"{options} on {n_workers} workers"
+        assert vi_differences(posterior, reference) == [], f"{options} on {n_workers} workers"
 
 
 @pytest.mark.parametrize("method", ["private", "naive", "nonprivate"])
@@ -88,7 +75,7 @@ def test_tensor_cavi_is_the_same_bits_on_any_number_of_workers(client, method):
     reference = lpviz.fit(release, **options)
     for n_workers in WORKERS:
         posterior = lpviz.fit(release, scheduler=client, workers=n_workers, **options)
-        assert _differences(posterior, reference) == [], f"{method} on {n_workers} workers"
+        assert vi_differences(posterior, reference) == [], f"{method} on {n_workers} workers"
 
 
 @pytest.mark.parametrize("model", ["topics", "tensor"])
@@ -108,7 +95,7 @@ def test_held_out_cells_and_structural_zeros_are_the_same_bits_on_the_cluster(cl
         release = data.release()
     release = dataclasses.replace(release, heldout=(rng.random(release.shape) < 0.1) & ~release.structural_zeros)
     options = dict(model=model, method=method, n_components=2, n_iter=8, inference="vi", random_state=13)
-    check_excluded_cells(client, release, data.Y, options, WORKERS, _differences)
+    check_excluded_cells(client, release, data.Y, options, WORKERS, vi_differences)
 
 
 @pytest.mark.parametrize("options", [dict(), dict(bessel_point="mean")], ids=["collapsed", "paper"])
@@ -128,7 +115,7 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
         )
         assert len(resumed.partitions) == 2
         assert [state.iteration for state in seen] == list(range(7, 13))  # iterations 1-6 not run again
-        assert _differences(resumed, reference) == []
+        assert vi_differences(resumed, reference) == []
         with pytest.raises(ValueError, match="inference='vi', not 'mcmc'"):
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, n_components=3, thin=1)
         another = dict(arguments, random_state=6)
@@ -136,7 +123,7 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, **another)
     # the comparison has power: from another start, the fit differs
     other = lpviz.fit(release, **another)
-    assert _differences(other, reference) != []
+    assert vi_differences(other, reference) != []
 
 
 def test_one_process_cavi_is_the_same_bits_on_any_number_of_chunks(data):
@@ -147,7 +134,7 @@ def test_one_process_cavi_is_the_same_bits_on_any_number_of_chunks(data):
         lpviz.fit(release, n_components=3, n_iter=10, inference="vi", random_state=5, parallel=parallel)
         for parallel in (False, True)
     ]
-    assert _differences(fits[1], fits[0]) == []
+    assert vi_differences(fits[1], fits[0]) == []
 
 
 def test_bytes_per_iteration_do_not_grow_with_the_rows(client):
