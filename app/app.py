@@ -191,7 +191,12 @@ def keep_until_connected(doc):
     its creation. A page whose websocket comes later (a class opening at once queues the
     connections behind the page builds) then gets a new session, whose document it never shows:
     a page that never draws its data. Its session stays until it has connected once; after
-    that, the lifetime counts from the page's last disconnection, as before."""
+    that, the lifetime counts from the page's last disconnection, as before.
+
+    The block is taken in the same step as Bokeh creates the session (when it hands the session to
+    ``doc.session_context``): an unused-session check queued before the creation runs in the same
+    turn of the event loop, so a block on the next tick could come after the session was gone."""
+    context = doc.session_context
     watch = {"since": None, "session": None, "callback": None}
 
     def release():
@@ -208,16 +213,18 @@ def keep_until_connected(doc):
         if session is None or session.connection_count or waited > FIRST_CONNECTION_SECONDS:
             release()
 
-    def block():
-        session = doc.session_context.session if doc.session_context is not None else None
-        if session is None or session.connection_count:
-            return
+    def block(session):
         session.block_expiration()
         watch.update(since=time.monotonic(), session=session)
         watch["callback"] = doc.add_periodic_callback(check, FIRST_CONNECTION_CHECK_MS)
 
-    # the session exists once the page is built: blocked on the first tick after
-    doc.add_next_tick_callback(block)
+    set_session = context._set_session  # Bokeh's one call with the new session, before any await
+
+    def set_and_block(session):
+        set_session(session)
+        block(session)
+
+    context._set_session = set_and_block
 
 
 def serve_page(doc=None):
