@@ -221,10 +221,12 @@ def _thin_ticks(axis, renderer):
 
 def _tidy_ticks(fig):
     """Readable texts everywhere: every title on one line inside its panel (its lines joined, its font
-    shrunk to fit, cut with an ellipsis below :data:`MIN_TITLE_POINTS`), and on every axis (colour
-    bars included) a tick label over its neighbour is dropped."""
+    shrunk to fit, cut with an ellipsis below :data:`MIN_TITLE_POINTS`), the titles of one figure in
+    one size (the smallest any of them needed: panels side by side read as one row), and on every
+    axis (colour bars included) a tick label over its neighbour is dropped."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
+    titled = []
     for ax in fig.axes:
         title, width = ax.title, ax.get_window_extent(renderer).width
         if not title.get_text() or width <= 0:
@@ -233,6 +235,10 @@ def _tidy_ticks(fig):
         title.set_text(": ".join(line.strip() for line in title.get_text().split("\n") if line.strip()))
         while title.get_window_extent(renderer).width > 0.98 * width and title.get_fontsize() > MIN_TITLE_POINTS:
             title.set_fontsize(title.get_fontsize() - 0.5)
+        titled.append((title, width))
+    size = min((title.get_fontsize() for title, _ in titled), default=None)
+    for title, width in titled:
+        title.set_fontsize(size)
         text = title.get_text()
         while title.get_window_extent(renderer).width > 0.98 * width and len(text) > 12:
             text = text[:-2]

@@ -1,7 +1,8 @@
 """Issue 37 (MEDIUM 11): the exported noise and fit-rate PNGs were narrow strips with large blank gaps
 and titles wrapped onto 3-4 lines ("Noised\\ncounts\\ntruncated at\\n0"), on a page of no slide's shape
-(12 x 5.1 in, 8 x 11.9 in). Read back from the matplotlib figure the PNG export draws and saves
-(:func:`app.export.matplotlib_figure`): its size, each panel's box and title as drawn.
+(12 x 5.1 in, 8 x 11.9 in), and one title shrunk to fit beside larger ones. Read back from the
+matplotlib figure the PNG export draws and saves (:func:`app.export.matplotlib_figure`): its size, each
+panel's box and title as drawn.
 """
 
 import pytest
@@ -63,6 +64,9 @@ def test_exported_noise_and_rate_heatmaps_fill_a_16_9_slide_with_one_line_titles
         assert box.width >= MIN_PANEL_WIDTH * width, (title, box.width, width)  # no strip
     share = covered_share([ax.get_tightbbox(renderer) for ax in fig.axes], width)
     assert share >= MIN_COVERED_WIDTH, share  # no large blank gaps
+    # the panels' titles in one size (the noise PNG's first title was shrunk to 10 pt beside two of 12)
+    sizes = {ax.title.get_text(): ax.title.get_fontsize() for ax in panels if ax.get_title()}
+    assert len(set(sizes.values())) == 1, sizes
 
 
 @pytest.mark.parametrize("name", ["privacy_skellam", "privacy_geometric", "privacy_adversary"])
