@@ -53,7 +53,13 @@ from lpviz._parallel import ROWS_PER_STREAM, chunk_bounds, limit_blas_threads, n
 from lpviz._random import chain_seed_from
 from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule, count_itemsize
 from lpviz.methods.base import Exclusions, mean_count_of
-from lpviz.models._kernels import column_sums_from, gamma_log_prior, gamma_log_prior_from, ordered_sum_from
+from lpviz.models._kernels import (
+    column_sums_from,
+    gamma_log_prior,
+    gamma_log_prior_from,
+    low_rank_rows,
+    ordered_sum_from,
+)
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
 from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
@@ -444,7 +450,7 @@ class Partition:
         ]
         left = np.hstack([piece[0][start:stop] for piece in pieces])
         right = np.hstack([piece[1] for piece in pieces])
-        return left @ right.T / n_samples
+        return low_rank_rows(left, right) / n_samples
 
     def score_begin(self, n_samples, shared_samples):
         """Keep the saved samples' count and shared factors for the score's :meth:`block_sums`

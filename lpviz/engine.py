@@ -38,6 +38,7 @@ from lpviz._parallel import check_signals, chunk_bounds, limit_blas_threads, new
 from lpviz._random import chain_seed_from
 from lpviz._validate import check_alpha_rows as _check_alpha
 from lpviz.methods.base import Exclusions, excluded_rows
+from lpviz.models._kernels import low_rank_rows
 from lpviz.models.base import Work, check_count, matrix_shape
 from lpviz.release import Release, Truth, check_count_bound, smallest_int_dtype, summed_counts
 
@@ -745,7 +746,7 @@ class Posterior:
             return self._rate_sum[start:stop] / len(self.samples)
         left = np.hstack([self.model_instance.low_rank(f)[0][start:stop] for f in self.samples])
         right = np.hstack([self.model_instance.low_rank(f)[1] for f in self.samples])
-        mu = (left @ right.T / len(self.samples)).reshape((left.shape[0],) + self.shape[1:])
+        mu = (low_rank_rows(left, right) / len(self.samples)).reshape((left.shape[0],) + self.shape[1:])
         zeros = self.model_instance.structural_zeros(self.shape)
         if zeros is not None:
             mu[zeros[start:stop]] = 0.0

@@ -48,6 +48,19 @@ def dot_rows(A, i, B, j):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST_DOT)
+def low_rank_rows(left, right):
+    """``left @ right.T``, each cell its own :func:`dot_rows`: a row's rates are the same bits in
+    whatever block of rows they are computed (BLAS's sums follow the block's shape: on some CPUs a
+    block's rows differed in the last bit from the same rows of a taller block, so rates summed by
+    partitions were not one process's)."""
+    out = np.empty((left.shape[0], right.shape[0]))
+    for i in range(left.shape[0]):
+        for j in range(right.shape[0]):
+            out[i, j] = dot_rows(left, i, right, j)
+    return out
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_DOT)
 def row_sum(A, i):
     """``A[i].sum()``, vectorised (in order, a sum waits on each addition: 4x slower)."""
     total = 0.0

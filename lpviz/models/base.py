@@ -18,6 +18,7 @@ import numpy as np
 
 from lpviz._validate import check_int as check_count
 from lpviz._validate import check_positive as check_positive
+from lpviz.models._kernels import low_rank_rows
 
 
 @dataclass
@@ -201,7 +202,7 @@ class Model(abc.ABC):
         """The Poisson rates of every cell (the data's shape), 0 at the model's structural zeros.
         Built from :meth:`low_rank` as a matrix; a model of higher order reshapes (overrides)."""
         left, right = self.low_rank(factors)
-        mu = left @ right.T
+        mu = low_rank_rows(left, right)
         zeros = self.structural_zeros(mu.shape)
         if zeros is not None:
             mu[zeros] = 0.0

@@ -25,6 +25,7 @@ from lpviz.models._kernels import (
     grow,
     in_sorted,
     log_factorial,
+    low_rank_rows,
     multinomial,
     ordered_sum,
     standard_gamma,
@@ -727,7 +728,7 @@ class BlockModel(Model):
         as :meth:`lpviz.engine.Posterior.rate_rows` computes them (low-rank, self loops 0)."""
         left = np.hstack([self.low_rank(f)[0][start:stop] for f in samples])
         right = np.hstack([self.low_rank(f)[1] for f in samples])
-        mu = left @ right.T / n_samples
+        mu = low_rank_rows(left, right) / n_samples
         mu[np.arange(stop - start), np.arange(start, stop)] = 0.0
         return mu
 
