@@ -1091,43 +1091,85 @@ def partition_bytes(
     return int(need)
 
 
-def _worker_threads(client, workers):
-    """Each worker's kernel threads (:func:`lpviz._parallel.n_threads` there), asked before any data moves."""
+# What a worker's process comes to hold beside a chain's arrays once the chain runs there (lpviz's
+# modules and Numba's compiled kernels): 100 MiB measured on a LocalCluster worker between the memory
+# check's question and the end of a topic chain (167 -> 268 MiB); the other models' kernels take room too.
+WORKER_RUNTIME_BYTES = 256 * 2**20
+
+
+def _worker_facts():
+    """On a worker: its kernel threads, its process's memory now, and the fraction of its memory
+    limit at which a nanny restarts it (Dask's ``distributed.worker.memory.terminate``; None: never)."""
+    import dask
+    import psutil
+
     from lpviz._parallel import n_threads
 
+    terminate = dask.config.get("distributed.worker.memory.terminate", None)
+    return n_threads(), psutil.Process().memory_info().rss, float(terminate) if terminate else None
+
+
+def _worker_room(client, workers):
+    """``{address: (threads, usable bytes, words)}``, asked before any data moves. A worker whose nanny
+    restarts it at a fraction of its memory limit (Dask's default, 95%) can give a chain that
+    fraction of its limit less its process's memory now and :data:`WORKER_RUNTIME_BYTES`: a chain
+    the whole limit holds was restarted in its second iteration (1,000,000 x 5,000 on two 7 GiB
+    workers, 6.5 GiB counted). A worker without a nanny, or one that cannot say, is offered its limit."""
+    from lpviz._parallel import n_threads
+    from lpviz.budget import format_bytes
+
+    info = client.scheduler_info().get("workers", {})
+    limits = _worker_memory(client)
+    if not any(limits.get(address) for address in workers):
+        return {address: (n_threads(), 0, "") for address in workers}
     try:
-        return client.run(n_threads, workers=list(workers))
-    except Exception:  # a worker that cannot say: the driver's own count
-        return {}
+        facts = client.run(_worker_facts, workers=list(workers))
+    except Exception:  # a worker that cannot say: the driver's thread count, its whole limit
+        facts = {}
+    room = {}
+    for address in workers:
+        limit = limits.get(address, 0)
+        threads, memory, terminate = facts.get(address, (n_threads(), 0, None))
+        if limit and terminate and info.get(address, {}).get("nanny"):
+            usable = int(terminate * limit) - memory - WORKER_RUNTIME_BYTES
+            words = (
+                f"; its nanny restarts it at {terminate:.0%} of that, and it holds {format_bytes(memory)} already "
+                f"(about {format_bytes(WORKER_RUNTIME_BYTES)} more once the chain's kernels run): "
+                f"{format_bytes(max(0, usable))} for the chain"
+            )
+            room[address] = (int(threads), usable, words)
+        else:
+            room[address] = (int(threads), limit, "")
+    return room
 
 
 def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
                          masked=False, parallel=None, itemsize=None, positive=None):  # fmt: skip
     """Refuse before any data moves a chain whose largest partition does not fit its worker
-    (:func:`partition_bytes`; ``positive``: a partition's positive cells, a list beside ``partitions``).
-    Returns, beside ``partitions``, the most positive cells each worker's limit leaves room for
-    (the count and the spare bytes at 16 a cell; None: not counted, or no limit)."""
-    from lpviz._parallel import n_threads
+    (:func:`partition_bytes` against :func:`_worker_room`; ``positive``: a partition's positive
+    cells, a list beside ``partitions``). Returns, beside ``partitions``, the most positive cells
+    each worker's room leaves room for (the count and the spare bytes at 16 a cell; None: not
+    counted, or no limit)."""
     from lpviz.budget import MemoryBudgetError, format_bytes
 
     limits = _worker_memory(client)
-    threads = _worker_threads(client, workers) if any(limits.get(address) for address in workers) else {}
+    rooms = _worker_room(client, workers)
     saved = max(0, n_iter - burn_in) // max(1, thin)
     positive = [None] * len(partitions) if positive is None else positive
     room = []
     for address, (start, stop), cells in zip(workers, partitions, positive, strict=True):
         rows = stop - start
+        threads, usable, words = rooms[address]
         need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
-                               threads=int(threads.get(address) or n_threads()), parallel=parallel,
-                               itemsize=itemsize, positive=cells)  # fmt: skip
+                               threads=threads, parallel=parallel, itemsize=itemsize, positive=cells)  # fmt: skip
         limit = limits.get(address, 0)
-        if limit and need > limit:
+        if limit and need > usable:
             raise MemoryBudgetError(
                 f"a partition of {rows:,} rows needs about {format_bytes(need)} on worker {address}, "
-                f"whose memory limit is {format_bytes(limit)}. Add workers or give each more memory "
+                f"whose memory limit is {format_bytes(limit)}{words}. Add workers or give each more memory "
                 "(dask worker --memory-limit), or fit fewer rows."
             )
-        room.append(None if cells is None or not limit else cells + (limit - need) // 16)
+        room.append(None if cells is None or not limit else cells + (usable - need) // 16)
     return room
 
 

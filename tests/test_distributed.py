@@ -352,6 +352,49 @@ def test_generated_rows_counted_narrow_and_refused_when_wider():
     assert distributed.RowsOf(long, "Y_obs").build().dtype.itemsize > 1  # unchecked: built as wide as it needs
 
 
+def test_a_worker_whose_nanny_restarts_it_is_offered_what_the_nanny_leaves():
+    """Dask's nanny restarts a worker at 95% of its memory limit (``distributed.worker.memory.terminate``),
+    and the worker's process holds memory of its own: a chain counted at its whole limit was restarted
+    in its second iteration (1,000,000 x 5,000 on two 7 GiB workers, 6.5 GiB counted: WorkerLost after
+    six minutes). A partition between the room the nanny leaves and the limit is refused before any
+    data moves, in words naming the restart; one inside the room passes."""
+    import psutil
+
+    from lpviz import methods, models
+
+    limit, cols = 1024 * 2**20, 5000
+    model, method = models.create("topics", 50), methods.create("private")
+
+    def need(rows):
+        return distributed.partition_bytes(model, method, (rows, cols), rows, 1, threads=1, itemsize=1)
+
+    with (
+        LocalCluster(n_workers=1, processes=True, threads_per_worker=1, memory_limit=limit, dashboard_address=None)
+        as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        (address,) = client.scheduler_info()["workers"]
+        threads, usable, words = distributed._worker_room(client, [address])[address]
+        memory = client.run(lambda: psutil.Process().memory_info().rss)[address]
+        assert memory > 20 * 2**20  # a process of its own, holding its interpreter
+        assert usable <= int(0.95 * limit) - distributed.WORKER_RUNTIME_BYTES - memory // 2
+        rows = 1
+        while need(rows) <= usable:  # the fewest rows beyond the room, by doubling then halving the step
+            rows *= 2
+        step = rows // 4
+        while step:
+            rows = rows - step if need(rows - step) > usable else rows
+            step //= 2
+        assert usable < need(rows) <= limit  # the limit alone took it
+        with pytest.raises(MemoryBudgetError, match=r"nanny restarts it at 95% of that, and it holds .* for the chain"):
+            distributed._check_worker_memory(client, [address], [(0, rows)], model, method, (rows, cols), 2, 1, 1,
+                                             itemsize=1)  # fmt: skip
+        inside = rows // 2
+        assert need(inside) < usable
+        distributed._check_worker_memory(client, [address], [(0, inside)], model, method, (inside, cols), 2, 1, 1,
+                                         itemsize=1)  # fmt: skip
+
+
 def test_fixed_count_methods_are_counted_by_their_positive_cells():
     """The naive and non-private methods keep an int64 CSR of the positive cells (16 bytes each and
     the row pointers): the check counts a partition's positive cells (Method.positive_cells), so a
