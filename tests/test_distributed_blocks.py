@@ -221,3 +221,101 @@ def test_a_chain_just_too_large_for_the_workers_is_refused_naming_the_bytes(data
             client, [address], [(0, 45)], model, method, data.shape, 8, 2, 2, parallel=True, itemsize=itemsize
         ),
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["private", "naive"])
+def test_a_cavi_partition_holds_the_actor_sized_bytes_its_estimate_counts(data, method, monkeypatch):
+    """A CAVI partition of senders holds, beside its rows' cells, arrays of every actor: q(theta)
+    and q(pi) (six arrays each: shape, rate, mean, var, geo, elog; each call's shape and rate become
+    the new q's, built after the previous q is let go) and, during the sweep, each chunk's n_recv
+    part in fixed point (two int64 an actor and component) and their sum it returns, beside its
+    senders' rows of R. Measured on a partition in this process at the sweep's peak (every q alive,
+    the sweep's statistics), the bytes equal what the memory check adds to the rows' cells (it
+    counted 8 bytes an n_recv cell, two of q's six arrays and a dense n x n rate matrix the CAVI
+    partition never computes before)."""
+    import gc
+    import sys
+
+    from lpviz import methods, models
+    from lpviz._parallel import n_threads
+    from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor
+
+    gc.collect()  # no q of an earlier test left to count
+    release = data.release()
+    n, C, (start, stop) = 45, 3, (16, 45)  # 29 senders: several stream blocks, a chunk each with parallel=True
+    spec = {"model": "blocks", "n_components": C, "a0": 0.1, "b0": 0.1, "method": method, "options": {},
+            "chain_seed": 1, "parallel": True, "dense_mean": True, "rows": (start, stop)}  # fmt: skip
+    counts = release.Y_obs
+    partition = distributed.VariationalPartition(spec, counts[start:stop], release.alpha_per_row[start:stop])
+    rng = np.random.default_rng(0)
+
+    def message():  # the driver's q(theta), q(pi) as a worker receives them: (shape, rate), its own copies
+        return tuple(
+            (factor.gamma_shape.copy(), factor.gamma_rate.copy())
+            for factor in (GammaFactor.around(rng.gamma(1.0, 1.0, (k, C)), VI_INIT_SHAPE, (0.1, 0.1)) for k in (n, C))
+        )
+
+    def shared_qs():  # every q of theta's or pi's shape alive in this process
+        return [
+            o for o in gc.get_objects()
+            if isinstance(o, GammaFactor) and hasattr(o, "elog") and o.gamma_shape.shape in ((n, C), (C, C))
+        ]  # fmt: skip
+
+    partition.vi_begin(message())
+    sent = message()
+    alive_at_build, peak = [], {}
+    build = GammaFactor.__init__
+
+    def counting_build(self, gamma_shape, gamma_rate, prior):
+        alive_at_build.append(len([q for q in shared_qs() if q.gamma_shape.shape == np.shape(gamma_shape)]))
+        build(self, gamma_shape, gamma_rate, prior)
+
+    rows_update = BlockModel.vi_update_rows
+
+    def at_the_peak(self, q, row_sums, weights, work):  # the sweep's statistics and every q alive
+        stats = sys._getframe(1).f_locals["stats"]
+        arrays = [array for factor in shared_qs() for array in factor.arrays()] + list(stats["sums"])
+        peak["bytes"] = sum(array.nbytes for array in arrays)
+        return rows_update(self, q, row_sums, weights, work)
+
+    monkeypatch.setattr(GammaFactor, "__init__", counting_build)
+    monkeypatch.setattr(BlockModel, "vi_update_rows", at_the_peak)
+    (returned,), _, _ = partition.vi_sweep(sent)
+    assert alive_at_build == [0, 0]  # each new q built with no other q of its factor alive
+    n_chunks = len(partition.work.bounds)
+    assert n_chunks > 1
+    held = peak["bytes"] + returned.nbytes
+    model, fitted = models.create("blocks", C), methods.create(method)
+    itemsize = engine.count_itemsize(counts)
+    positive = fitted.positive_cells(counts[start:stop])
+    need = distributed.partition_bytes(
+        model, fitted, data.shape, stop - start, 0, extra=6 * 8, threads=n_threads(), parallel=True,
+        itemsize=itemsize, positive=positive, variational=True,
+    )  # fmt: skip
+    cells = engine.chain_bytes(model, fitted, (stop - start, n), itemsize, positive) + 8 * (stop - start) * n
+    q_bytes, parts_bytes = 6 * 8 * (n * C + C * C), (n_chunks + 1) * 16 * n * C  # the parts and their sum
+    assert need - cells == held == q_bytes + parts_bytes + 8 * (stop - start) * C  # R: the senders' rows
+
+
+def test_a_cavi_fit_just_too_large_for_the_workers_is_refused_naming_the_bytes(data):
+    """The CAVI partition's estimate (q of theta and pi, the fixed-point n_recv parts): a worker one
+    byte short of it is refused before any data moves, the message naming the bytes; a worker with
+    exactly that much passes the check."""
+    from lpviz import methods, models
+    from lpviz._parallel import n_threads
+
+    release = data.release()
+    options = dict(method="private", n_components=3, n_iter=4, inference="vi", random_state=11, parallel=True)
+    model, method = models.create("blocks", 3), methods.create("private")
+    itemsize = engine.count_itemsize(release.Y_obs)
+    need = distributed.partition_bytes(model, method, data.shape, 45, 0, extra=6 * 8, threads=n_threads(),
+                                       parallel=True, itemsize=itemsize, variational=True)  # fmt: skip
+    assert need > distributed.partition_bytes(model, method, data.shape, 45, 0, threads=n_threads(), parallel=True,
+                                              itemsize=itemsize) - 8 * 45 * 45  # fmt: skip
+    refused_one_byte_short_then_passing_at_the_limit(
+        release, need, options,
+        lambda client, address: distributed._check_worker_memory(
+            client, [address], [(0, 45)], model, method, data.shape, 1, 1, 1, 6 * 8, parallel=True,
+            itemsize=itemsize, variational=True,
+        ),
+    )  # fmt: skip

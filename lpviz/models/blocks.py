@@ -621,12 +621,17 @@ class BlockModel(Model):
         C = self.n_components
         return ((int(shape[0]), C), (C, C))
 
-    def split_worker_bytes(self, shape, rows, n_chunks, dense_mean):
+    def split_worker_bytes(self, shape, rows, n_chunks, dense_mean, variational=False):
         """Bytes a partition of ``rows`` senders holds beyond its rows' chain
         (:func:`lpviz.distributed.partition_bytes`): each chunk's n_recv part (every actor x C
         integers, :meth:`new_stats`) and, with the dense running mean, a saved sample's rates of
-        every actor (:meth:`partition_rates` computes the n x n rates, then keeps its rows')."""
+        every actor (:meth:`partition_rates` computes the n x n rates, then keeps its rows').
+        ``variational``: a CAVI partition's instead (it computes no rates): each chunk's n_recv
+        part in fixed point (two int64 a cell, :meth:`vi_new_stats`), their sum the sweep
+        returns, and its senders' rows of R (rows x C floats)."""
         n, C = int(shape[0]), self.n_components
+        if variational:
+            return 16 * n_chunks * n * C + 16 * n * C + 8 * int(rows) * C
         return 8 * n_chunks * n * C + (8 * n * n if dense_mean else 0)
 
     def place_rows(self, start, stop):
