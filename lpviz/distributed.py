@@ -541,6 +541,10 @@ class VariationalPartition(Partition):
     def vi_sweep(self, shared):
         """The local step and theta's update at the shared factors' q ``shared`` ((shape, rate) each)."""
         self.q = (self.q[0],)  # the previous q let go first: one q of the shared factors at a time
+        # the last sweep's expected counts (one process keeps them for fit.y_expected; nothing here
+        # reads them): let go before the next are made
+        if isinstance(self.latent, dict) and "y_expected" in self.latent:
+            self.latent["y_expected"] = None
         self.q = (self.q[0], *self._shared_q(shared))
         stats = self.model.vi_new_stats(self.q, self.work)
         self.method.vi_sweep(self.prepared, self.latent, self.model, self.q, stats, self.work)
@@ -1073,9 +1077,9 @@ def partition_bytes(
     n_cols = math.prod(shape[1:])
     dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
     # itemsize: the counts'; positive: the rows' positive cells (Method.positive_cells; None: unknown)
-    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive)
+    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive, variational)
     need += (saved * 8 + extra) * _row_width(model) * rows
-    if dense_mean:
+    if dense_mean and not variational:  # a CAVI partition keeps no rate sum
         need += 8 * rows * n_cols
     if masked:  # the excluded cells' mask (bool) and their lists
         need += rows * n_cols

@@ -636,16 +636,21 @@ def count_itemsize(counts):
     return int(np.dtype(dtype).itemsize)
 
 
-def chain_bytes(model, method, shape, itemsize=None, positive=None):
+def chain_bytes(model, method, shape, itemsize=None, positive=None, variational=False):
     """Bytes a chain of ``model`` (a Model) under ``method`` (a Method) holds for data of ``shape``:
     the model's state and statistics, the method's latent state, the counts as the method keeps
     them (:meth:`~lpviz.methods.base.Method.count_bytes`; ``itemsize``: bytes per count of the
     release's integers, None when not known; ``positive``: :meth:`Method.positive_cells` of them,
-    None when not counted) (one estimate for the CLI, the loaders, the
+    None when not counted; ``variational``: the method's CAVI state instead of its chain's,
+    :meth:`~lpviz.methods.base.Method.vi_state_bytes`) (one estimate for the CLI, the loaders, the
     dashboard's budget and the workers of a cluster)."""
+    if variational:
+        own = method.vi_state_bytes(matrix_shape(shape), model, positive)
+    else:
+        own = method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
     return int(
         model.state_bytes(shape)
-        + method.state_bytes(matrix_shape(shape), model)  # methods see cells as a matrix
+        + own
         + method.count_bytes(matrix_shape(shape), itemsize, positive)
         + 2 * 8 * sum(int(n) for n in shape) * model.n_components
     )

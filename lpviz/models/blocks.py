@@ -803,7 +803,8 @@ class BlockModel(Model):
         theta, pi = q[-2:]
         stats["weights"] = weights
         # the counts each actor receives bound its fixed-point sums: refuse what would overflow
-        received = np.bincount(counts[1], np.maximum(counts[2], 0.0), theta.n_rows)
+        # (a CSR of the positive expected counts: summed as they are, no copy of a float a cell)
+        received = np.bincount(counts[1], counts[2], theta.n_rows)
         stats["bound"] = check_fixed_bound(float(received.max(initial=0.0)))
         row_log = np.zeros(len(counts[0]) - 1)
         factors = (weights_of(theta, weights), weights_of(pi, weights))
