@@ -969,8 +969,9 @@ def fit(
         model_zeros = model_instance.structural_zeros(tuple(data.shape))
         if model_zeros is not None:
             zeros = _either(zeros, model_zeros)
-            excluded &= ~model_zeros
+            excluded[model_zeros] = False  # (no negated copy of a rows x columns mask)
             excluded = excluded if excluded.any() else None
+        del model_zeros  # not kept through the fit (a byte a cell on the driver)
         hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
         if excluded is not None and not callable(getattr(model_instance, hook, None)):
             raise ValueError(

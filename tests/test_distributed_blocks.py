@@ -449,3 +449,38 @@ def test_a_cavi_partition_holds_no_more_than_its_estimate_at_the_sweeps_peak(met
         positive=fitted.positive_cells(counts), variational=True,
     )  # fmt: skip
     assert held <= need <= 1.2 * held
+
+
+@pytest.mark.parametrize("inference", ["mcmc", "vi"])
+def test_the_driver_makes_few_rows_x_columns_masks_before_the_partitions_start(client, monkeypatch, inference):
+    """The driver works out the excluded pairs (the block model's self loops are its partitions'
+    own) with at most three actors x actors masks alive beside the release's (the excluded pairs,
+    the model's zeros, their union with the release's zeros; a negated copy of the model's zeros was
+    a fourth), and keeps only the union once the partitions start (it kept the model's zeros
+    through the fit too)."""
+    import tracemalloc
+
+    n = 800
+    release = make_blocks(n_actors=n, n_communities=2, random_state=5).release()
+    assert release.structural_zeros is not None
+
+    class Started(Exception):
+        pass
+
+    def start(*args, **kwargs):
+        at_start.append(tracemalloc.get_traced_memory()[0] - base)
+        raise Started
+
+    at_start = []
+    schedule = dict(n_iter=2) if inference == "vi" else dict(n_iter=2, burn_in=0, thin=1)
+    monkeypatch.setattr(distributed, "_start_partitions", start)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        with pytest.raises(Started):
+            distributed.fit(release, scheduler=client, n_components=2, inference=inference, random_state=0, **schedule)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < 3.5 * n * n  # bools: a byte a pair
+    assert at_start[0] < 1.5 * n * n
