@@ -460,7 +460,7 @@ def test_the_driver_makes_few_rows_x_columns_masks_before_the_partitions_start(c
     through the fit too)."""
     import tracemalloc
 
-    n = 800
+    n = 1000  # a mask: 1 MB, far above what the in-process cluster allocates beside the fit
     release = make_blocks(n_actors=n, n_communities=2, random_state=5).release()
     assert release.structural_zeros is not None
 
