@@ -546,6 +546,11 @@ class VariationalPartition(Partition):
 
     def vi_sweep(self, shared):
         """The local step and theta's update at the shared factors' q ``shared`` ((shape, rate) each)."""
+        self.q = (self.q[0],)  # the previous q let go first: one q of the shared factors at a time
+        # the last sweep's expected counts (one process keeps them for fit.y_expected; nothing here
+        # reads them): let go before the next are made
+        if isinstance(self.latent, dict) and "y_expected" in self.latent:
+            self.latent["y_expected"] = None
         self.q = (self.q[0], *self._shared_q(shared))
         stats = self.model.vi_new_stats(self.q, self.work)
         self.method.vi_sweep(self.prepared, self.latent, self.model, self.q, stats, self.work)
@@ -562,8 +567,9 @@ class VariationalPartition(Partition):
         """Continue a sum over the excluded cells of these rows (``model.vi_rows_pass``), the
         shared factors' q updated since the sweep (``factors``: (shape, rate) by position) set first."""
         prior = (self.model.a0, self.model.b0)
-        q = list(self.q)
+        q, self.q = list(self.q), None
         for position, (shape, rate) in factors.items():
+            q[position] = None  # the previous q let go first (as in vi_sweep)
             q[position] = GammaFactor(shape, rate, prior)
         self.q = tuple(q)
         return self.model.vi_rows_pass(kind, self.q, self.work, carry)
@@ -969,8 +975,9 @@ def fit(
         model_zeros = model_instance.structural_zeros(tuple(data.shape))
         if model_zeros is not None:
             zeros = _either(zeros, model_zeros)
-            excluded &= ~model_zeros
+            excluded[model_zeros] = False  # (no negated copy of a rows x columns mask)
             excluded = excluded if excluded.any() else None
+        del model_zeros  # not kept through the fit (a byte a cell on the driver)
         hook = "vi_rows_pass" if inference == "vi" else "update_columns_excluded"
         if excluded is not None and not callable(getattr(model_instance, hook, None)):
             raise ValueError(
@@ -1059,35 +1066,39 @@ def partition_bytes(
     parallel=None,
     itemsize=None,
     positive=None,
+    variational=False,
 ):
     """Bytes a partition of ``rows`` of a chain over a cluster holds on its worker at its peak:
     the chain's own (:func:`lpviz.engine.chain_bytes` of its rows), theta's ``saved`` samples
-    (``extra``: bytes per row and component beyond them, e.g. a variational fit's q), the rows'
-    rate sum (a release small enough for the dense running mean), the excluded cells' mask
-    (``masked``), the shared factors twice (the state and each call's copy) and, for the score on
+    (``extra``: bytes per row and component of the rows' own factor beyond them, e.g. a variational
+    fit's q of theta), the rows' rate sum (a release small enough for the dense running mean), the
+    excluded cells' mask (``masked``), the shared factors twice (the state and each call's copy;
+    ``variational``: their q, six arrays each, :class:`VariationalPartition`) and, for the score on
     the low-rank path, every saved sample's; and the model's own (``split_worker_bytes(shape,
-    rows, n_chunks, dense_mean)``: e.g. the block model's n_recv parts, every actor x C integers
-    per chunk of the sweep, and a saved sample's rates of every actor, n x n). ``threads``: the
-    worker's kernel threads (the sweep's chunks, as :func:`lpviz._parallel.chunk_bounds` cuts them)."""
+    rows, n_chunks, dense_mean, variational)``: e.g. the block model's n_recv parts, every actor x C
+    integers per chunk of the sweep, and a saved sample's rates of every actor, n x n). ``threads``:
+    the worker's kernel threads (the sweep's chunks, as :func:`lpviz._parallel.chunk_bounds` cuts them)."""
     from lpviz._parallel import _CHUNKS_PER_THREAD, PARALLEL_MIN_CELLS
     from lpviz.engine import chain_bytes
 
     n_cols = math.prod(shape[1:])
     dense_mean = math.prod(shape) <= DENSE_MEAN_MAX_CELLS  # as _start_partitions' spec decides it
     # itemsize: the counts'; positive: the rows' positive cells (Method.positive_cells; None: unknown)
-    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive)
-    need += (saved * 8 * _row_width(model) + extra * model.n_components) * rows
-    if dense_mean:
+    need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive, variational)
+    need += (saved * 8 + extra) * _row_width(model) * rows
+    if dense_mean and not variational:  # a CAVI partition keeps no rate sum
         need += 8 * rows * n_cols
     if masked:  # the excluded cells' mask (bool) and their lists
         need += rows * n_cols
     shared = 8 * sum(math.prod(factor) for factor in _shared_shapes(model, shape))
-    need += 2 * shared + (0 if dense_mean else saved * shared)
+    # a variational partition holds the shared factors' q (shape, rate, mean, var, geo, elog): each
+    # call's (shape, rate) become the new q's, built after the previous q is let go
+    need += (6 if variational else 2) * shared + (0 if dense_mean else saved * shared)
     own = getattr(model, "split_worker_bytes", None)
     if own is not None:
         sweeps_in_chunks = parallel if parallel is not None else rows * n_cols >= PARALLEL_MIN_CELLS
         n_chunks = max(1, min(n_stream_blocks(rows), _CHUNKS_PER_THREAD * threads)) if sweeps_in_chunks else 1
-        need += own(shape, rows, n_chunks, dense_mean)
+        need += own(shape, rows, n_chunks, dense_mean, variational)
     return int(need)
 
 
@@ -1144,7 +1155,7 @@ def _worker_room(client, workers):
 
 
 def _check_worker_memory(client, workers, partitions, model, method, shape, n_iter, burn_in, thin, extra=0,
-                         masked=False, parallel=None, itemsize=None, positive=None):  # fmt: skip
+                         masked=False, parallel=None, itemsize=None, positive=None, variational=False):  # fmt: skip
     """Refuse before any data moves a chain whose largest partition does not fit its worker
     (:func:`partition_bytes` against :func:`_worker_room`; ``positive``: a partition's positive
     cells, a list beside ``partitions``). Returns, beside ``partitions``, the most positive cells
@@ -1161,7 +1172,8 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
         rows = stop - start
         threads, usable, words = rooms[address]
         need = partition_bytes(model, method, shape, rows, saved, extra=extra, masked=masked,
-                               threads=threads, parallel=parallel, itemsize=itemsize, positive=cells)  # fmt: skip
+                               threads=threads, parallel=parallel, itemsize=itemsize, positive=cells,
+                               variational=variational)  # fmt: skip
         limit = limits.get(address, 0)
         if limit and need > usable:
             raise MemoryBudgetError(
@@ -1284,6 +1296,7 @@ def _start_partitions(
         parallel=parallel,
         itemsize=counts.sample_itemsize() if isinstance(counts, RowsOf) else count_itemsize(counts),
         positive=positive,
+        variational=issubclass(kind, VariationalPartition),
     )
     spec = {
         "model": model.name,
@@ -1415,7 +1428,7 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
     n_rows, n_cols = shape[0], math.prod(shape[1:])
     K = model.n_components
     excluded, heldout, zeros = masks
-    # theta's q on the workers: (shape, rate, mean, var, geo, elog) per row and component
+    # theta's q on the workers: (shape, rate, mean, var, geo, elog) per row and component of its own
     partitions, actors, shared = _start_partitions(
         client, counts, alpha, model, method, method_options, shape, seed, parallel, chosen,
         VariationalPartition, (1, 1, 1, 6 * 8), None if excluded is None else excluded.reshape(n_rows, -1),

@@ -154,6 +154,13 @@ class Method:
     def vi_warm_start(self, prepared, latent, vi_latent):
         """Set a chain's latent state (``latent``, from :meth:`start`) from a CAVI fit's (``vi_latent``)."""
 
+    def vi_state_bytes(self, shape, model, positive=None):
+        """Bytes of the method's own CAVI state and its local step's arrays at their peak for data
+        of ``shape`` beside the counts :meth:`count_bytes` counts (a memory estimate: a CAVI
+        partition's on a cluster, lpviz.distributed); ``positive`` as for :meth:`count_bytes`.
+        Here the chain's (:meth:`state_bytes`): methods that know their CAVI arrays say so."""
+        return self.state_bytes(shape, model)
+
 
 def excluded_rows(excluded_mask):
     """(indptr, indices) by row of a boolean matrix of excluded cells (None: none)."""

@@ -61,6 +61,13 @@ class FixedCountsMethod(Method):
             "log_factorials": ordered_sum(gammaln(values + 1.0)),
         }
 
+    def vi_state_bytes(self, shape, model, positive=None):
+        # vi_start's float copy of the positive counts (their columns and row pointers are
+        # prepare's) and, while it sums their log factorials, two more floats a positive count (the
+        # peak: a sweep adds only the rows' terms); positive cells not counted: every cell
+        cells = int(shape[0]) * int(shape[1]) if positive is None else int(positive)
+        return 3 * 8 * cells + 8 * int(shape[0])
+
     def vi_constant_from(self, latent, carry):
         return ordered_sum_from(gammaln(latent["counts"][2] + 1.0), carry)
 

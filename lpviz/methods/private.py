@@ -1001,6 +1001,20 @@ class Private(Method):
         latent["cell_rows"] = row_terms  # the rows' ELBO terms (summed in row order)
         return ordered_sum(row_terms)
 
+    def vi_state_bytes(self, shape, model, positive=None):
+        n_rows, n_cols = int(shape[0]), int(shape[1])
+        n_cells = n_rows * n_cols
+        start, stop = row_blocks(n_rows, n_cols, VI_BLOCK_CELLS)[0]
+        block = (stop - start) * n_cols
+        # the expected counts' CSR (value and column: 16 bytes a positive cell, at most every cell):
+        # the row blocks' pieces and their concatenation, both alive when the model allocates them
+        expected = 2 * (16 * n_cells + 8 * n_rows) + 8 * len(row_blocks(n_rows, n_cols, VI_BLOCK_CELLS)) + 8
+        if self.settings["variant"] == "paper":
+            # q of the noise rates per cell (g_plus, g_minus, elog_plus) and a row block's moments
+            # of the rates (mean, variance, weight) and expected counts
+            return expected + 24 * n_cells + 32 * block + 8 * n_rows
+        return expected + 16 * block + 8 * n_rows  # a row block's rates and expected counts; the rows' terms
+
     def vi_warm_start(self, prepared, latent, vi_latent):
         # the Bessel sampler from the paper's variant: noise rates at their q means alpha (E[g] + 1)
         if "lambda_plus" in latent and "g_plus" in vi_latent:

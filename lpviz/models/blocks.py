@@ -622,12 +622,17 @@ class BlockModel(Model):
         C = self.n_components
         return ((int(shape[0]), C), (C, C))
 
-    def split_worker_bytes(self, shape, rows, n_chunks, dense_mean):
+    def split_worker_bytes(self, shape, rows, n_chunks, dense_mean, variational=False):
         """Bytes a partition of ``rows`` senders holds beyond its rows' chain
         (:func:`lpviz.distributed.partition_bytes`): each chunk's n_recv part (every actor x C
         integers, :meth:`new_stats`) and, with the dense running mean, a saved sample's rates of
-        every actor (:meth:`partition_rates` computes the n x n rates, then keeps its rows')."""
+        every actor (:meth:`partition_rates` computes the n x n rates, then keeps its rows').
+        ``variational``: a CAVI partition's instead (it computes no rates): each chunk's n_recv
+        part in fixed point (two int64 a cell, :meth:`vi_new_stats`), their sum the sweep
+        returns, and its senders' rows of R (rows x C floats)."""
         n, C = int(shape[0]), self.n_components
+        if variational:
+            return 16 * n_chunks * n * C + 16 * n * C + 8 * int(rows) * C
         return 8 * n_chunks * n * C + (8 * n * n if dense_mean else 0)
 
     def place_rows(self, start, stop):
@@ -799,7 +804,8 @@ class BlockModel(Model):
         theta, pi = q[-2:]
         stats["weights"] = weights
         # the counts each actor receives bound its fixed-point sums: refuse what would overflow
-        received = np.bincount(counts[1], np.maximum(counts[2], 0.0), theta.n_rows)
+        # (a CSR of the positive expected counts: summed as they are, no copy of a float a cell)
+        received = np.bincount(counts[1], counts[2], theta.n_rows)
         stats["bound"] = check_fixed_bound(float(received.max(initial=0.0)))
         row_log = np.zeros(len(counts[0]) - 1)
         factors = (weights_of(theta, weights), weights_of(pi, weights))
