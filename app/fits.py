@@ -414,7 +414,8 @@ class Fits(param.Parameterized):
                 # the statuses go in this message, the rows the workers handed over on leaving in a
                 # callback of its own right after it; scheduled before the statuses change, it runs
                 # before the views a "stopped" schedules (follow_results' settle)
-                pn.state.execute(self._stream_after_answer, schedule=True)
+                generations = {name: runner._generation for name, runner in self.runners.items()}
+                pn.state.execute(partial(self._stream_after_answer, generations), schedule=True)
             elif self._unsent and (still or self._redraw.due()):
                 # at most every TRACE_SECONDS while running (a redraw costs the event loop), at
                 # once when a run stops moving
@@ -436,10 +437,16 @@ class Fits(param.Parameterized):
             stretch(self._redraw, redraw_cost)
         return streamed
 
-    def _stream_after_answer(self):
-        """Stream the trace rows a Stop's answer left for after its statuses (a callback of its own)."""
-        if self.closed or not self._unsent:
-            return  # the session has ended, or a drain meanwhile streamed them
+    def _stream_after_answer(self, generations):
+        """Stream the trace rows a Stop's answer left for after its statuses (a callback of its own);
+        ``generations``: the runners' runs then (the rows of a run replaced since, by a Start before
+        this callback, are not the new run's)."""
+        if self.closed:
+            return
+        for name in [name for name in self._unsent if self.runners[name]._generation != generations.get(name)]:
+            del self._unsent[name]
+        if not self._unsent:
+            return  # a drain meanwhile streamed them, or their runs were replaced
         with self._batched():
             if self.traces_on_screen.shown:
                 self.stream_traces()
