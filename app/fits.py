@@ -398,6 +398,9 @@ class Fits(param.Parameterized):
         still = any(updates.get("status") in STILL_STATUSES for _, _, updates in collected) or any(
             not runner.is_alive and runner.status in MOVING_STATUSES for runner in self.runners.values()
         )
+        # a Stop answered (a worker has left while its line reads "stopping"): on a page, the trace redraw
+        # held the "stopped" back (one message: up to 0.4 s of the server's and the page's time after Stop)
+        answered = served() and any(r.status == "stopping" and not r.is_alive for r in self.runners.values())
         streamed = 0
         # one hold (one message to the browser) and one freeze (Bokeh walks the model graph once)
         with self._batched():
@@ -407,14 +410,21 @@ class Fits(param.Parameterized):
                 # the plots keep, and are drawn in one redraw when the plots are shown again
                 self._hold_back_rows()
                 self.traces_on_screen.run("traces", self.stream_traces)
+            elif self._unsent and answered:
+                # the statuses go in this message, the rows the workers handed over on leaving in a
+                # callback of its own right after it; scheduled before the statuses change, it runs
+                # before the views a "stopped" schedules (follow_results' settle)
+                generations = {name: runner._generation for name, runner in self.runners.items()}
+                pn.state.execute(partial(self._stream_after_answer, generations), schedule=True)
             elif self._unsent and (still or self._redraw.due()):
                 # at most every TRACE_SECONDS while running (a redraw costs the event loop), at
                 # once when a run stops moving
                 redraw_started = time.perf_counter()
                 streamed = self.stream_traces()
                 redraw_cost = time.perf_counter() - redraw_started
-            # statuses after the rows: a page that reads "paused" has every row before it; every
-            # runner's, even when a watcher of one fails (its error is raised after the others')
+            # statuses after the rows (but a Stop's answer, above): a page that reads "paused" has every
+            # row before it; every runner's, even when a watcher of one fails (its error is raised after
+            # the others')
             failures = []
             for runner, _, updates in collected:
                 try:
@@ -426,6 +436,23 @@ class Fits(param.Parameterized):
         if redraw_cost is not None and not still:
             stretch(self._redraw, redraw_cost)
         return streamed
+
+    def _stream_after_answer(self, generations):
+        """Stream the trace rows a Stop's answer left for after its statuses (a callback of its own);
+        ``generations``: the runners' runs then (the rows of a run replaced since, by a Start before
+        this callback, are not the new run's)."""
+        if self.closed:
+            return
+        for name in [name for name in self._unsent if self.runners[name]._generation != generations.get(name)]:
+            del self._unsent[name]
+        if not self._unsent:
+            return  # a drain meanwhile streamed them, or their runs were replaced
+        with self._batched():
+            if self.traces_on_screen.shown:
+                self.stream_traces()
+            else:
+                self._hold_back_rows()
+                self.traces_on_screen.run("traces", self.stream_traces)
 
     def watch_progress(self, now=None):
         """The session's watchdog: a runner whose worker has left without settling its status is

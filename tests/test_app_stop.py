@@ -203,3 +203,51 @@ def test_stop_reset_or_closing_during_a_slow_final_score_answers_at_once_and_the
     fits.start()
     drain_until(fits, lambda: all(r.status == "done" for r in runners))
     assert slow_final_score["finished"] == len(runners)
+
+
+def test_a_stop_on_a_page_sends_its_stopped_status_before_the_trace_redraw(monkeypatch):
+    """Served, the drain that finds the stopped workers gone sends every "stopped" in its own message, and
+    the trace rows they handed over on leaving in a callback after it: in one message, the trace redraw
+    (seconds of a loaded server's and page's time) held the "stopped" back after Stop."""
+    import panel as pn
+
+    import app.fits
+    from tests.test_app_reset_order import record
+
+    fits = make_fits()
+    fits.settings.param.update(n_iter=100_000, burn_in=10, thin=5)
+    runners = list(fits.runners.values())
+    try:
+        fits.start()
+        drain_until(fits, lambda: all(len(r.buffer.data) > 0 for r in runners))
+        # the workers hand over rows that no drain has taken yet, then Stop
+        deadline = time.monotonic() + 60
+        while not all(r.has_output for r in runners):
+            assert time.monotonic() < deadline, "the workers handed over no rows"
+            time.sleep(0.02)
+        scheduled = []
+        monkeypatch.setattr(app.fits, "served", lambda: True)
+        monkeypatch.setattr(pn.state, "execute", lambda callback, schedule=False: scheduled.append(callback))
+        fits.stop()
+        assert all(runner.join(LEAVE_SECONDS) for runner in runners)
+        rows_before = {r.method: len(r.buffer.data) for r in runners}
+        events = record(runners)
+        fits.drain()
+        # the drain's message: every line reads stopped, and no trace plot was redrawn
+        assert [r.status for r in runners] == ["stopped"] * len(runners)
+        assert [kind for kind, _, _ in events if kind == "traces"] == [], events
+        assert {r.method: len(r.buffer.data) for r in runners} == rows_before
+        # the rows handed over and not drawn yet, per method
+        waiting = {method: sum(len(frame) for frame in frames) for method, frames in fits._unsent.items()}
+        assert waiting and all(waiting.values())
+        # then the callback: those rows, every one of them, in one redraw
+        for callback in scheduled:
+            callback()
+        assert {method for kind, method, _ in events if kind == "traces"} == set(waiting)
+        assert {r.method: len(r.buffer.data) for r in runners} == {
+            method: rows + waiting.get(method, 0) for method, rows in rows_before.items()
+        }
+    finally:
+        fits.close()
+        for runner in runners:
+            runner.join(timeout=30)

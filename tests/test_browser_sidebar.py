@@ -238,10 +238,26 @@ def short_run(page, opened):
     page.statuses("done")
 
 
+# The URL of every style sheet model of the page (Bokeh's ImportedStyleSheet), resolved against the page:
+# those of views not drawn (a hidden tab's) too, which the browser never fetches.
+STYLE_SHEETS = """() => {
+  const urls = new Set();
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+    if (m.type === "ImportedStyleSheet" || m.constructor.name === "ImportedStyleSheet")
+      urls.add(new URL(m.url, document.baseURI).href);
+  return [...urls].sort(); }"""
+
+
 def test_preset_switches_with_finished_fits_fetch_nothing_from_outside(page):
     """Issue 37 MEDIUM 5: after preset switches with finished fits the page asked Panel's CDN for
     loading.css and listpanel.css. Every request of the page, from its first byte, stays on this machine;
-    and the sidebar's text and settings agree in every frame through these switches too."""
+    every style sheet the page's models hold (drawn or not) is this server's, loading.css and
+    listpanel.css among them; and the sidebar's text and settings agree in every frame through these
+    switches too.
+
+    This walk no longer makes the page ask the CDN with app.resources.serve_stylesheets_locally undone
+    (Panel 1.9.4: no render of this walk without the page's document, logged on the server); the
+    patch's effect is held by tests/test_app_resources.py. Here: that nothing of the page points away."""
     opened = []
     short_run(page, opened)
     for name in ("Figure 1", "Figure 3 (small alpha0)"):
@@ -259,4 +275,8 @@ def test_preset_switches_with_finished_fits_fetch_nothing_from_outside(page):
         short_run(page, opened)
     assert outside(page.requests) == [], "fetched from outside this machine"
     assert len(page.requests) > 10  # the recording saw the page load itself
+    sheets = page.evaluate(STYLE_SHEETS)
+    assert outside(sheets) == [], "style sheets of the page's models point away from this machine"
+    for name in ("css/loading.css", "css/listpanel.css"):  # the two the walk in the issue fetched from the CDN
+        assert any(urlparse(url).path.endswith(f"/static/extensions/panel/{name}") for url in sheets), name
     assert page.errors == []
