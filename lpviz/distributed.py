@@ -42,6 +42,7 @@ the one-process fit's own call (``model.vi_update_columns``): the ELBO trace is 
 
 import math
 import os
+import threading
 import time
 import weakref
 
@@ -63,6 +64,12 @@ from lpviz.models._kernels import (
 from lpviz.models._variational import VI_INIT_SHAPE, GammaFactor, check_fixed_bound, fixed_total
 from lpviz.models.base import Work, check_count
 from lpviz.release import Release, Truth
+
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor keeps its recursion
+# depth per interpreter, not per thread: two threads parsing at once raised "SystemError: AST constructor
+# recursion depth mismatch" (CPython gh-106905; a resumed CAVI fit on a cluster of threads, full run of
+# 2026-11-29). The workers of one process read their checkpoint parts one at a time.
+_NPY_READ_LOCK = threading.Lock()
 
 __all__ = [
     "fit",
@@ -507,7 +514,7 @@ class Partition:
             low, high = max(start, self.start_row), min(stop, self.stop_row)
             if low >= high:
                 continue
-            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+            with _NPY_READ_LOCK, np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
                 mine, theirs = slice(low - self.start_row, high - self.start_row), slice(low - start, high - start)
                 self.theta[mine] = archive["theta"][theirs]
                 n = int(archive["n_samples"])
@@ -606,7 +613,7 @@ class VariationalPartition(Partition):
             low, high = max(start, self.start_row), min(stop, self.stop_row)
             if low >= high:
                 continue
-            with np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+            with _NPY_READ_LOCK, np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
                 if not set(mine) <= set(archive.files):  # (the sweep's outputs may be there too)
                     raise ValueError(f"the checkpoint in {folder!r} holds another fit's state (method or model differ)")
                 for name, array in mine.items():

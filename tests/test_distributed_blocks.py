@@ -256,10 +256,12 @@ def test_a_cavi_partition_holds_the_actor_sized_bytes_its_estimate_counts(data, 
             for factor in (GammaFactor.around(rng.gamma(1.0, 1.0, (k, C)), VI_INIT_SHAPE, (0.1, 0.1)) for k in (n, C))
         )
 
-    def shared_qs():  # every q of theta's or pi's shape alive in this process, but earlier tests'
+    # every q of theta's or pi's shape alive in this process, but earlier tests' (type(), not isinstance:
+    # a weak proxy among gc's objects whose referent has died raises ReferenceError when asked its class)
+    def shared_qs():
         return [
             o for o in gc.get_objects()
-            if isinstance(o, GammaFactor) and hasattr(o, "elog") and o.gamma_shape.shape in ((n, C), (C, C))
+            if issubclass(type(o), GammaFactor) and hasattr(o, "elog") and o.gamma_shape.shape in ((n, C), (C, C))
             and o not in earlier
         ]  # fmt: skip
 
