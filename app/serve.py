@@ -64,6 +64,8 @@
 - ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
   callback due every 100 ms (JSON lines), with its sessions and threads every
   second (:func:`app.loopwatch.watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
+- ``kill -USR1 PID``: the server prints every thread's stack (Python's faulthandler) and goes on: where
+  a run that never ends on screen is waiting (the served tests send it when a run hangs).
 - Server-side files are read only from ``--data-folder`` (repeatable;
   default the data cache folder and ``../shared/data``), downloads happen
   only with ``--allow-downloads``.
@@ -76,7 +78,9 @@ The same with ``panel serve``::
 """
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -249,6 +253,8 @@ def backend_argv(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):  # every thread's stack on request (not on Windows)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     if not args.scheduler and (args.chains == "cluster" or args.procs > 1):
         # several processes share one cluster for their sweeps (and chains), by its address
         args.scheduler = start_local_cluster(args)

@@ -95,6 +95,16 @@ class Server:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
+    def thread_stacks(self, wait=2.0):
+        """Every thread's stack in the server now (app.serve dumps them on SIGUSR1): where a hung run waits."""
+        before = len(self.log_path.read_text(errors="replace"))
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except OSError as error:
+            return f"not asked: {error}"
+        time.sleep(wait)
+        return self.log_path.read_text(errors="replace")[before:] or "(nothing printed)"
+
     def cpu_seconds(self):
         """CPU time the server process has used (all its threads)."""
         with open(f"/proc/{self.pid}/stat") as handle:
@@ -290,6 +300,7 @@ def pytest_runtest_makereport(item, call):
     server = item.funcargs.get("server")
     if server is not None:
         report.sections.append(("server output (last lines)", server.log_tail()))
+        report.sections.append(("server threads (kill -USR1)", server.thread_stacks()))
     page = item.funcargs.get("page")
     if isinstance(page, Page):
         try:

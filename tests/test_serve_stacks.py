@@ -1,0 +1,15 @@
+"""``kill -USR1`` on a served dashboard prints every thread's stack and the server goes on serving: what the
+served tests show when a run hangs (tests/browser_harness.py's report), and what a teacher can send."""
+
+import urllib.request
+
+from tests.browser_harness import served
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_server_goes_on(tmp_path_factory):
+    with served(tmp_path_factory) as server:
+        stacks = server.thread_stacks()
+        assert "Current thread" in stacks or "Thread 0x" in stacks, stacks
+        assert "(most recent call first)" in stacks and 'File "' in stacks  # Python frames, thread by thread
+        with urllib.request.urlopen(server.url, timeout=60) as response:  # still serving
+            assert response.status == 200
