@@ -95,6 +95,21 @@ def cluster_that_lost_a_worker(release, folder, **options):
         yield client
 
 
+def resume_vi_fit_after_a_lost_worker(client, release, folder, arguments, reference):
+    """A CAVI fit resumed from ``folder``'s checkpoint on ``client`` (the two workers a
+    :func:`cluster_that_lost_a_worker` left) runs iterations 7-12 only and is ``reference``, bit for
+    bit; returns the resumed posterior."""
+    seen = []
+    resumed = distributed.fit(
+        release, scheduler=client, checkpoint=folder, resume=True, callback=seen.append, **arguments
+    )
+    assert len(resumed.partitions) == 2
+    assert [state.iteration for state in seen] == list(range(7, 13))  # iterations 1-6 not run again
+    assert vi_differences(resumed, reference) == []
+    assert [state.elbo for state in seen] == reference.elbo.tolist()[6:]
+    return resumed
+
+
 def refused_one_byte_short_then_passing_at_the_limit(release, need, options, check):
     """A one-worker LocalCluster with one byte less than ``need`` refuses ``distributed.fit`` in words
     naming the bytes, before anything is scattered; then ``check(client, address)`` runs the memory

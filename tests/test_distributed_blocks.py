@@ -16,6 +16,7 @@ from lpviz.release import Truth
 from tests._distributed_checks import (
     cluster_that_lost_a_worker,
     refused_one_byte_short_then_passing_at_the_limit,
+    resume_vi_fit_after_a_lost_worker,
     same_chain,
     vi_differences,
     with_truth,
@@ -347,14 +348,7 @@ def test_a_lost_worker_costs_block_cavi_the_iterations_since_the_checkpoint_and_
     reference = lpviz.fit(release, **arguments)
     assert reference.iterations == 12
     with cluster_that_lost_a_worker(release, tmp_path, **arguments) as client:
-        seen = []
-        resumed = distributed.fit(
-            release, scheduler=client, checkpoint=tmp_path, resume=True, callback=seen.append, **arguments
-        )
-        assert len(resumed.partitions) == 2
-        assert [state.iteration for state in seen] == list(range(7, 13))  # iterations 1-6 not run again
-        assert vi_differences(resumed, reference) == []
-        assert [state.elbo for state in seen] == reference.elbo.tolist()[6:]
+        resume_vi_fit_after_a_lost_worker(client, release, tmp_path, arguments, reference)
     # the comparison has power: from another start, the fit differs
     assert vi_differences(lpviz.fit(release, **dict(arguments, random_state=6)), reference) != []
 

@@ -18,7 +18,13 @@ from lpviz.datasets import make_tensor, make_topics
 from lpviz.models._variational import FIXED_MAX_TOTAL, check_fixed_bound
 from lpviz.models.blocks import BlockModel
 from lpviz.release import Release
-from tests._distributed_checks import check_excluded_cells, cluster_that_lost_a_worker, vi_differences, with_truth
+from tests._distributed_checks import (
+    check_excluded_cells,
+    cluster_that_lost_a_worker,
+    resume_vi_fit_after_a_lost_worker,
+    vi_differences,
+    with_truth,
+)
 
 pytest.importorskip("distributed")
 
@@ -109,13 +115,7 @@ def test_a_lost_worker_costs_the_iterations_since_the_checkpoint_and_resumes_the
     release = data.release()
     reference = lpviz.fit(release, **arguments)
     with cluster_that_lost_a_worker(release, tmp_path, **arguments) as client:
-        seen = []
-        resumed = distributed.fit(
-            release, scheduler=client, checkpoint=tmp_path, resume=True, callback=seen.append, **arguments
-        )
-        assert len(resumed.partitions) == 2
-        assert [state.iteration for state in seen] == list(range(7, 13))  # iterations 1-6 not run again
-        assert vi_differences(resumed, reference) == []
+        resume_vi_fit_after_a_lost_worker(client, release, tmp_path, arguments, reference)
         with pytest.raises(ValueError, match="inference='vi', not 'mcmc'"):
             distributed.fit(release, scheduler=client, checkpoint=tmp_path, resume=True, n_components=3, thin=1)
         another = dict(arguments, random_state=6)
