@@ -281,6 +281,9 @@ PROGRESS_TEXTS = """() => {
   return lines; }"""
 
 
+CONSOLE_TAIL = 20  # console messages a failed served test's report shows
+
+
 def record_latency(name, seconds):
     """Add a latency a user feels to artifacts/browser-latency.json (reported, not asserted)."""
     path = REPO / "artifacts" / "browser-latency.json"
@@ -308,6 +311,10 @@ def pytest_runtest_makereport(item, call):
             report.sections.append(("progress lines on the page", "\n".join(lines) or "(none)"))
         except Exception as error:  # a page that broke cannot be read: say so, keep the report
             report.sections.append(("progress lines on the page", f"unreadable: {error}"))
+        # a page whose BokehJS failed on a message stops applying the ones after it: its errors say so
+        report.sections.append(("page errors", "\n".join(page.errors) or "(none)"))
+        tail = [f"{kind}: {text}" for kind, text in page.console[-CONSOLE_TAIL:]]
+        report.sections.append((f"page console (last {CONSOLE_TAIL})", "\n".join(tail) or "(none)"))
 
 
 @pytest.fixture
