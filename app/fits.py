@@ -91,6 +91,29 @@ def running_sessions():
     return max(1, sum(1 for fits in list(_SESSIONS) if not fits.closed and fits.moving))
 
 
+def describe_sessions():
+    """Every session's chains as the server holds them, a line each: what ``kill -USR1`` on a served
+    dashboard prints beside the threads' stacks (app.serve), so a run that hangs on a page shows
+    whether its workers' messages wait undrained, the drain has stopped, or the page has not heard."""
+    lines = []
+    for number, fits in enumerate(list(_SESSIONS)):
+        periodic = fits._draining._scheduled
+        drain = "stopped" if periodic is None else f"running={periodic.running} scheduled={periodic._cb is not None}"
+        lines.append(
+            f"session {number}: state {fits.state}, busy {fits.busy}, closed {fits.closed}, connected "
+            f"{fits._connected}, lost at {fits._lost_at}, drain {drain}, unsent rows {sorted(fits._unsent)}"
+        )
+        for runner in fits.runners.values():
+            control = runner._control
+            lines.append(
+                f"  {runner.method}: {runner.status}, iteration {runner.iteration}, reached {runner.reached}, "
+                f"queued {runner._queue.qsize()}, alive {runner.is_alive}, run {control.run_event.is_set()}, "
+                f"stop {control.stopped}, pauses {control.pauses}, generation {runner._generation} "
+                f"(worker's {runner._worker_generation}), note {runner.note!r}"
+            )
+    return "\n".join(lines) or "no session"
+
+
 def stretch(throttle, cost):
     """After a redraw that cost ``cost`` seconds, keep ``throttle`` closed for this session's fair
     share of the loop (see :data:`REDRAW_LOOP_SHARE`), if that is longer than its own period."""

@@ -64,7 +64,8 @@
 - ``LPVIZ_LOOP_LOG=PATH``: the server appends how late its event loop runs a
   callback due every 100 ms (JSON lines), with its sessions and threads every
   second (:func:`app.loopwatch.watch_event_loop`; ``benchmarks/bench_class.py`` reads it).
-- ``kill -USR1 PID``: the server prints every thread's stack (Python's faulthandler) and goes on: where
+- ``kill -USR1 PID``: the server prints every thread's stack (Python's faulthandler) and every session's
+  chains as it holds them (statuses, messages not yet drained, whether the drain runs) and goes on: where
   a run that never ends on screen is waiting (the served tests send it when a run hangs).
 - Server-side files are read only from ``--data-folder`` (repeatable;
   default the data cache folder and ``../shared/data``), downloads happen
@@ -251,10 +252,18 @@ def backend_argv(args):
     return argv
 
 
+def print_sessions(*_):
+    """SIGUSR1's second half: every session's chains as the server holds them (app.fits.describe_sessions)."""
+    from app.fits import describe_sessions
+
+    print(f"sessions (kill -USR1):\n{describe_sessions()}", file=sys.stderr, flush=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if hasattr(signal, "SIGUSR1"):  # every thread's stack on request (not on Windows)
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):  # every thread's stack and every session's chains on request (not on Windows)
+        signal.signal(signal.SIGUSR1, print_sessions)  # (in the main thread, once its loop wakes)
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)  # (at once, whatever the loop does)
     if not args.scheduler and (args.chains == "cluster" or args.procs > 1):
         # several processes share one cluster for their sweeps (and chains), by its address
         args.scheduler = start_local_cluster(args)
