@@ -99,9 +99,15 @@ def describe_sessions():
     for number, fits in enumerate(list(_SESSIONS)):
         periodic = fits._draining._scheduled
         drain = "stopped" if periodic is None else f"running={periodic.running} scheduled={periodic._cb is not None}"
+        ago = "never" if fits._drained_at is None else f"{time.monotonic() - fits._drained_at:.1f} s ago"
+        doc = fits.off_loop._doc
+        held = "no document"
+        if doc is not None:
+            held = f"{doc.callbacks.hold_value} ({len(doc.callbacks._held_events)} events)"
         lines.append(
             f"session {number}: state {fits.state}, busy {fits.busy}, closed {fits.closed}, connected "
-            f"{fits._connected}, lost at {fits._lost_at}, drain {drain}, unsent rows {sorted(fits._unsent)}"
+            f"{fits._connected}, lost at {fits._lost_at}, drain {drain}, last drain {ago}, held {held}, "
+            f"unsent rows {sorted(fits._unsent)}"
         )
         for runner in fits.runners.values():
             control = runner._control
@@ -157,6 +163,7 @@ class Fits(param.Parameterized):
         self._draining = Periodic(self.drain, DRAIN_PERIOD_MS)
         self._connected, self._lost_at = False, None
         self._halted_unseen = False  # chains stopped while the page was gone: resend when it is back
+        self._drained_at = None  # when drain last ran (time.monotonic())
         self._unsent = {}  # method -> trace rows taken from its worker, not yet in the buffer
         # how much slower than planned this session's page is updated (its page reports its lag:
         # app.throttle.PageLag); every redraw throttle of the session stretches by it
@@ -390,6 +397,7 @@ class Fits(param.Parameterized):
     def drain(self):
         """Deliver finished data builds and chain output, and settle the runners' transitions;
         returns trace rows streamed. A session whose page is gone stops its chains instead."""
+        self._drained_at = time.monotonic()  # (kill -USR1 says when: describe_sessions)
         connection = self.connection()
         if connection == "lost":
             # nobody watches: the statuses change without redrawing any view (a page's views
