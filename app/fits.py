@@ -103,7 +103,7 @@ def describe_sessions():
         doc = fits.off_loop._doc
         held = "no document"
         if doc is not None:
-            held = f"{doc.callbacks.hold_value} ({len(doc.callbacks._held_events)} events)"
+            held = f"{doc.callbacks.hold_value} ({len(doc.callbacks._held_events)} events), {_writes(doc)}"
         lines.append(
             f"session {number}: state {fits.state}, busy {fits.busy}, closed {fits.closed}, connected "
             f"{fits._connected}, lost at {fits._lost_at}, drain {drain}, last drain {ago}, held {held}, "
@@ -118,6 +118,25 @@ def describe_sessions():
                 f"(worker's {runner._worker_generation}), note {runner.note!r}"
             )
     return "\n".join(lines) or "no session"
+
+
+def _writes(doc):
+    """Panel's messages to a document's page not yet written (its write queue when a socket was busy)
+    and whether each connection's socket is mid-write (Bokeh's write lock taken)."""
+    from panel.io import document as panel_document
+
+    waiting = sum(len(messages) for messages in panel_document._WRITE_MSGS.get(doc, {}).values())
+    futures = [future for future in panel_document._WRITE_FUTURES.get(doc, []) if not future.done()]
+    context = doc.session_context
+    session = getattr(context, "_session", None) if context is not None else None
+    sockets = []
+    for connection in getattr(session, "_subscribed_connections", ()):
+        lock = getattr(connection._socket, "write_lock", None)
+        sockets.append("writing" if lock is not None and lock._block._value == 0 else "free")
+    return (
+        f"write block {doc in panel_document._WRITE_BLOCK}, {waiting} messages queued, "
+        f"{len(futures)} writes pending, sockets {sockets}"
+    )
 
 
 def stretch(throttle, cost):

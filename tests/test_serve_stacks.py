@@ -16,7 +16,8 @@ def test_sigusr1_prints_every_threads_stack_and_the_server_goes_on(tmp_path_fact
         assert "(most recent call first)" in stacks and 'File "' in stacks  # Python frames, thread by thread
         # and the session's chains as the server holds them: status, undrained messages, the drain
         assert "sessions (kill -USR1):\nsession 0: state idle" in stacks, stacks
-        assert "last drain never, held None (0 events)" in stacks, stacks  # no fit yet: nothing drained or held
+        # no fit yet: nothing drained, held or waiting to be written
+        assert "last drain never, held None (0 events), write block False, 0 messages queued" in stacks, stacks
         for method in ("private", "naive", "nonprivate"):
             assert f"  {method}: idle, iteration 0, reached 0, queued 0, alive False" in stacks, stacks
         with urllib.request.urlopen(server.url, timeout=60) as response:  # still serving
