@@ -133,9 +133,15 @@ def _writes(doc):
     for connection in getattr(session, "_subscribed_connections", ()):
         lock = getattr(connection._socket, "write_lock", None)
         sockets.append("writing" if lock is not None and lock._block._value == 0 else "free")
+    # Bokeh runs a session's callbacks under its document lock until their writes are done: a write
+    # that never ends keeps every later callback (the drains) waiting
+    lock = getattr(session, "_lock", None)
+    locked = lock is not None and lock._block._value == 0
+    pending = getattr(session, "_pending_writes", None)
     return (
         f"write block {doc in panel_document._WRITE_BLOCK}, {waiting} messages queued, "
-        f"{len(futures)} writes pending, sockets {sockets}"
+        f"{len(futures)} writes pending, sockets {sockets}, document lock "
+        f"{'taken' if locked else 'free'} ({len(pending or ())} writes)"
     )
 
 
