@@ -44,6 +44,10 @@ from app.runner import (
     warm_up_kernels,
 )
 from app.throttle import TRACE_SECONDS, OffLoop, Pace, Periodic, Throttle, log
+from app.writes import install as _write_every_queue
+
+# Panel's write queue, guarded (app.writes): a change queued as an earlier write ended reaches the page
+_write_every_queue()
 
 # the runner's names, importable from here as before the split
 __all__ = [
