@@ -17,9 +17,14 @@ from panel.io import document as _panel_document
 
 __all__ = ["install"]
 
+_PANEL_NAMES = ("_dispatch_msgs", "_dispatch_write_task", "_WRITE_BLOCK", "_WRITE_MSGS")
+
 
 def install():
-    """Wrap Panel's write-queue task (once per process; idempotent)."""
+    """Wrap Panel's write-queue task (once per process; idempotent). A Panel without this queue (its
+    names gone) is left alone: the guard is for the code it mends (tests/test_app_writes says which)."""
+    if not all(hasattr(_panel_document, name) for name in _PANEL_NAMES):
+        return
     original = _panel_document._dispatch_msgs
     if getattr(original, "_lpviz_writes_every_queue", False):
         return
