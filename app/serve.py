@@ -252,11 +252,14 @@ def backend_argv(args):
     return argv
 
 
+SESSIONS_END = "(end of the sessions)"  # the last line SIGUSR1 prints (a reader knows it has all)
+
+
 def print_sessions(*_):
     """SIGUSR1's second half: every session's chains as the server holds them (app.fits.describe_sessions)."""
     from app.fits import describe_sessions
 
-    print(f"sessions (kill -USR1):\n{describe_sessions()}", file=sys.stderr, flush=True)
+    print(f"sessions (kill -USR1):\n{describe_sessions()}\n{SESSIONS_END}", file=sys.stderr, flush=True)
 
 
 def main(argv=None):

@@ -95,15 +95,24 @@ class Server:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def thread_stacks(self, wait=2.0):
-        """Every thread's stack in the server now (app.serve dumps them on SIGUSR1): where a hung run waits."""
+    def thread_stacks(self, wait=60.0):
+        """Every thread's stack in the server now and its sessions' chains (app.serve prints them on
+        SIGUSR1): where a hung run waits. The sessions come when the server's main thread next runs
+        Python (at once from an idle loop; a loaded one, busy importing, took over 2 s): read until
+        they end, at most ``wait`` seconds (a main thread stuck for good: the stacks alone)."""
+        from app.serve import SESSIONS_END
+
         before = len(self.log_path.read_text(errors="replace"))
         try:
             os.kill(self.pid, signal.SIGUSR1)
         except OSError as error:
             return f"not asked: {error}"
-        time.sleep(wait)
-        return self.log_path.read_text(errors="replace")[before:] or "(nothing printed)"
+        deadline = time.monotonic() + wait
+        while True:
+            printed = self.log_path.read_text(errors="replace")[before:]
+            if SESSIONS_END in printed or time.monotonic() > deadline:
+                return printed or "(nothing printed)"
+            time.sleep(0.1)
 
     def cpu_seconds(self):
         """CPU time the server process has used (all its threads)."""

@@ -4,6 +4,7 @@ teacher can send."""
 
 import urllib.request
 
+from app.serve import SESSIONS_END
 from tests.browser_harness import served
 
 
@@ -19,6 +20,7 @@ def test_sigusr1_prints_every_threads_stack_and_the_server_goes_on(tmp_path_fact
         # no fit yet: nothing drained, held or waiting to be written
         assert "last drain never, held None (0 events), write block False, 0 messages queued" in stacks, stacks
         assert "document lock free (0 writes)" in stacks, stacks
+        assert stacks.rstrip().endswith(SESSIONS_END), stacks
         for method in ("private", "naive", "nonprivate"):
             assert f"  {method}: idle, iteration 0, reached 0, queued 0, alive False" in stacks, stacks
         with urllib.request.urlopen(server.url, timeout=60) as response:  # still serving
