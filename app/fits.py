@@ -73,6 +73,9 @@ __all__ = [
 ]
 
 STILL_STATUSES = ("paused", "stopped", "done", "error", "idle")
+# Served, the statuses that answer a click (Pause, Stop, Reset) reach the page before the views that
+# follow the results redraw (app.fits.follow_results): the views come in a callback of their own.
+ANSWERS_FIRST = ("paused", "stopped", "idle")
 # A session's teardown waits at most this long for each worker to leave (a stop reaches the
 # kernels within milliseconds; a worker still building its chain leaves once it is built).
 CLOSE_JOIN_SECONDS = 5.0
@@ -659,7 +662,9 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
     """Call ``callback(runner)`` when a runner's result changes, for views drawn from snapshots.
 
     At once when a runner pauses, stops, ends or is reset, so a still run is
-    shown exactly; while it runs at most every ``seconds`` (one
+    shown exactly (served, a pause, stop or reset in a callback after the
+    message that carries the statuses: the click's answer first); while it
+    runs at most every ``seconds`` (one
     :class:`~app.throttle.Throttle` for the view, or one per runner with
     ``per_runner``), and not in the first period after Start or Resume, so
     the first trace points go out before any heavy redraw. ``needs_sample``:
@@ -687,15 +692,17 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
             throttle.defer()
             return
         if statuses:  # a run that stopped moving: shown exactly, with its statuses
-            if served() and runner.status in ("stopped", "idle"):
-                # the answer to Stop or Reset: every progress line goes to the page first, in messages of
-                # its own; the views (whole heatmaps: seconds of the page's time) once no chain is still
-                # leaving, in a callback after them
+            if served() and runner.status in ANSWERS_FIRST:
+                # the answer to Pause, Stop or Reset: every progress line goes to the page first, in the
+                # drain's (or the click's) message; the views (whole heatmaps, scores: hundreds of ms of a
+                # loaded server, which kept "paused" from the page that long) in a callback after it
                 unshown.add(runner.method)
-                if not any(other.status == "stopping" for other in fits.runners.values()):
-                    pn.state.execute(settle, schedule=True)
             else:
                 show(runner)
+            # once no chain is still pausing or leaving: one redraw for all (a chain that ended instead
+            # of pausing settles the others too)
+            if unshown and not any(other.status in ("pausing", "stopping") for other in fits.runners.values()):
+                pn.state.execute(settle, schedule=True)
             return
         if runner.status == "stopped" and any(e.name == "result" and e.new is not None for e in events):
             show(runner)  # the final score of a run stopped in its end-of-run work, come after the "stopped"
@@ -718,7 +725,7 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
         else:
             redraw(runner, throttle)
 
-    unshown = set()  # methods stopped or reset whose views wait for the other chains' progress lines
+    unshown = set()  # methods paused, stopped or reset whose views wait for the other chains' progress lines
 
     def settle():
         if fits.closed or not unshown:
