@@ -301,8 +301,12 @@ class Fits(param.Parameterized):
             log.exception("the start asked for while the data were built failed")
 
     def pause(self, *_):
+        """Ask the chosen methods' chains to pause: every progress line reads "pausing" in one message
+        (sent one runner's change at a time, each a write to the socket: on a server whose chains hold
+        the GIL, every write waited for it again, 0.1-0.2 s of the click's answer)."""
         self._start_when_loaded = False
-        _each(self.active.values(), "pause")
+        with self._batched():
+            _each(self.active.values(), "pause")
         self._drain_soon(lambda: not any(r.status == "pausing" for r in self.runners.values()))
 
     def _check_memory(self, problem, run):
@@ -341,7 +345,8 @@ class Fits(param.Parameterized):
 
     def stop(self, *_):
         self._start_when_loaded = False
-        _each(self.runners.values(), "stop")
+        with self._batched():  # every "stopping" in one message, as Pause's
+            _each(self.runners.values(), "stop")
         self._drain_soon(lambda: not self.moving)
 
     def reset(self, *_):

@@ -88,3 +88,24 @@ def test_resume_sends_running_without_redrawing_a_view(fits, scheduled):
     fits.resume()
     assert [event for event in events if event[0] == "status"] == [("status", r.method, "running") for r in runners]
     assert [event for event in events if event[0] == "view"] == [] and scheduled == []
+
+
+@pytest.mark.parametrize("click", ["pause", "stop"])
+def test_pause_and_stop_send_every_status_in_one_message(fits, monkeypatch, click):
+    """The click's statuses change under one hold of the page's document (one message to the browser),
+    not one message per runner's change (each a write to the socket: on a server whose chains hold the
+    GIL, each write waited for it again)."""
+    from bokeh.document import Document
+
+    runners = list(fits.runners.values())
+    fits.start()
+    drain_until(fits, lambda: all(r.iteration >= 5 for r in runners))
+    document = Document()
+    held = []
+    for runner in runners:
+        runner.param.watch(lambda *_: held.append(document.callbacks.hold_value), ["status"])
+    monkeypatch.setattr(pn.state, "curdoc", document)
+    getattr(fits, click)()
+    monkeypatch.undo()
+    assert len(held) == len(runners) and all(value is not None for value in held), held
+    assert document.callbacks.hold_value is None  # released: the message has gone
