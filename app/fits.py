@@ -704,10 +704,12 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
                 unshown.add(runner.method)
             else:
                 show(runner)
-            # once no chain is still pausing or leaving: one redraw for all (a chain that ended instead
-            # of pausing settles the others too)
+            # once no chain is still pausing or leaving (a chain that ended instead of pausing settles the
+            # others too): a redraw, and a message, per chain; one message for all was a task of seconds
+            # for a 4x throttled page, and the answer to the next click waited behind it
             if unshown and not any(other.status in ("pausing", "stopping") for other in fits.runners.values()):
-                pn.state.execute(settle, schedule=True)
+                for method in sorted(unshown):
+                    pn.state.execute(partial(settle, method), schedule=True)
             return
         if runner.status == "stopped" and any(e.name == "result" and e.new is not None for e in events):
             show(runner)  # the final score of a run stopped in its end-of-run work, come after the "stopped"
@@ -732,13 +734,12 @@ def follow_results(fits, callback, seconds, *, per_runner=False, needs_sample=Fa
 
     unshown = set()  # methods paused, stopped or reset whose views wait for the other chains' progress lines
 
-    def settle():
-        if fits.closed or not unshown:
-            return
+    def settle(method):
+        if fits.closed or method not in unshown:
+            return  # drawn by a settle scheduled before this one
+        unshown.discard(method)
         with Fits._batched():
-            for method in sorted(unshown):
-                unshown.discard(method)
-                show(fits.runners[method])
+            show(fits.runners[method])
 
     def redraw(runner, throttle):
         if fits.closed:
