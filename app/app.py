@@ -31,6 +31,7 @@ from app.fits_view import FitsView  # noqa: E402
 from app.loopwatch import watch_event_loop  # noqa: E402
 from app.noise_view import NoiseView  # noqa: E402
 from app.onscreen import ViewTabs  # noqa: E402
+from app.paint import PAINT_JS, SPINNER_CSS, busy_spinner  # noqa: E402
 from app.privacy_view import PrivacyView  # noqa: E402
 from app.resources import (  # noqa: E402
     check_callbacks_once,
@@ -154,8 +155,9 @@ def create_app():
     tabs = ViewTabs(*views.items(), sizing_mode="stretch_width", stylesheets=[NARROW_TABS_CSS])
     # Spins while a chain runs or data are being built, nothing else (Panel's own
     # indicator also spins for every periodic callback).
-    spinner = pn.indicators.LoadingSpinner(
-        value=fits.param.busy, visible=fits.param.busy, width=24, height=24, color="light", margin=(8, 10)
+    # (app.paint.busy_spinner: a text that spins, so a Pause's answer lays nothing out)
+    spinner = pn.pane.HTML(
+        pn.bind(busy_spinner, fits.param.busy), width=24, height=24, margin=(8, 10), stylesheets=[SPINNER_CSS]
     )
     # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
     # which fails (with console errors) on machines without internet access.
@@ -176,6 +178,7 @@ def create_app():
     if pn.state.curdoc is not None:
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=FRESH_RECEIVER_JS))
+        pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAINT_JS))
     return template
 
 

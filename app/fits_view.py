@@ -170,6 +170,22 @@ def best_cells(frame):
     return best
 
 
+# Room kept for the scoreboard, with or without scores, and for the claim's verdict: a pane that grows
+# or shrinks (the first scores; a fit flagged "has not mixed" at one pause and not at the next; the
+# verdict's second line at the end) resizes the page, and BokehJS then lays the whole page out again
+# (0.4-0.6 s of a 4x throttled page, a click meanwhile waiting for it). Three fits' table with its flags
+# and notes take up to about 28em on a desktop (a topic model's, whose columns have more notes).
+SCOREBOARD_MIN_HEIGHT = "30em"
+VERDICT_MIN_HEIGHT = "2lh"
+NO_SCORES_YET = "<p><i>Each fit's scores appear here when it pauses, stops or ends.</i></p>"
+
+
+def scoreboard_box(frame):
+    """:func:`scoreboard_html` in a box that keeps its height while the scores come and change."""
+    html = scoreboard_html(frame) or NO_SCORES_YET
+    return f"<div class='scoreboard-box' style='min-height: {SCOREBOARD_MIN_HEIGHT}'>{html}</div>"
+
+
 def scoreboard_html(frame):
     """The score table as HTML, the best value of each column in bold with a star (never a flagged
     fit's), each flagged fit's reasons in words below."""
@@ -364,7 +380,8 @@ class FitsView(pn.viewable.Viewer):
             "differ from the class's.</i>"
         )
         return (
-            f"<div class='claim-verdict' data-held='{verdict.word}'><b>The preset's claim:</b> {preset.claim.text} "
+            f"<div class='claim-verdict' data-held='{verdict.word}' style='min-height: {VERDICT_MIN_HEIGHT}'>"
+            f"<b>The preset's claim:</b> {preset.claim.text} "
             f"<b style='color:{colour}'>{verdict.word.capitalize()}</b>: {verdict.text.rstrip('.')}.{seed}</div>"
         )
 
@@ -562,10 +579,10 @@ class FitsView(pn.viewable.Viewer):
     def __panel__(self):
         self._redraw_rates()
         table = pn.pane.HTML(
-            pn.bind(scoreboard_html, self.param.scores),
-            # always visible (empty, it is no height): a pane made visible relays the whole page out in
-            # BokehJS (every figure of the tab measured and repainted: 2-3 s of a 4x throttled page at the
-            # first scores, at every Pause), a new text only reflows the browser's layout
+            pn.bind(scoreboard_box, self.param.scores),
+            # always visible and of one height (scoreboard_box): a pane made visible, or one that changes
+            # size, relays the whole page out in BokehJS (every figure of the tab measured and repainted:
+            # 2-3 s of a 4x throttled page at the first scores, at every Pause)
             sizing_mode="stretch_width",
             stylesheets=[SCROLL_SIDEWAYS_CSS],  # its own sideways scroll on a phone
             name="fit-scores",

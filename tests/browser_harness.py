@@ -368,14 +368,15 @@ FIGURES = """
 }
 """
 
-# Whether any loading spinner of the page spins (Panel's spinners are HTML models classed "loader", plus
-# "spin" while their value is true).
+# Whether any loading spinner of the page spins: Panel's spinners are HTML models classed "loader", plus
+# "spin" while their value is true; the header's (app.paint.busy_spinner) an HTML text of those classes.
 SPINNING = """
 () => {
   for (const doc of window.Bokeh.documents)
     for (const model of doc.all_models) {
       const classes = model.css_classes || [];
       if (classes.includes("loader") && classes.includes("spin")) return true;
+      if (typeof model.text === "string" && model.text.includes("loader spin")) return true;
     }
   return false;
 }

@@ -1,0 +1,102 @@
+"""How a served page draws: its plots one per task, a plot laid out alone when only its own parts
+changed size, and a busy indicator that never changes the page's layout.
+
+Measured in chromium at 4x CPU throttling (a cheap student laptop) during a Figure 1 run, BokehJS 3.9
+(``/work`` probes, issue 37): the page's long tasks were of two kinds, and a click on Pause or Resume
+that came during one waited for its end (clicks of 0.5-1.1 s where most took 0.1-0.2 s).
+
+- Every plot that asked for a paint within one animation frame painted in that frame, together: the
+  two trace plots and three rate heatmaps after a Pause were one task of 0.6-0.8 s (0.1-0.13 s each).
+  Here each plot paints in a task of its own, one after another, so the page reads its messages and
+  its clicks between them.
+- A plot whose axis's tick labels got wider or narrower ("-98,765" to "-123,456"), or whose colour bar's
+  did, laid out the whole page (BokehJS climbs to the layout root: every view measured, every figure
+  of the tab painted again): 0.5-0.8 s. The plot's own box does not depend on those parts (its width
+  is the page's, its height fixed), so only the plot is laid out again: what BokehJS does for a plot
+  that is a layout root of its own. A plot sized by its frame (``frame_width``/``frame_height``)
+  keeps BokehJS's way.
+
+- The header's busy spinner (Panel's ``LoadingSpinner``, shown while a chain runs) changed its
+  ``visible`` and ``css_classes`` with every Pause and Resume, and each change lays out its root again
+  in BokehJS: 0.08-0.1 s in the very message that answered the click. :func:`busy_spinner` is an HTML
+  text that spins in CSS: a text change lays nothing out.
+
+The first two patch private BokehJS names (``PlotView.schedule_paint``, ``_invalidate_layout_if_needed``): a
+Bokeh upgrade must check them (tests/test_browser_paint.py does).
+"""
+
+PAINT_JS = """
+const {PlotView} = Bokeh.require("models/plots/plot_canvas");
+if (!PlotView.prototype.__lpviz_paced) {
+  PlotView.prototype.__lpviz_paced = true;
+  // the plots waiting for a paint, in the order they asked, each with its callers' promises
+  const waiting = new Map();
+  let scheduled = false;
+  const paint_next = () => {
+    scheduled = false;
+    const next = waiting.entries().next();
+    if (next.done) return;
+    const [view, resolvers] = next.value;
+    waiting.delete(view);
+    try {
+      if (!view.is_destroyed && !view.is_paused) view.repaint();
+    } finally {
+      for (const resolve of resolvers) resolve();
+      if (waiting.size > 0) schedule();
+    }
+  };
+  // after the next frame (the page's own changes drawn first), in a task of its own
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true;
+      requestAnimationFrame(() => setTimeout(paint_next, 0));
+    }
+  };
+  PlotView.prototype.schedule_paint = function () {
+    if (this.is_paused) return;
+    this._await_ready(new Promise((resolve) => {
+      const resolvers = waiting.get(this);
+      if (resolvers === undefined) waiting.set(this, [resolve]);
+      else resolvers.push(resolve);
+      schedule();
+    }));
+  };
+  const invalidate_layout_if_needed = PlotView.prototype._invalidate_layout_if_needed;
+  PlotView.prototype._invalidate_layout_if_needed = function () {
+    const {frame_width, frame_height} = this.model;
+    if (this._needs_layout || this.is_layout_root || frame_width != null || frame_height != null)
+      return invalidate_layout_if_needed.call(this);
+    let changed = false;
+    for (const panel of this.model.side_panels) {
+      const view = this.renderer_views.get(panel);
+      if (view != null && view.layout != null && view.layout.has_size_changed()) {
+        this.invalidate_painters(view);
+        changed = true;
+      }
+    }
+    if (changed) {
+      this.measure_layout();
+      this.update_bbox();
+      this._compute_layout();
+      this.after_layout();
+      this._layout_computed = true;
+    }
+  };
+}
+"""
+
+# The header's busy indicator: a ring turning while something runs (classes "loader spin", as Panel's
+# spinners, so a page's script can ask whether anything spins), an empty box of the same size otherwise.
+SPINNER_CSS = """
+.loader { width: 22px; height: 22px; box-sizing: border-box; border-radius: 50%; }
+.loader.spin {
+  border: 3px solid rgba(255, 255, 255, 0.35); border-top-color: #fff;
+  animation: lpviz-spin 0.9s linear infinite;
+}
+@keyframes lpviz-spin { to { transform: rotate(360deg); } }
+"""
+
+
+def busy_spinner(busy):
+    """The spinner's HTML: turning while ``busy``."""
+    return "<div class='loader spin' title='running'></div>" if busy else "<div class='loader'></div>"
