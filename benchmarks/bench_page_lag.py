@@ -13,9 +13,10 @@ every fit is done:
 - long tasks: the total and the longest of the page's tasks over 50 ms (PerformanceObserver
   ``longtask``);
 - click latency: every ``--click-every`` seconds (first page only) Pause is clicked, timed from
-  the mouse click (sent at the button's place) until a progress line reads "paus", then Resume likewise until
-  a line reads "running" again (the visible effect, through the server); split into the input delay
-  (the browser's event time to the page's click handler) and the rest (server and patch).
+  the mouse click (sent at the button's place; the browser's time of the event) until the first frame
+  that shows a progress line reading "paus", then Resume likewise until every line reads "running"
+  again (the visible effect, through the server); split into the input delay (the event's time to the
+  page's click handler) and the rest (server, patch and the frame).
 
 The plain reference, in the same run: the same page, idle (no fits), sampled for ``--idle`` seconds
 at the same throttling (the floor of the page and this machine's other load).
@@ -179,28 +180,47 @@ def sample(page):
     )
 
 
+# Watches the progress lines for a click's effect: when a change of one makes ``predicate`` hold, the
+# time of the next animation frame (the frame that shows it: a page busy in a long task shows it after
+# that task, and the frame waits as long) is ``window.__effect``.
+WATCH_EFFECT = """(predicate_source) => {
+  const predicate = eval(predicate_source);
+  window.__effect = null;
+  let asked = false;
+  window.__check_effect = () => {
+    if (window.__effect !== null || asked || !predicate()) return;
+    asked = true;
+    requestAnimationFrame(() => { window.__effect = performance.now(); });
+  };
+  for (const doc of window.Bokeh.documents)
+    for (const model of doc.all_models)
+      if (typeof model.text === "string" && model.text.includes(", iteration") && !model.__lpviz_watched) {
+        model.__lpviz_watched = true;
+        model.properties.text.change.connect(() => window.__check_effect());
+      }
+}"""
+
+
 def timed_click(page, button, text_script, timeout_s=60):
-    """``(seconds from a mouse click on button until text_script holds in the page, the page's input
-    delay, seconds from its click handler until the effect)``, or None when the run ended (every line
-    "done") first or nothing came within ``timeout_s`` (counted apart). A plain mouse click at the
-    button's place, as a user's: no waiting for the page to be still first (as Playwright's ``click``)."""
+    """``(seconds from the click (the browser's time of the event) until the first frame that shows
+    text_script holding, the page's input delay, seconds from its click handler until that frame)``,
+    or None when the run ended (every line "done") first or nothing came within ``timeout_s`` (counted
+    apart). A plain mouse click at the button's place, as a user's: no waiting for the page to be still
+    first (as Playwright's ``click``). The effect is timed in the page (``WATCH_EFFECT``): a poll of the
+    page's state ran only when the page was free, later than the frame that showed the effect."""
     box = page.get_by_role("button", name=button, exact=True).bounding_box()
-    start = time.perf_counter()
+    page.evaluate(WATCH_EFFECT, text_script)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     ended = f"({LINES})().every(x => x[0] === 'done')"
     try:
-        page.wait_for_function(
-            f"() => (({text_script})() && (window.__effect = performance.now())) || {ended}",
-            polling=10,
-            timeout=timeout_s * 1000,
-        )
+        page.wait_for_function(f"() => window.__effect !== null || {ended}", polling=10, timeout=timeout_s * 1000)
     except Exception:  # Playwright's TimeoutError: no effect
         return None
-    total = time.perf_counter() - start
-    if not page.evaluate(f"() => ({text_script})()"):
+    effect = page.evaluate("() => window.__effect")
+    if effect is None:
         return None
     event, handled = page.evaluate("() => window.__lag.clicks[window.__lag.clicks.length - 1]")
-    return total, (handled - event) / 1000, (page.evaluate("() => window.__effect") - handled) / 1000
+    return (effect - event) / 1000, (handled - event) / 1000, (effect - handled) / 1000
 
 
 def figures(label, lags, late, longtasks, seconds, clicks=(), missed=0, run=None):
