@@ -660,6 +660,36 @@ class ChainRunner(param.Parameterized):
 REMOTE_CHAIN = "remote_chain"
 
 
+# The chains' threads give way to the server's event loop (a click's answer, the pages' messages, the
+# drains): a served class runs many chain threads on few cores, and at the loop's own priority the
+# loop got a share of the CPU like any one of them whenever it asked. Linux keeps a nice value per
+# thread (new threads, Numba's pool among them, take their creator's), and lowering one's own
+# priority needs no privilege.
+CHAIN_NICE_STEP = 10
+
+
+def give_way():
+    """Lower the calling thread's CPU priority by ``CHAIN_NICE_STEP`` (to at most nice 19), on Linux;
+    elsewhere a thread id is no process id for ``setpriority``, and nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + CHAIN_NICE_STEP))
+    except OSError:  # refused (a sandbox): the chain runs as before
+        pass
+
+
+def giving_way(work):
+    """``work`` run in a thread that first gives way (:func:`give_way`)."""
+
+    def run(*args):
+        give_way()
+        return work(*args)
+
+    return run
+
+
 class LocalPlace:
     """Workers as daemon threads of this process (the default).
 
@@ -668,15 +698,15 @@ class LocalPlace:
     (:meth:`warm_up`) and lets go of what it holds when the session ends (:meth:`close`).
     """
 
-    def warm_up(self):
-        threading.Thread(target=warm_up_kernels, name="lpviz-warm-up", daemon=True).start()
+    def warm_up(self):  # (compiling at a lower priority too: the page being built comes first)
+        threading.Thread(target=giving_way(warm_up_kernels), name="lpviz-warm-up", daemon=True).start()
 
     def close(self):
         """Nothing to let go: the session's threads have left (:meth:`app.fits.Fits.close` joined them)."""
 
     def launch(self, runner, generation, problem, carry, target, control):
         thread = threading.Thread(
-            target=runner.work,
+            target=giving_way(runner.work),
             name=f"lpviz-{runner.method}-chain",
             args=(generation, problem, carry, target, control),
             daemon=True,
