@@ -8,6 +8,7 @@ import inspect
 import re
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import holoviews as hv
@@ -48,13 +49,23 @@ def make_fits(**settings):
     return fits
 
 
+@contextmanager
+def closing_fits(**schedule):
+    """:func:`make_fits` with ``schedule`` (n_iter, burn_in, thin), closed and its workers joined after."""
+    fits = make_fits()
+    fits.settings.param.update(**schedule)
+    try:
+        yield fits
+    finally:
+        fits.close()
+        for runner in fits.runners.values():
+            runner.join(timeout=30)
+
+
 @pytest.fixture
 def fits():
-    fits = make_fits()
-    yield fits
-    fits.close()
-    for runner in fits.runners.values():
-        runner.join(timeout=30)
+    with closing_fits() as fits:
+        yield fits
 
 
 def library_run(fits, name, n_iter):

@@ -12,17 +12,13 @@ import pytest
 
 import app.fits as fits_module
 from app.fits import follow_results
-from tests.test_app_fits import drain_until, make_fits
+from tests.test_app_fits import closing_fits, drain_until
 
 
 @pytest.fixture
 def fits():
-    fits = make_fits()
-    fits.settings.param.update(n_iter=100_000, burn_in=10, thin=5)
-    yield fits
-    fits.close()
-    for runner in fits.runners.values():
-        runner.join(timeout=30)
+    with closing_fits(n_iter=100_000, burn_in=10, thin=5) as fits:
+        yield fits
 
 
 @pytest.fixture

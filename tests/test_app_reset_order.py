@@ -5,17 +5,13 @@ clear left pending when a new run starts clears nothing of the new run (no mix o
 
 import pytest
 
-from tests.test_app_fits import drain_until, make_fits
+from tests.test_app_fits import closing_fits, drain_until
 
 
 @pytest.fixture
 def fits():
-    fits = make_fits()
-    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
-    yield fits
-    fits.close()
-    for runner in fits.runners.values():
-        runner.join(timeout=30)
+    with closing_fits(n_iter=30, burn_in=10, thin=5) as fits:
+        yield fits
 
 
 def record(runners):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import lpviz.metrics
-from tests.test_app_fits import drain_until, make_fits
+from tests.test_app_fits import closing_fits, drain_until, make_fits
 
 # the slow final score: each of its row blocks (a row each) waits this long, unless released
 BLOCK_SECONDS = 2.0
@@ -109,12 +109,8 @@ def wait_entered(state, count):
 
 @pytest.fixture
 def fits():
-    fits = make_fits()
-    fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
-    yield fits
-    fits.close()
-    for runner in fits.runners.values():
-        runner.join(timeout=30)
+    with closing_fits(n_iter=30, burn_in=10, thin=5) as fits:
+        yield fits
 
 
 def test_a_stop_before_the_end_of_run_score_answers_at_once_and_the_score_is_not_run(fits, held_final_score):
