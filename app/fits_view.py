@@ -177,7 +177,7 @@ def best_cells(frame):
 # and notes take up to about 28em on a desktop (a topic model's, whose columns have more notes).
 SCOREBOARD_MIN_HEIGHT = "30em"
 VERDICT_MIN_HEIGHT = "2lh"
-NO_SCORES_YET = "<p><i>Each fit's scores appear here when it pauses, stops or ends.</i></p>"
+NO_SCORES_YET = "<p><i>The scores of each fit appear here once it has some.</i></p>"
 
 
 def scoreboard_box(frame):
