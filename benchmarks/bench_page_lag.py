@@ -26,8 +26,10 @@ at the same throttling (the floor of the page and this machine's other load).
     .venv/bin/python benchmarks/bench_page_lag.py --against /work/main --rounds 2 --n-iter 6000  # before, after
 
 Besides: the run's wall time, the time its first page's chains spent paused by the clicks, the chains'
-iterations per second of the rest, and the server's CPU seconds on its event loop (the main thread)
-and on its other threads (chains, view pool) over the run.
+iterations per second of the rest, the server's CPU seconds on its event loop (the main thread) and
+on its other threads (chains, view pool) over the run, and chromium's CPU in cores (idle and over the
+run: CDP's throttling spins the page's main thread while it holds it back, so at 4x an idle page keeps
+most of a core busy, a core this machine's server then lacks; a slow laptop has no such cost).
 """
 
 import argparse
@@ -132,6 +134,32 @@ def thread_cpu(pid):
 
     main = seconds(f"/proc/{pid}/task/{pid}/stat")
     return main, seconds(f"/proc/{pid}/stat") - main
+
+
+def browser_cpu(server_pid):
+    """CPU seconds of this process's descendants outside the server's session: chromium's processes
+    (and Playwright's driver). CDP's CPU throttling stops the page's main thread with a signal whose
+    handler spins until it is resumed (chromium's ``DevToolsCPUThrottler``): a throttled page burns
+    CPU even while idle, which on this machine the server shares."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, session, seconds = {}, {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        pid = int(stat.parent.name)
+        parent[pid], session[pid] = int(fields[1]), int(fields[3])
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / tick
+
+    def descends(pid):
+        while pid in parent and pid > 1:
+            pid = parent[pid]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return sum(cpu for pid, cpu in seconds.items() if session[pid] != server_pid and descends(pid))
 
 
 def percentile(values, q):
@@ -266,8 +294,10 @@ def measure(repo, args):
             # the reference: the same pages, idle
             for _, page in pages:
                 page.evaluate("() => { window.__lag.on = true; }")
+            browser_before = browser_cpu(process.pid)
             time.sleep(args.idle)
             idle = [sample(page) for _, page in pages]
+            browser_idle = browser_cpu(process.pid) - browser_before
             results.append(
                 figures(
                     "reference: idle page(s)",
@@ -275,10 +305,11 @@ def measure(repo, args):
                     [x for s in idle for x in s["late"]],
                     [x for s in idle for x in s["longtasks"]],
                     args.idle * len(pages),
+                    run={"browser_cores": round(browser_idle / args.idle, 2)},
                 )
             )
             load = os.getloadavg()[0]
-            cpu_before = thread_cpu(process.pid)
+            cpu_before, browser_before = thread_cpu(process.pid), browser_cpu(process.pid)
             started = time.monotonic()
             for _, page in pages:
                 page.get_by_role("button", name="Start", exact=True).click()
@@ -320,6 +351,8 @@ def measure(repo, args):
                 "iterations_per_second": round(goal / max(seconds - paused_seconds, 1e-9), 1),
                 "server_loop_cpu_s": round(cpu_after[0] - cpu_before[0], 1),
                 "server_other_threads_cpu_s": round(cpu_after[1] - cpu_before[1], 1),
+                # chromium's CPU over the run, in cores (see browser_cpu: at 4x, most of a core while idle)
+                "browser_cores": round((browser_cpu(process.pid) - browser_before) / seconds, 2),
             }
             results.append(
                 figures(
