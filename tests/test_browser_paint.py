@@ -8,7 +8,9 @@ claim's verdict at the end, the header's spinner at each Pause and Resume) did t
 test runs fits with a Pause and a Resume to their end and counts, in the page, every task that painted
 more than one plot and every time a layout root was laid out again. Each plot's paint also took
 0.1-0.15 s, most of it recalculating the page's styles: every renderer wrote its position into its
-``<style>`` again, the same text; the test counts such writes. No time is asserted
+``<style>`` again, the same text; the test counts such writes. A message of the server applied
+before the page drew the one before it (a "pausing" and the trace rows right behind it) kept that
+change off the screen for the next one's long task: the test counts them. No time is asserted
 (bench_page_lag.py measures the clicks)."""
 
 import pytest
@@ -24,7 +26,9 @@ ITERATIONS = 6_000
 # a layout root (BokehJS's whole-page layout) with the view's model. A task's end is found by a timer:
 # set at a task's first paint, it can run only after that task.
 RECORD = """() => {
-  const record = window.__paint = {shared: [], roots: [], resized: [], paints: 0, rewritten: 0};
+  const record = window.__paint = {
+    shared: [], roots: [], resized: [], paints: 0, rewritten: 0, patches: 0, unframed: 0,
+  };
   const {PlotView} = Bokeh.require("models/plots/plot_canvas");
   const {LayoutDOMView} = Bokeh.require("models/layouts/layout_dom");
   const title = (view) => String(view.model.title && view.model.title.text || view.model.id);
@@ -67,6 +71,19 @@ RECORD = """() => {
       text.set.call(this, value);
     },
   });
+  // the server's messages applied, and those applied before the page drew a frame after the one before
+  let frames = 0, framed_at = -1;
+  const count_frame = () => { frames += 1; requestAnimationFrame(count_frame); };
+  requestAnimationFrame(count_frame);
+  for (const doc of Bokeh.documents) {
+    const apply = doc.apply_json_patch.bind(doc);
+    doc.apply_json_patch = (...args) => {
+      record.patches += 1;
+      if (frames === framed_at) record.unframed += 1;
+      framed_at = frames;
+      return apply(...args);
+    };
+  }
   const compute_layout = LayoutDOMView.prototype.compute_layout;
   LayoutDOMView.prototype.compute_layout = function (...args) {
     if (!(this.parent instanceof LayoutDOMView)) record.roots.push(this.model.type + " " + (this.model.name || ""));
@@ -95,4 +112,6 @@ def test_a_run_paints_one_plot_per_task_and_never_lays_the_page_out_again(page):
     assert record["shared"] == [], "tasks that painted several plots"
     assert record["roots"] == [], f"layout roots laid out again while the fits ran, after {record['resized']}"
     assert record["rewritten"] == 0, "style sheets written again with the text they had"
+    assert record["patches"] > 20  # the server's messages were counted
+    assert record["unframed"] == 0, "messages applied before the page drew the one before"
     assert page.errors == []
