@@ -229,6 +229,22 @@ WATCH_EFFECT = """(predicate_source) => {
 }"""
 
 
+# Resolves once the page has run no long task for 2 s (at most 30 s): a preset's views drawn. A page
+# applies the server's messages one frame apart, so the last of a preset's may come after its
+# progress lines read "idle".
+QUIET = """() => new Promise((resolve) => {
+  let last = performance.now();
+  new PerformanceObserver(() => { last = performance.now(); }).observe({type: "longtask"});
+  const given_up = last + 30000;
+  const check = () => {
+    const now = performance.now();
+    if (now - last > 2000 || now > given_up) resolve(now - last > 2000);
+    else setTimeout(check, 200);
+  };
+  check();
+})"""
+
+
 def timed_click(page, button, text_script, timeout_s=60):
     """``(seconds from the click (the browser's time of the event) until the first frame that shows
     text_script holding, the page's input delay, seconds from its click handler until that frame)``,
@@ -291,7 +307,9 @@ def measure(repo, args):
             pages = [open_page(browser, url, args.throttle) for _ in range(args.pages)]
             for _, page in pages:
                 choose(page, args.preset, args.n_iter)
-            # the reference: the same pages, idle
+            # the reference: the same pages, idle (once the preset's own drawing is over)
+            for _, page in pages:
+                page.evaluate(QUIET)
             for _, page in pages:
                 page.evaluate("() => { window.__lag.on = true; }")
             browser_before = browser_cpu(process.pid)
