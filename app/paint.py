@@ -34,7 +34,7 @@ s at 4x) had their "pausing" applied in good time, but the trace rows held back 
 (30-150 KB) came 15-35 ms later, and the page applied them (a patch and a long task of 50-100 ms)
 before it drew the frame with "pausing". A message that comes before the page has drawn the last one
 now waits for that frame (in order; a lone message is applied at once; a hidden page, which draws no
-frames, applies them at once).
+frames, applies them at once, and a page not drawn for a second applies all that waits).
 
 ``PAINT_JS`` patches private BokehJS names (``PlotView.schedule_paint``,
 ``_invalidate_layout_if_needed``, the ``core/dom`` ``InlineStyleSheet._update``, ``ClientSession.handle``,
@@ -96,19 +96,28 @@ if (!PlotView.prototype.__lpviz_paced) {
     const message = session.__lpviz_waiting.shift();
     session.__lpviz_drawing = true;
     let done = false;
-    const next = () => {
+    const next = (all) => {
       if (done) return;
       done = true;
       session.__lpviz_drawing = false;
+      // no frame for a second (a page the browser does not draw): everything waiting, at once, so
+      // nothing waits longer than that however fast messages come
+      while (all && session.__lpviz_waiting.length > 0) {
+        try {
+          handle.call(session, session.__lpviz_waiting.shift());
+        } catch (error) {
+          console.error(error);
+        }
+      }
       if (session.__lpviz_waiting.length > 0) apply_next(session);
     };
     try {
       handle.call(session, message);
     } finally {
-      if (document.visibilityState === "hidden") next();
+      if (document.visibilityState === "hidden") next(true);
       else {
-        requestAnimationFrame(() => setTimeout(next, 0));
-        setTimeout(next, 1000);  // a page that draws no frame for so long applies its messages anyway
+        requestAnimationFrame(() => setTimeout(() => next(false), 0));
+        setTimeout(() => next(true), 1000);
       }
     }
   };

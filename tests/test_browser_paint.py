@@ -115,3 +115,38 @@ def test_a_run_paints_one_plot_per_task_and_never_lays_the_page_out_again(page):
     assert record["patches"] > 20  # the server's messages were counted
     assert record["unframed"] == 0, "messages applied before the page drew the one before"
     assert page.errors == []
+
+
+def test_a_page_that_draws_no_frames_still_applies_every_message(page):
+    """The page applies a message that comes before it has drawn the last one after that frame; a
+    page the browser does not draw (no animation frame for a second) applies everything waiting at
+    once, so messages never pile up behind frames that do not come. Here no frame ever comes (the
+    page's ``requestAnimationFrame`` never calls back): the fits' every message still arrives (the
+    progress lines read "done" at their goals), several in one task. With one message a second
+    instead, the page fell behind its server for as long as the fits ran (and caught up after)."""
+    page.long_runs(ITERATIONS)
+    page.evaluate(NO_FRAMES)
+    page.click("Start")
+    # polled on a timer: the page's animation frames are the ones stopped
+    page.page.wait_for_function(every("done"), polling=250, timeout=120_000)
+    assert page.evaluate(f"() => ({LINES})().every(x => x[1] === x[2])")  # every line at its goal
+    # what waited was applied together, not one message a second (which fell ever further behind)
+    assert page.evaluate("() => window.__most_in_a_task") > 1
+    assert page.errors == []
+
+
+# No animation frame ever comes; window.__most_in_a_task: the most server messages one task applied.
+NO_FRAMES = """() => {
+  window.requestAnimationFrame = () => 0;
+  window.__most_in_a_task = 0;
+  let in_task = 0;
+  for (const doc of Bokeh.documents) {
+    const apply = doc.apply_json_patch.bind(doc);
+    doc.apply_json_patch = (...args) => {
+      if (in_task === 0) setTimeout(() => { in_task = 0; }, 0);
+      in_task += 1;
+      window.__most_in_a_task = Math.max(window.__most_in_a_task, in_task);
+      return apply(...args);
+    };
+  }
+}"""
