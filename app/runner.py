@@ -14,6 +14,7 @@ once per process.
 """
 
 import collections
+import functools
 import math
 import os
 import queue
@@ -681,8 +682,10 @@ def give_way():
 
 
 def giving_way(work):
-    """``work`` run in a thread that first gives way (:func:`give_way`)."""
+    """``work`` run in a thread that first gives way (:func:`give_way`); ``__wrapped__`` is ``work``
+    (``inspect.unwrap`` finds whose a thread's target is)."""
 
+    @functools.wraps(work)
     def run(*args):
         give_way()
         return work(*args)

@@ -8,6 +8,7 @@ session), the status each runner shows is what its worker does, and Start after
 any sequence makes progress.
 """
 
+import inspect
 import threading
 import time
 
@@ -49,7 +50,9 @@ def workers_of(runner):
     return [
         thread
         for thread in threading.enumerate()
-        if getattr(getattr(thread, "_target", None), "__self__", None) is runner and thread.is_alive()
+        # (unwrapped: a served chain's thread runs the runner's work behind app.runner.giving_way)
+        if getattr(inspect.unwrap(getattr(thread, "_target", None) or (lambda: None)), "__self__", None) is runner
+        and thread.is_alive()
     ]
 
 
