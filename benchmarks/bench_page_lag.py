@@ -122,18 +122,22 @@ def serve(repo):
             time.sleep(0.5)
 
 
+def stat_fields(stat):
+    """The fields of a ``/proc/.../stat`` file after the command's name (``state`` first)."""
+    return Path(stat).read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(fields):
+    """utime + stime of :func:`stat_fields`, in seconds."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def thread_cpu(pid):
     """``(the main thread's CPU seconds, all other threads')`` of process ``pid`` (the event loop runs on
     the main thread; the chains, the view pool and Tornado's helpers on the others: the process's
     total counts the threads that have ended too)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def seconds(stat):
-        fields = Path(stat).read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-
-    main = seconds(f"/proc/{pid}/task/{pid}/stat")
-    return main, seconds(f"/proc/{pid}/stat") - main
+    main = cpu_seconds(stat_fields(f"/proc/{pid}/task/{pid}/stat"))
+    return main, cpu_seconds(stat_fields(f"/proc/{pid}/stat")) - main
 
 
 def browser_cpu(server_pid):
@@ -141,16 +145,14 @@ def browser_cpu(server_pid):
     (and Playwright's driver). CDP's CPU throttling stops the page's main thread with a signal whose
     handler spins until it is resumed (chromium's ``DevToolsCPUThrottler``): a throttled page burns
     CPU even while idle, which on this machine the server shares."""
-    tick = os.sysconf("SC_CLK_TCK")
     parent, session, seconds = {}, {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(stat)
         except OSError:  # ended meanwhile
             continue
         pid = int(stat.parent.name)
-        parent[pid], session[pid] = int(fields[1]), int(fields[3])
-        seconds[pid] = (int(fields[11]) + int(fields[12])) / tick
+        parent[pid], session[pid], seconds[pid] = int(fields[1]), int(fields[3]), cpu_seconds(fields)
 
     def descends(pid):
         while pid in parent and pid > 1:
@@ -238,7 +240,7 @@ QUIET = """() => new Promise((resolve) => {
   const given_up = last + 30000;
   const check = () => {
     const now = performance.now();
-    if (now - last > 2000 || now > given_up) resolve(now - last > 2000);
+    if (now - last > 2000 || now > given_up) resolve();
     else setTimeout(check, 200);
   };
   check();
