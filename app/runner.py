@@ -85,6 +85,7 @@ STALL_SECONDS = 20.0
 # A worker that has left while its status still says it moves is settled after this long (its last
 # messages have had time to be drained).
 LEFT_SECONDS = 2.0
+LEFT_WITHOUT_A_WORD = "its worker left before its run ended, without reporting why (see the server's output)"
 # Tests only (tests/test_browser_stop_final.py): seconds every stop check of a run's final score waits
 # (unless Stop, Reset or the session's end comes first): a final score as slow as Enron's under load,
 # in a served app the test cannot patch. Unset (always, outside that test): no wait.
@@ -441,10 +442,18 @@ class ChainRunner(param.Parameterized):
         elif self._next is not None:
             self._launch()
         elif self.status in MOVING_STATUSES or self.status == "paused":
-            # it left without being asked (it cannot, short of the interpreter's end): say so
-            self.param.update(status=self._after, iterations_per_second=0.0)
+            self._settle_left()
         self._ended = None
         return True
+
+    def _settle_left(self):
+        """A worker that has left with the status still moving: asked (stopping), the status it was
+        asked for; else it left on its own without a word (no "done", no "error"; a thread cannot,
+        short of the interpreter's end): stopped, and the line says so."""
+        if self.status == "stopping":
+            self.param.update(status=self._after, iterations_per_second=0.0)
+        else:
+            self.param.update(status="stopped", iterations_per_second=0.0, error=LEFT_WITHOUT_A_WORD)
 
     def watch(self, now):
         """The watchdog's look at this runner (the session calls it at every drain): a worker that
@@ -465,7 +474,7 @@ class ChainRunner(param.Parameterized):
         quiet = now - self._progress[0]
         if not alive and quiet >= LEFT_SECONDS:  # its last messages have been drained by now
             if not self.poll() and self._worker is None and self._next is None and self.status in MOVING_STATUSES:
-                self.param.update(status=self._after, iterations_per_second=0.0)
+                self._settle_left()
         return quiet
 
     @property

@@ -982,6 +982,40 @@ def test_the_watchdog_says_when_no_chain_moves_and_stop_still_ends_the_run(fits,
             turns._condition.notify_all()
 
 
+def test_a_worker_that_leaves_without_a_word_is_settled_and_says_so(fits, monkeypatch):
+    """Issue 37 (HIGH 1, the watchdog): a worker that ends before its run does and posts nothing (no
+    "done", no "error") leaves no line "running" for ever: its runner reads stopped and says in words
+    that the worker left without reporting why; the next run starts as usual."""
+    from app.runner import LocalPlace
+
+    silent = []
+
+    def launch_silent(place, runner, *args):
+        worker = threading.Thread(target=lambda: None, daemon=True)  # leaves at once, posts nothing
+        worker.start()
+        silent.append(worker)
+        return worker
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LocalPlace, "launch", launch_silent)
+        fits.settings.n_iter = 100_000
+        fits.start()
+        assert len(silent) == len(fits.active)
+        for worker in silent:
+            worker.join(timeout=5)
+        drain_until(fits, lambda: all(r.status != "running" for r in fits.active.values()))
+    for r in fits.active.values():
+        assert r.status == "stopped", r.status
+        assert "left before its run ended" in r.error and "without reporting why" in r.error, r.error
+    view = FitsView(fits=fits)
+    lines = [row.objects[1].object for row in view.progress().objects]
+    assert all("stopped" in line and "without reporting why" in line for line in lines), lines
+    fits.settings.n_iter = 60
+    fits.start()  # a real worker again: the run ends as usual, the old words gone
+    drain_until(fits, lambda: all(r.status == "done" for r in fits.active.values()))
+    assert all(r.error == "" for r in fits.active.values())
+
+
 def test_a_page_back_after_its_chains_were_stopped_unseen_hears_their_statuses(fits, monkeypatch):
     """Issue 37 (HIGH 1): a page whose connection dropped for longer than LOST_CONNECTION_SECONDS has its
     chains stopped without events (nobody watches); when it reconnects, the statuses are sent again
