@@ -1,11 +1,14 @@
-"""Issue 37 (HIGH 1): every run ends on screen. One served page walks the presets that once left a run
-"running, iteration 380 / 400" for ever (Figure 3 large alpha0, Figure 3 small alpha0, Figure 1, then
-Figure 4), each run to its end: every status reads done and the preset's claim is checked. Stop and
-Reset answer at the start of a run and in its last iterations, and a page whose connection drops
-reconnects and reads the statuses as they are. Latencies are recorded (artifacts/browser-latency.json),
-not asserted (speed targets are benchmarks)."""
+"""Issue 37 (HIGH 1): every run ends on screen. One served page walks every preset, each run to its end:
+first the four that once left a run "running, iteration 380 / 400" for ever (Figure 3 large alpha0,
+Figure 3 small alpha0, Figure 1, then Figure 4), then the rest. Every status reads done, the preset's
+claim is checked and holds, Central vs local's central model ends too, and no preset switch fetches
+anything from outside this machine. Stop and Reset answer at the start of a run and in its last
+iterations, and a page whose connection drops reconnects and reads the statuses as they are. Latencies
+are recorded (artifacts/browser-latency.json), and the walk's statuses, claims and seconds
+(artifacts/browser-walk.json), not asserted (speed targets are benchmarks)."""
 
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -14,12 +17,16 @@ import time
 import pytest
 
 from app.presets import PRESETS
-from tests.browser_harness import N_METHODS, PROGRESS_TEXTS, TIMEOUT_MS, Page, record_latency
+from tests.browser_harness import N_METHODS, PROGRESS_TEXTS, REPO, TIMEOUT_MS, Page, record_latency
+from tests.test_browser_trust import outside_requests
 
 pytestmark = pytest.mark.browser
 
 WALK = ("Figure 3 (large alpha0)", "Figure 3 (small alpha0)", "Figure 1", "Figure 4 (reduced size for the browser)")
 FIGURE4 = WALK[-1]
+# then every other preset, in the order the sidebar lists them
+EVERY_PRESET = WALK + tuple(name for name in PRESETS if name not in WALK)
+CENTRAL = "Central vs local"
 CLAIMS = """() => {
   const out = [];
   for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
@@ -71,26 +78,47 @@ def timed_click(page, button, status):
     )
 
 
-# Figure 1 runs 30,000 iterations: minutes on a loaded 2-core machine (the paper's schedule, not shortened)
-@pytest.mark.slow
+def claim_text(page):
+    """The claim line as the page shows it, in plain words."""
+    return [re.sub(r"<[^>]*>", "", html.unescape(html.unescape(text))) for text in page.evaluate(CLAIMS)]
+
+
+# Every preset at its own schedule (Figure 1's 30,000 iterations too): about three minutes alone on this
+# 2-core machine, so every run of the suite walks them all
 def test_the_walk_that_once_stalled_runs_every_preset_to_its_end(page):
-    seconds = {}
-    for name in WALK:
+    assert set(EVERY_PRESET) == set(PRESETS)
+    walk = {}
+    for name in EVERY_PRESET:
         choose(page, name)
         started = time.monotonic()
         page.click("Run the fits")
         goal = PRESETS[name].settings["n_iter"]
-        every(page, "done", goal, timeout_ms=1_200_000)  # every chain ends on screen, at its goal
-        assert all(line[1] == goal for line in lines(page))
+        if PRESETS[name].settings.get("inference") == "vi":
+            # a variational fit ends when its ELBO stops changing: done at or before its goal
+            every(page, "done", timeout_ms=1_200_000)
+            assert all(0 < line[1] <= goal for line in lines(page)), lines(page)
+        else:
+            every(page, "done", goal, timeout_ms=1_200_000)  # every chain ends on screen, at its goal
+            assert all(line[1] == goal for line in lines(page))
         page.wait_until(f"() => ({CLAIMS})().length > 0")
         page.page.wait_for_function(
             "([script]) => eval(script)().some(t => !t.includes('not checked yet'))", arg=[CLAIMS], timeout=TIMEOUT_MS
         )
         held = verdict(page)
-        assert held and all(word in ("held", "did not hold") for word in held), held
-        assert held == ["held"], (name, [html.unescape(t) for t in page.evaluate(CLAIMS)])
-        seconds[name] = time.monotonic() - started
-        record_latency(f"walk: {name} run to its end (s)", seconds[name])
+        assert held == ["held"], (name, claim_text(page))
+        walk[name] = {"statuses": lines(page), "claim": claim_text(page), "seconds": time.monotonic() - started}
+        if name == CENTRAL:  # its lesson needs the central model beside the local fits
+            page.tab(CENTRAL)
+            central = time.monotonic()
+            page.click("Fit central model")
+            page.page.get_by_text("Central model done").first.wait_for(timeout=TIMEOUT_MS)
+            walk[name]["central model (s)"] = time.monotonic() - central
+            page.tab("Fits")
+        record_latency(f"walk: {name} run to its end (s)", walk[name]["seconds"])
+    path = REPO / "artifacts" / "browser-walk.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(walk, indent=2))
+    assert outside_requests(page) == [], "a preset switch fetched from outside this machine"
     assert page.errors == []
 
 
