@@ -134,27 +134,38 @@ def _heatmap_as_image(heatmap):
 def heatmap_labels(ax):
     """``(column labels left to right, row labels top to bottom, matrix as drawn top row first)`` of a
     drawn heatmap panel (an image, or a mesh of cells as HoloViews' own matplotlib HeatMap draws it):
-    what a reader of the PNG sees, for tests."""
+    what a reader of the PNG sees, for tests. Read where they are drawn on the page (an inverted axis, as
+    a heatmap whose first row is at the top has, puts its largest value at the bottom)."""
     from matplotlib.collections import QuadMesh
+
+    def shown_x(x):
+        return ax.transData.transform((x, 0.0))[0]
+
+    def shown_y(y):
+        return ax.transData.transform((0.0, y))[1]
 
     if ax.get_images():
         image = ax.get_images()[0]
         matrix = np.asarray(image.get_array(), dtype=float)
         left, right, bottom, top = image.get_extent()
-        if bottom > top:  # origin "upper": row 0 drawn at the top already
-            pass
-        else:
-            matrix = matrix[::-1] if image.origin == "lower" else matrix
+        # the array's first row lies at the extent's top with origin "upper", at its bottom with "lower"
+        first, last = (top, bottom) if image.origin == "upper" else (bottom, top)
+        if shown_y(first) < shown_y(last):  # the first row drawn lower on the page than the last
+            matrix = matrix[::-1]
+        if shown_x(left) > shown_x(right):
+            matrix = matrix[:, ::-1]
     else:
         mesh = next(item for item in ax.collections if isinstance(item, QuadMesh))
         corners = mesh.get_coordinates()  # (rows + 1, columns + 1, 2): x, y of each cell's corners
         matrix = np.ma.filled(np.ma.asarray(mesh.get_array(), dtype=float), np.nan).reshape(
             corners.shape[0] - 1, corners.shape[1] - 1
         )
-        matrix = matrix[np.argsort(-corners[:-1, 0, 1], kind="stable")]  # top row first
-        matrix = matrix[:, np.argsort(corners[0, :-1, 0], kind="stable")]
-    xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: t.get_position()[0])]
-    ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
+        rows_y = [-shown_y(y) for y in corners[:-1, 0, 1]]
+        columns_x = [shown_x(x) for x in corners[0, :-1, 0]]
+        matrix = matrix[np.argsort(rows_y, kind="stable")]  # top row first
+        matrix = matrix[:, np.argsort(columns_x, kind="stable")]
+    xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: shown_x(t.get_position()[0]))]
+    ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -shown_y(t.get_position()[1]))]
     return xs, ys, matrix
 
 
