@@ -263,19 +263,29 @@ def _tidy_ticks(fig):
 def _legend_every_labelled_element(plot):
     """Give an overlay's legend an entry for every element with a label, as the tab's legend has:
     HoloViews' matplotlib Spikes leave their lines unlabelled (the geometric noise law's "2Geo"
-    bars had no entry in the PNG while the tab showed one)."""
-    axes = set()
+    bars had no entry in the PNG while the tab showed one), and its Bars get no legend at all (the topic
+    map's "overall" and "in the topic" had none)."""
+    from matplotlib.container import BarContainer
+
+    axes, barred = set(), set()
     for element_plot in plot.traverse(lambda p: p, [lambda p: "artist" in getattr(p, "handles", {})]):
         artist, frame = element_plot.handles["artist"], element_plot.current_frame
         label = getattr(frame, "label", "")
+        if isinstance(artist, list) and len(artist) == 1 and isinstance(artist[0], BarContainer):
+            artist = artist[0]  # one series of bars
+            if label:
+                barred.add(artist.patches[0].axes if artist.patches else None)
         if not hasattr(artist, "get_label"):  # a list of artists (Labels' texts): no one legend entry
             continue
         if label and str(artist.get_label()).startswith("_"):
             artist.set_label(label)
-            axes.add(artist.axes)
+            axes.add(artist.axes if not isinstance(artist, BarContainer) else artist.patches[0].axes)
     for ax in axes:
         legend = ax.get_legend()
         if legend is None:
+            if ax in barred:  # beneath the bars and their axis's name, never over them, as the tab's
+                handles, labels = ax.get_legend_handles_labels()
+                ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=len(labels), frameon=False)
             continue
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles, labels, loc=legend._loc, ncols=legend._ncols, frameon=legend.get_frame_on())

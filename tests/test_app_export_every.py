@@ -280,12 +280,14 @@ def bokeh_panel(plot):
             ends = [column(source, getattr(glyph, end)) for end in ("x0", "y0", "x1", "y1")]
             size = max(len(end) for end in ends)
             panel["segments"].append(np.column_stack([np.broadcast_to(end, (size,)) for end in ends]))
-        elif isinstance(glyph, Quad):
-            panel["bars"].append(column(source, glyph.top))
-        elif isinstance(glyph, HBar):
-            panel["bars"].append(column(source, glyph.right))
-        elif isinstance(glyph, VBar):
-            panel["bars"].append(column(source, glyph.top))
+        elif isinstance(glyph, Quad):  # a histogram: each bar's left edge and height
+            panel["bars"].append((list(column(source, glyph.left)), column(source, glyph.top)))
+        elif isinstance(glyph, (HBar, VBar)):  # bars of named categories: names and lengths in reading order
+            across = isinstance(glyph, HBar)
+            places = source.data[glyph.y if across else glyph.x]
+            lengths = dict(zip(places, column(source, glyph.right if across else glyph.top), strict=True))
+            names = list(plot.y_range.factors)[::-1] if across else list(plot.x_range.factors)
+            panel["bars"].append((names, floats([lengths[name] for name in names])))
         elif isinstance(glyph, Circle):
             panel["circles"].append((column(source, glyph.x), column(source, glyph.y), column(source, glyph.radius)))
         elif isinstance(glyph, Text):
@@ -351,10 +353,18 @@ def png_panel(ax):
                 centre = vertices.mean(axis=0)
                 radius = float(np.abs(vertices[:, 0] - centre[0]).max())
                 panel["circles"].append((centre[0], centre[1], radius))
-    rectangles = [patch for patch in ax.patches if isinstance(patch, Rectangle)]
-    if rectangles:
-        horizontal = ax.get_xlabel() and not ax.get_ylabel() and all(r.get_x() == 0 for r in rectangles)
-        panel["bars"] = [floats([r.get_width() if horizontal else r.get_height() for r in rectangles])]
+    for container in ax.containers:  # bars: a histogram's left edges and heights, or named bars in reading order
+        bars = [patch for patch in container.patches if isinstance(patch, Rectangle)]
+        names = {round(t.get_position()[1], 6): t.get_text() for t in ax.get_yticklabels()}
+        horizontal = all(bar.get_x() == 0 for bar in bars) and all(
+            round(bar.get_y() + bar.get_height() / 2, 6) in names for bar in bars
+        )
+        if horizontal:
+            bars = sorted(bars, key=lambda bar: -ax.transData.transform((0, bar.get_y()))[1])
+            shown = [names[round(bar.get_y() + bar.get_height() / 2, 6)] for bar in bars]
+            panel["bars"].append((shown, floats([bar.get_width() for bar in bars])))
+        else:
+            panel["bars"].append(([float(bar.get_x()) for bar in bars], floats([bar.get_height() for bar in bars])))
     return panel
 
 
@@ -384,8 +394,9 @@ def assert_same_panel(png, tab, where):
     for segments, tab_segments in zip(png["segments"], tab["segments"], strict=True):
         np.testing.assert_array_equal(segments, tab_segments, err_msg=where)
     assert len(png["bars"]) == len(tab["bars"]), where
-    for heights, tab_heights in zip(png["bars"], tab["bars"], strict=True):
-        np.testing.assert_array_equal(heights, tab_heights, err_msg=where)
+    for (places, lengths), (tab_places, tab_lengths) in zip(png["bars"], tab["bars"], strict=True):
+        assert places == tab_places, where
+        np.testing.assert_array_equal(lengths, tab_lengths, err_msg=where)
     assert sorted(png["spans"]) == sorted(tab["spans"]), where
     assert png["texts"] == tab["texts"], where
     assert png["legend"] == tab["legend"], where
