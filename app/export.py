@@ -291,11 +291,11 @@ def _legend_every_labelled_element(plot):
         ax.legend(handles, labels, loc=legend._loc, ncols=legend._ncols, frameon=legend.get_frame_on())
 
 
-def matplotlib_figure(figure, max_attempts=3):
+def matplotlib_figure(figure, max_attempts=5):
     """The matplotlib figure a PNG export of the HoloViews ``figure`` draws: styled as on screen,
-    every axis's and colour bar's ticks ordered and apart, and the panels of a layout spread until
-    no text of one panel (or its colour bar) lies over another's (a colour bar's label was drawn
-    over the next panel's axis names)."""
+    every axis's and colour bar's ticks ordered and apart, the panels of a layout fewer to a row
+    while a title would be cut to fit its panel, and spread until no text of one panel (or its colour
+    bar) lies over another's (a colour bar's label was drawn over the next panel's axis names)."""
     styled = _matplotlib_styled(figure)
     renderer = hv.renderer("matplotlib")
     hspace, vspace = 0.5, 0.3  # HoloViews' own defaults, in axes widths and heights
@@ -320,6 +320,12 @@ def matplotlib_figure(figure, max_attempts=3):
             bar.ax.set_position([box.x0 + box.width - 0.03, box.y0, 0.01, box.height])
         _tidy_ticks(fig)
         fig.canvas.draw()
+        columns = min(styled._max_cols, len(styled)) if isinstance(styled, hv.Layout) else 1
+        if columns > 1 and any(ax.title.get_text().endswith("\u2026") for ax in fig.axes):
+            # a title cut to fit its panel ("non-private (true data): m..." of four memberships in a row) no
+            # longer says what the tab's does: one panel fewer to a row, in the same order, wider
+            styled = styled.cols(columns - 1)
+            continue
         overlaps = overlapping_texts(fig, across_axes_only=True, boxes=True)
         if not isinstance(styled, hv.Layout) or not overlaps:
             break
