@@ -134,27 +134,38 @@ def _heatmap_as_image(heatmap):
 def heatmap_labels(ax):
     """``(column labels left to right, row labels top to bottom, matrix as drawn top row first)`` of a
     drawn heatmap panel (an image, or a mesh of cells as HoloViews' own matplotlib HeatMap draws it):
-    what a reader of the PNG sees, for tests."""
+    what a reader of the PNG sees, for tests. Read where they are drawn on the page (an inverted axis, as
+    a heatmap whose first row is at the top has, puts its largest value at the bottom)."""
     from matplotlib.collections import QuadMesh
+
+    def shown_x(x):
+        return ax.transData.transform((x, 0.0))[0]
+
+    def shown_y(y):
+        return ax.transData.transform((0.0, y))[1]
 
     if ax.get_images():
         image = ax.get_images()[0]
         matrix = np.asarray(image.get_array(), dtype=float)
         left, right, bottom, top = image.get_extent()
-        if bottom > top:  # origin "upper": row 0 drawn at the top already
-            pass
-        else:
-            matrix = matrix[::-1] if image.origin == "lower" else matrix
+        # the array's first row lies at the extent's top with origin "upper", at its bottom with "lower"
+        first, last = (top, bottom) if image.origin == "upper" else (bottom, top)
+        if shown_y(first) < shown_y(last):  # the first row drawn lower on the page than the last
+            matrix = matrix[::-1]
+        if shown_x(left) > shown_x(right):
+            matrix = matrix[:, ::-1]
     else:
         mesh = next(item for item in ax.collections if isinstance(item, QuadMesh))
         corners = mesh.get_coordinates()  # (rows + 1, columns + 1, 2): x, y of each cell's corners
         matrix = np.ma.filled(np.ma.asarray(mesh.get_array(), dtype=float), np.nan).reshape(
             corners.shape[0] - 1, corners.shape[1] - 1
         )
-        matrix = matrix[np.argsort(-corners[:-1, 0, 1], kind="stable")]  # top row first
-        matrix = matrix[:, np.argsort(corners[0, :-1, 0], kind="stable")]
-    xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: t.get_position()[0])]
-    ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
+        rows_y = [-shown_y(y) for y in corners[:-1, 0, 1]]
+        columns_x = [shown_x(x) for x in corners[0, :-1, 0]]
+        matrix = matrix[np.argsort(rows_y, kind="stable")]  # top row first
+        matrix = matrix[:, np.argsort(columns_x, kind="stable")]
+    xs = [t.get_text() for t in sorted(ax.get_xticklabels(), key=lambda t: shown_x(t.get_position()[0]))]
+    ys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -shown_y(t.get_position()[1]))]
     return xs, ys, matrix
 
 
@@ -252,29 +263,39 @@ def _tidy_ticks(fig):
 def _legend_every_labelled_element(plot):
     """Give an overlay's legend an entry for every element with a label, as the tab's legend has:
     HoloViews' matplotlib Spikes leave their lines unlabelled (the geometric noise law's "2Geo"
-    bars had no entry in the PNG while the tab showed one)."""
-    axes = set()
+    bars had no entry in the PNG while the tab showed one), and its Bars get no legend at all (the topic
+    map's "overall" and "in the topic" had none)."""
+    from matplotlib.container import BarContainer
+
+    axes, barred = set(), set()
     for element_plot in plot.traverse(lambda p: p, [lambda p: "artist" in getattr(p, "handles", {})]):
         artist, frame = element_plot.handles["artist"], element_plot.current_frame
         label = getattr(frame, "label", "")
+        if isinstance(artist, list) and len(artist) == 1 and isinstance(artist[0], BarContainer):
+            artist = artist[0]  # one series of bars
+            if label:
+                barred.add(artist.patches[0].axes if artist.patches else None)
         if not hasattr(artist, "get_label"):  # a list of artists (Labels' texts): no one legend entry
             continue
         if label and str(artist.get_label()).startswith("_"):
             artist.set_label(label)
-            axes.add(artist.axes)
+            axes.add(artist.axes if not isinstance(artist, BarContainer) else artist.patches[0].axes)
     for ax in axes:
         legend = ax.get_legend()
         if legend is None:
+            if ax in barred:  # beneath the bars and their axis's name, never over them, as the tab's
+                handles, labels = ax.get_legend_handles_labels()
+                ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=len(labels), frameon=False)
             continue
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles, labels, loc=legend._loc, ncols=legend._ncols, frameon=legend.get_frame_on())
 
 
-def matplotlib_figure(figure, max_attempts=3):
+def matplotlib_figure(figure, max_attempts=5):
     """The matplotlib figure a PNG export of the HoloViews ``figure`` draws: styled as on screen,
-    every axis's and colour bar's ticks ordered and apart, and the panels of a layout spread until
-    no text of one panel (or its colour bar) lies over another's (a colour bar's label was drawn
-    over the next panel's axis names)."""
+    every axis's and colour bar's ticks ordered and apart, the panels of a layout fewer to a row
+    while a title would be cut to fit its panel, and spread until no text of one panel (or its colour
+    bar) lies over another's (a colour bar's label was drawn over the next panel's axis names)."""
     styled = _matplotlib_styled(figure)
     renderer = hv.renderer("matplotlib")
     hspace, vspace = 0.5, 0.3  # HoloViews' own defaults, in axes widths and heights
@@ -299,6 +320,12 @@ def matplotlib_figure(figure, max_attempts=3):
             bar.ax.set_position([box.x0 + box.width - 0.03, box.y0, 0.01, box.height])
         _tidy_ticks(fig)
         fig.canvas.draw()
+        columns = min(styled._max_cols, len(styled)) if isinstance(styled, hv.Layout) else 1
+        if columns > 1 and any(ax.title.get_text().endswith("\u2026") for ax in fig.axes):
+            # a title cut to fit its panel ("non-private (true data): m..." of four memberships in a row) no
+            # longer says what the tab's does: one panel fewer to a row, in the same order, wider
+            styled = styled.cols(columns - 1)
+            continue
         overlaps = overlapping_texts(fig, across_axes_only=True, boxes=True)
         if not isinstance(styled, hv.Layout) or not overlaps:
             break

@@ -20,7 +20,7 @@ import param
 
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
-from app.live_traces import LiveTraces
+from app.live_traces import LiveTraces, chain_of
 from app.plots import (
     RATE_CMAP,
     SCROLL_SIDEWAYS_CSS,
@@ -411,9 +411,10 @@ class FitsView(pn.viewable.Viewer):
         return ""
 
     # ---- traces ---------------------------------------------------------------------
-    def trace_plots(self):
-        """``(MAE plot, log-joint plot, key text)`` of the active runners (:class:`LiveTraces`; no MAE
-        plot without true counts), or None without data."""
+    def trace_lines(self):
+        """``(MAE plot, log-joint plot, key text)`` the Fits tab draws, each plot ``(lines, title, ylabel,
+        legend place)`` with ``lines`` ``[(runner, trace column, line dash), ...]`` (no MAE plot without true
+        counts), or None without data: what :meth:`trace_plots` shows and :meth:`figures` exports."""
         data = self.fits.data
         if data.release is None:
             return None
@@ -425,16 +426,16 @@ class FitsView(pn.viewable.Viewer):
         )
         # one line per chain: chain 0 (the single chain of the seed) named in the legend, the others fainter
         chains = range(1, data.settings.chains) if column in CHAIN_TRACES else ()
-        joint_plot = LiveTraces(
+        joint = (
             [(runner, name, "solid") for runner in runners for name in (column, *(f"{column}_{c}" for c in chains))],
-            title=title,
-            ylabel=ylabel,
-            legend="bottom_right",
+            title,
+            ylabel,
+            "bottom_right",
         )
         if data.truth is None:
             return (
                 None,
-                joint_plot,
+                joint,
                 (
                     "No MAE: this release came without its true counts. The log joint of each "
                     "chain shows its convergence." + CHAINS_NOTE * bool(chains)
@@ -449,7 +450,7 @@ class FitsView(pn.viewable.Viewer):
             if held_out:  # no held-out curve without held-out cells
                 lines.append((runner, f"mean_heldout_{key}", "dotted"))
         reference = "true rates" if key == "rate_mae" else "true counts"
-        mae_plot = LiveTraces(lines, title=f"MAE against the {reference}", ylabel="MAE", legend="top_right")
+        mae = (lines, f"MAE against the {reference}", "MAE", "top_right")
         text = "Solid: the current sample. Dashed: the posterior mean over the saved samples" + (
             ". Dotted: the posterior mean on the held-out cells." if held_out else "."
         )
@@ -459,7 +460,45 @@ class FitsView(pn.viewable.Viewer):
                 "VI: a CAVI fit keeps one q, no samples, so solid (the current q) and dashed (its mean rates "
                 "E_q[mu]) coincide" + ("; dotted: on the held-out cells." if held_out else ".")
             )
-        return mae_plot, joint_plot, text
+        return mae, joint, text
+
+    def trace_plots(self):
+        """``(MAE plot, log-joint plot, key text)`` of the active runners (:class:`LiveTraces` of
+        :meth:`trace_lines`; no MAE plot without true counts), or None without data."""
+        spec = self.trace_lines()
+        if spec is None:
+            return None
+        mae, joint, text = spec
+
+        def live(lines, title, ylabel, legend):
+            return LiveTraces(lines, title=title, ylabel=ylabel, legend=legend)
+
+        return (None if mae is None else live(*mae)), live(*joint), text
+
+    @staticmethod
+    def trace_figure(lines, title, ylabel, legend):
+        """A trace plot of :meth:`trace_lines` as a static HoloViews overlay, for export: the tab's lines (its
+        buffers' rows, as :class:`LiveTraces` draws them), title, axis names and legend."""
+        curves = []
+        for runner, column, dash in lines:
+            trace = runner.trace()
+            chain = chain_of(column)
+            curve = hv.Curve(
+                (np.asarray(trace["iteration"], dtype=float), np.asarray(trace[column], dtype=float)),
+                "iteration",
+                ylabel,
+                # chain 0's line carries the legend; the method's other chains share its colour, fainter
+                label=runner.label if chain == 0 else "",
+            )
+            curves.append(
+                curve.opts(
+                    color=runner.color,
+                    line_dash=dash,
+                    line_width=1.5 if chain == 0 else 1.0,
+                    alpha=1.0 if chain == 0 else 0.55,
+                )
+            )
+        return hv.Overlay(curves).opts(title=title, xlabel="iteration", ylabel=ylabel, legend_position=legend)
 
     @param.depends(
         "fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference", "fits.data.settings.chains"
@@ -547,16 +586,10 @@ class FitsView(pn.viewable.Viewer):
         if data.release is None:
             return {}
         runners = list(self.fits.active.values())
-        traces = {runner.method: runner.trace() for runner in runners}
-        joint = hv.Overlay(
-            [hv.Curve(traces[r.method], "iteration", "log_joint", label=r.label).opts(color=r.color) for r in runners]
-        ).opts(title="Log joint", ylabel="log joint")
-        figures = {"fits_log_joint_trace": joint}
-        if data.truth is not None:
-            key = mae_key(data.truth)
-            figures["fits_mae_trace"] = hv.Overlay(
-                [hv.Curve(traces[r.method], "iteration", key, label=r.label).opts(color=r.color) for r in runners]
-            ).opts(title="MAE of the current sample", ylabel="MAE")
+        mae, joint, _ = self.trace_lines()
+        figures = {"fits_log_joint_trace": self.trace_figure(*joint)}
+        if mae is not None:
+            figures["fits_mae_trace"] = self.trace_figure(*mae)
         reference, title, clim, strides = self._reference()
         kind, scale = data.release.kind, data.settings.colour_scale
         rates = [count_image(reference, kind, title, clim, strides=strides, cmap=RATE_CMAP, label="rate", scale=scale)]

@@ -125,6 +125,11 @@ def bar_frame(topic_map, topic, labels, lambda_, n_words):
     }
 
 
+def bars_title(topic_map, topic):
+    """The title of a topic's bars (the tab's and the export's)."""
+    return f"topic {topic + 1} ({100 * topic_map.sizes[topic]:.1f}% of tokens): top words"
+
+
 class MethodPanel:
     """One method's Bokeh map and bars, made once and updated in place (no figure is rebuilt)."""
 
@@ -236,7 +241,7 @@ class MethodPanel:
         set_range(self.bars.x_range, (0, 1.05 * max(float(np.max(frame["overall"], initial=0.0)), 1e-9)))
         self.bars.y_range.factors = frame["word"][::-1] or [NO_WORDS]  # most relevant on top
         self.bars.height = max(MAP_HEIGHT, BAR_ROW_PIXELS * len(frame["word"]) + 90)
-        self.bars.title.text = f"topic {topic + 1} ({100 * topic_map.sizes[topic]:.1f}% of tokens): top words"
+        self.bars.title.text = bars_title(topic_map, topic)
         self.bar_source.data = frame
 
     def clear_bars(self):
@@ -478,7 +483,7 @@ class TopicMapView(pn.viewable.Viewer):
                 (
                     hv.Bars(bars, word, "overall", label="overall").opts(color=WORD_COLOUR, **shown)
                     * hv.Bars(bars, word, "in_topic", label="in the topic").opts(color=CHOSEN_COLOUR, **shown)
-                ).opts(title=f"{self.fits.runners[name].label}: topic {topic + 1}")
+                ).opts(title=bars_title(self.maps[name], topic))  # under its method's map, as on the tab
             )
         return {"topic_map": hv.Layout(plots).cols(len(self.maps))}
 
