@@ -468,3 +468,26 @@ def test_an_export_is_its_tabs_figure_on_a_16_9_slide(sessions, artifacts_dir, d
     for ax in fig.axes:
         if ax.get_images() and max(ax.get_images()[0].get_array().shape) > MAX_LABELLED_CELLS:
             assert len(ax.texts) == 0, (name, [text.get_text() for text in ax.texts][:5])
+
+
+def test_the_topic_maps_circles_are_round_in_the_png(sessions):
+    """The topic map's circles are circles in the PNG, as on the tab (Bokeh draws a circle glyph round
+    whatever the figure's shape): drawn as polygons in map units with ``data_aspect=1``, a panel stretched
+    to fill its place on the slide drew them as ellipses (a width and height apart by a third). In display
+    pixels each circle's width is its height, and each lies whole inside its panel, as on the tab."""
+    from matplotlib.collections import PatchCollection, PolyCollection
+
+    shapes = (PatchCollection, PolyCollection)
+    fig = matplotlib_figure(sessions("topics").figure("topic_map"))
+    fig.canvas.draw()
+    maps = [ax for ax in fig.axes if any(isinstance(c, shapes) for c in ax.collections)]
+    assert [ax.get_title() for ax in maps] == [runner.label for runner in sessions("topics").fits.active.values()]
+    for ax in maps:
+        box = ax.get_window_extent()
+        for collection in ax.collections:
+            for path in collection.get_paths() if isinstance(collection, shapes) else []:
+                drawn = ax.transData.transform(path.vertices)
+                width, height = np.ptp(drawn[:, 0]), np.ptp(drawn[:, 1])
+                assert abs(width - height) <= 1.0, (ax.get_title(), width, height)
+                assert box.x0 - 0.5 <= drawn[:, 0].min() and drawn[:, 0].max() <= box.x1 + 0.5, ax.get_title()
+                assert box.y0 - 0.5 <= drawn[:, 1].min() and drawn[:, 1].max() <= box.y1 + 0.5, ax.get_title()
