@@ -291,6 +291,13 @@ def _legend_every_labelled_element(plot):
         ax.legend(handles, labels, loc=legend._loc, ncols=legend._ncols, frameon=legend.get_frame_on())
 
 
+def _data_aspects(plot):
+    """``{axes: data aspect}`` of the panels whose element asks for one (``data_aspect=1``: a unit across is
+    as long as a unit up, as the topic map's circles drawn as polygons need to be round)."""
+    found = plot.traverse(lambda p: p, [lambda p: getattr(p, "data_aspect", None) and "axis" in p.handles])
+    return {p.handles["axis"]: float(p.data_aspect) for p in found}
+
+
 def matplotlib_figure(figure, max_attempts=5):
     """The matplotlib figure a PNG export of the HoloViews ``figure`` draws: styled as on screen,
     every axis's and colour bar's ticks ordered and apart, the panels of a layout fewer to a row
@@ -307,10 +314,14 @@ def matplotlib_figure(figure, max_attempts=5):
         _legend_every_labelled_element(plot)
         fig.set_size_inches(*SLIDE_INCHES)  # the panels keep their places, in a 16:9 page
         bars = {bar.ax for bar in colour_bars(fig)}
+        aspects = _data_aspects(plot)
         for ax in fig.axes:  # a panel fills its place (a 300 x 90 matrix drawn square-celled was a strip)
             if ax not in bars:
-                ax.set_aspect("auto")
                 ax.set_box_aspect(None)
+                if ax in aspects:  # and keeps the scale it asks for (the topic map's circles stay round)
+                    ax.set_aspect(aspects[ax], adjustable="datalim")
+                else:
+                    ax.set_aspect("auto")
         for bar in colour_bars(fig):  # each colour bar at the right edge of its panel, inside it
             parent = bar.mappable.axes
             if parent is None or not parent.get_images():

@@ -43,11 +43,16 @@ from app.topicmap_view import TopicMapView
 from app.topics_view import TopicsView
 from tests.test_app_views import run_fits
 
-# Small data and short fits (one chain each): every export of each kind of data, in seconds.
+# Small data and short fits (one chain each): every export of each kind of data, in seconds. Then the
+# topics again with what changes the fits' figures: two chains (a trace line per chain, "mean of n samples
+# of 2 chains") and VI (the ELBO trace, one q), with a VI fit's settings (app.presets, "Table 1 (VI paper,
+# reduced)": no burn-in, no thinning).
 DATA = {
     "topics": dict(source="synthetic-topics"),  # Figure 3's 90 documents x 15 words
     "network": dict(source="synthetic-blocks", size=12, n_components=3, holdout="top actors"),
     "tensor": dict(source="synthetic-tensor", size=8, n_months=6, n_components=2),
+    "topics, two chains": dict(source="synthetic-topics", chains=2),
+    "topics, VI": dict(source="synthetic-topics", inference="vi", burn_in=0, thin=1),
 }
 FIT = dict(n_iter=12, burn_in=4, thin=2)
 # What the Export tab offers for each data set, in its order: the tests below compare each of them.
@@ -101,14 +106,23 @@ OFFERED = {
         "privacy_log_ratio",
     ],
 }
-EXPORTS = [(data, name) for data, names in OFFERED.items() for name in names]
+OFFERED["topics, two chains"] = OFFERED["topics, VI"] = OFFERED["topics"]
+# The figures drawn from the fits: all that two chains or VI change. The variants' other figures are the
+# "topics" ones (the same release: the same data, noise and seed), compared there.
+FROM_FITS = ("fits_log_joint_trace", "fits_mae_trace", "fits_rates", "topics_heatmaps", "topic_map")
+VARIANTS = ("topics, two chains", "topics, VI")
+EXPORTS = [
+    (data, name) for data, names in OFFERED.items() for name in names if data not in VARIANTS or name in FROM_FITS
+]
 
 
 class Session:
     """A fitted session of one data set and the dashboard's views of it, as ``app.app`` makes them."""
 
     def __init__(self, settings):
-        self.fits = run_fits(Fits(DataStore(Settings(**{"noise_seed": 3, "chains": 1, **settings}))), **FIT)
+        fit = {**FIT, **{name: settings[name] for name in FIT if name in settings}}
+        settings = {name: value for name, value in settings.items() if name not in FIT}
+        self.fits = run_fits(Fits(DataStore(Settings(**{"noise_seed": 3, "chains": 1, **settings}))), **fit)
         fits = self.fits
         self.views = {
             "noise": NoiseView(data=fits.data),
@@ -411,10 +425,21 @@ def test_every_export_offered_is_compared(sessions, data):
     assert list(sessions(data).export.available_figures()) == OFFERED[data]
 
 
+def test_the_variants_are_what_they_say(sessions):
+    """Two chains draw two log-joint lines per method (one named in the legend), and VI the ELBO: the
+    comparisons of the variants' traces compare what the brief names, not a second one-chain MCMC fit."""
+    methods = len(sessions("topics").fits.active)
+    two = bokeh_panel(tab_figures(sessions("topics, two chains"), "fits_log_joint_trace")[0])
+    assert (len(two["lines"]), len(two["legend"])) == (2 * methods, methods)
+    vi = bokeh_panel(tab_figures(sessions("topics, VI"), "fits_log_joint_trace")[0])
+    assert (vi["title"], vi["ylabel"], len(vi["lines"])) == ("ELBO (each method's own model)", "ELBO", methods)
+    assert all(np.isfinite(y).all() and len(y) > 1 for _, y in vi["lines"])
+
+
 def artifact_name(data, name):
     first = next(d for d, names in OFFERED.items() if name in names)
     stem = name.replace("_", "-")
-    return f"export-{stem}.png" if data == first else f"export-{stem}-{data}.png"
+    return f"export-{stem}.png" if data == first else f"export-{stem}-{data.replace(', ', '-').replace(' ', '-')}.png"
 
 
 @pytest.mark.parametrize("data, name", EXPORTS)
@@ -443,3 +468,26 @@ def test_an_export_is_its_tabs_figure_on_a_16_9_slide(sessions, artifacts_dir, d
     for ax in fig.axes:
         if ax.get_images() and max(ax.get_images()[0].get_array().shape) > MAX_LABELLED_CELLS:
             assert len(ax.texts) == 0, (name, [text.get_text() for text in ax.texts][:5])
+
+
+def test_the_topic_maps_circles_are_round_in_the_png(sessions):
+    """The topic map's circles are circles in the PNG, as on the tab (Bokeh draws a circle glyph round
+    whatever the figure's shape): drawn as polygons in map units with ``data_aspect=1``, a panel stretched
+    to fill its place on the slide drew them as ellipses (a width and height apart by a third). In display
+    pixels each circle's width is its height, and each lies whole inside its panel, as on the tab."""
+    from matplotlib.collections import PatchCollection, PolyCollection
+
+    shapes = (PatchCollection, PolyCollection)
+    fig = matplotlib_figure(sessions("topics").figure("topic_map"))
+    fig.canvas.draw()
+    maps = [ax for ax in fig.axes if any(isinstance(c, shapes) for c in ax.collections)]
+    assert [ax.get_title() for ax in maps] == [runner.label for runner in sessions("topics").fits.active.values()]
+    for ax in maps:
+        box = ax.get_window_extent()
+        for collection in ax.collections:
+            for path in collection.get_paths() if isinstance(collection, shapes) else []:
+                drawn = ax.transData.transform(path.vertices)
+                width, height = np.ptp(drawn[:, 0]), np.ptp(drawn[:, 1])
+                assert abs(width - height) <= 1.0, (ax.get_title(), width, height)
+                assert box.x0 - 0.5 <= drawn[:, 0].min() and drawn[:, 0].max() <= box.x1 + 0.5, ax.get_title()
+                assert box.y0 - 0.5 <= drawn[:, 1].min() and drawn[:, 1].max() <= box.y1 + 0.5, ax.get_title()
