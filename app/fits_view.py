@@ -557,10 +557,13 @@ class FitsView(pn.viewable.Viewer):
         result = runner.result
         if result is None:
             return np.zeros(shape), "not started"
+        if runner.problem is not None and runner.problem.inference == "vi":
+            # a CAVI fit keeps one q and no samples: "mean of 1 sample" said otherwise
+            return result["mu_hat"], f"variational mean, iteration {result['iteration']:,}"
         if result["mu_hat"] is not None:
             saved, chains = result["samples_saved"], result.get("chains", 1)
             pooled = f" of {chains} chains" if chains > 1 else ""
-            return result["mu_hat"], f"mean of {saved} sample{'' if saved == 1 else 's'}{pooled}"  # VI: its one q
+            return result["mu_hat"], f"mean of {saved} sample{'' if saved == 1 else 's'}{pooled}"
         return result["mu"], f"burn-in, sample {result['iteration']}" + (
             " of chain 0" if result.get("chains", 1) > 1 else ""
         )
