@@ -132,12 +132,11 @@ narrow.addEventListener("change", fit_sidebar);
 """
 
 
-def create_app():
-    context = getattr(pn.state.curdoc, "session_context", None)
-    watch_event_loop(getattr(context, "server_context", None))  # with $LPVIZ_LOOP_LOG only
-    fits = default_session()
+def exported_views(fits):
+    """The views of the tabs whose figures the Export tab offers, by tab name, in the page's order
+    (tests/test_app_export_every.py compares every export of theirs with its tab)."""
     data = fits.data
-    views = {
+    return {
         "Data & noise": NoiseView(data=data),
         "Fits": FitsView(fits=fits),
         "Topics": TopicsView(fits=fits),
@@ -148,6 +147,14 @@ def create_app():
         "Privacy": PrivacyView(data=data),
         "Central vs local": CentralView(fits=fits),
     }
+
+
+def create_app():
+    context = getattr(pn.state.curdoc, "session_context", None)
+    watch_event_loop(getattr(context, "server_context", None))  # with $LPVIZ_LOOP_LOG only
+    fits = default_session()
+    data = fits.data
+    views = exported_views(fits)
     export = ExportView(fits=fits, views=list(views.values()), shown=False)
     views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
     views["Export"] = export

@@ -20,9 +20,9 @@ Each exported PNG is saved as ``artifacts/export-<name>.png`` (the first data se
 import numpy as np
 import pytest
 
+from app.app import exported_views
 from app.bessel_view import BesselView
 from app.blocks_view import BlocksView
-from app.central_view import CentralView
 from app.datastore import DataStore
 from app.export import (
     MAX_LABELLED_CELLS,
@@ -124,17 +124,8 @@ class Session:
         settings = {name: value for name, value in settings.items() if name not in FIT}
         self.fits = run_fits(Fits(DataStore(Settings(**{"noise_seed": 3, "chains": 1, **settings}))), **fit)
         fits = self.fits
-        self.views = {
-            "noise": NoiseView(data=fits.data),
-            "fits": FitsView(fits=fits),
-            "topics": TopicsView(fits=fits),
-            "topic_map": TopicMapView(fits=fits),
-            "blocks": BlocksView(fits=fits),
-            "tensor": TensorView(fits=fits),
-            "bessel": BesselView(fits=fits),
-            "privacy": PrivacyView(data=fits.data),
-            "central": CentralView(fits=fits),
-        }
+        # the dashboard's own views of the exported tabs (app.app), by their kind
+        self.views = {type(view): view for view in exported_views(fits).values()}
         for view in self.views.values():
             view.__panel__()  # the tabs as shown: the views that draw their own figures make them here
         self.export = ExportView(fits=fits, views=list(self.views.values()))
@@ -170,28 +161,32 @@ def holoviews_figures(obj):
     return [hv.renderer("bokeh").get_plot(item).state for item in items]
 
 
+# the view of the other exports' tab, by the export's first word
+TAB_OF_PREFIX = {"blocks": BlocksView, "tensor": TensorView, "bessel": BesselView, "privacy": PrivacyView}
+
+
 def tab_figures(session, name):
     """The Bokeh figures the tab of export ``name`` shows, in the tab's order."""
     views = session.views
     if name.startswith("noise_"):
-        view = views["noise"]
+        view = views[NoiseView]
         if name == "noise_heatmaps":
             return [pane.object for pane in view.heatmaps()]
         return [view.noise_histogram().object]
     if name in ("fits_mae_trace", "fits_log_joint_trace"):
-        mae, joint, _ = views["fits"].trace_plots()
+        mae, joint, _ = views[FitsView].trace_plots()
         return [(mae if name == "fits_mae_trace" else joint).figure]
     if name == "fits_rates":
-        view = views["fits"]
+        view = views[FitsView]
         view.rates()
         return list(view._live_rates.figures.values())
     if name == "topics_heatmaps":
-        return [figure for figure, *_ in views["topics"]._live_heatmaps.figures.values()]
+        return [figure for figure, *_ in views[TopicsView]._live_heatmaps.figures.values()]
     if name == "topic_map":
-        view = views["topic_map"]
+        view = views[TopicMapView]
         panels = view.panels
         return [panels[method].map for method in view.maps] + [panels[method].bars for method in view.partners]
-    view = views[name.split("_")[0]]
+    view = views[TAB_OF_PREFIX[name.split("_")[0]]]
     shown = {
         "blocks_rates": lambda: view.rate_heatmaps(),
         "blocks_memberships": lambda: view.membership_heatmaps(),
