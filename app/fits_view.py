@@ -559,7 +559,7 @@ class FitsView(pn.viewable.Viewer):
             return np.zeros(shape), "not started"
         if runner.problem is not None and runner.problem.inference == "vi":
             # a CAVI fit keeps one q and no samples: "mean of 1 sample" said otherwise
-            return result["mu_hat"], f"variational mean, iteration {result['iteration']:,}"
+            return result["mu_hat"], f"variational mean at iteration {result['iteration']:,}"
         if result["mu_hat"] is not None:
             saved, chains = result["samples_saved"], result.get("chains", 1)
             pooled = f" of {chains} chains" if chains > 1 else ""

@@ -282,11 +282,12 @@ def count_texts(text):
       return n; }}"""
 
 
-# The progress lines the page holds (the models' text): what the server last sent.
+# The progress lines the page holds (the models' text): what the server last sent. A line reads
+# "<method> - <status>, iteration <i> / <goal>": a plot title that names an iteration is none.
 PROGRESS_TEXTS = """() => {
   const lines = [];
   for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
-    if (typeof m.text === "string" && m.text.includes(", iteration")) lines.push(m.text);
+    if (typeof m.text === "string" && /, iteration [\\d,]+ \\/ [\\d,]+/.test(m.text)) lines.push(m.text);
   return lines; }"""
 
 

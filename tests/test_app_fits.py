@@ -864,7 +864,7 @@ def test_vi_fits_every_method_with_cavi_and_every_number_is_the_librarys():
             assert runner.iteration == len(posterior.elbo) < fits.settings.n_iter  # converged, as alone
             # a CAVI fit has no samples: its rates are q's mean, at the iteration it stopped
             values, title = FitsView._rate_frame(runner, problem.release.shape)
-            assert title == f"variational mean, iteration {runner.iteration:,}" and "sample" not in title
+            assert title == f"variational mean at iteration {runner.iteration:,}" and "sample" not in title
             np.testing.assert_array_equal(values, runner.result["mu_hat"])
             expected = score(posterior, problem.release, problem.truth)
             assert runner.result["score"].keys() == expected.keys()
