@@ -20,7 +20,7 @@ import param
 
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
-from app.live_traces import LiveTraces, chain_of
+from app.live_traces import LiveTraces, chain_of, line_style
 from app.plots import (
     RATE_CMAP,
     SCROLL_SIDEWAYS_CSS,
@@ -483,21 +483,14 @@ class FitsView(pn.viewable.Viewer):
         for runner, column, dash in lines:
             trace = runner.trace()
             chain = chain_of(column)
+            width, alpha = line_style(chain)
             curve = hv.Curve(
                 (np.asarray(trace["iteration"], dtype=float), np.asarray(trace[column], dtype=float)),
                 "iteration",
                 ylabel,
-                # chain 0's line carries the legend; the method's other chains share its colour, fainter
                 label=runner.label if chain == 0 else "",
             )
-            curves.append(
-                curve.opts(
-                    color=runner.color,
-                    line_dash=dash,
-                    line_width=1.5 if chain == 0 else 1.0,
-                    alpha=1.0 if chain == 0 else 0.55,
-                )
-            )
+            curves.append(curve.opts(color=runner.color, line_dash=dash, line_width=width, alpha=alpha))
         return hv.Overlay(curves).opts(title=title, xlabel="iteration", ylabel=ylabel, legend_position=legend)
 
     @param.depends(

@@ -30,6 +30,12 @@ def chain_of(column):
     return int(suffix) if stem in CHAIN_TRACES and suffix.isdigit() else 0
 
 
+def line_style(chain):
+    """``(line width, alpha)`` of chain ``chain``'s trace line, on the tab and in its PNG: chain 0's line
+    carries the method's legend entry; its other chains share its colour, thinner and fainter."""
+    return (1.5, 1.0) if chain == 0 else (1.0, 0.55)
+
+
 class LiveTraces:
     """One plot of live trace lines: ``lines`` are ``(runner, column, line_dash)``.
 
@@ -72,15 +78,15 @@ class LiveTraces:
             self._last[method] = self._last_iteration(runner.buffer.data)
         for runner, column, dash in lines:
             chain = chain_of(column)
-            # chain 0's line carries the legend; the method's other chains share its colour, fainter
-            style = dict(legend_label=runner.label) if chain == 0 else dict(line_alpha=0.55)
+            width, alpha = line_style(chain)
+            style = dict(legend_label=runner.label) if chain == 0 else dict(line_alpha=alpha)
             renderers.append(
                 self.figure.line(
                     "iteration",
                     column,
                     source=self.sources[runner.method],
                     color=runner.color,
-                    line_width=1.5 if chain == 0 else 1.0,
+                    line_width=width,
                     line_dash=dash,
                     name=f"{runner.label}: {column}" if chain == 0 else f"{runner.label}: chain {chain}",
                     **style,
