@@ -271,15 +271,17 @@ def _legend_every_labelled_element(plot):
     for element_plot in plot.traverse(lambda p: p, [lambda p: "artist" in getattr(p, "handles", {})]):
         artist, frame = element_plot.handles["artist"], element_plot.current_frame
         label = getattr(frame, "label", "")
+        panel = getattr(artist, "axes", None)
         if isinstance(artist, list) and len(artist) == 1 and isinstance(artist[0], BarContainer):
-            artist = artist[0]  # one series of bars
-            if label:
-                barred.add(artist.patches[0].axes if artist.patches else None)
-        if not hasattr(artist, "get_label"):  # a list of artists (Labels' texts): no one legend entry
+            artist = artist[0]  # one series of bars (a container: its panel is its bars')
+            panel = artist.patches[0].axes if artist.patches else None
+            if label and panel is not None:
+                barred.add(panel)
+        if not hasattr(artist, "get_label") or panel is None:  # a list of artists (Labels' texts): no entry
             continue
         if label and str(artist.get_label()).startswith("_"):
             artist.set_label(label)
-            axes.add(artist.axes if not isinstance(artist, BarContainer) else artist.patches[0].axes)
+            axes.add(panel)
     for ax in axes:
         legend = ax.get_legend()
         if legend is None:
