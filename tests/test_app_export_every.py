@@ -56,55 +56,21 @@ DATA = {
 }
 FIT = dict(n_iter=12, burn_in=4, thin=2)
 # What the Export tab offers for each data set, in its order: the tests below compare each of them.
+# (the noise and fit figures first, each data set's own tabs', then the Bessel and Privacy tabs')
+NOISE_AND_FITS = ["noise_heatmaps", "noise_histogram", "fits_log_joint_trace", "fits_mae_trace", "fits_rates"]
+BESSEL_AND_PRIVACY = [
+    "bessel_pmf",
+    "bessel_gap_map",
+    "bessel_gap_bound",
+    "privacy_skellam",
+    "privacy_geometric",
+    "privacy_adversary",
+    "privacy_log_ratio",
+]
 OFFERED = {
-    "topics": [
-        "noise_heatmaps",
-        "noise_histogram",
-        "fits_log_joint_trace",
-        "fits_mae_trace",
-        "fits_rates",
-        "topics_heatmaps",
-        "topic_map",
-        "bessel_pmf",
-        "bessel_gap_map",
-        "bessel_gap_bound",
-        "privacy_skellam",
-        "privacy_geometric",
-        "privacy_adversary",
-        "privacy_log_ratio",
-    ],
-    "network": [
-        "noise_heatmaps",
-        "noise_histogram",
-        "fits_log_joint_trace",
-        "fits_mae_trace",
-        "fits_rates",
-        "blocks_rates",
-        "blocks_memberships",
-        "bessel_pmf",
-        "bessel_gap_map",
-        "bessel_gap_bound",
-        "privacy_skellam",
-        "privacy_geometric",
-        "privacy_adversary",
-        "privacy_log_ratio",
-    ],
-    "tensor": [
-        "noise_heatmaps",
-        "noise_histogram",
-        "fits_log_joint_trace",
-        "fits_mae_trace",
-        "fits_rates",
-        "tensor_profiles",
-        "tensor_pairs",
-        "bessel_pmf",
-        "bessel_gap_map",
-        "bessel_gap_bound",
-        "privacy_skellam",
-        "privacy_geometric",
-        "privacy_adversary",
-        "privacy_log_ratio",
-    ],
+    "topics": [*NOISE_AND_FITS, "topics_heatmaps", "topic_map", *BESSEL_AND_PRIVACY],
+    "network": [*NOISE_AND_FITS, "blocks_rates", "blocks_memberships", *BESSEL_AND_PRIVACY],
+    "tensor": [*NOISE_AND_FITS, "tensor_profiles", "tensor_pairs", *BESSEL_AND_PRIVACY],
 }
 OFFERED["topics, two chains"] = OFFERED["topics, VI"] = OFFERED["topics"]
 # The figures drawn from the fits: all that two chains or VI change. The variants' other figures are the
