@@ -60,6 +60,7 @@ __all__ = [
     "truncate",
     "geometric_logpmf",
     "skellam_logpmf",
+    "noised_logpmf",
 ]
 
 # Rows noised per block on the fast path: bounds the temporary memory of the
@@ -592,4 +593,37 @@ def skellam_logpmf(k, mu1, mu2):
     out[only1] = _poisson_logpmf(k[only1], m1[only1])
     only2 = ~both & (m2 > 0)  # here mu1 == 0
     out[only2] = _poisson_logpmf(-k[only2], m2[only2])
+    return out if out.ndim else float(out)
+
+
+def noised_logpmf(y_noised, mu, alpha):
+    """Log pmf of a noised count given its rate: ``ytil = y + tau``, ``y ~ Pois(mu)``, ``tau ~ 2Geo(alpha)``.
+
+    What every method predicts for a cell the analyst holds noised (DESIGN.md 1f), in closed form::
+
+        p(ytil | mu, alpha) = (1-alpha)/(1+alpha) * [ alpha^ytil exp(mu (1/alpha - 1)) F(ytil; mu/alpha)
+                                                     + alpha^-ytil exp(-mu (1 - alpha)) (1 - F(ytil; mu alpha)) ]
+
+    with ``F`` the Poisson CDF, evaluated in logs so it stays finite far in the tails (Numba,
+    :mod:`lpviz._noised_kernels`). Broadcasts over all three arguments (``alpha`` one value per row:
+    pass it shaped ``(n_rows, 1)`` against a matrix). ``alpha`` in (0, 1); an alpha below 1e-12 (the
+    no-noise fits' ``1e-300``) gives the Poisson law.
+    """
+    from lpviz._noised_kernels import noised_logpmf_array
+
+    try:
+        y, m, a = np.broadcast_arrays(
+            np.asarray(y_noised, dtype=float), np.asarray(mu, dtype=float), np.asarray(alpha, dtype=float)
+        )
+    except ValueError as error:
+        raise ValueError(f"y_noised, mu and alpha must broadcast to one shape: {error}") from None
+    if not np.all(np.isfinite(y)) or np.any(y != np.floor(y)):
+        raise ValueError("y_noised must hold whole numbers (noised counts may be negative)")
+    if not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError("the rates mu must be finite and >= 0")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0) or np.any(a >= 1):
+        raise ValueError("alpha must lie strictly between 0 and 1 (alpha = exp(-epsilon/N))")
+    flat = [np.ascontiguousarray(v, dtype=np.float64).ravel() for v in (y, m, a)]
+    out = noised_logpmf_array(*flat, np.empty(flat[0].size))
+    out = out.reshape(y.shape)
     return out if out.ndim else float(out)
