@@ -12,9 +12,12 @@ nu < 20) and far beyond, next to plain references timed in the same run:
 - ``stream``: ``sample_stream``, the same sampler on the xoshiro256** stream
   the chains use, where ``sample_nb`` draws from Numba's Mersenne Twister.
 
-Run: ``.venv/bin/python benchmarks/bench_bessel.py``
+Run: ``.venv/bin/python benchmarks/bench_bessel.py`` (``--tiny``: every case and sampler, 1% of the
+draws: seconds, for the test suite; its figures are noisy). The kernels here are cached (a run
+compiles them once).
 """
 
+import argparse
 import time
 
 import numpy as np
@@ -27,7 +30,7 @@ from lpviz.bessel import _sample_inversion, _sample_rejection, mode_nb, sample_n
 N_DRAWS = 200_000
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _naive(nu, a):
     """Textbook inversion from m = 0 (no mode, no early stop of the sum)."""
     quarter_a2 = 0.25 * a * a
@@ -49,7 +52,7 @@ def _naive(nu, a):
     return int(m)
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _loop(which, nu, a, n, mean):
     np.random.seed(0)
     state = new_state(0, 0, 0)
@@ -80,6 +83,10 @@ def ns_per_draw(which, nu, a, n):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="1%% of the draws (the test suite's run)")
+    args = parser.parse_args()
+    draws = N_DRAWS // 100 if args.tiny else N_DRAWS
     cases = [
         (0.0, 0.5),
         (1.0, 1.0),
@@ -105,7 +112,7 @@ def main():
             if name == "naive" and a > 1000:
                 row.append(float("nan"))  # its unscaled terms overflow
                 continue
-            n = N_DRAWS if not (name in ("naive", "inversion") and a > 200) else N_DRAWS // 100
+            n = draws if not (name in ("naive", "inversion") and a > 200) else max(1, draws // 100)
             row.append(ns_per_draw(which, nu, a, n))
         print(f"{nu:8g} {a:8g} {float(bessel.var(nu, a)):9.3g} " + " ".join(f"{t:10.0f}" for t in row))
 

@@ -24,9 +24,12 @@ draws with the marginal log likelihood term of each cell
 ``np.random.poisson``, and each branch of the collapsed sampler forced across
 modes (where ``_UPWARD_MAX_MODE`` belongs).
 
-Run: ``.venv/bin/python benchmarks/bench_collapsed.py``
+Run: ``.venv/bin/python benchmarks/bench_collapsed.py`` (``--tiny``: every regime and table on 2,000
+cells, one sweep, one timed call each: seconds, for the test suite; its figures are noisy). The
+kernels here are cached (a run compiles them once).
 """
 
+import argparse
 import math
 import time
 
@@ -48,6 +51,8 @@ from lpviz.methods import private as models  # the Bessel route's per-cell steps
 
 N_CELLS = 100_000
 N_SWEEPS = 4
+REPEATS = 5
+N_DRAWS = 200_000  # the Poisson table; the forced branches draw half as many
 
 
 def make_cells(regime, rng):
@@ -64,7 +69,7 @@ def make_cells(regime, rng):
     return (y + noise).astype(np.int64), mu, alpha
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def collapsed_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     state = np.empty(4, dtype=np.uint64)
     total = 0
@@ -75,7 +80,7 @@ def collapsed_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     return total
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def fused_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     """The collapsed draws with the marginal log likelihood of every cell."""
     state = np.empty(4, dtype=np.uint64)
@@ -90,7 +95,7 @@ def fused_sweeps(ytil, mu, alpha, n_sweeps, chain_seed):
     return total, log_lik
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def bessel_sweeps(ytil, mu, alpha, lambda_plus, lambda_minus, n_sweeps, chain_seed):
     """The per-cell work of today's private sweep: steps 1-4, rates carried over."""
     state = np.empty(4, dtype=np.uint64)
@@ -105,7 +110,7 @@ def bessel_sweeps(ytil, mu, alpha, lambda_plus, lambda_minus, n_sweeps, chain_se
     return total
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def log_marginal_sum(ytil, mu, alpha):
     total = 0.0
     for i in range(ytil.size):
@@ -113,7 +118,7 @@ def log_marginal_sum(ytil, mu, alpha):
     return total
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def _brute_log_marginal(ytil, mu, alpha):
     """log sum_y Pois(y; mu) Geom2(ytil - y) over y = 0 .. past both ytil and mu."""
     log_alpha = math.log(alpha)
@@ -129,7 +134,7 @@ def _brute_log_marginal(ytil, mu, alpha):
     return largest + math.log(total) + math.log((1.0 - alpha) / (1.0 + alpha))
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def brute_log_marginal_sum(ytil, mu, alpha):
     total = 0.0
     for i in range(ytil.size):
@@ -137,7 +142,7 @@ def brute_log_marginal_sum(ytil, mu, alpha):
     return total
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def poisson_draws(which, lam, n):
     np.random.seed(0)
     state = np.empty(4, dtype=np.uint64)
@@ -148,7 +153,7 @@ def poisson_draws(which, lam, n):
     return total
 
 
-@njit(nogil=True)
+@njit(nogil=True, cache=True)
 def forced_branch(which, ytil, mu, alpha, n):
     state = np.empty(4, dtype=np.uint64)
     seed_state(state, 0, 0, 0)
@@ -165,12 +170,12 @@ def forced_branch(which, ytil, mu, alpha, n):
     return total
 
 
-def seconds(call, *args, repeats=5):
+def seconds(call, *args, repeats=None):
     """The fastest of ``repeats`` timed calls: the least disturbed by other
     processes on a shared machine."""
     call(*args)  # compile (or load from cache) and warm up
     best = math.inf
-    for _ in range(repeats):
+    for _ in range(REPEATS if repeats is None else repeats):
         start = time.perf_counter()
         call(*args)
         best = min(best, time.perf_counter() - start)
@@ -178,6 +183,11 @@ def seconds(call, *args, repeats=5):
 
 
 def main():
+    global N_CELLS, N_SWEEPS, REPEATS, N_DRAWS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="2,000 cells, one sweep (the test suite's run)")
+    if parser.parse_args().tiny:
+        N_CELLS, N_SWEEPS, REPEATS, N_DRAWS = 2_000, 1, 1, 2_000
     rng = np.random.default_rng(20190609)
     regimes = ["fig3", "synthetic", "network a=e^-1", "network a=e^-0.1"]
     print(f"{N_CELLS:,} cells x {N_SWEEPS} sweeps, one thread; ns per cell (M draws/s)")
@@ -206,14 +216,14 @@ def main():
             f"{t_marginal:>16.1f}{t_brute:>9.0f}"
         )
 
-    n = 200_000
+    n = N_DRAWS
     print("\nPoisson draws, ns per draw: sample_poisson (xoshiro) vs numba np.random.poisson")
     for lam in [0.05, 0.5, 5.0, 10.0, 15.9, 16.0, 50.0, 1e4, 1e6]:
         ours = seconds(poisson_draws, 0, lam, n) / n * 1e9
         numba_ref = seconds(poisson_draws, 1, lam, n) / n * 1e9
         print(f"  lam={lam:<9g}{ours:8.1f}{numba_ref:10.1f}")
 
-    n = 100_000
+    n = N_DRAWS // 2
     print(
         "\nForced branches, ns per draw (upward inversion / rejection); "
         f"sample_true_count inverts up to mode {_UPWARD_MAX_MODE:g}"

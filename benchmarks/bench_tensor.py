@@ -12,6 +12,7 @@
    the same K): a plain reference in the same run.
 
     .venv/bin/python benchmarks/bench_tensor.py [--actors 30] [--months 24] [--iterations 600] [--speed-only]
+    .venv/bin/python benchmarks/bench_tensor.py --tiny     # both sections at the smallest sizes, seconds
 """
 
 import argparse
@@ -35,7 +36,8 @@ def recovery(args):
         constant = np.abs(mu - np.median(mu)).mean()
         for inference in ("mcmc", "vi"):
             for method in ("private", "naive", "nonprivate"):
-                schedule = dict(n_iter=args.iterations, thin=10) if inference == "mcmc" else dict(n_iter=500)
+                mcmc = inference == "mcmc"
+                schedule = dict(n_iter=args.iterations, thin=10) if mcmc else dict(n_iter=args.vi_iterations)
                 posterior = lpviz.fit(
                     release,
                     method=method,
@@ -90,8 +92,14 @@ def main():
     parser.add_argument("--speed-actors", type=int, default=200)
     parser.add_argument("--speed-iterations", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--vi-iterations", type=int, default=500, help="CAVI's most iterations")
     parser.add_argument("--speed-only", action="store_true", help="only the speed section")
+    parser.add_argument("--tiny", action="store_true", help="both sections at the smallest sizes (the test suite's)")
     args = parser.parse_args()
+    if args.tiny:
+        args.actors, args.months, args.components, args.eps = 8, 4, 2, [1.0]
+        args.iterations, args.vi_iterations = 40, 20
+        args.speed_actors, args.speed_iterations, args.rounds = 10, 2, 1
     if not args.speed_only:
         recovery(args)
     speed(args)

@@ -11,9 +11,11 @@ ranking, next to plain references timed in the same run:
 - ``sklearn MDS``: ``sklearn.manifold.MDS`` (SMACOF, metric) on the same distances, for scale
   (classical scaling is one eigendecomposition).
 
-Run: ``.venv/bin/python benchmarks/bench_topicmap.py``
+Run: ``.venv/bin/python benchmarks/bench_topicmap.py`` (``--tiny``: Figure 3's size only, one timed call
+each: seconds, for the test suite)
 """
 
+import argparse
 import time
 import tracemalloc
 
@@ -25,10 +27,13 @@ from lpviz import topicmap
 SIZES = (("Figure 3", 90, 3, 15), ("Enron, browser preset", 400, 10, 800), ("Enron, paper", 10_000, 50, 10_000))
 
 
-def timed(function, repeat=3):
+REPEAT = 3
+
+
+def timed(function, repeat=None):
     """Best wall time of ``repeat`` calls and the peak traced memory of one, in MB."""
     best = np.inf
-    for _ in range(repeat):
+    for _ in range(REPEAT if repeat is None else min(repeat, REPEAT)):
         start = time.perf_counter()
         result = function()
         best = min(best, time.perf_counter() - start)
@@ -68,9 +73,14 @@ def bench(name, n_docs, n_topics, n_words, rng):
 
 
 def main():
+    global REPEAT
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="Figure 3's size only (the test suite's run)")
+    tiny = parser.parse_args().tiny
+    REPEAT = 1 if tiny else REPEAT
     rng = np.random.default_rng(0)
     print(f"{'size':<24}{'what':<26}{'seconds':>10}{'peak MB':>10}")
-    for size in SIZES:
+    for size in SIZES[:1] if tiny else SIZES:
         bench(*size, rng)
 
 
