@@ -25,6 +25,10 @@ parts to another size (rows' work by cells, phi's draw and the bytes by columns)
     python benchmarks/bench_distributed.py                      # 200,000 x 2,000, 3 iterations
     python benchmarks/bench_distributed.py --rows 20000 --cols 2000 --iterations 3
     python benchmarks/bench_distributed.py --generate --rows 1000000 --cols 5000 --iterations 2
+    python benchmarks/bench_distributed.py --tiny        # 400 x 60, K = 3, 2 iterations: seconds
+
+``--tiny`` (here and in bench_distributed_score / _vi) runs every section at the smallest sizes, for
+the test suite: its figures are the clusters' start-up, not the chain's.
 
 Timings are wall-clock on a machine that may be shared: read them beside the in-process chain
 of the same run.
@@ -87,15 +91,27 @@ def local_cluster(workers, cores, memory_limit="auto"):
         yield client
 
 
+TINY = dict(rows=400, cols=60, topics=3, iterations=2)  # --tiny: the test suite's sizes
+
+
 def size_arguments(doc, rows, topics, cols=2_000, iterations=3):
-    """The benchmarks' command line: ``--rows --cols --topics --iterations`` (these defaults), the
-    module's docstring as its help."""
+    """The benchmarks' command line: ``--rows --cols --topics --iterations`` (these defaults) and
+    ``--tiny`` (:data:`TINY`, read by :func:`parse_sizes`), the module's docstring as its help."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=rows)
     parser.add_argument("--cols", type=int, default=cols)
     parser.add_argument("--topics", type=int, default=topics)
     parser.add_argument("--iterations", type=int, default=iterations)
+    parser.add_argument("--tiny", action="store_true", help=f"the smallest sizes ({TINY}), in seconds")
     return parser
+
+
+def parse_sizes(parser):
+    """``parser``'s arguments, the sizes those of :data:`TINY` with ``--tiny``."""
+    args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
+    return args
 
 
 def timed_in_process(release, options):
@@ -207,7 +223,7 @@ def main():
         "--workers", type=int, nargs="*", default=[1, 2], help="the clusters' sizes, in order (none: one process)"
     )
     parser.add_argument("--no-in-process", action="store_true", help="skip the in-process chain")
-    args = parser.parse_args()
+    args = parse_sizes(parser)
 
     budget = memory_limit()
     model, method = models.create("topics", args.topics), methods.create("private")

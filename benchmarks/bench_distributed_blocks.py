@@ -15,6 +15,7 @@ per worker, against ACTORS^2 cells of data that never move after the start.
     python benchmarks/bench_distributed_blocks.py                    # 3,000 actors, C = 10
     python benchmarks/bench_distributed_blocks.py --actors 1000 --iterations 3
     python benchmarks/bench_distributed_blocks.py --inference vi     # the CAVI fit (private, default variant)
+    python benchmarks/bench_distributed_blocks.py --tiny             # 60 actors, C = 3, 2 iterations: seconds
 
 CAVI (``--inference vi``): per iteration each worker gets q(theta) and q(pi) (their shapes and
 rates: 2 x (ACTORS x C + C x C) floats) and returns its rows of R (concatenated in row order through
@@ -68,7 +69,10 @@ def main():
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--inference", choices=("mcmc", "vi"), default="mcmc")
+    parser.add_argument("--tiny", action="store_true", help="60 actors, C = 3, 2 iterations (the test suite's run)")
     args = parser.parse_args()
+    if args.tiny:
+        args.actors, args.communities, args.iterations = 60, 3, 2
 
     started = time.perf_counter()
     data = make_blocks(n_actors=args.actors, n_communities=args.communities, epsilon=1.0, random_state=1)

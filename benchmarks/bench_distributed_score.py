@@ -17,6 +17,7 @@ are computed in it.
 
     python benchmarks/bench_distributed_score.py                    # 50,000 x 2,000, K = 10
     python benchmarks/bench_distributed_score.py --rows 20000 --workers 1 2 3
+    python benchmarks/bench_distributed_score.py --tiny     # 400 x 60, K = 3, W = 1 and 2: seconds
 
 Timings are wall-clock on a machine that may be shared: read them beside the in-process score of
 the same run.
@@ -28,7 +29,7 @@ import time
 import tracemalloc
 
 import numpy as np
-from bench_distributed import build_release, fit_on_cluster, size_arguments
+from bench_distributed import build_release, fit_on_cluster, parse_sizes, size_arguments
 
 TIMING = ("seconds", "iterations_per_second")
 
@@ -93,7 +94,9 @@ def main():
 
     parser = size_arguments(__doc__, rows=50_000, topics=10)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
-    args = parser.parse_args()
+    args = parse_sizes(parser)
+    if args.tiny:
+        args.workers = args.workers[:2]  # a third cluster's start-up is the most of a tiny run
     cores = os.cpu_count() or 1
     release, truth = build_release(args.rows, args.cols, args.topics, seed=0, truth=True)
     heldout = np.random.default_rng(1).random(release.shape) < 0.1

@@ -9,6 +9,7 @@ are the same bits.
 
     python benchmarks/bench_distributed_vi.py                    # 20,000 x 2,000, 3 iterations
     python benchmarks/bench_distributed_vi.py --rows 100000 --cols 2000 --iterations 2
+    python benchmarks/bench_distributed_vi.py --tiny     # 400 x 60, K = 3, 2 iterations: seconds
 
 Timings are wall-clock on a machine that may be shared: read them beside the one-process fit of
 the same run.
@@ -18,7 +19,7 @@ import os
 import time
 
 import numpy as np
-from bench_distributed import build_release, fit_on_cluster, size_arguments
+from bench_distributed import build_release, fit_on_cluster, parse_sizes, size_arguments
 
 
 def fit_options(topics, iterations):
@@ -31,7 +32,7 @@ def main():
 
     parser = size_arguments(__doc__, rows=20_000, topics=50)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    args = parser.parse_args()
+    args = parse_sizes(parser)
     cores = os.cpu_count() or 1
     release = build_release(args.rows, args.cols, args.topics, seed=0)
     options = fit_options(args.topics, args.iterations)
