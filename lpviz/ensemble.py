@@ -349,6 +349,40 @@ class EnsemblePosterior:
             self._mu_hat = self.rate_rows(0, self.shape[0])
         return self._mu_hat
 
+    # -- chains that never meet (lpviz.stacking) ----------------------------------
+    def stacking(self, release, *, max_draws=None, max_cells=None):
+        """:class:`lpviz.stacking.Stacking` of the chains on ``release``'s noised cells that no fit
+        used (held out, else PSIS-LOO over the observed): weights, elpds, modes. Never reads a
+        truth. Kept for the release until the chains save another sample."""
+        from lpviz import stacking as stacking_module
+
+        options = {
+            "max_draws": stacking_module.MAX_DRAWS if max_draws is None else int(max_draws),
+            "max_cells": stacking_module.MAX_CELLS if max_cells is None else int(max_cells),
+        }
+        key = (id(release), self.n_saved, options["max_draws"], options["max_cells"])
+        cached = getattr(self, "_stacking", None)
+        if cached is None or cached[0] != key or cached[1] is not release:
+            if not self.n_saved or not all(chain.n_saved for chain in self.chains):
+                raise ValueError("stacking needs a saved sample of every chain: run the chains past their burn-in")
+            self._stacking = (key, release, stacking_module.chain_stacking(self.chains, release, **options))
+        return self._stacking[2]
+
+    def stacking_weights(self, release):
+        """The chains' stacking weights (C numbers >= 0 summing to 1) maximising the log of their
+        mixture's predictive density on ``release``'s held-out noised cells, else PSIS-LOO over its
+        observed cells; ``.cells`` says which, ``.stacking`` holds the rest (Pareto k, modes, elpds)."""
+        from lpviz.stacking import StackingWeights
+
+        return StackingWeights(self.stacking(release))
+
+    def stacked(self, release):
+        """A posterior whose ``mu_hat`` is the chains' rates weighted by :meth:`stacking_weights`
+        (``weights``): the ensemble's summary when the chains sit in separate modes."""
+        from lpviz.stacking import StackedPosterior
+
+        return StackedPosterior(self, self.stacking(release))
+
     # -- ArviZ ------------------------------------------------------------------
     def to_inference_data(self, release=None, truth=None, *, cells=None, columns=None, attrs=None):
         """The chains as an ArviZ ``InferenceData`` with dims ``chain, draw, ...``.
