@@ -150,3 +150,32 @@ def test_every_mcmc_preset_runs_the_dashboards_chains_but_figure_1_which_says_wh
         assert preset.settings["chains"] >= DASHBOARD_CHAINS, name
     assert FIGURE1.settings["chains"] == 1 and TWO_MODES.name in FIGURE1.text
     assert Settings(preset=FIGURE1.name).chains == 1 and Settings(preset=TWO_MODES.name).chains == 2
+
+
+def _stated(text, name):
+    """Each number ``text`` states as ``name = <number>`` (e.g. "eps/N = 0.064"), with its decimals."""
+    import re
+
+    numbers = re.findall(rf"(?<![\w/]){re.escape(name)} = (\d+(?:\.\d+)?)", text)
+    return [(float(m), len(m.partition(".")[2])) for m in numbers]
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_noise_level_a_preset_states_is_the_one_in_force(name, enron_tarball):
+    """Issue 57 HIGH 1: "Two chains, two modes" said "at eps/N = 1" and ran at epsilon 1 with Figure 1's
+    N = 15.63 (eps/N = 0.064, alpha 0.938, as the sidebar and the Privacy tab said). Every eps/N, N and
+    alpha a preset's text states is the built release's, to the digits stated."""
+    store = DataStore(Settings(preset=name, path=str(enron_tarball)), background=False)
+    assert store.error == "", store.error
+    release = store.release
+    if release.epsilon is None or np.ndim(release.alpha):
+        actual = {}  # per-row noise (Figure 3): its texts state alpha0, a mean, not a level
+    else:
+        actual = {"eps/N": release.epsilon / release.N, "N": release.N, "alpha": float(release.alpha)}
+    stated = {key: _stated(PRESETS[name].text, key) for key in ("eps/N", "N", "alpha")}
+    for key, values in stated.items():
+        for value, decimals in values:
+            assert key in actual, f"{name} states {key} = {value:g} but its release has no single {key}"
+            assert round(actual[key], decimals) == value, f"{name} states {key} = {value:g}; in force {actual[key]:.4g}"
+    if name == "Two chains, two modes":
+        assert stated["eps/N"] and stated["alpha"], "its noise level is stated"
