@@ -39,6 +39,7 @@ Prints three things:
     python benchmarks/bench_central.py            # everything: minutes (20 PLD calibrations, scikit-learn fits)
     python benchmarks/bench_central.py --quick    # RDP only in (2), a smaller corpus in (3)
     python benchmarks/bench_central.py --enron ../shared/data/enron_sent_subset.tar.gz
+    python benchmarks/bench_central.py --tiny     # seconds: one row of (2) by RDP, a 1,000 x 300 corpus, K = 5 in (3)
 """
 
 import argparse
@@ -214,14 +215,15 @@ def time_fits(X, n_topics, batch_size, topics=None, label="", repeats=1):
     )
 
 
-def speed(quick, enron, repeats):
+def speed(quick, enron, repeats, tiny=False):
     print(f"3. Fit speed, one epoch each, best of {repeats} run(s) (total includes the accounting and calibration of")
     print("   the private fit; s/step is the fit loop alone; distance = Hungarian-aligned TV distance to the")
     print("   true topics, after one epoch)")
-    n_docs, n_words = (3_000, 3_000) if quick else (10_000, 10_000)
-    X, topics = synthetic_corpus(n_docs, n_words, 50, 110)
-    for batch_size in (128, 1000):
-        time_fits(X, 50, batch_size, topics, label="synthetic", repeats=repeats)
+    n_docs, n_words = (1_000, 300) if tiny else (3_000, 3_000) if quick else (10_000, 10_000)
+    n_topics = 5 if tiny else 50
+    X, topics = synthetic_corpus(n_docs, n_words, n_topics, 110)
+    for batch_size in (128,) if tiny else (128, 1000):
+        time_fits(X, n_topics, batch_size, topics, label="synthetic", repeats=repeats)
     if enron:
         from lpviz.datasets.enron import build_enron_topics
 
@@ -235,14 +237,15 @@ def main():
     parser.add_argument("--quick", action="store_true", help="RDP only in the table, a smaller corpus for speed")
     parser.add_argument("--enron", metavar="TARBALL", help="also time the fits on the Enron topic matrix")
     parser.add_argument("--repeats", type=int, default=1, help="time each fit this many times, keep the best")
+    parser.add_argument("--tiny", action="store_true", help="every section at its smallest, seconds (the test suite's)")
     args = parser.parse_args()
     accountant_comparison()
     requirement_table(
-        batch_sizes=(5_000, 10_000, 20_000, 50_000, 100_000),
-        epsilons=(0.5, 1, 2, 4),
-        accountants=("rdp",) if args.quick else ("pld", "rdp"),
+        batch_sizes=(20_000,) if args.tiny else (5_000, 10_000, 20_000, 50_000, 100_000),
+        epsilons=(1,) if args.tiny else (0.5, 1, 2, 4),
+        accountants=("rdp",) if args.quick or args.tiny else ("pld", "rdp"),
     )
-    speed(args.quick, args.enron, args.repeats)
+    speed(args.quick, args.enron, args.repeats, args.tiny)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ rates and the aligned topics diagnosed element by element) and with ``diagnostic
 trace alone: what the live snapshots use), beside the single chain's full score.
 
     python benchmarks/bench_chains.py --score
+
+``--tiny`` (with any of the three) runs the same tables at the smallest sizes in seconds, for the
+test suite: 2 seeds of 100 iterations; ``--scaling`` on the small set alone; ``--score`` at Figure 3's
+size alone.
 """
 
 import argparse
@@ -65,11 +69,14 @@ def main():
     )
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data set")
     parser.add_argument("--score", action="store_true", help="time score() of ensembles, full and trace-only")
+    parser.add_argument("--tiny", action="store_true", help="the smallest sizes, in seconds (the test suite's run)")
     args = parser.parse_args()
+    if args.tiny:
+        args.seeds, args.iterations, args.timed_seeds, args.repeats = 2, 100, 1, 1
     if args.score:
-        return score_cost(args.repeats)
+        return score_cost(args.repeats, args.tiny)
     if args.scaling:
-        return scaling(args.repeats, args.dask_workers)
+        return scaling(args.repeats, args.dask_workers, args.tiny)
 
     data = make_topics(120, 40, 4, alpha0=0.5, random_state=args.data_seed)
     release, truth = data.release(), data.truth()
@@ -161,7 +168,7 @@ def main():
     )
 
 
-def _cores_available():
+def _cores_available(n=50_000_000):
     """The plain reference: a GIL-free Numba loop on one thread and on two. On an idle 2-core
     machine two take the time of one; on a shared one the ratio says how many cores this process
     gets, and so what concurrency the chains can show."""
@@ -177,7 +184,6 @@ def _cores_available():
         return total
 
     spin(10)
-    n = 50_000_000
     start = time.perf_counter()
     spin(n)
     one = time.perf_counter() - start
@@ -191,12 +197,17 @@ def _cores_available():
     return one, two
 
 
-def score_cost(repeats):
-    """Seconds per :func:`lpviz.metrics.score` call of a C-chain ensemble, full and trace-only."""
+def score_cost(repeats, tiny=False):
+    """Seconds per :func:`lpviz.metrics.score` call of a C-chain ensemble, full and trace-only
+    (``tiny``: Figure 3's size alone)."""
     problems = {
         "Figure 3's size 90 x 15, K=3": (make_topics(90, 15, 3, alpha0=0.75, random_state=0), 3),
-        "Figure 4's browser size 400 x 800, K=10": (make_topics(400, 800, 10, alpha0=0.5, random_state=0), 10),
     }
+    if not tiny:
+        problems["Figure 4's browser size 400 x 800, K=10"] = (
+            make_topics(400, 800, 10, alpha0=0.5, random_state=0),
+            10,
+        )
     print(f"200 iterations, 40 samples saved per chain; best of {repeats} (shared machine: noisy)")
     for name, (data, k) in problems.items():
         release, truth = data.release(), data.truth()
@@ -214,8 +225,9 @@ def score_cost(repeats):
         print(f"{name}: " + ", ".join(cells))
 
 
-def scaling(repeats, dask_workers=0):
-    one, two = _cores_available()
+def scaling(repeats, dask_workers=0, tiny=False):
+    """``tiny``: the small set alone, 50 iterations, a shorter reference loop."""
+    one, two = _cores_available(5_000_000 if tiny else 50_000_000)
     print(
         f"reference: a nogil loop {one:.2f} s on one thread, two of them {two:.2f} s on two threads "
         f"(1.0x on an idle 2-core machine; here {two / one:.2f}x: about {2 * one / two:.1f} cores for this process)"
@@ -224,6 +236,8 @@ def scaling(repeats, dask_workers=0):
         "small 120 x 40, K=4, 300 it": (make_topics(120, 40, 4, alpha0=0.5, random_state=0), 4, 300),
         "medium 1000 x 1000, K=10, 30 it": (make_topics(1000, 1000, 10, alpha0=0.5, random_state=0), 10, 30),
     }
+    if tiny:
+        problems = {"small 120 x 40, K=4, 50 it": (make_topics(120, 40, 4, alpha0=0.5, random_state=0), 4, 50)}
     print(f"{n_threads()} kernel threads; best of {repeats} (shared machine: noisy)")
     for name, (data, k, n_iter) in problems.items():
         release = data.release()
