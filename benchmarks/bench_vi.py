@@ -25,6 +25,8 @@ seeds) and, with ``--enron D``, on a D x D slice of the Enron topic matrix
     python benchmarks/bench_vi.py            # the headline size
     python benchmarks/bench_vi.py --quick    # 400 x 400, fewer repeats
     python benchmarks/bench_vi.py --mode-vs-mean [--enron 2000]
+    python benchmarks/bench_vi.py --tiny     # seconds: 60 x 60, K = 5, one repeat, at most 50 iterations
+                                             # to converge (--mode-vs-mean --tiny: one seed)
 """
 
 import argparse
@@ -221,13 +223,14 @@ def main():
     parser.add_argument("--mode-vs-mean", action="store_true", help="the Bessel mode against the mean instead")
     parser.add_argument("--seeds", type=int, default=5, help="Figure 3 data sets for --mode-vs-mean")
     parser.add_argument("--enron", type=int, default=0, metavar="D", help="with --mode-vs-mean: a D x D Enron slice")
+    parser.add_argument("--tiny", action="store_true", help="the smallest sizes, seconds (the test suite's run)")
     args = parser.parse_args()
     if args.mode_vs_mean:
-        mode_against_mean(args.seeds, args.enron)
+        mode_against_mean(1 if args.tiny else args.seeds, args.enron)
         return
-    repeats = args.repeats or (3 if args.quick else 5)
-    n = 400 if args.quick else 1000
-    K = 50
+    repeats = args.repeats or (1 if args.tiny else 3 if args.quick else 5)
+    n = 60 if args.tiny else 400 if args.quick else 1000
+    K = 5 if args.tiny else 50
     print(
         f"kernel threads: {n_threads()}  cpus: {os.cpu_count()}  "
         f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
@@ -255,7 +258,9 @@ def main():
         if label == "private, Bessel mode":
             lpviz_wall = wall
 
-    fit = VariationalFit(release, method="private", n_components=K, random_state=0)
+    # the reference is the VI paper's Bessel route: bessel_point selects it (variant="paper"); the
+    # default variant, the collapsed conditional, keeps no q of the noise rates to start it from
+    fit = VariationalFit(release, method="private", bessel_point="mode", n_components=K, random_state=0)
     fit.step(3)
     state = reference_state(fit)
     Y_obs = np.asarray(release.Y_obs)
@@ -274,7 +279,12 @@ def main():
     print(f"\nprivate CAVI to convergence (relative ELBO change <= {DEFAULT_TOL:g}), from a random q")
     for point in ("mode", "mean"):
         vi_run = variational_run(
-            release, method="private", bessel_point=point, n_components=K, n_iter=1000, random_state=1
+            release,
+            method="private",
+            bessel_point=point,
+            n_components=K,
+            n_iter=50 if args.tiny else 1000,
+            random_state=1,
         )
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in vi_run:
