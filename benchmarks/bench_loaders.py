@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_loaders.py [--nnz 3710420]
     .venv/bin/python benchmarks/bench_loaders.py --hostile [--src TREE] [--address-limit 8G]
+    .venv/bin/python benchmarks/bench_loaders.py --tiny     # the loads and references at 2,000 x 1,000, 20,000 nonzeros
 
 ``--hostile-io`` runs issue 20's cases (archives that hide or fake their sizes,
 damaged ones, FIFOs, long paths, permissions, a read-only and a full disk, a
@@ -805,7 +806,10 @@ def main():
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed")
     parser.add_argument("--run-case", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tiny", action="store_true", help="2,000 x 1,000, 20,000 nonzeros (the test suite's run)")
     args = parser.parse_args()
+    if args.tiny:
+        args.docs, args.words, args.nnz = 2_000, 1_000, 20_000
     if args.run_case:
         _run_case(args.run_case, Path(args.dir))
         return
