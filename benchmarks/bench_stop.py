@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_stop.py [--rows 64] [--cols 400] [--signal TERM] [--src TREE]
     .venv/bin/python benchmarks/bench_stop.py --page [--reference TREE] [--repeats 1]
+    .venv/bin/python benchmarks/bench_stop.py --tiny     # 8 x 50 cells, the signal 0.2 s in: seconds
 
 ``--page``: ``python -m app.serve`` of this checkout (and of ``--reference``, e.g. an export of main, in
 the same run: the plain reference) and one chromium page on it (Playwright, as tests/test_browser_runs.py
@@ -292,7 +293,10 @@ def main():
         "--count", type=int, default=None, help="the worst case's count (default MAX_COUNT; e.g. 2**53 - 1 for main)"
     )
     parser.add_argument("--data", nargs="*", default=["plain", "worst"], choices=("plain", "worst"))
+    parser.add_argument("--tiny", action="store_true", help="8 x 50 cells, the signal 0.2 s in (the test suite's)")
     args = parser.parse_args()
+    if args.tiny:
+        args.rows, args.cols, args.wait = 8, 50, 0.2
     if args.page:
         page_main(args)
         return
