@@ -19,6 +19,7 @@ script in the same run, one after the other, and prints both side by side.
     .venv/bin/python benchmarks/bench_page_open.py                         # median of 7
     .venv/bin/python benchmarks/bench_page_open.py --repeat 15
     .venv/bin/python benchmarks/bench_page_open.py --against /work/main    # before and after
+    .venv/bin/python benchmarks/bench_page_open.py --tiny                  # one open measured (the test suite's)
 """
 
 import argparse
@@ -201,7 +202,10 @@ def main(argv=None):
         action="store_true",
         help="this checkout also without its warm-up, in the same run (what gc.freeze gains)",
     )
+    parser.add_argument("--tiny", action="store_true", help="one open measured (the test suite's run)")
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.repeat = 1
     if args.against is not None or args.gc_both:
         print(f"CPU time of this process; the machine may be shared (load average {os.getloadavg()[0]:.1f})")
         runs = [("before", args.against.resolve(), True)] if args.against is not None else []
