@@ -322,6 +322,8 @@ SCORE_LABELS = {
     "seconds": "seconds",
     "iterations_per_second": "it/s",
 }
+# An ensemble's stacking (chains that never meet, lpviz.stacking): None for other fits
+STACKING_KEYS = ("stacking_weights", "stacked_mae", "stacked_heldout_mae", "elpd", "modes")
 _SCORE_BLOCK_CELLS = 1 << 22
 
 
@@ -899,6 +901,37 @@ def _score_chains(result, ensemble, release, truth, convergence, **options):
     result["odd_chains"] = list((convergence or {}).get("odd") or [])
 
 
+def _score_stacking(result, ensemble, release, shape, observed, references, cells):
+    """The chains weighed by stacking on the release's noised cells no fit used (:mod:`lpviz.stacking`):
+    ``stacking_weights``, ``elpd`` (per chain, pooled, stacked: each ``{"elpd", "se", "n"}``, and
+    the ``cells`` scored), ``modes`` (``groups`` of 1-based chain numbers, their ``weights``, ``text``,
+    ``notes``) and, with a truth, ``stacked_mae`` / ``stacked_heldout_mae`` of the stacked rates."""
+    if not all(chain.n_saved for chain in ensemble.chains):
+        return
+    try:
+        stacking = ensemble.stacking(release)
+    except ValueError:  # no cell to score (every one a structural zero)
+        return
+    _check_stop()
+    result["stacking_weights"] = [float(w) for w in stacking.weights]
+    result["elpd"] = stacking.elpd()
+    result["modes"] = {
+        "groups": [[c + 1 for c in members] for members in stacking.modes],
+        "weights": stacking.mode_weights(),
+        "log_joint": stacking.mode_log_joint,
+        "text": stacking.text,
+        "notes": list(stacking.notes),
+        "seconds": stacking.seconds,
+    }
+    truths = [reference for prefix, reference in references if prefix == ""]
+    if truths:
+        finite, _, sums = _rate_pass(ensemble.stacked(release), shape, observed, truths, cells)
+        if finite:
+            result["stacked_mae"] = sums[0][0] / int(observed.sum())
+            if len(cells) > 1:
+                result["stacked_heldout_mae"] = sums[0][1] / int(cells[1].sum())
+
+
 def rankable(scores, key="mae"):
     """``(ok, reasons)``: whether a fit's ``scores[key]`` (an MAE of :func:`score`) may be ranked,
     starred or counted as reproducing a claim: the fit is healthy (no ``health["flags"]``) and
@@ -1044,7 +1077,17 @@ def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=T
         and it adds ``ess_tail``, ``convergence`` (one row per quantity: the
         trace, the probe cells' rates, the aligned topics), ``n_chains``,
         ``chains`` (each chain's own score), ``chain_mae`` (with a truth) and
-        ``odd_chains``. A variational fit kept from ``restarts=R`` adds
+        ``odd_chains``. With a release and ``diagnostics=True`` an ensemble
+        of MCMC chains also weighs its chains by stacking on the release's
+        noised cells that no fit used (held out, else PSIS-LOO over the
+        observed; :mod:`lpviz.stacking`, never the truth): ``stacking_weights``
+        (one per chain), ``elpd`` (the log predictive density of those cells
+        under the noised law with its standard error, per chain, pooled and
+        stacked, the stacked one cross-fitted), ``modes`` (the chains grouped
+        by what they predict, the groups' weights and log joints, in words in
+        ``text``) and, with a truth, ``stacked_mae`` and
+        ``stacked_heldout_mae`` of the stacked rates (None for other fits).
+        A variational fit kept from ``restarts=R`` adds
         ``restarts``: the ELBO of each, the one kept, their ELBO range, rate
         range and, with a truth, each one's MAE and their range.
 
@@ -1105,6 +1148,7 @@ def _score(fit, release, truth, *, top_n, topics, diagnostics, alpha):
     release, truth = _score_inputs(fit, release, truth, alpha)
     shape = release.shape if release is not None else getattr(fit, "shape", None)
     result = dict.fromkeys(SCORE_LABELS)
+    result.update(dict.fromkeys(STACKING_KEYS))
     if is_posterior:
         result.update(iterations=fit.iterations, samples=fit.n_saved, seconds=round(fit.seconds, 3))
         if fit.iterations:
@@ -1188,6 +1232,8 @@ def _score(fit, release, truth, *, top_n, topics, diagnostics, alpha):
         _score_chains(
             result, fit, release, truth, convergence, top_n=top_n, topics=each_topics, diagnostics=diagnostics
         )
+    if ensemble and diagnostics is True and release is not None and getattr(fit, "inference", None) == "mcmc":
+        _score_stacking(result, fit, release, shape, observed, references, cells)
     if getattr(fit, "restart_spread", None) is not None:
         result["restarts"] = dict(fit.restart_spread, elbo=list(fit.restart_elbos), kept=fit.restart_index)
         if finite and references:

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from lpviz.metrics import (
     SCORE_LABELS,
+    STACKING_KEYS,
     align_topics,
     aligned_topic_distance,
     heldout_mae,
@@ -236,7 +237,8 @@ def test_score_of_a_fit_reports_its_traces_and_topics():
     release, truth = data.release(), data.truth()
     posterior = fit(release, n_components=3, n_iter=30, thin=5, random_state=2)
     result = score(posterior, release, truth)
-    assert set(result) == set(SCORE_LABELS) | {"health", "baselines"}
+    assert set(result) == set(SCORE_LABELS) | set(STACKING_KEYS) | {"health", "baselines"}
+    assert all(result[key] is None for key in STACKING_KEYS)  # a single chain: no stacking
     assert result["iterations"] == 30 and result["samples"] == 5
     assert result["log_joint"] == posterior.log_joint[-1] and result["best_log_joint"] == posterior.best_log_joint
     assert result["seconds"] == round(posterior.seconds, 3)

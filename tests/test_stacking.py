@@ -183,3 +183,22 @@ def test_an_ensemble_over_a_dask_cluster_stacks_to_the_same_bits(client, heldout
     a, b = here.stacking(heldout_release), there.stacking(heldout_release)
     assert np.array_equal(a.weights, b.weights) and np.array_equal(a.pointwise, b.pointwise)
     assert np.array_equal(here.stacked(heldout_release).mu_hat, there.stacked(heldout_release).mu_hat)
+
+
+def test_score_reports_the_stacking_beside_the_pool(ensemble, heldout_release, topics):
+    scores = lpviz.score(ensemble, heldout_release, topics.truth())
+    stacking = ensemble.stacking(heldout_release)
+    assert scores["stacking_weights"] == pytest.approx(list(stacking.weights))
+    assert scores["elpd"]["cells"] == "heldout" and len(scores["elpd"]["chains"]) == 3
+    assert scores["modes"]["text"] == stacking.text and scores["modes"]["text"].startswith("3 chains in ")
+    stacked = ensemble.stacked(heldout_release)
+    cells = heldout_release.observed_cells
+    truth = topics.truth().Y
+    assert scores["stacked_mae"] == pytest.approx(np.abs(stacked.mu_hat - truth)[cells].mean(), rel=1e-12)
+    held = heldout_release.heldout_cells
+    assert scores["stacked_heldout_mae"] == pytest.approx(np.abs(stacked.mu_hat - truth)[held].mean(), rel=1e-12)
+    # without a truth: the weights and elpds (the analyst's numbers), no MAE
+    blind = lpviz.score(ensemble, heldout_release)
+    assert blind["stacking_weights"] == scores["stacking_weights"] and blind["stacked_mae"] is None
+    # live views' scores skip it
+    assert lpviz.score(ensemble, heldout_release, diagnostics="trace")["stacking_weights"] is None
