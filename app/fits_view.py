@@ -242,9 +242,10 @@ def mae_key(truth):
 
 def preset_verdict(fits):
     """The :class:`~app.presets.Verdict` of the session's preset claim on its finished fits (None without
-    a preset claim); "not checked yet" while any of its fits runs. What the Fits tab shows and the
+    a preset claim); "not checked yet" while any of its fits runs, "not checked" (and why) when one
+    was stopped short of its goal (:func:`app.presets.unfinished`). What the Fits tab shows and the
     exported summary records."""
-    from app.presets import PRESETS, Verdict, check
+    from app.presets import PRESETS, Verdict, check, unfinished
 
     preset = PRESETS.get(fits.settings.preset)
     if preset is None or preset.claim is None:
@@ -253,8 +254,9 @@ def preset_verdict(fits):
     involved = [runners[m] for m in preset.claim.methods if m in runners]
     if len(involved) < len(preset.claim.methods) or any(m not in fits.active for m in preset.claim.methods):
         return Verdict(None, "the methods it compares are not all chosen in the fit settings")
-    if any(runner.status not in ("done", "stopped") for runner in involved):
-        return Verdict(None, "checked when the run ends")
+    short = unfinished(involved)
+    if short is not None:
+        return short
     return check(preset.claim, {runner.method: (runner.result or {}).get("score") or {} for runner in involved})
 
 

@@ -47,14 +47,39 @@ class Claim:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A claim checked: ``held`` True or False (None: not all its fits have numbers yet) and why."""
+    """A claim checked: ``held`` True or False (None: not all its fits have numbers yet) and why.
+    ``ended``: with ``held`` None, the run ended short of its goal and will never be checked
+    ("not checked", no "yet": :func:`unfinished`)."""
 
     held: bool | None
     text: str
+    ended: bool = False
 
     @property
     def word(self):
+        if self.held is None and self.ended:
+            return "not checked"
         return {True: "held", False: "did not hold", None: "not checked yet"}[self.held]
+
+
+def unfinished(runners, waiting="checked when the run ends"):
+    """The rule for every claim about fits (a preset's, a teaching step's): it is about the whole run,
+    so it is checked only once every fit it compares has reached its goal iterations ("done").
+    The :class:`Verdict` saying why not in words (``waiting`` while a fit still runs), or None when
+    every fit reached its goal and the claim may be checked. A run stopped at 173 of 400 iterations
+    showed "Held: 400 iterations are too few ..." (issue 57)."""
+    short = [runner for runner in runners if runner.status in ("stopped", "error")]
+    if short:
+        runner = min(short, key=lambda runner: runner.iteration)
+        how = "ended in an error" if runner.status == "error" else "was stopped"
+        return Verdict(
+            None,
+            f"the run {how} at {runner.iteration:,} of {runner.target:,} iterations; the claim is about the full run",
+            ended=True,
+        )
+    if any(runner.status != "done" for runner in runners):
+        return Verdict(None, waiting)
+    return None
 
 
 def _label(method):

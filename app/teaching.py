@@ -18,7 +18,7 @@ import param
 
 from app.fits import Fits, follow_results
 from app.onscreen import ViewTabs
-from app.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check
+from app.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check, unfinished
 from app.throttle import VIEW_SECONDS
 
 
@@ -189,8 +189,9 @@ class Teaching(pn.viewable.Viewer):
         runners = self.fits.runners
         if any(m not in self.fits.active for m in claim.methods):
             return Verdict(None, "the methods it compares are not all chosen in the fit settings")
-        if any(runners[m].status not in ("done", "stopped") for m in claim.methods):
-            return Verdict(None, "checked when the fits end")
+        short = unfinished([runners[m] for m in claim.methods], "checked when the fits end")
+        if short is not None:
+            return short
         return check(claim, {m: (runners[m].result or {}).get("score") or {} for m in claim.methods})
 
     def cannot_check(self, claim):

@@ -181,3 +181,41 @@ def test_the_two_modes_lesson_needs_its_seed():
         verdicts[seed] = check(TWO_MODES.claim, {"private": score(ensemble, store.release, store.truth)})
     assert verdicts[settings.chain_seed].held is True and "chain 1 apart" in verdicts[settings.chain_seed].text
     assert verdicts[1].held is False and "agree" in verdicts[1].text
+
+
+def _finished_fits(preset, status, iteration, target):
+    """A session on ``preset`` whose chosen fits all read ``status`` at ``iteration`` of ``target``,
+    each with healthy scores that hold the preset's claim (Figure 3 small: all three MAEs close)."""
+    fits = Fits(DataStore(Settings(preset=preset), background=False))
+    score = {
+        "rate_mae": 1.0,
+        "health": {"healthy": True, "flags": [], "not_mixed": False, "reasons": []},
+        "baselines": {"best_constant_rate_mae": 10.0, "independence_rate_mae": 10.0},
+    }
+    for runner in fits.active.values():
+        runner.param.update(status=status, iteration=iteration, target=target, result={"score": dict(score)})
+    return fits
+
+
+def test_a_claim_is_checked_only_on_a_run_that_reached_its_goal():
+    """Issue 57 HIGH 2: the one rule (app.presets.unfinished), for the Fits tab, the export and the
+    teaching steps: a run stopped before its goal is never given a verdict; the page says in words
+    that the claim is not checked and why. Before, a stopped run was checked as if finished."""
+    from app.fits_view import preset_verdict
+
+    name = "Figure 3 (small alpha0)"
+    fits = _finished_fits(name, "done", 6000, 6000)
+    try:
+        assert preset_verdict(fits).held is True  # the full run: checked
+    finally:
+        fits.close()
+    fits = _finished_fits(name, "stopped", 2052, 6000)
+    try:
+        verdict = preset_verdict(fits)
+        assert verdict.held is None and verdict.word == "not checked", verdict
+        assert verdict.text == "the run was stopped at 2,052 of 6,000 iterations; the claim is about the full run"
+        html = FitsView(fits=fits).claim_html(verdict, name, fits.settings.noise_seed)
+        assert "Not checked</b>: the run was stopped at 2,052 of 6,000 iterations" in html
+        assert "Held" not in html and "Did not hold" not in html
+    finally:
+        fits.close()
