@@ -36,6 +36,7 @@ _ATTRIBUTES = {
     "run": "lpviz.driver",
     "fit": "lpviz.driver",
     "score": "lpviz.metrics",
+    "compare": "lpviz.comparison",
     "PrivateLDA": "lpviz.central",
     "VariationalFit": "lpviz.vi",
 }
@@ -48,6 +49,8 @@ _SUBMODULES = {
     "methods",
     "engine",
     "ensemble",
+    "stacking",
+    "comparison",
     "inference",
     "metrics",
     "datasets",
