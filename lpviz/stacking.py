@@ -14,8 +14,9 @@ non-mixing Bayesian computations", JMLR 2022):
 - the stacked fit's own score, honestly: **cross-fitted** (the cells split in two halves, each
   half scored with the weights fitted on the other), beside the equal-weight pool's and each
   chain's, each an elpd with its standard error ``sqrt(n var(pointwise))``;
-- **modes**: chains whose mean rates on those cells are closer than :data:`MODE_SPREAD` times a
-  chain's own spread (its first half of draws against its second) share a mode.
+- **modes**: chains share a mode when their mean rates on those cells are closer than
+  :data:`MODE_SPREAD` times a chain's own spread (its first half of draws against its second) and
+  their likelihood traces sit within the "chains disagree" yardstick of each other.
 
 :func:`chain_stacking` computes all of it for an ensemble; :class:`lpviz.ensemble.EnsemblePosterior`
 gives it as ``stacking_weights(release)`` and ``stacked(release)``; :func:`lpviz.metrics.score`
@@ -259,12 +260,31 @@ def _mixture(pointwise, weights):
     return high + np.log(np.sum(np.exp(logs - high), axis=0))
 
 
-def _modes(mean_rates, spreads):
-    """Chains grouped by what they predict: connected components of 'closer than MODE_SPREAD
-    times the larger own spread' (a point estimate's spread: 5% of the mean rate)."""
+def _level_trace(chain):
+    """The likelihood trace after burn-in the diagnostics judge (:func:`lpviz.diagnostics.trace_name`:
+    the log marginal of a private chain, else the log joint); None when it has none."""
+    from lpviz.diagnostics import trace_name
+
+    marginal = np.asarray(getattr(chain, "log_marginal", []), dtype=np.float64)
+    joint = np.asarray(getattr(chain, "log_joint", []), dtype=np.float64)
+    trace = (marginal if marginal.size and trace_name(marginal) == "log_marginal" else joint)[chain.burn_in :]
+    trace = trace[np.isfinite(trace)]
+    return trace if trace.size >= 2 else None
+
+
+def _modes(mean_rates, spreads, traces):
+    """Chains grouped into modes: two chains share one when both what they predict and where their
+    likelihood sits agree, i.e. their mean rates on the scored cells differ by at most MODE_SPREAD
+    times the larger own spread (a point estimate's: 5% of the mean rate) and their likelihood
+    traces' means by at most :data:`lpviz.diagnostics.DISAGREE_SDS` within-chain standard deviations
+    (the median chain's, the yardstick of "chains disagree"); the groups are the connected components."""
+    from lpviz.diagnostics import DISAGREE_SDS
+
     n = len(mean_rates)
     scale = float(np.mean(np.abs(np.stack(mean_rates)))) or 1.0
     own = [s if np.isfinite(s) else 0.05 * scale for s in spreads]
+    known = [t for t in traces if t is not None]
+    level_spread = float(np.median([np.std(t, ddof=1) for t in known])) if known else 0.0
     parent = list(range(n))
 
     def root(i):
@@ -273,10 +293,16 @@ def _modes(mean_rates, spreads):
             i = parent[i]
         return i
 
+    def same_level(c, d):
+        if traces[c] is None or traces[d] is None:
+            return True  # no trace to tell them apart: their predictions decide
+        gap = abs(float(traces[c].mean()) - float(traces[d].mean()))
+        return gap <= DISAGREE_SDS * level_spread if level_spread > 0 else gap == 0
+
     for c in range(n):
         for d in range(c + 1, n):
             distance = float(np.mean(np.abs(mean_rates[c] - mean_rates[d])))
-            if distance <= MODE_SPREAD * max(own[c], own[d], 1e-12 * scale):
+            if distance <= MODE_SPREAD * max(own[c], own[d], 1e-12 * scale) and same_level(c, d):
                 parent[root(d)] = root(c)
     groups = {}
     for c in range(n):
@@ -423,7 +449,7 @@ def chain_stacking(chains, release, *, max_draws=MAX_DRAWS, max_cells=MAX_CELLS)
     weights, _ = stack_pointwise(pointwise)
     equal = np.full(len(chains), 1.0 / len(chains))
     stacked = _cross_fitted(pointwise) if len(chains) > 1 else pointwise[0].copy()
-    modes = _modes([d.mean_rates for d in densities], [d.spread for d in densities])
+    modes = _modes([d.mean_rates for d in densities], [d.spread for d in densities], [_level_trace(c) for c in chains])
     mode_log_joint = []
     for members in modes:
         levels = []

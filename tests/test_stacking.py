@@ -202,3 +202,43 @@ def test_score_reports_the_stacking_beside_the_pool(ensemble, heldout_release, t
     assert blind["stacking_weights"] == scores["stacking_weights"] and blind["stacked_mae"] is None
     # live views' scores skip it
     assert lpviz.score(ensemble, heldout_release, diagnostics="trace")["stacking_weights"] is None
+
+
+def test_the_stacking_benchmark_runs_tiny_and_prints_its_figures():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_stacking.py", "--tiny"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for words in (
+        "== fig5",
+        "== fig4",
+        "held-out elpd (se)",
+        "lpviz.compare over 1 copies",
+        "rankings stated",
+        "seconds: fits",
+    ):
+        assert words in result.stdout
+
+
+def test_modes_need_agreeing_predictions_and_likelihood_levels():
+    from lpviz.stacking import _modes
+
+    rng = np.random.default_rng(0)
+    rates = rng.gamma(2.0, 1.0, 200)
+    level = rng.normal(0.0, 1.0, 300)
+    same = [rates, rates + 0.01, rates]
+    spreads = [0.05, 0.05, 0.05]
+    assert _modes(same, spreads, [level, level + 0.5, level - 0.5]) == [[0, 1, 2]]
+    # the same predictions, one chain's likelihood 10 within-chain sds below: a mode of its own
+    assert _modes(same, spreads, [level, level - 10.0, level]) == [[0, 2], [1]]
+    # the same likelihood level, other predictions: another mode too
+    assert _modes([rates, rates + 1.0, rates], spreads, [level, level, level]) == [[0, 2], [1]]
