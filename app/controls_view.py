@@ -5,6 +5,7 @@ size widgets appear follows the source (:data:`~app.settings.SOURCES`), the
 method list and option selectors follow the registries.
 """
 
+import logging
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ from app.settings import SOURCES
 _FLOAT_INPUTS = ("N", "concentration", "holdout_fraction")
 SHOWN_DECIMALS = "0[.][0000]"  # numbro (Bokeh's number format): up to four decimals, none when whole
 _HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("holdout_actors",)}
+log = logging.getLogger(__name__)
 
 
 def widget(settings, parameter_name, **options):
@@ -132,6 +134,32 @@ def preset_text(settings):
     return PRESETS[settings.preset].text if settings.preset else ""
 
 
+def receive_upload(data, upload):
+    """Read the file ``upload`` (a FileInput) holds into ``data``, and say what became of it: its data,
+    or why not, always (issue 57 HIGH 3). Every exception is shown in the data's error box (a type the
+    reader did not expect went to the app's handler: a toast and a line at INFO, not in the server's
+    log); an empty file is read too (Panel gives it as value None), so its message replaces the
+    previous file's. Then the widget forgets the file, here and in the page: the widget kept the last
+    file's bytes, and a file with the same bytes (the same file chosen again, once the widget had been
+    drawn anew by a switch of the data source) was no change of its value, so nothing was read and the
+    page kept "no file uploaded yet" without a word."""
+    contents, filename = upload.value, upload.filename
+    if contents is None and not filename:
+        return  # the widget cleared (below)
+    name = filename if isinstance(filename, str) and filename else "upload.txt"
+    try:
+        data.load_upload(contents or b"", name)
+    except (ValueError, TypeError, OSError) as exc:
+        data.error = str(exc)
+    except Exception as exc:  # noqa: BLE001  (an upload always says what became of it)
+        log.exception("reading the upload %r failed", name)
+        data.error = f"{name} could not be read: {type(exc).__name__}: {exc}"
+    finally:
+        with param.parameterized.discard_events(upload):
+            upload.param.update(value=None, filename=None, mime_type=None)
+        upload.clear()  # the page's input too: choosing the same file again is a change there
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -150,16 +178,11 @@ class ControlsView(pn.viewable.Viewer):
         download = pn.widgets.Button(label="Download Enron", color="light")
         download.on_click(lambda event: self.data.fetch_enron())
 
-        def on_upload(value):
-            # an empty file is a file too: its message replaces the previous file's (it showed nothing,
-            # and the error of the file before stayed)
-            if value is not None:
-                try:
-                    self.data.load_upload(value, upload.filename or "upload.txt")
-                except (ValueError, TypeError, OSError) as exc:
-                    self.data.error = str(exc)
+        def on_upload(*_):
+            receive_upload(self.data, upload)
 
-        pn.bind(on_upload, upload.param.value, watch=True)
+        # the name too: Panel reads an empty file as value None, which is no change after a clear
+        upload.param.watch(on_upload, ["value", "filename"])
 
         @param.depends(settings.param.source)
         def size_widgets(source):

@@ -390,8 +390,13 @@ class DataStore(param.Parameterized):
         self._upload = data
         if self.settings.source == "upload":
             self.load()
-        else:
-            self.settings.source = "upload"
+            return
+        self.settings.source = "upload"
+        if self.settings.source != "upload":  # the switch waits for a yes (it would discard running fits)
+            self.param.update(
+                error="",
+                message=f"{name} is read: it is shown once you answer the question at the top of the sidebar",
+            )
 
     @staticmethod
     def _read_upload(path, filename):
