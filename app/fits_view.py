@@ -32,6 +32,7 @@ from app.plots import (
 )
 from app.runner import CHAIN_TRACES
 from app.throttle import VIEW_SECONDS
+from lpviz.metrics import ESS_MIN, RHAT_MIXED
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
 SCOREBOARD_KEYS = (
@@ -55,19 +56,24 @@ HEADER_NOTES = {
     "seconds": "computing only",
     "iterations_per_second": "per second computing",
 }
+# The one threshold of each check (lpviz.metrics: what score() flags), stated in every note (issue 57).
+MIXED_CHECKS = (
+    f"A fit is flagged not mixed when its R-hat is above {RHAT_MIXED:g} or its ESS below {ESS_MIN:g}: "
+    "either alone (an R-hat near 1 with too few effective draws has not mixed either)."
+)
 CONVERGENCE_NOTE = (
     "R-hat: each method runs one chain, so this is the split R-hat (ArviZ: the chain's halves "
     "compared as two chains) of its log marginal likelihood (the log joint for chains without one) "
-    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when mixed, above 1.1 while the "
-    "chain still drifts. ESS: the effective number of independent draws among those."
+    "after burn-in (at most 2,000 evenly spaced iterations); near 1 when the halves agree, higher while "
+    "the chain still drifts. ESS: the effective number of independent draws among those. " + MIXED_CHECKS
 )
 # With several chains per method (Settings.chains): R-hat compares the chains with each other.
 CHAINS_CONVERGENCE_NOTE = (
     "R-hat: each method runs {chains} chains from different seeds; this is the rank-normalised split "
     "R-hat across them (ArviZ) of their log marginal likelihood (the log joint for chains without one) "
-    "after burn-in; near 1 when the chains agree, above 1.1 while they drift or sit in different modes "
+    "after burn-in; near 1 when the chains agree, higher while they drift or sit in different modes "
     "(a chain in another mode is named under the table: 'chains disagree'). ESS: the effective number of "
-    "independent draws of all the chains together."
+    "independent draws of all the chains together. " + MIXED_CHECKS
 )
 # The exported rate heatmaps (the truth, each method) two to a row: four to a row left a title ~230 px
 # on a 1500 px page (the live ones wrap: two to a row, one on a phone, app.live_rates)

@@ -10,6 +10,7 @@ paper's (DESIGN.md section 2) except where a text says they are reduced.
 from dataclasses import dataclass, field
 
 from app.runner import DASHBOARD_CHAINS
+from lpviz.metrics import ESS_MIN, RHAT_MIXED  # the one R-hat and ESS threshold every text states
 
 # The noise seed every preset uses (a "new noise draw" replaces it, and the dashboard says so).
 CLASS_SEED = 2019
@@ -143,7 +144,8 @@ def check(claim, scores):
 
 def _check_disagree(claim, scores):
     """A lesson about several chains: each method of ``claim.disagree`` is flagged "chains disagree",
-    its cross-chain R-hat above 1.1, the odd chain named (counted from 0, as score's reasons count them)."""
+    its cross-chain R-hat above :data:`~lpviz.metrics.RHAT_MIXED`, the odd chain named (counted from 0, as
+    score's reasons count them)."""
     missing = [m for m in claim.disagree if (scores.get(m) or {}).get("health") is None]
     if missing:
         return Verdict(None, f"waiting for the chains of {', '.join(map(_label, missing))}")
@@ -153,7 +155,7 @@ def _check_disagree(claim, scores):
         rhat, odd = score.get("rhat"), score.get("odd_chains") or []
         if score.get("n_chains", 1) < 2:
             return Verdict(False, f"{_label(m)} ran one chain: there is nothing to compare it with")
-        if not (score["health"].get("chains_disagree") and odd and rhat is not None and rhat > 1.1):
+        if not (score["health"].get("chains_disagree") and odd and rhat is not None and rhat > RHAT_MIXED):
             return Verdict(False, f"the chains of {_label(m)} agree (R-hat {rhat:.3g}): this lesson no longer applies")
         found.append(f"{_label(m)}: chain {', '.join(str(i) for i in odd)} apart, R-hat {rhat:.3g}")
     return Verdict(True, "; ".join(found))
@@ -277,13 +279,13 @@ TWO_MODES = Preset(
     f"{_TWO_MODES_SETTINGS['n_iter']:,} iterations (every {_TWO_MODES_SETTINGS['thin']}th saved after "
     f"{_TWO_MODES_SETTINGS['burn_in']:,}). The log-joint trace on the Fits tab draws each chain: the "
     "private method's two chains settle at different levels and stay there. Each is a posterior mode of its "
-    "own; either alone would look settled. R-hat compares them: far above 1.1, and the scoreboard flags the "
-    "fit 'chains disagree', names the chain that sits apart and ranks nothing. More chains, or a longer run, "
+    f"own; either alone would look settled. R-hat compares them: far above {RHAT_MIXED:g}, and the scoreboard "
+    "flags the fit 'chains disagree', names the chain that sits apart and ranks nothing. More chains, or a longer run, "
     "is the remedy; one chain could never have told.",
     _TWO_MODES_SETTINGS,
     Claim(
         "the private fit's two chains sit in different modes: it is flagged 'chains disagree', the chain apart "
-        "named, with R-hat across them above 1.1.",
+        f"named, with R-hat across them above {RHAT_MIXED:g}.",
         "rhat",
         disagree=("private",),
     ),
@@ -304,7 +306,7 @@ FIGURE3_LARGE = _figure3(
     "healthy, the best constant rate's MAE beside them); the non-private fit of the true counts is the "
     "reference both aim at (the scoreboard stars the best of each column: private may lead on topic scores). "
     "The Topics tab shows naive's topics blurred. 10,000 iterations, every 25th saved after 1,000 (the paper "
-    "ran 6,000; here the chains' ESS stays below 100 after 6,000 and the Fits tab would flag them not mixed).",
+    f"ran 6,000; here the chains' ESS stays below {ESS_MIN:g} after 6,000 and the Fits tab would flag them not mixed).",
     Claim(
         "the private fit's MAE against the true rates is below naive's.",
         "rate_mae",
@@ -361,8 +363,8 @@ PRESETS = {
             "800 words, K = 10, 400 iterations (every 10th saved after 150); the paper used 10,000 x 10,000, "
             "K = 50 and 7,500 iterations; two chains per method. Look at MAE and at the NPMI and UMass columns "
             "of the scoreboard: at this reduced run no method's chains have mixed (the R-hat across them above "
-            "1.05, or an ESS below 100: the scoreboard shows both), so the Fits tab flags every fit 'not mixed: "
-            "run longer' and stars none. Raise the iterations before reading the comparison.",
+            f"{RHAT_MIXED:g}, or an ESS below {ESS_MIN:g}: the scoreboard shows both), so the Fits tab flags "
+            "every fit 'not mixed: run longer' and stars none. Raise the iterations before reading the comparison.",
             _enron_browser(2.0),
             Claim(
                 "400 iterations are too few on these data: every chain is flagged not mixed, and nothing is ranked.",
@@ -427,7 +429,7 @@ PRESETS = {
             "is held out (the paper's 50 of 161 actors, scaled to this network): the scoreboard gives the MAE "
             "on the observed cells and on the held-out actors, each beside the best constant rate's. After "
             "2,500 iterations (every 10th saved after 500) the naive and non-private fits are healthy, but the "
-            "private method's two chains have not met: R-hat across them stays above 1.05, so the Fits tab "
+            f"private method's two chains have not met: R-hat across them stays above {RHAT_MIXED:g}, so the Fits tab "
             "flags it not mixed and ranks none of its numbers, however good its MAE looks. Set Chains to 1 "
             "and run again: the one chain's split R-hat passes and nothing warns. Raise the iterations and "
             "watch the chains' R-hat; the paper ran 7,500.",

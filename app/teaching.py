@@ -20,6 +20,7 @@ from app.fits import Fits, follow_results
 from app.onscreen import ViewTabs
 from app.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check, unfinished
 from app.throttle import VIEW_SECONDS
+from lpviz.metrics import ESS_MIN, RHAT_MIXED  # the one R-hat threshold every text states
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ STEPS = (
         "scoreboard gives each method's error (MAE of its posterior mean rates against the truth, lower is "
         "better), the best constant rate's error beside it (a fit must beat that to mean anything), each "
         "fit's health (a chain that has not mixed or a fit that collapsed is flagged and never starred) and "
-        "R-hat across each method's chains (near 1: they agree). On the opening preset the private fit's "
+        f"R-hat across each method's chains (near 1: they agree; above {RHAT_MIXED:g}, or with an ESS below "
+        f"{ESS_MIN:g}, the fit is flagged not mixed). On the opening preset the private fit's "
         "error ends below the naive one's; the non-private fit stays the reference both aim at.",
         starts_fits=True,
         claim=Claim(
@@ -123,7 +125,7 @@ STEPS = (
         "Figure 1's network fitted by two chains per method from different seeds (the fit settings' *Chains*). "
         "On the log-joint trace each method's chains share its colour; the private method's two settle at "
         "different levels and stay there: two posterior modes. R-hat compares the chains with each other, "
-        "so the scoreboard's R-hat (across the chains) lies far above 1.1, the fit is flagged **chains "
+        f"so the scoreboard's R-hat (across the chains) lies far above {RHAT_MIXED:g}, the fit is flagged **chains "
         "disagree** with the chain that sits apart named under the table, and nothing is ranked. Either "
         "chain alone would have given its own answer with no warning of the other.",
         starts_fits=True,
