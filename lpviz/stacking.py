@@ -10,7 +10,8 @@ non-mixing Bayesian computations", JMLR 2022):
   release's held-out cells when it has them, else the observed cells by PSIS-LOO (ArviZ; Pareto k
   checked and reported);
 - **stacking weights** ``w`` on the simplex maximising ``sum_i log sum_c w_c exp(lpd_c(i))``
-  (``arviz_stats.compare``'s stacking); the stacked rates are ``sum_c w_c mu_hat_c``;
+  (``arviz_stats.compare``'s stacking), shrunk :data:`STACKING_SHRINK` (1%) toward equal weights;
+  the stacked rates are ``sum_c w_c mu_hat_c``;
 - the stacked fit's own score, honestly: **cross-fitted** (the cells split in two halves, each
   half scored with the weights fitted on the other), beside the equal-weight pool's and each
   chain's, each an elpd with its standard error ``sqrt(n var(pointwise))``;
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_LOO_CELLS",
     "PARETO_K_MAX",
     "MODE_SPREAD",
+    "STACKING_SHRINK",
     "Stacking",
     "StackingWeights",
     "StackedPosterior",
@@ -61,6 +63,10 @@ PARETO_K_MAX = 0.7
 # Two chains share a mode when their mean rates differ by at most this many times a chain's own
 # spread (the distance between its first and second halves of draws).
 MODE_SPREAD = 2.0
+# The chains' stacking weights are shrunk this far toward equal weights, so none is exactly 0: a cell
+# that one chain alone predicts keeps a density (unshrunk weights fitted on half the cells of a
+# 30-actor network scored the other half 40 nats below the equal pool; shrunk 1%, 6 nats).
+STACKING_SHRINK = 0.01
 _SUBSAMPLE_SEED = 20190601  # fixed: the same cells for every chain, method and call
 
 
@@ -234,6 +240,12 @@ def stack_pointwise(pointwise, names=None):
     return weights, table
 
 
+def _chain_weights(pointwise):
+    """Stacking weights of chains: :func:`stack_pointwise`'s, shrunk by STACKING_SHRINK toward equal."""
+    weights, _ = stack_pointwise(pointwise)
+    return (1.0 - STACKING_SHRINK) * weights + STACKING_SHRINK / len(weights)
+
+
 def _cross_fitted(pointwise, seed=_SUBSAMPLE_SEED):
     """The stacked mixture's pointwise density, each cell with the weights fitted on the other half
     of the cells (two folds): an honest score of stacking, not the optimum it was fitted to."""
@@ -245,9 +257,7 @@ def _cross_fitted(pointwise, seed=_SUBSAMPLE_SEED):
         if not held.any():
             continue
         train = ~held
-        weights = (
-            stack_pointwise(pointwise[:, train])[0] if train.any() else np.full(len(pointwise), 1 / len(pointwise))
-        )
+        weights = _chain_weights(pointwise[:, train]) if train.any() else np.full(len(pointwise), 1 / len(pointwise))
         out[held] = _mixture(pointwise[:, held], weights)
     return out
 
@@ -446,7 +456,7 @@ def chain_stacking(chains, release, *, max_draws=MAX_DRAWS, max_cells=MAX_CELLS)
             )
     if cells.n < cells.n_total:
         notes.append(f"scored on a fixed subsample of {cells.n:,} of the {cells.n_total:,} cells")
-    weights, _ = stack_pointwise(pointwise)
+    weights = _chain_weights(pointwise)
     equal = np.full(len(chains), 1.0 / len(chains))
     stacked = _cross_fitted(pointwise) if len(chains) > 1 else pointwise[0].copy()
     modes = _modes([d.mean_rates for d in densities], [d.spread for d in densities], [_level_trace(c) for c in chains])

@@ -22,7 +22,7 @@ class Rates:
 
 @pytest.fixture(scope="module")
 def data():
-    return make_blocks(n_actors=30, n_communities=3, epsilon=1.0, random_state=0)
+    return make_blocks(n_actors=30, n_communities=3, epsilon=3.0, random_state=0)
 
 
 @pytest.fixture(scope="module")
