@@ -42,6 +42,8 @@ the one-process fit's own call (``model.vi_update_columns``): the ELBO trace is 
 
 import math
 import os
+import re
+import secrets
 import threading
 import time
 import weakref
@@ -93,6 +95,18 @@ START_ROWS = 1 << 16
 # Cells whose masks and references one round of a score sends the workers (all of them together):
 # the driver's share of a score stays about this many bits and sparse counts (lpviz.metrics.score).
 SCORE_CELLS_IN_FLIGHT = 1 << 24
+# A checkpoint's files: the driver's (driver.npz) and one per partition (rows-START-STOP.npz), each
+# read by the bounded reader (lpviz._files.Archive). Every part is stamped with the checkpoint it
+# belongs to (_STAMP: the driver's random id, the chain seed, the iteration, its rows, the number of
+# parts), and resume refuses a part that is not the driver file's (issue 58).
+CHECKPOINT_FORMAT = "lpviz-checkpoint-2"
+CHECKPOINT_FIX = (
+    "resume from the checkpoint as the chain left it (or put back the file it wrote), or run without "
+    "resume=True to start the chain again"
+)
+_CHECKPOINT_NAME = re.compile(r"iteration-[0-9]{1,18}")
+_LATEST_BYTES = 256
+_STAMP = ("checkpoint_id", "checkpoint_seed", "checkpoint_iteration", "checkpoint_rows", "checkpoint_parts")
 # The hooks a model's update needs to split over machines: the rows' half, the sums it hands on,
 # the other factors' half and its log likelihood from sums (the topic and tensor models have them).
 SPLIT_HOOKS = ("update_rows", "column_counts", "update_columns", "row_loglik", "observed_rate_of_sums")
@@ -291,6 +305,92 @@ def partition_rows(n_rows, n_workers):
     n_parts = max(1, min(int(n_workers), n_blocks))
     cuts = [p * n_blocks // n_parts for p in range(n_parts + 1)]
     return [(cuts[p] * ROWS_PER_STREAM, min(n_rows, cuts[p + 1] * ROWS_PER_STREAM)) for p in range(n_parts)]
+
+
+# ---------------------------------------------------------------------------
+# Checkpoint files
+# ---------------------------------------------------------------------------
+
+
+def _stamp_arrays(stamp, start, stop):
+    """The members binding a part to its checkpoint (:data:`_STAMP`): the driver's ``stamp``
+    (id, seed, iteration, n_parts) and the part's rows."""
+    return {
+        "checkpoint_id": np.asarray(stamp["id"]),
+        "checkpoint_seed": np.asarray(stamp["seed"], dtype=np.int64),
+        "checkpoint_iteration": np.asarray(stamp["iteration"], dtype=np.int64),
+        "checkpoint_rows": np.asarray([start, stop], dtype=np.int64),
+        "checkpoint_parts": np.asarray(stamp["n_parts"], dtype=np.int64),
+    }
+
+
+def _open_checkpoint_file(path, what):
+    from lpviz._files import open_archive
+
+    return open_archive(path, what=what, fix=CHECKPOINT_FIX)
+
+
+def _check_stamp(archive, stamp, start, stop):
+    """Refuse the part ``archive`` (rows [start, stop)) unless it belongs to the checkpoint ``stamp``
+    describes: the same id, chain seed, iteration, number of parts and the rows its name says."""
+    missing = [key for key in _STAMP if key not in archive]
+    if missing:
+        raise archive.error(
+            f"is not a part of a checkpoint this lpviz wrote (it has no {missing[0]!r}, which binds a part to "
+            f"its checkpoint); {CHECKPOINT_FIX}"
+        )
+    seed = archive.read_scalar("checkpoint_seed", "iu")
+    iteration = archive.read_scalar("checkpoint_iteration", "iu")
+    parts = archive.read_scalar("checkpoint_parts", "iu")
+    header = archive.header("checkpoint_rows")
+    if header.shape != (2,) or header.dtype.kind not in "iu":
+        raise archive.error(f"member 'checkpoint_rows' must hold two row numbers; {CHECKPOINT_FIX}")
+    rows = tuple(int(n) for n in archive.read("checkpoint_rows"))
+    ident = archive.read_text("checkpoint_id", max_chars=64)
+    if seed != stamp["seed"]:
+        problem = f"is a part of another chain (chain seed {seed}, not the checkpoint's {stamp['seed']})"
+    elif iteration != stamp["iteration"]:
+        problem = (
+            f"is a part of the checkpoint of iteration {iteration:,}, not of iteration {stamp['iteration']:,} "
+            "(the driver file's): it was copied from another checkpoint"
+        )
+    elif rows != (start, stop):
+        problem = f"holds rows {rows[0]:,}-{rows[1]:,}, not the rows {start:,}-{stop:,} its name says"
+    elif parts != stamp["n_parts"]:
+        problem = f"is one of {parts:,} parts, but the checkpoint's driver file has {stamp['n_parts']:,}"
+    elif ident != stamp["id"]:
+        problem = (
+            f"belongs to another checkpoint (its id {ident[:16]!r} is not the driver file's {stamp['id'][:16]!r}): "
+            "it was copied from another run's checkpoint of this chain"
+        )
+    else:
+        return
+    raise archive.error(f"{problem}; {CHECKPOINT_FIX}")
+
+
+def _check_members(archive, expected, *, others=()):
+    """Refuse ``archive`` unless it holds every member of ``expected`` ({name: (shape, dtype kinds)})
+    with that shape and kind, and nothing else (beyond ``others``); checked from the headers, before
+    a byte of data is inflated."""
+    for key in archive.keys():
+        if key not in expected and key not in others:
+            raise archive.error(f"holds a member {key[:40]!r}, which a checkpoint does not; {CHECKPOINT_FIX}")
+    for key, (shape, kinds) in expected.items():
+        if key not in archive:
+            raise archive.error(f"has no member {key!r} (a checkpoint has one); {CHECKPOINT_FIX}")
+        header = archive.header(key)
+        if header.shape != tuple(shape) or header.dtype.kind not in kinds:
+            want = " x ".join(f"{n:,}" for n in shape) or "a scalar"
+            have = " x ".join(f"{n:,}" for n in header.shape) or "a scalar"
+            raise archive.error(
+                f"member {key!r} is {have} of {header.dtype}, not the {want} this checkpoint holds there; "
+                f"{CHECKPOINT_FIX}"
+            )
+    archive.require(list(expected), what="reading the checkpoint")
+
+
+def _part_path(folder, start, stop):
+    return os.path.join(folder, f"rows-{start}-{stop}.npz")
 
 
 # ---------------------------------------------------------------------------
@@ -493,8 +593,9 @@ class Partition:
         """The column sums of saved sample ``index``'s theta continued from ``carry`` (the rows before)."""
         return column_sums_from(self.samples[index], carry)
 
-    def save(self, folder):
-        """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically."""
+    def save(self, folder, stamp):
+        """Write this partition's state (theta, saved samples, rate sum) into ``folder``, atomically,
+        stamped with the checkpoint it belongs to (``stamp``: :func:`_stamp_arrays`)."""
         from lpviz._files import atomic_write
 
         arrays = {"theta": self.theta, "n_samples": np.asarray(len(self.samples))}
@@ -502,31 +603,42 @@ class Partition:
             arrays[f"sample_{i}"] = theta
         if self.rate_sum is not None:
             arrays["rate_sum"] = self.rate_sum
-        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        arrays.update(_stamp_arrays(stamp, self.start_row, self.stop_row))
+        path = _part_path(folder, self.start_row, self.stop_row)
         atomic_write(path, lambda handle: np.savez(handle, **arrays))
         return True
 
-    def restore(self, folder, pieces):
+    def restore(self, folder, pieces, stamp):
         """Take this partition's rows from the checkpoint's partitions ``pieces`` [(start, stop)]
-        (a checkpoint made on another number of workers cuts the rows elsewhere)."""
-        samples, rate_sum = None, None
+        (a checkpoint made on another number of workers cuts the rows elsewhere), each part read by
+        the bounded reader and refused unless it belongs to the checkpoint ``stamp`` describes and
+        holds the arrays (shapes) this chain saves."""
+        n = stamp["n_samples"]
+        width = self.theta.shape[1]
+        samples = [np.empty_like(self.theta) for _ in range(n)]
+        # the rate sum is kept from the first saved sample on when the mean is dense
+        rate_sum = np.empty((len(self.theta), self.n_cols)) if self.dense_mean and n else None
         for start, stop in pieces:
             low, high = max(start, self.start_row), min(stop, self.stop_row)
             if low >= high:
                 continue
-            with _NPY_READ_LOCK, np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
+            with _NPY_READ_LOCK, _open_checkpoint_file(_part_path(folder, start, stop), "checkpoint part") as archive:
+                _check_stamp(archive, stamp, start, stop)
+                rows = (stop - start, width)
+                expected = {"theta": (rows, "f"), "n_samples": ((), "iu")}
+                expected.update({f"sample_{i}": (rows, "f") for i in range(n)})
+                if rate_sum is not None:
+                    expected["rate_sum"] = ((stop - start, self.n_cols), "f")
+                _check_members(archive, expected, others=_STAMP)
+                if archive.read_scalar("n_samples", "iu") != n:
+                    raise archive.error(f"holds another number of saved samples than its checkpoint; {CHECKPOINT_FIX}")
                 mine, theirs = slice(low - self.start_row, high - self.start_row), slice(low - start, high - start)
-                self.theta[mine] = archive["theta"][theirs]
-                n = int(archive["n_samples"])
-                if samples is None:
-                    samples = [np.empty_like(self.theta) for _ in range(n)]
+                self.theta[mine] = archive.read("theta")[theirs]
                 for i in range(n):
-                    samples[i][mine] = archive[f"sample_{i}"][theirs]
-                if "rate_sum" in archive:
-                    if rate_sum is None:
-                        rate_sum = np.empty((len(self.theta), self.n_cols))
-                    rate_sum[mine] = archive["rate_sum"][theirs]
-        self.samples, self.rate_sum = samples or [], rate_sum
+                    samples[i][mine] = archive.read(f"sample_{i}")[theirs]
+                if rate_sum is not None:
+                    rate_sum[mine] = archive.read("rate_sum")[theirs]
+        self.samples, self.rate_sum = samples, rate_sum
         return True
 
 
@@ -596,28 +708,35 @@ class VariationalPartition(Partition):
                 arrays[f"latent_{name}"] = value
         return arrays
 
-    def vi_save(self, folder):
-        """Write this partition's CAVI state (:meth:`_vi_row_arrays`) into ``folder``, atomically."""
+    def vi_save(self, folder, stamp):
+        """Write this partition's CAVI state (:meth:`_vi_row_arrays`) into ``folder``, atomically,
+        stamped with the checkpoint it belongs to."""
         from lpviz._files import atomic_write
 
         arrays = self._vi_row_arrays()
-        path = os.path.join(folder, f"rows-{self.start_row}-{self.stop_row}.npz")
+        arrays.update(_stamp_arrays(stamp, self.start_row, self.stop_row))
+        path = _part_path(folder, self.start_row, self.stop_row)
         atomic_write(path, lambda handle: np.savez(handle, **arrays))
         return True
 
-    def vi_restore(self, folder, pieces):
+    def vi_restore(self, folder, pieces, stamp):
         """Take this partition's CAVI state from the checkpoint's partitions ``pieces`` (cut as
-        another cluster's, perhaps), in place, after :meth:`vi_begin`."""
+        another cluster's, perhaps), in place, after :meth:`vi_begin`; each part read by the
+        bounded reader and refused unless it belongs to the checkpoint ``stamp`` describes."""
         mine = self._vi_row_arrays()
         for start, stop in pieces:
             low, high = max(start, self.start_row), min(stop, self.stop_row)
             if low >= high:
                 continue
-            with _NPY_READ_LOCK, np.load(os.path.join(folder, f"rows-{start}-{stop}.npz")) as archive:
-                if not set(mine) <= set(archive.files):  # (the sweep's outputs may be there too)
+            with _NPY_READ_LOCK, _open_checkpoint_file(_part_path(folder, start, stop), "checkpoint part") as archive:
+                _check_stamp(archive, stamp, start, stop)
+                if not set(mine) <= set(archive.keys()):  # (the sweep's outputs may be there too)
                     raise ValueError(f"the checkpoint in {folder!r} holds another fit's state (method or model differ)")
+                expected = {name: ((stop - start, *array.shape[1:]), array.dtype.kind) for name, array in mine.items()}
+                sweep_outputs = [key for key in archive.keys() if key.startswith("latent_") and key not in mine]
+                _check_members(archive, expected, others=(*_STAMP, *sweep_outputs))
                 for name, array in mine.items():
-                    array[low - self.start_row : high - self.start_row] = archive[name][low - start : high - start]
+                    array[low - self.start_row : high - self.start_row] = archive.read(name)[low - start : high - start]
         return True
 
 
@@ -1020,7 +1139,11 @@ def fit(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if checkpoint is not None and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
-    saved_state = _read_checkpoint(checkpoint, chain_seed, shape, n_iter, inference) if resume else None
+    saved_state = None
+    if resume:
+        saved_state = _read_checkpoint(
+            checkpoint, chain_seed, shape, n_iter, inference, _shared_shapes(model_instance, shape)
+        )
     client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
     if inference == "vi":
         try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
@@ -1208,32 +1331,215 @@ def _pick_workers(client, chosen):
     return list(chosen)
 
 
-def _read_checkpoint(folder, seed, shape, n_iter, inference="mcmc"):
-    """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain)."""
+def _checkpoints_in(folder):
+    """The checkpoints' folders in ``folder`` (names as the chain writes them), sorted."""
+    try:
+        return sorted(name for name in os.listdir(folder) if _CHECKPOINT_NAME.fullmatch(name))
+    except OSError:
+        return []
+
+
+def _latest_checkpoint(folder):
+    """The folder of the checkpoint ``folder``'s LATEST names, refused in words unless LATEST names a
+    checkpoint inside ``folder`` as the chain writes it: a plain ``iteration-N`` (no separator, no
+    ``..``, no absolute path), an existing folder and no symbolic link leading out of ``folder``."""
+    from lpviz._files import open_input
+
+    latest = os.path.join(folder, "LATEST")
+    found = _checkpoints_in(folder)
+    named = f" (it holds {', '.join(repr(name) for name in found[-3:])})" if found else ""
+    write = f"write the checkpoint's name ('{found[-1]}') into LATEST" if found else "put the checkpoint back"
+    if not os.path.lexists(latest):
+        raise FileNotFoundError(
+            f"no checkpoint in {folder!r} (no LATEST file){named}: the chain saved none there; run without "
+            "resume=True to start it, or give checkpoint= the folder the chain saved its state in"
+        )
+    with open_input(latest, what="LATEST file", fix=CHECKPOINT_FIX) as handle:
+        raw = handle.read(_LATEST_BYTES + 1)
+    try:
+        name = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        name = None
+    if name is None or len(raw) > _LATEST_BYTES:
+        reason = "is not one short line of text"
+    elif os.path.isabs(name) or name.startswith("~"):
+        reason = f"names {name[:80]!r}, an absolute path"
+    elif "/" in name or "\\" in name or os.sep in name:
+        reason = f"names {name[:80]!r}, a path (it holds a separator)"
+    elif ".." in name:
+        reason = f"names {name[:80]!r}, which leads out of the folder ('..')"
+    elif not _CHECKPOINT_NAME.fullmatch(name):
+        reason = f"names {name[:80]!r}, which is not a checkpoint's name"
+    else:
+        reason = None
+    if reason is not None:
+        raise ValueError(
+            f"{latest}: {reason}; LATEST must name a checkpoint inside {folder!r} as the chain writes it "
+            f"(a plain iteration-N, e.g. 'iteration-000000006'){named}: {write}, or run without resume=True "
+            "to start the chain again"
+        )
+    target = os.path.join(folder, name)
+    if not os.path.lexists(target):
+        raise FileNotFoundError(
+            f"{latest} names the checkpoint {name!r}, but {target!r} does not exist (removed or moved){named}; "
+            f"{write}, or run without resume=True to start the chain again"
+        )
+    real = os.path.realpath(target)
+    if os.path.dirname(real) != os.path.realpath(folder):
+        raise ValueError(
+            f"{target!r} is a symbolic link to {real!r}, outside the checkpoint folder {folder!r}; a checkpoint "
+            "is read only from inside its folder: copy it in, or run without resume=True to start the chain again"
+        )
+    if not os.path.isdir(real):
+        raise ValueError(f"{target!r} is not a folder, so not a checkpoint; {CHECKPOINT_FIX}")
+    return target
+
+
+def _inside(path, folder):
+    """Refuse ``path`` if it is a symbolic link leading out of ``folder`` (the checkpoint's)."""
+    real = os.path.realpath(path)
+    if os.path.lexists(path) and os.path.dirname(real) != os.path.realpath(folder):
+        raise ValueError(
+            f"{path!r} is a symbolic link to {real!r}, outside its checkpoint {folder!r}; a checkpoint's files "
+            f"are read only from inside it; {CHECKPOINT_FIX}"
+        )
+    return path
+
+
+def _driver_members(archive, inference, iteration, n_saved, shared_shapes):
+    """The members (shape, dtype kinds) of the driver file of a checkpoint of ``iteration`` with
+    ``n_saved`` saved samples (:func:`_save_checkpoint`), the scalars read already among them."""
+    expected = {
+        "format": ((), "U"),
+        "checkpoint_id": ((), "U"),
+        "inference": ((), "U"),
+        "iteration": ((), "iu"),
+        "chain_seed": ((), "iu"),
+        "shape": (archive.header("shape").shape, "iu"),
+        "n_shared": ((), "iu"),
+        "partitions": (archive.header("partitions").shape, "iu"),
+        "log_joint": ((iteration,), "f"),
+        "log_marginal": ((iteration,), "f"),
+        "seconds": ((iteration,), "f"),
+        "saved_iterations": ((n_saved,), "iu"),
+        "saved_log_joint": ((n_saved if inference == "mcmc" else 0,), "f"),
+    }
+    if inference == "mcmc":
+        for g, factor in enumerate(shared_shapes):
+            expected[f"shared_{g}"] = (tuple(factor), "f")
+            expected[f"shared_samples_{g}"] = ((n_saved, *factor), "f")
+    else:
+        expected.update(elbo_change=((), "f"), converged=((), "b"), elbo=((iteration,), "f"))
+        expected["bytes_moved"] = ((iteration,), "iu")
+        for g, factor in enumerate(shared_shapes):
+            expected.update({f"shared_q_{g}_{i}": (tuple(factor), "f") for i in range(6)})
+    return expected
+
+
+def _read_checkpoint(folder, seed, shape, n_iter, inference="mcmc", shared_shapes=None):
+    """The driver's part of the last checkpoint in ``folder`` (refusing one of another chain), read
+    by the bounded reader, and its parts checked to be the checkpoint's, each and all: the driver
+    file's id, chain seed, iteration and number of parts in every part, the parts' rows tiling the
+    release, no part missing and none extra. ``shared_shapes``: the shared factors' shapes."""
     if folder is None:
         raise ValueError("resume=True needs checkpoint=FOLDER, the folder the chain saved its state in")
-    latest = os.path.join(folder, "LATEST")
-    if not os.path.exists(latest):
-        raise FileNotFoundError(f"no checkpoint in {folder!r} (no LATEST file); run without resume=True")
-    with open(latest, encoding="utf-8") as handle:
-        name = handle.read().strip()
-    with np.load(os.path.join(folder, name, "driver.npz")) as archive:
-        state = {key: archive[key] for key in archive.files}
-    saved = str(state["inference"]) if "inference" in state else "mcmc"
-    if saved != inference:
+    folder = os.fspath(folder)
+    target = _latest_checkpoint(folder)
+    path = _inside(os.path.join(target, "driver.npz"), target)
+    with _NPY_READ_LOCK, _open_checkpoint_file(path, "checkpoint driver file") as archive:
+        if "format" not in archive or "checkpoint_id" not in archive:
+            raise archive.error(
+                "was written by an older lpviz, whose checkpoints do not bind their parts together (a part of "
+                "another checkpoint would resume silently); run without resume=True to start the chain again"
+            )
+        written = archive.read_text("format", max_chars=64)
+        if written != CHECKPOINT_FORMAT:
+            raise archive.error(
+                f"is a checkpoint of format {written[:40]!r}, not {CHECKPOINT_FORMAT!r}; {CHECKPOINT_FIX}"
+            )
+        saved = archive.read_text("inference", max_chars=8)
+        if saved != inference:
+            raise ValueError(
+                f"the checkpoint in {folder!r} is of inference={saved!r}, not {inference!r}; resume with the "
+                "arguments of the fit that wrote it, or choose another folder"
+            )
+        for key, ndim in (("shape", 1), ("partitions", 2), ("saved_iterations", 1)):
+            if key not in archive or archive.header(key).ndim != ndim or archive.header(key).dtype.kind not in "iu":
+                raise archive.error(f"has no member {key!r} of integers (a checkpoint has one); {CHECKPOINT_FIX}")
+        saved_shape = tuple(int(n) for n in archive.read("shape")) if archive.header("shape").size <= 32 else ()
+        iteration = archive.read_scalar("iteration", "iu")
+        if archive.read_scalar("chain_seed", "iu") != seed or saved_shape != tuple(shape):
+            raise ValueError(
+                f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
+                "arguments of the chain that wrote it, or choose another folder"
+            )
+        if iteration > n_iter:
+            raise ValueError(f"the checkpoint is at iteration {iteration}, past n_iter = {n_iter}")
+        if iteration < 1:
+            raise archive.error(f"is at iteration {iteration}, which no checkpoint is; {CHECKPOINT_FIX}")
+        shared_shapes = tuple(shared_shapes or ())
+        if archive.read_scalar("n_shared", "iu") != (len(shared_shapes) if inference == "mcmc" else 0):
+            raise archive.error(f"holds another model's shared factors; {CHECKPOINT_FIX}")
+        n_saved = archive.header("saved_iterations").shape[0]
+        if n_saved > iteration or (inference == "vi" and n_saved != 1):
+            raise archive.error(f"records {n_saved:,} saved samples at iteration {iteration:,}; {CHECKPOINT_FIX}")
+        n_parts = archive.header("partitions").shape[0]
+        if archive.header("partitions").shape[1:] != (2,) or not 1 <= n_parts <= max(1, n_stream_blocks(shape[0])):
+            raise archive.error(f"records {n_parts:,} partitions of the release's rows; {CHECKPOINT_FIX}")
+        expected = _driver_members(archive, inference, iteration, n_saved, shared_shapes)
+        _check_members(archive, expected)
+        state = {key: archive.read(key) for key in expected}
+    saved_iterations = state["saved_iterations"]
+    if n_saved and (
+        np.any(np.diff(saved_iterations) <= 0) or saved_iterations[0] < 1 or saved_iterations[-1] > iteration
+    ):
+        raise ValueError(f"{path}: its saved iterations are not iterations of its chain; {CHECKPOINT_FIX}")
+    parts = [(int(start), int(stop)) for start, stop in state["partitions"]]
+    ends = [0] + [stop for _, stop in parts]
+    if [start for start, _ in parts] != ends[:-1] or ends[-1] != shape[0] or any(a >= b for a, b in parts):
+        shown = ", ".join(f"{a:,}-{b:,}" for a, b in parts[:4]) + (", ..." if len(parts) > 4 else "")
         raise ValueError(
-            f"the checkpoint in {folder!r} is of inference={saved!r}, not {inference!r}; resume with the "
-            "arguments of the fit that wrote it, or choose another folder"
+            f"{path}: its partitions ({shown}) do not tile the release's {shape[0]:,} rows; {CHECKPOINT_FIX}"
         )
-    if int(state["chain_seed"]) != seed or tuple(int(n) for n in state["shape"]) != tuple(shape):
-        raise ValueError(
-            f"the checkpoint in {folder!r} is of another chain (seed or shape differ); resume with the "
-            "arguments of the chain that wrote it, or choose another folder"
-        )
-    if int(state["iteration"]) > n_iter:
-        raise ValueError(f"the checkpoint is at iteration {int(state['iteration'])}, past n_iter = {n_iter}")
-    state["folder"] = os.path.join(folder, name)
+    stamp = {
+        "id": str(state["checkpoint_id"]),
+        "seed": seed,
+        "iteration": iteration,
+        "n_parts": len(parts),
+        "n_samples": n_saved,
+    }
+    _check_parts(target, parts, stamp)
+    state["folder"], state["stamp"] = target, stamp
+    state["inference"] = str(state["inference"])
     return state
+
+
+def _check_parts(target, parts, stamp):
+    """Refuse the checkpoint in ``target`` unless its parts are ``parts`` exactly (no part missing,
+    none extra) and each is stamped with ``stamp`` (read from its small members only)."""
+    expected = {os.path.basename(_part_path(target, start, stop)): (start, stop) for start, stop in parts}
+    try:
+        present = set(os.listdir(target))
+    except OSError as error:
+        from lpviz._files import clear_os_error
+
+        raise clear_os_error(error, target) from None
+    extra = sorted(name for name in present if name.startswith("rows-") and name not in expected)
+    if extra:
+        raise ValueError(
+            f"{os.path.join(target, extra[0])}: is not a part of this checkpoint (its driver file has "
+            f"{len(parts):,} parts: {', '.join(sorted(expected)[:3])}{', ...' if len(parts) > 3 else ''}); "
+            f"remove it, or {CHECKPOINT_FIX}"
+        )
+    for name, (start, stop) in expected.items():
+        path = os.path.join(target, name)
+        if name not in present:
+            raise FileNotFoundError(
+                f"{path}: the checkpoint's part of rows {start:,}-{stop:,} is missing (its driver file has "
+                f"{len(parts):,} parts); {CHECKPOINT_FIX}"
+            )
+        with _NPY_READ_LOCK, _open_checkpoint_file(_inside(path, target), "checkpoint part") as archive:
+            _check_stamp(archive, stamp, start, stop)
 
 
 def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, variational=None):
@@ -1247,9 +1553,14 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, 
     name = f"iteration-{iteration:09d}"
     target = os.path.join(folder, name)
     os.makedirs(target, exist_ok=True)
-    for future in [(actor.save if variational is None else actor.vi_save)(target) for actor in actors]:
+    # the id every part records: a part of another checkpoint (another run's, of another iteration or
+    # another chain) is refused on resume (_check_stamp)
+    stamp = {"id": secrets.token_hex(16), "seed": seed, "iteration": iteration, "n_parts": len(actors)}
+    for future in [(actor.save if variational is None else actor.vi_save)(target, stamp) for actor in actors]:
         future.result()
     arrays = {
+        "format": np.asarray(CHECKPOINT_FORMAT),
+        "checkpoint_id": np.asarray(stamp["id"]),
         "inference": np.asarray("mcmc" if variational is None else "vi"),
         "iteration": np.asarray(iteration),
         "chain_seed": np.asarray(seed),
@@ -1381,7 +1692,7 @@ def _run(
     folder, every, saved_state = saving
     if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
         pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
-        for future in [actor.restore(saved_state["folder"], pieces) for actor in actors]:
+        for future in [actor.restore(saved_state["folder"], pieces, saved_state["stamp"]) for actor in actors]:
             future.result()
         shared = tuple(np.array(saved_state[f"shared_{g}"]) for g in range(int(saved_state["n_shared"])))
         done = int(saved_state["iteration"])
@@ -1453,7 +1764,7 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
     folder, every, saved_state = saving
     if saved_state is not None:  # from the checkpoint, its rows cut as this cluster's partitions
         pieces = [(int(start), int(stop)) for start, stop in saved_state["partitions"]]
-        for future in [actor.vi_restore(saved_state["folder"], pieces) for actor in actors]:
+        for future in [actor.vi_restore(saved_state["folder"], pieces, saved_state["stamp"]) for actor in actors]:
             future.result()
         for g, factor in enumerate(q[1:]):  # the shared factors' q as the last update left them
             for i, array in enumerate(factor.arrays()):
