@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-__all__ = ["RANK_SES", "compare"]
+__all__ = ["RANK_SES", "RULE", "compare", "rank_pointwise"]
 
 # A difference in elpd is stated when it exceeds this many standard errors of the difference: the
 # paired per-cell differences' sd * sqrt(n) understates the error when cells are dependent (a row's
@@ -135,9 +135,8 @@ def compare(fits, release, truth=None):
         ``attrs["statements"]``: the rankings that hold by the rules of :mod:`lpviz.compare`, in
         words with their numbers; ``attrs["rule"]``; ``attrs["cells"]``: cells scored per copy.
     """
-    import pandas as pd
 
-    from lpviz.stacking import scored_cells, stack_pointwise
+    from lpviz.stacking import scored_cells
 
     if not isinstance(fits, dict) or not fits:
         raise TypeError("fits must be a dict {method name: fit (or a list of fits, one per noised copy)}")
@@ -184,10 +183,39 @@ def compare(fits, release, truth=None):
         pointwise[BASELINE].append(_baseline_pointwise(rel, cells))
     hows[BASELINE] = "the observed noised cells' mean, one rate for every cell"
 
+    table = rank_pointwise(pointwise, silenced=silenced)
+    table["warning"] = [bool(flags[name]) for name in table.index]
+    table["how"] = [hows[name] for name in table.index]
+    table["flags"] = ["; ".join(flags[name]) for name in table.index]
+    statements = table.attrs["statements"]
+    if truth is not None:
+        _add_mae(table, per_copy, releases, truths, statements, silenced)
+    table.attrs["rule"] = RULE
+    table.attrs["cells"] = cells_per_copy
+    return table
+
+
+RULE = (
+    f"a method is stated above another where its elpd on the held-out noised cells exceeds the other's by "
+    f"more than {RANK_SES:g} standard errors of the paired difference on every noised copy; with a truth, "
+    "on MAE where every chain of one beats every chain of the other"
+)
+
+
+def rank_pointwise(pointwise, *, silenced=()):
+    """The compare table of pointwise log densities already at hand: ``pointwise`` is
+    ``{name: [per noised copy: (cells,) array]}``, every name's arrays on the same cells. Columns
+    ``rank``, ``elpd``, ``se``, ``elpd_diff``, ``dse``, ``weight`` (stacking across the names),
+    ``copies``; ``attrs["statements"]``: the rankings that hold by :data:`RANK_SES` on every copy
+    (none involving a name in ``silenced``). :func:`compare` and the reproduce reports use it."""
+    import pandas as pd
+
+    from lpviz.stacking import stack_pointwise
+
+    names = list(pointwise)
     everything = {name: np.concatenate(parts) for name, parts in pointwise.items()}
     weights, _ = stack_pointwise(np.stack([everything[name] for name in names]), names=names)
     elpd = {name: float(values.sum()) for name, values in everything.items()}
-    se = {name: _se(values) for name, values in everything.items()}
     order = sorted(names, key=lambda name: -elpd[name])
     best = order[0]
     rows = []
@@ -197,27 +225,16 @@ def compare(fits, release, truth=None):
             {
                 "rank": rank,
                 "elpd": elpd[name],
-                "se": se[name],
+                "se": _se(everything[name]),
                 "elpd_diff": float(diff.sum()),
                 "dse": _se(diff) if name != best else 0.0,
                 "weight": float(weights[names.index(name)]),
-                "warning": bool(flags[name]),
-                "copies": len(releases),
-                "how": hows[name],
-                "flags": "; ".join(flags[name]),
+                "copies": len(pointwise[name]),
             }
         )
     table = pd.DataFrame(rows, index=pd.Index(order, name="method"))
-    statements = _elpd_statements([name for name in order if name not in silenced], pointwise, elpd)
-    if truth is not None:
-        _add_mae(table, per_copy, releases, truths, statements, silenced)
-    table.attrs["statements"] = statements
-    table.attrs["rule"] = (
-        f"a method is stated above another where its elpd on the held-out noised cells exceeds the other's by "
-        f"more than {RANK_SES:g} standard errors of the paired difference on every noised copy; with a truth, "
-        "on MAE where every chain of one beats every chain of the other"
-    )
-    table.attrs["cells"] = cells_per_copy
+    table.attrs["statements"] = _elpd_statements([name for name in order if name not in silenced], pointwise, elpd)
+    table.attrs["rule"] = RULE
     return table
 
 

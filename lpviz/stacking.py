@@ -48,6 +48,7 @@ __all__ = [
     "scored_cells",
     "rates_at_cells",
     "stack_pointwise",
+    "stack_chains",
 ]
 
 # Draws of a chain averaged into its predictive density: thinned evenly from the saved samples
@@ -262,6 +263,17 @@ def _cross_fitted(pointwise, seed=_SUBSAMPLE_SEED):
     return out
 
 
+def stack_chains(pointwise):
+    """``(weights, stacked)`` of chains' pointwise log densities ``(chains, cells)``: their stacking
+    weights (shrunk STACKING_SHRINK toward equal) and the stacked mixture's cross-fitted pointwise
+    density (one chain: its own), what :class:`Stacking` holds, for densities computed elsewhere
+    (a reproduce grid's chains, one a task)."""
+    pointwise = np.atleast_2d(np.asarray(pointwise, dtype=np.float64))
+    if len(pointwise) == 1:
+        return np.ones(1), pointwise[0].copy()
+    return _chain_weights(pointwise), _cross_fitted(pointwise)
+
+
 def _mixture(pointwise, weights):
     """log sum_c w_c exp(lpd_c) per cell."""
     with np.errstate(divide="ignore"):
@@ -456,9 +468,8 @@ def chain_stacking(chains, release, *, max_draws=MAX_DRAWS, max_cells=MAX_CELLS)
             )
     if cells.n < cells.n_total:
         notes.append(f"scored on a fixed subsample of {cells.n:,} of the {cells.n_total:,} cells")
-    weights = _chain_weights(pointwise)
+    weights, stacked = stack_chains(pointwise)
     equal = np.full(len(chains), 1.0 / len(chains))
-    stacked = _cross_fitted(pointwise) if len(chains) > 1 else pointwise[0].copy()
     modes = _modes([d.mean_rates for d in densities], [d.spread for d in densities], [_level_trace(c) for c in chains])
     mode_log_joint = []
     for members in modes:
