@@ -320,6 +320,12 @@ def fit_and_summarise(params, release, truth, *, started, clock, prepared):
         if "topics" in summary:
             arrays["topics"], arrays["topics_mean"] = summary["topics"], summary["topics_mean"]
         record["trace_name"] = summary["trace_name"]
+        if release.heldout_cells is not None and posterior.n_saved:
+            # the chain's predictive density of each held-out noised cell (lpviz.stacking): the report
+            # stacks a setting's chains on them and ranks its methods without the truth (lpviz.compare's rule)
+            from lpviz.stacking import chain_stacking
+
+            arrays["heldout_lpd"] = chain_stacking([posterior], release).pointwise[0]
     keep = params.get("keep") or {}
     n_cells = int(np.prod(release.shape))
     if keep.get("mu_hat") and n_cells <= KEEP_MU_HAT_MAX_CELLS:
