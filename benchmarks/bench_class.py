@@ -32,6 +32,7 @@ plays each class size in-process first, then on the cluster, in the same run.
     .venv/bin/python benchmarks/bench_class.py --sessions 4 --rounds 3 --client chromium
     .venv/bin/python benchmarks/bench_class.py --local-cluster 2 --compare   # both, side by side
     .venv/bin/python benchmarks/bench_class.py --opens 12 30 --procs 1 2 --num-procs 2  # page opens only
+    .venv/bin/python benchmarks/bench_class.py --tiny           # a class of 2, 2,000 iterations, a 3 s window
 
 Page opens (``--opens``): N pages opened at once, each the page, its websocket and its document, on a
 server of 1 and of 2 processes (``app.serve --procs``) and on Panel's ``--num-procs`` (forked
@@ -190,14 +191,16 @@ class Server:
         self.pid = self.process.pid
 
     def wait_ready(self, timeout=300):
+        """Until a page opens: its websocket connects and closes again, as a tab does (a page only
+        fetched, never connected, is kept for ``app.app.FIRST_CONNECTION_SECONDS``, 120 s, and every
+        wait for the sessions' release waited that long for it)."""
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited with code {self.process.returncode}:\n{self.log_text()}")
             try:
-                with urllib.request.urlopen(self.url, timeout=60) as response:
-                    if response.status == 200:
-                        return
+                asyncio.run(visit(self.url))
+                return
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the server did not answer within {timeout} s:\n{self.log_text()}") from None
@@ -504,10 +507,27 @@ class Student:
         if self.models[select]["attributes"].get("value") != name:
             await self.set(select, "value", name)
 
+    async def open_card(self, title):
+        """Expand the collapsed card whose header reads ``title``, as a click on it does; False when the
+        page has no such card."""
+        for model_id, model in list(self.models.items()):
+            children = model["attributes"].get("children") or []
+            if not model["name"].endswith("Card") or not children or not isinstance(children[0], dict):
+                continue
+            header = self.models.get(children[0].get("id"), {}).get("attributes", {})
+            if title in json.dumps(header):
+                if model["attributes"].get("collapsed", True):
+                    await self.set(model_id, "collapsed", False)
+                return True
+        return False
+
     async def set_field(self, title, value, tries=10):
         """Type ``value`` into the number field titled ``title`` (a settings widget) until it stays: a
         preset chosen just before is put in force by the server a moment later, over a value typed now."""
         field = self.find("Spinner", title=title)
+        if field is None and await self.open_card("Fit settings"):  # its widgets are made when it opens
+            await self.wait_for(lambda: self.find("Spinner", title=title), 60.0, f"the number field {title!r}")
+            field = self.find("Spinner", title=title)
         if field is None:
             raise LookupError(f"no number field {title!r} in the page")
         for _ in range(tries):
@@ -679,6 +699,15 @@ async def open_pages(url, n):
 
     await asyncio.gather(*(one(student) for student in students))
     return students
+
+
+async def visit(url):
+    """One page opened and closed (a :class:`Student` that does nothing)."""
+    student = Student(url, -1)
+    try:
+        await student.open()
+    finally:
+        await student.close()
 
 
 async def close_pages(students):
@@ -1039,7 +1068,12 @@ def main(argv=None):
         metavar="P",
         help="with --opens, also Panel's own `panel serve --num-procs P` (one shared socket) for comparison",
     )
+    parser.add_argument(
+        "--tiny", action="store_true", help="a class of 2, 2,000 iterations, a 3 s window (the test suite's run)"
+    )
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.sessions, args.window, args.n_iter = [2], 3.0, args.n_iter or 2000
     if args.opens:
         return open_sizes(args.opens, args.procs or [1, 2], args.num_procs, args.json, against=args.against)
     if args.local_cluster is not None and args.local_cluster < 1:
