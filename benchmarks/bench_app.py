@@ -23,6 +23,10 @@ checkout and the pre-engine app, commit 582240d, whose chain loop was its own:
 ``git worktree add /tmp/old 582240d``; it runs on this venv).
 
     .venv/bin/python benchmarks/bench_app.py [--seconds 15] [--memory-seconds 60] [--served-seconds 30]
+    .venv/bin/python benchmarks/bench_app.py --tiny --served-seconds 0   # sections 1-2, Figure 3, 1 s runs
+
+``--tiny``: Figure 3 alone, 1 s throughput runs, a 2 s memory run and a 4 s served run (the test
+suite's; ``--served-seconds 0`` leaves the browser out).
 """
 
 import argparse
@@ -403,7 +407,11 @@ def main():
         "--app-dir", type=Path, action="append", default=None, help="checkout whose app/app.py is served (repeatable)"
     )
     parser.add_argument("--served-only", action="store_true", help="only section 3")
+    parser.add_argument("--tiny", action="store_true", help="Figure 3 alone, runs of seconds (the test suite's)")
     args = parser.parse_args()
+    if args.tiny:
+        args.cases, args.seconds, args.memory_seconds = "figure3", 1.0, 2.0
+        args.served_seconds = min(args.served_seconds, 4.0)
     cases = [case for case in args.cases.split(",") if case]
 
     if not args.served_only:
@@ -415,7 +423,7 @@ def main():
         if args.memory_seconds > 0:
             print(f"\n== figure3: memory over a {args.memory_seconds:.0f} s run (buffers bounded at 2,000 rows)")
             fits = session("figure3")
-            samples = memory_run(fits, args.memory_seconds)
+            samples = memory_run(fits, args.memory_seconds, sample_every=min(5.0, args.memory_seconds / 6))
             for t, rss, rows, iterations in samples[:: max(1, len(samples) // 6)]:
                 print(
                     f"   t={t:6.1f} s  RSS {rss:7.1f} MB  buffered rows {int(rows):>6,}  "
