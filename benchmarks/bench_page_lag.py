@@ -418,7 +418,12 @@ def main(argv=None):
     parser.add_argument("--click-every", type=float, default=10.0, help="seconds between Pause/Resume clicks")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle reference")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--tiny", action="store_true", help="300 iterations, a click every 2 s, 2 s idle (the test suite's run)"
+    )
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.n_iter, args.click_every, args.idle = 300, 2.0, 2.0
     repos = [args.against.resolve(), args.repo.resolve()] if args.against else [args.repo.resolve()]
     results = []
     for _ in range(args.rounds):
