@@ -219,3 +219,34 @@ def test_a_claim_is_checked_only_on_a_run_that_reached_its_goal():
         assert "Held" not in html and "Did not hold" not in html
     finally:
         fits.close()
+
+
+def _ensemble_scores(chain_maes, *, flags=("not mixed",), constant=1.0):
+    return {
+        "mae": sum(chain_maes) / len(chain_maes),
+        "chains": [{"mae": value} for value in chain_maes],
+        "health": {"healthy": not flags, "flags": list(flags), "not_mixed": "not mixed" in flags, "reasons": []},
+        "baselines": {"best_constant_mae": constant},
+    }
+
+
+def test_every_chain_claims_count_unmixed_chains_and_need_every_chain_below_every_chain():
+    claim = Claim(
+        "every private chain below every naive chain", "mae", not_mixed=("private",), every_chain=("private", "naive")
+    )
+    held = check(claim, {"private": _ensemble_scores([0.2, 0.3]), "naive": _ensemble_scores([0.4, 0.5])})
+    assert held.held is True and "unmixed chains included" in held.text
+    # one naive chain below one private chain (power: the pooled MAEs still order the same way)
+    crossed = check(claim, {"private": _ensemble_scores([0.2, 0.45]), "naive": _ensemble_scores([0.4, 0.7])})
+    assert crossed.held is False and "not every chain below every chain" in crossed.text
+    # every chain below, but not below the best constant
+    above = check(
+        claim, {"private": _ensemble_scores([0.2, 0.3], constant=0.25), "naive": _ensemble_scores([0.4, 0.5])}
+    )
+    assert above.held is False and "does not beat the best constant's 0.25" in above.text
+    # a collapsed fit never counts; a private fit that mixed makes the lesson not apply
+    broken = check(claim, {"private": _ensemble_scores([0.2], flags=("collapsed",)), "naive": _ensemble_scores([0.4])})
+    assert broken.held is False and "collapsed" in broken.text
+    mixed = check(claim, {"private": _ensemble_scores([0.2, 0.3], flags=()), "naive": _ensemble_scores([0.4, 0.5])})
+    assert mixed.held is False and "did mix" in mixed.text
+    assert check(claim, {"private": _ensemble_scores([0.2]), "naive": {}}).held is None
