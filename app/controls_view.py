@@ -14,6 +14,7 @@ import param
 
 from app.datastore import DataStore
 from app.presets import PRESETS
+from app.privacy_view import privacy_unit
 from app.settings import SOURCES
 
 # The widget each setting is shown with (IntInput for the other integers).
@@ -55,10 +56,8 @@ def guarantee(release, source=""):
     """
     if release is None:
         return ""
-    if release.kind == "network":
-        rows, units = "rows of the network (one sender's counts to every recipient)", "emails"
-    else:
-        rows, units = ("emails" if source.startswith("enron") else "documents"), "words"
+    unit = privacy_unit(release.kind, source)  # what a row is for the data's kind (issue 57 MEDIUM 10)
+    rows, units = unit["rows"], unit["units"]
     if np.ndim(release.alpha) > 0:  # one alpha per row: a guarantee per row
         ratio = -np.log(release.alpha_per_row)
         return (

@@ -32,6 +32,39 @@ LEGEND_BELOW = dict(legend_position="bottom")
 LEGEND_PLOT_HEIGHT = 380
 
 
+# What a row and a cell of the data are, per kind of data (lpviz.release.KINDS): the guarantee is about
+# rows (two rows whose counts differ by at most N in total), the noise is drawn for every cell. The
+# wording of the sender x recipient x month data spoke of documents and words (issue 57 MEDIUM 10).
+_UNITS = {
+    "documents": dict(
+        rows="{doc}s",
+        row="one {doc}'s counts of every word",
+        cell="one {doc}'s count of one word",
+        units="words",
+    ),
+    "network": dict(
+        rows="rows of the network (one sender's counts to every recipient)",
+        row="one sender's emails to every recipient",
+        cell="one sender's emails to one recipient",
+        units="emails",
+    ),
+    "tensor": dict(
+        rows="rows of the tensor (one sender's counts to every recipient in every month)",
+        row="one sender's emails to every recipient in every month",
+        cell="one sender's emails to one recipient in one month",
+        units="emails",
+    ),
+}
+
+
+def privacy_unit(kind, source=""):
+    """``{"rows", "row", "cell", "units"}``: what the privacy guarantee's rows are (plural, for "any two
+    ..."), what one row and one cell are and what its counts count, for data of ``kind`` from ``source``
+    (a documents x words source of Enron's is emails x words)."""
+    doc = "email" if str(source).startswith("enron") else "document"
+    return {key: text.format(doc=doc) for key, text in _UNITS.get(kind, _UNITS["documents"]).items()}
+
+
 def _three_digits(value):
     """A number the tab shows: three significant digits (a median row's epsilon read 0.280424 and its
     title was cut), in scientific notation when small (an alpha is never '0.0000')."""
@@ -223,7 +256,7 @@ class PrivacyView(pn.viewable.Viewer):
             title=title, ylim=(-1.3 * bound, 1.3 * bound), responsive=True, min_height=LEGEND_PLOT_HEIGHT
         )
 
-    @param.depends("data.settings.epsilon", "data.settings.N", "data.release")
+    @param.depends("data.settings.epsilon", "data.settings.N", "data.release", "data.settings.source")
     def summary(self):
         eps, N, alpha = self.epsilon, self.N, self.alpha
         text = (
@@ -235,6 +268,13 @@ class PrivacyView(pn.viewable.Viewer):
             f"e^epsilon = {np.exp(eps):.3g}."
         )
         release = self.data.release
+        if release is not None:
+            unit = privacy_unit(release.kind, self.data.settings.source)
+            text += (
+                f" Here a cell is {unit['cell']} and a row {unit['row']}: the noise is drawn for every cell, "
+                f"and any two rows whose counts differ by at most N {unit['units']} in total are "
+                f"e^epsilon-indistinguishable."
+            )
         row_alpha = np.asarray(release.alpha if release is not None else alpha, float)
         if row_alpha.ndim == 1 and row_alpha.size:
             row_eps = np.asarray(privacy.epsilon_from(row_alpha, N), float)
