@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_stop.py [--rows 64] [--cols 400] [--signal TERM] [--src TREE]
     .venv/bin/python benchmarks/bench_stop.py --page [--reference TREE] [--repeats 1]
-    .venv/bin/python benchmarks/bench_stop.py --tiny     # 8 x 50 cells, the signal 0.2 s in: seconds
+    .venv/bin/python benchmarks/bench_stop.py --tiny     # 8 x 50 cells, the signal 0.2 s in, 3 samplers: seconds
 
 ``--page``: ``python -m app.serve`` of this checkout (and of ``--reference``, e.g. an export of main, in
 the same run: the plain reference) and one chromium page on it (Playwright, as tests/test_browser_runs.py
@@ -293,10 +293,14 @@ def main():
         "--count", type=int, default=None, help="the worst case's count (default MAX_COUNT; e.g. 2**53 - 1 for main)"
     )
     parser.add_argument("--data", nargs="*", default=["plain", "worst"], choices=("plain", "worst"))
-    parser.add_argument("--tiny", action="store_true", help="8 x 50 cells, the signal 0.2 s in (the test suite's)")
+    parser.add_argument(
+        "--tiny", action="store_true", help="8 x 50 cells, the signal 0.2 s in, 3 samplers (the test suite's)"
+    )
     args = parser.parse_args()
-    if args.tiny:
+    if args.tiny:  # one sampler of each kind of kernel: a private chain, CAVI, the non-private chain
         args.rows, args.cols, args.wait = 8, 50, 0.2
+        if args.samplers == list(SAMPLERS):
+            args.samplers = ["private collapsed", "private vi", "nonprivate"]
     if args.page:
         page_main(args)
         return
