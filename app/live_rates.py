@@ -36,7 +36,15 @@ from bokeh.models.annotations import ColorBar
 from bokeh.plotting import figure
 from holoviews.plotting.util import process_cmap
 
-from app.plots import AXES, HEATMAP_MIN_HEIGHT, HEATMAP_TITLE_SIZE, SUMMED_NOTE, drawn_cells, scale_options
+from app.plots import (
+    AXES,
+    HEATMAP_MIN_HEIGHT,
+    HEATMAP_TITLE_SIZE,
+    SUMMED_NOTE,
+    drawn_cells,
+    scale_options,
+    value_label,
+)
 
 # The Bokeh colour mapper of each colour norm :func:`~app.plots.scale_options` names (as HoloViews maps them).
 MAPPERS = {
@@ -62,7 +70,6 @@ class LiveRates:
     def __init__(self, frames, *, kind, clim, strides, scale, cmap, label, min_width):
         self.clim, self.strides, self.scale = clim, strides, scale
         self._spanned = False  # the shared axes span the matrix (set by the first frame)
-        self._label = label
         self._palette = process_cmap(cmap, 256)
         self._axes = AXES.get(kind, ("row", "column"))
         self._min_width = min_width
@@ -73,7 +80,7 @@ class LiveRates:
         self._doc = doc if doc is not None and doc.session_context is not None else None
         self._waiting, self._sending = {}, False
         for key, (values, title) in frames.items():
-            self._add(key)
+            self._add(key, value_label(title, label))  # a reference of counts: "count", not "rate"
             self._draw(key, values, title)
         self.panel = pn.FlexBox(
             *(
@@ -84,12 +91,13 @@ class LiveRates:
             name="rate-heatmaps",
         )
 
-    def _add(self, key):
-        norm = scale_options(self.scale, self.clim)["cnorm"]
+    def _add(self, key, label):
+        options = scale_options(self.scale, self.clim)
+        norm = options["cnorm"]
         mapper_class, ticker_class = MAPPERS[norm]
         mapper = mapper_class(palette=self._palette, nan_color="rgba(0, 0, 0, 0)")
-        if norm == "eq_hist":
-            mapper.rescale_discrete_levels = True  # HoloViews' default for eq_hist
+        if norm == "eq_hist":  # as count_image's HoloViews heatmap: zeros at the palette's bottom
+            mapper.rescale_discrete_levels = options["rescale_discrete_levels"]
         source = ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []})
         row_name, col_name = self._axes
         plot = figure(
@@ -109,14 +117,14 @@ class LiveRates:
             styles={"flex": f"1 1 {FLEX_BASIS}"},  # the figure is the flex item (the pane adds no element)
         )
         renderer = plot.image("image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=mapper)
-        tooltips = [(col_name, "$x"), (row_name, "$y"), (self._label, "@image")]
+        tooltips = [(col_name, "$x"), (row_name, "$y"), (label, "@image")]
         plot.add_tools(HoverTool(renderers=[renderer], tooltips=tooltips))
         ticker = ticker_class(mapper=mapper) if ticker_class is BinnedTicker else ticker_class()
         plot.add_layout(
             ColorBar(
                 color_mapper=mapper,
                 ticker=ticker,
-                title=self._label,
+                title=label,
                 location=(0, 0),
                 label_standoff=8,
                 major_label_policy=NoOverlap(),

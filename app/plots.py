@@ -64,8 +64,22 @@ def scale_options(scale, clim, values=None):
             low = max(float(positive.min()) if positive.size else high * 1e-3, high * 1e-4)
         return dict(cnorm="log", clim=(low, max(high, low * 10)))
     if scale == "quantile":
-        return dict(cnorm="eq_hist", clim=clim)
+        # Without rescaling: HoloViews' default (rescale_discrete_levels) starts data of few distinct
+        # values, as small counts are, part-way up the palette, and sparse true counts' zeros (most
+        # cells) were drawn salmon, a third up, so the truth looked like a flat sheet (issue 57 MEDIUM 9).
+        return dict(cnorm="eq_hist", clim=clim, rescale_discrete_levels=False)
     return dict(cnorm="linear", clim=clim)
+
+
+# The titles :func:`truth_reference` gives a reference of counts, not rates.
+COUNT_REFERENCES = ("truth (true counts)", "noised counts (truncated at 0)")
+
+
+def value_label(title, label):
+    """What a heatmap titled ``title`` shows, for its colour bar and hover: ``label``, except "count"
+    for a rate heatmap's reference of counts (:func:`truth_reference`): a colour bar titled "rate" stood
+    under "true counts" (issue 57 MEDIUM 9)."""
+    return "count" if label == "rate" and title in COUNT_REFERENCES else label
 
 
 def axis_labels(store):
@@ -164,6 +178,7 @@ def count_image(
     (then an overlay is returned). A tensor is drawn summed over its further modes (the
     months), a pair shaded when it is held out in every month.
     """
+    label = value_label(title, label)
     if np.ndim(Y) > 2:
         title = f"{title}{SUMMED_NOTE}"
         heldout = None if heldout is None else shown_matrix(heldout, np.all)
