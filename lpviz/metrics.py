@@ -904,7 +904,7 @@ def _score_chains(result, ensemble, release, truth, convergence, **options):
 def _score_stacking(result, ensemble, release, shape, observed, references, cells):
     """The chains weighed by stacking on the release's noised cells no fit used (:mod:`lpviz.stacking`):
     ``stacking_weights``, ``elpd`` (per chain, pooled, stacked: each ``{"elpd", "se", "n"}``, and
-    the ``cells`` scored), ``modes`` (``groups`` of 1-based chain numbers, their ``weights``, ``text``,
+    the ``cells`` scored), ``modes`` (``groups`` of chain numbers counted from 0, their ``weights``, ``text``,
     ``notes``) and, with a truth, ``stacked_mae`` / ``stacked_heldout_mae`` of the stacked rates."""
     if not all(chain.n_saved for chain in ensemble.chains):
         return
@@ -916,7 +916,7 @@ def _score_stacking(result, ensemble, release, shape, observed, references, cell
     result["stacking_weights"] = [float(w) for w in stacking.weights]
     result["elpd"] = stacking.elpd()
     result["modes"] = {
-        "groups": [[c + 1 for c in members] for members in stacking.modes],
+        "groups": [list(members) for members in stacking.modes],  # chains counted from 0, as the reasons
         "weights": stacking.mode_weights(),
         "log_joint": stacking.mode_log_joint,
         "text": stacking.text,

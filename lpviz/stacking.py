@@ -339,7 +339,7 @@ class Stacking:
     ``cells``: "heldout" (the release's held-out noised cells) or "loo" (PSIS-LOO over the observed
     cells) or "observed" (in-sample: chains without draws and nothing held out; optimistic);
     ``n_cells`` scored of ``n_cells_total``; ``n_draws`` per chain (0: point estimates);
-    ``weights`` (C,); ``pointwise`` (C, n); ``pooled`` and ``stacked`` (n,): the equal-weight pool's
+    ``weights`` (C,); ``pointwise`` (C, n) (chains counted from 0 everywhere, as score's reasons count them); ``pooled`` and ``stacked`` (n,): the equal-weight pool's
     and the cross-fitted stacked mixture's pointwise densities; ``pareto_k`` (C, n) for "loo";
     ``modes``: lists of chain indices; ``mode_log_joint``: each mode's mean log joint after burn-in;
     ``seconds`` it took; ``notes``: sentences on what the numbers rest on.
@@ -391,7 +391,7 @@ class Stacking:
         words += f"stacking weight{'s' if m != 1 else ''} {weights}"
         best = order[0]
         joint = self.mode_log_joint[best]
-        members = ", ".join(str(c + 1) for c in self.modes[best])
+        members = ", ".join(str(c) for c in self.modes[best])  # counted from 0, as score's reasons count them
         if joint is not None and math.isfinite(joint):
             chains = "chains" if len(self.modes[best]) > 1 else "chain"
             words += f"; the best-weighted mode ({chains} {members}) has log joint {joint:,.0f}"
