@@ -24,6 +24,7 @@ propagates.
 import copy
 import math
 import queue
+import re
 import threading
 import time
 
@@ -229,6 +230,35 @@ def _stack(traces):
     return np.stack([np.asarray(trace, dtype=float)[:length] for trace in traces])
 
 
+_ENSEMBLE_MEMBERS = ("format", "n_chains", "mu_hat")
+_CHAIN_MEMBER = re.compile(r"chain(0|[1-9][0-9]{0,4})\.(.+)", re.DOTALL)
+
+
+def _chain_difference(chain, first):
+    """How ``chain`` differs from the ensemble's first chain in what every chain of one ensemble
+    shares (the fit's kind, the data's shape, the schedule, the cells left out), or None."""
+    for what in ("inference", "model", "method", "n_components", "burn_in", "thin", "shape"):
+        ours, theirs = getattr(chain, what, None), getattr(first, what, None)
+        if what == "shape":
+            ours, theirs = tuple(ours), tuple(theirs)
+        if ours != theirs:
+            return f"{what} ({_shown_trait(ours)}) is not chain 0's ({_shown_trait(theirs)})"
+    for what in ("heldout", "structural_zeros"):
+        ours, theirs = getattr(chain, what, None), getattr(first, what, None)
+        if (ours is None) != (theirs is None) or (ours is not None and not np.array_equal(ours, theirs)):
+            counts = [0 if mask is None else int(np.count_nonzero(mask)) for mask in (ours, theirs)]
+            return (
+                f"{what.replace('_', ' ')} cells are not chain 0's ({counts[0]:,} cells against {counts[1]:,}, "
+                "not all the same)"
+            )
+    return None
+
+
+def _shown_trait(value):
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class EnsemblePosterior:
     """The posterior of C chains of one fit (see the module docstring).
 
@@ -429,24 +459,119 @@ class EnsemblePosterior:
     @classmethod
     def load(cls, path, *, limit=None):
         """Read an ensemble written by :meth:`save`; a single-chain fit file comes back as an
-        ensemble of one chain. Read through the bounded reader, as :meth:`lpviz.engine.Posterior.load`."""
+        ensemble of one chain. Read through the bounded reader, as :meth:`lpviz.engine.Posterior.load`.
+
+        An ensemble file is one thing (issue 58): its members are ``format``, ``n_chains``,
+        ``mu_hat`` and ``chainI.KEY`` for I below ``n_chains`` only, every chain holds the same
+        members, each chain is checked as a single-chain fit, the chains fit one model (and number
+        of components) by one method and one schedule to one data set with the same held-out cells,
+        and ``mu_hat`` is their pooled rates. Anything else is a one-line ``ValueError`` naming the
+        file, the chain and the problem."""
+        import errno
+
         from lpviz._files import open_archive
         from lpviz.engine import _FIT_FIX, FIT_FORMAT, Posterior, _posterior_from_archive
 
         with open_archive(path, what="fit", fix=_FIT_FIX, limit=limit) as archive:
-            kind = archive.read_text("format", max_chars=64) if "format" in archive else ""
-            if kind == FIT_FORMAT:
-                return cls([_posterior_from_archive(Posterior, archive)])
-            if kind != ENSEMBLE_FORMAT:
+            try:
+                kind = archive.read_text("format", max_chars=64) if "format" in archive else ""
+                if kind == FIT_FORMAT:
+                    return cls([_posterior_from_archive(Posterior, archive)])
+                if kind != ENSEMBLE_FORMAT:
+                    raise ValueError(
+                        f"{archive.name}: not a fit ({FIT_FORMAT!r} or {ENSEMBLE_FORMAT!r}; it holds "
+                        f"{archive.listing()}); {_FIT_FIX}"
+                    )
+                return cls._from_ensemble_archive(archive, _FIT_FIX, Posterior, _posterior_from_archive)
+            except OSError as error:  # a damaged zip directory: an offset before the file's start
+                if error.errno != errno.EINVAL:
+                    raise
                 raise ValueError(
-                    f"{archive.name}: not a fit ({FIT_FORMAT!r} or {ENSEMBLE_FORMAT!r}; it holds {archive.listing()}); "
-                    f"{_FIT_FIX}"
+                    f"{archive.name}: its zip directory points outside the file (the archive is damaged or "
+                    f"forged); {_FIT_FIX}"
+                ) from None
+
+    @classmethod
+    def _from_ensemble_archive(cls, archive, fix, posterior_class, posterior_from_archive):
+        name = archive.name
+
+        def refuse(problem):
+            return ValueError(f"{name}: {problem}; {fix}")
+
+        n_chains = int(archive.read_scalar("n_chains", kinds="iu")) if "n_chains" in archive else 0
+        if not 1 <= n_chains <= 10_000:
+            raise refuse(f"n_chains = {n_chains} is not a number of chains")
+        members = [set() for _ in range(n_chains)]
+        for key in archive.keys():
+            if key in _ENSEMBLE_MEMBERS:
+                continue
+            found = _CHAIN_MEMBER.fullmatch(key)
+            if found is None:
+                raise refuse(f"member {key[:60]!r} is none of an ensemble's (format, n_chains, mu_hat, chainI.KEY)")
+            index = int(found.group(1))
+            if index >= n_chains:
+                raise refuse(
+                    f"it holds members of chain {index} ({key[:60]!r}), but n_chains = {n_chains}: the chain count "
+                    "disagrees with the chains it holds"
                 )
-            n_chains = int(archive.read_scalar("n_chains", kinds="iu")) if "n_chains" in archive else 0
-            if not 1 <= n_chains <= 10_000:
-                raise ValueError(f"{archive.name}: n_chains = {n_chains} is not a number of chains; {_FIT_FIX}")
-            chains = [_posterior_from_archive(Posterior, _ChainView(archive, i)) for i in range(n_chains)]
-        return cls(chains)
+            members[index].add(found.group(2))
+        for index, keys in enumerate(members):
+            if not keys:
+                raise refuse(f"n_chains = {n_chains}, but it holds no members of chain {index}")
+            if keys != members[0]:
+                differ = sorted(keys ^ members[0])[0]
+                which = f"chain {index}" if differ in members[0] else "chain 0"
+                raise refuse(
+                    f"chain {index}'s members are not chain 0's ({which} lacks {differ[:40]!r}): the chains of one "
+                    "ensemble file are written together"
+                )
+        if "mu_hat" not in archive:
+            raise refuse("no pooled posterior mean rates 'mu_hat' in it")
+        # every chain's arrays declared as chain 0's, from the headers, before any is inflated: a
+        # chain (or the pooled rates) declaring other shapes is refused without reading it (a deflate
+        # bomb in one chain inflated 7.2 GB in 100 s before its factors were found not to fit)
+        views = [_ChainView(archive, i) for i in range(n_chains)]
+        arrays = sorted(key for key in members[0] if key == "mu_hat" or key.startswith("best_"))
+        for key in arrays:
+            declared = views[0].header(key)
+            for index, view in enumerate(views[1:], start=1):
+                header = view.header(key)
+                if (header.shape, header.dtype) != (declared.shape, declared.dtype):
+                    raise refuse(
+                        f"chain {index}'s {key!r} is {header.shape} of {header.dtype}, not chain 0's {declared.shape} "
+                        f"of {declared.dtype}: the chains of an ensemble fit one model to one data set"
+                    )
+        if "mu_hat" in members[0] and archive.header("mu_hat").shape != views[0].header("mu_hat").shape:
+            pooled = archive.header("mu_hat")
+            raise refuse(
+                f"the pooled rates 'mu_hat' are {pooled.shape} of {pooled.dtype}, not the chains' "
+                f"{views[0].header('mu_hat').shape} floats"
+            )
+        chains = [posterior_from_archive(posterior_class, view) for view in views]
+        first = chains[0]
+        for index, chain in enumerate(chains[1:], start=1):
+            difference = _chain_difference(chain, first)
+            if difference is not None:
+                raise refuse(
+                    f"chain {index}'s {difference}: the chains of an ensemble fit one model by one method to one "
+                    "data set"
+                )
+        ensemble = cls(chains)
+        pooled = archive.header("mu_hat")
+        if pooled.shape != ensemble.shape or pooled.dtype.kind != "f":
+            raise refuse(
+                f"the pooled rates 'mu_hat' are {pooled.shape} of {pooled.dtype}, not the chains' {ensemble.shape} "
+                "floats"
+            )
+        archive.require(["mu_hat"], what=f"reading the pooled rates ({' x '.join(map(str, pooled.shape))})")
+        saved = archive.read("mu_hat")
+        mine = ensemble.mu_hat
+        if mine is None or not np.allclose(saved, mine, rtol=1e-9, atol=0.0):
+            raise refuse(
+                "the pooled rates 'mu_hat' are not its chains' pooled rates (a chain or the rates were changed "
+                "after it was written)"
+            )
+        return ensemble
 
     def __repr__(self):
         return (

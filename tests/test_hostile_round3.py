@@ -1,0 +1,224 @@
+"""Issue 58 item 5: the new surfaces tried as an attacker would.
+
+Crafted ensembles: ``EnsemblePosterior.load`` of a file with one chain's arrays tampered (wrong
+shapes, NaN rates, a chain of another shape, model, method, number of components or schedule),
+a chain count that disagrees with the chains it holds, a chain lacking a member, pooled rates
+that are not the chains', a deflate bomb in one chain; each is a one-line ValueError naming the
+file (and the chain), never a raw numpy or KeyError traceback nor a silently wrong ensemble. A
+Hypothesis property: random byte damage of a saved ensemble loads identical or is that error.
+"""
+
+import io
+import struct
+import time
+import tracemalloc
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import lpviz
+from lpviz.datasets import make_topics
+from lpviz.ensemble import EnsemblePosterior
+from tests.hostile_files import bomb_member, small_member, write_members
+
+MiB = 2**20
+FIT = dict(n_components=2, n_iter=20, thin=5, random_state=1)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """An ensemble of three chains saved, its file's bytes and members, and ensembles to borrow a
+    chain from: of another shape, of three components, of another schedule."""
+    root = tmp_path_factory.mktemp("ensembles")
+    release = make_topics(n_docs=30, n_words=12, random_state=0).release()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {
+            "ensemble": lpviz.fit(release, chains=3, **FIT),
+            "shape": lpviz.fit(make_topics(n_docs=31, n_words=12, random_state=0).release(), chains=2, **FIT),
+            "components": lpviz.fit(release, chains=2, **dict(FIT, n_components=3)),
+            "schedule": lpviz.fit(release, chains=2, **dict(FIT, n_iter=30, burn_in=10, thin=10)),
+        }
+    files = {}
+    for name, ensemble in fits.items():
+        path = root / f"{name}.npz"
+        ensemble.save(path)
+        with np.load(path) as archive:
+            files[name] = {key: archive[key] for key in archive.files}
+    path = root / "ensemble.npz"
+    return _Saved(path=path, bytes=path.read_bytes(), members=files, ensemble=fits["ensemble"])
+
+
+class _Saved(dict):
+    """The fixture's files (shown by name only when Hypothesis prints a failing example)."""
+
+    def __init__(self, **parts):
+        super().__init__(**parts)
+
+    def __repr__(self):
+        return f"<saved ensemble {self['path']}>"
+
+
+def _chain(members, index):
+    return {key.split(".", 1)[1]: value for key, value in members.items() if key.startswith(f"chain{index}.")}
+
+
+def _with_chain(members, index, chain):
+    out = {key: value for key, value in members.items() if not key.startswith(f"chain{index}.")}
+    out.update({f"chain{index}.{key}": value for key, value in chain.items()})
+    return out
+
+
+def _tampered(saved, case):
+    members = dict(saved["members"]["ensemble"])
+    chain1 = _chain(members, 1)
+    if case == "wrong shape":
+        chain1["mu_hat"] = chain1["mu_hat"][:, :5]
+    elif case == "NaN rate":
+        chain1["mu_hat"] = chain1["mu_hat"].copy()
+        chain1["mu_hat"][0, 0] = np.nan
+    elif case == "fewer chains counted":
+        members["n_chains"] = np.asarray(2)
+    elif case == "more chains counted":
+        members["n_chains"] = np.asarray(4)
+    elif case == "a stray chain":
+        members["chain9.mu_hat"] = chain1["mu_hat"]
+    elif case == "a chain lacks a member":
+        del chain1["log_joint"]
+    elif case in ("shape", "components", "schedule"):
+        chain1 = _chain(saved["members"][case], 0)
+    elif case == "method":
+        chain1["method"] = np.asarray("naive")
+    elif case == "model":
+        chain1["model"] = np.asarray("tensor")
+    elif case == "held-out cells":
+        for index in range(3):  # every chain has held-out cells, chain 1 others than chain 0's
+            chain = _chain(members, index)
+            chain["heldout"] = np.zeros(chain["mu_hat"].shape, dtype=bool)
+            chain["heldout"][0, int(index == 1)] = True
+            members = _with_chain(members, index, chain)
+        chain1 = _chain(members, 1)
+    elif case == "pooled rates changed":
+        members["mu_hat"] = members["mu_hat"] * 1.5
+    elif case == "pooled rates NaN":
+        members["mu_hat"] = np.full_like(members["mu_hat"], np.nan)
+    elif case == "pooled rates missing":
+        del members["mu_hat"]
+    elif case == "pooled rates of another shape":
+        members["mu_hat"] = members["mu_hat"][:3]
+    return _with_chain(members, 1, chain1)
+
+
+CASES = [
+    ("wrong shape", r"chain 1's 'mu_hat' is \(30, 5\) of float64, not chain 0's \(30, 12\) of float64"),
+    ("NaN rate", r"\(chain 1\): 'mu_hat' holds nan at \(0, 0\)"),
+    ("fewer chains counted", r"holds members of chain 2 .*but n_chains = 2: the chain count disagrees"),
+    ("more chains counted", r"n_chains = 4, but it holds no members of chain 3"),
+    ("a stray chain", r"holds members of chain 9 .*but n_chains = 3"),
+    ("a chain lacks a member", r"chain 1's members are not chain 0's \(chain 1 lacks 'log_joint'\)"),
+    ("shape", r"chain 1's 'best_theta' is \(31, 2\) of float64, not chain 0's \(30, 2\)"),
+    ("components", r"chain 1's 'best_phi' is \(3, 12\) of float64, not chain 0's \(2, 12\)"),
+    ("schedule", r"chain 1's burn_in \(10\) is not chain 0's \(3\)"),
+    ("method", r"chain 1's method \(naive\) is not chain 0's \(private\)"),
+    ("model", r"\(chain 1\): 'mu_hat' \(30, 12\) does not fit the model: model='tensor'"),
+    ("held-out cells", r"chain 1's heldout cells are not chain 0's \(1 cells against 1, not all the same\)"),
+    ("pooled rates changed", r"the pooled rates 'mu_hat' are not its chains' pooled rates"),
+    ("pooled rates NaN", r"the pooled rates 'mu_hat' are not its chains' pooled rates"),
+    ("pooled rates missing", r"no pooled posterior mean rates 'mu_hat'"),
+    ("pooled rates of another shape", r"the pooled rates 'mu_hat' are \(3, 12\) of float64, not the chains'"),
+]
+
+
+def _refused(path, match):
+    """Loading ``path`` is a one-line ValueError matching ``match``, naming the file; returns
+    (seconds, peak traced MiB)."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=match) as caught:
+            EnsemblePosterior.load(path)
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] / MiB
+    finally:
+        tracemalloc.stop()
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 800 and str(path) in message, message
+    return seconds, peak
+
+
+@pytest.mark.parametrize("case, match", CASES, ids=[case for case, _ in CASES])
+def test_a_tampered_ensemble_is_refused_naming_the_chain_and_the_problem(saved, tmp_path, case, match):
+    """Before: fewer chains counted than held loaded the first two silently; a chain of three
+    components, of other held-out cells, a stray chain's members, a chain lacking its trace and
+    pooled rates changed, NaN, missing or of another shape all loaded silently; a chain of another
+    shape or method was refused without the file's name or the chain's."""
+    path = tmp_path / "tampered.npz"
+    np.savez_compressed(path, **_tampered(saved, case))
+    seconds, peak = _refused(path, match)
+    assert seconds < 5 and peak < 50
+
+
+def test_a_deflate_bomb_in_one_chain_is_refused_fast_in_little_memory(saved, tmp_path):
+    """Before: 7.2 GB inflated in 100-120 s (8.6 GB traced) before chain 1's factors were found
+    not to fit its rates; now its declared shape is refused against chain 0's from the headers."""
+    members = saved["members"]["ensemble"]
+    parts = [small_member(f"{key}.npy", value) for key, value in members.items() if key != "chain1.mu_hat"]
+    parts.append(bomb_member("chain1.mu_hat.npy", (30_000, 30_000), np.float64))  # 7.2 GB declared
+    path = write_members(tmp_path / "bomb.npz", parts)
+    seconds, peak = _refused(path, r"chain 1's 'mu_hat' is \(30000, 30000\) of float64, not chain 0's \(30, 12\)")
+    assert seconds < 5 and peak < 50
+
+
+def test_an_untouched_ensemble_loads_to_the_same_chains(saved):
+    loaded = EnsemblePosterior.load(saved["path"])
+    _assert_same(loaded, saved["ensemble"])
+
+
+def _assert_same(loaded, ensemble):
+    assert loaded.n_chains == ensemble.n_chains and np.array_equal(loaded.mu_hat, ensemble.mu_hat)
+    for ours, theirs in zip(loaded.chains, ensemble.chains, strict=True):
+        assert np.array_equal(ours.mu_hat, theirs.mu_hat)
+        assert np.array_equal(ours.log_joint, theirs.log_joint)
+        assert np.array_equal(ours.log_marginal, theirs.log_marginal, equal_nan=True)
+        assert np.array_equal(ours.iteration_seconds, theirs.iteration_seconds)
+        assert ours.saved_iterations == theirs.saved_iterations and ours.best_iteration == theirs.best_iteration
+
+
+def _central_name_offset(data, name):
+    """Where ``name`` starts in the zip's central directory (not in its local header)."""
+    directory = zipfile.ZipFile(io.BytesIO(data)).start_dir
+    at = data.index(name.encode(), directory)
+    assert struct.unpack("<I", data[at - 46 : at - 42])[0] == 0x02014B50
+    return at
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 255)), min_size=1, max_size=4))
+@example(damage=[("rename", "chain2.log_joint.npy")])
+@example(damage=[("offset", "chain0.format.npy")])
+def test_byte_damage_of_an_ensemble_loads_identical_or_is_a_clear_error(saved, tmp_path, damage):
+    """The two examples are the damages a first fuzzing found: a member's name changed in the
+    zip's central directory only (chain 2 then loaded without its log-joint trace: a silently
+    other ensemble), and an offset sent before the file's start (an OSError 'Invalid argument;
+    check the path and try again')."""
+    data = bytearray(saved["bytes"])
+    for where, value in damage:
+        if where == "rename":  # one letter of a member's name, in the central directory only
+            data[_central_name_offset(bytes(data), value) + 12] = ord("!")
+        elif where == "offset":  # the member's local header offset, pointing before the file
+            at = _central_name_offset(bytes(data), value)
+            data[at - 4 : at] = struct.pack("<I", 0xFFFFFFF0)
+        else:
+            data[where % len(data)] = value
+    path = tmp_path / "damaged.npz"
+    path.write_bytes(bytes(data))
+    try:
+        loaded = EnsemblePosterior.load(path)
+    except ValueError as error:
+        assert "\n" not in str(error) and str(path) in str(error), str(error)
+        return
+    _assert_same(loaded, saved["ensemble"])
