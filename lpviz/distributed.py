@@ -40,10 +40,13 @@ other sum over rows is handed on in row order, and the driver updates the shared
 the one-process fit's own call (``model.vi_update_columns``): the ELBO trace is the same bits.
 """
 
+import contextlib
+import json
 import math
 import os
 import re
 import secrets
+import socket
 import threading
 import time
 import weakref
@@ -106,6 +109,8 @@ CHECKPOINT_FIX = (
 )
 _CHECKPOINT_NAME = re.compile(r"iteration-[0-9]{1,18}")
 _LATEST_BYTES = 256
+# what a save in progress (.tmp) or a checkpoint it replaced (.old) is called until it is renamed or removed
+_STAGING = re.compile(r"\.iteration-[0-9]{1,18}\.[0-9a-f]{8}\.(tmp|old)")
 _STAMP = ("checkpoint_id", "checkpoint_seed", "checkpoint_iteration", "checkpoint_rows", "checkpoint_parts")
 # The hooks a model's update needs to split over machines: the rows' half, the sums it hands on,
 # the other factors' half and its log likelihood from sums (the topic and tensor models have them).
@@ -1142,48 +1147,54 @@ def fit(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if checkpoint is not None and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"checkpoint folder {checkpoint!r} does not exist; create it first")
-    saved_state = None
-    if resume:
-        saved_state = _read_checkpoint(
-            checkpoint, chain_seed, shape, n_iter, inference, _shared_shapes(model_instance, shape)
-        )
-    client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
-    if inference == "vi":
-        try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
-            return _run_variational(
-                client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
-                chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
+    # one fit at a time writes a checkpoint folder (LOCK, removed when the fit ends)
+    lock = _CheckpointLock(checkpoint) if checkpoint is not None else None
+    try:
+        saved_state = None
+        if resume:
+            saved_state = _read_checkpoint(
+                checkpoint, chain_seed, shape, n_iter, inference, _shared_shapes(model_instance, shape)
+            )
+        client, owned = connect(scheduler or os.environ.get(SCHEDULER_ENV), timeout)
+        if inference == "vi":
+            try:  # everything the posterior holds is gathered at the end: the partitions go with the fit
+                return _run_variational(
+                    client, counts, alpha, model_instance, method_instance, method_options, shape, n_iter, tol,
+                    chain_seed, parallel, callback, workers, (excluded, heldout, zeros),
+                    (checkpoint, checkpoint_every, saved_state),
+                )  # fmt: skip
+            finally:
+                if owned:
+                    client.close()
+        try:
+            posterior = _run(
+                client,
+                counts,
+                alpha,
+                model_instance,
+                method_instance,
+                method_options,
+                shape,
+                n_iter,
+                burn_in,
+                thin,
+                chain_seed,
+                parallel,
+                callback,
+                workers,
                 (checkpoint, checkpoint_every, saved_state),
-            )  # fmt: skip
-        finally:
+                (excluded, heldout, zeros),
+            )
+        except BaseException:
             if owned:
                 client.close()
-    try:
-        posterior = _run(
-            client,
-            counts,
-            alpha,
-            model_instance,
-            method_instance,
-            method_options,
-            shape,
-            n_iter,
-            burn_in,
-            thin,
-            chain_seed,
-            parallel,
-            callback,
-            workers,
-            (checkpoint, checkpoint_every, saved_state),
-            (excluded, heldout, zeros),
-        )
-    except BaseException:
-        if owned:
-            client.close()
-        raise
-    if owned:  # the workers keep theta and the rates while the posterior lives: close the client then
-        posterior._finalizer = weakref.finalize(posterior, client.close)
-    return posterior
+            raise
+        if owned:  # the workers keep theta and the rates while the posterior lives: close the client then
+            posterior._finalizer = weakref.finalize(posterior, client.close)
+        return posterior
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def partition_bytes(
@@ -1545,20 +1556,115 @@ def _check_parts(target, parts, stamp):
             _check_stamp(archive, stamp, start, stop)
 
 
+LOCK_NAME = "LOCK"
+_LOCK_BYTES = 4096
+
+
+class _CheckpointLock:
+    """The file ``LOCK`` in a checkpoint folder while a fit writes (or resumes from) it: created
+    exclusively (O_EXCL, which shared storage keeps atomic too), naming the process, its machine
+    and when it started; removed when the fit ends. A second fit on the folder is refused naming
+    the first (two fits saving into one folder removed each other's checkpoints and overwrote
+    LATEST: whichever saved last won, whatever chain the folder's resume then expected; issue 58).
+    A lock left by a process of this machine that is gone (killed) is taken over."""
+
+    def __init__(self, folder):
+        self.path = os.path.join(os.fspath(folder), LOCK_NAME)
+        self.ident = secrets.token_hex(8)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "id": self.ident}
+        self.text = json.dumps(record)
+        for _ in range(3):
+            try:
+                descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                if self._stale():
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(self.path)
+                    continue
+                raise self._refusal() from None
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(self.text)
+            return
+        raise self._refusal()
+
+    def _holder(self):
+        try:
+            with open(self.path, "rb") as handle:
+                record = json.loads(handle.read(_LOCK_BYTES).decode("utf-8"))
+            return record if isinstance(record, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def _stale(self):
+        holder = self._holder()
+        if holder is None or holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+            return False
+        try:
+            os.kill(holder["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            return False
+        return False
+
+    def _refusal(self):
+        holder = self._holder()
+        if holder is None:
+            who = "a fit (its lock file holds no record lpviz wrote)"
+        else:
+            started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(holder.get("started", 0) or 0)))
+            who = f"another fit: process {holder.get('pid')} on {str(holder.get('host'))[:64]!r}, started {started}"
+        return ValueError(
+            f"the checkpoint folder {os.path.dirname(self.path)!r} is in use by {who} (its lock file {self.path}); "
+            "two fits writing one folder would mix their checkpoints: wait for that fit to end, give this one "
+            "another checkpoint folder, or, if that fit is gone, remove the lock file"
+        )
+
+    def release(self):
+        """Remove the lock file if it still is this fit's."""
+        holder = self._holder()
+        if holder is not None and holder.get("id") == self.ident:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.path)
+
+
 def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, variational=None):
-    """Every partition's state, then the driver's, in a new folder; then LATEST names it (atomic:
-    a chain stopped in the middle leaves the last checkpoint whole); then the previous one goes.
-    ``variational``: a CAVI fit's driver arrays (its partitions save with ``vi_save``)."""
+    """Every partition's state, then the driver's, in a hidden staging folder, renamed
+    ``iteration-N`` once whole; then LATEST names it; then the previous one goes (atomic: a chain
+    stopped in the middle, by a signal or a lost machine, leaves the last checkpoint whole and no
+    half-written ``iteration-N`` behind: a resumed run saving that iteration again once wrote into
+    the half-written folder, whose parts of another number of workers then made its checkpoint
+    refused; issue 58). ``variational``: a CAVI fit's driver arrays (its partitions save with
+    ``vi_save``)."""
     import shutil
 
     from lpviz._files import atomic_write
 
     name = f"iteration-{iteration:09d}"
     target = os.path.join(folder, name)
-    os.makedirs(target, exist_ok=True)
+    staging = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    os.mkdir(staging)
     # the id every part records: a part of another checkpoint (another run's, of another iteration or
     # another chain) is refused on resume (_check_stamp)
     stamp = {"id": secrets.token_hex(16), "seed": seed, "iteration": iteration, "n_parts": len(actors)}
+    try:
+        _write_checkpoint(staging, iteration, seed, shape, shared, posterior, actors, variational, stamp)
+        if os.path.lexists(target):  # an earlier run's checkpoint of this iteration (a fresh chain's)
+            os.rename(target, os.path.join(folder, f".{name}.{secrets.token_hex(4)}.old"))
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
+    for entry in os.listdir(folder):  # the previous checkpoint, and what stopped runs left half-written
+        if (entry.startswith("iteration-") and entry != name) or _STAGING.fullmatch(entry):
+            shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+
+
+def _write_checkpoint(target, iteration, seed, shape, shared, posterior, actors, variational, stamp):
+    """The checkpoint's files into the (staging) folder ``target``: every partition's, then the driver's."""
+    from lpviz._files import atomic_write
+
     for future in [(actor.save if variational is None else actor.vi_save)(target, stamp) for actor in actors]:
         future.result()
     arrays = {
@@ -1585,10 +1691,6 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, 
         arrays.update(variational, elbo=np.asarray(posterior.elbo, dtype=float))
         arrays["bytes_moved"] = np.asarray(posterior.bytes_moved, dtype=np.int64)
     atomic_write(os.path.join(target, "driver.npz"), lambda handle: np.savez(handle, **arrays))
-    atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
-    for entry in os.listdir(folder):
-        if entry.startswith("iteration-") and entry != name:
-            shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
 
 
 def _start_partitions(

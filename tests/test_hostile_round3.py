@@ -222,3 +222,74 @@ def test_byte_damage_of_an_ensemble_loads_identical_or_is_a_clear_error(saved, t
         assert "\n" not in str(error) and str(path) in str(error), str(error)
         return
     _assert_same(loaded, saved["ensemble"])
+
+
+# ---------------------------------------------------------------------------
+# One checkpoint folder, one fit at a time; a write stopped half-way leaves the last checkpoint whole
+# ---------------------------------------------------------------------------
+
+CHECKPOINTED = dict(method="private", n_components=2, n_iter=7, burn_in=2, thin=2, random_state=5)
+
+
+@pytest.fixture(scope="module")
+def small_release():
+    return make_topics(n_docs=40, n_words=20, random_state=3).release()
+
+
+def test_a_second_fit_on_a_checkpoint_folder_in_use_is_refused_naming_the_first(client, small_release, tmp_path):
+    import json
+    import os
+    import socket
+
+    from lpviz import distributed
+
+    lock = tmp_path / distributed.LOCK_NAME
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": 0, "id": "x"}))
+    with pytest.raises(ValueError, match=r"is in use by another fit: process \d+") as refusal:
+        distributed.fit(small_release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, **CHECKPOINTED)
+    assert "remove the lock file" in str(refusal.value) and lock.exists()  # the other fit's lock stays
+    assert not any(p.name.startswith("iteration-") for p in tmp_path.iterdir())  # nothing written
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over_and_released(client, small_release, tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from lpviz import distributed
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)  # a process that has ended
+    (tmp_path / distributed.LOCK_NAME).write_text(
+        json.dumps({"pid": pid, "host": socket.gethostname(), "started": 0, "id": "x"})
+    )
+    distributed.fit(small_release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, **CHECKPOINTED)
+    assert not (tmp_path / distributed.LOCK_NAME).exists()  # released at the fit's end
+    assert (tmp_path / "LATEST").read_text().startswith("iteration-")
+
+
+def test_a_half_written_checkpoint_never_replaces_the_last_whole_one(client, small_release, tmp_path, monkeypatch):
+    from lpviz import distributed
+
+    reference = distributed.fit(small_release, scheduler=client, **CHECKPOINTED)
+    calls = {"n": 0}
+    real = distributed._write_checkpoint
+
+    def interrupted(*args, **kwargs):  # the second save is stopped in its middle (a signal, a lost machine)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "_write_checkpoint", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        distributed.fit(small_release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, **CHECKPOINTED)
+    monkeypatch.undo()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["LATEST", "iteration-000000003"], names  # no staging folder, no lock left behind
+    resumed = distributed.fit(
+        small_release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, resume=True, **CHECKPOINTED
+    )
+    assert np.array_equal(resumed.mu_hat, reference.mu_hat)
+    assert np.array_equal(resumed.log_joint, reference.log_joint)
