@@ -293,3 +293,143 @@ def test_a_half_written_checkpoint_never_replaces_the_last_whole_one(client, sma
     )
     assert np.array_equal(resumed.mu_hat, reference.mu_hat)
     assert np.array_equal(resumed.log_joint, reference.log_joint)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints of a chain over a cluster: a signal in the middle of a save, two fits on one folder
+# ---------------------------------------------------------------------------------------------
+
+CHAIN = dict(method="private", n_components=3, n_iter=8, burn_in=2, thin=2, random_state=5)
+
+_SIGNALLED_SAVE = """
+import os, signal, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, sys.argv[1])
+from distributed import Client, LocalCluster
+import lpviz._files as files
+from lpviz import distributed
+from lpviz.datasets import make_topics
+
+folder, number = sys.argv[2], getattr(signal, sys.argv[3])
+original = files.atomic_write
+
+def signalled(path, write, **options):  # the signal while driver.npz of iteration 6 is being written
+    if os.path.basename(str(path)) == "driver.npz" and "iteration-000000006" in str(path):
+        def then_signal(handle):
+            write(handle)
+            print("SIGNAL", time.time(), flush=True)
+            os.kill(os.getpid(), number)
+            time.sleep(60)
+        return original(path, then_signal, **options)
+    return original(path, write, **options)
+
+files.atomic_write = signalled
+release = make_topics(n_docs=61, n_words=40, random_state=3).release()
+with LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as cluster:
+    with Client(cluster) as client:
+        distributed.fit(release, scheduler=client, checkpoint=folder, checkpoint_every=3, **CHAIN)
+print("DONE", flush=True)
+""".replace("**CHAIN", f"**{CHAIN!r}")
+
+
+@pytest.fixture(scope="module")
+def chain_release():
+    return make_topics(n_docs=61, n_words=40, random_state=3).release()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_checkpoint_write_ends_the_run_and_leaves_it_resumable(
+    client, chain_release, tmp_path, signal_name
+):
+    """SIGTERM or SIGINT while the driver file of iteration 6 is written: the run ends within a
+    second or two, iteration 3's checkpoint stays whole and resumes (on one worker: other
+    partitions) to the unbroken chain, and so does the checkpoint that resumed run writes. Before:
+    the save wrote into ``iteration-6`` in place, the stopped run left its two parts there, the
+    resumed run's one part joined them, and its checkpoint was then refused ('rows-0-32.npz: is
+    not a part of this checkpoint')."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("distributed")
+    from lpviz import distributed
+    from tests._distributed_checks import same_chain
+
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_SAVE, root, str(folder), signal_name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    ended = time.time()
+    signalled = [float(line.split()[1]) for line in child.stdout.splitlines() if line.startswith("SIGNAL")]
+    assert signalled and "DONE" not in child.stdout, (child.stdout, child.stderr[-2000:])
+    assert child.returncode == -getattr(signal, signal_name) or child.returncode == 1, child.returncode
+    assert ended - signalled[0] < 5
+    assert (folder / "LATEST").read_text() == "iteration-000000003"
+    assert not (folder / "iteration-000000006").exists()  # no half-written checkpoint under its name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = lpviz.fit(chain_release, **CHAIN)
+        reference10 = lpviz.fit(chain_release, **dict(CHAIN, n_iter=10))
+    options = dict(scheduler=client, checkpoint=folder, checkpoint_every=3, resume=True)
+    resumed = distributed.fit(chain_release, workers=1, **options, **CHAIN)
+    assert same_chain(resumed, reference) == []
+    assert sorted(os.listdir(folder)) == ["LATEST", "iteration-000000006"]  # what the stopped run left: gone
+    again = distributed.fit(chain_release, **options, **dict(CHAIN, n_iter=10))
+    assert same_chain(again, reference10) == []
+
+
+def test_a_fit_started_while_another_writes_the_folder_is_refused_naming_it(client, chain_release, tmp_path):
+    """Two fits saving into one folder at once: the second is refused in words naming the first
+    (its process, machine and start) before it writes a byte; the first's checkpoint is its own
+    and resumes to its chain; the lock goes when the first ends. Before: the second ran, and each
+    save removed the other's checkpoints and overwrote LATEST."""
+    import os
+
+    from lpviz import distributed
+    from tests._distributed_checks import same_chain
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    refusals = []
+
+    def second_fit(state):
+        if state.iteration == 4:
+            with pytest.raises(ValueError, match=rf"in use by another fit: process {os.getpid()} on .*LOCK") as caught:
+                distributed.fit(chain_release, scheduler=client, checkpoint=folder, **dict(CHAIN, random_state=6))
+            refusals.append(str(caught.value))
+
+    distributed.fit(
+        chain_release, scheduler=client, checkpoint=folder, checkpoint_every=3, callback=second_fit, **CHAIN
+    )
+    assert len(refusals) == 1 and "\n" not in refusals[0]
+    assert not (folder / "LOCK").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = lpviz.fit(chain_release, **CHAIN)
+    resumed = distributed.fit(
+        chain_release, scheduler=client, checkpoint=folder, checkpoint_every=3, resume=True, **CHAIN
+    )
+    assert same_chain(resumed, reference) == []
+
+
+def test_a_lock_of_another_machine_or_not_lpvizs_is_refused_and_kept(client, chain_release, tmp_path):
+    import json
+
+    from lpviz import distributed
+
+    folder = tmp_path / "left"
+    folder.mkdir()
+    lock = {"pid": 1, "host": "elsewhere", "started": 0, "id": "x"}
+    (folder / "LOCK").write_text(json.dumps(lock))
+    with pytest.raises(ValueError, match=r"in use by another fit: process 1 on 'elsewhere'.*remove the lock file"):
+        distributed.fit(chain_release, scheduler=client, checkpoint=folder, **CHAIN)
+    (folder / "LOCK").write_bytes(b"\xff" * 10)
+    with pytest.raises(ValueError, match=r"holds no record lpviz wrote"):
+        distributed.fit(chain_release, scheduler=client, checkpoint=folder, **CHAIN)
+    assert sorted(p.name for p in folder.iterdir()) == ["LOCK"]
