@@ -32,37 +32,15 @@ LEGEND_BELOW = dict(legend_position="bottom")
 LEGEND_PLOT_HEIGHT = 380
 
 
-# What a row and a cell of the data are, per kind of data (lpviz.release.KINDS): the guarantee is about
-# rows (two rows whose counts differ by at most N in total), the noise is drawn for every cell. The
-# wording of the sender x recipient x month data spoke of documents and words (issue 57 MEDIUM 10).
-_UNITS = {
-    "documents": dict(
-        rows="{doc}s",
-        row="one {doc}'s counts of every word",
-        cell="one {doc}'s count of one word",
-        units="words",
-    ),
-    "network": dict(
-        rows="rows of the network (one sender's counts to every recipient)",
-        row="one sender's emails to every recipient",
-        cell="one sender's emails to one recipient",
-        units="emails",
-    ),
-    "tensor": dict(
-        rows="rows of the tensor (one sender's counts to every recipient in every month)",
-        row="one sender's emails to every recipient in every month",
-        cell="one sender's emails to one recipient in one month",
-        units="emails",
-    ),
-}
-
-
 def privacy_unit(kind, source=""):
     """``{"rows", "row", "cell", "units"}``: what the privacy guarantee's rows are (plural, for "any two
     ..."), what one row and one cell are and what its counts count, for data of ``kind`` from ``source``
     (a documents x words source of Enron's is emails x words)."""
+    from lpviz.release import KIND_UNITS, KINDS
+
     doc = "email" if str(source).startswith("enron") else "document"
-    return {key: text.format(doc=doc) for key, text in _UNITS.get(kind, _UNITS["documents"]).items()}
+    units = KIND_UNITS.get(kind, KIND_UNITS[KINDS[0]])
+    return {key: text.format(doc=doc) for key, text in units.items()}
 
 
 def _three_digits(value):

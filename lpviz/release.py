@@ -39,6 +39,28 @@ from lpviz._validate import check_alpha as _check_alpha
 KINDS = ("documents", "network", "tensor")
 # The order (number of modes) of the data of each kind: None = 3 or more.
 KIND_ORDERS = {"documents": 2, "network": 2, "tensor": None}
+# What a row and a cell of each kind are, for texts on the guarantee (it is about rows: two rows whose
+# counts differ by at most N in total; the noise is drawn for every cell); "{doc}": document or email.
+KIND_UNITS = {
+    "documents": dict(
+        rows="{doc}s",
+        row="one {doc}'s counts of every word",
+        cell="one {doc}'s count of one word",
+        units="words",
+    ),
+    "network": dict(
+        rows="rows of the network (one sender's counts to every recipient)",
+        row="one sender's emails to every recipient",
+        cell="one sender's emails to one recipient",
+        units="emails",
+    ),
+    "tensor": dict(
+        rows="rows of the tensor (one sender's counts to every recipient in every month)",
+        row="one sender's emails to every recipient in every month",
+        cell="one sender's emails to one recipient in one month",
+        units="emails",
+    ),
+}
 RELEASE_FORMAT = "lpviz-release-1"
 
 # The largest count, true or noised, any part of lpviz accepts: |count| <= MAX_COUNT. The samplers'
