@@ -339,8 +339,9 @@ class Stacking:
     ``cells``: "heldout" (the release's held-out noised cells) or "loo" (PSIS-LOO over the observed
     cells) or "observed" (in-sample: chains without draws and nothing held out; optimistic);
     ``n_cells`` scored of ``n_cells_total``; ``n_draws`` per chain (0: point estimates);
-    ``weights`` (C,); ``pointwise`` (C, n) (chains counted from 0 everywhere, as score's reasons count them); ``pooled`` and ``stacked`` (n,): the equal-weight pool's
-    and the cross-fitted stacked mixture's pointwise densities; ``pareto_k`` (C, n) for "loo";
+    ``weights`` (C,); ``pointwise`` (C, n) (chains counted from 0 everywhere, as score's reasons
+    count them); ``pooled`` and ``stacked`` (n,): the equal-weight pool's and the cross-fitted
+    stacked mixture's pointwise densities; ``pareto_k`` (C, n) for "loo";
     ``modes``: lists of chain indices; ``mode_log_joint``: each mode's mean log joint after burn-in;
     ``seconds`` it took; ``notes``: sentences on what the numbers rest on.
     """
