@@ -9,6 +9,7 @@ float matrices. Each returns the checked value in its plain form (``int``,
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -101,3 +102,57 @@ def as_2d_float(name, values):
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got an array of shape {array.shape}")
     return array
+
+
+# Rows of the counts looked at a time when counting their positive cells (warn_components).
+_COUNT_ROWS = 4096
+
+
+def _positive_cells(data):
+    """How many cells of ``data`` (a Release's noised counts, an array or a sparse matrix) are
+    positive, counted a block of rows at a time; None for data whose cells are not here (a
+    generator whose rows the workers build)."""
+    counts = getattr(data, "Y_obs", data)
+    if hasattr(counts, "tocsr") and hasattr(counts, "data"):  # scipy sparse: its stored values
+        return int(np.count_nonzero(np.asarray(counts.data) > 0))
+    if not isinstance(counts, np.ndarray) or counts.ndim < 2:
+        return None
+    return sum(int(np.count_nonzero(counts[row : row + _COUNT_ROWS] > 0)) for row in range(0, len(counts), _COUNT_ROWS))
+
+
+def warn_components(data, n_components, stacklevel=3):
+    """Warn, before a fit starts, when ``n_components`` is far beyond what ``data`` hold: more than a
+    matrix's min(rows, columns) (for a tensor, its cells over its largest mode: the most
+    components its unfoldings hold), or more than its positive cells. Such components fit noise
+    and every iteration's time and memory grow with them (issue 58: n_components=10**6 on 40 x 20
+    counts ran for minutes without a word). What is not a count is left to the model to refuse."""
+    shape = getattr(data, "shape", None)
+    if (
+        shape is None
+        or len(shape) < 2
+        or isinstance(n_components, bool)
+        or not isinstance(n_components, (int, np.integer))
+        or n_components < 2
+    ):
+        return
+    shape = tuple(int(n) for n in shape)
+    most = math.prod(shape) // max(max(shape), 1)
+    described = " x ".join(f"{n:,}" for n in shape)
+    if len(shape) == 2:
+        bound = f"min(rows, columns) = {most:,}"
+    else:
+        bound = f"{most:,} (its cells over its largest mode)"
+    if n_components > most:
+        problem = f"more than data of shape {described} can hold: at most {bound} components"
+    else:
+        positive = _positive_cells(data)
+        if positive is None or n_components <= positive:
+            return
+        problem = f"more than the {positive:,} positive cells of the {described} counts"
+        most = max(positive, 1)
+    warnings.warn(
+        f"n_components={int(n_components):,} is {problem}; the extra components fit noise and make every "
+        f"iteration slower and larger. Fit with n_components <= {most:,} (or check the data).",
+        UserWarning,
+        stacklevel=stacklevel,
+    )

@@ -1061,7 +1061,7 @@ def fit(
         raise TypeError("a chain over a cluster fits a Release (lpviz.Release(...)); wrap the counts in one")
     model_name = model_registry.default_for(data.kind) if model is None else model
     model_instance = model_registry.create(model_name, n_components, a0=a0, b0=b0)
-    from lpviz.driver import warn_components
+    from lpviz._validate import warn_components
 
     warn_components(data, n_components)
     if inference != "vi" and not splits_over_machines(model_instance):

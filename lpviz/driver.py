@@ -9,14 +9,12 @@ builds on the engine), so neither needs the other at import; ``lpviz.run``,
 ``lpviz.fit`` and ``lpviz.engine.run``/``fit`` are these functions.
 """
 
-import math
-import warnings
-
 import numpy as np
 
 from lpviz import methods as method_registry
 from lpviz import vi
 from lpviz._dask_chains import DaskEnsembleRun
+from lpviz._validate import warn_components
 from lpviz.engine import INFERENCES, Chain, Run, _schedule
 from lpviz.ensemble import DEFAULT_CHAINS, EnsembleRun, check_chains, spawn_seeds
 
@@ -142,60 +140,6 @@ def run(
     _check_ensemble_memory(first, count)
     runs = [first] + [_one_run(random_state=seed, **arguments) for seed in seeds[1:]]
     return EnsembleRun(runs, restarts=inference == "vi")
-
-
-# Rows of the counts looked at a time when counting their positive cells (warn_components).
-_COUNT_ROWS = 4096
-
-
-def _positive_cells(data):
-    """How many cells of ``data`` (a Release's noised counts, an array or a sparse matrix) are
-    positive, counted a block of rows at a time; None for data whose cells are not here (a
-    generator whose rows the workers build)."""
-    counts = getattr(data, "Y_obs", data)
-    if hasattr(counts, "tocsr") and hasattr(counts, "data"):  # scipy sparse: its stored values
-        return int(np.count_nonzero(np.asarray(counts.data) > 0))
-    if not isinstance(counts, np.ndarray) or counts.ndim < 2:
-        return None
-    return sum(int(np.count_nonzero(counts[row : row + _COUNT_ROWS] > 0)) for row in range(0, len(counts), _COUNT_ROWS))
-
-
-def warn_components(data, n_components, stacklevel=3):
-    """Warn, before a fit starts, when ``n_components`` is far beyond what ``data`` hold: more than a
-    matrix's min(rows, columns) (for a tensor, its cells over its largest mode: the most
-    components its unfoldings hold), or more than its positive cells. Such components fit noise
-    and every iteration's time and memory grow with them (issue 58: n_components=10**6 on 40 x 20
-    counts ran for minutes without a word). What is not a count is left to the model to refuse."""
-    shape = getattr(data, "shape", None)
-    if (
-        shape is None
-        or len(shape) < 2
-        or isinstance(n_components, bool)
-        or not isinstance(n_components, (int, np.integer))
-        or n_components < 2
-    ):
-        return
-    shape = tuple(int(n) for n in shape)
-    most = math.prod(shape) // max(max(shape), 1)
-    described = " x ".join(f"{n:,}" for n in shape)
-    if len(shape) == 2:
-        bound = f"min(rows, columns) = {most:,}"
-    else:
-        bound = f"{most:,} (its cells over its largest mode)"
-    if n_components > most:
-        problem = f"more than data of shape {described} can hold: at most {bound} components"
-    else:
-        positive = _positive_cells(data)
-        if positive is None or n_components <= positive:
-            return
-        problem = f"more than the {positive:,} positive cells of the {described} counts"
-        most = max(positive, 1)
-    warnings.warn(
-        f"n_components={int(n_components):,} is {problem}; the extra components fit noise and make every "
-        f"iteration slower and larger. Fit with n_components <= {most:,} (or check the data).",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
 
 
 def _dask_run(scheduler, arguments, random_state, chains, restarts):

@@ -83,6 +83,7 @@ class FakeRunner:
 
     def __init__(self, method, length=50):
         self.method, self.label, self.color = method, method, "#123456"
+        self.burn_in = 0  # the traces open after it (issue 57 MEDIUM 8)
         self.buffer = hv.streams.Buffer(
             pd.DataFrame({"iteration": [], "log_joint": []}),
             length=length,
