@@ -13,7 +13,7 @@ keeps what the buffer keeps), a millisecond or so. The buffers stay the data
 import weakref
 
 import numpy as np
-from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, NumeralTickFormatter, Range1d
+from bokeh.models import ColumnDataSource, HoverTool, NumeralTickFormatter, Range1d
 from bokeh.plotting import figure
 
 from app.live_rates import FLEX_BASIS
@@ -30,17 +30,6 @@ def chain_of(column):
     return int(suffix) if stem in CHAIN_TRACES and suffix.isdigit() else 0
 
 
-# Traces of each method's own model: their levels are not comparable across methods (the private
-# method's log joint holds the noise's terms), so each method gets a y axis of its own.
-OWN_MODEL_TRACES = (*CHAIN_TRACES, "elbo")
-
-
-def own_model(column):
-    """Whether ``column`` (``log_joint``, ``log_joint_2``, ``elbo``, ...) traces a method's own model."""
-    stem, _, suffix = column.rpartition("_")
-    return (stem if stem in CHAIN_TRACES and suffix.isdigit() else column) in OWN_MODEL_TRACES
-
-
 def line_style(chain):
     """``(line width, alpha)`` of chain ``chain``'s trace line, on the tab and in its PNG: chain 0's line
     carries the method's legend entry; its other chains share its colour, thinner and fainter."""
@@ -53,12 +42,6 @@ class LiveTraces:
     Subscribes to each runner's ``buffer``; every trigger of a buffer (a drain's one
     redraw) streams that runner's new rows. :meth:`detach` unsubscribes (the plot was
     replaced). ``figure`` is the Bokeh figure to show (``pn.pane.Bokeh``).
-
-    The axes open on the iterations after burn-in once there are any (:meth:`_fit_ranges`; the
-    toolbar's Reset shows every iteration), and a trace of each method's own model (log joint,
-    ELBO) gives each method a y axis of its own, in its colour: on "Two chains, two modes" the
-    private method's two chains, ~30 apart, were one flat line on an axis spanning the first
-    iterations' climb and the three methods' levels, ~6,000 (issue 57 MEDIUM 8).
     """
 
     def __init__(self, lines, *, title, ylabel, legend, min_width=TRACE_MIN_WIDTH):
@@ -93,46 +76,28 @@ class LiveTraces:
         for method, runner in self._runners.items():
             self.sources[method] = ColumnDataSource(self._columns_of(method, runner.buffer.data))
             self._last[method] = self._last_iteration(runner.buffer.data)
-        # each method on a y range of its own (the first on the figure's own): its own model's levels
-        methods = list(self._runners)
-        separate = len(methods) > 1 and all(own_model(column) for _, column, _ in lines)
-        self._range_names = {method: "default" for method in methods}
-        if separate:
-            first = self._runners[methods[0]]
-            self.figure.yaxis[0].update(**self._axis_colour(first.color))  # its label stays the trace's
-            for method in methods[1:]:
-                runner = self._runners[method]
-                self._range_names[method] = f"y_{method}"
-                self.figure.extra_y_ranges[f"y_{method}"] = Range1d(0, 1)
-                axis = LinearAxis(
-                    y_range_name=f"y_{method}",
-                    axis_label=runner.label,
-                    formatter=NumeralTickFormatter(format="0,0.[000]"),
-                    **self._axis_colour(runner.color),
-                )
-                self.figure.add_layout(axis, "right")
-        hovers = []
         for runner, column, dash in lines:
             chain = chain_of(column)
             width, alpha = line_style(chain)
             style = dict(legend_label=runner.label) if chain == 0 else dict(line_alpha=alpha)
-            line = self.figure.line(
-                "iteration",
-                column,
-                source=self.sources[runner.method],
-                color=runner.color,
-                line_width=width,
-                line_dash=dash,
-                name=f"{runner.label}: {column}" if chain == 0 else f"{runner.label}: chain {chain}",
-                y_range_name=self._range_names[runner.method],
-                **style,
+            renderers.append(
+                self.figure.line(
+                    "iteration",
+                    column,
+                    source=self.sources[runner.method],
+                    color=runner.color,
+                    line_width=width,
+                    line_dash=dash,
+                    name=f"{runner.label}: {column}" if chain == 0 else f"{runner.label}: chain {chain}",
+                    **style,
+                )
             )
-            renderers.append(line)
-            if separate:  # the line's own value ($y is the first method's axis)
-                hovers.append(([line], f"@{{{column}}}{{0,0.[000]}}"))
-        for hovered, value in hovers or [(renderers, "$y{0,0.[000]}")]:
-            tooltips = [("", "$name"), ("iteration", "@iteration{0,0}"), (ylabel, value)]
-            self.figure.add_tools(HoverTool(renderers=hovered, tooltips=tooltips))
+        self.figure.add_tools(
+            HoverTool(
+                renderers=renderers,
+                tooltips=[("", "$name"), ("iteration", "@iteration{0,0}"), (ylabel, "$y{0,0.[000]}")],
+            )
+        )
         self._fit_ranges()
         self.figure.legend.location = legend
         self.figure.legend.label_text_font_size = "9pt"
@@ -172,42 +137,19 @@ class LiveTraces:
             self._last[method] = self._last_iteration(data)
         self._fit_ranges()
 
-    @staticmethod
-    def _axis_colour(color):
-        return dict(axis_label_text_color=color, major_label_text_color=color, axis_line_color=color)
-
     def _fit_ranges(self):
-        """The axes span the rows drawn after burn-in once there are any, else every row drawn (0 to 1
-        while there are none); each y range (one per method, or one for all) its methods' rows. Reset
-        (the toolbar's) shows every row: the ranges' reset limits span them all."""
-        after = any(
-            np.any(np.asarray(source.data["iteration"], dtype=float) > self._runners[method].burn_in)
-            for method, source in self.sources.items()
-        )
-        xs, x_all, ys, y_all = [], [], {}, {}
+        """The axes span the rows drawn (0 to 1 while there are none)."""
+        xs, ys = [], []
         for method, source in self.sources.items():
-            x = np.asarray(source.data["iteration"], dtype=float)
-            keep = x > self._runners[method].burn_in if after else np.ones(x.shape, dtype=bool)
-            name = self._range_names[method]
-            xs.append(x[keep])
-            x_all.append(x)
-            for column in self._columns[method][1:]:
-                y = np.asarray(source.data[column], dtype=float)
-                ys.setdefault(name, []).append(y[keep])
-                y_all.setdefault(name, []).append(y)
-        x_low, x_high = _span(xs, (0.0, 1.0))
-        reset_low, reset_high = _span(x_all, (0.0, 1.0))
-        self.figure.x_range.update(
-            start=x_low,
-            end=x_high if x_high > x_low else x_low + 1.0,
-            reset_start=reset_low,
-            reset_end=reset_high if reset_high > reset_low else reset_low + 1.0,
-        )
-        for name, values in ys.items():
-            y_range = self.figure.y_range if name == "default" else self.figure.extra_y_ranges[name]
-            low, high = _padded(*_span(values, (0.0, 1.0)))
-            reset_low, reset_high = _padded(*_span(y_all[name], (0.0, 1.0)))
-            y_range.update(start=low, end=high, reset_start=reset_low, reset_end=reset_high)
+            xs.append(np.asarray(source.data["iteration"], dtype=float))
+            ys += [np.asarray(source.data[column], dtype=float) for column in self._columns[method][1:]]
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+        x_low, x_high = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
+        y_low, y_high = (float(y.min()), float(y.max())) if y.size else (0.0, 1.0)
+        pad = 0.05 * (y_high - y_low) or 0.05 * max(abs(y_high), 1.0)
+        self.figure.x_range.update(start=x_low, end=x_high if x_high > x_low else x_low + 1.0)
+        self.figure.y_range.update(start=y_low - pad, end=y_high + pad)
 
     def detach(self):
         """Stop following the buffers (the plot was replaced or its page closed)."""
@@ -218,16 +160,3 @@ class LiveTraces:
                 for precedence, subscriber in runner.buffer._subscribers
                 if subscriber is not self._subscriber
             ]
-
-
-def _span(arrays, empty):
-    """``(min, max)`` of the finite values of ``arrays``, ``empty`` without any."""
-    values = np.concatenate(arrays) if arrays else np.zeros(0)
-    values = values[np.isfinite(values)]
-    return (float(values.min()), float(values.max())) if values.size else empty
-
-
-def _padded(low, high):
-    """``(low, high)`` with 5% of their span (of their size when equal) either side."""
-    pad = 0.05 * (high - low) or 0.05 * max(abs(high), 1.0)
-    return low - pad, high + pad
