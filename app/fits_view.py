@@ -139,7 +139,6 @@ def board_frame(runners):
     ``frame.attrs["rankable"]``: ``{column: [method, ...]}``, the fits that may be starred in it
     (healthy; for an MAE, also beating its baselines: :func:`lpviz.metrics.rankable`);
     ``frame.attrs["reasons"]``: ``{method: [reason, ...]}`` of the flagged fits."""
-    from app.presets import named_check
     from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
 
     frame = baseline_frame(runners, SCOREBOARD_KEYS)
@@ -157,7 +156,7 @@ def board_frame(runners):
     # the chains each MCMC fit ran (score's n_chains): the scoreboard's R-hat is across them
     frame.attrs["chains"] = max([scores.get("n_chains") or 1 for _, scores in scored], default=1)
     frame.attrs["reasons"] = {
-        label: [named_check(reason, scores) for reason in (scores.get("health") or {}).get("reasons") or []]
+        label: (scores.get("health") or {}).get("reasons") or []
         for label, scores in scored
         if not (scores.get("health") or {}).get("healthy", True)
     }

@@ -101,34 +101,6 @@ def _label(method):
     return METHODS[method].label if method in METHODS else method
 
 
-def failed_checks(scores):
-    """The mixing checks a fit failed, in words with their thresholds (those of score()'s "not mixed":
-    R-hat above RHAT_MIXED, bulk ESS below ESS_MIN), and the one it passed beside them."""
-    rhat, ess = scores.get("rhat"), scores.get("ess")
-    if rhat is None or ess is None:
-        return "too short to compute R-hat and ESS"
-    failed, passed = [], []
-    if rhat > RHAT_MIXED:
-        failed.append(f"R-hat {rhat:.4g} above {RHAT_MIXED:g}")
-    else:
-        passed.append(f"R-hat {rhat:.4g} passes: at most {RHAT_MIXED:g}")
-    if ess < ESS_MIN:
-        failed.append(f"bulk ESS {ess:.0f} below {ESS_MIN:g}")
-    else:
-        passed.append(f"bulk ESS {ess:.0f} passes: at least {ESS_MIN:g}")
-    words = f"failing check{'s' if len(failed) > 1 else ''}: {' and '.join(failed)}"
-    return words + (f" ({passed[0]})" if passed else "")
-
-
-def named_check(reason, scores):
-    """A flagged fit's ``reason`` from score(), naming the check that failed when it says the chains have
-    not mixed: "the chains have not mixed (cross-chain R-hat 1.01, bulk ESS 69)" never said that the ESS
-    below 100 was why, and the footnote's "R-hat near 1: the chains agree" read as if they had mixed."""
-    if "not mixed" not in reason:
-        return reason
-    return f"{reason}: {failed_checks(scores)}"
-
-
 def check(claim, scores):
     """The :class:`Verdict` of ``claim`` on ``scores`` (``{method: score() dict}`` of the finished fits)."""
     from lpviz.metrics import SCORE_LABELS, rankable
@@ -156,11 +128,9 @@ def check(claim, scores):
     flagged = [(m, scores[m].get("health") or {}) for m in claim.methods]
     flagged = [(m, health) for m, health in flagged if not health.get("healthy")]
     if flagged:
-        words = {
-            m: [named_check(why, scores[m]) for why in health.get("reasons") or ["no health numbers"]]
-            for m, health in flagged
-        }
-        reasons = "; ".join(f"{_label(m)}: {', '.join(words[m])}" for m, _ in flagged)
+        reasons = "; ".join(
+            f"{_label(m)}: {', '.join(health.get('reasons') or ['no health numbers'])}" for m, health in flagged
+        )
         advice = (
             " Run longer (more iterations) before reading the comparison."
             if any(health.get("not_mixed") for _, health in flagged)
