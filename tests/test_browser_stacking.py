@@ -52,7 +52,7 @@ def expected():
             runner.join(timeout=30)
 
 
-def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page, artifacts_dir):
+def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page):
     page.tab("Fits")
     page.page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=PRESET)
     page.page.get_by_text("Fit settings").first.click()
@@ -90,5 +90,4 @@ def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page,
     assert statements, "the reduced run states nothing: the test checks no sentence"
     assert said == [f"{statement}." for statement in statements]
     assert rule in page.page.locator(".compare-rule").first.inner_text()
-    page.shot(artifacts_dir, "stacking-and-compare")
     assert page.errors == []
