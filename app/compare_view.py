@@ -56,11 +56,8 @@ def finished_fits(runners):
     :class:`~lpviz.ensemble.EnsemblePosterior` for several chains), or ``(None, why)`` in words."""
     if not runners:
         return None, "no method is chosen"
-    short = [runner.label for runner in runners if runner.status in ("stopped", "error")]
-    if short:
-        return None, f"{', '.join(short)} did not run to its end (stopped or failed); run the fits again"
     if any(runner.status != "done" for runner in runners):
-        return None, None  # running, paused or not started: the waiting line
+        return None, None  # still running, stopped short or not started: the waiting line
     fits = {}
     for runner in runners:
         carry = runner._carry
