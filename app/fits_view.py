@@ -10,7 +10,6 @@ updated in place (:mod:`app.live_rates`) from the runners' snapshots, as often a
 view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
-import html
 from functools import partial
 
 import holoviews as hv
@@ -19,7 +18,6 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.compare_view import CompareView
 from app.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from app.live_rates import LiveRates
 from app.live_traces import LiveTraces, chain_of, line_style
@@ -91,12 +89,6 @@ BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 HEALTH_COLUMN = "health"
 BASELINE_SUFFIX = ": best constant"  # the column beside each MAE: the best constant rate's MAE
-# An ensemble's stacked fit beside its pooled one (lpviz.stacking: its chains weighted by how well each
-# predicts the cells no fit used), after the MAE it stands beside and that MAE's best constant: in the
-# final score only (diagnostics=True), None in a running chain's snapshot, so never a stale value.
-STACKED_COLUMNS = {"stacked_mae": "mae", "stacked_heldout_mae": "heldout_mae"}
-STACKED_LABELS = {"stacked_mae": "stacked MAE", "stacked_heldout_mae": "stacked held-out MAE"}
-STACKED_NOTE = "chains weighted by stacking"
 
 
 def health_words(scores):
@@ -145,7 +137,6 @@ def board_frame(runners):
     if frame.empty:
         return frame
     scored = _scored(runners)
-    add_stacked(frame, [scores for _, scores in scored])
     frame.insert(1, HEALTH_COLUMN, [health_words(scores) for _, scores in scored])
     healthy = [label for label, scores in scored if (scores.get("health") or {}).get("healthy")]
     allowed = {column: list(healthy) for column in frame.columns}
@@ -160,36 +151,7 @@ def board_frame(runners):
         for label, scores in scored
         if not (scores.get("health") or {}).get("healthy", True)
     }
-    frame.attrs["modes"] = {label: text for label, scores in scored if (text := modes_text(scores))}
     return frame
-
-
-def stacked_of(scores):
-    """Whether ``scores`` (one fit's :func:`lpviz.metrics.score`) are an ensemble's of >= 2 chains
-    scored with its stacking (the final score): what the stacked columns and the modes line read."""
-    return (scores.get("n_chains") or 1) >= 2 and scores.get("stacking_weights") is not None
-
-
-def modes_text(scores):
-    """The ensemble's modes and stacking weights in words (``score``'s ``modes["text"]``), or ""
-    (one chain, or a live snapshot: its diagnostics are the trace's, no stacking)."""
-    if not stacked_of(scores):
-        return ""
-    return str((scores.get("modes") or {}).get("text") or "")
-
-
-def add_stacked(frame, scores):
-    """Insert each stacked MAE of :data:`STACKED_COLUMNS` (one value per row of ``frame``, from
-    ``scores``) after its MAE and that MAE's best constant, where some fit has one."""
-    from lpviz.metrics import SCORE_LABELS
-
-    for key, beside in STACKED_COLUMNS.items():
-        column = SCORE_LABELS[beside]
-        values = [each.get(key) if stacked_of(each) else None for each in scores]
-        if column not in frame or all(value is None for value in values):
-            continue
-        after = column + BASELINE_SUFFIX if column + BASELINE_SUFFIX in frame else column
-        frame.insert(frame.columns.get_loc(after) + 1, STACKED_LABELS[key], values)
 
 
 def best_cells(frame):
@@ -240,7 +202,6 @@ def scoreboard_html(frame):
     best = best_cells(frame)
     chains = frame.attrs.get("chains", 1)
     notes = {SCORE_LABELS[key]: note for key, note in HEADER_NOTES.items()}
-    notes.update({label: STACKED_NOTE for label in STACKED_LABELS.values()})
     if chains > 1:
         notes[SCORE_LABELS["rhat"]] = f"across {chains} chains"
     convergence = CHAINS_CONVERGENCE_NOTE.format(chains=chains) if chains > 1 else CONVERGENCE_NOTE
@@ -266,25 +227,10 @@ def scoreboard_html(frame):
     return (
         f"<table class='scoreboard'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         + (f"<ul class='flagged-fits'>{flagged}</ul>" if flagged else "")
-        + modes_html(frame.attrs.get("modes") or {})
         + f"<p>{BEST_MARK} the best of each column among the healthy fits (lowest error, highest coherence, "
         f"R-hat nearest 1, largest ESS); an MAE is starred only when it beats the trivial baselines (the best "
         f"constant rate, shown beside it, and the row x column means fit).</p>"
         + (f"<p><small>{convergence}</small></p>" if SCORE_LABELS["rhat"] in frame else "")
-    )
-
-
-def modes_html(modes):
-    """One line per ensemble, ``{method: modes text}``: its chains' modes and stacking weights."""
-    if not modes:
-        return ""
-    lines = "".join(
-        f"<li data-method='{html.escape(method, quote=True)}'><b>{html.escape(method)}</b>: {html.escape(text)}.</li>"
-        for method, text in modes.items()
-    )
-    return (
-        "<p class='chain-modes-title'>Modes and stacking weights (the chains weighted by how well each predicts "
-        f"the cells no fit used; the stacked MAE is their weighted mean's):</p><ul class='chain-modes'>{lines}</ul>"
     )
 
 
@@ -332,8 +278,6 @@ class FitsView(pn.viewable.Viewer):
         self._live_rates = None  # the rate heatmaps shown (app.live_rates), new per data, methods and scale
         self._rate_states = {}  # method -> the state its heatmap shows (the title's second line)
         self._live_traces = []  # the trace plots shown (app.live_traces), detached when replaced
-        # the methods on the held-out noised cells, once every fit has run to its end (lpviz.compare)
-        self.compare = CompareView(fits=self.fits)
         # hidden (another tab shown), the traces' rows, the rate heatmaps and the scoreboard wait
         # until shown; the session's drain asks the same whether the trace plots are shown
         self.on_screen = self.fits.traces_on_screen
@@ -695,7 +639,6 @@ class FitsView(pn.viewable.Viewer):
             claim,
             table,
             explanation,
-            self.compare,
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
             self._rates_box,
