@@ -284,6 +284,16 @@ def count_texts(text):
 
 # The progress lines the page holds (the models' text): what the server last sent. A line reads
 # "<method> - <status>, iteration <i> / <goal>": a plot title that names an iteration is none.
+# The texts of the page's text models whose views are in the page.
+TEXTS_IN_PAGE = """() => {
+  const texts = [];
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
+    if (typeof m.text !== "string" || !m.text) continue;
+    const view = window.Bokeh.index.find_one(m);
+    if (view && view.el && view.el.isConnected) texts.push(m.text);
+  }
+  return texts; }"""
+
 PROGRESS_TEXTS = """() => {
   const lines = [];
   for (const doc of window.Bokeh.documents) for (const m of doc.all_models)

@@ -9,19 +9,10 @@ import re
 
 import pytest
 
-from tests.browser_harness import Page
+from tests.browser_harness import TEXTS_IN_PAGE, Page
 
 pytestmark = pytest.mark.browser
 
-# The texts of the page's text models whose views are in the page.
-TEXTS_IN_PAGE = """() => {
-  const texts = [];
-  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
-    if (typeof m.text !== "string" || !m.text) continue;
-    const view = window.Bokeh.index.find_one(m);
-    if (view && view.el && view.el.isConnected) texts.push(m.text);
-  }
-  return texts; }"""
 # The sidebar's guarantee and the Privacy tab's summary
 PRIVACY_WORDS = ("indistinguishable", "alpha = exp(-epsilon/N)")
 

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 
 from app.presets import PRESETS
 from app.settings import preset_values
+from tests.browser_harness import TEXTS_IN_PAGE
 
 pytestmark = pytest.mark.browser
 
@@ -183,17 +184,6 @@ def outside(urls):
             if not url.startswith("data:") and urlparse(url.removeprefix("blob:")).hostname not in LOOPBACK
         }
     )
-
-
-# The texts of the page's text models whose views are in the page.
-TEXTS_IN_PAGE = """() => {
-  const texts = [];
-  for (const doc of window.Bokeh.documents) for (const m of doc.all_models) {
-    if (typeof m.text !== "string" || !m.text) continue;
-    const view = window.Bokeh.index.find_one(m);
-    if (view && view.el && view.el.isConnected) texts.push(m.text);
-  }
-  return texts; }"""
 
 
 def shown(page, *words):
