@@ -28,14 +28,14 @@ demo: venv
 # JupyterLab comes with the test extra; the `lpviz` kernel (this checkout importable) opens the tour
 # and any notebook of yours, in any folder (see docs/dashboard.md, "Jupyter").
 notebook: venv
-	$(PY) -m app.notebook
+	$(PY) -m lpviz.dashboard.in_jupyter
 	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 # Listens on 127.0.0.1 only; serving a network is explicit: see docs/dashboard.md ("Serving").
-# PROCS=N: N server processes behind the port, new sessions to the least busy (default: app.serve's).
+# PROCS=N: N server processes behind the port, new sessions to the least busy (default: lpviz.dashboard.serve's).
 PROCS  ?=
 serve: venv
-	$(PY) -m app.serve --port $(PORT) $(if $(PROCS),--procs $(PROCS))
+	$(PY) -m lpviz.dashboard.serve --port $(PORT) $(if $(PROCS),--procs $(PROCS))
 
 # ruff (lint + format check) and mypy over the library and the app; `make format` fixes the layout.
 LINTED := lpviz app tests benchmarks tools

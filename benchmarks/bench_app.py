@@ -16,7 +16,7 @@ Prints, for the Figure 3 data (90 x 15, K=3) and for Enron topics
    point arriving in the browser (the count polled every 20 ms until it has
    not changed for 1.5 s), with the iterations run after the click.
 
-``--app-dir DIR`` serves another checkout's ``app/app.py`` (with that
+``--app-dir DIR`` serves another checkout's ``lpviz/dashboard/app.py`` (with that
 checkout's lpviz) for section 3; given more than once, each checkout is served
 in turn in the same run and the it/s are printed side by side (e.g. this
 checkout and the pre-engine app, commit 582240d, whose chain loop was its own:
@@ -46,9 +46,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.datastore import DataStore  # noqa: E402
-from app.fits import Fits, warm_up_kernels  # noqa: E402
-from app.settings import DEFAULT_ENRON, Settings  # noqa: E402
+from lpviz.dashboard.session.datastore import DataStore  # noqa: E402
+from lpviz.dashboard.session.fits import Fits, warm_up_kernels  # noqa: E402
+from lpviz.dashboard.session.settings import DEFAULT_ENRON, Settings  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -290,7 +290,7 @@ def served_run(case, seconds, app_dir):
         port = sock.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=str(app_dir))
     command = (
-        [sys.executable, "-m", "app.serve", "--port", str(port)]
+        [sys.executable, "-m", "lpviz.dashboard.serve", "--port", str(port)]
         if (app_dir / "app" / "serve.py").exists()
         else [
             sys.executable,
@@ -404,7 +404,11 @@ def main():
     parser.add_argument("--served-seconds", type=float, default=30.0, help="length of the served runs (0: skip)")
     parser.add_argument("--cases", default="figure3,enron", help="comma-separated: figure3, enron")
     parser.add_argument(
-        "--app-dir", type=Path, action="append", default=None, help="checkout whose app/app.py is served (repeatable)"
+        "--app-dir",
+        type=Path,
+        action="append",
+        default=None,
+        help="checkout whose lpviz/dashboard/app.py is served (repeatable)",
     )
     parser.add_argument("--served-only", action="store_true", help="only section 3")
     parser.add_argument("--tiny", action="store_true", help="Figure 3 alone, runs of seconds (the test suite's)")

@@ -14,7 +14,7 @@ trace point in the page, iterations per second while every student's chains
 run; fairness = the slowest student's progress / the fastest's, taken when the
 fastest has run ``--window`` seconds after the last Start (or finished); the
 server's event-loop lag (p50, p95: measured inside the server, see
-``app.loopwatch.watch_event_loop``) and the share of the time its thread spent on
+``lpviz.dashboard.serving.loopwatch.watch_event_loop``) and the share of the time its thread spent on
 the CPU, its resident memory, threads and CPU seconds, and the client's CPU seconds.
 
 Rounds (``--rounds``): the whole class opens and closes again; after each
@@ -23,7 +23,7 @@ threads and memory are read, so a leak shows as growth from round to round.
 
 Where the chains run: in the server's threads (the default), or on the
 workers of a Dask cluster (``--scheduler ADDRESS``, passed to ``python -m
-app.serve``; ``--local-cluster W`` starts a LocalCluster of W worker
+lpviz.dashboard.serve``; ``--local-cluster W`` starts a LocalCluster of W worker
 processes, one Dask thread each, in a process of its own so that the
 server's, the cluster's and the students' CPU are told apart). ``--compare``
 plays each class size in-process first, then on the cluster, in the same run.
@@ -35,7 +35,7 @@ plays each class size in-process first, then on the cluster, in the same run.
     .venv/bin/python benchmarks/bench_class.py --tiny           # a class of 2, 2,000 iterations, a 3 s window
 
 Page opens (``--opens``): N pages opened at once, each the page, its websocket and its document, on a
-server of 1 and of 2 processes (``app.serve --procs``) and on Panel's ``--num-procs`` (forked
+server of 1 and of 2 processes (``lpviz.dashboard.serve --procs``) and on Panel's ``--num-procs`` (forked
 processes sharing the socket): open p50/p95/max, the sessions each process holds (from its own log),
 the RSS of all the server's processes. Each server opens a page per process first (the app's imports).
 """
@@ -137,11 +137,11 @@ def load_average():
 
 
 class Server:
-    """``python -m app.serve`` on a free port, with its event-loop log in a temporary file."""
+    """``python -m lpviz.dashboard.serve`` on a free port, with its event-loop log in a temporary file."""
 
     def __init__(self, extra_args=(), env=None, session_lifetime_ms=3000, num_procs=None, repo=REPO):
         """``num_procs``: Panel's own ``panel serve --num-procs`` instead (forked processes sharing
-        the port, for the comparison with ``app.serve --procs``). ``repo``: the checkout whose app is
+        the port, for the comparison with ``lpviz.dashboard.serve --procs``). ``repo``: the checkout whose app is
         served (``--against``: main, before a change)."""
         self.repo = Path(repo)
         self.port = free_port()
@@ -155,7 +155,7 @@ class Server:
             command = [
                 sys.executable,
                 "-m",
-                "app.serve",
+                "lpviz.dashboard.serve",
                 "--port",
                 str(self.port),
                 "--unused-session-lifetime",
@@ -192,7 +192,7 @@ class Server:
 
     def wait_ready(self, timeout=300):
         """Until a page opens: its websocket connects and closes again, as a tab does (a page only
-        fetched, never connected, is kept for ``app.app.FIRST_CONNECTION_SECONDS``, 120 s, and every
+        fetched, never connected, is kept for ``lpviz.dashboard.app.FIRST_CONNECTION_SECONDS``, 120 s, and every
         wait for the sessions' release waited that long for it)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -268,7 +268,7 @@ class Server:
         return total
 
     def procs(self):
-        """``app.serve --procs``'s own account of its processes (``/lpviz-procs``), or None."""
+        """``lpviz.dashboard.serve --procs``'s own account of its processes (``/lpviz-procs``), or None."""
         with contextlib.suppress(OSError, ValueError):
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/lpviz-procs", timeout=30) as response:
                 return json.loads(response.read())
@@ -772,7 +772,7 @@ def summarize(progresses, begin, moment):
 
 def chain_progress(server, begin, moment):
     """What each session's chains made in [begin, moment] as the server itself logged it (the least
-    iteration of its running methods, every second: ``app.loopwatch.chain_progress``), for the sessions
+    iteration of its running methods, every second: ``dashboard.serving.loopwatch.chain_progress``), for the sessions
     running at both ends; and the seconds between those two log lines. Unlike the pages' progress
     lines, this does not wait for the event loop to redraw a page."""
     by_pid = collections.defaultdict(list)  # each server process logs its own sessions
@@ -1050,7 +1050,7 @@ def main(argv=None):
         type=int,
         nargs="+",
         default=None,
-        help="server processes (app.serve --procs), each in the same run: for --opens (default 1 2) and for "
+        help="server processes (dashboard.serve --procs), each in the same run: for --opens (default 1 2) and for "
         "the class (default 1)",
     )
     parser.add_argument(
@@ -1108,14 +1108,14 @@ def released_sessions(server, timeout=120):
 
 
 def open_sizes(sizes, procs_list, num_procs=None, json_path=None, against=None):
-    """Pages opened at once, ``sizes`` of them, on one server per entry of ``procs_list`` (``app.serve
+    """Pages opened at once, ``sizes`` of them, on one server per entry of ``procs_list`` (``lpviz.dashboard.serve
     --procs P``) and, with ``num_procs``, on ``panel serve --num-procs``: one after another in this
     run, so the other work on the machine loads every configuration alike (as far as it can). With
     ``against`` (another checkout), each ``--procs`` configuration is served from it first, then from
     this checkout."""
     repos = ([("main", Path(against).resolve())] if against else []) + [("this", REPO)]
     configurations = [
-        (f"{name}: app.serve --procs {p}", dict(extra_args=["--procs", str(p)], repo=repo), p)
+        (f"{name}: lpviz.dashboard.serve --procs {p}", dict(extra_args=["--procs", str(p)], repo=repo), p)
         for p in procs_list
         for name, repo in repos
     ]

@@ -706,7 +706,7 @@ def _memory_of(pid):
 
 
 def served_upload(args):
-    """Upload a release bomb to a served dashboard (``python -m app.serve``) through Debian's chromium,
+    """Upload a release bomb to a served dashboard (``python -m lpviz.dashboard.serve``) through Debian's chromium,
     as a user would, and print the server's memory before and after and what the session shows; then
     check that a second session still opens."""
     import socket
@@ -714,7 +714,7 @@ def served_upload(args):
     import hostile_files
     from playwright.sync_api import sync_playwright
 
-    from app.settings import SOURCES
+    from lpviz.dashboard.session.settings import SOURCES
 
     src = Path(args.src or REPO)
     folder = Path(tempfile.mkdtemp(prefix="lpviz-served-upload-"))
@@ -724,7 +724,7 @@ def served_upload(args):
     env = {**os.environ, "LPVIZ_MEMORY_LIMIT": limit, "PYTHONPATH": str(src)}
     log = open(folder / "server.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.serve", "--port", str(port)], cwd=src, env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "lpviz.dashboard.serve", "--port", str(port)], cwd=src, env=env, stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}/app"
     try:

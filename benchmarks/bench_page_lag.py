@@ -1,6 +1,6 @@
 """How long a served page's main thread is blocked while the fits stream (issue 37, item 2).
 
-Serves the dashboard (``python -m app.serve`` from ``--repo``, default this checkout: run it once on
+Serves the dashboard (``python -m lpviz.dashboard.serve`` from ``--repo``, default this checkout: run it once on
 another checkout, e.g. main's, for the figures before a change, on the same machine state), opens
 ``--pages`` pages in Debian's chromium (Playwright), chooses a preset on each (default "Figure 1",
 30,000 iterations; ``--n-iter`` cuts them), throttles each page's CPU by ``--throttle`` (CDP
@@ -99,7 +99,7 @@ def serve(repo):
     env = {**os.environ, "PYTHONPATH": str(repo)}
     log = open(f"/tmp/bench-page-lag-{port}.log", "w")
     process = subprocess.Popen(
-        [str(python), "-m", "app.serve", "--port", str(port)],
+        [str(python), "-m", "lpviz.dashboard.serve", "--port", str(port)],
         cwd=repo,
         env=env,
         stdout=log,
@@ -186,7 +186,7 @@ def open_page(browser, url, throttle):
 
 
 def choose(page, preset, n_iter):
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     goal = PRESETS[preset].settings["n_iter"]
     page.locator(".bk-tab").get_by_text("Fits", exact=True).click()

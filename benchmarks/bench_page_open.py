@@ -2,7 +2,7 @@
 
 A page open on the server is ``create_app()`` (the session's settings, data, chains and views), the
 document's Bokeh models (``server_doc``: the template, the sidebar's controls, the shown tab; as
-``app.app.serve_page`` adds them, under one freeze of the document where the app has it) and its
+``lpviz.dashboard.app.serve_page`` adds them, under one freeze of the document where the app has it) and its
 first JSON (what the websocket sends). Measured in CPU seconds of this process (``time.process_time``),
 so that the other work on a shared machine changes the figures less than wall time would; the median of
 ``--repeat`` opens after two warm-ups (the first open imports and compiles). The plain reference, in the
@@ -59,7 +59,7 @@ GC = GcClock()
 def timed(make, freeze):
     """CPU seconds of (making the page, its models, its JSON; of all, the garbage collector's) for
     ``make()`` returning a template; the models added under one freeze of the document when ``freeze``
-    (as ``app.app.serve_page`` does)."""
+    (as ``lpviz.dashboard.app.serve_page`` does)."""
     import panel as pn
     from bokeh.document import Document
 
@@ -88,8 +88,8 @@ def parts(create_app):
     import panel as pn
     from bokeh.document import Document
 
-    from app.controls_view import ControlsView
-    from app.noise_view import NoiseView
+    from lpviz.dashboard.views.controls_view import ControlsView
+    from lpviz.dashboard.views.noise_view import NoiseView
 
     doc = Document()
     pn.state.curdoc = doc
@@ -127,13 +127,13 @@ def empty_page():
 def measure(repeat, warm_up=True):
     """``{"dashboard": [create_app, models, json, total, gc], "reference": [...], "parts": {...}}``,
     medians. With ``warm_up``, the server's warm-up first where the checkout has one
-    (``app.serve.warm_up``: the imports, then ``gc.freeze``), as ``python -m app.serve`` does."""
-    import app.app as dashboard
-    import app.serve
+    (``dashboard.serve.warm_up``: the imports, then ``gc.freeze``), as ``python -m dashboard.serve`` does."""
+    import lpviz.dashboard.app as dashboard
+    import lpviz.dashboard.serve
 
-    warmed = warm_up and hasattr(app.serve, "warm_up")
+    warmed = warm_up and hasattr(lpviz.dashboard.serve, "warm_up")
     if warmed:
-        app.serve.warm_up()
+        lpviz.dashboard.serve.warm_up()
     create_app = dashboard.create_app
     freeze = hasattr(dashboard, "serve_page")  # the app adds its models under one freeze
     for make in (create_app, create_app, empty_page, empty_page):  # warm-ups: imports, compilation
@@ -158,7 +158,7 @@ def measure(repeat, warm_up=True):
 
 
 def report(label, result):
-    warmed = "imports then gc.freeze (app.serve.warm_up)" if result.get("warmed") else "no gc.freeze"
+    warmed = "imports then gc.freeze (lpviz.dashboard.serve.warm_up)" if result.get("warmed") else "no gc.freeze"
     print(f"{label}: one page open, server CPU s, median (the garbage collector's: mean); {warmed}")
     print(f"  {'':28s}" + "".join(f"{column:>12s}" for column in COLUMNS))
     for name, title in (("dashboard", "dashboard"), ("reference", "reference: an empty page")):

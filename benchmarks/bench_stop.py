@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/bench_stop.py --page [--reference TREE] [--repeats 1]
     .venv/bin/python benchmarks/bench_stop.py --tiny     # 8 x 50 cells, the signal 0.2 s in, 3 samplers: seconds
 
-``--page``: ``python -m app.serve`` of this checkout (and of ``--reference``, e.g. an export of main, in
+``--page``: ``python -m lpviz.dashboard.serve`` of this checkout (and of ``--reference``, e.g. an export of main, in
 the same run: the plain reference) and one chromium page on it (Playwright, as tests/test_browser_runs.py
 drives it). Figure 4 (reduced size) is run and stopped at its start (iteration 1), in the middle
 (iteration 200 of 400), in its last iterations (the slowest chain at 375; the others, 20 ahead at
@@ -162,7 +162,7 @@ def _page_latencies(src, repeats):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.serve", "--port", str(port)],
+        [sys.executable, "-m", "lpviz.dashboard.serve", "--port", str(port)],
         cwd=src,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """The browser harness shared by the served-dashboard tests (a pytest plugin, see conftest.py).
 
-``python -m app.serve`` (what ``make serve`` runs) listens on a free local
+``python -m lpviz.dashboard.serve`` (what ``make serve`` runs) listens on a free local
 port for each test module; each test opens its own page (its own session) in
 Debian's chromium driven by Playwright. What the page shows is read from the
 Bokeh documents in the browser (``window.Bokeh.documents``), so points are
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from app.settings import SOURCES
+from lpviz.dashboard.session.settings import SOURCES
 from lpviz.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,11 +96,11 @@ class Server:
         return "\n".join(text[-lines:])
 
     def thread_stacks(self, wait=60.0):
-        """Every thread's stack in the server now and its sessions' chains (app.serve prints them on
+        """Every thread's stack in the server now and its sessions' chains (lpviz.dashboard.serve prints them on
         SIGUSR1): where a hung run waits. The sessions come when the server's main thread next runs
         Python (at once from an idle loop; a loaded one, busy importing, took over 2 s): read until
         they end, at most ``wait`` seconds (a main thread stuck for good: the stacks alone)."""
-        from app.serve import SESSIONS_END
+        from lpviz.dashboard.serve import SESSIONS_END
 
         before = len(self.log_path.read_text(errors="replace"))
         try:
@@ -135,9 +135,9 @@ def server(tmp_path_factory):
 
 @contextlib.contextmanager
 def served(tmp_path_factory, *options):
-    """``python -m app.serve`` with ``options`` on a free port, as `make serve` runs it, answering."""
+    """``python -m lpviz.dashboard.serve`` with ``options`` on a free port, as `make serve` runs it, answering."""
     port = free_port()
-    panel = [sys.executable, "-m", "app.serve", "--port", str(port), *options]
+    panel = [sys.executable, "-m", "lpviz.dashboard.serve", "--port", str(port), *options]
     # kept where a failed test can show its end (CI prints only the test report)
     log_path = tmp_path_factory.mktemp("server") / f"browser-server-{port}.log"
     log = open(log_path, "w")
@@ -186,7 +186,7 @@ def browser():
 
 class Page:
     """One browser session on the dashboard, collecting console errors and failed requests (every one:
-    a style sheet of Panel's CDN too, which app.resources keeps on this server, issue 37 MEDIUM 5)."""
+    a style sheet of Panel's CDN too, which dashboard.serving.resources keeps on this server, issue 37 MEDIUM 5)."""
 
     def __init__(self, browser, url, viewport=None):
         self.context = browser.new_context(viewport=viewport or {"width": 1500, "height": 1000})
@@ -380,7 +380,7 @@ FIGURES = """
 """
 
 # Whether any loading spinner of the page spins: Panel's spinners are HTML models classed "loader", plus
-# "spin" while their value is true; the header's (app.paint.busy_spinner) an HTML text of those classes.
+# "spin" while their value is true; the header's (dashboard.serving.paint.busy_spinner) an HTML text of those classes.
 SPINNING = """
 () => {
   for (const doc of window.Bokeh.documents)

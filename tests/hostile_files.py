@@ -324,8 +324,8 @@ try:
     elif mode == "python":  # a library call, as a script would make it
         exec(rest[0])
     else:  # the dashboard's upload handler, as the upload widget calls it
-        from app.datastore import DataStore
-        from app.settings import Settings
+        from lpviz.dashboard.session.datastore import DataStore
+        from lpviz.dashboard.session.settings import Settings
 
         store = DataStore(Settings(), background=False)
         with open(rest[0], "rb") as handle:

@@ -11,13 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from app.central_view import CENTRAL_LABEL, MAE_NOT_DEFINED, CentralView, table_html
-from app.datastore import DataStore
-from app.fits import Fits
-from app.settings import Settings
 from lpviz import accounting
 from lpviz.central import PrivateLDA
 from lpviz.central import posterior as central_posterior
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.central_view import CENTRAL_LABEL, MAE_NOT_DEFINED, CentralView, table_html
 from lpviz.metrics import SCORE_LABELS, score
 
 TIMEOUT = 120  # seconds; generous for a loaded 2-core machine and a cold numba cache
@@ -217,8 +217,8 @@ def test_the_central_epsilon_follows_the_sessions_eps_over_n(view):
 
 
 def test_a_central_fit_too_large_for_the_session_is_refused(view, monkeypatch):
-    from app.memory import central_bytes, check_session, expected_sessions, session_bytes
     from lpviz.budget import MemoryBudgetError
+    from lpviz.dashboard.session.memory import central_bytes, check_session, expected_sessions, session_bytes
 
     shape, fits = (90, 15), view.fits
     chains = session_bytes(shape, "topics", 3, list(fits.active))
@@ -231,7 +231,7 @@ def test_a_central_fit_too_large_for_the_session_is_refused(view, monkeypatch):
 
 
 def test_the_central_vs_local_preset_fits_the_central_model_on_enron(enron_tarball):
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     preset = PRESETS["Central vs local"]
     assert "delta 1e-5" in preset.text and "eps/N = 1" in preset.text and "trusted" in preset.text

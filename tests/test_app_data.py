@@ -14,11 +14,11 @@ import numpy as np
 import panel as pn
 import pytest
 
-from app.controls_view import ControlsView
-from app.datastore import DataStore
-from app.noise_view import NoiseView
-from app.plots import colour_limit, display_slice, every, ordinal
-from app.settings import SOURCES, Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.settings import SOURCES, Settings
+from lpviz.dashboard.views.controls_view import ControlsView
+from lpviz.dashboard.views.noise_view import NoiseView
+from lpviz.dashboard.views.plots import colour_limit, display_slice, every, ordinal
 from lpviz.datasets import holdout_mask, make_blocks, make_topics
 from lpviz.privacy import alpha_from, heterogeneous_alpha, truncate
 
@@ -195,11 +195,11 @@ def test_served_sessions_build_in_a_thread_with_progress_and_the_newest_request_
     assert store.loading and store.release is None  # even the synthetic data: nothing runs on the event loop
     settle(store)
     assert store.release.shape == (90, 15) and "(topics)" in store.message
-    import app.datastore
+    import lpviz.dashboard.session.datastore
 
     release = threading.Event()
-    derive = app.datastore.derive
-    monkeypatch.setattr(app.datastore, "derive", lambda *args: release.wait(30) and derive(*args))
+    derive = lpviz.dashboard.session.datastore.derive
+    monkeypatch.setattr(lpviz.dashboard.session.datastore, "derive", lambda *args: release.wait(30) and derive(*args))
     store.settings.n_docs = 3000
     assert store.loading and store.message.startswith("building")
     time.sleep(0.05)
@@ -258,7 +258,7 @@ def test_a_preset_chosen_with_the_fit_settings_card_closed_is_shown_when_it_open
     """The card's widgets are made when it first opens (issue 41): the settings live on the session's
     Settings, the widgets are views of them, so a preset chosen while the card was never opened is in
     force, and the card shows its values when opened; widgets made once follow the presets after."""
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     card = ControlsView(data=store).fit_controls()
     assert not card.objects
@@ -378,7 +378,7 @@ def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(s
     assert "shared by 4 sessions" in store.error
     # refused, so the settings show what is in force beside the reason
     assert (store.settings.n_docs, store.settings.n_words) == (90, 15) and store.release.shape == (90, 15)
-    from app.memory import check_session, session_limit
+    from lpviz.dashboard.session.memory import check_session, session_limit
 
     assert session_limit() == memory_limit() // 4
     with pytest.raises(MemoryBudgetError, match="Choose"):
@@ -390,10 +390,10 @@ def test_a_data_set_too_large_for_the_session_is_refused_before_any_allocation(s
 
 
 def test_rate_colour_scales_follow_the_setting_and_each_data_set(store, enron_tarball):
-    from app.fits import Fits
-    from app.fits_view import FitsView
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.views.fits_view import FitsView
 
-    def mappers():  # the live rate heatmaps' colour mappers (app.live_rates: Bokeh figures)
+    def mappers():  # the live rate heatmaps' colour mappers (lpviz.dashboard.views.live_rates: Bokeh figures)
         return [pane.object.renderers[0].glyph.color_mapper for pane in view.rates().objects]
 
     view = FitsView(fits=Fits(store))
@@ -442,7 +442,7 @@ def test_negative_counts_get_one_instruction_and_an_empty_upload_replaces_the_pr
     """Issue 37 (MEDIUM 8): a table with negative counts got two conflicting instructions ("upload the .npz
     that lpviz privatize writes" and "load the true counts here"); an empty file showed nothing, and the
     previous file's error stayed."""
-    from app.controls_view import ControlsView
+    from lpviz.dashboard.views.controls_view import ControlsView
 
     controls = ControlsView(data=store)
     store.settings.source = "upload"
@@ -461,7 +461,7 @@ def test_a_yes_that_arrives_before_the_put_back_stands(monkeypatch):
     question can be handled first. The yes must stand, and what depends on the setting must hear it."""
     import types
 
-    from app.settings import Settings
+    from lpviz.dashboard.session.settings import Settings
 
     settings = Settings()
     settings.discard_check = lambda: "the running fits"
@@ -510,7 +510,7 @@ def _release_matches(store, preset):
 
 @pytest.mark.parametrize("name", ["Figure 3 (small alpha0)", "Figure 3 (large alpha0)", "Figure 1"])
 def test_a_preset_sets_its_settings_and_the_release_follows(store, name):
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     preset = PRESETS[name]
     store.settings.source = "synthetic-blocks" if name.startswith("Figure 3") else "synthetic-topics"
@@ -528,7 +528,7 @@ def test_a_preset_sets_its_settings_and_the_release_follows(store, name):
 
 
 def test_every_preset_names_a_source_and_valid_settings():
-    from app.presets import DEFAULT_PRESET, FIGURE5_HELDOUT_ACTORS, PRESETS
+    from lpviz.dashboard.session.presets import DEFAULT_PRESET, FIGURE5_HELDOUT_ACTORS, PRESETS
     from lpviz.reproduce.fig5 import heldout_actors
 
     settings = Settings()
@@ -545,7 +545,7 @@ def test_every_preset_names_a_source_and_valid_settings():
 
 @pytest.mark.parametrize("name", ["Figure 4 (reduced size for the browser)", "Figure 5"])
 def test_the_enron_presets_load_the_enron_data(name, enron_tarball):
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     store = make_store(path=str(enron_tarball))
     store.settings.preset = name
@@ -654,7 +654,7 @@ def test_the_guarantee_in_words_follows_epsilon_N_and_the_data(store):
 
 
 def test_the_sidebar_offers_every_preset_and_says_what_to_look_at(store):
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     controls = ControlsView(data=store)
     card = controls.preset_controls()
@@ -693,7 +693,7 @@ def test_per_row_noise_and_held_out_cells_stay_with_their_experiment(source):
 
 
 def test_the_own_data_panel_names_every_format_and_its_example_loads(store):
-    from app.controls_view import EXAMPLE_EDGES, OWN_DATA_HELP, own_data_help
+    from lpviz.dashboard.views.controls_view import EXAMPLE_EDGES, OWN_DATA_HELP, own_data_help
 
     for words in ("Edge list", "Dense table", "`Y`", "`Y_data`", "`Y_obs`", "Matrix Market", "UCI"):
         assert words in OWN_DATA_HELP, words
@@ -710,7 +710,7 @@ def test_the_own_data_panel_names_every_format_and_its_example_loads(store):
 def test_figure1s_N_is_shown_with_at_most_four_decimals():
     """Issue 37 (LOW): Figure 1's N (the data's mean count) was shown as 15.628947368421052. The field
     shows it through a number format of at most four decimals; the value in force keeps its precision."""
-    from app.controls_view import widget
+    from lpviz.dashboard.views.controls_view import widget
 
     store = DataStore(Settings(preset="Figure 1"), background=False)
     field = widget(store.settings, "N")
@@ -724,7 +724,7 @@ def test_a_preset_text_ranks_as_best_only_what_its_checked_claim_ranks():
     starred best on NPMI, UMass and topic error; only the claim (private's MAE below naive's) is checked
     by a run (tests/test_presets_claims.py). A sentence of a preset text that calls a method best must be
     backed by its claim: the method among the claim's ``better``."""
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
     from lpviz.methods import METHODS
 
     for name, preset in PRESETS.items():

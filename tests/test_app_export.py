@@ -1,20 +1,26 @@
 """Exported PNG figures are slide-clean: every colour bar's tick labels in order along the bar, no
 text over another (tick labels, a colour bar's label, the next panel's names and title).
 
-Read from the matplotlib figure the PNG export draws and saves (:func:`app.export.matplotlib_figure`,
-what :func:`app.export.save_figure` writes): the texts' order and their boxes as drawn.
+Read from the matplotlib figure the PNG export draws and saves (:func:`lpviz.dashboard.views.export.matplotlib_figure`,
+what :func:`lpviz.dashboard.views.export.save_figure` writes): the texts' order and their boxes as drawn.
 """
 
 import holoviews as hv
 import numpy as np
 import pytest
 
-from app.datastore import DataStore
-from app.export import _matplotlib_styled, colour_bars, matplotlib_figure, overlapping_texts, save_figure
-from app.fits import Fits
-from app.fits_view import FitsView
-from app.noise_view import NoiseView
-from app.settings import Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.export import (
+    _matplotlib_styled,
+    colour_bars,
+    matplotlib_figure,
+    overlapping_texts,
+    save_figure,
+)
+from lpviz.dashboard.views.fits_view import FitsView
+from lpviz.dashboard.views.noise_view import NoiseView
 
 
 def tick_values_along(colour_bar):
@@ -73,7 +79,7 @@ def test_a_live_heatmap_keeps_its_colour_mapper_from_not_started_to_a_result(sca
     not started (all zeros) and keeps its Bokeh colour mapper; a colour norm chosen from the values
     (linear for one value, equalised after) failed in HoloViews' update, inside the runner's watcher,
     and the run's progress lines stopped (test_browser's preset walk)."""
-    from app.plots import count_image
+    from lpviz.dashboard.views.plots import count_image
 
     clim = (0.0, 50.0)
     pipe = hv.streams.Pipe(data=np.zeros((30, 20)))
@@ -110,9 +116,9 @@ def test_the_summary_records_the_releases_real_privacy_level_the_preset_its_clai
     with no preset, claim or verdict."""
     import json
 
-    from app.export import results_bytes
-    from app.fits_view import FitsView
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
+    from lpviz.dashboard.views.export import results_bytes
+    from lpviz.dashboard.views.fits_view import FitsView
 
     name = "Figure 3 (large alpha0)"
     fits = Fits(DataStore(Settings(preset=name), background=False))
@@ -145,10 +151,10 @@ def test_the_summary_records_the_releases_real_privacy_level_the_preset_its_clai
 
 def test_exports_are_offered_only_for_what_the_data_have():
     """Issue 37 (LOW): blocks and tensor exports were offered for topics data (an empty "No network" plot)."""
-    from app.blocks_view import BlocksView
-    from app.export import ExportView
-    from app.tensor_view import TensorView
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.blocks_view import BlocksView
+    from lpviz.dashboard.views.export import ExportView
+    from lpviz.dashboard.views.tensor_view import TensorView
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     fits = Fits(DataStore(Settings(source="synthetic-topics"), background=False))
     try:
@@ -169,8 +175,8 @@ def test_exported_topic_heatmaps_are_the_tabs_rows_and_values_on_a_16_9_slide():
     ("word 0 ... word 14"), a 14-row naive panel for 15 words, a number in every cell ("8.0963e-13"), on
     narrow strips with titles over several lines. Read back from the figure the PNG saves: each panel's
     row and column names, top to bottom, and its matrix are the Topics tab's (its heatmaps' frames)."""
-    from app.export import SLIDE_INCHES, heatmap_labels
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.export import SLIDE_INCHES, heatmap_labels
+    from lpviz.dashboard.views.topics_view import TopicsView
     from tests.test_app_views import run_fits
 
     fits = run_fits(Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3))))

@@ -1,6 +1,6 @@
 """Every exported PNG is its tab's figure (issue 37, "What to build" 3): every figure the Export tab offers,
 for every kind of data that offers it, read back from the matplotlib figure the PNG export draws and
-saves (:func:`app.export.matplotlib_figure`) and compared with what the tab shows, panel by panel in the
+saves (:func:`dashboard.views.export.matplotlib_figure`) and compared with what the tab shows, panel by panel in the
 tab's order: titles, axis names, named ticks (rows top to bottom as drawn), heatmap values, every line's,
 point's, bar's and segment's data, marker lines, texts and legend entries, with exact equality (the same
 numbers, not close ones). And every export is a 16:9 slide with one-line titles, no text over another and
@@ -20,11 +20,13 @@ Each exported PNG is saved as ``artifacts/export-<name>.png`` (the first data se
 import numpy as np
 import pytest
 
-from app.app import exported_views
-from app.bessel_view import BesselView
-from app.blocks_view import BlocksView
-from app.datastore import DataStore
-from app.export import (
+from lpviz.dashboard.app import exported_views
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.bessel_view import BesselView
+from lpviz.dashboard.views.blocks_view import BlocksView
+from lpviz.dashboard.views.export import (
     MAX_LABELLED_CELLS,
     PNG_DPI,
     SLIDE_INCHES,
@@ -33,19 +35,17 @@ from app.export import (
     heatmap_labels,
     matplotlib_figure,
 )
-from app.fits import Fits
-from app.fits_view import FitsView
-from app.noise_view import NoiseView
-from app.privacy_view import PrivacyView
-from app.settings import Settings
-from app.tensor_view import TensorView
-from app.topicmap_view import TopicMapView
-from app.topics_view import TopicsView
+from lpviz.dashboard.views.fits_view import FitsView
+from lpviz.dashboard.views.noise_view import NoiseView
+from lpviz.dashboard.views.privacy_view import PrivacyView
+from lpviz.dashboard.views.tensor_view import TensorView
+from lpviz.dashboard.views.topicmap_view import TopicMapView
+from lpviz.dashboard.views.topics_view import TopicsView
 from tests.test_app_views import run_fits
 
 # Small data and short fits (one chain each): every export of each kind of data, in seconds. Then the
 # topics again with what changes the fits' figures: two chains (a trace line per chain, "mean of n samples
-# of 2 chains") and VI (the ELBO trace, one q), with a VI fit's settings (app.presets, "Table 1 (VI paper,
+# of 2 chains") and VI (the ELBO trace, one q), with a VI fit's settings (dashboard.session.presets, "Table 1 (VI paper,
 # reduced)": no burn-in, no thinning).
 DATA = {
     "topics": dict(source="synthetic-topics"),  # Figure 3's 90 documents x 15 words
@@ -83,14 +83,14 @@ EXPORTS = [
 
 
 class Session:
-    """A fitted session of one data set and the dashboard's views of it, as ``app.app`` makes them."""
+    """A fitted session of one data set and the dashboard's views of it, as ``lpviz.dashboard.app`` makes them."""
 
     def __init__(self, settings):
         fit = {**FIT, **{name: settings[name] for name in FIT if name in settings}}
         settings = {name: value for name, value in settings.items() if name not in FIT}
         self.fits = run_fits(Fits(DataStore(Settings(**{"noise_seed": 3, "chains": 1, **settings}))), **fit)
         fits = self.fits
-        # the dashboard's own views of the exported tabs (app.app), by their kind
+        # the dashboard's own views of the exported tabs (lpviz.dashboard.app), by their kind
         self.views = {type(view): view for view in exported_views(fits).values()}
         for view in self.views.values():
             view.__panel__()  # the tabs as shown: the views that draw their own figures make them here
@@ -405,7 +405,7 @@ def artifact_name(data, name):
 
 @pytest.mark.parametrize("data, name", EXPORTS)
 def test_an_export_is_its_tabs_figure_on_a_16_9_slide(sessions, artifacts_dir, data, name):
-    from app.export import overlapping_texts
+    from lpviz.dashboard.views.export import overlapping_texts
 
     session = sessions(data)
     fig = matplotlib_figure(session.figure(name))

@@ -1,18 +1,18 @@
 """Issue 37 (MEDIUM 11): the exported noise and fit-rate PNGs were narrow strips with large blank gaps
 and titles wrapped onto 3-4 lines ("Noised\\ncounts\\ntruncated at\\n0"), on a page of no slide's shape
 (12 x 5.1 in, 8 x 11.9 in), and one title shrunk to fit beside larger ones. Read back from the
-matplotlib figure the PNG export draws and saves (:func:`app.export.matplotlib_figure`): its size, each
+matplotlib figure the PNG export draws and saves (:func:`dashboard.views.export.matplotlib_figure`): its size, each
 panel's box and title as drawn.
 """
 
 import pytest
 
-from app.datastore import DataStore
-from app.export import matplotlib_figure
-from app.fits import Fits
-from app.fits_view import FitsView
-from app.noise_view import NoiseView
-from app.settings import Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.export import matplotlib_figure
+from lpviz.dashboard.views.fits_view import FitsView
+from lpviz.dashboard.views.noise_view import NoiseView
 
 # A widescreen slide's width (PowerPoint's and Google Slides' 16:9 page is 13.33 x 7.5 in).
 WIDESCREEN_INCHES = 13.34
@@ -73,7 +73,7 @@ def test_exported_noise_and_rate_heatmaps_fill_a_16_9_slide_with_one_line_titles
 def test_an_exported_legend_has_every_entry_of_the_tabs_legend(figure3, name):
     """The geometric noise law's PNG had no legend entry for its "2Geo" bars (HoloViews' matplotlib
     Spikes are drawn unlabelled) while the Privacy tab's legend showed one."""
-    from app.privacy_view import PrivacyView
+    from lpviz.dashboard.views.privacy_view import PrivacyView
 
     figure = PrivacyView(data=figure3.data).figures()[name]
     on_the_tab = [element.label for element in figure if element.label]

@@ -16,12 +16,12 @@ import numpy as np
 import panel as pn
 import pytest
 
-from app.datastore import DataStore
-from app.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, follow_results, score_frame
-from app.fits_view import FitsView
-from app.runner import MAX_CHAINS, empty_trace
-from app.settings import Settings
 from lpviz import methods
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import TRACE_COLUMNS, TRACE_SCORES, Fits, Lockstep, follow_results, score_frame
+from lpviz.dashboard.session.runner import MAX_CHAINS, empty_trace
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.fits_view import FitsView
 from lpviz.engine import run
 from lpviz.methods.fixed import FixedCountsMethod
 from lpviz.metrics import score
@@ -233,11 +233,11 @@ def test_changing_the_noise_asks_first_then_resets_running_chains_onto_the_new_r
 
 def _build_held(monkeypatch):
     """Served-style data builds (in a thread) that wait for the returned event."""
-    import app.datastore
+    import lpviz.dashboard.session.datastore
 
     held = threading.Event()
-    derive = app.datastore.derive
-    monkeypatch.setattr(app.datastore, "derive", lambda *args: held.wait(30) and derive(*args))
+    derive = lpviz.dashboard.session.datastore.derive
+    monkeypatch.setattr(lpviz.dashboard.session.datastore, "derive", lambda *args: held.wait(30) and derive(*args))
     return held
 
 
@@ -369,13 +369,13 @@ def test_a_click_reaches_every_runner_when_a_watcher_of_one_fails(fits):
 
 def test_the_periodic_drain_outlives_a_failed_drain_in_a_notebook(caplog):
     """In Jupyter, Panel repeats a periodic callback in an asyncio task that an exception ends for
-    good; app.throttle.Periodic logs the failure and the next drain runs as planned."""
+    good; lpviz.dashboard.serving.throttle.Periodic logs the failure and the next drain runs as planned."""
     import asyncio
 
     from bokeh.document import Document
     from panel.io.state import set_curdoc
 
-    from app.throttle import Periodic
+    from lpviz.dashboard.serving.throttle import Periodic
 
     calls = []
 
@@ -412,13 +412,13 @@ def test_two_sessions_do_not_share_runs():
 
 
 def _image(plot):
-    """The image a live rate heatmap (app.live_rates) draws."""
+    """The image a live rate heatmap (lpviz.dashboard.views.live_rates) draws."""
     (renderer,) = plot.renderers
     return np.asarray(renderer.data_source.data["image"][0])
 
 
 def _curves(pane):
-    """The trace lines of a live trace plot (app.live_traces), one per (runner, column), by name."""
+    """The trace lines of a live trace plot (lpviz.dashboard.views.live_traces), one per (runner, column), by name."""
     from bokeh.models import GlyphRenderer, Line
 
     return [r.name for r in pane.object.select({"type": GlyphRenderer}) if isinstance(r.glyph, Line)]
@@ -480,9 +480,9 @@ def test_fits_view_plots_the_buffers_and_draws_the_rates(fits):
 
 
 def test_rate_heatmaps_are_throttled_while_running_and_exact_when_paused(fits, monkeypatch):
-    import app.fits_view
+    import lpviz.dashboard.views.fits_view
 
-    monkeypatch.setattr(app.fits_view, "VIEW_SECONDS", 1000.0)  # no redraw while running here
+    monkeypatch.setattr(lpviz.dashboard.views.fits_view, "VIEW_SECONDS", 1000.0)  # no redraw while running here
     view = FitsView(fits=fits)
     view.rates()
     runner = fits.runners["naive"]
@@ -609,7 +609,7 @@ def test_a_data_methods_or_scale_switch_draws_new_rate_heatmaps(fits):
 )
 def test_the_live_rate_heatmaps_draw_what_the_exported_count_images_draw(source, size):
     """On topics, networks and tensors, in each colour scale: the live figures draw the cells, colour
-    mapping, axes and titles of the export's :func:`~app.plots.count_image` heatmaps of the same fits."""
+    mapping, axes and titles of the export's :func:`~dashboard.views.plots.count_image` heatmaps of the same fits."""
     from tests.test_live_rates import SCALES, assert_same_drawing, drawing
 
     fits = make_fits(source=source)
@@ -647,16 +647,20 @@ def test_a_drain_triggers_the_buffers_together_through_the_public_api(fits):
     # each buffer's data under its own name: one trigger carries every method's rows
     assert any(len(contents) > 1 for _, contents in triggers)
     assert fits.drain() == 0  # nothing queued: nothing redrawn
-    import app.fits
-    import app.fits_view
-    import app.runner
+    import lpviz.dashboard.session.fits
+    import lpviz.dashboard.session.runner
+    import lpviz.dashboard.views.fits_view
 
-    source = inspect.getsource(app.fits) + inspect.getsource(app.fits_view) + inspect.getsource(app.runner)
+    source = (
+        inspect.getsource(lpviz.dashboard.session.fits)
+        + inspect.getsource(lpviz.dashboard.views.fits_view)
+        + inspect.getsource(lpviz.dashboard.session.runner)
+    )
     assert "_on_trigger" not in source and "_subscribers" not in source
 
 
 def test_lockstep_keeps_a_fast_chain_within_slack_of_a_slow_one():
-    from app.fits import Control
+    from lpviz.dashboard.session.fits import Control
 
     pace, control = Lockstep(slack=5), Control()
     counts, gaps = {"fast": 0, "slow": 0}, []
@@ -723,7 +727,7 @@ def toy_method():
 
 
 def test_a_method_registered_elsewhere_appears_everywhere_in_the_app(toy_method):
-    from app.controls_view import ControlsView
+    from lpviz.dashboard.views.controls_view import ControlsView
 
     fits = make_fits()
     assert "prior-only" in fits.settings.param.methods.objects and "prior-only" in fits.settings.methods
@@ -801,7 +805,7 @@ def test_a_drain_walks_the_model_graph_only_when_a_change_asks_for_it():
     from bokeh.document import Document
     from bokeh.models import ColumnDataSource, Div, Row
 
-    from app.fits import _recompute_once
+    from lpviz.dashboard.session.fits import _recompute_once
 
     document = Document()
     row = Row(children=[Div(text="a")])
@@ -911,8 +915,8 @@ def test_a_run_whose_saved_samples_would_not_fit_is_refused_at_start_with_the_th
 def test_the_memory_check_at_start_counts_every_chain_of_every_method(fits, monkeypatch):
     """Each chain holds its own latent counts and saved samples: two chains per method need twice
     one chain's memory, and a session whose share fits one chain per method but not two is refused."""
-    from app.memory import session_bytes
     from lpviz.budget import MemoryBudgetError
+    from lpviz.dashboard.session.memory import session_bytes
 
     fits.settings.param.update(n_iter=10, burn_in=0, thin=10, chains=1)  # a short run: the chains decide
     problem, run = fits.problem(), (10, 0, 10)
@@ -949,8 +953,8 @@ def test_resume_after_the_end_checks_the_longer_run(fits, monkeypatch):
 def test_the_watchdog_says_when_no_chain_moves_and_stop_still_ends_the_run(fits, monkeypatch):
     """Issue 37 (HIGH 1): a run that stops moving is reported in words on its progress lines, and
     Stop ends it whatever the workers wait in (here: every place at the process's turnstile taken)."""
-    from app import runner as runner_module
-    from app.fits_view import FitsView
+    from lpviz.dashboard.session import runner as runner_module
+    from lpviz.dashboard.views.fits_view import FitsView
 
     turns = runner_module.turnstile()
     fits.settings.n_iter = 100_000
@@ -990,7 +994,7 @@ def test_a_worker_that_leaves_without_a_word_is_settled_and_says_so(fits, monkey
     """Issue 37 (HIGH 1, the watchdog): a worker that ends before its run does and posts nothing (no
     "done", no "error") leaves no line "running" for ever: its runner reads stopped and says in words
     that the worker left without reporting why; the next run starts as usual."""
-    from app.runner import LocalPlace
+    from lpviz.dashboard.session.runner import LocalPlace
 
     silent = []
 
@@ -1046,7 +1050,7 @@ def test_the_seconds_and_speeds_say_what_they_count(fits):
     """Issue 37 (MEDIUM 7): the progress line read "179 it/s" beside the scoreboard's "1,029 it/s", and
     Figure 1's "seconds 56.91" for a run of about 5 minutes, with nothing saying the table counts the
     chains' computing time only (lpviz.metrics.score's seconds: the posterior's, without the waits)."""
-    from app.fits_view import board_frame, scoreboard_html
+    from lpviz.dashboard.views.fits_view import board_frame, scoreboard_html
     from lpviz.metrics import SCORE_LABELS
 
     fits.settings.n_iter = 100_000

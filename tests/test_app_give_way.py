@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.runner import CHAIN_NICE_STEP, LocalPlace
+from lpviz.dashboard.session.runner import CHAIN_NICE_STEP, LocalPlace
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value per thread is Linux's")
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from app.datastore import DataStore
-from app.fits import Fits
-from app.fits_view import BASELINE_SUFFIX, BEST_MARK, HEALTH_COLUMN, FitsView, scoreboard_html
-from app.presets import PRESETS, check
-from app.settings import Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.presets import PRESETS, check
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.fits_view import BASELINE_SUFFIX, BEST_MARK, HEALTH_COLUMN, FitsView, scoreboard_html
 
 TIMEOUT = 300
 
@@ -94,7 +94,7 @@ def test_a_collapsed_fit_is_marked_and_never_starred_a_healthy_one_is(variant):
 
 
 def test_topics_of_data_without_true_topics_have_no_blank_truth_column():
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     fits = Fits(DataStore(Settings(noise_seed=3), background=False))
     rows = ["doc,alpha,beta,gamma,delta,eps"] + [f"d{i},{i % 3},{(i * 2) % 5},1,{i % 2},3" for i in range(12)]

@@ -1,7 +1,7 @@
 """The Data & noise tab's charts: computed once per data set, drawn by each page as its own Bokeh figures.
 
 Each page's figure is compared with HoloViews' own rendering of the export's layout
-(:meth:`app.noise_view.NoiseView.heatmap_layout`, :func:`app.plots.count_image`) of the same data:
+(:meth:`views.noise_view.NoiseView.heatmap_layout`, :func:`views.plots.count_image`) of the same data:
 the cells, extent, colour mapper and limits, palette, title, axes, named ticks and held-out shade.
 Sharing is checked by counting the computations and by the identity of the arrays two pages draw.
 """
@@ -12,10 +12,10 @@ import panel as pn
 import pytest
 from bokeh.document import Document
 
-import app.noise_view as noise_view
-from app.datastore import DataStore
-from app.noise_view import NoiseView
-from app.settings import Settings
+import lpviz.dashboard.views.noise_view as noise_view
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.noise_view import NoiseView
 
 
 def make_store(holdout="none", **settings):

@@ -10,8 +10,8 @@ measures the click)."""
 import panel as pn
 import pytest
 
-import app.fits as fits_module
-from app.fits import follow_results
+import lpviz.dashboard.session.fits as fits_module
+from lpviz.dashboard.session.fits import follow_results
 from tests.test_app_fits import closing_fits, drain_until
 
 

@@ -1,4 +1,4 @@
-"""The app's patches of Panel's and Bokeh's rendering (``app/resources.py``) change what they spend,
+"""The app's patches of Panel's and Bokeh's rendering (``lpviz/dashboard/serving/resources.py``) change what they spend,
 never what they render: each patched lookup or message is compared with their own."""
 
 import contextlib
@@ -17,7 +17,7 @@ from panel.io.server import set_curdoc
 from panel.reactive import Reactive
 from panel.theme.base import Design
 
-from app.resources import (
+from lpviz.dashboard.serving.resources import (
     SyncedModelsSerializer,
     check_callbacks_once,
     reuse_bokeh_defaults,
@@ -182,7 +182,7 @@ def test_a_style_sheet_updated_outside_a_page_stays_on_this_server():
     from bokeh.models import ImportedStyleSheet
     from panel.io.resources import CDN_DIST, LOCAL_DIST
 
-    from app.resources import serve_stylesheets_locally
+    from lpviz.dashboard.serving.resources import serve_stylesheets_locally
 
     serve_stylesheets_locally()
     for url in (f"{LOCAL_DIST}css/loading.css", f"{CDN_DIST}css/listpanel.css"):
@@ -318,7 +318,7 @@ def normalised(document_json):
 
 
 def dashboard_json():
-    import app.app as dashboard
+    import lpviz.dashboard.app as dashboard
 
     doc = Document()
     with set_curdoc(doc):
@@ -349,16 +349,16 @@ def test_bokeh_defaults_patch_is_applied_once():
 
 
 def test_the_server_warm_up_collects_less_often():
-    """``app.serve.warm_up`` freezes the imports and raises the collector's first threshold (issue 41)."""
+    """``lpviz.dashboard.serve.warm_up`` freezes the imports and raises the collector's first threshold (issue 41)."""
     import gc
 
-    import app.serve
+    import lpviz.dashboard.serve
 
     before = gc.get_threshold()
     try:
-        app.serve.warm_up()
-        assert gc.get_threshold() == app.serve.GC_THRESHOLDS
-        assert app.serve.GC_THRESHOLDS[0] > before[0] and gc.get_freeze_count() > 100_000
+        lpviz.dashboard.serve.warm_up()
+        assert gc.get_threshold() == lpviz.dashboard.serve.GC_THRESHOLDS
+        assert lpviz.dashboard.serve.GC_THRESHOLDS[0] > before[0] and gc.get_freeze_count() > 100_000
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)

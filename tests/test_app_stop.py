@@ -207,7 +207,7 @@ def test_a_stop_on_a_page_sends_its_stopped_status_before_the_trace_redraw(monke
     (seconds of a loaded server's and page's time) held the "stopped" back after Stop."""
     import panel as pn
 
-    import app.fits
+    import lpviz.dashboard.session.fits
     from tests.test_app_reset_order import record
 
     fits = make_fits()
@@ -222,7 +222,7 @@ def test_a_stop_on_a_page_sends_its_stopped_status_before_the_trace_redraw(monke
             assert time.monotonic() < deadline, "the workers handed over no rows"
             time.sleep(0.02)
         scheduled = []
-        monkeypatch.setattr(app.fits, "served", lambda: True)
+        monkeypatch.setattr(lpviz.dashboard.session.fits, "served", lambda: True)
         monkeypatch.setattr(pn.state, "execute", lambda callback, schedule=False: scheduled.append(callback))
         fits.stop()
         assert all(runner.join(LEAVE_SECONDS) for runner in runners)

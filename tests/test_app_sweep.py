@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.datastore import DataStore
-from app.fits import Fits
-from app.settings import Settings
-from app.sweep_view import SweepView, parse_ratios
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.sweep_view import SweepView, parse_ratios
 from lpviz.reproduce.chains import build_release
 
 SMALL = dict(
@@ -187,10 +187,10 @@ def test_the_default_sweep_of_the_opening_preset_shows_the_ordering_the_teaching
     epsilon / N, every fit healthy. Two worker threads, as the served app's shared cluster on 2 cores."""
     from distributed import Client, LocalCluster
 
-    from app.onscreen import ViewTabs
-    from app.presets import CLASS_SEED
-    from app.session import default_session
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.session.default import default_session
+    from lpviz.dashboard.session.presets import CLASS_SEED
+    from lpviz.dashboard.views.onscreen import ViewTabs
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     fits = default_session()
     assert fits.settings.noise_seed == CLASS_SEED
@@ -218,7 +218,7 @@ def test_the_default_sweep_of_the_opening_preset_shows_the_ordering_the_teaching
 
 
 def test_the_sweeps_claim_does_not_hold_with_a_flagged_draw_or_the_other_order_and_waits_for_the_end():
-    from app.teaching import STEPS
+    from lpviz.dashboard.views.teaching import STEPS
     from lpviz.reproduce.sweep import sweep_frame
     from tests.test_sweep import _point
 

@@ -103,7 +103,13 @@ def test_score_reports_split_rhat_and_ess_of_a_real_chain():
 def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one():
     import pandas as pd
 
-    from app.fits_view import BEST_MARK, CHAINS_CONVERGENCE_NOTE, CONVERGENCE_NOTE, SCOREBOARD_KEYS, scoreboard_html
+    from lpviz.dashboard.views.fits_view import (
+        BEST_MARK,
+        CHAINS_CONVERGENCE_NOTE,
+        CONVERGENCE_NOTE,
+        SCOREBOARD_KEYS,
+        scoreboard_html,
+    )
 
     assert "rhat" in SCOREBOARD_KEYS and "ess" in SCOREBOARD_KEYS
     frame = pd.DataFrame(
@@ -130,8 +136,8 @@ def test_the_scoreboard_shows_rhat_with_its_note_and_stars_the_one_nearest_one()
 
 
 def network_store(holdout="none"):
-    from app.datastore import DataStore
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
 
     store = DataStore(Settings(source="synthetic-blocks", noise_seed=3))
     store.settings.holdout = holdout
@@ -154,8 +160,8 @@ def heldout_shades(element):
 
 
 def test_blocks_heatmaps_name_the_actors_in_the_community_order():
-    from app.blocks_view import BlocksView, memberships
-    from app.fits import Fits
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.views.blocks_view import BlocksView, memberships
 
     fits = Fits(network_store("top actors"))
     view = BlocksView(fits=fits)
@@ -180,7 +186,7 @@ def test_blocks_heatmaps_name_the_actors_in_the_community_order():
 
 
 def test_many_names_are_thinned_and_email_domains_dropped():
-    from app.plots import MAX_TICKS, tick_labels
+    from lpviz.dashboard.views.plots import MAX_TICKS, tick_labels
 
     labels = [f"person.{i}@enron.com" for i in range(84)]
     order = np.arange(84)[::-1]
@@ -190,7 +196,7 @@ def test_many_names_are_thinned_and_email_domains_dropped():
 
 
 def test_data_tab_names_the_axes_and_shades_held_out_cells_only_when_some_are_held_out():
-    from app.noise_view import NoiseView
+    from lpviz.dashboard.views.noise_view import NoiseView
 
     store = network_store("none")
     view = NoiseView(data=store)
@@ -216,7 +222,7 @@ def test_data_tab_names_the_axes_and_shades_held_out_cells_only_when_some_are_he
 
 
 def dashboard_tabs(fits, *, sweep=False):
-    """Tabs named as app/app.py names them (each a placeholder: only the selection matters here)."""
+    """Tabs named as lpviz/dashboard/app.py names them (each a placeholder: only the selection matters here)."""
     import panel as pn
 
     names = [
@@ -234,9 +240,9 @@ def dashboard_tabs(fits, *, sweep=False):
 
 @pytest.fixture
 def topic_fits():
-    from app.datastore import DataStore
-    from app.fits import Fits
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.session.settings import Settings
 
     fits = Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3)))
     fits.settings.param.update(n_iter=30, burn_in=10, thin=5)
@@ -248,7 +254,7 @@ def topic_fits():
 
 @pytest.mark.parametrize("sweep", [False, True])
 def test_each_step_selects_the_tab_it_names_and_next_back_stop_at_the_ends(topic_fits, sweep):
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     tabs = dashboard_tabs(topic_fits, sweep=sweep)
     tabs.active = 5
@@ -288,7 +294,7 @@ def test_each_step_selects_the_tab_it_names_and_next_back_stop_at_the_ends(topic
 
 
 def test_the_scoreboard_step_starts_the_fits_once(topic_fits):
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     teaching = Teaching(fits=topic_fits, tabs=dashboard_tabs(topic_fits))
     scoreboard = next(i for i, step in enumerate(STEPS) if step.starts_fits)
@@ -310,7 +316,7 @@ def test_the_scoreboard_step_starts_the_fits_once(topic_fits):
 
 
 def test_in_a_notebook_teaching_brings_the_views_its_steps_name(topic_fits):
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     teaching = Teaching(fits=topic_fits)
     assert teaching.on and {"Data & noise", "Fits", "Bessel"} <= set(teaching.tabs._names)
@@ -320,9 +326,9 @@ def test_in_a_notebook_teaching_brings_the_views_its_steps_name(topic_fits):
 
 
 def test_documents_keep_numbered_axes_on_the_data_tab():
-    from app.datastore import DataStore
-    from app.noise_view import NoiseView
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
+    from lpviz.dashboard.views.noise_view import NoiseView
 
     store = DataStore(Settings(source="synthetic-topics", noise_seed=3))
     assert store.data.row_labels is not None  # it has labels, but they are no actors
@@ -333,7 +339,7 @@ def test_documents_keep_numbered_axes_on_the_data_tab():
 def test_the_fits_start_from_the_opening_screen(topic_fits):
     import panel as pn
 
-    from app.teaching import Teaching
+    from lpviz.dashboard.views.teaching import Teaching
 
     tabs = pn.Tabs(("Data & noise", pn.pane.Markdown("data")), ("Fits", pn.pane.Markdown("fits")))
     teaching = Teaching(fits=topic_fits, tabs=tabs)
@@ -367,8 +373,8 @@ def plotted_values(figure):
 
 def shown_figures(view):
     """The figures the view on a tab shows (each view's own accessor), by name."""
-    from app.bessel_view import BesselView
-    from app.sweep_view import SweepView
+    from lpviz.dashboard.views.bessel_view import BesselView
+    from lpviz.dashboard.views.sweep_view import SweepView
 
     if isinstance(view, SweepView):
         return {"sweep": view.plot.object} if view.plot.object is not None else {}
@@ -381,13 +387,13 @@ def shown_figures(view):
 def test_every_teaching_step_lands_on_a_view_with_data(topic_fits):
     """Walk every step over the dashboard's real views: the view the step shows draws data (no plot
     of it empty), the scoreboard and sweep steps starting what they need."""
-    from app.bessel_view import BesselView
-    from app.fits_view import FitsView
-    from app.noise_view import NoiseView
-    from app.onscreen import ViewTabs
-    from app.privacy_view import PrivacyView
-    from app.sweep_view import SweepView
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.views.bessel_view import BesselView
+    from lpviz.dashboard.views.fits_view import FitsView
+    from lpviz.dashboard.views.noise_view import NoiseView
+    from lpviz.dashboard.views.onscreen import ViewTabs
+    from lpviz.dashboard.views.privacy_view import PrivacyView
+    from lpviz.dashboard.views.sweep_view import SweepView
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
     from tests.test_app_sweep import drain_until_ended
 
     assert topic_fits.settings.method_options.sampler == "collapsed"  # no chain draws Bessel variables
@@ -435,8 +441,8 @@ def test_the_bessel_law_on_a_release_follows_the_samplers_parametrisation():
     """release_draws: m ~ Bessel(|y~|, 2 sqrt((lambda+ + mu) lambda-)), lambda+- ~ Exp(mean alpha/(1-alpha)):
     the draws' mean matches that mixture's (by independent Monte Carlo), and not the one of a slightly
     wrong prior mean; held-out cells are left out; the same seed gives the same draws."""
-    from app.bessel_view import release_draws
     from lpviz import bessel
+    from lpviz.dashboard.views.bessel_view import release_draws
     from lpviz.release import Release
 
     rng = np.random.default_rng(5)
@@ -477,10 +483,10 @@ def test_teaching_steps_that_cannot_apply_to_uploaded_data_say_so():
     rates such data cannot have, and said "On the opening preset ..." whatever was loaded."""
     import io
 
-    from app.datastore import DataStore
-    from app.fits import Fits
-    from app.settings import Settings
-    from app.teaching import CANNOT_CHECK, STEPS, Teaching
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.session.settings import Settings
+    from lpviz.dashboard.views.teaching import CANNOT_CHECK, STEPS, Teaching
 
     rng = np.random.default_rng(3)
     buffer = io.BytesIO()

@@ -11,12 +11,12 @@ import holoviews as hv
 import numpy as np
 import pytest
 
-from app.controls_view import ControlsView
-from app.datastore import DataStore
-from app.fits import Fits
-from app.fits_view import BASELINE_SUFFIX
-from app.settings import Settings
 from lpviz import models
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.controls_view import ControlsView
+from lpviz.dashboard.views.fits_view import BASELINE_SUFFIX
 from lpviz.engine import run
 from lpviz.metrics import score
 
@@ -60,8 +60,8 @@ def test_a_tensor_source_picks_the_tensor_model_and_the_selector_lists_what_fits
 
 
 def test_the_tensor_tab_shows_matched_components_of_every_fit(fitted_tensor):
-    from app.blocks_view import BlocksView
-    from app.tensor_view import TensorView, component_volumes, signatures
+    from lpviz.dashboard.views.blocks_view import BlocksView
+    from lpviz.dashboard.views.tensor_view import TensorView, component_volumes, signatures
 
     fits = fitted_tensor
     view = TensorView(fits=fits)
@@ -122,7 +122,7 @@ def test_the_tensor_tab_shows_matched_components_of_every_fit(fitted_tensor):
 
 
 def test_noise_and_rate_heatmaps_of_a_tensor_are_summed_over_months(fitted_tensor):
-    from app.noise_view import NoiseView
+    from lpviz.dashboard.views.noise_view import NoiseView
 
     layout = NoiseView(data=fitted_tensor.data).heatmap_layout()
     true_counts = layout.values()[0]

@@ -5,9 +5,9 @@ ESS_MIN, the ones score() flags by."""
 
 import re
 
-from app.fits_view import CHAINS_CONVERGENCE_NOTE, CONVERGENCE_NOTE
-from app.presets import PRESETS
-from app.teaching import STEPS
+from lpviz.dashboard.session.presets import PRESETS
+from lpviz.dashboard.views.fits_view import CHAINS_CONVERGENCE_NOTE, CONVERGENCE_NOTE
+from lpviz.dashboard.views.teaching import STEPS
 from lpviz.metrics import ESS_MIN, RHAT_MIXED
 
 # "R-hat ... above 1.05", "ESS below 100": a threshold stated (a measured value reads "R-hat 1.47")

@@ -5,9 +5,9 @@ import holoviews as hv
 import numpy as np
 import pytest
 
-import app.topicmap_view
-from app.topicmap_view import CHOSEN_COLOUR, TopicMapView, ordered_map
+import lpviz.dashboard.views.topicmap_view
 from lpviz import metrics, topicmap
+from lpviz.dashboard.views.topicmap_view import CHOSEN_COLOUR, TopicMapView, ordered_map
 from tests.test_app_views import make_fits, run_fits
 
 
@@ -42,7 +42,7 @@ def test_one_map_per_method_from_its_best_sample(fitted):
 
 
 def test_the_exported_figure_shows_each_method_its_own_word_order(fitted, tmp_path):
-    from app.export import save_figure
+    from lpviz.dashboard.views.export import save_figure
 
     view = TopicMapView(fits=fitted)
     view.choose(list(view.maps)[-1], 2)
@@ -142,7 +142,7 @@ def test_served_views_map_in_the_view_pool_and_keep_the_newest_results(fitted, m
     import queue
     import threading
 
-    from app.throttle import OffLoop
+    from lpviz.dashboard.serving.throttle import OffLoop
 
     class Loop:  # the session's event loop as Bokeh's document offers it to threads
         def __init__(self):
@@ -153,13 +153,13 @@ def test_served_views_map_in_the_view_pool_and_keep_the_newest_results(fitted, m
 
     loop, threads = Loop(), []
     monkeypatch.setattr(fitted, "off_loop", OffLoop(background=True, doc=loop))
-    original = app.topicmap_view.compute_maps
+    original = lpviz.dashboard.views.topicmap_view.compute_maps
 
     def compute_maps(*inputs):
         threads.append(threading.current_thread().name)
         return original(*inputs)
 
-    monkeypatch.setattr(app.topicmap_view, "compute_maps", compute_maps)
+    monkeypatch.setattr(lpviz.dashboard.views.topicmap_view, "compute_maps", compute_maps)
     view = TopicMapView(fits=fitted, background=True)
     assert view.maps == {} and view._stale  # served and never shown: nothing is computed
     assert view.panels  # the tab is shown: the first computation starts in the pool
@@ -175,7 +175,7 @@ def test_served_views_map_in_the_view_pool_and_keep_the_newest_results(fitted, m
 
 
 def test_word_labels_are_the_vocabulary_made_unique():
-    from app.topicmap_view import word_labels
+    from lpviz.dashboard.views.topicmap_view import word_labels
 
     assert word_labels(None, 3) == ["word 0", "word 1", "word 2"]
     assert word_labels(["tax", "gas", "tax", "power"], 4) == ["tax #0", "gas", "tax #2", "power"]

@@ -13,11 +13,11 @@ import numpy as np
 import panel as pn
 import pytest
 
-from app.datastore import DataStore
-from app.fits import Fits
-from app.fits_view import BASELINE_SUFFIX
-from app.settings import Settings
 from lpviz import bessel, methods, privacy
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.fits_view import BASELINE_SUFFIX
 from lpviz.engine import run
 from lpviz.metrics import score
 from lpviz.reproduce.report import flat_scores
@@ -61,7 +61,7 @@ def _elements(overlay, kind):
 
 @pytest.mark.parametrize("nu, a", [(0.0, 0.05), (3.0, 8.0), (12.5, 40.0), (0.0, 90.0), (60.0, 2.0)])
 def test_bessel_marks_follow_parameters_and_match_library(nu, a):
-    from app.bessel_view import BesselView
+    from lpviz.dashboard.views.bessel_view import BesselView
 
     view = BesselView()
     view.param.update(nu=nu, a=a)
@@ -84,7 +84,7 @@ def test_bessel_marks_follow_parameters_and_match_library(nu, a):
 
 
 def test_bessel_gap_map_shows_bound_of_one_and_matches_library():
-    from app.bessel_view import BesselView
+    from lpviz.dashboard.views.bessel_view import BesselView
 
     view = BesselView(map_nu_max=40.0, map_a_max=80.0, map_resolution=31)
     nu_grid, a_grid, gap = view.gap_grid()
@@ -108,7 +108,7 @@ def test_bessel_gap_map_shows_bound_of_one_and_matches_library():
 
 
 def test_bessel_draws_histogram_counts_every_draw():
-    from app.bessel_view import draws_histogram
+    from lpviz.dashboard.views.bessel_view import draws_histogram
 
     draws = np.array([0, 0, 1, 3, 3, 3, 7])
     edges, counts = draws_histogram(draws)
@@ -124,7 +124,7 @@ def test_bessel_draws_histogram_counts_every_draw():
 
 @pytest.mark.parametrize("epsilon, N", [(1.0, 1), (0.25, 1), (3.0, 1), (2.0, 4)])
 def test_skellam_mixture_is_the_geometric_law(epsilon, N):
-    from app.privacy_view import skellam_mixture_pmf
+    from lpviz.dashboard.views.privacy_view import skellam_mixture_pmf
 
     alpha = privacy.alpha_from(epsilon, N)
     tau = np.arange(-25, 26)
@@ -135,7 +135,7 @@ def test_skellam_mixture_is_the_geometric_law(epsilon, N):
 
 
 def test_privacy_view_follows_the_session_epsilon_and_N():
-    from app.privacy_view import PrivacyView
+    from lpviz.dashboard.views.privacy_view import PrivacyView
 
     data = DataStore(Settings(noise_seed=3))
     view = PrivacyView(data=data, y=4)
@@ -173,7 +173,7 @@ def test_privacy_view_follows_the_session_epsilon_and_N():
 
 
 def test_bessel_view_says_the_collapsed_sampler_has_no_bessel_draws(fitted_topics):
-    from app.bessel_view import BesselView
+    from lpviz.dashboard.views.bessel_view import BesselView
 
     assert fitted_topics.settings.method_options.sampler == "collapsed"  # the default
     view = BesselView(fits=fitted_topics)
@@ -184,7 +184,7 @@ def test_bessel_view_says_the_collapsed_sampler_has_no_bessel_draws(fitted_topic
 
 
 def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
-    from app.bessel_view import BesselView
+    from lpviz.dashboard.views.bessel_view import BesselView
 
     fits = make_fits(source="synthetic-topics")
     fits.settings.method_options.sampler = "bessel"
@@ -209,8 +209,8 @@ def test_bessel_view_shows_the_draws_of_the_chains_snapshot():
 
 
 def test_topics_table_matches_metrics_on_aligned_best_sample(fitted_topics):
-    from app.topics_view import TopicsView
     from lpviz import metrics
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     fits = fitted_topics
     view = TopicsView(fits=fits)
@@ -279,7 +279,7 @@ def test_topic_scores_on_own_data_equal_the_summary(tmp_path):
     the reference corpus) showed numbers: own counts have true counts but no true topics."""
     import io
 
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     rng = np.random.default_rng(7)
     counts = rng.poisson(rng.gamma(0.5, 2.0, size=(40, 1)) * rng.gamma(0.5, 2.0, size=(1, 25)))
@@ -304,7 +304,7 @@ def test_topic_scores_on_own_data_equal_the_summary(tmp_path):
 
 
 def test_topics_view_waits_for_samples_and_explains_networks():
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     fits = make_fits(source="synthetic-topics")
     view = TopicsView(fits=fits)
@@ -345,8 +345,8 @@ def library_posterior(fits, name):
 
 
 def test_held_out_mae_is_the_same_in_the_fits_and_blocks_tabs_and_the_library(fitted_blocks):
-    from app.blocks_view import BlocksView
-    from app.fits_view import FitsView
+    from lpviz.dashboard.views.blocks_view import BlocksView
+    from lpviz.dashboard.views.fits_view import FitsView
 
     fits = fitted_blocks
     release, truth = fits.data.release, fits.data.truth
@@ -372,7 +372,7 @@ def test_held_out_mae_is_the_same_in_the_fits_and_blocks_tabs_and_the_library(fi
 
 
 def test_blocks_view_orders_actors_and_shades_held_out_cells(fitted_blocks):
-    from app.blocks_view import BlocksView, memberships
+    from lpviz.dashboard.views.blocks_view import BlocksView, memberships
 
     fits = fitted_blocks
     view = BlocksView(fits=fits)
@@ -408,7 +408,7 @@ def test_blocks_view_orders_actors_and_shades_held_out_cells(fitted_blocks):
 
 def test_blocks_view_draws_community_boundaries_on_a_scale_that_shows_the_blocks(fitted_blocks):
     # issue 37: Figure 1's 5 communities were invisible on the linear scale and no boundaries were drawn
-    from app.blocks_view import BlocksView, memberships
+    from lpviz.dashboard.views.blocks_view import BlocksView, memberships
 
     fits = fitted_blocks
     view = BlocksView(fits=fits)
@@ -438,7 +438,7 @@ def test_blocks_view_draws_community_boundaries_on_a_scale_that_shows_the_blocks
 
 
 def test_blocks_view_empties_on_new_noise_and_explains_documents():
-    from app.blocks_view import BlocksView
+    from lpviz.dashboard.views.blocks_view import BlocksView
 
     fits = run_fits(make_fits(source="synthetic-blocks"), n_iter=30, burn_in=10, thin=5)
     view = BlocksView(fits=fits)
@@ -456,8 +456,8 @@ def test_blocks_view_empties_on_new_noise_and_explains_documents():
 def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_topics, tmp_path):
     import json
 
-    from app.bessel_view import BesselView
-    from app.export import (
+    from lpviz.dashboard.views.bessel_view import BesselView
+    from lpviz.dashboard.views.export import (
         RELEASE_FILE,
         SUMMARY_FILE,
         TRUTH_FILE,
@@ -468,7 +468,7 @@ def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_to
         save_release,
         save_results,
     )
-    from app.topics_view import TopicsView
+    from lpviz.dashboard.views.topics_view import TopicsView
     from lpviz.release import Release
 
     fits = fitted_topics
@@ -542,9 +542,9 @@ def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_to
 
 
 def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics, tmp_path):
-    from app.export import save_figure
-    from app.fits_view import FitsView
-    from app.noise_view import NoiseView
+    from lpviz.dashboard.views.export import save_figure
+    from lpviz.dashboard.views.fits_view import FitsView
+    from lpviz.dashboard.views.noise_view import NoiseView
 
     fits = fitted_topics
     noise, shown = NoiseView(data=fits.data).figures(), FitsView(fits=fits).figures()
@@ -563,9 +563,9 @@ def test_data_and_fit_figures_export_as_they_are_shown(fitted_topics, tmp_path):
 
 
 def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
-    from app.blocks_view import BlocksView
-    from app.export import ExportView
-    from app.fits_view import FitsView
+    from lpviz.dashboard.views.blocks_view import BlocksView
+    from lpviz.dashboard.views.export import ExportView
+    from lpviz.dashboard.views.fits_view import FitsView
     from lpviz.datasets import make_blocks
 
     release = make_blocks(n_actors=15, n_communities=3, random_state=4).privatize(epsilon=2.0)  # exact noise
@@ -601,9 +601,9 @@ def test_an_uploaded_release_is_fitted_without_a_truth(tmp_path):
 
 def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
     """The default session, run to its end with its own schedule: the paper's effect is visible."""
-    from app.fits_view import FitsView
-    from app.presets import DEFAULT_PRESET, PRESETS
-    from app.session import default_session
+    from lpviz.dashboard.session.default import default_session
+    from lpviz.dashboard.session.presets import DEFAULT_PRESET, PRESETS
+    from lpviz.dashboard.views.fits_view import FitsView
 
     fits = default_session(noise_seed=0)
     settings = fits.settings
@@ -627,7 +627,7 @@ def test_the_app_opens_on_figure3_where_the_private_method_beats_naive_on_mae():
 
 
 def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
-    from app.fits_view import BEST_MARK, FitsView, scoreboard_html
+    from lpviz.dashboard.views.fits_view import BEST_MARK, FitsView, scoreboard_html
     from lpviz.metrics import MAE_KEYS, SCORE_LABELS, rankable
 
     fits = fitted_topics
@@ -679,7 +679,7 @@ def test_the_scoreboard_marks_the_best_of_each_column_from_score(fitted_topics):
 
 
 def test_the_simulation_export_keeps_the_actor_names_shown_on_the_axes():
-    from app.export import result_arrays
+    from lpviz.dashboard.views.export import result_arrays
 
     fits = Fits(DataStore(Settings(noise_seed=3)))
     try:
@@ -711,7 +711,7 @@ def test_privacy_titles_fit_on_one_line_with_three_digits_and_legends_stand_outs
     """Issue 37 (LOW): the Privacy tab's titles showed a per-row release's median epsilon with six digits
     and ran past the plot's edge (at a phone's width every title was cut), and legends stood over
     curves (the Skellam laws' top-right legend over two peaks, the geometric law's over its peak)."""
-    from app.privacy_view import PrivacyView
+    from lpviz.dashboard.views.privacy_view import PrivacyView
 
     data = DataStore(Settings(noise_seed=3, heterogeneous=False), background=False)
     data.settings.param.update(**settings)

@@ -1,4 +1,4 @@
-"""Only the shown tab's views redraw: the dashboard as ``app/app.py`` assembles it, in-process.
+"""Only the shown tab's views redraw: the dashboard as ``lpviz/dashboard/app.py`` assembles it, in-process.
 
 A served class shares one event loop; a hidden tab that redraws for new data or
 new results costs every session for nobody (issue 22). Here the real page
@@ -17,16 +17,16 @@ from functools import partial
 import pandas as pd
 import pytest
 
-import app.topics_view
-from app.app import create_app
-from app.bessel_view import BesselView
-from app.blocks_view import BlocksView
-from app.fits_view import FitsView
-from app.noise_view import NoiseView
-from app.onscreen import OnScreen
-from app.throttle import OffLoop
-from app.topicmap_view import TopicMapView
-from app.topics_view import TopicsView
+import lpviz.dashboard.views.topics_view
+from lpviz.dashboard.app import create_app
+from lpviz.dashboard.serving.throttle import OffLoop
+from lpviz.dashboard.views.bessel_view import BesselView
+from lpviz.dashboard.views.blocks_view import BlocksView
+from lpviz.dashboard.views.fits_view import FitsView
+from lpviz.dashboard.views.noise_view import NoiseView
+from lpviz.dashboard.views.onscreen import OnScreen
+from lpviz.dashboard.views.topicmap_view import TopicMapView
+from lpviz.dashboard.views.topics_view import TopicsView
 
 TIMEOUT = 300  # seconds: real chains on a shared 2-core machine
 
@@ -130,7 +130,11 @@ def test_hidden_tabs_wait_and_the_shown_tab_rebuilds_once(page, monkeypatch):
     # shown: the Topics tab rebuilds once, from the newest data and results, before it is drawn
     # (drawn first and then patched, its heatmaps would be made twice)
     heatmaps = []
-    monkeypatch.setattr(app.topics_view, "term_topic_frame", counted(app.topics_view.term_topic_frame, heatmaps))
+    monkeypatch.setattr(
+        lpviz.dashboard.views.topics_view,
+        "term_topic_frame",
+        counted(lpviz.dashboard.views.topics_view.term_topic_frame, heatmaps),
+    )
     page.show("Topics")
     assert page.built() == {("TopicsView", "refresh"): 1}
     topics = page.views[TopicsView]
@@ -175,7 +179,7 @@ def test_a_tab_is_built_when_first_shown_and_a_switch_back_sends_nothing_new(pag
 def test_the_export_tab_lists_its_figures_when_first_shown(page, monkeypatch):
     """Listing makes every view's figures (0.6 of a served session's 5.4 s build): not while the page is
     built, once when the Export tab is shown, and from the newest data."""
-    from app.export import ExportView
+    from lpviz.dashboard.views.export import ExportView
 
     export = page.views[ExportView]
     assert export.param.figure.objects == [] and export.figure is None
@@ -314,7 +318,7 @@ def test_a_page_served_under_one_freeze_has_every_model_and_walks_them_once(monk
     from bokeh.document import Document
     from bokeh.document.models import DocumentModelManager
 
-    from app.app import serve_page
+    from lpviz.dashboard.app import serve_page
 
     walks = collections.Counter()
     recompute = DocumentModelManager.recompute

@@ -14,7 +14,7 @@ import asyncio
 from bokeh.document import Document
 from panel.io import document as panel_document
 
-import app.fits  # noqa: F401  (the served dashboard's modules: app.writes installed as they are)
+import lpviz.dashboard.session.fits  # noqa: F401  (the served dashboard's modules: lpviz.dashboard.serving.writes installed as they are)
 
 
 class Socket:

@@ -1,6 +1,6 @@
 """The served dashboard in a real browser: Debian's chromium driven by Playwright.
 
-``python -m app.serve`` (what ``make serve`` runs) listens on a free local
+``python -m lpviz.dashboard.serve`` (what ``make serve`` runs) listens on a free local
 port for the module; each test opens its own page (its own session). What the
 page shows is read from the Bokeh documents in the browser
 (``window.Bokeh.documents``), so points are counted, not eyeballed.
@@ -351,7 +351,7 @@ def test_closing_the_tab_stops_its_chains_within_a_second(browser, server):
 
 def test_each_preset_loads_and_its_first_points_arrive(page, artifacts_dir):
     """One page through every preset (a page costs 15 s to open on a loaded machine)."""
-    from app.presets import PRESETS
+    from lpviz.dashboard.session.presets import PRESETS
 
     for name, preset in PRESETS.items():
         page.tab("Data & noise")

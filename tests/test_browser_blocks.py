@@ -57,8 +57,8 @@ def block_figures(page, start):
 
 def figure1_truth():
     """Figure 1's true memberships (each actor's share in each community), as the server draws them."""
-    from app.datastore import DataStore
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
 
     theta = np.asarray(DataStore(Settings(preset="Figure 1")).truth.factors["theta"], dtype=float)
     return theta / theta.sum(axis=1, keepdims=True)

@@ -8,7 +8,7 @@ both kinds of row read from the comparison table of the page.
 import pytest
 from playwright.sync_api import expect
 
-from app.central_view import CENTRAL_LABEL
+from lpviz.dashboard.views.central_view import CENTRAL_LABEL
 from tests.browser_harness import LABELS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser

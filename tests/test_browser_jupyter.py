@@ -3,7 +3,7 @@
 JupyterLab (the test extra installs it) serves a temporary copy of
 ``notebooks/tour.ipynb`` from a temporary folder, on a free local port with a
 token, with its config, data, runtime and settings folders its own; its kernel
-is the ``lpviz`` kernelspec (:func:`app.notebook.install_kernel`, what ``make
+is the ``lpviz`` kernelspec (:func:`lpviz.dashboard.in_jupyter.install_kernel`, what ``make
 notebook`` installs). The page runs all cells, then Start in the tour's
 embedded fits view must move the iteration counter (the worker threads' output
 reaching the page through the kernel's comms), Pause must hold it, Resume move it
@@ -70,7 +70,7 @@ def _free_port():
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
     """JupyterLab on a copy of the tour in a folder of its own: ``(base URL, token, folder, timings)``."""
-    from app.notebook import install_kernel
+    from lpviz.dashboard.in_jupyter import install_kernel
 
     started = time.perf_counter()
     root = tmp_path_factory.mktemp("jupyterlab")

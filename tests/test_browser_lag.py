@@ -13,8 +13,8 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from app.presets import PRESETS
 from benchmarks.bench_page_lag import LINES  # the benchmark's reading of the progress lines, shared
+from lpviz.dashboard.session.presets import PRESETS
 from tests.browser_harness import N_METHODS, record_latency
 
 pytestmark = pytest.mark.browser

@@ -1,7 +1,7 @@
 """Issue 37: a served page that streams fits is laid out once, and paints one plot per task.
 
 At 4x CPU throttling the page's long tasks, and the clicks that waited for them, were of three kinds
-(app/paint.py says how they were found): every plot that asked for a paint within one frame painted in
+(dashboard/serving/paint.py says how they were found): every plot that asked for a paint within one frame painted in
 that frame's one task (0.6-0.8 s after a Pause); a trace plot whose tick labels got wider laid the
 whole page out again (0.5-0.8 s); and a pane that changed height (the scoreboard at each Pause, the
 claim's verdict at the end, the header's spinner at each Pause and Resume) did too (0.4-0.6 s). This

@@ -1,7 +1,7 @@
-"""``python -m app.serve --procs 2`` in Debian's chromium (issue 41): pages served through the front.
+"""``python -m lpviz.dashboard.serve --procs 2`` in Debian's chromium (issue 41): pages served through the front.
 
 The process-balancing tests (``tests/test_serve_procs.py``) open pages as bokehjs does, over the
-websocket protocol; here real browser pages go through the front (``app/balancer.py``): its HTML,
+websocket protocol; here real browser pages go through the front (``lpviz/dashboard/serving/balancer.py``): its HTML,
 its static files, its websockets. Asserted: two pages opened get their documents and draw the Data &
 noise tab (its three heatmaps, as the single-process browser tests wait for), their sessions land one
 on each server process, and a click on a page reaches its own process (its Fits tab opens there).
@@ -52,7 +52,7 @@ def test_two_browser_pages_through_the_front_get_their_documents_on_both_process
             pages.append(Page(browser, front.url))  # waits for the documents and the three heatmaps
         assert sessions(front, 2) == [1, 1]  # one page on each process
         # each process's own log says so too: its page besides the page asked straight from it at
-        # the start and the front's own (above), kept until they connect (app.app.keep_until_connected)
+        # the start and the front's own (above), kept until they connect (lpviz.dashboard.app.keep_until_connected)
         by_pid = sessions_by_pid(bench, front, 2 + 2 + 1)
         assert sorted(by_pid.values()) == [2, 3], by_pid
         for page in pages:

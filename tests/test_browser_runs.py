@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from app.presets import PRESETS
+from lpviz.dashboard.session.presets import PRESETS
 from tests.browser_harness import N_METHODS, PROGRESS_TEXTS, REPO, TIMEOUT_MS, Page, record_latency
 from tests.test_browser_trust import outside_requests
 
@@ -152,7 +152,7 @@ def test_a_page_whose_connection_drops_reconnects_and_reads_the_statuses_as_they
         # BokehJS reconnects at once: dropped alone, the page was back within milliseconds, before its
         # session could tell it had gone, so the chains ran on and the test passed only when the 6,000
         # iterations ended within the wait. Offline for 1.5 s (its first reconnection fails, the next
-        # comes 2 s later), the page is away well past app.fits.LOST_CONNECTION_SECONDS: the session
+        # comes 2 s later), the page is away well past lpviz.dashboard.session.fits.LOST_CONNECTION_SECONDS: the session
         # stops its chains, and the page must read that once it is back.
         page.context.set_offline(True)
         dropped = subprocess.run(

@@ -16,8 +16,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from app.presets import PRESETS
-from app.settings import preset_values
+from lpviz.dashboard.session.presets import PRESETS
+from lpviz.dashboard.session.settings import preset_values
 from tests.browser_harness import TEXTS_IN_PAGE
 
 pytestmark = pytest.mark.browser
@@ -245,7 +245,7 @@ def test_preset_switches_with_finished_fits_fetch_nothing_from_outside(page):
     listpanel.css among them; and the sidebar's text and settings agree in every frame through these
     switches too.
 
-    This walk no longer makes the page ask the CDN with app.resources.serve_stylesheets_locally undone
+    This walk no longer makes the page ask the CDN with dashboard.serving.resources.serve_stylesheets_locally undone
     (Panel 1.9.4: no render of this walk without the page's document, logged on the server); the
     patch's effect is held by tests/test_app_resources.py. Here: that nothing of the page points away."""
     opened = []

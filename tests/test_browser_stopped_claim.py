@@ -3,14 +3,14 @@ before its goal gets no verdict. Figure 4 (reduced) stopped at 173 / 400 showed 
 are too few ..."; here Figure 3 (small alpha0) is stopped once its scoreboard has numbers (after its
 burn-in, short of its 6,000 iterations): the claim's line says in words that it is not checked, at which
 iteration of how many the run was stopped, and that the claim is about the full run; no "Held" and no
-"Did not hold" (the one rule, app.presets.unfinished)."""
+"Did not hold" (the one rule, lpviz.dashboard.session.presets.unfinished)."""
 
 import re
 
 import pytest
 
-from app.presets import PRESETS
 from benchmarks.bench_page_lag import LINES  # the benchmarks' reading of the progress lines, shared
+from lpviz.dashboard.session.presets import PRESETS
 from tests.browser_harness import N_METHODS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser

@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app.presets import PRESETS
-from app.teaching import STEPS
+from lpviz.dashboard.session.presets import PRESETS
+from lpviz.dashboard.views.teaching import STEPS
 from tests.browser_harness import N_METHODS, TIMEOUT_MS
 from tests.test_browser_sweep import COUNT_SWEEP_POINTS
 
@@ -28,7 +28,7 @@ def wait_for_tab(page, name):
     expect(page.page.locator(".bk-tab.bk-active")).to_have_text(name)
 
 
-# The trace lines of the second chain of each method (app.live_traces names them "<method>: chain 1").
+# The trace lines of the second chain of each method (lpviz.dashboard.views.live_traces names them "<method>: chain 1").
 SECOND_CHAIN_LINES = """() => {
   let n = 0;
   for (const doc of window.Bokeh.documents) for (const m of doc.all_models)

@@ -13,9 +13,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from app.fits_view import RATE_MIN_WIDTH
-from app.presets import CLASS_SEED, PRESETS
-from app.settings import preset_values
+from lpviz.dashboard.session.presets import CLASS_SEED, PRESETS
+from lpviz.dashboard.session.settings import preset_values
+from lpviz.dashboard.views.fits_view import RATE_MIN_WIDTH
 from tests.browser_harness import FIGURES, LABELS, N_METHODS, TIMEOUT_MS, Page
 
 pytestmark = pytest.mark.browser

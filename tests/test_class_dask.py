@@ -1,4 +1,4 @@
-"""The sessions' chains on Dask workers (app.remote): a real LocalCluster of 2 worker processes.
+"""The sessions' chains on Dask workers (lpviz.dashboard.session.remote): a real LocalCluster of 2 worker processes.
 
 A session's chains run in its host on a worker (threads of the worker process,
 not of this one), their trace rows and snapshots stream back into the
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import precondition, rule
 
-from app.remote import ChainCluster, DaskPlace
+from lpviz.dashboard.session.remote import ChainCluster, DaskPlace
 from tests.test_class_state import Clicks, check_consistent, drain_until, make_fits, start_makes_progress
 
 _CLUSTER: dict = {}  # the module's cluster, for the Hypothesis test (which takes no fixture)
@@ -191,7 +191,7 @@ def test_a_killed_worker_gives_a_clear_error_and_start_runs_again(cluster):
 
 def test_a_host_whose_server_has_gone_stops_its_chains(cluster):
     """A host nobody takes from (its server died) stops its chains after ``orphan_seconds``."""
-    from app.remote import ChainHost
+    from lpviz.dashboard.session.remote import ChainHost
 
     fits = session(cluster)  # only for its Problem
     client = cluster.client
@@ -211,21 +211,21 @@ def test_a_host_whose_server_has_gone_stops_its_chains(cluster):
 
 
 def test_the_server_flags_say_where_the_chains_run(cluster, monkeypatch):
-    from app import remote
-    from app.remote import default_place
-    from app.runner import LocalPlace
-    from app.serve import parse_args
+    from lpviz.dashboard.serve import parse_args
+    from lpviz.dashboard.session import remote
+    from lpviz.dashboard.session.remote import default_place
+    from lpviz.dashboard.session.runner import LocalPlace
 
     assert parse_args(["--scheduler", "tcp://example:8786"]).chains == "cluster"
     assert parse_args(["--scheduler", "tcp://example:8786", "--chains", "server"]).chains == "server"
     assert parse_args([]).chains == "server"
-    # without an address the server starts a LocalCluster for them (app.serve.start_local_cluster)
+    # without an address the server starts a LocalCluster for them (lpviz.dashboard.serve.start_local_cluster)
     args = parse_args(["--chains", "cluster"])
     assert args.chains == "cluster" and args.scheduler is None
     monkeypatch.setenv("LPVIZ_CHAINS", "server")
     assert isinstance(default_place(), LocalPlace)
     monkeypatch.setenv("LPVIZ_CHAINS", "cluster")
-    monkeypatch.setattr(remote, "_SHARED", [cluster])  # what `python -m app.serve --scheduler` connected
+    monkeypatch.setattr(remote, "_SHARED", [cluster])  # what `python -m lpviz.dashboard.serve --scheduler` connected
     place = default_place()
     assert isinstance(place, DaskPlace) and place.cluster is cluster
     monkeypatch.setenv("LPVIZ_CHAINS", "elsewhere")

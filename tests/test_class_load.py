@@ -1,6 +1,6 @@
 """A small class on a served dashboard: real client sessions over Bokeh's websocket protocol.
 
-``python -m app.serve`` runs in a subprocess (its event loop logs its lag, sessions
+``python -m lpviz.dashboard.serve`` runs in a subprocess (its event loop logs its lag, sessions
 and threads: ``LPVIZ_LOOP_LOG``); the students of ``benchmarks/bench_class.py``
 open the page, choose a preset, press Start, switch tabs and close, as a
 browser tab does. Asserted: every student's chains progress, none is starved
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.throttle import VIEW_POOL_THREADS
+from lpviz.dashboard.serving.throttle import VIEW_POOL_THREADS
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_class.py"
 RELEASE_SECONDS = 120  # the server discards closed sessions within ~2 s; generous for a loaded machine

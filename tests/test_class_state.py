@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from app.datastore import DataStore
-from app.fits import Fits
-from app.settings import Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.settings import Settings
 
 TIMEOUT = 120  # seconds; a loaded 2-core machine with a cold numba cache
 STILL = ("idle", "stopped", "done", "error", "unavailable")
@@ -50,7 +50,7 @@ def workers_of(runner):
     return [
         thread
         for thread in threading.enumerate()
-        # (unwrapped: a served chain's thread runs the runner's work behind app.runner.giving_way)
+        # (unwrapped: a served chain's thread runs the runner's work behind lpviz.dashboard.session.runner.giving_way)
         if getattr(inspect.unwrap(getattr(thread, "_target", None) or (lambda: None)), "__self__", None) is runner
         and thread.is_alive()
     ]
@@ -188,8 +188,8 @@ def test_fifty_rounds_of_start_stop_reset_20_ms_apart_then_start_runs():
 def test_redraws_of_a_class_wait_for_their_share_of_the_event_loop():
     """A redraw that cost c seconds waits (running sessions) * c / REDRAW_LOOP_SHARE before the next:
     sessions that run slow their redraws; idle ones do not count."""
-    from app.fits import _SESSIONS, REDRAW_LOOP_SHARE, running_sessions, stretch
-    from app.throttle import Throttle
+    from lpviz.dashboard.serving.throttle import Throttle
+    from lpviz.dashboard.session.fits import _SESSIONS, REDRAW_LOOP_SHARE, running_sessions, stretch
 
     sessions = [make_fits() for _ in range(3)]
     try:
@@ -220,11 +220,11 @@ def test_redraws_of_a_class_wait_for_their_share_of_the_event_loop():
 
 
 def test_served_chains_take_turns_on_chain_threads_the_server_sets(monkeypatch):
-    """`app.serve` runs at most --chain-threads chains at once (default the cores); the process's
+    """`lpviz.dashboard.serve` runs at most --chain-threads chains at once (default the cores); the process's
     turnstile takes that number from the environment the server sets."""
-    from app import runner as runner_module
-    from app.serve import parse_args
     from lpviz._parallel import n_threads
+    from lpviz.dashboard.serve import parse_args
+    from lpviz.dashboard.session import runner as runner_module
 
     assert parse_args([]).chain_threads == n_threads()
     assert parse_args(["--chain-threads", "3"]).chain_threads == 3

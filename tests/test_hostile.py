@@ -1478,8 +1478,8 @@ def test_labels_are_text_and_written_only_when_public(tmp_path, capsys):
 
 
 def test_the_upload_handler_turns_everything_into_the_sessions_message(tmp_path, monkeypatch):
-    from app.datastore import DataStore
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
     from lpviz.datasets import loaders as loader_module
 
     monkeypatch.setenv("LPVIZ_MEMORY_LIMIT", "256M")  # 64 MiB per session (4 sessions)
@@ -1510,8 +1510,8 @@ def test_the_upload_handler_turns_everything_into_the_sessions_message(tmp_path,
 
 
 def test_the_path_field_says_what_is_wrong(tmp_path, monkeypatch):
-    from app.datastore import DataStore
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
 
     monkeypatch.setenv("LPVIZ_APP_DATA_FOLDERS", str(tmp_path))
     store = DataStore(Settings(), background=False)

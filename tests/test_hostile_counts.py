@@ -51,8 +51,8 @@ def test_release_load_refuses_a_file_whose_noised_count_is_beyond_the_bound(tmp_
 
 
 def test_the_dashboard_upload_refuses_the_same_release(tmp_path):
-    from app.datastore import DataStore
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.settings import Settings
 
     path = tmp_path / "big.npz"
     np.savez(path, format=np.asarray("lpviz-release-1"), Y_obs=np.array([[2**55, 1], [0, 1]]), alpha=np.asarray(0.5))

@@ -221,10 +221,10 @@ def test_the_library_saves_a_simulated_release_without_its_seed(tmp_path):
 
 
 def test_the_dashboard_exports_no_noise_seed(tmp_path):
-    from app.datastore import DataStore
-    from app.export import SUMMARY_FILE, TRUTH_FILE, save_release, save_results
-    from app.fits import Fits
-    from app.settings import Settings
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.session.settings import Settings
+    from lpviz.dashboard.views.export import SUMMARY_FILE, TRUTH_FILE, save_release, save_results
 
     seed = 918_273
     fits = Fits(DataStore(Settings(noise_seed=seed), background=False))
@@ -329,7 +329,7 @@ def test_reproduce_refuses_the_users_report_before_running(tmp_path, capsys, mon
 
 
 def test_dashboard_exports_never_replace_a_file_that_appears_meanwhile(tmp_path, monkeypatch):
-    import app.export as export
+    import lpviz.dashboard.views.export as export
 
     class Data:
         release = object()
@@ -355,7 +355,7 @@ def test_dashboard_exports_never_replace_a_file_that_appears_meanwhile(tmp_path,
 def test_save_figure_writes_whole_and_keeps_a_file_made_meanwhile(tmp_path, monkeypatch):
     import holoviews as hv
 
-    import app.export as export
+    import lpviz.dashboard.views.export as export
 
     target = tmp_path / "figure.html"
     real_save = hv.save

@@ -55,8 +55,8 @@ def test_the_cycle_finder_sees_direct_deferred_and_package_cycles(tmp_path):
 
 # Every name the split modules had, and where it lives now (the same object either way).
 MOVED = {
-    "app.fits": {
-        "app.runner": [
+    "lpviz.dashboard.session.fits": {
+        "lpviz.dashboard.session.runner": [
             "BUFFER_LENGTH",
             "STATUSES",
             "TRACE_COLUMNS",
@@ -68,9 +68,9 @@ MOVED = {
             "empty_trace",
             "warm_up_kernels",
         ],
-        "app.recompute": [("_recompute_once", "recompute_once")],
+        "lpviz.dashboard.session.recompute": [("_recompute_once", "recompute_once")],
     },
-    "app.session": {"app.session": ["default_session"]},
+    "lpviz.dashboard.session.default": {"lpviz.dashboard.session.default": ["default_session"]},
     "lpviz.datasets.enron": {
         "lpviz.datasets.enron.parser": ["Email", "MalformedEmail", "parse_email"],
         "lpviz.datasets.enron.readers": ["ReadReport", "read_emails"],

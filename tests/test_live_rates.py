@@ -1,6 +1,6 @@
-"""The live rate heatmaps (app.live_rates) draw what the export's count_image draws, updated in place.
+"""The live rate heatmaps (lpviz.dashboard.views.live_rates) draw what the export's count_image draws, updated in place.
 
-Each figure is compared with HoloViews' own rendering of :func:`app.plots.count_image` of the same
+Each figure is compared with HoloViews' own rendering of :func:`lpviz.dashboard.views.plots.count_image` of the same
 values: the cells (display strides, a tensor summed over its months), the extent and axes, the
 colour mapper of each scale with its limits and palette, the colour bar, title and hover.
 """
@@ -13,8 +13,8 @@ import pytest
 from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent, ModelChangedEvent
 
-from app.live_rates import LiveRates
-from app.plots import RATE_CMAP, count_image, display_slice
+from lpviz.dashboard.views.live_rates import LiveRates
+from lpviz.dashboard.views.plots import RATE_CMAP, count_image, display_slice
 
 SCALES = ("linear", "log", "quantile")
 CLIM = (0.0, 3.0)
@@ -172,7 +172,7 @@ class ServedDocument:
 def test_a_served_page_gets_one_heatmap_at_a_time(monkeypatch):
     import panel as pn
 
-    from app.live_rates import SPREAD_MS
+    from lpviz.dashboard.views.live_rates import SPREAD_MS
 
     shape = (6, 5)
     document = ServedDocument()

@@ -4,7 +4,7 @@ Each view is attached to a Bokeh document and the document's change events are r
 are what a served page receives. A second heatmap result of the same cells sends its values only
 (no axis factors, no height: those relay the page out); a trace update streams only the rows that
 are new. A page that reports a blocked main thread stretches its session's update periods
-(:class:`~app.throttle.Pace`), and a quiet page brings them back.
+(:class:`~lpviz.dashboard.serving.throttle.Pace`), and a quiet page brings them back.
 """
 
 import math
@@ -18,9 +18,9 @@ from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent, ColumnsStreamedEvent, ModelChangedEvent
 from panel.custom import JSComponent, ReactiveESM
 
-from app.live_heatmaps import LiveHeatmaps
-from app.live_traces import LiveTraces
-from app.throttle import PACE_DOWN, PACE_MAX, PACE_TARGET_SHARE, PACE_UP, Pace, PageLag, Throttle
+from lpviz.dashboard.serving.throttle import PACE_DOWN, PACE_MAX, PACE_TARGET_SHARE, PACE_UP, Pace, PageLag, Throttle
+from lpviz.dashboard.views.live_heatmaps import LiveHeatmaps
+from lpviz.dashboard.views.live_traces import LiveTraces
 
 
 def topics_frame(terms, topics, seed):
@@ -188,8 +188,8 @@ def test_the_scoreboard_pane_is_never_hidden_so_new_scores_never_relay_the_tab_o
     # a pane made visible makes BokehJS lay the whole tab out again (every figure measured and repainted:
     # 2-3 s of a 4x throttled page at the first scores and at every Pause); a new text only reflows
 
-    from app.fits import Fits
-    from app.fits_view import FitsView
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.views.fits_view import FitsView
 
     fits = Fits()
     try:
@@ -212,8 +212,8 @@ def test_the_page_lag_reporter_is_a_root_of_its_own_not_part_of_a_tab():
     # 'max')"), the rest of that patch was lost and the progress lines kept the old preset's goal (3 of 8
     # page opens in chromium; and so after a reconnection, when the page builds every view again). In the
     # template's header it is a root of its own, drawn with the page, and no tab waits for it.
-    from app.app import create_app
-    from app.fits_view import FitsView
+    from lpviz.dashboard.app import create_app
+    from lpviz.dashboard.views.fits_view import FitsView
 
     template = create_app()
     (view,) = [view for view in template.main[0].views if isinstance(view, FitsView)]

@@ -32,7 +32,7 @@ def _text(cell):
 def lpviz_kernel(folder):
     """The ``lpviz`` kernelspec installed under ``folder`` (what ``make notebook`` installs into the
     virtual environment): returns the JUPYTER_PATH entry that finds it."""
-    from app.notebook import KERNEL_NAME, install_kernel
+    from lpviz.dashboard.in_jupyter import KERNEL_NAME, install_kernel
 
     spec = Path(install_kernel(prefix=folder))
     assert spec.name == KERNEL_NAME and json.loads((spec / "kernel.json").read_text())["env"]["PYTHONPATH"]
@@ -134,9 +134,9 @@ def test_views_stay_live_across_outputs(monkeypatch):
     from panel.io.state import set_curdoc
     from panel.reactive import Reactive
 
-    from app import notebook
-    from app.fits_view import FitsView
-    from app.topics_view import TopicsView
+    from lpviz.dashboard import in_jupyter as notebook
+    from lpviz.dashboard.views.fits_view import FitsView
+    from lpviz.dashboard.views.topics_view import TopicsView
 
     # notebook.extension() patches Panel for this process: undone after the test
     monkeypatch.setattr(Reactive, "_get_properties", Reactive._get_properties)
@@ -213,7 +213,7 @@ def test_a_kernel_with_subshells_is_named_with_its_fix():
     import ipykernel
     from ipykernel.kernelbase import Kernel
 
-    from app.notebook import SUBSHELL_FIX, subshell_problem
+    from lpviz.dashboard.in_jupyter import SUBSHELL_FIX, subshell_problem
 
     assert int(ipykernel.__version__.split(".")[0]) < 7
     assert not hasattr(Kernel, "_supports_kernel_subshells") or not Kernel._supports_kernel_subshells
@@ -226,7 +226,7 @@ def test_a_kernel_with_subshells_is_named_with_its_fix():
 def test_the_extension_warns_in_a_kernel_with_subshells(monkeypatch):
     from types import SimpleNamespace
 
-    from app import notebook
+    from lpviz.dashboard import in_jupyter as notebook
 
     monkeypatch.setattr(notebook, "_running_kernel", lambda: SimpleNamespace(_supports_kernel_subshells=True))
     with pytest.warns(RuntimeWarning, match="Kernel Comms over subshells"):

@@ -9,9 +9,9 @@ then each preset. In-process, with real data (the synthetic generators and the s
 import numpy as np
 import pytest
 
-from app.datastore import DataStore, resolve_model
-from app.presets import CLASS_SEED, PRESETS
-from app.settings import NOISE_PARAMETERS, SOURCES, Settings, preset_values
+from lpviz.dashboard.session.datastore import DataStore, resolve_model
+from lpviz.dashboard.session.presets import CLASS_SEED, PRESETS
+from lpviz.dashboard.session.settings import NOISE_PARAMETERS, SOURCES, Settings, preset_values
 from lpviz.privacy import heterogeneous_alpha
 
 
@@ -140,8 +140,8 @@ def test_every_mcmc_preset_runs_the_dashboards_chains_but_figure_1_which_says_wh
     """Issue 39: each method runs several chains on the presets too (R-hat across them on every
     scoreboard), their claims checked so (test_presets_claims); Figure 1 alone runs one, and its text
     says why and where a second chain is shown."""
-    from app.presets import FIGURE1, TWO_MODES
-    from app.runner import DASHBOARD_CHAINS
+    from lpviz.dashboard.session.presets import FIGURE1, TWO_MODES
+    from lpviz.dashboard.session.runner import DASHBOARD_CHAINS
 
     assert DASHBOARD_CHAINS >= 2
     for name, preset in PRESETS.items():

@@ -1,7 +1,7 @@
 """Every preset's lesson is a checked claim: run at its class seed, exactly as a student runs it
 (the dashboard's own chains, in-process), the Fits tab's verdict on it must be "held".
 
-The check itself (app.presets.check) is tested on hand-made scores: a flagged fit never counts,
+The check itself (lpviz.dashboard.session.presets.check) is tested on hand-made scores: a flagged fit never counts,
 the winner must beat the trivial baselines, a wrong order or a wide spread does not hold.
 """
 
@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from app.datastore import DataStore
-from app.fits import Fits
-from app.fits_view import FitsView
-from app.presets import CLASS_SEED, PRESETS, Claim, check
-from app.settings import Settings
+from lpviz.dashboard.session.datastore import DataStore
+from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.session.presets import CLASS_SEED, PRESETS, Claim, check
+from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.fits_view import FitsView
 
 TIMEOUT = 900  # seconds per preset on a loaded 2-core machine
 
@@ -147,8 +147,8 @@ def test_every_teaching_steps_claim_holds_on_the_opening_preset_at_the_class_see
     its claim checked on screen (held), the scoreboard step starting the fits itself."""
     import panel as pn
 
-    from app.session import default_session
-    from app.teaching import STEPS, Teaching
+    from lpviz.dashboard.session.default import default_session
+    from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     fits = default_session()
     fits.data._background = False
@@ -182,8 +182,8 @@ def test_every_teaching_steps_claim_holds_on_the_opening_preset_at_the_class_see
 def test_the_two_modes_lesson_needs_its_seed():
     """Power: on the same data at a chain seed where the two chains agree, the lesson does not hold
     (the check is not always true); at the preset's seed the library's own fit flags and names the chain."""
-    from app.presets import TWO_MODES
     from lpviz import fit, methods
+    from lpviz.dashboard.session.presets import TWO_MODES
     from lpviz.metrics import score
 
     store = DataStore(Settings(preset=TWO_MODES.name), background=False)
@@ -215,10 +215,10 @@ def _finished_fits(preset, status, iteration, target):
 
 
 def test_a_claim_is_checked_only_on_a_run_that_reached_its_goal():
-    """Issue 57 HIGH 2: the one rule (app.presets.unfinished), for the Fits tab, the export and the
+    """Issue 57 HIGH 2: the one rule (lpviz.dashboard.session.presets.unfinished), for the Fits tab, the export and the
     teaching steps: a run stopped before its goal is never given a verdict; the page says in words
     that the claim is not checked and why. Before, a stopped run was checked as if finished."""
-    from app.fits_view import preset_verdict
+    from lpviz.dashboard.views.fits_view import preset_verdict
 
     name = "Figure 3 (small alpha0)"
     fits = _finished_fits(name, "done", 6000, 6000)

@@ -1,4 +1,4 @@
-"""``python -m app.serve --procs N``: several server processes behind one port (:mod:`app.balancer`).
+"""``python -m dashboard.serve --procs N``: several server processes behind one port (:mod:`serving.balancer`).
 
 Real pages on loopback: each opened as bokehjs opens it (``GET /app``, the websocket, the
 document; ``benchmarks/bench_class.py``'s :class:`Student`). Asserted: 8 pages opened at once on
@@ -169,7 +169,7 @@ def test_the_server_processes_stop_with_the_front(bench, how):
 
 
 def test_procs_flags(monkeypatch):
-    from app.serve import backend_argv, parse_args
+    from lpviz.dashboard.serve import backend_argv, parse_args
 
     monkeypatch.delenv("LPVIZ_PROCS", raising=False)
     assert parse_args([]).procs == 1  # the front is opt-in, whatever the machine's cores

@@ -4,7 +4,7 @@ teacher can send."""
 
 import urllib.request
 
-from app.serve import SESSIONS_END
+from lpviz.dashboard.serve import SESSIONS_END
 from tests.browser_harness import served
 
 

@@ -342,11 +342,11 @@ def test_the_png_draws_one_panel_per_plotted_score(tmp_path):
 def test_a_server_given_a_scheduler_address_runs_its_sweeps_on_that_cluster(dask_client, monkeypatch):
     from distributed import get_task_stream
 
-    from app.serve import parse_args
+    from lpviz.dashboard.serve import parse_args
 
     assert parse_args(["--scheduler", "tcp://example:8786"]).scheduler == "tcp://example:8786"
     address = dask_client.scheduler.address
-    monkeypatch.setenv("LPVIZ_SCHEDULER", address)  # what `python -m app.serve --scheduler` sets
+    monkeypatch.setenv("LPVIZ_SCHEDULER", address)  # what `python -m lpviz.dashboard.serve --scheduler` sets
     tasks = small_tasks(ratios=[1.0], methods=["naive"])
     with get_task_stream(dask_client) as stream:
         events = _run_to_the_end(SweepRun(tasks).start())

@@ -16,7 +16,7 @@ def finished(view, rows, claim):
 
 
 def test_a_sweep_claim_inside_its_noise_draws_band_is_not_held():
-    from app.teaching import STEPS
+    from lpviz.dashboard.views.teaching import STEPS
 
     claim = next(step.claim for step in STEPS if step.starts_sweep)
     key = claim.key

@@ -926,7 +926,7 @@ def test_default_private_vi_at_the_papers_table1_size(seed):
 
 
 def test_table1_preset_tells_the_vi_methods_apart():
-    """The app's Table 1 preset (app/presets.py): synthetic topics at 300 x 100, K = 10, eps/N = 1. The
+    """The app's Table 1 preset (dashboard/session/presets.py): synthetic topics at 300 x 100, K = 10, eps/N = 1. The
     default private VI is healthy and beats the best constant and naive VI by a wide margin (measured
     rate MAE 0.26 against 0.45 and 0.59); the paper's variant collapses there."""
     from lpviz.datasets import make_topics

@@ -10,7 +10,7 @@ noise), so a sweep runs on the same runner as ``lpviz reproduce``
 hands every point over as its task finishes; it can be cancelled.
 
 Where the tasks run (:func:`default_scheduler`): the Dask cluster at
-``$LPVIZ_SCHEDULER`` when that is set (``python -m app.serve --scheduler``),
+``$LPVIZ_SCHEDULER`` when that is set (``python -m lpviz.dashboard.serve --scheduler``),
 else one LocalCluster of worker processes shared by every caller in this
 process (:func:`shared_local_client`), started at the first sweep and closed
 when the process exits.
