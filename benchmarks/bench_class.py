@@ -772,7 +772,7 @@ def summarize(progresses, begin, moment):
 
 def chain_progress(server, begin, moment):
     """What each session's chains made in [begin, moment] as the server itself logged it (the least
-    iteration of its running methods, every second: ``dashboard.serving.loopwatch.chain_progress``), for the sessions
+    iteration of its running methods, every second: ``session.fits.chain_progress``), for the sessions
     running at both ends; and the seconds between those two log lines. Unlike the pages' progress
     lines, this does not wait for the event loop to redraw a page."""
     by_pid = collections.defaultdict(list)  # each server process logs its own sessions

@@ -187,9 +187,9 @@ def test_the_default_sweep_of_the_opening_preset_shows_the_ordering_the_teaching
     epsilon / N, every fit healthy. Two worker threads, as the served app's shared cluster on 2 cores."""
     from distributed import Client, LocalCluster
 
+    from lpviz.dashboard.serving.onscreen import ViewTabs
     from lpviz.dashboard.session.default import default_session
     from lpviz.dashboard.session.presets import CLASS_SEED
-    from lpviz.dashboard.views.onscreen import ViewTabs
     from lpviz.dashboard.views.teaching import STEPS, Teaching
 
     fits = default_session()

@@ -387,10 +387,10 @@ def shown_figures(view):
 def test_every_teaching_step_lands_on_a_view_with_data(topic_fits):
     """Walk every step over the dashboard's real views: the view the step shows draws data (no plot
     of it empty), the scoreboard and sweep steps starting what they need."""
+    from lpviz.dashboard.serving.onscreen import ViewTabs
     from lpviz.dashboard.views.bessel_view import BesselView
     from lpviz.dashboard.views.fits_view import FitsView
     from lpviz.dashboard.views.noise_view import NoiseView
-    from lpviz.dashboard.views.onscreen import ViewTabs
     from lpviz.dashboard.views.privacy_view import PrivacyView
     from lpviz.dashboard.views.sweep_view import SweepView
     from lpviz.dashboard.views.teaching import STEPS, Teaching

@@ -19,12 +19,12 @@ import pytest
 
 import lpviz.dashboard.views.topics_view
 from lpviz.dashboard.app import create_app
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import OffLoop
 from lpviz.dashboard.views.bessel_view import BesselView
 from lpviz.dashboard.views.blocks_view import BlocksView
 from lpviz.dashboard.views.fits_view import FitsView
 from lpviz.dashboard.views.noise_view import NoiseView
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.topicmap_view import TopicMapView
 from lpviz.dashboard.views.topics_view import TopicsView
 

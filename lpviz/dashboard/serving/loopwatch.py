@@ -17,14 +17,15 @@ _watching = threading.Lock()
 _watched: list[str] = []
 
 
-def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
+def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS, progress=dict):
     """Record the event loop's lag: how late a callback due every ``period`` seconds runs.
 
     Once per process, from the first session on (``lpviz/dashboard/app.py`` calls this), and only when
     ``$LPVIZ_LOOP_LOG`` names a file: each tick appends ``{"t": monotonic seconds, "lag_ms": ...}``;
-    every second also the sessions the server holds, its Python threads by name (digits
-    dropped) and the loop thread's CPU seconds, so a load test reads what the server itself
-    saw. Returns whether it runs.
+    every second also the sessions the server holds, each session's progress (``progress()``: the
+    session layer's :func:`~lpviz.dashboard.session.fits.chain_progress`, handed down so that
+    serving imports no session), its Python threads by name (digits dropped) and the loop
+    thread's CPU seconds, so a load test reads what the server itself saw. Returns whether it runs.
     """
     path = os.environ.get(LOOP_LOG_ENV)
     if not path:
@@ -48,7 +49,7 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
             "pid": os.getpid(),
             "sessions": sessions,
             "threads": dict(names),
-            "iterations": chain_progress(),
+            "iterations": progress(),
             "loop_cpu": time.thread_time(),
         }
 
@@ -62,17 +63,3 @@ def watch_event_loop(server_context=None, period=LOOP_PERIOD_SECONDS):
 
     loop.call_at(loop.time() + period, tick, time.monotonic() + period)
     return True
-
-
-def chain_progress():
-    """Each open session's progress as its chains post it, before the event loop drains it (the
-    least iteration of its running methods), by a key of its own: a load test tells the chains'
-    fairness from the pages' lag."""
-    from lpviz.dashboard.session.fits import _SESSIONS
-
-    progress = {}
-    for fits in list(_SESSIONS):
-        running = [runner.reached for runner in fits.active.values() if runner.status == "running"]
-        if not fits.closed and running:
-            progress[str(id(fits))] = min(running)
-    return progress

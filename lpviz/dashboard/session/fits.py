@@ -22,6 +22,7 @@ import pandas as pd
 import panel as pn
 import param
 
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import TRACE_SECONDS, OffLoop, Pace, Periodic, Throttle, log
 from lpviz.dashboard.serving.writes import install as _write_every_queue
 from lpviz.dashboard.session.datastore import DataStore, served
@@ -44,7 +45,6 @@ from lpviz.dashboard.session.runner import (
     empty_trace,
     warm_up_kernels,
 )
-from lpviz.dashboard.views.onscreen import OnScreen
 
 # Panel's write queue, guarded (dashboard.serving.writes): a change queued as an earlier write ended reaches the page
 _write_every_queue()
@@ -789,3 +789,15 @@ def model_shows(model_name, what):
     from lpviz import models
 
     return bool(model_name) and what in models.get(model_name).shows
+
+
+def chain_progress():
+    """Each open session's progress as its chains post it, before the event loop drains it (the
+    least iteration of its running methods), by a key of its own: a load test tells the chains'
+    fairness from the pages' lag."""
+    progress = {}
+    for fits in list(_SESSIONS):
+        running = [runner.reached for runner in fits.active.values() if runner.status == "running"]
+        if not fits.closed and running:
+            progress[str(id(fits))] = min(running)
+    return progress

@@ -18,8 +18,8 @@ import panel as pn
 import param
 
 from lpviz import bessel
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.session.fits import Fits, follow_results
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import FLEX_ITEM, SIDE_MIN_WIDTH, side_by_side
 
 # A pmf this small is invisible on the plot; it bounds the support shown.

@@ -17,10 +17,10 @@ import panel as pn
 import param
 
 from lpviz import metrics
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.fits import Fits, follow_results, model_shows
 from lpviz.dashboard.views.fits_view import baseline_frame
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import (
     FLEX_ITEM,
     HEATMAP_TITLE_SIZE,

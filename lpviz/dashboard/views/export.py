@@ -31,8 +31,8 @@ import numpy as np
 import panel as pn
 import param
 
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.session.fits import Fits
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import axis_labels
 
 FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}

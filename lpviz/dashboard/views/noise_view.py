@@ -22,8 +22,8 @@ import numpy as np
 import panel as pn
 import param
 
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.session.datastore import DataStore
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import (
     ACTOR_KINDS,
     HeatmapCells,

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from lpviz.dashboard.serving.onscreen import ViewTabs
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.fits import Fits, follow_results
 from lpviz.dashboard.session.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check, unfinished
-from lpviz.dashboard.views.onscreen import ViewTabs
 from lpviz.metrics import ESS_MIN, RHAT_MIXED  # the one R-hat threshold every text states
 
 
@@ -246,7 +246,7 @@ class Teaching(pn.viewable.Viewer):
         return STEPS[self.step]
 
     def view(self, name):
-        """The view on the tab called ``name`` (tabs of :class:`~dashboard.views.onscreen.ViewTabs`), else None."""
+        """The view on the tab called ``name`` (tabs of :class:`~dashboard.serving.onscreen.ViewTabs`), else None."""
         views = getattr(self.tabs, "views", None)
         names = self.tab_names
         return views[names.index(name)] if views is not None and name in names else None

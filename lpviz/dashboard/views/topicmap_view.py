@@ -26,10 +26,10 @@ from bokeh.models.annotations import LabelSet
 from bokeh.plotting import figure
 
 from lpviz import topicmap
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.datastore import served
 from lpviz.dashboard.session.fits import Fits, follow_results, model_shows
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import FLEX_ITEM
 from lpviz.dashboard.views.topics_view import topic_order
 

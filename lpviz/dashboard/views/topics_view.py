@@ -18,10 +18,10 @@ import panel as pn
 import param
 
 from lpviz import metrics
+from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.fits import Fits, follow_results, model_shows, score_frame
 from lpviz.dashboard.views.live_heatmaps import LiveHeatmaps
-from lpviz.dashboard.views.onscreen import OnScreen
 from lpviz.dashboard.views.plots import SCROLL_SIDEWAYS_CSS, waiting_line
 
 TABLE_COLUMNS = ("method", "topic", "top words", "NPMI", "coherence", "L1 to truth")
