@@ -449,8 +449,11 @@ def chain_stacking(chains, release, *, max_draws=MAX_DRAWS, max_cells=MAX_CELLS)
     elif kind == "heldout":
         pointwise = np.stack([_log_mean_exp(d.log_lik, axis=0) for d in densities])
     else:
-        import arviz as az
         from scipy.special import logsumexp
+
+        from lpviz.diagnostics import _arviz
+
+        az = _arviz()  # without ArviZ's daily notice of its refactor under a user's cell
 
         pointwise, ks = [], []
         for d in densities:

@@ -1,9 +1,8 @@
-"""The lpviz dashboard: ``panel serve lpviz/dashboard/app.py`` (or ``make serve``).
+"""The served page: the script ``lpviz serve`` hands to Panel (``panel serve`` runs it per session).
 
-Only assembles: every session gets its own :class:`~lpviz.dashboard.session.settings.Settings`,
-:class:`~lpviz.dashboard.session.datastore.DataStore` (data, release, truth) and
-:class:`~lpviz.dashboard.session.fits.Fits` (chains), the controls in the sidebar and one view
-per tab.
+Only assembles: every session gets its own :class:`~lpviz.dashboard.page.Dashboard` (settings,
+data store, fits, the controls in the sidebar and one view per tab), served into its document with
+the page's scripts; :func:`configure` sets Panel up for served pages.
 """
 
 import logging
@@ -12,8 +11,9 @@ import time
 import panel as pn
 from bokeh.models import CustomJS
 
+from lpviz.dashboard.page import FRESH_RECEIVER_JS, NARROW_JS, Dashboard, exported_views
 from lpviz.dashboard.serving.loopwatch import watch_event_loop
-from lpviz.dashboard.serving.paint import PAINT_JS, SPINNER_CSS, busy_spinner
+from lpviz.dashboard.serving.paint import PAINT_JS
 from lpviz.dashboard.serving.resources import (
     check_callbacks_once,
     reuse_bokeh_defaults,
@@ -21,56 +21,18 @@ from lpviz.dashboard.serving.resources import (
     serialize_patches_lazily,
     serve_stylesheets_locally,
 )
-from lpviz.dashboard.serving.throttle import PageLag
-from lpviz.dashboard.session.default import default_session
-from lpviz.dashboard.views.bessel_view import BesselView
-from lpviz.dashboard.views.blocks_view import BlocksView
-from lpviz.dashboard.views.central_view import CentralView
-from lpviz.dashboard.views.controls_view import ControlsView
-from lpviz.dashboard.views.export import ExportView
-from lpviz.dashboard.views.fits_view import FitsView
-from lpviz.dashboard.views.noise_view import NoiseView
-from lpviz.dashboard.views.onscreen import ViewTabs
-from lpviz.dashboard.views.privacy_view import PrivacyView
-from lpviz.dashboard.views.sweep_view import SweepView
-from lpviz.dashboard.views.teaching import Teaching
-from lpviz.dashboard.views.tensor_view import TensorView
-from lpviz.dashboard.views.topicmap_view import TopicMapView
-from lpviz.dashboard.views.topics_view import TopicsView
+from lpviz.dashboard.session.fits import chain_progress
 
-pn.extension(notifications=True, sizing_mode="stretch_width")
+__all__ = ["Dashboard", "configure", "create_app", "exported_views", "serve_page"]
+log = logging.getLogger("lpviz.app")
 # A page whose connection to the server drops (a websocket closed under load) kept showing "running,
 # iteration 380 / 400" for ever while the server had stopped its chains, and its Stop and Reset reached
 # nothing (issue 37): it reconnects by itself to the same session, which then sends the statuses as
 # they are (lpviz.dashboard.session.fits.Fits.drain), and until then says so in words, with what to do.
-pn.config.reconnect = True
 DISCONNECTED = (
     "The connection to the server was lost: this page no longer hears from the fits and its buttons "
     "reach nothing. It reconnects by itself; if it does not, reload the page (its fits were stopped)."
 )
-pn.config.disconnect_notification = DISCONNECTED
-# BokehJS (3.9) keeps one message receiver per connection across reconnections: a socket dropped in the
-# middle of a message of several frames (a patch with binary buffers: heatmap values) left it mid-message,
-# and the new socket's first frames were read as that message's tail ("First message was not an ACK",
-# "buffer for id=... not found"); the page stayed connected but applied nothing and read "running" for
-# ever. Each socket that opens starts with a fresh receiver.
-FRESH_RECEIVER_JS = """
-const {ClientConnection} = Bokeh.require("client/connection");
-if (!ClientConnection.prototype.__lpviz_fresh_receiver) {
-  const on_open = ClientConnection.prototype._on_open;
-  ClientConnection.prototype._on_open = function (...args) {
-    this._receiver = new this._receiver.constructor();
-    return on_open.apply(this, args);
-  };
-  ClientConnection.prototype.__lpviz_fresh_receiver = true;
-}
-"""
-serve_stylesheets_locally()
-reuse_design_modifiers()
-reuse_bokeh_defaults()
-check_callbacks_once()
-serialize_patches_lazily()
-log = logging.getLogger("lpviz.app")
 
 
 def show_refusal(exception):
@@ -81,97 +43,30 @@ def show_refusal(exception):
         pn.state.notifications.error(str(exception), duration=10_000)
 
 
-pn.config.exception_handler = show_refusal
-
-# Phone width: below this the sidebar starts collapsed (the header's toggle opens it over the main
-# column) so the tabs get the whole width; a sidebar of 340 px beside them left 72 px at 412 px.
-NARROW_PX = 800
-NARROW_CSS = f"""
-@media (max-width: {NARROW_PX}px) {{
-  #content {{ position: relative; }}
-  #sidebar.show, #sidebar.collapsing {{
-    position: absolute; top: 0; left: 0; bottom: 0; z-index: 1050;
-    width: min(var(--sidebar-width), 92vw); max-width: 92vw !important;
-    background-color: var(--bs-body-bg); box-shadow: 4px 0 12px rgba(0, 0, 0, 0.25);
-  }}
-  #main {{ padding: 6px 4px 12px 4px; }}
-  #header .title {{ font-size: 1.05em; overflow: hidden; text-overflow: ellipsis; }}
-}}
-"""
-# The tab headers wrap onto further lines at phone width: in one scrolling row (Bokeh's) a 412 px phone
-# showed 5 of the 11 with nothing saying the rest were there (issue 37). In the tabs' own shadow root.
-NARROW_TABS_CSS = f"""
-@media (max-width: {NARROW_PX}px) {{
-  :host(.bk-above) .bk-headers-wrapper {{ flex-wrap: wrap; overflow-x: visible; }}
-  :host(.bk-above) .bk-tab {{ padding: 4px 8px; }}
-}}
-"""
-# Bootstrap's collapse keeps its state in the sidebar's "show" class: collapse it when the page opens
-# narrow or is made narrow, open it again when it is made wide.
-NARROW_JS = f"""
-const narrow = window.matchMedia("(max-width: {NARROW_PX}px)");
-const sidebar = document.getElementById("sidebar");
-const toggle = document.getElementById("sidebar-toggle");
-function fit_sidebar() {{
-  if (!sidebar) return;
-  sidebar.classList.toggle("show", !narrow.matches);
-  if (toggle) toggle.setAttribute("aria-expanded", String(!narrow.matches));
-}}
-fit_sidebar();
-narrow.addEventListener("change", fit_sidebar);
-"""
+def configure():
+    """Panel's configuration of a served page, and the mends of Panel and Bokeh it needs (see
+    :mod:`lpviz.dashboard.serving.resources`): once at import, again in each session that runs a page
+    script (as ``panel serve`` ran this file's code for every session)."""
+    pn.extension(notifications=True, sizing_mode="stretch_width")
+    pn.config.reconnect = True
+    pn.config.disconnect_notification = DISCONNECTED
+    serve_stylesheets_locally()
+    reuse_design_modifiers()
+    reuse_bokeh_defaults()
+    check_callbacks_once()
+    serialize_patches_lazily()
+    pn.config.exception_handler = show_refusal
 
 
-def exported_views(fits):
-    """The views of the tabs whose figures the Export tab offers, by tab name, in the page's order
-    (tests/test_app_export_every.py compares every export of theirs with its tab)."""
-    data = fits.data
-    return {
-        "Data & noise": NoiseView(data=data),
-        "Fits": FitsView(fits=fits),
-        "Topics": TopicsView(fits=fits),
-        "Topic map": TopicMapView(fits=fits),
-        "Blocks": BlocksView(fits=fits),
-        "Tensor": TensorView(fits=fits),
-        "Bessel": BesselView(fits=fits),
-        "Privacy": PrivacyView(data=data),
-        "Central vs local": CentralView(fits=fits),
-    }
+configure()
 
 
-def create_app():
+def create_app(dashboard=None):
+    """The served page of ``dashboard`` (default a new :class:`~lpviz.dashboard.page.Dashboard`): its
+    template, with the page's scripts; the event-loop watch starts with the first page."""
     context = getattr(pn.state.curdoc, "session_context", None)
-    watch_event_loop(getattr(context, "server_context", None))  # with $LPVIZ_LOOP_LOG only
-    fits = default_session()
-    data = fits.data
-    views = exported_views(fits)
-    export = ExportView(fits=fits, views=list(views.values()), shown=False)
-    views["Epsilon sweep"] = SweepView(fits=fits)  # its own CSV/PNG downloads; not among the exported figures
-    views["Export"] = export
-    # each tab built when first shown; a hidden tab's views wait (lpviz/dashboard/views/onscreen.py)
-    tabs = ViewTabs(*views.items(), sizing_mode="stretch_width", stylesheets=[NARROW_TABS_CSS])
-    # Spins while a chain runs or data are being built, nothing else (Panel's own
-    # indicator also spins for every periodic callback).
-    # (lpviz.dashboard.serving.paint.busy_spinner: a text that spins, so a Pause's answer lays nothing out)
-    spinner = pn.pane.HTML(
-        pn.bind(busy_spinner, fits.param.busy), width=24, height=24, margin=(8, 10), stylesheets=[SPINNER_CSS]
-    )
-    # Bootstrap rather than Fast: the Fast theme always fetches a Google font,
-    # which fails (with console errors) on machines without internet access.
-    template = pn.template.BootstrapTemplate(
-        title="lpviz: locally private Bayesian inference for count data",
-        busy_indicator=None,
-        # the page reports its lag (the session's updates slow down for it): a root of its own, drawn with
-        # the page. Inside the Fits tab, BokehJS held the whole tab's views unrendered while it loaded
-        # the reporter's module; a patch meanwhile (a preset's iterations: a progress bar's max) hit a
-        # bar not drawn yet and the rest of that patch (the progress lines) was lost
-        header=[spinner, PageLag(fits.pace)],
-        sidebar=[Teaching(fits=fits, tabs=tabs), ControlsView(data=data)],
-        main=[tabs],
-        sidebar_width=340,
-        header_background="#b2182b",
-    )
-    template.config.raw_css.append(NARROW_CSS)
+    watch_event_loop(getattr(context, "server_context", None), progress=chain_progress)  # with $LPVIZ_LOOP_LOG only
+    template = (dashboard if dashboard is not None else Dashboard()).template()
     if pn.state.curdoc is not None:
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=FRESH_RECEIVER_JS))
@@ -227,14 +122,15 @@ def keep_until_connected(doc):
     context._set_session = set_and_block
 
 
-def serve_page(doc=None):
-    """The page of one session: :func:`create_app` served into ``doc`` (the session's document).
+def serve_page(doc=None, dashboard=None):
+    """The page of one session: :func:`create_app` of ``dashboard`` served into ``doc`` (the session's
+    document).
 
     Its Bokeh models are added under one freeze of the document: Panel adds a template's parts as a
     dozen roots, and Bokeh walked every model of the page again after each (a seventh of a page open's
     server CPU, issue 41); frozen, it walks them once, at the end."""
     doc = doc if doc is not None else pn.state.curdoc
-    template = create_app()
+    template = create_app(dashboard)
     with doc.models.freeze():
         if doc.session_context is not None:
             keep_until_connected(doc)

@@ -36,10 +36,6 @@ KERNEL_NAME = "lpviz"
 KERNEL_DISPLAY_NAME = "lpviz (this checkout)"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
-# lpviz's downloads draw their progress with tqdm.auto, which in a kernel without ipywidgets
-# warns in red at import and falls back to a text bar: the text bar is what we want.
-warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
-
 
 def install_kernel(*, user=False, prefix=None):
     """Register the ``lpviz`` Jupyter kernel: this Python, with this checkout on ``PYTHONPATH`` so that

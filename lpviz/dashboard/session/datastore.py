@@ -387,16 +387,33 @@ class DataStore(param.Parameterized):
                     data = self._read_upload(tmp_path, name)
             except Exception as exc:  # noqa: BLE001  (anything a load raises becomes the session's message)
                 raise ValueError(_upload_message(exc, tmp_path, tmp, name)) from None
-        self._upload = data
-        if self.settings.source == "upload":
-            self.load()
-            return
-        self.settings.source = "upload"
+        self.use_data(data)
         if self.settings.source != "upload":  # the switch waits for a yes (it would discard running fits)
             self.param.update(
                 error="",
                 message=f"{name} is read: it is shown once you answer the question at the top of the sidebar",
             )
+
+    def use_data(self, data):
+        """Show ``data`` of your own (a :class:`~lpviz.release.Release`, or true counts as
+        :class:`~lpviz.datasets.CountData`) as the data source "a file you upload" does.
+
+        A release is fitted as it is (its own noise level; no truth beside it); counts are noised by
+        the session's settings. A TypeError names anything else."""
+        from lpviz.datasets import CountData
+        from lpviz.release import Release
+
+        if not isinstance(data, Release | CountData):
+            raise TypeError(
+                f"data of type {type(data).__name__} cannot be shown: give a lpviz.Release (noised counts "
+                "with their epsilon and N, as `lpviz privatize` writes) or lpviz.datasets.CountData "
+                "(true counts, e.g. from lpviz.datasets.load_counts)"
+            )
+        self._upload = data
+        if self.settings.source == "upload":
+            self.load()
+            return
+        self.settings.source = "upload"
 
     @staticmethod
     def _read_upload(path, filename):

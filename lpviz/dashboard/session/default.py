@@ -14,4 +14,4 @@ from lpviz.dashboard.session.settings import Settings
 def default_session(**settings):
     """A session's chains (:class:`~lpviz.dashboard.session.fits.Fits`, its data as ``.data``) opening on
     :data:`~lpviz.dashboard.session.presets.DEFAULT_PRESET`; ``settings`` given here win over the preset's."""
-    return Fits(DataStore(Settings(preset=DEFAULT_PRESET, **settings)))
+    return Fits(DataStore(Settings(**{"preset": DEFAULT_PRESET, **settings})))
