@@ -35,7 +35,7 @@ notebook: venv
 # PROCS=N: N server processes behind the port, new sessions to the least busy (default: lpviz.dashboard.serve's).
 PROCS  ?=
 serve: venv
-	$(PY) -m lpviz.dashboard.serve --port $(PORT) $(if $(PROCS),--procs $(PROCS))
+	$(VENV)/bin/lpviz serve --port $(PORT) $(if $(PROCS),--procs $(PROCS))
 
 # ruff (lint + format check) and mypy over the library and the app; `make format` fixes the layout.
 LINTED := lpviz app tests benchmarks tools

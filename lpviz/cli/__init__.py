@@ -18,7 +18,7 @@ import sys
 from importlib import import_module
 
 # modules under lpviz.cli, each registering its subcommands
-_COMMAND_MODULES = ("privatize", "fit", "central", "demo", "data", "table1", "reproduce")
+_COMMAND_MODULES = ("privatize", "fit", "central", "demo", "data", "table1", "reproduce", "serve")
 
 
 _MAX_SEED = 2**63 - 1
@@ -54,6 +54,9 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+
+    if getattr(args, "own_signals", False):  # a server: Ctrl-C and SIGTERM are its own (Tornado's, Panel's)
+        return int(args.func(args) or 0)
 
     def fail(message):
         print(f"lpviz {args.command}: error: {' '.join(str(message).split())}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Serve the dashboard with safe defaults: ``python -m lpviz.dashboard.serve`` (what ``make serve`` runs).
+"""Serve the dashboard with safe defaults: ``lpviz serve`` (``make serve``; ``python -m lpviz.dashboard.serve``).
 
 - Binds 127.0.0.1: only this machine can connect. Serving on a network is a
   choice made explicitly with ``--address 0.0.0.0 --allow-websocket-origin
@@ -98,10 +98,16 @@ DEFAULT_PROCS = 1
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m lpviz.dashboard.serve",
+        prog="lpviz serve",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_arguments(parser)
+    return check_args(parser, parser.parse_args(argv))
+
+
+def add_arguments(parser):
+    """The server's options (``lpviz serve`` and ``python -m lpviz.dashboard.serve`` take the same)."""
     parser.add_argument("--port", type=int, default=5006)
     parser.add_argument(
         "--address",
@@ -185,7 +191,10 @@ def parse_args(argv=None):
         f"{default_procs()}; see lpviz/dashboard/serving/balancer.py)",
     )
     parser.add_argument("--show", action="store_true", help="open a browser")
-    args = parser.parse_args(argv)
+
+
+def check_args(parser, args):
+    """``args`` with their defaults filled in, or the parser's error naming the option and the fix."""
     if args.procs is None:
         from lpviz._env import env_count
 
@@ -264,7 +273,11 @@ def print_sessions(*_):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    serve(parse_args(argv))
+
+
+def serve(args):
+    """Serve the dashboard with the checked options ``args`` (:func:`check_args`); returns when it stops."""
     if hasattr(signal, "SIGUSR1"):  # every thread's stack and every session's chains on request (not on Windows)
         signal.signal(signal.SIGUSR1, print_sessions)  # (in the main thread, once its loop wakes)
         faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)  # (at once, whatever the loop does)
@@ -273,11 +286,12 @@ def main(argv=None):
         args.scheduler = start_local_cluster(args)
     if args.procs > 1:
         from lpviz.budget import memory_limit
-        from lpviz.dashboard.serving.balancer import serve
+        from lpviz.dashboard.serving.balancer import serve as serve_behind_front
 
         where = "this machine only" if args.address in LOCAL else "THE NETWORK (no authentication)"
         print(f"lpviz dashboard: http://127.0.0.1:{args.port}/app  (listening on {args.address}: {where})", flush=True)
-        serve(args.procs, backend_argv(args), args.port, args.address, args.max_upload, memory_limit(), args.show)
+        limit = memory_limit()
+        serve_behind_front(args.procs, backend_argv(args), args.port, args.address, args.max_upload, limit, args.show)
         return
     if args.sessions is not None:
         os.environ["LPVIZ_APP_SESSIONS"] = str(args.sessions)

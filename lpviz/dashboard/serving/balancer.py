@@ -33,9 +33,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
 APP_PATH = "/app"
 STATUS_PATH = "/lpviz-procs"
 COOKIE = "lpviz-backend"
@@ -172,7 +170,7 @@ def start_backends(procs, backend_argv, memory_limit, front_port, ports=None):
     for index in range(procs):
         port = ports[index] if ports else free_port()
         command = [sys.executable, "-m", "lpviz.dashboard.serve", "--procs", "1", "--port", str(port), *backend_argv]
-        process = subprocess.Popen(command, cwd=REPO, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        process = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
         backends.append(Backend(index, port, process))
     return backends
 
