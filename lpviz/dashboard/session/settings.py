@@ -12,6 +12,7 @@ settings shape the data set, how they map onto :func:`lpviz.datasets.load_data`
 and the source's own defaults (the paper's, where there is one).
 """
 
+import os
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -25,8 +26,27 @@ from lpviz.dashboard.session.presets import PRESETS
 from lpviz.dashboard.session.runner import DASHBOARD_CHAINS, MAX_CHAINS
 from lpviz.datasets import HOLDOUTS
 
-REPO = Path(__file__).resolve().parents[3]
-DEFAULT_ENRON = REPO.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+ENRON_ENV = "LPVIZ_ENRON"
+
+
+def default_enron():
+    """The Enron file the dashboard opens on: ``$LPVIZ_ENRON`` when set; in a checkout of lpviz the
+    project's shared subset beside it (``../shared/data/enron_sent_subset.tar.gz``); else the CMU
+    tarball in the data cache, where the dashboard's download and ``lpviz fetch-enron`` put it (an
+    installed lpviz looks for nothing outside its own folders)."""
+    from lpviz.datasets.cache import default_cache_dir
+    from lpviz.datasets.download import DEFAULT_URL
+
+    if os.environ.get(ENRON_ENV, "").strip():
+        return Path(os.environ[ENRON_ENV].strip()).expanduser()
+    checkout = Path(__file__).resolve().parents[3]
+    shared = checkout.parent / "shared" / "data" / "enron_sent_subset.tar.gz"
+    if (checkout / "pyproject.toml").is_file() and (checkout / "app" / "app.py").is_file() and shared.is_file():
+        return shared
+    return default_cache_dir() / Path(DEFAULT_URL).name
+
+
+DEFAULT_ENRON = default_enron()
 
 
 @dataclass(frozen=True)
