@@ -134,19 +134,22 @@ def server(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def served(tmp_path_factory, *options):
-    """``python -m lpviz.dashboard.serve`` with ``options`` on a free port, as `make serve` runs it, answering."""
+def served(tmp_path_factory, *options, command=None, cwd=REPO, env=None, app="app"):
+    """``python -m lpviz.dashboard.serve`` with ``options`` on a free port, as `make serve` runs it, answering.
+
+    ``command``: another server command than this checkout's (e.g. ``[VENV/bin/lpviz, "serve"]``), run
+    in ``cwd`` with ``env`` (default this process's), serving the page ``/app`` (or ``app``)."""
     port = free_port()
-    panel = [sys.executable, "-m", "lpviz.dashboard.serve", "--port", str(port), *options]
+    panel = [*(command or [sys.executable, "-m", "lpviz.dashboard.serve"]), "--port", str(port), *options]
     # kept where a failed test can show its end (CI prints only the test report)
     log_path = tmp_path_factory.mktemp("server") / f"browser-server-{port}.log"
     log = open(log_path, "w")
-    process = subprocess.Popen(panel, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://localhost:{port}/app"
+    process = subprocess.Popen(panel, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://localhost:{port}/{app}"
     deadline = time.monotonic() + 120
     while True:
         if process.poll() is not None:
-            pytest.fail(f"panel serve exited with code {process.returncode}")
+            pytest.fail(f"panel serve exited with code {process.returncode}: {log_path.read_text()[-3000:]}")
         try:
             # A first render under load can take more than 5 s, and an abandoned request still
             # builds its session: a short timeout would pile sessions up and never succeed.

@@ -12,8 +12,10 @@ checks that the lpviz it ran is the one inside the fresh environment. Whether
 the installed lpviz declares every third-party package it imports is checked
 separately, against the wheel's metadata.
 
-The dashboard (``app/``) and the notebook are not in the wheel: they run from a
-checkout (docs/getting-started.md says so, and a test here holds it).
+The dashboard is in the wheel (``lpviz.dashboard``, issue 55): from an empty folder outside the
+checkout, ``lpviz serve`` runs a preset to done in chromium, a two-line ``panel serve`` script loads,
+a notebook with ``Dashboard()`` runs in the fresh environment's own kernel, and a Dask cluster of
+that environment's workers runs ``lpviz fit --scheduler``. No top-level ``app`` is installed.
 """
 
 import ast
@@ -23,11 +25,13 @@ import site
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -113,7 +117,8 @@ def test_the_wheel_declares_every_package_lpviz_imports(dists):
     required = {
         canonicalize_name(Requirement(line).name)
         for line in metadata.get_all("Requires-Dist")
-        if "extra ==" not in line  # the test and docs extras are not what a user installs
+        # the test and docs extras are not what a user installs; the jupyter extra is what a notebook needs
+        if "extra ==" not in line or 'extra == "jupyter"' in line
     }
     imported = set()
     for source in sources.values():
@@ -158,9 +163,8 @@ def fresh_venv(dists, tmp_path_factory):
     return venv
 
 
-def _run_in(venv, args, cwd, timeout=900):
-    """Run a program of the fresh environment from a folder outside the checkout, with a
-    clean environment: no PYTHONPATH, no user site, caches in the folder."""
+def _clean_env(cwd):
+    """A user's environment in ``cwd``: no PYTHONPATH, no user site, caches in the folder."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(
         PYTHONNOUSERSITE="1",
@@ -168,8 +172,19 @@ def _run_in(venv, args, cwd, timeout=900):
         LPVIZ_DATA_DIR=str(cwd / "data"),
         NUMBA_CACHE_DIR=str(cwd / "numba-cache"),
     )
+    return env
+
+
+def _run_in(venv, args, cwd, timeout=900):
+    """Run a program of the fresh environment from a folder outside the checkout, with a
+    clean environment: no PYTHONPATH, no user site, caches in the folder."""
     return subprocess.run(
-        [str(venv / "bin" / args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+        [str(venv / "bin" / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_clean_env(cwd),
+        timeout=timeout,
     )
 
 
@@ -190,12 +205,146 @@ def test_installed_lpviz_is_the_wheel(fresh_venv, tmp_path):
     assert version == metadata_version == VERSION
 
 
-def test_the_app_runs_from_a_checkout_not_from_the_wheel(fresh_venv, tmp_path):
-    """The documented decision: the wheel is the library and the CLI; `app` is not in it."""
+def test_the_wheel_carries_the_dashboard_and_no_app_module(fresh_venv, tmp_path):
+    """``from lpviz.dashboard import Dashboard`` from the wheel; no top-level ``app`` shadows a user's own;
+    the installed dashboard looks for no ``../shared`` (its Enron file is the data cache's)."""
     result = _run_in(fresh_venv, ["python", "-c", "import app"], tmp_path)
     assert result.returncode != 0 and "No module named 'app'" in result.stderr
-    guide = " ".join((ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8").split())
-    assert "The dashboard (`app/`) and the notebook are not part of the wheel: they run from a checkout" in guide
+    script = (
+        "import json, lpviz.dashboard.page as page\n"
+        "from lpviz.dashboard import Dashboard\n"
+        "from lpviz.dashboard.session.settings import DEFAULT_ENRON\n"
+        "board = Dashboard(source='synthetic-blocks', epsilon=2.0, teaching=True)\n"
+        "print(json.dumps([page.__file__, type(board.__panel__()).__name__, board.fits.settings.source,\n"
+        "                  board.fits.settings.epsilon, str(DEFAULT_ENRON)]))\n"
+    )
+    result = _run_in(fresh_venv, ["python", "-c", script], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    file, shown, source, epsilon, enron = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(file).resolve().is_relative_to(fresh_venv.resolve()), f"imported {file}, not the wheel's"
+    assert (shown, source, epsilon) == ("Column", "synthetic-blocks", 2.0)  # a notebook's layout, not a template
+    assert Path(enron).parent == tmp_path / "data" and "shared" not in Path(enron).parts
+
+
+def test_installed_lpviz_serve_runs_a_preset_to_done(fresh_venv, tmp_path_factory, browser):
+    """``lpviz serve`` of the fresh environment, from an empty folder, in Debian's chromium: a preset
+    from "Run the fits" to every chain done at its goal, its claim checked, no console error."""
+    from lpviz.dashboard.session.presets import PRESETS
+    from tests.browser_harness import Page, record_latency, served
+    from tests.test_browser_runs import choose, every, verdict
+    from tests.test_browser_trust import outside_requests
+
+    folder = tmp_path_factory.mktemp("user")
+    name = "Two chains, two modes"
+    started = time.monotonic()
+    with served(
+        tmp_path_factory, command=[str(fresh_venv / "bin" / "lpviz"), "serve"], cwd=folder, env=_clean_env(folder)
+    ) as server:
+        assert "lpviz dashboard: http://127.0.0.1:" in server.log_tail()
+        answered = time.monotonic() - started
+        page = Page(browser, server.url)
+        try:
+            choose(page, name)
+            page.click("Run the fits")
+            every(page, "done", PRESETS[name].settings["n_iter"], timeout_ms=900_000)
+            page.page.wait_for_function(
+                "() => [...document.querySelectorAll('*')].length > 0"  # the page is alive after the run
+            )
+            done = time.monotonic() - started
+            assert verdict(page) == ["held"]
+            assert outside_requests(page) == [] and page.errors == []
+        finally:
+            page.close()
+    record_latency("installed: lpviz serve answering (s)", answered)
+    record_latency(f"installed: lpviz serve to {name} done (s)", done)
+
+
+def test_a_two_line_panel_serve_script_serves_the_installed_dashboard(fresh_venv, tmp_path_factory, browser):
+    from tests.browser_harness import Page, served
+
+    folder = tmp_path_factory.mktemp("script")
+    (folder / "lesson.py").write_text("from lpviz.dashboard import Dashboard\nDashboard().servable()\n")
+    command = [str(fresh_venv / "bin" / "python"), "-m", "panel", "serve", "lesson.py"]
+    with served(tmp_path_factory, command=command, cwd=folder, env=_clean_env(folder), app="lesson") as server:
+        page = Page(browser, server.url)  # waits for the data tab's three images
+        try:
+            page.page.get_by_text("Run the fits").first.wait_for()
+            assert page.errors == []
+        finally:
+            page.close()
+        assert "Traceback" not in server.log_tail(400)
+
+
+def test_a_notebook_with_the_dashboard_runs_in_the_installed_environments_kernel(fresh_venv, tmp_path, monkeypatch):
+    """A notebook of ``Dashboard()`` cells, executed by the fresh environment's own Python as its kernel
+    (registered in a folder of the test's, no kernel of the checkout's): the views render and a fit runs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    prefix = tmp_path / "jupyter"
+    result = _run_in(
+        fresh_venv, ["python", "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "fresh"], tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    for key, value in _clean_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    cells = [
+        "import lpviz\nfrom lpviz.dashboard import Dashboard\nprint(lpviz.__file__)",
+        "board = Dashboard(source='synthetic-topics', n_iter=40, burn_in=10, thin=5)\nboard",
+        "from lpviz.dashboard.in_jupyter import Session\n"
+        "done = Session(data=board.fits.data, fits=board.fits).run()\nprint(sorted(set(done.values())))",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    NotebookClient(
+        notebook, kernel_name="fresh", timeout=600, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    printed = "".join(out.get("text", "") for out in notebook.cells[0].outputs if out.get("name") == "stdout").strip()
+    warned = [out["text"] for cell in notebook.cells for out in cell.outputs if out.get("name") == "stderr"]
+    assert warned == [], warned  # nothing in red under a cell
+    assert Path(printed).resolve().is_relative_to(fresh_venv.resolve()), printed
+    shown = {key for output in notebook.cells[1].outputs for key in output.get("data", {})}
+    assert "application/vnd.holoviews_exec.v0+json" in shown, shown  # a live Panel view, not a repr
+    ran = "".join(out.get("text", "") for out in notebook.cells[2].outputs if out.get("name") == "stdout")
+    assert ran.strip() == "[('done', 40)]"
+
+
+def test_workers_of_the_wheel_run_lpviz_fit_on_a_cluster(fresh_venv, tmp_path):
+    """A Dask LocalCluster whose workers are the fresh environment's Python (nothing of the checkout on
+    their path) runs ``lpviz fit --scheduler``: the same bits as the fit in one process."""
+    cluster_script = (
+        "import sys\nfrom distributed import LocalCluster\n"
+        "with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:\n"
+        "    print(c.scheduler_address, flush=True)\n    sys.stdin.read()\n"
+    )
+    env = _clean_env(tmp_path)
+    cluster = subprocess.Popen(
+        [str(fresh_venv / "bin" / "python"), "-c", cluster_script],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        address = cluster.stdout.readline().strip()
+        assert address.startswith("tcp://"), address
+        fits = {}
+        for where, extra in (("cluster", ["--scheduler", address]), ("here", [])):
+            out = tmp_path / where
+            command = ["lpviz", "fit", "--data", "synthetic-topics", "--method", "private", "--iterations", "6"]
+            command += ["--burn-in", "2", "--thin", "2", "--seed", "3", "--noise-seed", "4", "--output", str(out)]
+            command += ["--json", "--no-progress"]
+            result = _run_in(fresh_venv, command + extra, tmp_path)
+            assert result.returncode == 0, result.stderr[-3000:]
+            fits[where] = (json.loads(result.stdout)["methods"]["private"]["mae"], np.load(out / "private.npz"))
+        (mae_cluster, cluster_fit), (mae_here, here_fit) = fits["cluster"], fits["here"]
+        assert mae_cluster == mae_here
+        np.testing.assert_array_equal(cluster_fit["mu_hat"], here_fit["mu_hat"])
+    finally:
+        cluster.stdin.close()
+        cluster.wait(timeout=60)
 
 
 def test_installed_cli_helps_and_fits(fresh_venv, tmp_path):
