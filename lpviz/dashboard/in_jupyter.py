@@ -7,11 +7,11 @@ In a notebook (any folder, opened with the ``lpviz`` kernel)::
     topics = notebook.session(source="synthetic-topics", epsilon=1.0, N=1)
     FitsView(fits=topics.fits)                 # live: Start, Pause, Resume, Stop, Reset
 
-The dashboard (``app/``) runs from a checkout, not from the wheel, so the
-notebook's kernel must see the checkout: :func:`install_kernel` registers a
-kernel named ``lpviz`` (this interpreter, the checkout on ``PYTHONPATH``);
-``make notebook`` installs it into the virtual environment, and
-``python -m lpviz.dashboard.in_jupyter --user`` into your own Jupyter.
+The whole dashboard in a cell is :class:`lpviz.dashboard.Dashboard` (any kernel of an environment
+where lpviz is installed). :func:`install_kernel` registers a kernel named ``lpviz`` for a checkout
+(this interpreter, the checkout on ``PYTHONPATH``, so its files are the ones imported): ``make
+notebook`` installs it into the virtual environment, ``python -m lpviz.dashboard.in_jupyter
+--user`` into your own Jupyter.
 
 Each output in a notebook is its own Bokeh document, unlike a served session
 (one document). Panel 1.9 renders stylesheets from the *current* document's
@@ -39,7 +39,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 def install_kernel(*, user=False, prefix=None):
     """Register the ``lpviz`` Jupyter kernel: this Python, with this checkout on ``PYTHONPATH`` so that
-    ``import app`` works in a notebook in any folder. Returns the kernelspec's folder.
+    a notebook in any folder imports the checkout's lpviz. Returns the kernelspec's folder.
 
     ``user``: into your own Jupyter data folder; ``prefix``: into ``PREFIX/share/jupyter``
     (``sys.prefix`` for the virtual environment's JupyterLab, as ``make notebook`` does)."""

@@ -21,8 +21,8 @@
   each session on the worker with the fewest sessions per thread, its states
   streamed back (:mod:`lpviz.dashboard.session.remote`), so a class scales by adding workers and
   the server process computes no chain. The server connects at start and
-  stops with a clear message if the scheduler cannot be reached; the workers
-  must be started from this checkout (``cd lpviz && dask worker ADDRESS``).
+  stops with a clear message if the scheduler cannot be reached; a worker needs
+  lpviz installed, nothing more (``pip install lpviz``, then ``dask worker ADDRESS``).
   A lost worker ends its sessions' runs with an error that says so; Start
   runs them again on a live worker. ``--chains server`` keeps the chains in
   the server's threads while sweeps go to the cluster.

@@ -31,9 +31,8 @@ chains, closes the host and releases it (the worker frees the chains and
 data). A host whose server has gone quiet for :data:`ORPHAN_SECONDS` stops
 its own chains.
 
-The workers need this checkout on their path (``app`` is not installed with
-lpviz): start them from it (``cd lpviz && dask worker ADDRESS``) or with
-``PYTHONPATH`` naming it.
+The workers need lpviz installed (the dashboard is part of the package: ``pip install lpviz``
+then ``dask worker ADDRESS`` on each machine), at the server's version.
 """
 
 import asyncio
