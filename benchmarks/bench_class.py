@@ -192,7 +192,7 @@ class Server:
 
     def wait_ready(self, timeout=300):
         """Until a page opens: its websocket connects and closes again, as a tab does (a page only
-        fetched, never connected, is kept for ``lpviz.dashboard.app.FIRST_CONNECTION_SECONDS``, 120 s, and every
+        fetched, never connected, is kept for ``lpviz.dashboard.served.FIRST_CONNECTION_SECONDS``, 120 s, and every
         wait for the sessions' release waited that long for it)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -13,7 +13,7 @@ from bokeh.application.handlers.function import FunctionHandler
 from bokeh.server.contexts import ApplicationContext
 from tornado.ioloop import IOLoop
 
-from lpviz.dashboard import app as app_module
+from lpviz.dashboard import served as app_module
 
 
 def _context():

@@ -310,19 +310,20 @@ def test_a_notebook_with_the_dashboard_runs_in_the_installed_environments_kernel
     assert ran.strip() == "[('done', 40)]"
 
 
-def test_workers_of_the_wheel_run_lpviz_fit_on_a_cluster(fresh_venv, tmp_path):
-    """A Dask LocalCluster whose workers are the fresh environment's Python (nothing of the checkout on
-    their path) runs ``lpviz fit --scheduler``: the same bits as the fit in one process."""
-    cluster_script = (
+@pytest.fixture(scope="module")
+def fresh_cluster(fresh_venv, tmp_path_factory):
+    """A Dask LocalCluster started by the fresh environment's Python from an empty folder: its workers
+    are that environment's processes, nothing of the checkout on their path. Its scheduler address."""
+    folder = tmp_path_factory.mktemp("cluster")
+    script = (
         "import sys\nfrom distributed import LocalCluster\n"
         "with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:\n"
         "    print(c.scheduler_address, flush=True)\n    sys.stdin.read()\n"
     )
-    env = _clean_env(tmp_path)
     cluster = subprocess.Popen(
-        [str(fresh_venv / "bin" / "python"), "-c", cluster_script],
-        cwd=tmp_path,
-        env=env,
+        [str(fresh_venv / "bin" / "python"), "-c", script],
+        cwd=folder,
+        env=_clean_env(folder),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -330,46 +331,66 @@ def test_workers_of_the_wheel_run_lpviz_fit_on_a_cluster(fresh_venv, tmp_path):
     try:
         address = cluster.stdout.readline().strip()
         assert address.startswith("tcp://"), address
-        fits = {}
-        for where, extra in (("cluster", ["--scheduler", address]), ("here", [])):
-            out = tmp_path / where
-            command = ["lpviz", "fit", "--data", "synthetic-topics", "--method", "private", "--iterations", "6"]
-            command += ["--burn-in", "2", "--thin", "2", "--seed", "3", "--noise-seed", "4", "--output", str(out)]
-            command += ["--json", "--no-progress"]
-            result = _run_in(fresh_venv, command + extra, tmp_path)
-            assert result.returncode == 0, result.stderr[-3000:]
-            fits[where] = (json.loads(result.stdout)["methods"]["private"]["mae"], np.load(out / "private.npz"))
-        (mae_cluster, cluster_fit), (mae_here, here_fit) = fits["cluster"], fits["here"]
-        assert mae_cluster == mae_here
-        np.testing.assert_array_equal(cluster_fit["mu_hat"], here_fit["mu_hat"])
+        yield address
     finally:
         cluster.stdin.close()
         cluster.wait(timeout=60)
 
 
-def test_installed_cli_helps_and_fits(fresh_venv, tmp_path):
-    result = _run_in(fresh_venv, ["lpviz", "--help"], tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    for command in COMMANDS:
-        assert command in result.stdout, f"lpviz --help does not list {command}"
+def test_workers_of_the_wheel_run_lpviz_fit_on_a_cluster(fresh_venv, fresh_cluster, tmp_path):
+    """``lpviz fit --scheduler`` on the fresh environment's workers: the same bits as the fit in one process."""
+    fits = {}
+    for where, extra in (("cluster", ["--scheduler", fresh_cluster]), ("here", [])):
+        out = tmp_path / where
+        command = ["lpviz", "fit", "--data", "synthetic-topics", "--method", "private", "--iterations", "6"]
+        command += ["--burn-in", "2", "--thin", "2", "--seed", "3", "--noise-seed", "4", "--output", str(out)]
+        command += ["--json", "--no-progress"]
+        result = _run_in(fresh_venv, command + extra, tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        fits[where] = (json.loads(result.stdout)["methods"]["private"]["mae"], np.load(out / "private.npz"))
+    (mae_cluster, cluster_fit), (mae_here, here_fit) = fits["cluster"], fits["here"]
+    assert mae_cluster == mae_here
+    np.testing.assert_array_equal(cluster_fit["mu_hat"], here_fit["mu_hat"])
 
-    # a tiny fit: the naive method compiles the fewest kernels (the private ones add ~20 CPU-s)
-    out = tmp_path / "fit"
-    result = _run_in(
-        fresh_venv,
-        ["lpviz", "fit", "--data", "synthetic-topics", "--method", "naive", "--iterations", "4", "--burn-in", "1"]
-        + ["--thin", "1", "--seed", "0", "--output", str(out), "--json", "--no-progress"],
-        tmp_path,
-    )
+
+def test_workers_of_the_wheel_run_lpviz_reproduce(fresh_venv, fresh_cluster, tmp_path):
+    out = tmp_path / "fig3"
+    command = ["lpviz", "reproduce", "fig3", "--preset", "tiny", "--scheduler", fresh_cluster]
+    result = _run_in(fresh_venv, [*command, "--output", str(out), "--no-progress"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout)
-    assert summary["shape"] == [90, 15] and summary["iterations"] == 4
-    assert summary["methods"]["naive"]["mae"] > 0
-    assert sorted(p.name for p in out.iterdir()) == ["naive.npz", "release.npz", "summary.json", "truth.npz"]
-    # the fit file reads back in the fresh environment
-    result = _run_in(
-        fresh_venv,
-        ["python", "-c", f"import numpy as np; a = np.load({str(out / 'naive.npz')!r}); print(a['format'])"],
-        tmp_path,
+    assert (out / "fig3" / "report.md").is_file()
+    (invocation,) = json.loads((out / "fig3" / "run.json").read_text())["invocations"]
+    assert (invocation["scheduler"], invocation["workers"], invocation["executed"]) == (
+        f"Dask cluster at {fresh_cluster}",
+        2,
+        10,
     )
-    assert result.returncode == 0 and result.stdout.strip() == "lpviz-fit-1", result.stderr[-3000:]
+
+
+def test_installed_lpviz_serve_runs_its_chains_on_the_wheels_workers(
+    fresh_venv, fresh_cluster, tmp_path_factory, browser
+):
+    """``lpviz serve --scheduler`` of the fresh environment: the session's chains run on its cluster's
+    workers (the server says so) and a preset runs to done in chromium."""
+    from lpviz.dashboard.session.presets import PRESETS
+    from tests.browser_harness import Page, served
+    from tests.test_browser_runs import choose, every
+
+    folder = tmp_path_factory.mktemp("class")
+    name = "Table 1 (VI paper, reduced)"
+    command = [str(fresh_venv / "bin" / "lpviz"), "serve", "--scheduler", fresh_cluster]
+    with served(tmp_path_factory, command=command, cwd=folder, env=_clean_env(folder)) as server:
+        assert "chains run on the Dask cluster at" in server.log_tail()
+        page = Page(browser, server.url)
+        try:
+            choose(page, name)
+            page.click("Run the fits")
+            try:
+                every(page, "done", timeout_ms=300_000)  # a variational fit ends at or before its goal
+            except Exception as error:
+                raise AssertionError(f"{lines(page)}\n{server.log_tail(80)}") from error
+            assert page.errors == []
+        finally:
+            page.close()
+        assert PRESETS[name].settings["inference"] == "vi"
+        assert "Traceback" not in server.log_tail(400)

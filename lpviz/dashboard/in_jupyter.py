@@ -7,7 +7,7 @@ In a notebook (any folder, opened with the ``lpviz`` kernel)::
     topics = notebook.session(source="synthetic-topics", epsilon=1.0, N=1)
     FitsView(fits=topics.fits)                 # live: Start, Pause, Resume, Stop, Reset
 
-The whole dashboard in a cell is :class:`lpviz.dashboard.Dashboard` (any kernel of an environment
+The whole dashboard in a cell is :class:`~lpviz.dashboard.page.Dashboard` (any kernel of an environment
 where lpviz is installed). :func:`install_kernel` registers a kernel named ``lpviz`` for a checkout
 (this interpreter, the checkout on ``PYTHONPATH``, so its files are the ones imported): ``make
 notebook`` installs it into the virtual environment, ``python -m lpviz.dashboard.in_jupyter

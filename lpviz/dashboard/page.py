@@ -10,6 +10,7 @@ parts in a column (a template needs a page of its own).
 import panel as pn
 import param
 
+from lpviz.dashboard.served import NARROW_PX
 from lpviz.dashboard.serving.onscreen import ViewTabs
 from lpviz.dashboard.serving.paint import SPINNER_CSS, busy_spinner
 from lpviz.dashboard.serving.throttle import PageLag
@@ -32,9 +33,6 @@ from lpviz.dashboard.views.topics_view import TopicsView
 TITLE = "lpviz: locally private Bayesian inference for count data"
 SIDEBAR_WIDTH = 340
 
-# Phone width: below this the sidebar starts collapsed (the header's toggle opens it over the main
-# column) so the tabs get the whole width; a sidebar of 340 px beside them left 72 px at 412 px.
-NARROW_PX = 800
 NARROW_CSS = f"""
 @media (max-width: {NARROW_PX}px) {{
   #content {{ position: relative; }}
@@ -54,38 +52,6 @@ NARROW_TABS_CSS = f"""
   :host(.bk-above) .bk-headers-wrapper {{ flex-wrap: wrap; overflow-x: visible; }}
   :host(.bk-above) .bk-tab {{ padding: 4px 8px; }}
 }}
-"""
-# Bootstrap's collapse keeps its state in the sidebar's "show" class: collapse it when the page opens
-# narrow or is made narrow, open it again when it is made wide.
-NARROW_JS = f"""
-const narrow = window.matchMedia("(max-width: {NARROW_PX}px)");
-const sidebar = document.getElementById("sidebar");
-const toggle = document.getElementById("sidebar-toggle");
-function fit_sidebar() {{
-  if (!sidebar) return;
-  sidebar.classList.toggle("show", !narrow.matches);
-  if (toggle) toggle.setAttribute("aria-expanded", String(!narrow.matches));
-}}
-fit_sidebar();
-narrow.addEventListener("change", fit_sidebar);
-"""
-
-
-# BokehJS (3.9) keeps one message receiver per connection across reconnections: a socket dropped in the
-# middle of a message of several frames (a patch with binary buffers: heatmap values) left it mid-message,
-# and the new socket's first frames were read as that message's tail ("First message was not an ACK",
-# "buffer for id=... not found"); the page stayed connected but applied nothing and read "running" for
-# ever. Each socket that opens starts with a fresh receiver.
-FRESH_RECEIVER_JS = """
-const {ClientConnection} = Bokeh.require("client/connection");
-if (!ClientConnection.prototype.__lpviz_fresh_receiver) {
-  const on_open = ClientConnection.prototype._on_open;
-  ClientConnection.prototype._on_open = function (...args) {
-    this._receiver = new this._receiver.constructor();
-    return on_open.apply(this, args);
-  };
-  ClientConnection.prototype.__lpviz_fresh_receiver = true;
-}
 """
 
 
@@ -234,8 +200,8 @@ class Dashboard(pn.viewable.Viewer):
         """Serve this dashboard as the page of a ``panel serve`` session, as ``lpviz serve`` does."""
         if not pn.state.served:
             return super().servable(title=title, location=location, area=area, target=target)
-        from lpviz.dashboard.app import configure, serve_page
+        from lpviz.dashboard.served import configure, serve_dashboard
 
         configure()  # this session's Panel configuration, as a page script's import gives it
-        serve_page(dashboard=self)
+        serve_dashboard(self)
         return self

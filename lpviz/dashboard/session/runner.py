@@ -1,6 +1,6 @@
 """The chain of one method in a worker thread, handed to the event loop in batches.
 
-A :class:`ChainRunner` drives :func:`lpviz.engine.run` on a :class:`Problem`
+A :class:`ChainRunner` drives :func:`lpviz.driver.run` on a :class:`Problem`
 (the release, with the truth beside it for a method that fits the true counts)
 in a daemon thread; the Numba kernels release the GIL, so the chains and the
 event loop share the cores. The worker never touches a parameter or a Bokeh
