@@ -374,7 +374,7 @@ def test_installed_lpviz_serve_runs_its_chains_on_the_wheels_workers(
     workers (the server says so) and a preset runs to done in chromium."""
     from lpviz.dashboard.session.presets import PRESETS
     from tests.browser_harness import Page, served
-    from tests.test_browser_runs import choose, every
+    from tests.test_browser_runs import choose, every, lines
 
     folder = tmp_path_factory.mktemp("class")
     name = "Table 1 (VI paper, reduced)"
