@@ -50,7 +50,8 @@ def workers_of(runner):
     return [
         thread
         for thread in threading.enumerate()
-        # (unwrapped: a served chain's thread runs the runner's work behind lpviz.dashboard.session.runner.giving_way)
+        # (unwrapped: a served chain's thread runs the runner's work behind
+        # lpviz.dashboard.session.turnstile.giving_way)
         if getattr(inspect.unwrap(getattr(thread, "_target", None) or (lambda: None)), "__self__", None) is runner
         and thread.is_alive()
     ]
@@ -224,7 +225,7 @@ def test_served_chains_take_turns_on_chain_threads_the_server_sets(monkeypatch):
     turnstile takes that number from the environment the server sets."""
     from lpviz._parallel import n_threads
     from lpviz.dashboard.serve import parse_args
-    from lpviz.dashboard.session import runner as runner_module
+    from lpviz.dashboard.session import turnstile as turnstile_module
 
     assert parse_args([]).chain_threads == n_threads()
     assert parse_args(["--chain-threads", "3"]).chain_threads == 3
@@ -233,9 +234,9 @@ def test_served_chains_take_turns_on_chain_threads_the_server_sets(monkeypatch):
     monkeypatch.setenv("LPVIZ_CHAIN_THREADS", "2")
     assert parse_args([]).chain_threads == 2  # the environment's, when the flag is not given
     monkeypatch.delenv("LPVIZ_CHAIN_THREADS")
-    monkeypatch.setattr(runner_module, "_TURNSTILE", [])  # this process's turnstile, made afresh
-    monkeypatch.setenv(runner_module.CHAIN_THREADS_ENV, "1")
-    assert runner_module.turnstile().places == 1
-    monkeypatch.setattr(runner_module, "_TURNSTILE", [])
-    monkeypatch.delenv(runner_module.CHAIN_THREADS_ENV)
-    assert runner_module.turnstile().places == n_threads()
+    monkeypatch.setattr(turnstile_module, "_TURNSTILE", [])  # this process's turnstile, made afresh
+    monkeypatch.setenv(turnstile_module.CHAIN_THREADS_ENV, "1")
+    assert turnstile_module.turnstile().places == 1
+    monkeypatch.setattr(turnstile_module, "_TURNSTILE", [])
+    monkeypatch.delenv(turnstile_module.CHAIN_THREADS_ENV)
+    assert turnstile_module.turnstile().places == n_threads()

@@ -1,4 +1,4 @@
-"""The chain of one method in a worker thread, handed to the event loop in batches.
+"""The chain of one method in a worker thread, handed to the event loop in batches: :class:`ChainRunner`.
 
 A :class:`ChainRunner` drives :func:`lpviz.driver.run` on a :class:`Problem`
 (the release, with the truth beside it for a method that fits the true counts)
@@ -8,27 +8,99 @@ model: it queues trace rows and result snapshots (copies it makes itself),
 and the event loop takes them with :meth:`ChainRunner.collect` and
 :meth:`ChainRunner.apply` (:class:`lpviz.dashboard.session.fits.Fits` does, every 200 ms). Every
 number streamed comes from :func:`lpviz.metrics.score`: the current state's
-(one trace row) and the posterior's (the snapshot). A :class:`Lockstep` keeps
-the chains of one session level; :func:`warm_up_kernels` loads the kernels
-once per process.
+(one trace row) and the posterior's (the snapshot).
+
+The rest of the runner's work lives by job beside it (moved from here, and still importable from
+here): the :class:`Problem` and the :class:`Control` that steers a worker in
+:mod:`lpviz.dashboard.session.control`; the fair sharing of the process's cores (:class:`Turnstile`,
+:func:`turnstile`, :func:`give_way`) in :mod:`lpviz.dashboard.session.turnstile`; the chain loop
+(:func:`run_chain`, :class:`ChainGroup`, :class:`LocalPlace`) in :mod:`lpviz.dashboard.session.chain`;
+the trace's columns in :mod:`lpviz.dashboard.session.traces`; the :class:`Lockstep` that keeps the
+chains of one session level in :mod:`lpviz.dashboard.session.lockstep`; and
+:func:`warm_up_kernels`, which loads the kernels once per process, in
+:mod:`lpviz.dashboard.session.warmup`.
 """
 
-import collections
-import functools
-import math
-import os
 import queue
-import sys
-import threading
 import time
-from dataclasses import dataclass
 
 import holoviews as hv
 import numpy as np
 import pandas as pd
 import param
 
-from lpviz.dashboard.serving.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle, messages
+from lpviz.dashboard.serving.throttle import messages
+from lpviz.dashboard.session.chain import (
+    SLOW_FINAL_SCORE_ENV,
+    ChainGroup,
+    LocalPlace,
+    _last_saved,
+    _number,
+    _row,
+    _snapshot,
+    run_chain,
+)
+from lpviz.dashboard.session.control import WAKE_SECONDS, Control, Problem
+from lpviz.dashboard.session.lockstep import LOCKSTEP_SLACK, Lockstep
+from lpviz.dashboard.session.traces import CHAIN_TRACES, MAX_CHAINS, TRACE_COLUMNS, TRACE_SCORES, empty_trace
+from lpviz.dashboard.session.turnstile import (
+    _TURNSTILE,
+    _TURNSTILE_LOCK,
+    CHAIN_NICE_STEP,
+    CHAIN_THREADS_ENV,
+    TURN_SECONDS,
+    Turnstile,
+    give_way,
+    giving_way,
+    turnstile,
+)
+from lpviz.dashboard.session.warmup import _KERNELS_LOADED, _KERNELS_LOCK, warm_up_kernels
+
+__all__ = [
+    # the runner's own
+    "BUFFER_LENGTH",
+    "DASHBOARD_CHAINS",
+    "LEFT_SECONDS",
+    "LEFT_WITHOUT_A_WORD",
+    "MOVING_STATUSES",
+    "RATE_WINDOW_SECONDS",
+    "REMOTE_CHAIN",
+    "SCORED_CELLS_PER_ITERATION",
+    "STALL_SECONDS",
+    "STATUSES",
+    "ChainRunner",
+    # moved by job, importable from here as before the split (issue 55 item 3)
+    "CHAIN_NICE_STEP",
+    "CHAIN_THREADS_ENV",
+    "CHAIN_TRACES",
+    "LOCKSTEP_SLACK",
+    "MAX_CHAINS",
+    "SLOW_FINAL_SCORE_ENV",
+    "TRACE_COLUMNS",
+    "TRACE_SCORES",
+    "TURN_SECONDS",
+    "WAKE_SECONDS",
+    "_KERNELS_LOADED",
+    "_KERNELS_LOCK",
+    "_TURNSTILE",
+    "_TURNSTILE_LOCK",
+    "ChainGroup",
+    "Control",
+    "LocalPlace",
+    "Lockstep",
+    "Problem",
+    "Turnstile",
+    "_last_saved",
+    "_number",
+    "_row",
+    "_snapshot",
+    "empty_trace",
+    "give_way",
+    "giving_way",
+    "run_chain",
+    "turnstile",
+    "warm_up_kernels",
+]
 
 # A runner's states. Moving: the worker is (or is about to be) at work, so the event loop keeps
 # draining. Still: no worker thread is alive (idle, stopped, done, error, unavailable) or it waits
@@ -47,24 +119,9 @@ STATUSES = (
     "unavailable",
 )
 MOVING_STATUSES = ("starting", "running", "pausing", "stopping")
-# Scores traced per iteration: for the current state and (prefixed "mean_") the posterior mean.
-TRACE_SCORES = ("mae", "heldout_mae", "rate_mae", "heldout_rate_mae")
-# The most chains a method runs in a session (Settings.chains), and the traces each chain beyond the
-# first adds to a row (its own log joint and log marginal: where a chain in another mode shows).
-MAX_CHAINS = 4
 # MCMC chains per method in a session and in every preset: two, the fewest that can disagree
 # (measured in benchmarks/bench_class.py --chains; docs/dashboard.md, "A class on one server").
 DASHBOARD_CHAINS = 2
-CHAIN_TRACES = ("log_joint", "log_marginal")
-TRACE_COLUMNS = (
-    "iteration",
-    "log_joint",
-    "log_marginal",
-    "elbo",
-    *TRACE_SCORES,
-    *(f"mean_{key}" for key in TRACE_SCORES),
-    *(f"{trace}_{chain}" for chain in range(1, MAX_CHAINS) for trace in CHAIN_TRACES),
-)
 # Rows kept per trace: more than a plot a few hundred pixels wide can show;
 # long runs trace every k-th iteration so the buffer spans the whole run.
 BUFFER_LENGTH = 2_000
@@ -73,12 +130,6 @@ BUFFER_LENGTH = 2_000
 # iteration (a fixed rule, so which iterations are traced never depends on timing).
 SCORED_CELLS_PER_ITERATION = 100_000
 RATE_WINDOW_SECONDS = 1.0  # iterations per second are measured over this long, once the run has lasted that
-LOCKSTEP_SLACK = 20
-# A chain's turn on the process's cores (see Turnstile): long enough that handing over costs
-# nothing next to it, short enough that 36 chains waiting in line each run within a second or so.
-TURN_SECONDS = 0.05
-# A waiting worker looks at its Control at least this often (a Stop also wakes it at once).
-WAKE_SECONDS = 0.25
 # The session's watchdog (ChainRunner.watch): a running chain that has posted no iteration for this
 # long (or ten of its own iterations' time, if longer) is reported in words on its progress line.
 STALL_SECONDS = 20.0
@@ -86,182 +137,6 @@ STALL_SECONDS = 20.0
 # messages have had time to be drained).
 LEFT_SECONDS = 2.0
 LEFT_WITHOUT_A_WORD = "its worker left before its run ended, without reporting why (see the server's output)"
-# Tests only (tests/test_browser_stop_final.py): seconds every stop check of a run's final score waits
-# (unless Stop, Reset or the session's end comes first): a final score as slow as Enron's under load,
-# in a served app the test cannot patch. Unset (always, outside that test): no wait.
-SLOW_FINAL_SCORE_ENV = "LPVIZ_TEST_SLOW_FINAL_SCORE"
-
-
-def empty_trace():
-    return pd.DataFrame({name: pd.Series(dtype="float64") for name in TRACE_COLUMNS})
-
-
-def _number(value):
-    return math.nan if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """What a chain fits: the release, the truth beside it (or None), the model and its size, the seed,
-    and the inference (lpviz.engine.INFERENCES: "mcmc" chains or "vi" CAVI fits)."""
-
-    release: object
-    truth: object
-    model: str
-    n_components: int
-    seed: int = 0
-    inference: str = "mcmc"
-    chains: int = 1  # MCMC chains per method (lpviz.ensemble: chain 0 is the single chain of the seed)
-
-
-class Control:
-    """How the event loop steers one worker: run (clear = pause), stop, and the Run to stop mid-iteration.
-
-    A worker waiting (paused, in its :class:`Lockstep`, in line at the :class:`Turnstile`) is
-    woken at once by :meth:`stop`, :meth:`pause` and :meth:`resume` through ``wakers``.
-    """
-
-    def __init__(self):
-        self.run_event = threading.Event()
-        self.run_event.set()
-        self.stop_event = threading.Event()
-        self.chain_run = None
-        self.wakers = []  # callables that wake whatever this worker waits in
-        self.pauses = 0  # how many times the event loop asked to pause: a "paused" names the one it answers
-        self._lock = threading.Lock()
-
-    def attach(self, chain_run):
-        with self._lock:
-            self.chain_run = chain_run
-            stopped = self.stop_event.is_set()
-        if stopped:
-            chain_run.stop()
-
-    def stop(self):
-        with self._lock:
-            self.stop_event.set()
-            self.run_event.set()  # wake a paused worker so it can leave
-            if self.chain_run is not None:
-                self.chain_run.stop()  # the kernels leave within milliseconds
-        self._wake()
-
-    def pause(self):
-        self.pauses += 1
-        self.run_event.clear()
-        self._wake()
-
-    def resume(self):
-        self.run_event.set()
-        self._wake()
-
-    def _wake(self):
-        for wake in list(self.wakers):
-            wake()
-
-    def state(self):
-        """``(stopped, running, pauses)``: all a worker elsewhere needs to follow this one (:meth:`follow`)."""
-        return (self.stop_event.is_set(), self.run_event.is_set(), self.pauses)
-
-    def follow(self, state):
-        """Take the :meth:`state` of the Control a worker's steering comes from (a worker on a Dask
-        worker follows the server's), waking the worker as :meth:`stop`, :meth:`pause` and :meth:`resume` do."""
-        stopped, running, pauses = state
-        if stopped:
-            self.stop()
-            return
-        self.pauses = pauses  # a "paused" names the pause it answers, as numbered where the pause was asked
-        if running:
-            self.resume()
-        else:
-            self.run_event.clear()
-            self._wake()
-
-    @property
-    def stopped(self):
-        return self.stop_event.is_set()
-
-    @property
-    def moving(self):
-        """Neither stopped nor asked to pause."""
-        return self.run_event.is_set() and not self.stop_event.is_set()
-
-
-class Turnstile:
-    """Chains take turns on the process's cores: at most ``places`` at once, first come first served.
-
-    Every chain of every session queues here before running a turn of iterations
-    (:data:`TURN_SECONDS`), then queues again at the back. No chain waits longer
-    than the turns of the chains ahead of it, however many sessions there are; a
-    class's sessions progress at the same pace; and only ``places`` threads want
-    the GIL besides the event loop (which stays responsive), instead of every
-    session's chains at once. One per process (:func:`turnstile`), with
-    ``lpviz._parallel.n_threads()`` places (``LPVIZ_NUM_THREADS``, default the cores).
-    """
-
-    def __init__(self, places, turn_seconds=TURN_SECONDS):
-        if places < 1:
-            raise ValueError(f"places must be >= 1, got {places}")
-        self.places = places
-        self.turn_seconds = turn_seconds
-        self._line = collections.deque()  # tickets waiting, first in line first
-        self._inside = 0
-        self._condition = threading.Condition()
-
-    def enter(self, control):
-        """Wait for a place (in line); True once inside, False if ``control`` stopped or paused first."""
-        ticket = object()
-        with self._condition:
-            self._line.append(ticket)
-            try:
-                while not (self._line[0] is ticket and self._inside < self.places):
-                    if not control.moving:
-                        return False
-                    self._condition.wait(WAKE_SECONDS)
-                self._line.popleft()
-                self._inside += 1
-                return True
-            finally:
-                if ticket in self._line:
-                    self._line.remove(ticket)
-                    self._condition.notify_all()  # whoever was behind may now be first
-
-    def leave(self):
-        with self._condition:
-            self._inside -= 1
-            self._condition.notify_all()
-
-    def wake(self):
-        with self._condition:
-            self._condition.notify_all()
-
-    @property
-    def waiting(self):
-        return len(self._line)
-
-    @property
-    def inside(self):
-        return self._inside
-
-
-_TURNSTILE: list[Turnstile] = []
-_TURNSTILE_LOCK = threading.Lock()
-
-
-# Chains running at once in a served process (lpviz.dashboard.serve's --chain-threads): the cores less one there.
-CHAIN_THREADS_ENV = "LPVIZ_CHAIN_THREADS"
-
-
-def turnstile(places=None):
-    """This process's :class:`Turnstile` (made on first use, with ``places`` places: default
-    ``$LPVIZ_CHAIN_THREADS``, else ``lpviz._parallel.n_threads()``; a Dask worker's chains use its
-    thread count)."""
-    with _TURNSTILE_LOCK:
-        if not _TURNSTILE:
-            from lpviz._env import env_count
-            from lpviz._parallel import n_threads
-
-            _TURNSTILE.append(Turnstile(places or env_count(CHAIN_THREADS_ENV, n_threads())))
-        return _TURNSTILE[0]
 
 
 class ChainRunner(param.Parameterized):
@@ -668,423 +543,3 @@ class ChainRunner(param.Parameterized):
 
 # What a finished run's carry holds when its chain stays on a Dask worker (dashboard.session.remote), for an extension.
 REMOTE_CHAIN = "remote_chain"
-
-
-# The chains' threads give way to the server's event loop (a click's answer, the pages' messages, the
-# drains): a served class runs many chain threads on few cores, and at the loop's own priority the
-# loop got a share of the CPU like any one of them whenever it asked. Linux keeps a nice value per
-# thread (new threads, Numba's pool among them, take their creator's), and lowering one's own
-# priority needs no privilege.
-CHAIN_NICE_STEP = 10
-
-
-def give_way():
-    """Lower the calling thread's CPU priority by ``CHAIN_NICE_STEP`` (to at most nice 19), on Linux;
-    elsewhere a thread id is no process id for ``setpriority``, and nothing changes."""
-    if not sys.platform.startswith("linux"):
-        return
-    thread = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + CHAIN_NICE_STEP))
-    except OSError:  # refused (a sandbox): the chain runs as before
-        pass
-
-
-def giving_way(work):
-    """``work`` run in a thread that first gives way (:func:`give_way`); ``__wrapped__`` is ``work``
-    (``inspect.unwrap`` finds whose a thread's target is)."""
-
-    @functools.wraps(work)
-    def run(*args):
-        give_way()
-        return work(*args)
-
-    return run
-
-
-class LocalPlace:
-    """Workers as daemon threads of this process (the default).
-
-    A place launches a runner's worker (:meth:`launch` returns a handle with ``is_alive()`` and
-    ``join(timeout)``), warms up what the workers need when a served session opens
-    (:meth:`warm_up`) and lets go of what it holds when the session ends (:meth:`close`).
-    """
-
-    def warm_up(self):  # (compiling at a lower priority too: the page being built comes first)
-        threading.Thread(target=giving_way(warm_up_kernels), name="lpviz-warm-up", daemon=True).start()
-
-    def close(self):
-        """Nothing to let go: the session's threads have left (:meth:`session.fits.Fits.close` joined them)."""
-
-    def launch(self, runner, generation, problem, carry, target, control):
-        thread = threading.Thread(
-            target=giving_way(runner.work),
-            name=f"lpviz-{runner.method}-chain",
-            args=(generation, problem, carry, target, control),
-            daemon=True,
-        )
-        thread.start()
-        return thread
-
-
-def run_chain(method_name, problem, carry, target, control, post, pace, turns):
-    """Run one chain to ``target`` iterations: the body of every worker, local or on a Dask worker.
-
-    ``post(kind, payload)`` hands over trace rows, result snapshots and the end
-    ("paused", "done", "error"); ``carry`` holds what a continuation needs (the
-    chain run, its state and scores) and is filled in when the run ends.
-    """
-    from lpviz import methods
-    from lpviz.driver import run
-    from lpviz.engine import ChainStopped
-    from lpviz.metrics import ScoreStopped, score
-
-    pace, token = pace or Lockstep(), object()  # a private Lockstep never waits
-    release, truth = problem.release, problem.truth
-    schedule = carry["schedule"]
-    stride = schedule["stride"]
-    rows, state, chain_run = [], carry.get("state"), carry.get("chain_run")
-    # the posterior's error numbers, for the trace rows, at every saved sample; its full score (topics,
-    # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
-    row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
-    posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
-    rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
-    inside, turn_ends = False, 0.0
-    control.wakers += [turns.wake, pace.wake]
-
-    def stopped():  # every score here leaves between row blocks once Stop, Reset or the session's end asks
-        return control.stopped
-
-    slow, said = float(os.environ.get(SLOW_FINAL_SCORE_ENV) or 0), []
-
-    def slowly_stopped():  # (tests only: SLOW_FINAL_SCORE_ENV) each check of the final score waits
-        if not said:  # the test reads on the server's output that this chain is in its final score
-            said.append(method_name)
-            # one write: print() writes the line and its end apart, and two chains' lines came out as
-            # "@@...: naive@@...: nonprivate" (the test then waited for a third chain for ever)
-            sys.stderr.write(f"@@final score waits: {method_name}\n")
-            sys.stderr.flush()
-        control.stop_event.wait(slow)
-        return control.stopped
-
-    def flush():
-        nonlocal rows
-        if rows or state is not None:
-            post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
-            rows = []
-
-    def snapshot(final=False):
-        # while the chains run, their diagnostics are the likelihood trace's (all the scoreboard and the
-        # health read; the probe cells and topics of several chains cost seconds on Enron); the end's all
-        nonlocal posterior_score, scored_at
-        if state is not None:
-            saved = (_last_saved(chain_run.posterior), final)
-            if saved != scored_at:  # without a truth: the fit's own numbers
-                diagnostics = True if final else "trace"
-                posterior_score = score(
-                    chain_run.posterior,
-                    release,
-                    truth,
-                    diagnostics=diagnostics,
-                    should_stop=slowly_stopped if final and slow else stopped,
-                )
-                scored_at = saved
-            post("result", _snapshot(state, chain_run, posterior_score))
-
-    def give_turn():
-        nonlocal inside
-        if inside:
-            turns.leave()
-            inside = False
-
-    try:
-        if chain_run is None:
-            method = methods.create(method_name, **schedule["options"])
-            # a CAVI fit has no burn-in or thinning: its one "sample" is the current q
-            plan = (
-                dict(inference="vi")
-                if problem.inference == "vi"
-                else dict(burn_in=schedule["burn_in"], thin=schedule["thin"])
-            )
-            chain_run = ChainGroup(
-                run(
-                    release,
-                    model=problem.model,
-                    method=method,
-                    n_components=problem.n_components,
-                    n_iter=target,
-                    truth=truth if method.uses_truth else None,
-                    random_state=problem.seed,
-                    chains=1 if problem.inference == "vi" else problem.chains,
-                    **plan,
-                )
-            )
-        chain_run.n_iter = target  # a finished run continues to the new target
-        control.attach(chain_run)
-        pace.join(token)
-        while not control.stopped:
-            if not control.run_event.is_set():  # pausing: hand everything over, then say so
-                give_turn()
-                flush()
-                snapshot()
-                pace.leave(token)  # a paused chain holds nobody back
-                answered = None
-                while not control.run_event.is_set():
-                    if answered != control.pauses:  # each pause answered (pause, resume, pause while waiting)
-                        answered = control.pauses
-                        post("paused", answered)
-                    control.run_event.wait(WAKE_SECONDS)
-                pace.join(token)
-                continue
-            if pace.ahead(token):  # level with the session's slowest chain, holding no turn meanwhile
-                give_turn()
-                pace.wait(token, control)
-                continue
-            if not inside:
-                if not turns.enter(control):
-                    continue  # stopped or paused while in line
-                inside, turn_ends = True, time.monotonic() + turns.turn_seconds
-            try:
-                state = next(chain_run)
-            except StopIteration:
-                break
-            pace.advance(token)
-            if state.iteration % stride == 0 or state.iteration == 1:
-                saved = _last_saved(chain_run.posterior)
-                if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
-                    row_score = score(
-                        chain_run.posterior, release, truth, topics=False, diagnostics=False, should_stop=stopped
-                    )
-                    row_scored_at = saved
-                own = score(state, release, truth, topics=False, should_stop=stopped)
-                rows.append(_row(state, own, row_score, chain_run.states[1:]))
-            now = time.monotonic()
-            if rows_due.due(now) or state.iteration == 1:
-                flush()
-            if (snapshot_due.due(now) or state.iteration == 1) and not control.stopped:
-                snapshot()  # (a Stop answers without this snapshot's score: the last one stays)
-            if now >= turn_ends:
-                give_turn()  # to the back of the line
-        give_turn()
-        pace.leave(token)  # a finished chain holds nobody back (nor joins a next run's lockstep)
-        flush()
-        # the chain has left: the runner need not wait for the rest (ChainRunner._leave)
-        post("ending")
-        if not control.stopped:
-            # the final snapshot scores the whole posterior (topics, diagnostics: 4-12 s for Figure 4's two
-            # chains under load): a Stop before it keeps the snapshot of half a second ago; a Stop or
-            # Reset during it answers at once (the "ending" above) and the score leaves at its next row
-            # block (ScoreStopped), so the worker (and a closing session joining it) waits for nothing
-            snapshot(final=True)
-            carry.update(
-                chain_run=chain_run,
-                state=state,
-                posterior_score=posterior_score,
-                scored_at=scored_at,
-                row_score=row_score,
-                row_scored_at=row_scored_at,
-            )
-            post("done")
-    except (ChainStopped, ScoreStopped):  # Stop, Reset or the session closed: keep what was handed over
-        flush()
-    except Exception as exc:  # shown in the UI instead of dying silently in a thread
-        post("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        give_turn()
-        pace.leave(token)
-        control.wakers.clear()
-
-
-def _row(state, own, posterior_score, others=()):
-    """A trace row: chain 0's state and scores, the posterior's, and the other chains' traces."""
-    others = list(others) + [None] * (MAX_CHAINS - 1 - len(others))
-    return (
-        state.iteration,
-        _number(state.log_joint),
-        _number(state.log_marginal),
-        _number(getattr(state, "elbo", None)),
-        *(_number(own.get(key)) for key in TRACE_SCORES),
-        *(_number(posterior_score.get(key)) for key in TRACE_SCORES),
-        *(math.nan if other is None else _number(getattr(other, trace)) for other in others for trace in CHAIN_TRACES),
-    )
-
-
-class ChainGroup:
-    """The chains of one method, stepped in turn in the runner's worker: what the worker iterates.
-
-    ``run(...)`` with ``chains=C`` gives an :class:`lpviz.ensemble.EnsembleRun` (C Runs); each
-    ``next()`` advances every chain one iteration (chain 0 first: exactly the single chain of the
-    seed) and returns chain 0's state, ``states`` holding every chain's. ``posterior``: the
-    ensemble's (pooled rates; :func:`lpviz.metrics.score` judges the chains against each other),
-    or the one chain's. One thread steps them: the session's turns and lockstep see one worker.
-    """
-
-    def __init__(self, chain_run):
-        self.runs = list(getattr(chain_run, "runs", [chain_run]))
-        self.states = []
-
-    @property
-    def chain(self):
-        return self.runs[0].chain
-
-    @property
-    def n_iter(self):
-        return self.runs[0].n_iter
-
-    @n_iter.setter
-    def n_iter(self, value):
-        for run in self.runs:
-            run.n_iter = value
-
-    @property
-    def posterior(self):
-        if len(self.runs) == 1:
-            return self.runs[0].posterior
-        from lpviz.ensemble import EnsemblePosterior
-
-        # stepped in turn by one thread: the ensemble's computing time is the chains' sum
-        posteriors = [run.posterior for run in self.runs]
-        return EnsemblePosterior(posteriors, seconds=sum(posterior.seconds for posterior in posteriors))
-
-    def stop(self):
-        for run in self.runs:
-            run.stop()
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        states = []
-        for index, run in enumerate(self.runs):
-            state = next(run)
-            state.chain = index
-            states.append(state)
-        self.states = states
-        return states[0]
-
-
-def _snapshot(state, chain_run, posterior_score):
-    """What the views read, copied in the worker (nothing here is touched by the chain again)."""
-    posterior = chain_run.posterior
-    return dict(
-        iteration=state.iteration,
-        mu=state.mu.copy(),
-        mu_hat=posterior.mu_hat,
-        best=posterior.best,
-        best_log_joint=posterior.best_log_joint if posterior.best else None,
-        samples_saved=posterior.n_saved,
-        score=dict(posterior_score),
-        bessel_draws=getattr(chain_run.chain, "bessel_draws", None),
-        model=chain_run.chain.model_instance,
-        seconds=posterior.seconds,
-        chains=len(chain_run.runs),
-    )
-
-
-def _last_saved(posterior):
-    """The iteration of the posterior's last saved sample (0 before the first): what its scores
-    depend on (a CAVI fit's one "sample", its q, changes every iteration)."""
-    return posterior.saved_iterations[-1] if posterior.saved_iterations else 0
-
-
-class Lockstep:
-    """Keeps the running chains of one session within ``slack`` iterations of each other.
-
-    Chains share two or so cores; left alone, each gets the same CPU time, so
-    the cheapest (non-private) runs twice as many iterations as the costliest
-    (private) one. In lockstep a chain that is ahead waits, and its CPU time
-    goes to the slowest: the traces stay comparable iteration by iteration
-    and the slowest chain runs faster.
-
-    Each worker :meth:`join` s (starting level with the slowest chain
-    running, so a chain resumed or restarted later holds nobody back),
-    :meth:`wait` s while it is :meth:`ahead`, :meth:`advance` s after each
-    iteration, and :meth:`leave` s when it pauses or ends. Waiting sleeps on a
-    condition that every advance and leave signals: no polling.
-    """
-
-    def __init__(self, slack=LOCKSTEP_SLACK):
-        self.slack = slack
-        self._counts = {}  # worker token -> iterations since it joined, offset to the slowest at joining
-        self._condition = threading.Condition()
-
-    def join(self, token):
-        with self._condition:
-            counts = list(self._counts.values())
-            self._counts[token] = min(counts) if counts else 0
-
-    def leave(self, token):
-        with self._condition:
-            self._counts.pop(token, None)
-            self._condition.notify_all()
-
-    def advance(self, token):
-        with self._condition:
-            self._counts[token] += 1
-            self._condition.notify_all()
-
-    def gap(self, token):
-        """How many iterations this worker is ahead of the slowest other one (0 alone)."""
-        with self._condition:
-            return self._gap(token)
-
-    def _gap(self, token):
-        own = self._counts.get(token)
-        others = [count for key, count in self._counts.items() if key is not token]
-        return 0 if own is None or not others else own - min(others)
-
-    def ahead(self, token):
-        return self.gap(token) > self.slack
-
-    def wait(self, token, control):
-        """Sleep while this worker is more than ``slack`` iterations ahead of another."""
-        with self._condition:
-            while self._gap(token) > self.slack and control.moving:
-                self._condition.wait(WAKE_SECONDS)
-
-    def wake(self):
-        with self._condition:
-            self._condition.notify_all()
-
-
-_KERNELS_LOADED = threading.Event()  # process-wide: numba loads each kernel once per process
-_KERNELS_LOCK = threading.Lock()
-
-
-def warm_up_kernels():
-    """Load (or compile) the kernels of every registered model and method once per process.
-
-    The first chain of a fresh server process otherwise spends seconds loading
-    Numba's cached kernels after Start is pressed; sessions call this in a
-    background thread when they open, so the first point streams at once.
-    """
-    from lpviz import methods, models
-    from lpviz.driver import run
-    from lpviz.release import KIND_ORDERS, Release, Truth
-
-    with _KERNELS_LOCK:
-        if _KERNELS_LOADED.is_set():
-            return
-        Y = np.array([[0, 3, 1, 0], [2, 0, 5, 1], [1, 1, 0, 4], [0, 2, 3, 0]])
-        for model_name, model_class in models.MODELS.items():
-            kind = model_class.kinds[0]
-            counts = Y if KIND_ORDERS[kind] == 2 else Y.reshape(4, 2, 2)  # an array of the kind's order
-            release = Release(Y_obs=counts - 1, alpha=0.5, kind=kind)
-            truth = Truth(counts)
-            for method_name, method_class in methods.METHODS.items():
-                try:
-                    for _ in run(
-                        release,
-                        model=model_name,
-                        method=method_name,
-                        n_components=2,
-                        n_iter=2,
-                        burn_in=0,
-                        thin=1,
-                        truth=truth if method_class.uses_truth else None,
-                        random_state=0,
-                    ):
-                        pass
-                except Exception:  # a warm-up only saves time; a real run reports any error
-                    pass
-        _KERNELS_LOADED.set()
