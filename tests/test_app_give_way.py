@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lpviz.dashboard.session.runner import CHAIN_NICE_STEP, LocalPlace
+from lpviz.dashboard.session.chain import LocalPlace
+from lpviz.dashboard.session.turnstile import CHAIN_NICE_STEP
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value per thread is Linux's")
 

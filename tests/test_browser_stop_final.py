@@ -1,7 +1,7 @@
 """Issue 37: Stop during a run's final score, on the served dashboard. A chain that has run all its
 iterations posts "ending", then scores its whole posterior once more (topics, diagnostics: 4-12 s for
 Figure 4 on a loaded machine) before "done". Here the served app's final score is made slow
-deterministically (dashboard.session.runner.SLOW_FINAL_SCORE_ENV: each of its stop checks waits, unless Stop comes;
+deterministically (dashboard.session.chain.SLOW_FINAL_SCORE_ENV: each of its stop checks waits, unless Stop comes;
 the worker says on the server's output when it is there), and Stop is clicked while every chain is in
 it: every progress line reads "stopped" (a hang guard waits, no timing is asserted), the page keeps its
 last result (trace points and heatmaps as before the click), no "done" comes later, and no error."""
@@ -13,8 +13,8 @@ import time
 import pytest
 
 from benchmarks.bench_page_lag import LINES  # the benchmarks' reading of the progress lines, shared
+from lpviz.dashboard.session.chain import SLOW_FINAL_SCORE_ENV
 from lpviz.dashboard.session.presets import PRESETS
-from lpviz.dashboard.session.runner import SLOW_FINAL_SCORE_ENV
 from tests.browser_harness import COUNT_TRACE_POINTS, IMAGE_CHECKSUMS, N_METHODS, served
 
 pytestmark = pytest.mark.browser

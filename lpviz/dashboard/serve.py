@@ -32,7 +32,7 @@
   (:meth:`lpviz.dashboard.session.fits.Fits.drain`) and its threads, chains and data are
   released when it is discarded (:meth:`lpviz.dashboard.session.fits.Fits.close`).
 - Chains: in the server's threads (without ``--scheduler``), sharing its
-  cores fairly between sessions (:class:`lpviz.dashboard.session.runner.Turnstile`; on a Dask
+  cores fairly between sessions (:class:`lpviz.dashboard.session.turnstile.Turnstile`; on a Dask
   worker, its threads): at most ``--chain-threads`` at once (default the
   cores). Measured on 2 quiet cores (``bench_class.py``): with one chain
   thread a class of 4 had loop lag p50/p95 3/330 ms in the steady window, but
@@ -87,7 +87,7 @@ from pathlib import Path
 
 from lpviz.dashboard.serving.balancer import default_procs
 from lpviz.dashboard.session.remote import CHAINS_ENV, CHAINS_PLACES
-from lpviz.dashboard.session.runner import CHAIN_THREADS_ENV
+from lpviz.dashboard.session.turnstile import CHAIN_THREADS_ENV
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_UPLOAD = 64 * 2**20

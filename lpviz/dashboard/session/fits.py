@@ -25,31 +25,27 @@ import param
 from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.serving.throttle import TRACE_SECONDS, OffLoop, Pace, Periodic, Throttle, log
 from lpviz.dashboard.serving.writes import install as _write_every_queue
+from lpviz.dashboard.session.control import Control, Problem
 from lpviz.dashboard.session.datastore import DataStore, served
+from lpviz.dashboard.session.lockstep import LOCKSTEP_SLACK, Lockstep
 from lpviz.dashboard.session.recompute import recompute_once as _recompute_once
 from lpviz.dashboard.session.remote import default_place
 from lpviz.dashboard.session.runner import (
     BUFFER_LENGTH,
-    LOCKSTEP_SLACK,
     MOVING_STATUSES,
     RATE_WINDOW_SECONDS,
     SCORED_CELLS_PER_ITERATION,
     STALL_SECONDS,
     STATUSES,
-    TRACE_COLUMNS,
-    TRACE_SCORES,
     ChainRunner,
-    Control,
-    Lockstep,
-    Problem,
-    empty_trace,
-    warm_up_kernels,
 )
+from lpviz.dashboard.session.traces import TRACE_COLUMNS, TRACE_SCORES, empty_trace
+from lpviz.dashboard.session.warmup import warm_up_kernels
 
 # Panel's write queue, guarded (dashboard.serving.writes): a change queued as an earlier write ended reaches the page
 _write_every_queue()
 
-# the runner's names, importable from here as before the split
+# the runner's names (and those moved on from it by job), importable from here as before the split
 __all__ = [
     "BUFFER_LENGTH",
     "LOCKSTEP_SLACK",

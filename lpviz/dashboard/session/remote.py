@@ -6,18 +6,18 @@ keeps the pages, the controls' state machines and the views, and computes no
 chain. Each session gets one :class:`ChainHost`, a Dask actor on the worker
 with the fewest sessions per thread, so a new worker takes the next sessions.
 The host runs the session's chains in threads of the worker process, exactly
-as the server runs them in its own (:func:`lpviz.dashboard.session.runner.run_chain`: the same
-:class:`~lpviz.dashboard.session.runner.Lockstep` per session, the worker's
-:class:`~lpviz.dashboard.session.runner.Turnstile` with one place per Dask thread), keeps a
+as the server runs them in its own (:func:`lpviz.dashboard.session.chain.run_chain`: the same
+:class:`~lpviz.dashboard.session.lockstep.Lockstep` per session, the worker's
+:class:`~lpviz.dashboard.session.turnstile.Turnstile` with one place per Dask thread), keeps a
 finished chain there for an extension, and queues what the chains post
 (trace rows, result snapshots, "paused", "done", "error").
 
 On the server, :class:`DaskPlace` is the session's place (see
-:class:`lpviz.dashboard.session.runner.LocalPlace`): :meth:`DaskPlace.launch` returns a
+:class:`lpviz.dashboard.session.chain.LocalPlace`): :meth:`DaskPlace.launch` returns a
 :class:`RemoteChain` handle that the runner's state machine owns like a
 thread. Every call to the cluster runs on the Dask client's own event loop,
 never on the server's: the Start/Pause/Stop clicks send the runner's
-:class:`~lpviz.dashboard.session.runner.Control` state (numbered, so calls overtaking each other
+:class:`~lpviz.dashboard.session.control.Control` state (numbered, so calls overtaking each other
 cannot undo a later click), and one pump per session fetches the host's
 messages about ten times a second (the actor call waits on the worker until
 one is there) into the runners' queues, which :meth:`lpviz.dashboard.session.fits.Fits.drain`
@@ -43,15 +43,12 @@ import threading
 import time
 import uuid
 
-from lpviz.dashboard.session.runner import (
-    REMOTE_CHAIN,
-    Control,
-    LocalPlace,
-    Lockstep,
-    run_chain,
-    turnstile,
-    warm_up_kernels,
-)
+from lpviz.dashboard.session.chain import LocalPlace, run_chain
+from lpviz.dashboard.session.control import Control
+from lpviz.dashboard.session.lockstep import Lockstep
+from lpviz.dashboard.session.runner import REMOTE_CHAIN
+from lpviz.dashboard.session.turnstile import turnstile
+from lpviz.dashboard.session.warmup import warm_up_kernels
 
 # Where a session's chains run: "server" (threads of this process) or "cluster" (Dask workers).
 CHAINS_ENV = "LPVIZ_CHAINS"
@@ -71,7 +68,7 @@ CLOSE_SECONDS = 10.0
 
 
 def default_place():
-    """Where a session's chains run: threads of this process (:class:`~lpviz.dashboard.session.runner.LocalPlace`), or,
+    """Where a session's chains run: threads of this process (:class:`~lpviz.dashboard.session.chain.LocalPlace`), or,
     when ``$LPVIZ_CHAINS`` is "cluster" (``python -m lpviz.dashboard.serve --scheduler ADDRESS``), the workers
     of the server's Dask cluster (:class:`DaskPlace`)."""
     chains = os.environ.get(CHAINS_ENV, "server").strip() or "server"
@@ -331,7 +328,7 @@ def shared_cluster():
 
 
 class RemoteChain:
-    """The handle of one run on a :class:`ChainHost` (what a thread is to :class:`dashboard.session.runner.LocalPlace`):
+    """The handle of one run on a :class:`ChainHost` (what a thread is to :class:`dashboard.session.chain.LocalPlace`):
     alive until the host says its chain has left (every message before that is in the runner's queue),
     or until the run cannot go on (the worker was lost: an "error" message says so first)."""
 

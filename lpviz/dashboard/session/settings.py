@@ -23,7 +23,8 @@ import panel as pn
 import param
 
 from lpviz.dashboard.session.presets import PRESETS
-from lpviz.dashboard.session.runner import DASHBOARD_CHAINS, MAX_CHAINS
+from lpviz.dashboard.session.runner import DASHBOARD_CHAINS
+from lpviz.dashboard.session.traces import MAX_CHAINS
 from lpviz.datasets import HOLDOUTS
 
 ENRON_ENV = "LPVIZ_ENRON"

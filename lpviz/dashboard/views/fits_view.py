@@ -20,7 +20,7 @@ import param
 
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.fits import SCORE_KEYS, Fits, follow_results, score_frame
-from lpviz.dashboard.session.runner import CHAIN_TRACES
+from lpviz.dashboard.session.traces import CHAIN_TRACES
 from lpviz.dashboard.views.live_rates import LiveRates
 from lpviz.dashboard.views.live_traces import LiveTraces, chain_of, line_style
 from lpviz.dashboard.views.plots import (

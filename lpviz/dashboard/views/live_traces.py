@@ -16,7 +16,7 @@ import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, NumeralTickFormatter, Range1d
 from bokeh.plotting import figure
 
-from lpviz.dashboard.session.runner import CHAIN_TRACES
+from lpviz.dashboard.session.traces import CHAIN_TRACES
 from lpviz.dashboard.views.live_rates import FLEX_BASIS
 
 # The narrowest a trace plot gets: its title ("Log joint (each method's own model)") and the legend's
