@@ -41,6 +41,13 @@ frames, applies them at once, and a page not drawn for a second applies all that
 ``ClientConnection._on_open``): a Bokeh upgrade must check them (tests/test_browser_paint.py does).
 """
 
+# Mends: Panel 1.9.4 / Bokeh 3.9.2 (BokehJS paints every plot due in one animation frame together
+# (``schedule_paint``: a ``throttle`` over ``requestAnimationFrame``), lays out the page's root when a
+# side panel changes size (``_invalidate_layout_if_needed``), rewrites a <style> with the text it has
+# (``InlineStyleSheet._update``) and applies each message at once (``ClientSession.handle``); no upstream
+# issue known). It may go once BokehJS changes these (then each goes that no longer needs it):
+# tests/test_mends_upstream.py::test_bokehjs_still_has_what_paint_js_patches fails.
+
 PAINT_JS = """
 const {PlotView} = Bokeh.require("models/plots/plot_canvas");
 if (!PlotView.prototype.__lpviz_paced) {

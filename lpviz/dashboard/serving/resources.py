@@ -35,7 +35,13 @@ from param import Parameter
 
 def serve_stylesheets_locally():
     """Patch Panel's property rendering so that style sheets rendered without a page's document
-    point at the server's static files (``static/extensions/panel/``), like the page's own."""
+    point at the server's static files (``static/extensions/panel/``), like the page's own.
+
+    Mends: Panel 1.9.4 / Bokeh 3.9.2 (``Reactive._get_properties`` with no page document, and
+    ``Reactive._update_model`` through ``panel.reactive.patch_stylesheet``, point style sheets at
+    Panel's CDN even when the server serves its own resources; no upstream issue known). It may go
+    once Panel renders them local: tests/test_mends_upstream.py::test_panel_still_points_style_sheets_at_its_cdn
+    then fails."""
     original = Reactive._get_properties
     if getattr(original, "_lpviz_local", False):
         return
@@ -50,6 +56,7 @@ def serve_stylesheets_locally():
         return properties
 
     _get_properties._lpviz_local = True  # marks the patch as applied
+    _get_properties.__wrapped__ = original  # Panel's own (tests/test_mends_upstream.py runs it unpatched)
     Reactive._get_properties = _get_properties  # see the module docstring
 
     # An update of a model's style sheets outside a page's document (``Reactive._update_model`` with no
@@ -64,6 +71,7 @@ def serve_stylesheets_locally():
             dist_url = f"{state.rel_path}/{LOCAL_DIST}" if state.rel_path else LOCAL_DIST
         return original_patch(stylesheet, dist_url)
 
+    patch_locally.__wrapped__ = original_patch
     module.patch_stylesheet = patch_locally
 
 
@@ -79,6 +87,11 @@ def reuse_design_modifiers():
       as a copy (callers replace its ``stylesheets``).
 
     The event loop of a served class spent about 8% of its time in these lookups.
+
+    Mends: Panel 1.9.4 / Bokeh 3.9.2 (``Reactive._update_properties`` calls ``Design.params`` at every
+    update, and ``Design._get_modifiers`` resolves the theme's CSS files at every call; no upstream
+    issue known). It may go once Panel skips or caches these lookups itself:
+    tests/test_mends_upstream.py::test_panel_still_looks_design_modifiers_up_at_every_update then fails.
     """
     if getattr(Reactive._update_properties, "_lpviz_reused", False):
         return
@@ -149,7 +162,12 @@ class SyncedModelsSerializer(Serializer):
 
 
 def serialize_patches_lazily():
-    """Make Bokeh's PATCH-DOC messages with :class:`SyncedModelsSerializer` (once per process)."""
+    """Make Bokeh's PATCH-DOC messages with :class:`SyncedModelsSerializer` (once per process).
+
+    Mends: Panel 1.9.4 / Bokeh 3.9.2 (``bokeh.core.serialization.Serializer.__init__`` builds
+    ``obj.ref`` for every synced model, and ``bokeh.protocol.messages.patch_doc`` makes one per
+    message; no upstream issue known). It may go once Bokeh makes the references lazily:
+    tests/test_mends_upstream.py::test_bokehs_serializer_still_refs_every_synced_model then fails."""
     module = importlib.import_module("bokeh.protocol.messages.patch_doc")  # the package exports the class
     if module.Serializer is Serializer:
         module.Serializer = SyncedModelsSerializer
@@ -192,6 +210,12 @@ def reuse_bokeh_defaults():
       immutable value (None, a number, a string, a tuple of them): the same value Bokeh would make, so
       sharing it changes nothing. A themed value, a callable default (a new model, a fresh list) and
       every mutable default are still made at each read, as before.
+
+    Mends: Panel 1.9.4 / Bokeh 3.9.2 (``Property.themed_default`` calls ``HasProps._overridden_defaults``,
+    a walk of the MRO into a new dict, at every read; ``PropertyDescriptor.has_unstable_default`` and
+    ``HasProps.themed_values`` look up again; ``bokeh.settings`` reads the environment at every call;
+    no upstream issue known). It may go once Bokeh keeps them itself:
+    tests/test_mends_upstream.py::test_bokeh_still_works_defaults_out_at_every_read then fails.
     """
     from bokeh.core.has_props import HasProps
     from bokeh.core.property.bases import Property
@@ -285,7 +309,11 @@ def check_callbacks_once():
     registers ~350 of them a page open (the same few bound methods, each in a new ``partial``). The
     shape (the code, the number of defaults, the arguments a partial binds) decides the signature; a
     callback whose shape is not known this way is checked every time, and a failed check raises every
-    time, as before."""
+    time, as before.
+
+    Mends: Panel 1.9.4 / Bokeh 3.9.2 (``bokeh.util.callback_manager._check_callback`` runs
+    ``inspect.signature`` at every call; no upstream issue known). It may go once Bokeh caches the
+    check: tests/test_mends_upstream.py::test_bokeh_still_inspects_every_callbacks_signature then fails."""
     module = importlib.import_module("bokeh.util.callback_manager")
     check = module._check_callback
     if getattr(check, "_lpviz_once", False):

@@ -11,6 +11,11 @@ False, 1 messages queued").
 
 :func:`install` wraps Panel's queue task: a queue it leaves behind with no block is written by a new
 task. Nothing else of Panel's changes (the order of the messages is Panel's: queued ones in order).
+
+Mends: Panel 1.9.4 / Bokeh 3.9.2 (``panel.io.document._dispatch_msgs`` drops its write block without
+looking at ``_WRITE_MSGS``, so a message queued meanwhile waits for the next change; no upstream issue
+known). It may go once Panel writes such a message itself:
+tests/test_mends_upstream.py::test_panels_write_queue_still_strands_a_late_message then fails.
 """
 
 from panel.io import document as _panel_document
@@ -37,4 +42,5 @@ def install():
             _panel_document._dispatch_write_task(doc, dispatch_msgs, doc)
 
     dispatch_msgs._lpviz_writes_every_queue = True
+    dispatch_msgs.__wrapped__ = original  # Panel's own (tests/test_mends_upstream.py runs it unguarded)
     _panel_document._dispatch_msgs = dispatch_msgs
