@@ -39,7 +39,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 VERSION = PYPROJECT["project"]["version"]
-COMMANDS = ("privatize", "fit", "central", "demo", "fetch-enron", "build-enron", "table1", "reproduce")
+COMMANDS = ("privatize", "fit", "central", "demo", "fetch-enron", "build-enron", "table1", "reproduce", "serve")
 
 
 def _package_sources():

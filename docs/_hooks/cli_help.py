@@ -17,7 +17,12 @@ def _help(command):
     out = io.StringIO()
     args = [command, "--help"] if command else ["--help"]
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        build_parser().parse_args(args)
+        if command == "serve":  # its options are parsed by the server itself (lpviz.cli.serve)
+            from lpviz.dashboard.serve import parse_args
+
+            parse_args(["--help"])
+        else:
+            build_parser().parse_args(args)
     text = out.getvalue().strip()
     if not text.startswith("usage:"):
         raise ValueError(f"lpviz {command} --help printed no usage (no such command?)")
