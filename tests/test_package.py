@@ -386,7 +386,7 @@ def test_installed_lpviz_serve_runs_its_chains_on_the_wheels_workers(
             choose(page, name)
             page.click("Run the fits")
             try:
-                every(page, "done", timeout_ms=300_000)  # a variational fit ends at or before its goal
+                every(page, "done", timeout_ms=600_000)  # a variational fit ends at or before its goal
             except Exception as error:
                 raise AssertionError(f"{lines(page)}\n{server.log_tail(80)}") from error
             assert page.errors == []

@@ -61,6 +61,10 @@ TAKE_WAIT_SECONDS = 1.0
 PUMP_SECONDS = 0.1
 # A call to the cluster that has not answered in this long means the cluster (or the worker) is gone.
 CALL_SECONDS = 30.0
+# A session's host on a worker that has not run one yet imports the dashboard and loads (on a fresh
+# Numba cache: compiles) the chains' kernels first: 30 s was too short on 2 loaded cores, and the first
+# session's private chain ended in a TimeoutError (tests/test_package.py, a fresh environment's workers)
+HOST_SECONDS = 600.0
 # A host nobody has taken from in this long (its server died) stops its chains.
 ORPHAN_SECONDS = 60.0
 # A session's close waits this long at most for its host to stop its chains.
@@ -276,7 +280,7 @@ class ChainCluster:
         if not workers:
             raise RuntimeError(
                 f"no Dask worker is connected to the scheduler at {self.address}: start one (dask worker "
-                f"{self.address}) from the lpviz checkout"
+                f"{self.address}) where lpviz is installed"
             )
         address = min(workers, key=lambda worker: (self.hosts[worker] / workers[worker], self.hosts[worker]))
         future = self.client.submit(
@@ -288,7 +292,7 @@ class ChainCluster:
             key=f"lpviz-session-{session}",
         )
         with self.client.as_current():  # the actor binds to this client (not to a default one)
-            actor = await _answer(future)
+            actor = await _answer(future, HOST_SECONDS)
         self.hosts[address] += 1
         return address, future, actor
 
