@@ -247,9 +247,9 @@ class Page:
     def click(self, name):
         self.page.get_by_role("button", name=name).click()
 
-    def statuses(self, status, count=N_METHODS):
-        """Wait until ``count`` progress lines read ``status``."""
-        expect(self.page.get_by_text(f"{status}, iteration")).to_have_count(count, timeout=TIMEOUT_MS)
+    def statuses(self, status, count=N_METHODS, timeout_ms=TIMEOUT_MS):
+        """Wait until ``count`` progress lines read ``status`` (at most ``timeout_ms``)."""
+        expect(self.page.get_by_text(f"{status}, iteration")).to_have_count(count, timeout=timeout_ms)
 
     def timed(self, action, done, poll_ms=5):
         """Seconds from ``action`` (a button name, clicked inside the page) until the JavaScript
