@@ -980,6 +980,16 @@ def _posterior_from_archive(cls, archive):
             f"the best sample holds {', '.join(k[5:] for k in best)}; a {model_name} model's factors are "
             + ", ".join(model.factor_names)
         )
+    # each factor's shape from its header, before a byte of any array is inflated: one side is the
+    # components, the other a mode of the rates (or the components: a block model's pi)
+    sizes = {*rates.shape, int(components)}
+    for key in best:
+        shape = archive.header(key).shape
+        if len(shape) != 2 or components not in shape or not set(shape) <= sizes:
+            raise refuse(
+                f"factor {key!r} is {shape}; a factor of {components} components of a "
+                f"{' x '.join(map(str, rates.shape))} fit pairs {components} with one of its sizes"
+            )
     arrays = ["mu_hat", "saved_iterations", *traces, "heldout", "structural_zeros", *best]
     arrays += [key for key in ("row_labels", "col_labels") if key in archive]
     # the constructor's running sum of the rates (replaced by mu_hat) and the labels as Python strings
@@ -1008,8 +1018,7 @@ def _posterior_from_archive(cls, archive):
         raise refuse(f"best_iteration {best_iteration} is none of the saved iterations ({_few(saved)})")
     if best and not saved.size:
         raise refuse("it holds a best sample but no saved iteration")
-    mu_hat = archive.read("mu_hat").astype(np.float64, copy=False)
-    _check_rates(mu_hat, "'mu_hat'", refuse)
+    # the factors (small) are read and checked before the rates (rows x columns) are inflated
     factors = {key[len("best_") :]: archive.read(key) for key in best}
     for key, value in factors.items():
         if value.dtype.kind not in "iuf":
@@ -1028,6 +1037,8 @@ def _posterior_from_archive(cls, archive):
                 + ", ".join(f"{k} {np.shape(v)}" for k, v in factors.items())
                 + f") are not those of {components} components of a {' x '.join(map(str, rates.shape))} fit"
             )
+    mu_hat = archive.read("mu_hat").astype(np.float64, copy=False)
+    _check_rates(mu_hat, "'mu_hat'", refuse)
     heldout = archive.read("heldout") if "heldout" in archive else None
     zeros = archive.read("structural_zeros") if "structural_zeros" in archive else None
     if inference == "vi":

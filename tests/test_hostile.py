@@ -1525,3 +1525,39 @@ def test_the_path_field_says_what_is_wrong(tmp_path, monkeypatch):
     ):
         store.settings.path = text
         assert re.search(pattern, store.error) and "\n" not in store.error and len(store.error) < 600, store.error
+
+
+@pytest.mark.parametrize(
+    ("model", "factors", "match"),
+    [
+        # a factor whose header pairs no size of the fit with its components: refused from the header
+        ("blocks", {"theta": (7, 2), "pi": (2, 2)}, r"factor 'best_theta' is \(7, 2\); a factor of 2 components"),
+        ("topics", {"theta": (1500, 2), "phi": (2, 1500, 1)}, r"factor 'best_phi' is \(2, 1500, 1\)"),
+        # headers of the right sizes that make rates of another shape: refused once the (small) factors are read
+        ("topics", {"theta": (1500, 2), "phi": (1500, 2)}, r"the best sample's factors \(theta \(1500, 2\), phi"),
+    ],
+)
+def test_a_fit_whose_factors_do_not_fit_is_refused_before_its_rates_are_inflated(tmp_path, model, factors, match):
+    """The rates (1,500 x 1,500: 18 MB) are the file's largest array: a best sample of the wrong
+    shapes is refused before they are decompressed, in little memory."""
+    from lpviz.engine import Posterior
+
+    members = [hostile_files.bomb_member("mu_hat.npy", (1500, 1500), np.float64)]
+    members += [
+        hostile_files.small_member(f"{key}.npy", np.asarray(value))
+        for key, value in {
+            "format": "lpviz-fit-1",
+            "model": model,
+            "method": "private",
+            "n_components": 2,
+            "saved_iterations": np.asarray([2]),
+            "log_joint": np.zeros(2),
+            "best_iteration": 2,
+        }.items()
+    ]
+    members += [hostile_files.small_member(f"best_{key}.npy", np.ones(shape)) for key, shape in factors.items()]
+    hostile_files.write_members(tmp_path / "fit.npz", members)
+    with traced() as box:
+        with pytest.raises(ValueError, match=match):
+            Posterior.load(tmp_path / "fit.npz")
+    assert box["peak"] < 4 * 2**20
