@@ -513,6 +513,13 @@ _CHUNK = 1 << 20
 _DAMAGE = (zlib.error, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, struct.error)
 
 
+def _ends_as_a_zip(handle) -> bool:
+    """Whether the file's last bytes hold a zip end record (a zip archive, wherever it starts)."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(size - 65536 - 22, 0))
+    return b"PK\x05\x06" in handle.read()
+
+
 def _directory_entries(handle, start, directory, stop) -> int:
     """The entries the zip directory at ``start`` (``directory`` bytes) really holds, counted
     up to ``stop``: each is a 46-byte record plus its name, extra field and comment. A record
@@ -582,6 +589,13 @@ class Archive:
             if head == _MAGIC:
                 raise self.error(f"a single .npy array, not an .npz {what}; {fix}")
             if not head.startswith(b"PK"):
+                if _ends_as_a_zip(handle):
+                    # zipfile would read it (it tolerates bytes before the archive), numpy would not
+                    raise self.error(
+                        f"not an .npz {what}: it ends as a zip archive but does not start as one (bytes were "
+                        f"added before the archive, or its start was cut off), and an .npz starts at its "
+                        f"first byte; use the file as it was written, not a copy wrapped or cut; {fix}"
+                    )
                 raise self.error(f"not an .npz {what} ({not_zip or 'an .npz is a zip file; this one is not'}); {fix}")
             self._check_directory(handle)
             handle.seek(0)

@@ -1561,3 +1561,21 @@ def test_a_fit_whose_factors_do_not_fit_is_refused_before_its_rates_are_inflated
         with pytest.raises(ValueError, match=match):
             Posterior.load(tmp_path / "fit.npz")
     assert box["peak"] < 4 * 2**20
+
+
+def test_a_zip_that_does_not_start_at_the_files_first_byte_is_named_as_such(tmp_path):
+    """An .npz with bytes added before it (zipfile reads such a file; numpy does not) or with its
+    start cut off is not called "not a zip": the message says what happened to the file."""
+    from lpviz.release import Release
+
+    whole = hostile_files.write_members(
+        tmp_path / "whole.npz", hostile_files.release_members(np.arange(900).reshape(30, 30) % 7)
+    )
+    data = whole.read_bytes()
+    for name, payload in (("wrapped.npz", b"#!/bin/sh\n" * 10 + data), ("cut.npz", data[40:])):
+        (tmp_path / name).write_bytes(payload)
+        with pytest.raises(ValueError, match=rf"{name}: not an .npz release: it ends as a zip archive but does not"):
+            Release.load(tmp_path / name)
+    (tmp_path / "text.npz").write_bytes(b"Y,1,2\n" * 50)
+    with pytest.raises(ValueError, match=r"text.npz: not an .npz release \(a .csv from"):
+        Release.load(tmp_path / "text.npz")
