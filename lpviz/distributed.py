@@ -1652,8 +1652,14 @@ def _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors, 
         if os.path.lexists(target):  # an earlier run's checkpoint of this iteration (a fresh chain's)
             os.rename(target, os.path.join(folder, f".{name}.{secrets.token_hex(4)}.old"))
         os.rename(staging, target)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, Exception) and _is_lost_worker(error):
+            # a worker killed while it wrote its part: the last whole checkpoint is the one before
+            whole = [entry for entry in _checkpoints_in(folder) if entry != name]
+            last = int(whole[-1].split("-")[1]) if whole else 0
+            what = "chain" if variational is None else "fit"
+            raise WorkerLost(_lost_message(what, iteration, error, folder, last=last, writing=True)) from None
         raise
     atomic_write(os.path.join(folder, "LATEST"), lambda handle: handle.write(name.encode()))
     for entry in os.listdir(folder):  # the previous checkpoint, and what stopped runs left half-written
@@ -1955,15 +1961,23 @@ def _run_variational(client, counts, alpha, model, method, method_options, shape
     return posterior
 
 
-def _lost_message(what, iteration, error, folder, every):
-    """The words of :class:`WorkerLost`: where to resume from."""
-    last = (iteration - 1) - (iteration - 1) % every if folder else 0
+def _lost_message(what, iteration, error, folder, every=1, *, last=None, writing=False):
+    """The words of :class:`WorkerLost`: where to resume from (the checkpoint ``last``, by default
+    the last one before ``iteration``; ``writing``: the worker was lost while it wrote its part of
+    the checkpoint of ``iteration``, which was therefore not made)."""
+    if last is None:
+        last = (iteration - 1) - (iteration - 1) % every if folder else 0
     hint = (
         f"resume from the checkpoint of iteration {last}: the same call with resume=True"
         if folder and last
         else "start it again (with checkpoint=FOLDER a lost worker costs at most checkpoint_every iterations)"
     )
-    return f"a worker holding rows of the {what} was lost during iteration {iteration} ({type(error).__name__}); {hint}"
+    when = (
+        f"while it wrote its part of the checkpoint of iteration {iteration}"
+        if writing
+        else f"during iteration {iteration}"
+    )
+    return f"a worker holding rows of the {what} was lost {when} ({type(error).__name__}); {hint}"
 
 
 def _is_lost_worker(error):

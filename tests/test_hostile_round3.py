@@ -466,3 +466,61 @@ def test_lpviz_fit_scheduler_ends_on_a_signal_within_seconds(tmp_path, signal_na
         seconds = time.monotonic() - sent
     assert child.returncode == code and "Traceback" not in stderr, stderr[-2000:]
     assert seconds < 5 and not out.exists() and not list(tmp_path.glob(".run*"))
+
+
+def test_a_worker_killed_while_it_writes_its_part_stops_the_chain_naming_the_last_whole_checkpoint(
+    chain_release, tmp_path, monkeypatch
+):
+    """Issue 58 item 5: a worker dies in the middle of writing its rows' part of the checkpoint
+    of iteration 6 (half its bytes in the part's temporary file). The chain stops with WorkerLost
+    naming the checkpoint of iteration 3 (the last whole one), nothing half-written is left as a
+    checkpoint, and the resume on the workers left is the unbroken chain, bit for bit."""
+    import threading
+
+    from distributed import Client, LocalCluster, get_worker
+
+    import lpviz._files as files
+    from lpviz import distributed
+    from tests._distributed_checks import same_chain
+
+    reference = lpviz.fit(chain_release, **CHAIN)
+    real, killed, gone = distributed.Partition.save, [], threading.Event()
+
+    def dying(self, folder, stamp):
+        if stamp["iteration"] != 6 or self.start_row == 0 or killed:
+            return real(self, folder, stamp)
+        worker = get_worker()
+        killed.append(worker.address)
+
+        def half_then_killed(handle):
+            handle.write(b"PK\x03\x04" + bytes(4096))  # half a part on disk, as a kill leaves it
+            handle.flush()
+            worker.loop.add_callback(worker.close, executor_wait=False)
+            gone.wait(60)  # the write never completes: the worker is gone first
+
+        files.atomic_write(distributed._part_path(folder, self.start_row, self.stop_row), half_then_killed)
+        return True
+
+    with (
+        LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        monkeypatch.setattr(distributed.Partition, "save", dying)
+        started = time.perf_counter()
+        try:
+            with pytest.raises(distributed.WorkerLost, match=r"iteration 6 .*checkpoint of iteration 3"):
+                distributed.fit(chain_release, scheduler=client, checkpoint=tmp_path, checkpoint_every=3, **CHAIN)
+        finally:
+            gone.set()
+            monkeypatch.undo()
+        seconds = time.perf_counter() - started
+        assert killed and killed[0] not in client.scheduler_info()["workers"]
+        assert seconds < 30, f"the lost worker was noticed after {seconds:.1f} s"
+        assert (tmp_path / "LATEST").read_text() == "iteration-000000003"
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+            "LATEST",
+            "iteration-000000003",
+        ]
+        resumed = distributed.fit(chain_release, scheduler=client, checkpoint=tmp_path, resume=True, **CHAIN)
+        assert len(resumed.partitions) == 2
+        assert same_chain(resumed, reference) == []
