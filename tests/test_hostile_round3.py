@@ -319,7 +319,8 @@ def signalled(path, write, **options):  # the signal while driver.npz of iterati
             write(handle)
             print("SIGNAL", time.time(), flush=True)
             os.kill(os.getpid(), number)
-            time.sleep(60)
+            for _ in range(600):  # short sleeps: the main thread runs the handler whichever thread got the signal
+                time.sleep(0.1)
         return original(path, then_signal, **options)
     return original(path, write, **options)
 
@@ -337,9 +338,7 @@ def chain_release():
     return make_topics(n_docs=61, n_words=40, random_state=3).release()
 
 
-# SIGINT left out of the suite: under the suite's load its delivery raced the write (the run ended first, or the
-# CLI outlived the 60 s timeout); it passes alone (issue 58, left for a steadier test)
-@pytest.mark.parametrize("signal_name", ["SIGTERM"])
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_checkpoint_write_ends_the_run_and_leaves_it_resumable(
     client, chain_release, tmp_path, signal_name
 ):
@@ -371,7 +370,9 @@ def test_a_signal_during_a_checkpoint_write_ends_the_run_and_leaves_it_resumable
     signalled = [float(line.split()[1]) for line in child.stdout.splitlines() if line.startswith("SIGNAL")]
     assert signalled and "DONE" not in child.stdout, (child.stdout, child.stderr[-2000:])
     assert child.returncode == -getattr(signal, signal_name) or child.returncode == 1, child.returncode
-    assert ended - signalled[0] < 5
+    # seconds, not the minutes a run left to itself takes: the ending (the cluster's too) took 0.6-0.9 s
+    # alone and up to 6 s beside two busy processes on 2 cores
+    assert ended - signalled[0] < 20
     assert (folder / "LATEST").read_text() == "iteration-000000003"
     assert not (folder / "iteration-000000006").exists()  # no half-written checkpoint under its name
     with warnings.catch_warnings():
@@ -437,7 +438,7 @@ def test_a_lock_of_another_machine_or_not_lpvizs_is_refused_and_kept(client, cha
     assert sorted(p.name for p in folder.iterdir()) == ["LOCK"]
 
 
-@pytest.mark.parametrize("signal_name, code", [("SIGTERM", 143)])  # SIGINT: see above
+@pytest.mark.parametrize("signal_name, code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_lpviz_fit_scheduler_ends_on_a_signal_within_seconds(tmp_path, signal_name, code):
     """``lpviz fit --scheduler`` (one chain over worker processes) stopped by SIGTERM or Ctrl-C
     mid-fit: its exit code (143, 130) and one word within a few seconds, no traceback, no output
@@ -448,7 +449,7 @@ def test_lpviz_fit_scheduler_ends_on_a_signal_within_seconds(tmp_path, signal_na
     import sys
 
     pytest.importorskip("distributed")
-    from distributed import LocalCluster
+    from distributed import Client, LocalCluster
 
     out = tmp_path / "run"
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster:
@@ -458,14 +459,21 @@ def test_lpviz_fit_scheduler_ends_on_a_signal_within_seconds(tmp_path, signal_na
         child = subprocess.Popen(
             [sys.executable, "-m", "lpviz", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root
         )
-        time.sleep(8)  # past the start: the chain runs on the workers
+        # the signal once the chain runs on the workers (its partitions held there), not at a fixed time:
+        # under load the CLI was still importing or connecting at 8 s, where Ctrl-C is Python's own
+        with Client(cluster) as watcher:
+            deadline = time.monotonic() + 240
+            while not any(watcher.has_what().values()) and time.monotonic() < deadline and child.poll() is None:
+                time.sleep(0.2)
+        time.sleep(1)
         assert child.poll() is None, child.communicate()
         sent = time.monotonic()
         child.send_signal(getattr(signal, signal_name))
         _, stderr = child.communicate(timeout=60)
         seconds = time.monotonic() - sent
     assert child.returncode == code and "Traceback" not in stderr, stderr[-2000:]
-    assert seconds < 5 and not out.exists() and not list(tmp_path.glob(".run*"))
+    # seconds (0.7-1.0 alone, up to 5.5 beside two busy processes), not the run's minutes
+    assert seconds < 20 and not out.exists() and not list(tmp_path.glob(".run*"))
 
 
 def test_a_worker_killed_while_it_writes_its_part_stops_the_chain_naming_the_last_whole_checkpoint(
