@@ -307,17 +307,18 @@ def block(source, header):
     raise ValueError(header)
 
 
-def js_module(module):
-    """A BokehJS module's code in the unminified bundle (``Bokeh.require(module)``)."""
+def js_module(module, bundle="bokeh.js"):
+    """A BokehJS module's code in an unminified bundle (``Bokeh.require(module)``)."""
+    source = bokehjs() if bundle == "bokeh.js" else (BOKEHJS / bundle).read_text(encoding="utf-8")
     header = f"/* {module}.js */ function _("
-    assert header in bokehjs(), f"BokehJS has no module {module}"
-    return block(bokehjs(), header)
+    assert header in source, f"BokehJS's {bundle} has no module {module}"
+    return block(source, header)
 
 
-def js_method(module, class_name, method):
+def js_method(module, class_name, method, bundle="bokeh.js"):
     """A method's code, looked up within its class within its module."""
-    body = block(js_module(module), f"class {class_name} ")
-    match = re.search(rf"\n {{8}}{re.escape(method)}\([^)]*\) {{", body)
+    body = block(js_module(module, bundle), f"class {class_name} ")
+    match = re.search(rf"\n {{8}}(?:async )?{re.escape(method)}\([^)]*\) {{", body)
     assert match, f"BokehJS's {module} {class_name} has no method {method}"
     return block(body, match[0])
 
@@ -387,9 +388,25 @@ def test_bokehjs_still_keeps_one_receiver_per_connection():
     )
 
 
+def test_bokehjs_file_input_still_sends_a_file_whole():
+    """Structural (the browser side runs in tests/test_browser_upload_limit.py): the installed BokehJS's
+    ``FileInputView`` reads each file whole as a data URL in ``load_files`` and sets it as the model's
+    value (one message), with no look at its size; UPLOAD_LIMIT_JS wraps ``load_files``."""
+    mend = "lpviz.dashboard.serving.uploads.UPLOAD_LIMIT_JS"
+    view = ("models/widgets/file_input", "FileInputView")
+    load = js_method(*view, "load_files", bundle="bokeh-widgets.js")
+    assert "await this._read_file(file)" in load and ".size" not in load, upstream_changed(mend, "load_files")
+    assert "this.model.setv({ value, filename, mime_type });" in load, upstream_changed(mend, "one setv")
+    assert "readAsDataURL(file)" in js_method(*view, "_read_file", bundle="bokeh-widgets.js"), upstream_changed(mend)
+    assert "await this.load_files(files)" in js_method(*view, "render", bundle="bokeh-widgets.js"), upstream_changed(
+        mend, "render calls load_files"
+    )
+
+
 @pytest.mark.parametrize(
     "module",
     [
+        "lpviz.dashboard.serving.uploads",
         "lpviz.dashboard.serving.writes",
         "lpviz.dashboard.serving.resources",
         "lpviz.dashboard.serving.paint",

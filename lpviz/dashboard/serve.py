@@ -86,6 +86,7 @@ import sys
 from pathlib import Path
 
 from lpviz.dashboard.serving.balancer import default_procs
+from lpviz.dashboard.serving.uploads import MAX_UPLOAD_ENV
 from lpviz.dashboard.session.remote import CHAINS_ENV, CHAINS_PLACES
 from lpviz.dashboard.session.turnstile import CHAIN_THREADS_ENV
 
@@ -302,6 +303,7 @@ def serve(args):
     if args.scheduler:
         os.environ["LPVIZ_SCHEDULER"] = args.scheduler
     os.environ[CHAINS_ENV] = args.chains
+    os.environ[MAX_UPLOAD_ENV] = str(args.max_upload)  # the pages refuse a larger file before sending it
     os.environ[CHAIN_THREADS_ENV] = str(args.chain_threads)
     if args.chains == "cluster":
         from lpviz.dashboard.session.remote import connect

@@ -18,6 +18,7 @@ from lpviz.dashboard.serving.resources import (
     serialize_patches_lazily,
     serve_stylesheets_locally,
 )
+from lpviz.dashboard.serving.uploads import max_upload, upload_limit_js
 from lpviz.dashboard.session.fits import chain_progress
 
 # Phone width: below this the sidebar starts collapsed (the header's toggle opens it over the main
@@ -106,6 +107,7 @@ def page_template(dashboard):
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=NARROW_JS))
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=FRESH_RECEIVER_JS))
         pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAINT_JS))
+        pn.state.curdoc.js_on_event("document_ready", CustomJS(code=upload_limit_js(max_upload())))
     return template
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import panel as pn
 import param
 
+from lpviz.dashboard.serving.uploads import too_large
 from lpviz.dashboard.session.datastore import DataStore
 from lpviz.dashboard.session.presets import PRESETS
 from lpviz.dashboard.session.settings import SOURCES
@@ -147,6 +148,10 @@ def receive_upload(data, upload):
         return  # the widget cleared (below)
     name = filename if isinstance(filename, str) and filename else "upload.txt"
     try:
+        refused = too_large(name, upload.mime_type)
+        if refused is not None:  # the page did not send it: beyond the server's message limit
+            data.error = refused
+            return
         data.load_upload(contents or b"", name)
     except (ValueError, TypeError, OSError) as exc:
         data.error = str(exc)
