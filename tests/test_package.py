@@ -153,8 +153,11 @@ def fresh_venv(dists, tmp_path_factory):
         check=True,
     ).stdout.strip()
     Path(purelib, "_lpviz_test_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # --ignore-installed: the .pth shows pip the test environment's own (editable) lpviz of the same
+    # version, which it took for this one already installed, and installed nothing
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index"]
+        + ["--ignore-installed", str(wheel)],
         capture_output=True,
         text=True,
         timeout=600,
