@@ -263,6 +263,9 @@ def test_installed_lpviz_serve_runs_a_preset_to_done(fresh_venv, tmp_path_factor
 
 
 def test_a_two_line_panel_serve_script_serves_the_installed_dashboard(fresh_venv, tmp_path_factory, browser):
+    """The served page, as ``lpviz serve`` gives it: its template (title, sidebar), not the notebook's column
+    (``pn.state.served`` asked from lpviz's module said no to every session, issue 55)."""
+    from lpviz.dashboard.page import TITLE
     from tests.browser_harness import Page, served
 
     folder = tmp_path_factory.mktemp("script")
@@ -272,6 +275,8 @@ def test_a_two_line_panel_serve_script_serves_the_installed_dashboard(fresh_venv
         page = Page(browser, server.url)  # waits for the data tab's three images
         try:
             page.page.get_by_text("Run the fits").first.wait_for()
+            assert page.page.title() == TITLE
+            assert page.page.locator("#sidebar").count() == 1  # the Bootstrap template's
             assert page.errors == []
         finally:
             page.close()

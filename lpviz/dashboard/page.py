@@ -3,8 +3,8 @@
 A :class:`Dashboard` owns one session (its :class:`~lpviz.dashboard.session.settings.Settings`,
 :class:`~lpviz.dashboard.session.datastore.DataStore` and
 :class:`~lpviz.dashboard.session.fits.Fits`), the sidebar (teaching steps, controls) and one view per
-tab. Served (``panel serve``, ``lpviz serve``), it is the page's Bootstrap template; in Jupyter, the same
-parts in a column (a template needs a page of its own).
+tab. Served (``Dashboard().servable()`` under ``panel serve``, ``lpviz serve``), it is the page's Bootstrap
+template; shown in a cell or a layout, the same parts in a column (a template needs a page of its own).
 """
 
 import panel as pn
@@ -72,6 +72,28 @@ def exported_views(fits):
     }
 
 
+def _served():
+    """Whether this runs in a session of a Bokeh server (``panel serve``, ``lpviz serve``): the current
+    document has a session. (``pn.state.served`` asks whether its caller's module is a page script,
+    so from this module it always said no: a ``Dashboard().servable()`` script got the notebook's
+    column, without the served page's configuration, issue 55.)"""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def _check_release(release):
+    """A TypeError for ``release=`` of a type the data store cannot show, before anything is built."""
+    from lpviz.datasets import CountData
+    from lpviz.release import Release
+
+    if release is not None and not isinstance(release, Release | CountData):
+        raise TypeError(
+            f"release= of type {type(release).__name__} cannot be shown: give a lpviz.Release (noised counts "
+            "with their epsilon and N, as `lpviz privatize` writes) or lpviz.datasets.CountData "
+            "(true counts, e.g. from lpviz.datasets.load_counts)"
+        )
+
+
 def _load_in_notebook():
     """In a Jupyter kernel whose Panel extension is not loaded yet: load it as lpviz's views need it
     (:func:`lpviz.dashboard.in_jupyter.extension`: resources inline), so that a cell of
@@ -131,8 +153,9 @@ class Dashboard(pn.viewable.Viewer):
             )
         if not isinstance(teaching, bool):
             raise TypeError(f"teaching must be True or False, not {teaching!r}")
+        _check_release(release)  # every argument checked before the session is built (seconds of work)
         settings.update({k: v for k, v in (("source", source), ("preset", preset)) if v is not None})
-        if not pn.state.served:
+        if not _served():
             _load_in_notebook()
         super().__init__(fits=default_session(**settings))
         if release is not None:
@@ -186,8 +209,7 @@ class Dashboard(pn.viewable.Viewer):
         return template
 
     def __panel__(self):
-        if pn.state.served:
-            return self.template()
+        # the parts in a column, served or not (a template cannot sit in a layout): servable() serves the template
         parts = self.parts
         header = pn.Row(
             pn.pane.HTML(f"<b>{TITLE}</b>", sizing_mode="stretch_width"), *parts["header"], sizing_mode="stretch_width"
@@ -198,7 +220,7 @@ class Dashboard(pn.viewable.Viewer):
 
     def servable(self, title=None, location=True, area="main", target=None):
         """Serve this dashboard as the page of a ``panel serve`` session, as ``lpviz serve`` does."""
-        if not pn.state.served:
+        if not _served():
             return super().servable(title=title, location=location, area=area, target=target)
         from lpviz.dashboard.served import configure, serve_dashboard
 

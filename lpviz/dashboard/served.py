@@ -5,6 +5,7 @@ until its page first connects. Used by the page script (:mod:`lpviz.dashboard.ap
 
 import logging
 import time
+import weakref
 
 import panel as pn
 from bokeh.models import CustomJS
@@ -82,10 +83,29 @@ def show_refusal(exception):
         pn.state.notifications.error(str(exception), duration=10_000)
 
 
+# The documents configure() has set up (a session's Panel configuration lives with its document), and
+# whether it ran outside any session (the process's own configuration).
+_CONFIGURED: "weakref.WeakSet[object]" = weakref.WeakSet()
+_CONFIGURED_OUTSIDE = [False]
+
+
 def configure():
     """Panel's configuration of a served page, and the mends of Panel and Bokeh it needs (see
-    :mod:`lpviz.dashboard.serving.resources`): once at import, again in each session that runs a page
-    script (as ``panel serve`` ran this file's code for every session)."""
+    :mod:`lpviz.dashboard.serving.resources`): once per session that runs a page script, and once
+    outside any (at the import of :mod:`lpviz.dashboard.app` by ``lpviz serve``'s warm-up).
+
+    A second call for the same session (or outside one) does nothing: a script's first session that
+    imports :mod:`lpviz.dashboard.app` and then calls ``Dashboard().servable()`` configured itself twice
+    (issue 55)."""
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        if _CONFIGURED_OUTSIDE[0]:
+            return
+        _CONFIGURED_OUTSIDE[0] = True
+    elif doc in _CONFIGURED:
+        return
+    else:
+        _CONFIGURED.add(doc)
     pn.extension(notifications=True, sizing_mode="stretch_width")
     pn.config.reconnect = True
     pn.config.disconnect_notification = DISCONNECTED
