@@ -12,6 +12,7 @@ import html
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -395,3 +396,96 @@ SPINNING = """
   return false;
 }
 """
+
+
+# JupyterLab driven in chromium (tests/test_browser_jupyter.py: the tour in the checkout's kernel;
+# tests/test_package.py: a Dashboard() notebook in the installed environment's own kernel).
+JUPYTER_TIMEOUT_MS = 240_000  # a loaded 2-core machine
+# every code cell ran (an execution count, no "*" prompt); the notebook model's outputs of every cell
+ALL_CELLS_RAN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets.every(cell => cell.model.type !== "code" ||
+    (cell.model.executionCount !== null && !cell.promptNode.textContent.includes("*")));
+}"""
+CELL_OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(cell => cell.model.type === "code")
+  .map(cell => ({source: cell.model.sharedModel.getSource(), outputs: cell.model.outputs.toJSON()}))"""
+JUPYTER_PROGRESS = re.compile(r"(?P<label>.+?) - (?P<status>\w+), iteration (?P<iteration>[\d,]+) / (?P<goal>[\d,]+)")
+JUPYTER_PROGRESS_LINE = re.compile(r", iteration [\d,]+ / [\d,]+")  # the locator's (JavaScript) pattern
+
+
+def kernel_idle(name):
+    """JavaScript: the open notebook's kernel is ``name`` (its kernelspec) and idle."""
+    return f"""() => {{
+  const context = window.jupyterapp && window.jupyterapp.shell.currentWidget
+    && window.jupyterapp.shell.currentWidget.sessionContext;
+  const kernel = context && context.session && context.session.kernel;
+  return Boolean(kernel) && kernel.name === {json.dumps(name)} && kernel.status === "idle";
+}}"""
+
+
+def cell_progress(cell):
+    """``{label: (status, iteration, goal)}`` as the progress lines in a notebook cell's output read now."""
+    found = {}
+    for line in cell.get_by_text(JUPYTER_PROGRESS_LINE).all_inner_texts():
+        match = JUPYTER_PROGRESS.search(line)
+        if match:
+            number = int(match["iteration"].replace(",", "")), int(match["goal"].replace(",", ""))
+            found[match["label"].strip()] = (match["status"], *number)
+    return found
+
+
+@contextlib.contextmanager
+def jupyterlab(root, folder, kernels, env=None):
+    """JupyterLab serving ``folder`` on a free local port with a token, its config, data, runtime and
+    settings folders under ``root``, its kernelspecs those installed with ``--prefix kernels`` (none of
+    the machine's), no PYTHONPATH (only a kernelspec makes anything importable), no news popup;
+    ``env`` added to its environment (its kernels inherit it). ``(base URL, token, seconds to answer)``."""
+    started = time.perf_counter()
+    settings = root / "lab-settings"
+    news = settings / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
+    environment.pop("PYTHONPATH", None)
+    environment.update(env or {})
+    environment.update(
+        JUPYTER_CONFIG_DIR=str(root / "config"),
+        JUPYTER_DATA_DIR=str(root / "data"),
+        JUPYTER_RUNTIME_DIR=str(root / "runtime"),
+        JUPYTER_PATH=str(Path(kernels) / "share" / "jupyter"),
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"),
+        IPYTHONDIR=str(root / "ipython"),
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    log_path = root / "jupyterlab.log"
+    log = log_path.open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}"]
+        + ["--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"]
+        + [f"--ServerApp.root_dir={folder}", "--LabApp.expose_app_in_browser=True"]
+        + ["--LabApp.extension_manager=readonly"],
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.3)
+        yield base, token, time.perf_counter() - started
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()

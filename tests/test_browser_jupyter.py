@@ -16,55 +16,33 @@ the real corpus. A screenshot after Start goes to docs/screenshots/jupyter_tour.
 """
 
 import json
-import os
 import re
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from lpviz.methods import METHODS
+from tests.browser_harness import (
+    ALL_CELLS_RAN,
+    CELL_OUTPUTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    kernel_idle,
+)
+from tests.browser_harness import JUPYTER_TIMEOUT_MS as TIMEOUT_MS
+from tests.browser_harness import cell_progress as _progress
+from tests.browser_harness import jupyterlab as running_jupyterlab
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "tour.ipynb"
 SCREENSHOT = REPO / "docs" / "screenshots" / "jupyter_tour.png"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-TIMEOUT_MS = 240_000  # a loaded 2-core machine
-PROGRESS = re.compile(r"(?P<label>.+?) - (?P<status>\w+), iteration (?P<iteration>[\d,]+) / (?P<goal>[\d,]+)")
-PROGRESS_LINE = re.compile(r", iteration [\d,]+ / [\d,]+")  # the locator's (JavaScript) pattern
 START_ITERATIONS = 10_000  # what Start runs in the tour's fits view
 LABELS = [method.label for method in METHODS.values()]
+KERNEL_IDLE = kernel_idle("lpviz")
 
 pytestmark = pytest.mark.browser
-
-# every code cell ran (an execution count, no "*" prompt); the notebook model's outputs of every cell
-ALL_CELLS_RAN = """() => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  return panel.content.widgets.every(cell => cell.model.type !== "code" ||
-    (cell.model.executionCount !== null && !cell.promptNode.textContent.includes("*")));
-}"""
-CELL_OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
-  .filter(cell => cell.model.type === "code")
-  .map(cell => ({source: cell.model.sharedModel.getSource(), outputs: cell.model.outputs.toJSON()}))"""
-KERNEL_IDLE = """() => {
-  const context = window.jupyterapp && window.jupyterapp.shell.currentWidget
-    && window.jupyterapp.shell.currentWidget.sessionContext;
-  const kernel = context && context.session && context.session.kernel;
-  return Boolean(kernel) && kernel.name === "lpviz" && kernel.status === "idle";
-}"""
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -72,70 +50,14 @@ def jupyterlab(tmp_path_factory):
     """JupyterLab on a copy of the tour in a folder of its own: ``(base URL, token, folder, timings)``."""
     from lpviz.dashboard.in_jupyter import install_kernel
 
-    started = time.perf_counter()
     root = tmp_path_factory.mktemp("jupyterlab")
     folder = root / "anywhere"
     folder.mkdir()
     shutil.copy(NOTEBOOK, folder / "tour.ipynb")
     install_kernel(prefix=root / "kernels")
-    settings = root / "lab-settings"
-    news = settings / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)
-    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))  # no news popup
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
-    env.pop("PYTHONPATH", None)  # only the kernelspec makes the checkout importable
-    env.update(
-        JUPYTER_CONFIG_DIR=str(root / "config"),
-        JUPYTER_DATA_DIR=str(root / "data"),
-        JUPYTER_RUNTIME_DIR=str(root / "runtime"),
-        JUPYTER_PATH=str(root / "kernels" / "share" / "jupyter"),
-        JUPYTERLAB_SETTINGS_DIR=str(settings),
-        JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"),
-        IPYTHONDIR=str(root / "ipython"),
-        LPVIZ_ENRON=str(root / "no-enron-here.tar.gz"),
-    )
-    port, token = _free_port(), secrets.token_hex(16)
-    log = (root / "jupyterlab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}"]
-        + ["--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"]
-        + [f"--ServerApp.root_dir={folder}", "--LabApp.expose_app_in_browser=True"]
-        + ["--LabApp.extension_manager=readonly"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{(root / 'jupyterlab.log').read_text()[-3000:]}")
-                time.sleep(0.3)
-        yield base, token, folder, {"server_start_s": time.perf_counter() - started}
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
-def _progress(cell):
-    """``{label: (status, iteration, goal)}`` as the fits view's progress lines read now."""
-    lines = cell.get_by_text(PROGRESS_LINE).all_inner_texts()
-    found = {}
-    for line in lines:
-        match = PROGRESS.search(line)
-        if match:
-            number = int(match["iteration"].replace(",", "")), int(match["goal"].replace(",", ""))
-            found[match["label"].strip()] = (match["status"], *number)
-    return found
+    env = {"LPVIZ_ENRON": str(root / "no-enron-here.tar.gz")}
+    with running_jupyterlab(root, folder, root / "kernels", env=env) as (base, token, seconds):
+        yield base, token, folder, {"server_start_s": seconds}
 
 
 def _wait_for(page, cell, predicate, what, timeout_s=120):
