@@ -13,9 +13,11 @@ the installed lpviz declares every third-party package it imports is checked
 separately, against the wheel's metadata.
 
 The dashboard is in the wheel (``lpviz.dashboard``, issue 55): from an empty folder outside the
-checkout, ``lpviz serve`` runs a preset to done in chromium, a two-line ``panel serve`` script loads,
-a notebook with ``Dashboard()`` runs in the fresh environment's own kernel, and a Dask cluster of
-that environment's workers runs ``lpviz fit --scheduler``. No top-level ``app`` is installed.
+checkout, ``lpviz serve`` runs a preset to done in chromium, ``lpviz serve --procs 2`` serves the page
+from both its processes, a two-line ``panel serve`` script serves the page's template, a notebook with
+``Dashboard()`` runs in the fresh environment's own kernel (under nbclient, and live in JupyterLab in
+chromium), and a Dask cluster of that environment's workers runs ``lpviz fit --scheduler``. No
+top-level ``app`` is installed.
 """
 
 import ast
@@ -402,3 +404,79 @@ def test_installed_lpviz_serve_runs_its_chains_on_the_wheels_workers(
             page.close()
         assert PRESETS[name].settings["inference"] == "vi"
         assert "Traceback" not in server.log_tail(400)
+
+
+def test_a_dashboard_notebook_runs_live_in_jupyterlab_in_the_installed_kernel(fresh_venv, tmp_path_factory, browser):
+    """JupyterLab (the test environment's) opens a notebook whose kernel is the fresh environment's own
+    Python (a kernelspec in a folder of the test's): ``Dashboard()`` renders in the cell, the kernel's lpviz
+    is the wheel's, and "Run the fits" in chromium starts chains whose statuses reach the page (the
+    kernel's comms are live; iterations need the kernels compiled on a cold cache: a minute more).
+    Nothing in red, no console error, no request leaving the machine."""
+    import re
+
+    import nbformat
+
+    from tests.browser_harness import (
+        ALL_CELLS_RAN,
+        CELL_OUTPUTS,
+        JUPYTER_TIMEOUT_MS,
+        cell_progress,
+        jupyterlab,
+        kernel_idle,
+        record_latency,
+    )
+
+    root = tmp_path_factory.mktemp("lab")
+    folder = root / "anywhere"
+    folder.mkdir()
+    kernels = root / "kernels"
+    result = _run_in(
+        fresh_venv, ["python", "-m", "ipykernel", "install", "--prefix", str(kernels), "--name", "fresh"], folder
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = ["import lpviz\nprint(lpviz.__file__)", "from lpviz.dashboard import Dashboard\nDashboard()"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    notebook.metadata["kernelspec"] = {"name": "fresh", "display_name": "fresh", "language": "python"}
+    nbformat.write(notebook, folder / "lesson.ipynb")
+    started = time.monotonic()
+    console_errors, outside = [], []
+    with jupyterlab(root, folder, kernels, env=_clean_env(folder)) as (base, token, _):
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        try:
+            context.route(
+                re.compile(r"^https?://(?!127\.0\.0\.1[:/])"),
+                lambda route: (outside.append(route.request.url), route.abort()),
+            )
+            page = context.new_page()
+            page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
+            page.on("pageerror", lambda error: console_errors.append(f"page error: {error}"))
+            page.goto(f"{base}/lab/tree/lesson.ipynb?token={token}")
+            page.wait_for_function(kernel_idle("fresh"), timeout=JUPYTER_TIMEOUT_MS)
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_timeout(500)
+            page.wait_for_function(ALL_CELLS_RAN, timeout=JUPYTER_TIMEOUT_MS, polling=500)
+            shown = time.monotonic() - started
+            outputs = [cell["outputs"] for cell in page.evaluate(CELL_OUTPUTS)]
+            errors = [o for cell in outputs for o in cell if o["output_type"] == "error"]
+            assert errors == [], [f"{e['ename']}: {e['evalue']}" for e in errors]
+            assert [o["text"] for cell in outputs for o in cell if o.get("name") == "stderr"] == []
+            printed = "".join(o.get("text", "") for o in outputs[0] if o.get("name") == "stdout").strip()
+            assert Path(printed).resolve().is_relative_to(fresh_venv.resolve()), printed  # the kernel's lpviz
+            assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in outputs[1])
+
+            cell = page.locator(".jp-CodeCell").filter(has_text="Dashboard()")
+            run = cell.get_by_role("button", name="Run the fits")
+            run.wait_for(timeout=JUPYTER_TIMEOUT_MS)  # the controls are drawn in the cell
+            run.click()
+            deadline = time.monotonic() + JUPYTER_TIMEOUT_MS / 1000
+            # the click reached the kernel and the chains' statuses came back through its comms
+            while not any(status in ("running", "done") for status, _, _ in cell_progress(cell).values()):
+                assert time.monotonic() < deadline, f"no iteration reached the page: {cell_progress(cell)}"
+                page.wait_for_timeout(500)
+            ran = time.monotonic() - started
+        finally:
+            context.close()
+    record_latency("installed: JupyterLab Dashboard() cell shown (s)", shown)
+    record_latency("installed: JupyterLab Dashboard() running (s)", ran)
+    assert outside == []
+    assert console_errors == []

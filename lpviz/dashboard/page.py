@@ -97,11 +97,14 @@ def _check_release(release):
 def _load_in_notebook():
     """In a Jupyter kernel whose Panel extension is not loaded yet: load it as lpviz's views need it
     (:func:`lpviz.dashboard.in_jupyter.extension`: resources inline), so that a cell of
-    ``Dashboard()`` alone shows the dashboard."""
+    ``Dashboard()`` alone shows the dashboard. Without Panel's notifications: in JupyterLab their
+    script (Notyf) was never loaded and the page raised "Notyf is not defined" (issue 55); nothing of
+    a notebook's dashboard notifies (a refused value raises in the kernel, the served page's
+    notifications are :func:`lpviz.dashboard.served.configure`'s)."""
     from lpviz.dashboard.in_jupyter import _running_kernel, extension
 
     if _running_kernel() is not None and not pn.extension._loaded:
-        extension(notifications=True)
+        extension()
 
 
 class Dashboard(pn.viewable.Viewer):
