@@ -406,6 +406,34 @@ def test_installed_lpviz_serve_runs_its_chains_on_the_wheels_workers(
         assert "Traceback" not in server.log_tail(400)
 
 
+def test_installed_lpviz_serve_procs_2_serves_the_page_from_both_processes(fresh_venv, tmp_path_factory):
+    """``lpviz serve --procs 2`` of the fresh environment, from an empty folder: the front answers with the
+    page; its two server processes are the fresh environment's Python, each serves the page itself, and
+    two pages asked from the front go one to each."""
+    import urllib.request
+
+    from tests.browser_harness import served
+
+    folder = tmp_path_factory.mktemp("procs")
+    env = {**_clean_env(folder), "LPVIZ_SWEEP_WORKERS": "1"}  # the shared sweep cluster, as small as it goes
+    command = [str(fresh_venv / "bin" / "lpviz"), "serve"]
+    with served(tmp_path_factory, "--procs", "2", command=command, cwd=folder, env=env) as server:  # a first page
+        assert f"lpviz dashboard: http://127.0.0.1:{server.port}/app" in server.log_tail()
+        assert "lpviz: 2 server processes (pids" in server.log_tail()
+        with urllib.request.urlopen(server.url, timeout=300) as response:  # a second page, from the front
+            assert response.status == 200 and b"bokeh" in response.read().lower()
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/lpviz-procs", timeout=60) as response:
+            procs = json.loads(response.read())["procs"]
+        assert [proc["alive"] for proc in procs] == [True, True], procs
+        assert all(proc["opened"] >= 1 for proc in procs), procs  # the front's pages went to both
+        for proc in procs:
+            program = Path(f"/proc/{proc['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+            assert Path(program).parent == fresh_venv / "bin", program  # the fresh environment's Python
+            with urllib.request.urlopen(f"http://127.0.0.1:{proc['port']}/app", timeout=300) as response:
+                assert response.status == 200  # each process serves the page itself
+        assert "Traceback" not in server.log_tail(400)
+
+
 def test_a_dashboard_notebook_runs_live_in_jupyterlab_in_the_installed_kernel(fresh_venv, tmp_path_factory, browser):
     """JupyterLab (the test environment's) opens a notebook whose kernel is the fresh environment's own
     Python (a kernelspec in a folder of the test's): ``Dashboard()`` renders in the cell, the kernel's lpviz
