@@ -10,6 +10,7 @@ updated in place (:mod:`lpviz.dashboard.views.live_rates`) from the runners' sna
 view throttle allows while running and at once when a run pauses, stops or ends.
 """
 
+import html
 from functools import partial
 
 import holoviews as hv
@@ -21,6 +22,7 @@ import param
 from lpviz.dashboard.serving.throttle import VIEW_SECONDS
 from lpviz.dashboard.session.fits import SCORE_KEYS, Fits, follow_results, score_frame
 from lpviz.dashboard.session.traces import CHAIN_TRACES
+from lpviz.dashboard.views.compare_view import CompareView, compare_html
 from lpviz.dashboard.views.live_rates import LiveRates
 from lpviz.dashboard.views.live_traces import LiveTraces, chain_of, line_style
 from lpviz.dashboard.views.plots import (
@@ -89,6 +91,14 @@ BEST_MARK = "\u2605"  # a star beside the best value of a column
 
 HEALTH_COLUMN = "health"
 BASELINE_SUFFIX = ": best constant"  # the column beside each MAE: the best constant rate's MAE
+# An ensemble's stacked fit beside its pooled one (lpviz.stacking: its chains weighted by how well each
+# predicts the cells no fit used), after the MAE it stands beside and that MAE's best constant: in the
+# final score only (diagnostics=True), None in a running chain's snapshot, so never a stale value. Shown
+# in the stacking pane (stacking_box), not the scoreboard: a column more there widened and heightened
+# it at a run's end, and the page was laid out again.
+STACKED_COLUMNS = {"stacked_mae": "mae", "stacked_heldout_mae": "heldout_mae"}
+STACKED_LABELS = {"stacked_mae": "stacked MAE", "stacked_heldout_mae": "stacked held-out MAE"}
+STACKED_NOTE = "chains weighted by stacking"
 
 
 def health_words(scores):
@@ -151,6 +161,45 @@ def board_frame(runners):
         for label, scores in scored
         if not (scores.get("health") or {}).get("healthy", True)
     }
+    frame.attrs["stacking"] = stacking_frame(scored)
+    return frame
+
+
+def stacked_of(scores):
+    """Whether ``scores`` (one fit's :func:`lpviz.metrics.score`) are an ensemble's of >= 2 chains
+    scored with its stacking (the final score): what the stacked MAEs and the modes line read."""
+    return (scores.get("n_chains") or 1) >= 2 and scores.get("stacking_weights") is not None
+
+
+def modes_text(scores):
+    """The ensemble's modes and stacking weights in words (``score``'s ``modes["text"]``), or ""
+    (one chain, or a live snapshot: its diagnostics are the trace's, no stacking)."""
+    if not stacked_of(scores):
+        return ""
+    return str((scores.get("modes") or {}).get("text") or "")
+
+
+def stacking_frame(scored):
+    """The stacking pane's table of the ensembles stacked (``scored``: ``[(method, score), ...]``): per
+    fit its health in words, each MAE of :data:`STACKED_COLUMNS`, that MAE's best constant and the
+    stacked MAE, all from its :func:`lpviz.metrics.score`; empty without a stacked fit.
+    ``attrs["modes"]``: ``{method: modes text}``."""
+    from lpviz.metrics import SCORE_LABELS
+
+    stacked = [(label, scores) for label, scores in scored if stacked_of(scores)]
+    columns = {"method": [label for label, _ in stacked], HEALTH_COLUMN: [health_words(s) for _, s in stacked]}
+    for key, beside in STACKED_COLUMNS.items():
+        values = [scores.get(key) for _, scores in stacked]
+        if all(value is None for value in values):
+            continue
+        column = SCORE_LABELS[beside]
+        columns[column] = [scores.get(beside) for _, scores in stacked]
+        columns[column + BASELINE_SUFFIX] = [
+            (scores.get("baselines") or {}).get(f"best_constant_{beside}") for _, scores in stacked
+        ]
+        columns[STACKED_LABELS[key]] = values
+    frame = pd.DataFrame(columns) if stacked else pd.DataFrame()
+    frame.attrs["modes"] = {label: text for label, scores in stacked if (text := modes_text(scores))}
     return frame
 
 
@@ -234,6 +283,75 @@ def scoreboard_html(frame):
     )
 
 
+# The stacking pane's height, the same from the page's first paint to a run's end: the modes, the stacked
+# MAEs and the comparison come at the end in place of the line saying so, inside this box (which scrolls
+# when they are taller), so the page is never laid out again for them (tests/test_browser_paint.py; with
+# them under the scoreboard the page grew 105 px at a run's end and was laid out again).
+STACKING_HEIGHT = "24em"
+STACKING_TITLE = "<h4 class='stacking-title'>Stacking and the comparison of methods</h4>"
+STACKING_WAITING = (
+    "<p class='stacking-waiting'><i>Stacking and the comparison of methods appear once every fit has run to "
+    "its end: each ensemble's modes and stacking weights, its stacked MAE beside the pooled one and the best "
+    "constant's, and the methods ranked on the held-out noised cells.</i></p>"
+)
+ENDED_STATUSES = ("done", "stopped", "error")
+
+
+def stacking_html(frame, outcome):
+    """The stacking pane's content once the fits have ended: ``frame`` a :func:`stacking_frame` (each
+    ensemble's MAEs, each beside its best constant, and the stacked MAE; the modes in words under it),
+    then :func:`~lpviz.dashboard.views.compare_view.compare_html` of ``outcome``."""
+    parts = []
+    if frame.empty:
+        parts.append(
+            "<p class='stacking-none'>No fit has chains stacked: stacking weighs an ensemble's chains (2 or "
+            "more in the Fit settings) by the final score of a fit run to its end.</p>"
+        )
+    else:
+        head = "".join(
+            f"<th>{column}<br><small>({STACKED_NOTE})</small></th>"
+            if column in STACKED_LABELS.values()
+            else f"<th>{column}</th>"
+            for column in frame.columns
+        )
+        rows = []
+        for _, row in frame.iterrows():
+            cells = []
+            for column in frame.columns:
+                text = html.escape(table_cell(row[column]))
+                if column == HEALTH_COLUMN and text not in ("", "healthy"):
+                    text = f"<b style='color:#b2182b'>{text}</b>"
+                cells.append(f"<td>{text}</td>")
+            rows.append(f"<tr>{''.join(cells)}</tr>")
+        parts.append(
+            f"<table class='stacking-table'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+        parts.append(modes_html(frame.attrs.get("modes") or {}))
+    parts.append(compare_html(outcome))
+    return "".join(parts)
+
+
+def modes_html(modes):
+    """One line per ensemble, ``{method: modes text}``: its chains' modes and stacking weights."""
+    if not modes:
+        return ""
+    lines = "".join(
+        f"<li data-method='{html.escape(method, quote=True)}'><b>{html.escape(method)}</b>: {html.escape(text)}.</li>"
+        for method, text in modes.items()
+    )
+    return (
+        "<p class='chain-modes-title'>Modes and stacking weights (the chains weighted by how well each predicts "
+        f"the cells no fit used; the stacked MAE is their weighted mean's):</p><ul class='chain-modes'>{lines}</ul>"
+    )
+
+
+def stacking_box(ended, frame, outcome):
+    """The stacking pane: :data:`STACKING_WAITING` until every fit has ended (``ended``), then
+    :func:`stacking_html`, in a box of :data:`STACKING_HEIGHT` whatever it holds (it scrolls)."""
+    inner = stacking_html(frame, outcome) if ended else STACKING_WAITING
+    return f"<div class='stacking-box' style='height: {STACKING_HEIGHT}; overflow: auto'>{STACKING_TITLE}{inner}</div>"
+
+
 def rate_title(runner, state):
     """A method's rate heatmap title: the method on one line, the state of its fit on the next (on
     one line, "private (models the noise), VI: mean of 400 samples" ran past a quarter of the page
@@ -272,6 +390,7 @@ class FitsView(pn.viewable.Viewer):
     fits = param.ClassSelector(class_=Fits)
     scores = param.DataFrame(default=pd.DataFrame(), doc="the score table shown")
     verdict = param.Parameter(default=None, doc="the preset's claim checked on the finished fits (a Verdict)")
+    stacking = param.String(default=stacking_box(False, pd.DataFrame(), None), doc="the stacking pane's HTML")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -288,6 +407,11 @@ class FitsView(pn.viewable.Viewer):
             self.fits, lambda runner: self.on_screen.run("rates", partial(self._on_result, runner)), VIEW_SECONDS
         )
         follow_results(self.fits, lambda runner: self.on_screen.run("scores", self._update_scores), VIEW_SECONDS)
+        # the methods on the held-out noised cells, once every fit has run to its end (lpviz.compare)
+        self.compare = CompareView(fits=self.fits)
+        self.compare.param.watch(lambda *_: self._update_stacking(), ["outcome"])
+        for runner in self.fits.runners.values():
+            runner.param.watch(lambda *_: self._update_stacking(), ["status"])
         self._update_scores()
         # The rate heatmaps of each (data generation, methods, scale) are new figures in a new pane in
         # this box, never the old ones updated for other data: Panel's in-place update re-used the old
@@ -369,6 +493,15 @@ class FitsView(pn.viewable.Viewer):
     def _update_scores(self):
         self.scores = board_frame(list(self.fits.active.values()))
         self.verdict = self.claim_verdict()
+        self._update_stacking()
+
+    def _update_stacking(self):
+        """The stacking pane's content: the waiting line until every chosen fit has ended, then the
+        final scores' stacking (:func:`stacking_html`) and the comparison."""
+        runners = list(self.fits.active.values())
+        ended = bool(runners) and all(runner.status in ENDED_STATUSES for runner in runners)
+        frame = self.scores.attrs.get("stacking")
+        self.stacking = stacking_box(ended, frame if frame is not None else pd.DataFrame(), self.compare.outcome)
 
     # ---- the preset's claim, checked ----------------------------------------------------
     def claim_verdict(self):
@@ -635,12 +768,17 @@ class FitsView(pn.viewable.Viewer):
         explanation = pn.pane.HTML(
             pn.bind(self.explanation_html, self.param.scores), sizing_mode="stretch_width", name="private-beats-truth"
         )
+        # of one height from the start (stacking_box): its content comes at a run's end inside it
+        stacking = pn.pane.HTML(
+            self.param.stacking, sizing_mode="stretch_width", stylesheets=[SCROLL_SIDEWAYS_CSS], name="stacking"
+        )
         return pn.Column(
             self.controls(),
             self.progress,
             claim,
             table,
             explanation,
+            stacking,
             self.traces,
             pn.pane.Markdown("### Rates: truth and each method's estimate"),
             self._rates_box,
