@@ -412,6 +412,7 @@ class FitsView(pn.viewable.Viewer):
         self.compare.param.watch(lambda *_: self._update_stacking(), ["outcome"])
         for runner in self.fits.runners.values():
             runner.param.watch(lambda *_: self._update_stacking(), ["status"])
+        self.fits.settings.param.watch(lambda *_: self._update_stacking(), ["methods"])
         self._update_scores()
         # The rate heatmaps of each (data generation, methods, scale) are new figures in a new pane in
         # this box, never the old ones updated for other data: Panel's in-place update re-used the old
