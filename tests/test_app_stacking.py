@@ -96,6 +96,12 @@ def test_the_pane_has_one_height_waiting_and_done(tiny):
     assert waiting.startswith(box) and done.startswith(box)
     assert STACKING_WAITING in waiting and "chain-modes" not in waiting
     assert "once every fit has run to its end" in STACKING_WAITING
+    # a fit stopped short: the pane names it as why nothing is compared
+    stopped = SimpleNamespace(label="naive", status="stopped", _carry={})
+    done = SimpleNamespace(label="private", status="done", _carry={"chain_run": SimpleNamespace(posterior="P")})
+    _, why = finished_fits([done, stopped])
+    shown = stacking_box(True, frame, why)
+    assert shown.startswith(box) and "Not compared: naive did not run to its end" in shown
 
 
 def test_a_live_snapshot_shows_no_stacked_value_and_no_modes(tiny):
