@@ -987,8 +987,9 @@ def _posterior_from_archive(cls, archive):
         shape = archive.header(key).shape
         if len(shape) != 2 or components not in shape or not set(shape) <= sizes:
             raise refuse(
-                f"factor {key!r} is {shape}; a factor of {components} components of a "
-                f"{' x '.join(map(str, rates.shape))} fit pairs {components} with one of its sizes"
+                f"the best sample's factors ({key[len('best_') :]} {shape}) are not those of {components} "
+                f"components of a {' x '.join(map(str, rates.shape))} fit (each pairs the components with "
+                "one of its sizes)"
             )
     arrays = ["mu_hat", "saved_iterations", *traces, "heldout", "structural_zeros", *best]
     arrays += [key for key in ("row_labels", "col_labels") if key in archive]

@@ -1531,8 +1531,8 @@ def test_the_path_field_says_what_is_wrong(tmp_path, monkeypatch):
     ("model", "factors", "match"),
     [
         # a factor whose header pairs no size of the fit with its components: refused from the header
-        ("blocks", {"theta": (7, 2), "pi": (2, 2)}, r"factor 'best_theta' is \(7, 2\); a factor of 2 components"),
-        ("topics", {"theta": (1500, 2), "phi": (2, 1500, 1)}, r"factor 'best_phi' is \(2, 1500, 1\)"),
+        ("blocks", {"theta": (7, 2), "pi": (2, 2)}, r"factors \(theta \(7, 2\)\) are not those of 2 components"),
+        ("topics", {"theta": (1500, 2), "phi": (2, 1500, 1)}, r"factors \(phi \(2, 1500, 1\)\) are not those of 2"),
         # headers of the right sizes that make rates of another shape: refused once the (small) factors are read
         ("topics", {"theta": (1500, 2), "phi": (1500, 2)}, r"the best sample's factors \(theta \(1500, 2\), phi"),
     ],
