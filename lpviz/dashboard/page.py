@@ -14,6 +14,7 @@ from lpviz.dashboard.served import NARROW_PX
 from lpviz.dashboard.serving.onscreen import ViewTabs
 from lpviz.dashboard.serving.paint import SPINNER_CSS, busy_spinner
 from lpviz.dashboard.serving.throttle import PageLag
+from lpviz.dashboard.serving.uploads import UploadLimit
 from lpviz.dashboard.session.default import default_session
 from lpviz.dashboard.session.fits import Fits
 from lpviz.dashboard.views.bessel_view import BesselView
@@ -214,8 +215,13 @@ class Dashboard(pn.viewable.Viewer):
     def __panel__(self):
         # the parts in a column, served or not (a template cannot sit in a layout): servable() serves the template
         parts = self.parts
+        # UploadLimit: a notebook has no served page's scripts (served.page_template), and its kernel's
+        # messages pass Jupyter's server, whose limit a larger file broke the connection at (issue 58)
         header = pn.Row(
-            pn.pane.HTML(f"<b>{TITLE}</b>", sizing_mode="stretch_width"), *parts["header"], sizing_mode="stretch_width"
+            pn.pane.HTML(f"<b>{TITLE}</b>", sizing_mode="stretch_width"),
+            *parts["header"],
+            UploadLimit(),
+            sizing_mode="stretch_width",
         )
         sidebar = pn.Column(*parts["sidebar"], width=SIDEBAR_WIDTH)
         body = pn.Row(sidebar, *parts["main"], sizing_mode="stretch_width")

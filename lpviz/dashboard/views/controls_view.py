@@ -142,10 +142,14 @@ def receive_upload(data, upload):
     previous file's. Then the widget forgets the file, here and in the page: the widget kept the last
     file's bytes, and a file with the same bytes (the same file chosen again, once the widget had been
     drawn anew by a switch of the data source) was no change of its value, so nothing was read and the
-    page kept "no file uploaded yet" without a word."""
+    page kept "no file uploaded yet" without a word.
+
+    A file is read once its name has come: served, the page sends value, name and type in one
+    change; in a notebook each comes alone, the value first (a file read on its value alone was read
+    as "upload.txt", and its name, after the clear, as an empty file; issue 58 item 5)."""
     contents, filename = upload.value, upload.filename
-    if contents is None and not filename:
-        return  # the widget cleared (below)
+    if not filename:
+        return  # the widget cleared (below), or in a notebook the value has come and its name will follow
     name = filename if isinstance(filename, str) and filename else "upload.txt"
     try:
         refused = too_large(name, upload.mime_type)
