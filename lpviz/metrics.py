@@ -40,6 +40,7 @@ __all__ = [
     "align_topics",
     "aligned_topic_distance",
     "score",
+    "not_mixed_reason",
     "ScoreStopped",
     "rankable",
     "release_baselines",
@@ -842,10 +843,27 @@ def _disagreement(convergence):
     return "the chains disagree: " + "; ".join(parts)
 
 
-_NOT_MIXED_REASON = "the chain has not mixed (R-hat, ESS)"
+def not_mixed_reason(rhat, ess, chains=1):
+    """The words of a ``not mixed`` flag: the check that failed with its threshold, the other number
+    beside it (issue 57 MEDIUM 7: "R-hat 1.01, bulk ESS 69" never said that ESS below 100 was why).
+    ``rhat``/``ess``: the fit's (split R-hat of one chain, cross-chain R-hat of ``chains`` > 1)."""
+    subject = "the chains have" if chains > 1 else "the chain has"
+    if rhat is None or ess is None:
+        return f"{subject} not mixed (too short to tell)"
+    # the numbers as the scoreboard shows them (four significant digits: it showed ESS 2.591 above
+    # "bulk ESS 3", issue 57 LOW 23)
+    failed = [f"R-hat {rhat:,.4g} > {RHAT_MIXED:g}"] if rhat > RHAT_MIXED else []
+    if ess < ESS_MIN:
+        failed.append(f"bulk ESS {ess:,.4g} < {ESS_MIN:.0f}")
+    if len(failed) == 1:
+        failed.append(f"(bulk ESS {ess:,.4g})" if rhat > RHAT_MIXED else f"(R-hat {rhat:,.4g})")
+        return f"{subject} not mixed: {' '.join(failed)}"
+    return f"{subject} not mixed: {', '.join(failed)}"
 
 
 def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=None):
+    """``not_mixed``: the words of the flag (:func:`not_mixed_reason`), False for a fit shown to have
+    mixed, None when not diagnosed."""
     dead, duplicate, n_components = components
     collapsed = False
     reasons = []
@@ -860,7 +878,7 @@ def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=Non
     if not finite:
         reasons.append("some fitted rates are NaN or infinite")
     if not_mixed:
-        reasons.append(_NOT_MIXED_REASON)
+        reasons.append(not_mixed)
     if disagree:
         reasons.append(disagree)
     on = (collapsed, not finite, bool(not_mixed), bool(disagree))
@@ -869,7 +887,7 @@ def _health(mass_ratio, mass_judged, finite, components, not_mixed, disagree=Non
         "mass_ratio": mass_ratio,
         "collapsed": collapsed,
         "nonfinite": not finite,
-        "not_mixed": not_mixed,
+        "not_mixed": not_mixed if not_mixed is None else bool(not_mixed),
         "chains_disagree": bool(disagree),
         "dead_components": dead,
         "duplicate_components": duplicate,
@@ -1221,12 +1239,10 @@ def _score(fit, release, truth, *, top_n, topics, diagnostics, alpha):
     if topics and factors is not None and finite:
         components = component_health(model, factors, left_sums)
     not_mixed = _not_mixed(fit, result["rhat"], result["ess"]) if is_posterior and diagnostics else None
+    # an ensemble's verdict is the chains' (cross-chain numbers), a chain's its own
+    if not_mixed:
+        not_mixed = not_mixed_reason(result["rhat"], result["ess"], len(fit.chains) if ensemble else 1)
     result["health"] = _health(mass_ratio, mass_judged, finite, components, not_mixed, _disagreement(convergence))
-    if ensemble and not_mixed:  # the ensemble's verdict is the chains', with the numbers it rests on
-        rhat, ess = result["rhat"], result["ess"]
-        numbers = "too short to tell" if rhat is None else f"R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
-        reasons = result["health"]["reasons"]
-        reasons[reasons.index(_NOT_MIXED_REASON)] = f"the chains have not mixed (cross-chain {numbers})"
     if ensemble:
         each_topics = topics and diagnostics != "trace"
         _score_chains(

@@ -503,3 +503,34 @@ def test_the_baselines_cache_keeps_no_release_or_truth_alive():
     del release, truth, data
     gc.collect()
     assert gone[0]() is None and gone[1]() is None
+
+
+def test_a_fit_flagged_not_mixed_names_the_check_it_failed():
+    """Issue 57 MEDIUM 7: "not mixed (cross-chain R-hat 1.01, bulk ESS 69)" never said that the ESS
+    below 100 was why, beside an R-hat that looked fine. The words name the failed check and its
+    threshold, and only a check that failed."""
+    from lpviz.metrics import ESS_MIN, RHAT_MIXED, not_mixed_reason
+
+    assert not_mixed_reason(1.01, 69.0, chains=2) == "the chains have not mixed: bulk ESS 69 < 100 (R-hat 1.01)"
+    assert not_mixed_reason(2.16, 400.0, chains=4) == "the chains have not mixed: R-hat 2.16 > 1.05 (bulk ESS 400)"
+    assert not_mixed_reason(1.3, 12.0) == "the chain has not mixed: R-hat 1.3 > 1.05, bulk ESS 12 < 100"
+    # the numbers as the scoreboard's table shows them (it showed ESS 2.591 above "bulk ESS 3")
+    assert not_mixed_reason(1.01234, 2.5912) == "the chain has not mixed: bulk ESS 2.591 < 100 (R-hat 1.012)"
+    assert not_mixed_reason(None, None, chains=2) == "the chains have not mixed (too short to tell)"
+    # at the thresholds nothing has failed: an ESS of 100 is not named, an R-hat of 1.05 is not
+    assert "ESS 100 <" not in not_mixed_reason(1.2, ESS_MIN) and "R-hat 1.05 >" not in not_mixed_reason(
+        RHAT_MIXED, 50.0
+    )
+
+
+def test_the_scores_reason_for_not_mixed_is_the_check_that_failed():
+    from lpviz.engine import fit
+
+    release, truth = _table1_release()
+    longer = fit(release, n_components=8, n_iter=600, burn_in=300, thin=10, random_state=0)
+    numbers = score(longer, release, truth)
+    said = [reason for reason in numbers["health"]["reasons"] if "not mixed" in reason]
+    # this chain fails both checks (R-hat 1.19, bulk ESS 4): both are named, with their thresholds
+    assert said == [f"the chain has not mixed: R-hat {numbers['rhat']:.4g} > 1.05, bulk ESS {numbers['ess']:.4g} < 100"]
+    short = fit(release, n_components=8, n_iter=10, burn_in=5, thin=1, random_state=0)
+    assert "the chain has not mixed (too short to tell)" in score(short, release, truth)["health"]["reasons"]
