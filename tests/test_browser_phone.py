@@ -181,3 +181,18 @@ def test_at_phone_width_the_scoreboard_the_tab_headers_and_every_tab_are_whole(b
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_a_phone_lays_the_page_out_at_its_own_width(browser, server):
+    """Issue 57 MEDIUM 15: the page had no meta viewport, so a phone's browser (mobile emulation,
+    412 px) laid it out at 980 px, unreadable, with the last tabs beyond the edge."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2.625)
+    try:
+        page = context.new_page()
+        page.goto(server.url)
+        page.wait_for_function("() => window.Bokeh && window.Bokeh.documents.length > 0")
+        page.locator(".bk-tab").get_by_text("Export", exact=True).first.wait_for(state="attached")
+        widths = page.evaluate("() => [window.innerWidth, document.documentElement.clientWidth]")
+        assert widths == [PHONE["width"], PHONE["width"]], f"laid out at {widths} px on a {PHONE['width']} px phone"
+    finally:
+        context.close()

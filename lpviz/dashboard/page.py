@@ -208,6 +208,8 @@ class Dashboard(pn.viewable.Viewer):
             main=parts["main"],
             sidebar_width=SIDEBAR_WIDTH,
             header_background="#b2182b",
+            # without it a phone's browser lays the page out at 980 px and shrinks it (issue 57 MEDIUM 15)
+            meta_viewport="width=device-width, initial-scale=1",
         )
         template.config.raw_css.append(NARROW_CSS)
         return template
