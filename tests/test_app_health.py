@@ -7,6 +7,7 @@ the Table 1 preset's data (lpviz.metrics flags it). A flagged fit is marked in w
 import re
 import time
 
+import numpy as np
 import pytest
 
 from lpviz.dashboard.session.datastore import DataStore
@@ -138,5 +139,24 @@ def test_a_private_fit_beating_the_fit_of_the_true_counts_is_explained():
     try:  # no line where nothing is ranked (unmixed chains)
         view = finish(fits)
         assert view.explanation_html(view.scores) == ""
+    finally:
+        fits.close()
+
+
+def test_the_simulation_export_holds_the_traces_of_the_chains_that_ran_and_no_others():
+    """Issue 57 LOW 18: a 2-chain run's export held all-NaN trace columns for chains 2 and 3 (a trace
+    row has columns for every chain a session may run)."""
+    from lpviz.dashboard.views.export import result_arrays
+
+    fits = Fits(DataStore(Settings(preset="Figure 3 (small alpha0)"), background=False))
+    fits.settings.param.update(n_iter=30, burn_in=10, thin=1, chains=2, methods=["private", "naive"])
+    try:
+        finish(fits)
+        arrays = result_arrays(fits)
+        for method in ("private", "naive"):
+            traces = {key for key in arrays if key.startswith(f"{method}/trace_log_joint")}
+            assert traces == {f"{method}/trace_log_joint", f"{method}/trace_log_joint_1"}, traces
+            for key in traces:
+                assert np.isfinite(arrays[key]).all(), key
     finally:
         fits.close()

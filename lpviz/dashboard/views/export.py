@@ -33,6 +33,7 @@ import param
 
 from lpviz.dashboard.serving.onscreen import OnScreen
 from lpviz.dashboard.session.fits import Fits
+from lpviz.dashboard.views.live_traces import chain_of
 from lpviz.dashboard.views.plots import axis_labels
 
 FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}
@@ -449,7 +450,10 @@ def result_arrays(fits):
             arrays[f"{runner.method}/best_{name}"] = np.asarray(value)
         trace = runner.trace()
         for column in trace.columns:
-            arrays[f"{runner.method}/trace_{column}"] = trace[column].to_numpy()
+            # a row holds columns for every chain a session may run: those of chains this run did not
+            # have (all NaN: a 2-chain export held chains 2 and 3, issue 57 LOW 18) are left out
+            if chain_of(column) < result.get("chains", 1):
+                arrays[f"{runner.method}/trace_{column}"] = trace[column].to_numpy()
     return arrays
 
 
