@@ -200,6 +200,38 @@ def test_the_two_modes_lesson_needs_its_seed():
     assert verdicts[1].held is False and "agree" in verdicts[1].text
 
 
+def test_the_two_modes_lesson_states_what_stacking_gives_and_fails_when_it_does_not():
+    """Issue 54's lesson in the preset and teaching step 7: stacking (the noised cells only) weighs
+    the private chains unequally and its rates are closer to the true counts than the equal pool.
+    Checked on the library's own fit at the preset's seed; power: the same scores with the pooled MAE
+    below the stacked, or with weights near equal, do not hold."""
+    from lpviz import fit, methods
+    from lpviz.dashboard.session.presets import STACKED_WEIGHT_MIN, TWO_MODES
+    from lpviz.metrics import score
+
+    store = DataStore(Settings(preset=TWO_MODES.name), background=False)
+    settings = store.settings
+    method = methods.create("private", **settings.options_for(methods.get("private")))
+    ensemble = fit(
+        store.release, method=method, n_components=settings.n_components, n_iter=settings.n_iter,
+        burn_in=settings.burn_in, thin=settings.thin, random_state=settings.chain_seed, chains=settings.chains,
+    )  # fmt: skip
+    scores = score(ensemble, store.release, store.truth)
+    verdict = check(TWO_MODES.claim, {"private": scores})
+    weights = scores["stacking_weights"]
+    assert verdict.held is True and max(weights) >= STACKED_WEIGHT_MIN, verdict.text
+    assert scores["stacked_mae"] < scores["mae"]
+    assert f"MAE stacked {scores['stacked_mae']:.3g} below pooled {scores['mae']:.3g}" in verdict.text
+    closer_pooled = dict(scores, mae=scores["stacked_mae"] * 0.99)
+    verdict = check(TWO_MODES.claim, {"private": closer_pooled})
+    assert verdict.held is False and "no closer to the true counts than the pooled" in verdict.text
+    equal = dict(scores, stacking_weights=[0.55, 0.45])
+    verdict = check(TWO_MODES.claim, {"private": equal})
+    assert verdict.held is False and "about equally" in verdict.text
+    waiting = dict(scores, stacking_weights=None)
+    assert check(TWO_MODES.claim, {"private": waiting}).held is None
+
+
 def _finished_fits(preset, status, iteration, target):
     """A session on ``preset`` whose chosen fits all read ``status`` at ``iteration`` of ``target``,
     each with healthy scores that hold the preset's claim (Figure 3 small: all three MAEs close)."""

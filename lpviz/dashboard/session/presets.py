@@ -44,6 +44,10 @@ class Claim:
     # lower ``key`` than every chain of ``worse`` and than the best constant's, unmixed chains included
     # (a collapsed or non-finite fit never counts)
     every_chain: tuple = ()
+    # with disagree: methods whose chains stacking weighs unequally (the larger weight at least
+    # STACKED_WEIGHT_MIN), its weighted rates closer to the true counts (MAE) than the chains' equal
+    # pool: stacking reads only the noised cells (lpviz.stacking), the MAE the truth (issue 54)
+    stacked: tuple = ()
 
     @property
     def methods(self):
@@ -55,6 +59,7 @@ class Claim:
             *self.disagree,
             *self.healthy,
             *self.every_chain,
+            *self.stacked,
         )
 
 
@@ -208,7 +213,32 @@ def _check_disagree(claim, scores):
         if not (score["health"].get("chains_disagree") and odd and rhat is not None and rhat > RHAT_MIXED):
             return Verdict(False, f"the chains of {_label(m)} agree (R-hat {rhat:.3g}): this lesson no longer applies")
         found.append(f"{_label(m)}: chain {', '.join(str(i) for i in odd)} apart, R-hat {rhat:.3g}")
+    for m in claim.stacked:
+        held, words = _stacked(m, scores.get(m) or {})
+        if not held:
+            return Verdict(held, words)
+        found.append(words)
     return Verdict(True, "; ".join(found))
+
+
+# The larger stacking weight of a lesson's two modes: unequal, not a coin's 0.5 / 0.5
+STACKED_WEIGHT_MIN = 0.6
+
+
+def _stacked(method, score):
+    """``(held, words)`` of the stacking half of a lesson about modes (:attr:`Claim.stacked`)."""
+    weights, stacked, pooled = score.get("stacking_weights"), score.get("stacked_mae"), score.get("mae")
+    if weights is None or stacked is None or pooled is None:
+        return None, f"waiting for the stacking of {_label(method)}'s chains"
+    shown = " / ".join(f"{w:.2f}" for w in weights)
+    if max(weights) < STACKED_WEIGHT_MIN:
+        return False, f"stacking weighs {_label(method)}'s chains {shown}, about equally: this lesson no longer applies"
+    if not stacked < pooled:
+        return False, (
+            f"{_label(method)}'s stacked rates (weights {shown}) are no closer to the true counts than the "
+            f"pooled: MAE {stacked:.3g} vs {pooled:.3g}"
+        )
+    return True, f"stacking weights {shown}, MAE stacked {stacked:.3g} below pooled {pooled:.3g}"
 
 
 @dataclass(frozen=True)
@@ -330,14 +360,18 @@ TWO_MODES = Preset(
     f"{_TWO_MODES_SETTINGS['burn_in']:,}). The log-joint trace on the Fits tab draws each chain: the "
     "private method's two chains settle at different levels and stay there. Each is a posterior mode of its "
     f"own; either alone would look settled. R-hat compares them: far above {RHAT_MIXED:g}, and the scoreboard "
-    "flags the fit 'chains disagree', names the chain that sits apart and ranks nothing. More chains, or a longer run, "
-    "is the remedy; one chain could never have told.",
+    "flags the fit 'chains disagree', names the chain that sits apart and ranks nothing. One chain could never "
+    "have told. The stacking pane under the scoreboard weighs the chains by how well each predicts the noised "
+    "cells (it reads no truth): here it weighs the private chains unequally, and the stacked rates are closer "
+    "to the true counts than the two chains pooled equally.",
     _TWO_MODES_SETTINGS,
     Claim(
         "the private fit's two chains sit in different modes: it is flagged 'chains disagree', the chain apart "
-        f"named, with R-hat across them above {RHAT_MIXED:g}.",
+        f"named, with R-hat across them above {RHAT_MIXED:g}; stacking weighs them unequally (at least "
+        f"{STACKED_WEIGHT_MIN:g} to one), and the stacked rates' MAE against the true counts is below the pooled.",
         "rhat",
         disagree=("private",),
+        stacked=("private",),
     ),
 )
 

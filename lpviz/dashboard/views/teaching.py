@@ -132,7 +132,10 @@ STEPS = (
         "different levels and stay there: two posterior modes. R-hat compares the chains with each other, "
         f"so the scoreboard's R-hat (across the chains) lies far above {RHAT_MIXED:g}, the fit is flagged **chains "
         "disagree** with the chain that sits apart named under the table, and nothing is ranked. Either "
-        "chain alone would have given its own answer with no warning of the other.",
+        "chain alone would have given its own answer with no warning of the other. What still holds: the "
+        "stacking pane weighs the chains by how well each predicts the noised cells (no truth read); it "
+        "weighs the private chains unequally, and its rates are closer to the true counts than the two "
+        "chains pooled equally.",
         starts_fits=True,
         claim=TWO_MODES.claim,
         preset=TWO_MODES.name,
