@@ -197,3 +197,35 @@ def test_the_view_compares_each_finished_run_once_and_forgets_it_at_reset(monkey
         fits.close()
         for runner in fits.runners.values():
             runner.join(timeout=30)
+
+
+def test_the_comparison_exports_as_the_table_the_pane_shows_and_is_refused_in_words_before():
+    """Issue 54 (left item): the compare table, exported from the Export tab as CSV, is
+    lpviz.compare of the finished fits; before the run ends, or without held-out cells, the export
+    says why in words."""
+    import io
+
+    from lpviz.dashboard.views.export import comparison_bytes
+
+    settings = Settings(source="synthetic-blocks", noise_seed=7, holdout="top actors", holdout_actors=2)
+    fits = Fits(DataStore(settings), buffer_length=10_000)
+    try:
+        settings.param.update(methods=["private", "naive"], chains=2, n_iter=60, burn_in=20, thin=10)
+        with pytest.raises(ValueError, match="nothing to compare yet: the fits have not all run to their end"):
+            comparison_bytes(fits)
+        for runner in fits.active.values():
+            runner.start()
+        drain_until(fits, lambda: all(r.status == "done" for r in fits.active.values()))
+        exported = pd.read_csv(io.BytesIO(comparison_bytes(fits)), index_col="method")
+        posteriors = {r.label: r._carry["chain_run"].posterior for r in fits.active.values()}
+        expected = lpviz.compare(posteriors, fits.data.release, fits.data.truth)
+        assert list(exported.index) == list(expected.index) and list(exported.columns) == list(expected.columns)
+        for column in ("rank", "elpd", "se", "weight", "mae", "best_constant_mae"):
+            np.testing.assert_array_equal(exported[column].to_numpy(float), expected[column].to_numpy(float))
+        settings.holdout = "none"
+        with pytest.raises(ValueError, match="no held-out cells"):
+            comparison_bytes(fits)
+    finally:
+        fits.close()
+        for runner in fits.runners.values():
+            runner.join(timeout=30)

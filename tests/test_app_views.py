@@ -458,6 +458,7 @@ def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_to
 
     from lpviz.dashboard.views.bessel_view import BesselView
     from lpviz.dashboard.views.export import (
+        COMPARISON_FILE,
         RELEASE_FILE,
         SUMMARY_FILE,
         TRUTH_FILE,
@@ -534,8 +535,11 @@ def test_export_writes_readable_figures_the_release_and_the_simulation(fitted_to
         RELEASE_FILE,
         TRUTH_FILE,
         SUMMARY_FILE,
+        COMPARISON_FILE,
     ]
-    assert all("simulat" in d.filename for d in downloads) and "truth" in downloads[3].filename
+    # the comparison is of held-out noised cells: offered only with them
+    assert downloads[5].visible == (fits.data.release.heldout_cells is not None)
+    assert all("simulat" in d.filename for d in downloads[:5]) and "truth" in downloads[3].filename
     assert downloads[0].callback().getvalue()[:4] == b"\x89PNG"
     assert downloads[2].callback().getvalue() == release_bytes(fits)
     assert downloads[3].callback().getvalue() == results_bytes(fits, ".npz")

@@ -40,6 +40,7 @@ FIGURE_FORMATS = {".png": "matplotlib", ".html": "bokeh"}
 RELEASE_FILE = "lpviz_release_simulated.npz"
 TRUTH_FILE = "lpviz_simulation_with_truth.npz"
 SUMMARY_FILE = "lpviz_simulation_summary.json"
+COMPARISON_FILE = "lpviz_methods_compared.csv"
 SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
 PNG_DPI = 110
@@ -579,6 +580,30 @@ def results_bytes(fits, suffix):
     return json.dumps(result_summary(fits), indent=2, default=str).encode()
 
 
+def comparison_bytes(fits):
+    """The methods compared on the held-out noised cells as CSV: :func:`lpviz.compare` of the session's
+    finished fits, the table the Fits tab's stacking pane shows (one row per method and the best
+    constant; the rankings that hold are in the pane's sentences). Refused in words when there is
+    nothing to compare: no data, no held-out cells, or fits that have not all run to their end."""
+    from lpviz.dashboard.views.compare_view import compare_fits, finished_fits
+
+    release = fits.data.release
+    if release is None:
+        raise ValueError("no data loaded: choose a data source and run the fits before exporting the comparison")
+    if release.heldout_cells is None:
+        raise ValueError(
+            "this release has no held-out cells, and the methods are compared on them: choose a hold-out "
+            "in the Data card and run the fits"
+        )
+    posteriors, why = finished_fits(list(fits.active.values()))
+    if posteriors is None:
+        raise ValueError(f"nothing to compare yet: {why or 'the fits have not all run to their end'}")
+    table = compare_fits(posteriors, release, fits.data.truth)
+    if isinstance(table, str):
+        raise ValueError(table)
+    return table.to_csv(index_label="method").encode()
+
+
 class ExportView(pn.viewable.Viewer):
     """Download buttons for the figures of the given views, the release, the simulation and a summary.
 
@@ -651,6 +676,7 @@ class ExportView(pn.viewable.Viewer):
         release = self._download("Release only: noised counts (.npz)", RELEASE_FILE, lambda: release_bytes(self.fits))
         truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE, lambda: results_bytes(self.fits, ".npz"))
         summary = self._download("Summary (.json)", SUMMARY_FILE, lambda: results_bytes(self.fits, ".json"))
+        comparison = self._download("Methods compared (.csv)", COMPARISON_FILE, lambda: comparison_bytes(self.fits))
         note = pn.pane.Markdown("", sizing_mode="stretch_width")
 
         def name_files(*_):
@@ -658,6 +684,8 @@ class ExportView(pn.viewable.Viewer):
             png.filename, html.filename = f"{names['figure']}.png", f"{names['figure']}.html"
             release.filename, summary.filename = names["release"], names["summary"]
             truth.visible = self.fits.data.truth is not None  # no truth, no file with it
+            release_now = self.fits.data.release
+            comparison.visible = release_now is not None and release_now.heldout_cells is not None
             note.object = (
                 "Everything here is a **simulation**: the dashboard noised data it holds the truth of, "
                 "with the noise seed shown in the sidebar; file names say so."
@@ -675,11 +703,13 @@ class ExportView(pn.viewable.Viewer):
             pn.FlexBox(png, html, sizing_mode="stretch_width"),  # wrap on a phone
             pn.FlexBox(release, truth, sizing_mode="stretch_width"),
             summary,
+            comparison,
             pn.pane.Markdown(
                 "*Release only*: the noised counts, the noise level, held-out cells and structural "
                 "zeros (the lpviz release schema) -- what an analyst would hold. *Simulation with the "
                 "truth*: also the true counts (and rates) and each method's posterior-mean rates, best "
-                "factors and trace.",
+                "factors and trace. *Methods compared* (with held-out cells, once the fits have ended): "
+                "the table of the Fits tab's stacking pane, `lpviz.compare` of the fits.",
                 sizing_mode="stretch_width",
             ),
             sizing_mode="stretch_width",
