@@ -87,39 +87,3 @@ def test_a_sweep_draws_at_least_three_points_and_can_be_cancelled(page, artifact
     assert page.page.get_by_role("button", name="Run sweep").is_enabled()
     page.shot(artifacts_dir, "epsilon-sweep-cancelled")
     assert page.errors == []
-
-
-# The y-axis labels of the sweep's plots (the figures holding its points).
-SWEEP_AXIS_LABELS = """
-() => {
-  const labels = [];
-  for (const doc of window.Bokeh.documents)
-    for (const model of doc.all_models) {
-      if (model.type !== "Figure" && model.constructor.name !== "Figure") continue;
-      const sweep = (model.renderers || []).some((renderer) => {
-        const source = renderer.data_source;
-        const data = source && (source.data instanceof Map ? Object.fromEntries(source.data) : source.data);
-        return data && data.epsilon_over_N !== undefined;
-      });
-      if (sweep) for (const axis of model.left || []) labels.push(axis.axis_label);
-    }
-  return labels;
-}
-"""
-
-
-def test_a_sweep_with_noise_draws_labels_each_axis_with_its_score(page):
-    """Issue 57 LOW 19: with more than one noise draw a point has a band (the draws' range), and the
-    plots' y axes read "mae_low" and "npmi_low", the band's column names."""
-    from lpviz.metrics import SCORE_LABELS
-
-    page.fill("epsilon / N values", "1, 2")
-    page.fill("Iterations per fit", 150)
-    page.fill("Noise draws per point", 2)
-    page.click("Run sweep")
-    page.page.get_by_text("Sweep finished").first.wait_for(timeout=TIMEOUT_MS)
-    page.wait_until(f"() => ({COUNT_SWEEP_POINTS})() === 4")
-    labels = page.evaluate(SWEEP_AXIS_LABELS)
-    assert labels and all(label in SCORE_LABELS.values() for label in labels), labels
-    assert SCORE_LABELS["mae"] in labels
-    assert page.errors == []

@@ -477,10 +477,8 @@ class SweepView(pn.viewable.Viewer):
                 marked = rows[rows[RATIO_COLUMN].notna()]
                 if len(marked):
                     if (marked["draws"] > 1).any():  # the range of the noise draws around their mean
-                        # the band's dimensions carry the score's label: the plot's y axis read "mae_low"
-                        band = [hv.Dimension(f"{key}_{end}", label=SCORE_LABELS[key]) for end in ("low", "high")]
                         layers.append(
-                            hv.Area(marked, ratio, band, label=method_class.label).opts(
+                            hv.Area(marked, ratio, [f"{key}_low", f"{key}_high"], label=method_class.label).opts(
                                 alpha=0.2, line_alpha=0, **style
                             )
                         )
