@@ -142,7 +142,9 @@ class DaskEnsembleRun:
         return self._drive()
 
     def _place(self):
-        workers = sorted(self.client.scheduler_info().get("workers", {}))
+        from lpviz.distributed import cluster_workers
+
+        workers = sorted(cluster_workers(self.client))
         if not workers:
             from lpviz.distributed import SchedulerUnreachable
 

@@ -771,8 +771,20 @@ def connect(scheduler, timeout=CONNECT_TIMEOUT):
     return client, True
 
 
+def cluster_workers(client):
+    """The cluster's workers now, ``{address: info}``, fetched from the scheduler.
+
+    Not ``client.scheduler_info()["workers"]``: distributed 2026.8 refreshes that cache every 2 s
+    from its event loop with ``n_workers=0`` (no workers), so a refresh between the method's fetch
+    and its return leaves no workers (a chain was refused "the scheduler has no workers" on a cluster
+    of 4; tests/test_distributed.py checks that upstream still does so)."""
+    if getattr(client, "asynchronous", False) or not hasattr(client, "sync"):
+        return client.scheduler_info().get("workers", {})
+    return client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
+
+
 def _worker_memory(client):
-    workers = client.scheduler_info().get("workers", {})
+    workers = cluster_workers(client)
     return {address: int(info.get("memory_limit") or 0) for address, info in workers.items()}
 
 
@@ -1273,7 +1285,7 @@ def _worker_room(client, workers):
     from lpviz._parallel import n_threads
     from lpviz.budget import format_bytes
 
-    info = client.scheduler_info().get("workers", {})
+    info = cluster_workers(client)
     limits = _worker_memory(client)
     if not any(limits.get(address) for address in workers):
         return {address: (n_threads(), 0, "") for address in workers}
@@ -1330,7 +1342,7 @@ def _check_worker_memory(client, workers, partitions, model, method, shape, n_it
 
 
 def _pick_workers(client, chosen):
-    available = sorted(client.scheduler_info().get("workers", {}))
+    available = sorted(cluster_workers(client))
     if not available:
         raise SchedulerUnreachable("the Dask scheduler has no workers; start some (`dask worker ADDRESS`)")
     if chosen is None:

@@ -79,7 +79,7 @@ def cluster_that_lost_a_worker(release, folder, **options):
         LocalCluster(n_workers=3, processes=False, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        victim = sorted(client.scheduler_info()["workers"])[1]
+        victim = sorted(distributed.cluster_workers(client))[1]
         worker = next(w for w in cluster.workers.values() if w.address == victim)
 
         def kill_at_seven(state):
@@ -91,7 +91,7 @@ def cluster_that_lost_a_worker(release, folder, **options):
                 release, scheduler=client, checkpoint=folder, checkpoint_every=3, callback=kill_at_seven, **options
             )
         assert (folder / "LATEST").read_text() == "iteration-000000006"
-        assert victim not in client.scheduler_info()["workers"]
+        assert victim not in distributed.cluster_workers(client)
         yield client
 
 
@@ -123,7 +123,7 @@ def refused_one_byte_short_then_passing_at_the_limit(release, need, options, che
         LocalCluster(n_workers=1, processes=False, memory_limit=need - 1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        (address,) = client.scheduler_info()["workers"]
+        (address,) = distributed.cluster_workers(client)
         with pytest.raises(
             MemoryBudgetError, match=f"{rows} rows needs about {format_bytes(need)} on worker {address}"
         ):

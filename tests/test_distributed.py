@@ -246,6 +246,17 @@ def test_a_blockwise_release_sends_each_worker_only_its_rows(client, monkeypatch
             assert all(piece.source.Y.nnz < Y.nnz for piece in pieces)
 
 
+def test_the_workers_are_fetched_not_read_from_the_clients_cache(client):
+    """Upstream (distributed 2026.8): the client's periodic refresh of its scheduler info asks for no
+    workers, so ``client.scheduler_info()`` read just after a refresh has none, and a chain was refused
+    "the scheduler has no workers" on CI. When the first assertion fails, upstream has changed and
+    :func:`lpviz.distributed.cluster_workers` may read ``client.scheduler_info()`` again."""
+    client.sync(client._update_scheduler_info)  # what the client's loop does every 2 s
+    assert client._scheduler_identity["workers"] == {}
+    assert len(distributed.cluster_workers(client)) == CLUSTER_WORKERS
+    assert client._scheduler_identity["workers"] == {}  # fetched, not read from (or written to) the cache
+
+
 def test_unreachable_scheduler_is_one_clear_message():
     with socket.socket() as probe:  # a loopback port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -373,7 +384,7 @@ def test_a_worker_whose_nanny_restarts_it_is_offered_what_the_nanny_leaves():
         as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
-        (address,) = client.scheduler_info()["workers"]
+        (address,) = distributed.cluster_workers(client)
         threads, usable, words = distributed._worker_room(client, [address])[address]
         memory = client.run(lambda: psutil.Process().memory_info().rss)[address]
         assert memory > 20 * 2**20  # a process of its own, holding its interpreter

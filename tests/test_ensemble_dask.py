@@ -15,7 +15,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 import lpviz  # noqa: E402
 from lpviz.cli import main  # noqa: E402
 from lpviz.datasets import make_topics  # noqa: E402
-from lpviz.distributed import SchedulerUnreachable  # noqa: E402
+from lpviz.distributed import SchedulerUnreachable, cluster_workers  # noqa: E402
 from lpviz.ensemble import EnsemblePosterior  # noqa: E402
 
 FIT = dict(n_components=3, n_iter=120, thin=5, random_state=11)
@@ -164,7 +164,7 @@ def test_a_lost_worker_is_an_error_naming_the_chain(data):
         LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        victim = sorted(client.scheduler_info()["workers"])[1]  # chain 1's worker
+        victim = sorted(cluster_workers(client))[1]  # chain 1's worker
         pid = client.run(os.getpid, workers=[victim])[victim]
 
         killed = []

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 import lpviz.reproduce as reproduce_package
 from lpviz.cli import main
+from lpviz.distributed import cluster_workers
 from lpviz.reproduce import get, outputs, reproduce
 from lpviz.reproduce.base import NotAvailableError
 from lpviz.reproduce.chains import chain_task
@@ -198,7 +199,7 @@ def test_a_task_whose_worker_dies_is_retried_not_skipped(client, serial_fig1, tm
     tasks = get("fig1").tasks("tiny")[:4]
     marker = tmp_path / "crashed"
     crashing = [Task(t.id, {**t.params, "crash_marker": str(marker)}) if i == 1 else t for i, t in enumerate(tasks)]
-    workers_before = set(client.scheduler_info()["workers"])
+    workers_before = set(cluster_workers(client))
     store = ResultStore(tmp_path / "run")
     stats = run_tasks(crashing, store, crash_once_then_run, scheduler=client, retries=0)
     assert marker.exists()  # the worker did die once
@@ -207,7 +208,7 @@ def test_a_task_whose_worker_dies_is_retried_not_skipped(client, serial_fig1, tm
     reference = _results(serial_fig1)
     _assert_same_results(_results(tmp_path / "run"), {t.id: reference[t.id] for t in tasks})
     client.wait_for_workers(2, timeout=60)  # the nanny restarted the dead worker
-    assert set(client.scheduler_info()["workers"]) != workers_before
+    assert set(cluster_workers(client)) != workers_before
 
 
 def test_a_task_that_keeps_failing_is_reported_not_skipped(tmp_path):

@@ -307,12 +307,13 @@ def serve(args):
     os.environ[CHAIN_THREADS_ENV] = str(args.chain_threads)
     if args.chains == "cluster":
         from lpviz.dashboard.session.remote import connect
+        from lpviz.distributed import cluster_workers
 
         try:
             cluster = connect(args.scheduler)  # now, so an unreachable scheduler stops the server at once
         except OSError as exc:
             sys.exit(f"lpviz: {exc}")
-        workers = cluster.client.scheduler_info().get("workers", {})
+        workers = cluster_workers(cluster.client)
         print(f"lpviz: the sessions' chains run on the Dask cluster at {args.scheduler} ({len(workers)} workers now)")
     check = args.check_unused_sessions or min(17_000, args.unused_session_lifetime)
     warm_up()

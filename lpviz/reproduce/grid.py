@@ -344,10 +344,12 @@ def _connect(scheduler, workers, threads, stats):
     import dask
     from distributed import Client
 
+    from lpviz.distributed import cluster_workers
+
     if scheduler:  # an address (ours to close) or a Client (the caller's)
         client = Client(scheduler) if isinstance(scheduler, str) else scheduler
         stats.scheduler = f"Dask cluster at {client.scheduler.address}"
-        stats.workers = len(client.scheduler_info().get("workers", {}))
+        stats.workers = len(cluster_workers(client))
         stats.threads_per_worker = 0  # kernel threads: as the cluster's workers were started (LPVIZ_NUM_THREADS)
         return client, [client] if isinstance(scheduler, str) else []
     workers = workers or default_workers()

@@ -468,7 +468,9 @@ def describe_scheduler(scheduler):
         return "in this process"
     if isinstance(scheduler, str):
         return f"on the Dask cluster at {scheduler}"
-    workers = len(scheduler.scheduler_info().get("workers", {}))
+    from lpviz.distributed import cluster_workers
+
+    workers = len(cluster_workers(scheduler))
     shared = scheduler is _SHARED.get("client")
     return f"on {'the shared local' if shared else 'a'} Dask cluster ({workers} worker{'s' if workers != 1 else ''})"
 

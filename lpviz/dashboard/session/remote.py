@@ -261,7 +261,9 @@ class ChainCluster:
         gets its first session."""
         from distributed import fire_and_forget
 
-        for address in self.client.scheduler_info().get("workers", {}):
+        from lpviz.distributed import cluster_workers
+
+        for address in cluster_workers(self.client):
             fire_and_forget(self.client.submit(warm_up_kernels, workers=[address], pure=False))
 
     def call(self, coroutine_function, *args):
