@@ -216,6 +216,14 @@ BAD_TEXT_FILES = [
     ("frac.csv", "a,b,3\n\nb,a,1.5\n", r"frac.csv, line 3: a fractional count 1.5.*whole numbers"),
     ("long.csv", "a,b,3\nb,a,1,7\nc,d,1\n", r"long.csv, line 2: 4 fields where an edge list has 3.*ragged"),
     ("short.csv", "a,b,3\nb,a,1\nc,d\n", r"short.csv, line 3: a missing or non-finite count.*ragged"),
+    # guessed an edge list from line 1: said so, and (numbers on line 1) the first bad line read as a table
+    ("guessed.csv", "a,b,3\nb,a,1\nc,d\n", r"read guessed.csv as an edge list .*first line; if it is a document"),
+    (
+        "numbers.csv",
+        "1,2,3\n4,five,6\n7,8\n",
+        r"numbers.csv, line 3: .* as an edge list .*read as a document x word table \(kind='dense-csv'\): "
+        r"line 2: column 2 'five' is not a number",
+    ),
     ("word.csv", "a,b,3\nb,a,x\n", r"word.csv, line 2: count 'x' is not a number"),
     ("blank.csv", "# nothing here\n\n", r"blank.csv: no data lines"),
     ("header.csv", "source,target,count\n", r"header.csv: only a header line, no edges"),

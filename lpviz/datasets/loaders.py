@@ -168,7 +168,8 @@ def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
     path = check_input_path(path, what="data file", fix="check the path", folder_ok=True)
     if path.is_file() and path.name.lower().endswith(".gz"):
         _text_bytes(path)  # a gzip bomb or a truncated file is refused before a line is read
-    if kind is None:
+    guessed = kind is None
+    if guessed:
         kind = _detect_kind(path)
     elif kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not a format lpviz reads; use one of {', '.join(KINDS)}")
@@ -180,6 +181,8 @@ def load_counts(path, kind=None, *, header=None, vocab=None, allow_zero=False):
         data = _load_mtx(path)
     elif kind == "uci":
         data = _load_uci(path, vocab)
+    elif kind == "edges" and guessed:
+        data = _load_guessed_edges(path, header)
     elif kind == "edges":
         data = _load_edges(path, header)
     else:
@@ -381,6 +384,32 @@ def _detect_kind(path):
         "dense tables (.csv/.tsv/.txt), .npz, Matrix Market .mtx and UCI docword.*.txt; "
         f"rename the file or pass kind= (one of {', '.join(KINDS)})"
     )
+
+
+def _load_guessed_edges(path, header):
+    """An edge list lpviz guessed from the first line: a refusal says so, and where the lines are
+    numbers, what the file's first bad line is read as a document x word table (the user's
+    ``1,2,3 / 4,five,6 / 7,8`` was refused at line 3 as an edge list, though line 2 is its first
+    bad line as a table)."""
+    try:
+        return _load_edges(path, header)
+    except ValueError as error:
+        if not str(error).startswith(f"{path}, line "):  # not a line lpviz could not read: no format to question
+            raise
+        said = (
+            f"{str(error).rstrip('.')}. lpviz read {path.name} as an edge list (source,target[,count]), "
+            "guessed from its first line"
+        )
+        sep, skiprows = _table_layout(path)
+        first = next((fields for _, fields in _iter_rows(path, sep, skiprows, limit=1)), [])
+        if not first or not all(_is_number(field) for field in first):
+            raise ValueError(f"{said}; if it is a document x word table, pass kind='dense-csv'") from None
+        try:
+            _load_dense_csv(path, header)
+        except ValueError as table_error:
+            words = str(table_error).removeprefix(f"{path}").lstrip(",: ")
+            raise ValueError(f"{said}; read as a document x word table (kind='dense-csv'): {words}") from None
+        raise ValueError(f"{said}; it reads as a document x word table: pass kind='dense-csv'") from None
 
 
 def _sniff_table_kind(path):
