@@ -14,6 +14,7 @@ from lpviz.dashboard.session.fits import Fits
 from lpviz.dashboard.session.settings import Settings
 from lpviz.dashboard.views.sweep_view import SweepView, parse_ratios
 from lpviz.reproduce.chains import build_release
+from lpviz.reproduce.sweep import plotted_scores
 
 SMALL = dict(
     source="synthetic-topics",
@@ -174,6 +175,12 @@ def test_noise_draws_per_point_are_averaged_into_the_curve_with_their_range_as_a
     band = next(b for b in bands if b.label == private["label"].iloc[0])
     np.testing.assert_allclose(band.dimension_values("mae_low"), private["mae_low"])
     np.testing.assert_allclose(band.dimension_values("mae_high"), private["mae_high"])
+    # the axes are named by the score, not by the band's dimensions ("mae_low", issue 57 LOW 19)
+    from lpviz.metrics import SCORE_LABELS
+
+    rendered = hv.render(view.plot.object, backend="bokeh")
+    names = [figure.yaxis[0].axis_label for figure, *_ in rendered.children]
+    assert names == [SCORE_LABELS[key] for key in plotted_scores(points)], names
     # the table lists every fit with its draw and health in words
     table = view.table.object
     assert len(table) == 13 and {"draw", "health"} <= set(table.columns)

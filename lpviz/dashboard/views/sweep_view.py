@@ -497,6 +497,8 @@ class SweepView(pn.viewable.Viewer):
             plots.append(
                 hv.Overlay(layers).opts(
                     title=SCORE_LABELS[key],
+                    # the band's dimensions (key_low, key_high) come first and would name the axis
+                    ylabel=SCORE_LABELS[key],
                     logx=True,
                     responsive=True,
                     xlim=xlim,
