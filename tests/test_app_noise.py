@@ -226,3 +226,21 @@ def test_the_key_tells_every_drawn_difference_apart():
     assert key != noise_view.drawing_key(make_store(noise_seed=12).release, truth, (None, None))
     held = make_store(holdout="random cells")
     assert key != noise_view.drawing_key(held.release, held.truth, (None, None))
+
+
+def test_a_networks_mean_count_is_over_its_cells_the_n_figure_1_uses():
+    """A network's diagonal (self loops) is not a cell: the summary's mean is over the cells that
+    exist, the mean Figure 1 takes for N (it said "mean 14.85 per cell" over all 400 cells beside
+    N = 15.63, issue 57 LOW 22); a topic matrix keeps its plain mean per cell."""
+    store = make_store()
+    store.settings.preset = "Figure 1"
+    release, truth = store.release, store.truth
+    cells = int((~release.structural_zeros).sum())
+    assert cells == 20 * 19 and truth.Y[release.structural_zeros].sum() == 0
+    mean = truth.Y.sum() / cells
+    assert f"{mean:.2f}" == f"{store.settings.N:.2f}" != f"{truth.Y.mean():.2f}"
+    said = NoiseView(data=store).summary().object
+    assert f"mean {mean:.2f} per cell over its 380 cells (20 cells, such as self loops, cannot hold counts" in said
+    assert f"mean {truth.Y.mean():.2f}" not in said
+    topics = make_store()
+    assert f"mean {topics.truth.Y.mean():.2f} per cell." in NoiseView(data=topics).summary().object
