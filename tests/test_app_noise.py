@@ -244,3 +244,20 @@ def test_a_networks_mean_count_is_over_its_cells_the_n_figure_1_uses():
     assert f"mean {truth.Y.mean():.2f}" not in said
     topics = make_store()
     assert f"mean {topics.truth.Y.mean():.2f} per cell." in NoiseView(data=topics).summary().object
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_heatmap_without_negative_counts_spends_its_colour_bar_on_zero_and_up(case):
+    """The true counts and the truncated ones cannot be negative: their scales run from 0 (white) to
+    red; the noised counts' is symmetric about zero, blue to red. All three were -15..15 on Figure 1,
+    the truncated map spending half its bar on negatives it cannot hold (issue 57 LOW 20)."""
+    from lpviz.dashboard.views.plots import _palette
+
+    view = NoiseView(data=make_store(**CASES[case]))
+    truth, noised, truncated = (drawn(plot) for plot in page_figures(view))
+    assert noised["limits"][0] == -noised["limits"][1] < 0 and noised["image"].min() < 0
+    assert noised["palette"] == list(_palette("RdBu_r"))
+    for shown in (truth, truncated):
+        assert shown["limits"][0] == 0 < shown["limits"][1] and shown["image"].min() >= 0
+        assert shown["palette"] == list(_palette("Reds")) and shown["palette"][0].lower() in ("#fff5f0", "#ffffff")
+    assert "white to red where none are" in view.summary().object

@@ -32,6 +32,7 @@ from lpviz.dashboard.views.plots import (
     colour_limit,
     count_figure,
     count_image,
+    count_scale,
     display_slice,
     heatmap_cells,
     read_only,
@@ -93,9 +94,9 @@ def noise_drawing(release, truth, labels=(None, None)):
     Y_true = truth.Y if truth is not None else None
     options = dict(strides=display_slice(Y_obs.shape), labels=labels, heldout=release.heldout_cells)
 
-    def cells(values, title):  # each heatmap's own scale, from the data it shows; symmetric, so white is zero
-        limit = colour_limit(values)[0]
-        return heatmap_cells(values, title, (-limit, limit), **options)
+    def cells(values, title):  # each heatmap's own scale, from the data it shows; white is zero
+        clim, cmap = count_scale(values)
+        return heatmap_cells(values, title, clim, cmap=cmap, **options)
 
     truncated = truncate(Y_obs)
     heatmaps = [cells(Y_obs, "Noised counts (released)"), cells(truncated, "Noised counts truncated at 0")]
@@ -231,7 +232,10 @@ class NoiseView(pn.viewable.Viewer):
         if note:
             lines.append(note)
         limit, clipped = drawing.truth_scale
-        lines.append("Each heatmap has its own colour scale, from the counts it shows (white is zero).")
+        lines.append(
+            "Each heatmap has its own colour scale, from the counts it shows, white at zero: blue to red "
+            "where counts can be negative (the noised counts), white to red where none are."
+        )
         if clipped:
             lines.append(
                 f"The true counts' colour scale stops at +/-{limit:,.0f} (99.5% of cells are inside; the largest "
@@ -249,10 +253,6 @@ class NoiseView(pn.viewable.Viewer):
         Y_obs = release.Y_obs
         Y_true = truth.Y if truth is not None else None
 
-        def clim(values):  # each heatmap's own scale, from the data it shows; symmetric, so white is zero
-            limit = colour_limit(values)[0]
-            return (-limit, limit)
-
         strides = display_slice(Y_obs.shape)
         kind = release.kind
         # actors named on a network's axes (a corpus's document ids would only clutter them)
@@ -261,12 +261,14 @@ class NoiseView(pn.viewable.Viewer):
         # (colour_limit); the rate colour scale applies to the rate heatmaps
         options = dict(strides=strides, labels=labels, heldout=release.heldout_cells)
         truncated = truncate(Y_obs)
-        images = [
-            count_image(Y_obs, kind, "Noised counts (released)", clim(Y_obs), **options),
-            count_image(truncated, kind, "Noised counts truncated at 0", clim(truncated), **options),
-        ]
+
+        def image(values, title):  # each heatmap's own scale, from the data it shows (the page's, count_scale)
+            clim, cmap = count_scale(values)
+            return count_image(values, kind, title, clim, cmap=cmap, **options)
+
+        images = [image(Y_obs, "Noised counts (released)"), image(truncated, "Noised counts truncated at 0")]
         if Y_true is not None:
-            images.insert(0, count_image(Y_true, kind, "True counts (private to the owner)", clim(Y_true), **options))
+            images.insert(0, image(Y_true, "True counts (private to the owner)"))
         return hv.Layout(images).cols(3).opts(shared_axes=True)
 
     def noise_histogram_plot(self):

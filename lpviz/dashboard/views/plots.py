@@ -21,6 +21,7 @@ HEATMAP_MIN_HEIGHT = 260
 SUMMED_NOTE = " (summed over months)"  # a tensor's heatmap: its first two modes, summed over the rest
 HEATMAP_CMAP = "RdBu_r"  # diverging: blue < 0 < red
 RATE_CMAP = "Reds"
+NONNEGATIVE_CMAP = "Reds"  # counts that cannot be negative: white (zero) to red, as the diverging scale's upper half
 # Row and column names of a matrix, by the release's kind (a tensor's first two modes, summed over the rest).
 AXES = dict(documents=("document", "word"), network=("sender", "recipient"), tensor=("sender", "recipient"))
 # A table pane that scrolls sideways inside its own box when it is wider than the page (a phone): the
@@ -232,6 +233,16 @@ def colour_limit(*matrices, quantile=99.5):
     return (limit, True) if limit < top else (max(top, 1.0), False)
 
 
+def count_scale(values):
+    """``(clim, cmap)`` of a count heatmap, white at zero: a matrix with negative counts (noised) on the
+    diverging scale symmetric about zero; one without (true counts, truncated at 0) on white to red from
+    zero, so no half of its colour bar is spent on values it cannot hold (issue 57 LOW 20)."""
+    limit = colour_limit(values)[0]
+    if float(np.min(shown_matrix(values), initial=0)) >= 0:
+        return (0.0, limit), NONNEGATIVE_CMAP
+    return (-limit, limit), HEATMAP_CMAP
+
+
 def ordinal(n):
     """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
     n = int(n)
@@ -335,6 +346,7 @@ class HeatmapCells:
     x_ticks: tuple | None = None
     y_ticks: tuple | None = None
     heldout: np.ndarray | None = None
+    cmap: str = HEATMAP_CMAP
 
     @property
     def extent(self):
@@ -347,7 +359,7 @@ def read_only(array):
     return array
 
 
-def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldout=None):
+def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldout=None, cmap=HEATMAP_CMAP):
     """:class:`HeatmapCells` of ``Y`` as :func:`count_image` draws it (the same arguments)."""
     if np.ndim(Y) > 2:
         title = f"{title}{SUMMED_NOTE}"
@@ -367,6 +379,7 @@ def heatmap_cells(Y, title, clim, *, strides=(1, 1), labels=(None, None), heldou
         x_ticks=tuple(tick_labels(col_labels, cols)) if col_labels is not None else None,
         y_ticks=tuple(tick_labels(row_labels, rows)) if row_labels is not None else None,
         heldout=None if shade is None else read_only(shade),
+        cmap=cmap,
     )
 
 
@@ -406,7 +419,7 @@ def _plot(x_range, y_range, x_label, y_label, *, title, tools, renderers, **opti
     return plot
 
 
-def count_figure(cells, kind, *, x_range=None, y_range=None, cmap=HEATMAP_CMAP, label="count", min_width=220):
+def count_figure(cells, kind, *, x_range=None, y_range=None, cmap=None, label="count", min_width=220):
     """A Bokeh figure of :class:`HeatmapCells`, drawn as :func:`count_image` draws them through HoloViews
     (cells, extent, diverging linear scale and limits, palette, colour bar, named ticks, held-out shade,
     title, hover) at a fraction of its cost: a page open draws three (issue 41). ``x_range``/``y_range``:
@@ -431,7 +444,7 @@ def count_figure(cells, kind, *, x_range=None, y_range=None, cmap=HEATMAP_CMAP, 
     x, y, dw, dh = cells.extent if cells.xlim is not None else (0.0, 0.0, 0.0, 0.0)
     extent = {"x": [x], "y": [y], "dw": [dw], "dh": [dh]}
     mapper = LinearColorMapper(
-        palette=_palette(cmap), low=cells.clim[0], high=cells.clim[1], nan_color="rgba(0, 0, 0, 0)"
+        palette=_palette(cmap or cells.cmap), low=cells.clim[0], high=cells.clim[1], nan_color="rgba(0, 0, 0, 0)"
     )
     image = dict(image="image", x="x", y="y", dw="dw", dh="dh")
     renderers = [
