@@ -229,3 +229,35 @@ def test_the_comparison_exports_as_the_table_the_pane_shows_and_is_refused_in_wo
         fits.close()
         for runner in fits.runners.values():
             runner.join(timeout=30)
+
+
+def test_the_pane_says_when_every_fits_mae_is_above_the_best_constant_and_none_is_starred(tiny):
+    """Every fit's MAE above its best constant (Figure 4, Central vs local, Figure 5's held-out cells:
+    the median, 0, wins on sparse counts): the pane says so at the end, naming the constant, and no MAE
+    is starred; where a fit beats it (the tiny network's fits do) nothing is said (issue 57 LOW 27)."""
+    import copy
+
+    from lpviz.dashboard.views.fits_view import BEST_MARK, above_constant_note
+
+    final = board_frame(runners(tiny.final))
+    assert above_constant_note(final) == "" and "above-constant" not in stacking_box(
+        True, final.attrs["stacking"], None
+    )
+    assert all(s["mae"] < s["baselines"]["best_constant_mae"] for s in tiny.final.values())  # the power case holds
+    sparse = copy.deepcopy(tiny.final)
+    lowest = min(s["mae"] for s in sparse.values())
+    for scores in sparse.values():  # a constant below every fit's MAE, as on sparse counts
+        scores["baselines"]["best_constant_mae"] = lowest * 0.9
+        scores["baselines"]["best_constant"] = 0.0
+    frame = board_frame(runners(sparse))
+    note = above_constant_note(frame)
+    assert note.startswith("Every fit's MAE (the best constant 0) is above the best constant's.")
+    assert "held-out MAE" not in note.split(".")[0]  # the held-out MAEs still beat theirs
+    assert "on the held-out noised cells (below)" in note
+    shown = stacking_box(True, frame.attrs["stacking"], None)
+    assert f"<p class='above-constant'>{compare_view.html.escape(note)}</p>" in shown
+    mae_column = list(frame.columns).index("MAE")
+    for row in re.findall(r"<tr>(<td>.*?)</tr>", scoreboard_html(frame)):
+        assert BEST_MARK not in re.findall(r"<td>(.*?)</td>", row)[mae_column]
+    # each fit's own check agrees: none of them may be ranked on MAE
+    assert not any(lpviz.metrics.rankable(scores, "mae")[0] for scores in sparse.values())

@@ -162,7 +162,45 @@ def board_frame(runners):
         if not (scores.get("health") or {}).get("healthy", True)
     }
     frame.attrs["stacking"] = stacking_frame(scored)
+    frame.attrs["constants"] = {
+        SCORE_LABELS[key]: (scores.get("baselines") or {}).get(
+            "best_constant_rate" if "rate" in key else "best_constant"
+        )
+        for key in MAE_KEYS
+        for _, scores in scored[:1]
+    }
+    # said in the stacking pane at the fits' end (a line coming and going under the scoreboard as the
+    # live MAEs cross their constants would lay the page out again)
+    frame.attrs["stacking"].attrs["above_constant"] = above_constant_note(frame)
     return frame
+
+
+def above_constant_note(frame):
+    """A sentence when every fit's MAE in a column of a :func:`board_frame` is above the best
+    constant's beside it (true on sparse counts, where the MAE-optimal constant is the median count,
+    often 0, which no rate model predicts: issue 57 LOW 27), saying so and what to compare instead;
+    "" otherwise."""
+    columns = []
+    for column in frame.columns:
+        baseline = column + BASELINE_SUFFIX
+        if baseline not in frame or column.endswith(BASELINE_SUFFIX):
+            continue
+        pairs = frame[[column, baseline]].dropna()
+        if len(pairs) and (pairs[column].astype(float) > pairs[baseline].astype(float)).all():
+            columns.append(column)
+    if not columns:
+        return ""
+    constants = frame.attrs.get("constants", {})
+    named = "; ".join(
+        f"{column} (the best constant {constants[column]:.3g})" if constants.get(column) is not None else column
+        for column in columns
+    )
+    return (
+        f"Every fit's {named} is above the best constant's. The constant that minimises the absolute "
+        "error is the median, often 0 on sparse counts, which no rate model predicts: under MAE it beats "
+        "every fit there, and none is starred. Compare the methods with each other"
+        + (", and on the held-out noised cells (below)." if "held-out MAE" in frame else ".")
+    )
 
 
 def stacked_of(scores):
@@ -301,7 +339,8 @@ def stacking_html(frame, outcome):
     """The stacking pane's content once the fits have ended: ``frame`` a :func:`stacking_frame` (each
     ensemble's MAEs, each beside its best constant, and the stacked MAE; the modes in words under it),
     then :func:`~lpviz.dashboard.views.compare_view.compare_html` of ``outcome``."""
-    parts = []
+    note = frame.attrs.get("above_constant")
+    parts = [f"<p class='above-constant'>{html.escape(note)}</p>"] if note else []
     if frame.empty:
         parts.append(
             "<p class='stacking-none'>No fit has chains stacked: stacking weighs an ensemble's chains (2 or "
