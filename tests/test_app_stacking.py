@@ -222,6 +222,16 @@ def test_the_comparison_exports_as_the_table_the_pane_shows_and_is_refused_in_wo
         assert list(exported.index) == list(expected.index) and list(exported.columns) == list(expected.columns)
         for column in ("rank", "elpd", "se", "weight", "mae", "best_constant_mae"):
             np.testing.assert_array_equal(exported[column].to_numpy(float), expected[column].to_numpy(float))
+        # the stacking pane's comparison is read, not computed again, and it is the same table
+        pane = CompareView(fits=fits)
+        drain_until(fits, lambda: isinstance(pane.outcome, pd.DataFrame))
+        calls = []
+        original = compare_view.compare_fits
+        compare_view.compare_fits = lambda *args: calls.append(args) or original(*args)
+        try:
+            assert comparison_bytes(fits, pane) == comparison_bytes(fits) and len(calls) == 1
+        finally:
+            compare_view.compare_fits = original
         settings.holdout = "none"
         with pytest.raises(ValueError, match="no held-out cells"):
             comparison_bytes(fits)

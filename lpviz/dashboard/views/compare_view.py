@@ -145,6 +145,13 @@ class CompareView(param.Parameterized):
         self.fits.settings.param.watch(lambda *_: self.refresh(), ["methods"])
         self.refresh()
 
+    def outcome_of(self, runners):
+        """The comparison table of the run of ``runners`` when this view holds it (computed once per
+        run: the Export tab's CSV reads it rather than comparing again), else None."""
+        if self._key is None or self._key != run_key(runners) or not isinstance(self.outcome, pd.DataFrame):
+            return None
+        return self.outcome
+
     def refresh(self):
         """Compare the fits once their run has ended (once per run), else say what waits."""
         data = self.fits.data

@@ -580,11 +580,13 @@ def results_bytes(fits, suffix):
     return json.dumps(result_summary(fits), indent=2, default=str).encode()
 
 
-def comparison_bytes(fits):
+def comparison_bytes(fits, compared=None):
     """The methods compared on the held-out noised cells as CSV: :func:`lpviz.compare` of the session's
     finished fits, the table the Fits tab's stacking pane shows (one row per method and the best
-    constant; the rankings that hold are in the pane's sentences). Refused in words when there is
-    nothing to compare: no data, no held-out cells, or fits that have not all run to their end."""
+    constant; the rankings that hold are in the pane's sentences), read from ``compared`` (the pane's
+    :class:`~lpviz.dashboard.views.compare_view.CompareView`) when it holds this run's. Refused in
+    words when there is nothing to compare: no data, no held-out cells, or fits that have not all run
+    to their end."""
     from lpviz.dashboard.views.compare_view import compare_fits, finished_fits
 
     release = fits.data.release
@@ -598,7 +600,9 @@ def comparison_bytes(fits):
     posteriors, why = finished_fits(list(fits.active.values()))
     if posteriors is None:
         raise ValueError(f"nothing to compare yet: {why or 'the fits have not all run to their end'}")
-    table = compare_fits(posteriors, release, fits.data.truth)
+    table = compared.outcome_of(list(fits.active.values())) if compared is not None else None
+    if table is None:
+        table = compare_fits(posteriors, release, fits.data.truth)
     if isinstance(table, str):
         raise ValueError(table)
     return table.to_csv(index_label="method").encode()
@@ -676,7 +680,13 @@ class ExportView(pn.viewable.Viewer):
         release = self._download("Release only: noised counts (.npz)", RELEASE_FILE, lambda: release_bytes(self.fits))
         truth = self._download("Simulation with the truth (.npz)", TRUTH_FILE, lambda: results_bytes(self.fits, ".npz"))
         summary = self._download("Summary (.json)", SUMMARY_FILE, lambda: results_bytes(self.fits, ".json"))
-        comparison = self._download("Methods compared (.csv)", COMPARISON_FILE, lambda: comparison_bytes(self.fits))
+        # the stacking pane's comparison (the Fits view's), read rather than computed again
+        from lpviz.dashboard.views.compare_view import CompareView
+
+        compared = next((v.compare for v in self.views if isinstance(getattr(v, "compare", None), CompareView)), None)
+        comparison = self._download(
+            "Methods compared (.csv)", COMPARISON_FILE, lambda: comparison_bytes(self.fits, compared)
+        )
         note = pn.pane.Markdown("", sizing_mode="stretch_width")
 
         def name_files(*_):
