@@ -7,8 +7,11 @@ methods compared on the held-out noised cells with the rankings that hold and th
 as :func:`lpviz.score` and :func:`lpviz.compare` give for the same fits, run here by the app's runners
 in this process (the same settings and seeds give the same chains)."""
 
+import re
 import time
 
+import numpy as np
+import pandas as pd
 import pytest
 from playwright.sync_api import expect
 
@@ -17,6 +20,7 @@ from benchmarks.bench_page_lag import LINES  # the benchmarks' reading of the pr
 from lpviz.dashboard.session.datastore import DataStore
 from lpviz.dashboard.session.fits import Fits
 from lpviz.dashboard.session.settings import Settings
+from lpviz.dashboard.views.export import COMPARISON_FILE
 from tests.browser_harness import N_METHODS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
@@ -26,7 +30,7 @@ SCHEDULE = dict(n_iter=300, burn_in=100)  # the preset's thin (10): 20 samples a
 
 
 def expected():
-    """``({label: modes text}, {label: stacked MAE}, compare statements, rule)`` of the same fits."""
+    """``({label: modes text}, {label: stacked MAE}, compare statements, rule, compare table)`` of the same fits."""
     settings = Settings(preset=PRESET)
     settings.param.update(**SCHEDULE)
     fits = Fits(DataStore(settings), buffer_length=10_000)
@@ -47,6 +51,7 @@ def expected():
             {label: each["stacked_mae"] for label, each in scores.items()},
             table.attrs["statements"],
             table.attrs["rule"],
+            table,
         )
     finally:
         fits.close()
@@ -54,7 +59,7 @@ def expected():
             runner.join(timeout=30)
 
 
-def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page, artifacts_dir):
+def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page, artifacts_dir, tmp_path):
     page.tab("Fits")
     page.page.locator("select:has(option:text-is('(settings of your own)'))").first.select_option(value=PRESET)
     page.page.get_by_text("Fit settings").first.click()
@@ -71,7 +76,7 @@ def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page,
     height = box.bounding_box()["height"]
     page.page.get_by_role("button", name="Start", exact=True).click()
     page.wait_until(f"() => ({LINES})().every(x => x[0] === 'done' && x[1] === {goal})")
-    modes, stacked, statements, rule = expected()
+    modes, stacked, statements, rule, table = expected()
 
     # every method's final score on the board (the scoreboard redraws at the view throttle's pace: the
     # last fit's final score may come a redraw after the first one's)
@@ -102,4 +107,17 @@ def test_the_modes_and_the_comparison_on_held_out_cells_show_after_the_run(page,
     assert box.bounding_box()["height"] == pytest.approx(height, abs=0.5)
     assert not page.page.locator("table.scoreboard th", has_text="stacked").count()
     page.shot(artifacts_dir, "stacking-and-compare")
+    # the Export tab's CSV is that comparison (the pane's, read, not computed again)
+    page.tab("Export")
+    button = page.page.get_by_text(re.compile(r"^Methods compared \(\.csv\)")).first
+    button.wait_for(timeout=TIMEOUT_MS)
+    with page.page.expect_download() as download_info:
+        button.click()
+    download = download_info.value
+    assert download.suggested_filename == COMPARISON_FILE
+    download.save_as(tmp_path / COMPARISON_FILE)
+    exported = pd.read_csv(tmp_path / COMPARISON_FILE, index_col="method")
+    assert list(exported.index) == list(table.index) and list(exported.columns) == list(table.columns)
+    for name in ("rank", "elpd", "se", "weight", "mae", "best_constant_mae"):
+        np.testing.assert_allclose(exported[name].to_numpy(float), table[name].to_numpy(float), rtol=1e-12)
     assert page.errors == []
