@@ -218,6 +218,7 @@ class Fits(param.Parameterized):
         settings.method_options.param.watch(lambda *events: self.configure(), list(settings.method_options.param)[1:])
         for runner in self.runners.values():
             runner.param.watch(self._update_busy, ["status"])
+            runner.param.watch(settings.refresh_question, ["status"])
         self.data.param.watch(self._update_busy, ["loading"])
         self._start_when_loaded = False
         self.data.param.watch(self._loaded, ["loading"])  # after configure(): the runners are on the new data

@@ -177,6 +177,15 @@ DISCARDING_PARAMETERS = (
 )
 
 
+def _question_words(pending, lost):
+    """The question asked before ``pending`` changes apply: what they discard (``lost``), or, the fits
+    having ended since, that applying them replaces the fits' results."""
+    changes = ", ".join(f"{name} -> {value!r}" for name, value in pending.items())
+    if lost:
+        return f"Applying {changes} discards {lost}."
+    return f"The fits have ended: applying {changes} replaces their results."
+
+
 class ExplainedNumber(param.Number):
     """A number whose refusal (out of its bounds) says what the bounds are and why (``reason``)."""
 
@@ -396,10 +405,17 @@ class Settings(param.Parameterized):
         lost = self.discard_check()
         if not lost:
             return
-        pending = {**self.pending, **{event.name: event.new for event in events}}
+        # the last change last (its card shows the question beside the field)
+        changed = {event.name: event.new for event in events}
+        pending = {**{name: value for name, value in self.pending.items() if name not in changed}, **changed}
         self.refuse(events)
-        changes = ", ".join(f"{name} -> {value!r}" for name, value in pending.items())
-        self.param.update(pending=pending, question=f"Applying {changes} discards {lost}.")
+        self.param.update(pending=pending, question=_question_words(pending, lost))
+
+    def refresh_question(self, *_):
+        """The pending question in the words of now: once the fits it would discard have ended it says
+        so (it said "discards the running fits" after they had ended, issue 57 MEDIUM 5)."""
+        if self.pending and self.discard_check is not None:
+            self.question = _question_words(self.pending, self.discard_check())
 
     def confirm(self, *_):
         """Apply the pending changes (discarding what they discard)."""

@@ -15,7 +15,7 @@ import param
 from lpviz.dashboard.serving.uploads import too_large
 from lpviz.dashboard.session.datastore import DataStore
 from lpviz.dashboard.session.presets import PRESETS
-from lpviz.dashboard.session.settings import SOURCES
+from lpviz.dashboard.session.settings import NOISE_PARAMETERS, SOURCES
 from lpviz.dashboard.views.privacy_view import privacy_unit
 
 # The widget each setting is shown with (IntInput for the other integers).
@@ -23,6 +23,18 @@ _FLOAT_INPUTS = ("N", "concentration", "holdout_fraction")
 SHOWN_DECIMALS = "0[.][0000]"  # numbro (Bokeh's number format): up to four decimals, none when whole
 _HOLDOUT_PARAMETERS = {"random cells": ("holdout_fraction",), "top actors": ("holdout_actors",)}
 log = logging.getLogger(__name__)
+# Where a held-back change's question is shown: in the card of the field last changed (shown only at the
+# top of the sidebar, the question of a field typed in the Privacy card was out of view, issue 57 MEDIUM 5)
+QUESTION_CARDS = {
+    "privacy": frozenset(NOISE_PARAMETERS),
+    "fit": frozenset({"inference", "n_iter", "burn_in", "thin", "trace_every", "chain_seed", "chains", "methods"}),
+}
+
+
+def question_place(pending):
+    """The card whose question box shows the ``pending`` changes: that of the last one changed, else "top"."""
+    last = next(reversed(pending), None)
+    return next((card for card, names in QUESTION_CARDS.items() if last in names), "top")
 
 
 def widget(settings, parameter_name, **options):
@@ -358,6 +370,7 @@ class ControlsView(pn.viewable.Viewer):
             name="guarantee",
         )
         return pn.Card(
+            self.question("privacy"),
             pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
             noise_widgets,
             summary,
@@ -403,6 +416,7 @@ class ControlsView(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         return [
+            self.question("fit"),
             inference,
             *[widget(settings, name) for name in ("n_iter", "burn_in", "thin", "trace_every", "chain_seed", "chains")],
             pn.pane.Markdown("Methods", margin=(5, 10, 0, 10)),
@@ -410,25 +424,31 @@ class ControlsView(pn.viewable.Viewer):
             *options,
         ]
 
-    def question(self):
-        """Changes held back because they would discard running fits, with a yes and a no.
+    def question(self, place="top"):
+        """Changes held back because they would discard running fits, with a yes and a no, shown in
+        the box of ``place`` (:func:`question_place`: the card of the field changed, or the top of
+        the sidebar); one box at a time holds the question, the others are hidden and empty.
 
         The buttons are made once and shown or hidden: buttons re-created for every question
         could be clicked in the browser just as the server replaced them, and that click was lost.
         """
         settings = self.settings
-        alert = pn.pane.Alert(settings.question, alert_type="warning", sizing_mode="stretch_width")
+        here = lambda: bool(settings.question) and question_place(settings.pending) == place  # noqa: E731
+        alert = pn.pane.Alert(settings.question if here() else " ", alert_type="warning", sizing_mode="stretch_width")
         yes = pn.widgets.Button(label="Discard them and apply", button_type="danger")
         yes.on_click(settings.confirm)
         no = pn.widgets.Button(label="Keep the fits", button_type="light")
         no.on_click(settings.cancel)
-        box = pn.Column(alert, pn.Row(yes, no), visible=bool(settings.question), sizing_mode="stretch_width")
+        box = pn.Column(
+            alert, pn.Row(yes, no), visible=here(), sizing_mode="stretch_width", css_classes=[f"question-{place}"]
+        )
 
-        def show(event):
-            alert.object = event.new or " "
-            box.visible = bool(event.new)
+        def show(*_):
+            shown = here()
+            alert.object = settings.question if shown else " "
+            box.visible = shown
 
-        settings.param.watch(show, "question")
+        settings.param.watch(show, ["question", "pending"])
         return box
 
     def __panel__(self):
