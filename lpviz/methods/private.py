@@ -336,10 +336,11 @@ def _collapsed_rows_chunk(
                         y, part, factor = sample_true_count_and_marginal_parts(float(ytil), m, a, log_a, state)
                         linear += part
                         logs, product = add_marginal_factor(logs, product, factor)
-                    if y > 0:
-                        slot_indices[pos] = v
-                        slot_values[pos] = y
-                        pos += 1
+                    # written whatever y, kept when positive: no branch on the draw (mispredicted
+                    # about one cell in three); the row's room covers every cell it visits
+                    slot_indices[pos] = v
+                    slot_values[pos] = y
+                    pos += y > 0
                     n_cells += 1
                     noise_size += abs(ytil - y)
             else:
@@ -354,10 +355,10 @@ def _collapsed_rows_chunk(
                     y, part, factor = sample_true_count_and_marginal_parts(float(ytil), m, a, log_a, state)
                     linear += part
                     logs, product = add_marginal_factor(logs, product, factor)
-                    if y > 0:
-                        slot_indices[pos] = v
-                        slot_values[pos] = y
-                        pos += 1
+                    # as in the dense loop: no branch on the draw
+                    slot_indices[pos] = v
+                    slot_values[pos] = y
+                    pos += y > 0
                     noise_size += abs(ytil - y)
                 n_cells = cell_indptr[d + 1] - cell_indptr[d]
                 for idx in range(excluded_indptr[d], excluded_indptr[d + 1]):
@@ -448,40 +449,61 @@ def _collapsed_serial(
 
 @njit(nogil=True, cache=True)
 def _add_tokens(counts, token_rows, token_cols):
-    """The CSR ``counts`` plus one at each token's cell (tokens land on cells absent from it)."""
+    """The CSR ``counts`` plus one at each token's cell (tokens land on cells absent from it).
+
+    The tokens go to their rows by a counting sort; a row's distinct columns are counted in a
+    dense scratch row and only they are sorted (a row's ~100 tokens, not one sort of every
+    token's 64-bit key: 0.2x the time at 1000 x 1000, K = 50, 80,000 tokens)."""
     indptr, indices, values = counts
     n_rows = indptr.shape[0] - 1
-    order = np.argsort(token_rows * (np.int64(1) << 32) + token_cols)
-    extra = np.zeros(n_rows + 1, dtype=np.int64)
-    previous = -1
-    for t in range(order.shape[0]):
-        key = token_rows[order[t]] * (np.int64(1) << 32) + token_cols[order[t]]
-        if key != previous:
-            extra[token_rows[order[t]] + 1] += 1
-            previous = key
+    n_tokens = token_rows.shape[0]
+    n_cols = 0
+    for t in range(n_tokens):
+        n_cols = max(n_cols, token_cols[t] + 1)
+    # the tokens' columns by row, in their order (a stable counting sort)
+    row_start = np.zeros(n_rows + 1, dtype=np.int64)
+    for t in range(n_tokens):
+        row_start[token_rows[t] + 1] += 1
+    for d in range(n_rows):
+        row_start[d + 1] += row_start[d]
+    fill = row_start[:-1].copy()
+    by_row = np.empty(n_tokens, dtype=np.int64)
+    for t in range(n_tokens):
+        by_row[fill[token_rows[t]]] = token_cols[t]
+        fill[token_rows[t]] += 1
+    # each row's distinct token columns, sorted, and their token counts
+    scratch = np.zeros(n_cols, dtype=np.int64)
+    distinct = np.empty(n_tokens, dtype=np.int64)
+    tally = np.empty(n_tokens, dtype=np.int64)
+    n_distinct = np.zeros(n_rows + 1, dtype=np.int64)
+    for d in range(n_rows):
+        first = n_distinct[d]
+        k = first
+        for t in range(row_start[d], row_start[d + 1]):
+            column = by_row[t]
+            if scratch[column] == 0:
+                distinct[k] = column
+                k += 1
+            scratch[column] += 1
+        distinct[first:k] = np.sort(distinct[first:k])
+        n_distinct[d + 1] = k
+        for i in range(first, k):  # the counts, in sorted order; the scratch row cleared
+            tally[i] = scratch[distinct[i]]
+            scratch[distinct[i]] = 0
     new_indptr = np.zeros(n_rows + 1, dtype=np.int64)
     for d in range(n_rows):
-        new_indptr[d + 1] = new_indptr[d] + (indptr[d + 1] - indptr[d]) + extra[d + 1]
+        new_indptr[d + 1] = new_indptr[d] + (indptr[d + 1] - indptr[d]) + (n_distinct[d + 1] - n_distinct[d])
     new_indices = np.empty(new_indptr[-1], dtype=np.int64)
     new_values = np.empty(new_indptr[-1], dtype=np.int64)
-    t = 0
-    for d in range(n_rows):
+    for d in range(n_rows):  # merge two sorted lists of distinct columns
         pos = new_indptr[d]
-        idx = indptr[d]
-        while idx < indptr[d + 1] or (t < order.shape[0] and token_rows[order[t]] == d):
-            take_token = (
-                t < order.shape[0]
-                and token_rows[order[t]] == d
-                and (idx >= indptr[d + 1] or token_cols[order[t]] < indices[idx])
-            )
-            if take_token:
-                column = token_cols[order[t]]
-                count = 0
-                while t < order.shape[0] and token_rows[order[t]] == d and token_cols[order[t]] == column:
-                    count += 1
-                    t += 1
-                new_indices[pos] = column
-                new_values[pos] = count
+        idx, end = indptr[d], indptr[d + 1]
+        i, last = n_distinct[d], n_distinct[d + 1]
+        while idx < end or i < last:
+            if i < last and (idx >= end or distinct[i] < indices[idx]):
+                new_indices[pos] = distinct[i]
+                new_values[pos] = tally[i]
+                i += 1
             else:
                 new_indices[pos] = indices[idx]
                 new_values[pos] = values[idx]

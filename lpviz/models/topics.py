@@ -341,21 +341,27 @@ def _poisson_chunk(chunk, first, last, rows, factors, tables, seeds, stats):
             if not use_row[d]:
                 continue
             start, end = excluded_indptr[d], excluded_indptr[d + 1]
+            any_excluded = end > start
             for k in range(n_topics):
                 tokens = sample_poisson(scale[d] * theta[d, k] * phi_sum[k], state)
                 if tokens == 0:
                     continue
                 token_rows = grow(token_rows, n_tokens + tokens)
                 token_cols = grow(token_cols, n_tokens + tokens)
+                kept = 0
                 for _ in range(tokens):
                     v = draw_alias(probability, alias, k, state)
-                    if Y[d, v] > 0 or (end > start and in_sorted(excluded_indices, start, end, v)):
-                        continue
-                    n_dk[d, k] += 1
-                    n_kv[k, v] += 1
+                    # no branch on where the token fell (about half are dropped, at random): it is
+                    # written in any case and counted when kept
+                    keep = np.int64(Y[d, v] <= 0)
+                    if any_excluded and in_sorted(excluded_indices, start, end, v):
+                        keep = 0
+                    n_kv[k, v] += keep
                     token_rows[n_tokens] = d
                     token_cols[n_tokens] = v
-                    n_tokens += 1
+                    n_tokens += keep
+                    kept += keep
+                n_dk[d, k] += kept
     return token_rows[:n_tokens], token_cols[:n_tokens]
 
 
