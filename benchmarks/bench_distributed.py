@@ -147,18 +147,47 @@ def fit_on_cluster(release, options, workers, cores, memory_limit="auto"):
 
 
 def chain_figures(posterior, seconds, peak):
-    """A chain's figures over the cluster: its seconds per iteration (best and median), bytes
-    moved per iteration (mean), the parts of an iteration (best of each), the driver's peak, its
-    traces (copied: the partitions go with the cluster)."""
+    """A chain's figures over the cluster: its seconds per iteration (best; median of the iterations
+    between the first and the last), bytes moved per iteration, the parts of an iteration and their
+    bytes (each the median over those iterations), the driver's peak, its traces (copied: the
+    partitions go with the cluster)."""
+    # the parts of the iterations between the first and the last (the median of each): the first's
+    # round has no score yet (it comes with the second's sweep) and the last's has one more, its own
+    seconds_each = np.asarray(posterior.iteration_seconds)
+    middle = list(range(1, len(seconds_each) - 1)) or list(range(len(seconds_each)))
     return {
         "seconds": seconds,
-        "iteration": float(np.min(posterior.iteration_seconds)),
-        "median": float(np.median(posterior.iteration_seconds)),
-        "bytes": float(np.mean(posterior.bytes_moved)),
-        "phases": {key: float(np.min([p[key] for p in posterior.phases])) for key in posterior.phases[0]},
+        "iteration": float(np.min(seconds_each)),
+        "median": float(np.median(seconds_each[middle])),
+        "bytes": float(np.median([posterior.bytes_moved[i] for i in middle])),
+        "phases": {key: float(np.median([posterior.phases[i][key] for i in middle])) for key in posterior.phases[0]},
+        "part_bytes": {
+            key: float(np.median([posterior.part_bytes[i][key] for i in middle])) for key in posterior.part_bytes[0]
+        },  # fmt: skip
         "driver_peak": peak,
         "traces": (posterior.log_joint.copy(), posterior.log_marginal.copy()),
+        "workers": len(posterior.actors),
     }
+
+
+def probe_cluster(posterior, repeats=30):
+    """The idle cluster's latencies after the chain (medians of ``repeats``; seconds): ``round``, phi
+    (the chain's shared factors) sent to every worker at once and back, as an iteration's round moves
+    it; ``hop``, one call with a few numbers to one worker after the other, as a pass makes them.
+    Measured here with the workers idle, not beside the chain's sweeps (workers of their own)."""
+    actors = posterior.actors
+    phi = tuple(np.zeros_like(factor) for factor in posterior.shared_samples[-1])
+    rounds, hops = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for future in [actor.probe(phi) for actor in actors]:
+            future.result()
+        rounds.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for actor in actors:
+            actor.probe(np.zeros(posterior.n_components)).result()
+        hops.append((time.perf_counter() - started) / len(actors))
+    return {"round": float(np.median(rounds)), "hop": float(np.median(hops))}
 
 
 def on_cluster(release, options, workers, cores, budget):
@@ -166,7 +195,9 @@ def on_cluster(release, options, workers, cores, budget):
 
     try:
         with fit_on_cluster(release, options, workers, cores, memory_limit=budget // workers) as fitted:
-            return chain_figures(*fitted)
+            figures = chain_figures(*fitted)
+            figures["probe"] = probe_cluster(fitted[0])
+            return figures
     except MemoryBudgetError as error:
         print(f"{workers} worker(s): refused: {error}")
         return None
@@ -277,35 +308,130 @@ def main():
         measured[workers] = result
         same = reference is not None and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(result["traces"],
                    (reference.log_joint, reference.log_marginal), strict=True))  # fmt: skip
-        phases = ", ".join(f"{key} {value:.3f} s" for key, value in result["phases"].items())
         print(
             f"{workers} worker(s) x {max(1, args.cores // workers)} threads: {result['iteration']:.2f} s per "
-            f"iteration ({phases}); {result['bytes'] / 1e6:.1f} MB moved per iteration; driver peak "
-            f"{result['driver_peak'] / 1e6:.1f} MB; {result['seconds']:.1f} s with the start; "
+            f"iteration (best; median {result['median']:.2f} s); {result['bytes'] / 1e6:.2f} MB moved per "
+            f"iteration; driver peak {result['driver_peak'] / 1e6:.1f} MB; {result['seconds']:.1f} s with the start; "
             f"same bits as one process: {same if reference is not None else 'no in-process chain'}"
         )
+    if not measured:
+        return
+    print_breakdown(measured)
+    for workers, result in sorted(measured.items()):
+        print(f"{workers} worker(s), idle after the chain: phi to every worker and back "
+              f"{result['probe']['round'] * 1e3:.2f} ms; a hop {result['probe']['hop'] * 1e3:.2f} ms")  # fmt: skip
     if 1 not in measured:
         return
-    one = measured[1]
     sizes = [(args.rows, args.cols)] + ([tuple(args.project)] if args.project else [])
     for rows, cols in sizes:
-        cells = rows * cols / (args.rows * args.cols)
-        wide = cols / args.cols
-        per_worker_bytes = one["bytes"] * wide
-        # a cluster's network: take a conservative 1 GB/s per link
-        bandwidth = 1e9
-        rows1, passes1 = one["phases"]["rows"] * cells, one["phases"]["passes"]
-        driver = one["phases"]["driver"] * wide
-        print(f"projection at {rows:,} x {cols:,} (rows' work split evenly; the passes' sums stay serial; "
-              "each worker adds 4 round trips of 1 ms and its copies of phi and counts at 1 GB/s, "
-              "sent one after the other):")  # fmt: skip
-        round_trip = 1e-3
-        for workers in (1, 16, 64):
-            seconds = rows1 / workers + driver + passes1 + workers * (4 * round_trip + per_worker_bytes / bandwidth)
-            state = partition_bytes(model, method, (rows, cols), -(-rows // workers), 1, itemsize=itemsize)
-            print(f"  {workers} workers: about {seconds:.2f} s per iteration "
-                  f"({per_worker_bytes * workers / 1e6:.0f} MB moved per iteration, "
-                  f"{format_bytes(state)} of state per worker)")  # fmt: skip
+        print_projection(measured, rows * cols / (args.rows * args.cols), cols / args.cols, (rows, cols), model,
+                         method, itemsize)  # fmt: skip
+
+
+BREAKDOWN = (
+    ("rows", "workers' rounds (driver's clock)"),
+    ("sweep", "  sweep, slowest worker's own"),
+    ("score", "  score, slowest worker's own"),
+    ("wait", "  wait on the slowest (mean worker)"),
+    ("overhead", "  overhead (network, Dask)"),
+    ("passes", "running-sum passes"),
+    ("hop", "  per hop (one worker's call)"),
+    ("driver", "phi's draw on the driver"),
+)
+
+
+def print_breakdown(measured):
+    """The best iteration's parts for each cluster, side by side (seconds, then bytes)."""
+    sizes = sorted(measured)
+    print("per-iteration breakdown (medians over the iterations between the first and the last), seconds:")
+    print(f"  {'part':<38}" + "".join(f"{f'{w} worker(s)':>14}" for w in sizes))
+    print(f"  {'iteration (median)':<38}" + "".join(f"{measured[w]['median']:>14.3f}" for w in sizes))
+    for key, label in BREAKDOWN:
+        print(f"  {label:<38}" + "".join(f"{measured[w]['phases'][key]:>14.4f}" for w in sizes))
+        if key == "hop":
+            hops = [round(measured[w]["phases"]["hops"]) for w in sizes]
+            print(f"  {'  hops (calls one after the other)':<38}" + "".join(f"{h:>14}" for h in hops))
+    print("  bytes moved, MB:")
+    for key, label in (("shared", "phi out"), ("counts", "counts back"), ("passes", "passes")):
+        print(f"  {'  ' + label:<38}" + "".join(f"{measured[w]['part_bytes'][key] / 1e6:>14.3f}" for w in sizes))
+
+
+def projection_parts(measured):
+    """The projection's parts, each from the measured iterations (nothing assumed): the rows' work of
+    one worker (its sweep and score); the imbalance (the wait on the slowest as a share of the rows'
+    work, from the largest cluster measured); the overhead of a round, a fixed part and a part per
+    worker fitted through the clusters measured (one cluster: all of it fixed); a hop of the passes
+    (the mean over the clusters) and hops per worker; phi's draw; bytes per worker."""
+    sizes = sorted(measured)
+    one, largest = measured[1]["phases"], measured[sizes[-1]]["phases"]
+    work = one["sweep"] + one["score"]
+    imbalance = largest["wait"] / max(largest["sweep"] + largest["score"], 1e-12)
+    if len(sizes) > 1:
+        w0, w1 = sizes[0], sizes[-1]
+        per_worker = max(0.0, (largest["overhead"] - measured[w0]["phases"]["overhead"]) / (w1 - w0))
+        fixed = max(0.0, measured[w0]["phases"]["overhead"] - per_worker * w0)
+    else:
+        per_worker, fixed = 0.0, one["overhead"]
+    hop = float(np.mean([measured[w]["phases"]["hop"] for w in sizes]))
+    hops_per_worker = largest["hops"] / sizes[-1]
+    bytes_per_worker = measured[sizes[-1]]["bytes"] / sizes[-1]
+    return dict(work=work, imbalance=imbalance, fixed=fixed, per_worker=per_worker, hop=hop,
+                hops_per_worker=hops_per_worker, driver=one["driver"], bytes_per_worker=bytes_per_worker)  # fmt: skip
+
+
+def projected_seconds(parts, workers, cells=1.0, wide=1.0):
+    """T(W) = work x cells / W x (1 + imbalance) + overhead(W) + hops(W) x hop + driver."""
+    return (
+        parts["work"] * cells / workers * (1 + (parts["imbalance"] if workers > 1 else 0.0))
+        + parts["fixed"]
+        + parts["per_worker"] * wide * workers
+        + parts["hop"] * parts["hops_per_worker"] * workers
+        + parts["driver"] * wide
+    )
+
+
+def probed_parts(measured):
+    """:func:`projection_parts` with the idle cluster's latencies (:func:`probe_cluster`) for the
+    round's overhead (fixed and per worker, fitted through the clusters measured) and the hop."""
+    parts = projection_parts(measured)
+    sizes = sorted(measured)
+    rounds = [measured[w]["probe"]["round"] for w in sizes]
+    if len(sizes) > 1:
+        per_worker = max(0.0, (rounds[-1] - rounds[0]) / (sizes[-1] - sizes[0]))
+        fixed = max(0.0, rounds[0] - per_worker * sizes[0])
+    else:
+        per_worker, fixed = 0.0, rounds[0]
+    hop = float(np.mean([measured[w]["probe"]["hop"] for w in sizes]))
+    return dict(parts, fixed=fixed, per_worker=per_worker, hop=hop)
+
+
+def print_projection(measured, cells, wide, size, model, method, itemsize):
+    for latencies, parts in (
+        ("the chain's own latencies, beside its sweeps", projection_parts(measured)),
+        ("the idle cluster's latencies (probed after the chain)", probed_parts(measured)),
+    ):
+        print_projection_of(parts, latencies, cells, wide, size, model, method, itemsize)
+
+
+def print_projection_of(parts, latencies, cells, wide, size, model, method, itemsize):
+    from lpviz.budget import format_bytes
+    from lpviz.distributed import partition_bytes
+
+    rows, cols = size
+    print(f"projection at {rows:,} x {cols:,} from the measured parts, {latencies} (workers on machines of "
+          f"their own, each with the 1-worker run's threads): rows' work {parts['work'] * cells:.3f} s / W x "
+          f"(1 + imbalance {parts['imbalance']:.3f}) + overhead {parts['fixed']:.4f} s + "
+          f"{parts['per_worker'] * wide:.4f} s x W + {parts['hops_per_worker']:.1f} W hops x {parts['hop']:.4f} s "
+          f"+ phi's draw {parts['driver'] * wide:.4f} s:")  # fmt: skip
+    base = projected_seconds(parts, 1, cells, wide)
+    for workers in (1, 2, 16, 64):
+        seconds = projected_seconds(parts, workers, cells, wide)
+        serial = seconds - parts["work"] * cells / workers * (1 + (parts["imbalance"] if workers > 1 else 0.0))
+        state = partition_bytes(model, method, (rows, cols), -(-rows // workers), 1, itemsize=itemsize)
+        print(f"  {workers} workers: about {seconds:.3f} s per iteration (speed-up {base / seconds:.2f}x, "
+              f"parallel efficiency {base / seconds / workers:.0%}; not divided: {serial:.3f} s; "
+              f"{parts['bytes_per_worker'] * wide * workers / 1e6:.1f} MB moved per iteration, "
+              f"{format_bytes(state)} of state per worker)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -22,9 +22,16 @@ Why the chain is the same for any number of workers (docs/guides/distributed.md)
   process chain, so the driver passes a running total through the partitions in row order
   (:func:`~lpviz.models._kernels.column_sums_from` and friends continue a sum exactly): the same
   additions in the same order. Those passes cost one round trip per worker and K numbers each;
-- the driver draws phi with ``model.update_columns``, the one-process chain's own call.
+- the driver draws phi with ``model.update_columns``, the one-process chain's own call;
+- the score of an iteration (the rows' log likelihood at the new phi) reads the phi the next sweep
+  reads, and changes nothing the sweep reads: one call (:meth:`Partition.step`) runs both, and one
+  pass in row order (:meth:`Partition.pass_on`) hands on that iteration's log-joint sums with the
+  next theta's column sums. The draws are the same in the same order; an iteration's log joint
+  (and its callback) comes one sweep later, and before a checkpoint or the end the score runs
+  alone (:func:`_finish_iteration`). Theta's log-prior terms are computed in the score, on every
+  worker at once, so the pass only adds them.
 
-Per iteration each worker receives phi (V x K floats) twice and returns its allocated counts
+Per iteration each worker receives phi (V x K floats) once and returns its allocated counts
 (K x V integers) and a few numbers; nothing of the data's size crosses the network after the start.
 
 Held-out cells and structural zeros of the release (both models, MCMC and CAVI): each partition
@@ -52,6 +59,7 @@ import time
 import weakref
 
 import numpy as np
+from numba import njit
 
 from lpviz import methods as method_registry
 from lpviz import models as model_registry
@@ -60,9 +68,9 @@ from lpviz._random import chain_seed_from
 from lpviz.engine import DENSE_MEAN_MAX_CELLS, ChainState, Posterior, _either, _lists, _schedule, count_itemsize
 from lpviz.methods.base import Exclusions, mean_count_of
 from lpviz.models._kernels import (
+    _TINY,
     column_sums_from,
     gamma_log_prior,
-    gamma_log_prior_from,
     low_rank_rows,
     ordered_sum_from,
 )
@@ -174,6 +182,21 @@ def _column_work(n_rows, n_cols, parallel, seed):
 
 def _empty_lists(n):
     return (np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+@njit(nogil=True, cache=True)
+def _gamma_log_prior_terms(x, a0, b0):
+    """The terms :func:`~lpviz.models._kernels.gamma_log_prior_from` adds one by one, each as it
+    computes it: their :func:`~lpviz.models._kernels.ordered_sum_from` from a carry is its sum from
+    that carry, bit for bit. A partition computes them in its score, at once with the others, so the
+    pass that hands the sum on in row order only adds (no logarithm one worker after the other)."""
+    const = a0 * math.log(b0) - math.lgamma(a0)
+    flat = x.ravel()
+    out = np.empty(flat.shape[0])
+    for i in range(flat.shape[0]):
+        value = max(flat[i], _TINY)
+        out[i] = const + (a0 - 1.0) * math.log(value) - b0 * value
+    return out
 
 
 class RowsOf:
@@ -473,6 +496,11 @@ class Partition:
     def count_total(self):
         return int(self.prepared.count_total)
 
+    def probe(self, payload):
+        """A call carrying ``payload`` there and back, touching nothing (what benchmarks time the
+        cluster's round trips by: benchmarks/bench_distributed.py)."""
+        return payload
+
     def observed(self):
         """How many of these rows' cells the chain fits (the excluded and the model's zeros left out)."""
         return self.n_observed
@@ -492,14 +520,31 @@ class Partition:
 
     def sweep(self, shared, iteration):
         """The method's sweep and theta's update at the shared factors; returns the allocated counts
-        the driver's draw needs (``model.column_counts``: integers)."""
+        the driver's draw needs (``model.column_counts``: integers) and the seconds it took here."""
+        began = time.perf_counter()
         self._set_shared(shared)
         stats = self.model.new_stats(self.state, self.work)
         self.counts, self.rows = self.method.sweep_rows(
             self.prepared, self.latent, self.model, self.state, stats, self.work, iteration
         )
         self.model.update_rows(self.state, stats[0], self.work, iteration)
-        return self.model.column_counts(stats)
+        counts = self.model.column_counts(stats)
+        # the seconds this worker spent (the driver's round less them: waiting and the network)
+        return counts, time.perf_counter() - began
+
+    def step(self, shared, iteration, save):
+        """:meth:`score` of the previous iteration (``save`` as score's; None: no score pending) and
+        :meth:`sweep` of ``iteration``, one call at the same shared factors (the previous iteration's
+        draw: what its score and this sweep both read); returns the allocated counts and the seconds
+        of each here."""
+        scored = 0.0 if save is None else self.score(shared, save)
+        counts, swept = self.sweep(shared, iteration)
+        return counts, (scored, swept)
+
+    def pass_on(self, totals, theta_carry):
+        """One hop of the pass in row order after :meth:`step`: the scored iteration's sums
+        (:meth:`carry`; None: none pending) and the new theta's column sums (:meth:`theta_sums`)."""
+        return (None if totals is None else self.carry(totals)), self.theta_sums(theta_carry)
 
     def theta_sums(self, carry):
         """Theta's column sums continued from ``carry`` (the rows before this partition's)."""
@@ -513,26 +558,35 @@ class Partition:
         return self.model.rows_pass(kind, self.state, self.work, carry)
 
     def score(self, shared, save):
-        """The rows' log likelihood at the new shared factors; ``save``: keep this sample."""
+        """The rows' log likelihood at the new shared factors; ``save``: keep this sample. Returns
+        the seconds it took here."""
+        began = time.perf_counter()
         self._set_shared(shared)
         self.row_log = self.model.row_loglik(self.state, self.counts, self.work)
+        # theta's log prior, term by term, for carry's pass in row order to add only; the sweep's per-row
+        # terms and theta (for the excluded cells' rate) as scored: the next sweep may run before carry
+        self.prior_terms = _gamma_log_prior_terms(self.theta, self.model.a0, self.model.b0)
+        self.scored_rows = self.rows
+        excluded = len(self.work.missing_by_row[1]) > 0
+        self.scored_state = (self.theta.copy(), *self.state[1:]) if excluded else self.state
         if save:
             theta = self.theta.copy()
             self.samples.append(theta)
             if self.dense_mean:
                 rates = self._rates(theta)
                 self.rate_sum = rates if self.rate_sum is None else self.rate_sum + rates
-        return True
+        return time.perf_counter() - began
 
     def carry(self, totals):
-        """Continue the iteration's sums over rows: (log likelihood rows, theta's prior, the
-        method's per-row terms by name, the excluded cells' rate)."""
+        """Continue the last scored iteration's sums over rows: (log likelihood rows, theta's prior,
+        the method's per-row terms by name, the excluded cells' rate), from what :meth:`score` kept
+        (the next sweep may have run since)."""
         loglik, prior, terms, excluded = totals
         loglik = ordered_sum_from(self.row_log, loglik)
-        prior = gamma_log_prior_from(self.theta, self.model.a0, self.model.b0, prior)
-        terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.rows.items()}
+        prior = ordered_sum_from(self.prior_terms, prior)  # gamma_log_prior_from's additions, computed in score
+        terms = {name: ordered_sum_from(values, terms.get(name, 0.0)) for name, values in self.scored_rows.items()}
         if len(self.work.missing_by_row[1]):  # the rate of the excluded cells, left out of the likelihood
-            excluded = self.model.excluded_rate_from(self.state, self.work, excluded)
+            excluded = self.model.excluded_rate_from(self.scored_state, self.work, excluded)
         return loglik, prior, terms, excluded
 
     def _rates(self, theta):
@@ -815,7 +869,8 @@ class DistributedPosterior(Posterior):
         self._mu_hat = None
         self.partitions, self.actors = partitions, actors
         self.bytes_moved = []  # per iteration: bytes of arrays sent to and received from the workers
-        self.phases = []  # per iteration: seconds of the rows' rounds, the running-sum passes, phi's draw
+        self.phases = []  # per iteration: the parts' seconds (_one_iteration: rows' round, passes, phi's draw)
+        self.part_bytes = []  # per iteration: bytes moved by part (phi out, the counts back, the passes)
         self.score_bytes = None  # bytes the last score's row-block sums moved (block_sums)
 
     def record(self, state_traces, shared, saved):
@@ -1242,6 +1297,8 @@ def partition_bytes(
     # itemsize: the counts'; positive: the rows' positive cells (Method.positive_cells; None: unknown)
     need = chain_bytes(model, method, (rows, *shape[1:]), itemsize, positive, variational)
     need += (saved * 8 + extra) * _row_width(model) * rows
+    if not variational:  # theta's log prior term by term, kept from the score to the pass (Partition.score)
+        need += 8 * _row_width(model) * rows
     if dense_mean and not variational:  # a CAVI partition keeps no rate sum
         need += 8 * rows * n_cols
     if masked:  # the excluded cells' mask (bool) and their lists
@@ -1842,14 +1899,19 @@ def _run(
             for i in range(len(posterior.saved_iterations))
         ]
     chain = (model, actors, posterior, shared, driver_state, column_work, excluded is not None)
+    pending = None  # the iteration whose score runs in the next one's round (_one_iteration)
     for iteration in range(done + 1, n_iter + 1):
+        checkpoint = folder is not None and iteration % every == 0
         try:
-            _one_iteration(chain, iteration, burn_in, thin, callback)
+            pending = _one_iteration(chain, iteration, burn_in, thin, callback, pending)
+            if checkpoint or iteration == n_iter:  # the iteration whole before it is saved or returned
+                _finish_iteration(chain, pending, callback)
+                pending = None
         except Exception as error:
             if not _is_lost_worker(error):
                 raise
             raise WorkerLost(_lost_message("chain", iteration, error, folder, every)) from None
-        if folder is not None and iteration % every == 0:
+        if checkpoint:
             _save_checkpoint(folder, iteration, seed, shape, shared, posterior, actors)
     return posterior
 
@@ -1999,33 +2061,44 @@ def _is_lost_worker(error):
     return isinstance(error, (CommClosedError, OSError)) or "lost" in str(error).lower()
 
 
-def _one_iteration(chain, iteration, burn_in, thin, callback):
-    """One iteration of the chain over the workers (see the module's docstring)."""
+def _one_iteration(chain, iteration, burn_in, thin, callback, pending=None):
+    """One iteration of the chain over the workers (see the module's docstring): one round of
+    :meth:`Partition.step` (the previous iteration's score, ``pending``, and this sweep: both at
+    the previous draw), one pass in row order (the previous iteration's sums and theta's column
+    sums), the previous iteration recorded (and ``callback``), then the shared factors' draw here.
+    Returns this iteration's score, pending for the next call or :func:`_finish_iteration`. The
+    draws are those of the one-process chain in its order: only the log joint of an iteration comes
+    one sweep later. Its parts go to ``posterior.phases`` (seconds, :func:`_phases`) and
+    ``posterior.part_bytes``."""
     model, actors, posterior, shared, driver_state, column_work, masked = chain
     W = len(actors)
     shared_bytes = sum(factor.nbytes for factor in shared)
     started = time.perf_counter()
-    moved = 0
-    # rows: the method's sweep and theta, each partition at once
-    count_parts = [actor.sweep(shared, iteration) for actor in actors]
-    moved += W * shared_bytes
-    column_counts = None
+    # rows: the previous score and this sweep, each partition at once
+    count_parts = [actor.step(shared, iteration, None if pending is None else pending["save"]) for actor in actors]
+    column_counts, worked, counts_bytes = None, [], 0
     for future in count_parts:  # integers: their sum is exact in any order
-        part = future.result()
-        moved += _nbytes(part)
+        part, seconds = future.result()
+        worked.append(seconds)
+        counts_bytes += _nbytes(part)
         column_counts = part if column_counts is None else _add_counts(column_counts, part)
     swept = time.perf_counter()
+    totals = None if pending is None else (0.0, 0.0, {}, 0.0)
     theta_sum = np.zeros(model.n_components)
     for actor in actors:  # in row order: the one-process chain's additions
-        theta_sum = actor.theta_sums(theta_sum).result()
-    moved += 2 * W * theta_sum.nbytes
+        totals, theta_sum = actor.pass_on(totals, theta_sum).result()
+    hops = W
+    pass_bytes = 2 * W * (theta_sum.nbytes + _nbytes(totals))
+    summed = time.perf_counter()
+    if pending is not None:  # the previous iteration's log joint, at the factors it drew (not yet redrawn)
+        _record(chain, pending, totals, started, callback)
     passes = []
 
     def through_rows(kind, carry, factors):
         """A sum over the excluded cells (phi's rate sums; b's, c's excluded parts), row order."""
         for actor in actors:
             carry = actor.rows_pass(kind, carry, factors).result()
-        passes.append(W * (2 * carry.nbytes + _nbytes(factors)))
+        passes.append((W, W * (2 * carry.nbytes + _nbytes(factors))))
         return carry
 
     # the shared factors, here, from the chain's own streams (drawn in place: ``shared`` is driver_state[1:])
@@ -2034,17 +2107,63 @@ def _one_iteration(chain, iteration, burn_in, thin, callback):
         model.update_columns_excluded(driver_state, column_counts, theta_sum, column_work, iteration, through_rows)
     else:
         model.update_columns(driver_state, column_counts, theta_sum, column_work, iteration)
-    moved += sum(passes)
     drawn = time.perf_counter()
+    hops += sum(n for n, _ in passes)
+    pass_bytes += sum(moved for _, moved in passes)
+    part_bytes = {"shared": W * shared_bytes, "counts": counts_bytes, "passes": pass_bytes}
+    scores, sweeps = zip(*worked, strict=True)
+    busy = [score + sweep for score, sweep in worked]
+    # the parts of this iteration's work (seconds): ``rows``, the workers' round on the driver's clock,
+    # of which ``sweep`` and ``score`` are the slowest worker's own, ``wait`` the mean worker's idling
+    # on the slowest and ``overhead`` what is neither (phi out, the counts back: the network and Dask);
+    # ``passes``, the sums handed through the workers one after the other (``hops`` calls, ``hop``
+    # seconds each); ``driver``, the shared factors' draw here (with its passes over excluded cells)
+    parts = {
+        "rows": swept - started,
+        "sweep": max(sweeps),
+        "score": max(scores),
+        "wait": max(busy) - float(np.mean(busy)),
+        "overhead": max(0.0, (swept - started) - max(busy)),
+        "passes": summed - swept,
+        "hops": hops,
+        "hop": (summed - swept) / hops,
+        "driver": drawn - passed,
+    }
     save = iteration > burn_in and (iteration - burn_in) % thin == 0
-    for future in [actor.score(shared, save) for actor in actors]:
-        future.result()
-    moved += W * shared_bytes
+    return {"iteration": iteration, "save": save, "theta_sum": theta_sum, "started": started, "parts": parts,
+            "bytes": part_bytes}  # fmt: skip
+
+
+def _finish_iteration(chain, pending, callback):
+    """The score of ``pending`` (the iteration :func:`_one_iteration` left) and its sums, recorded:
+    before a checkpoint and after the last iteration."""
+    model, actors, posterior, shared, *_ = chain
+    W = len(actors)
+    began = time.perf_counter()
+    scores = [future.result() for future in [actor.score(shared, pending["save"]) for actor in actors]]
     scored = time.perf_counter()
     totals = (0.0, 0.0, {}, 0.0)
     for actor in actors:
         totals = actor.carry(totals).result()
-    moved += 2 * W * _nbytes(totals)
+    carried = time.perf_counter()
+    parts, moved = pending["parts"], pending["bytes"]  # this iteration's work: one round and one pass more
+    parts["rows"] += scored - began
+    parts["score"] += max(scores)
+    parts["wait"] += max(scores) - float(np.mean(scores))
+    parts["overhead"] += max(0.0, (scored - began) - max(scores))
+    parts["passes"] += carried - scored
+    parts["hops"] += W
+    parts["hop"] = parts["passes"] / parts["hops"]
+    moved["shared"] += W * sum(factor.nbytes for factor in shared)
+    moved["passes"] += 2 * W * _nbytes(totals)
+    _record(chain, pending, totals, None, callback)
+
+
+def _record(chain, pending, totals, ended, callback):
+    """Record iteration ``pending`` (its log joint from the sums ``totals`` handed through the rows)
+    on the posterior, its seconds from its start to ``ended`` (None: now), and call ``callback``."""
+    model, actors, posterior, shared, *_ = chain
+    iteration, save, theta_sum = pending["iteration"], pending["save"], pending["theta_sum"]
     row_loglik, prior, terms, excluded = totals
     # the rate over the observed cells: every cell's less the excluded cells' (0 without them: the same bits)
     loglik = row_loglik - (model.observed_rate_of_sums(theta_sum, *shared) - excluded)
@@ -2052,17 +2171,13 @@ def _one_iteration(chain, iteration, burn_in, thin, callback):
         prior = prior + gamma_log_prior(factor, model.a0, model.b0)
     log_joint = float(loglik + prior + terms.get("noise", 0.0))
     log_marginal = float(terms.get("log_marginal", math.nan))
-    seconds = time.perf_counter() - started
+    # its seconds: from its start to the next iteration's (whose sweep ran beside its score) or to now
+    seconds = (time.perf_counter() if ended is None else ended) - pending["started"]
     kept = tuple(factor.copy() for factor in shared) if save else None
     posterior.record((log_joint, log_marginal, seconds), kept, iteration if save else None)
-    posterior.bytes_moved.append(moved)
-    posterior.phases.append(
-        {
-            "rows": (swept - started) + (scored - drawn),  # the workers' sweeps and scores, at once
-            "passes": (passed - swept) + (time.perf_counter() - scored),  # running sums, worker by worker
-            "driver": drawn - passed,  # the shared factors' draw
-        }
-    )
+    posterior.bytes_moved.append(sum(pending["bytes"].values()))
+    posterior.part_bytes.append(pending["bytes"])
+    posterior.phases.append(pending["parts"])
     if callback is not None:  # as lpviz.fit's: the iteration's state (the shared factors: theta stays on the workers)
         factors = model.factors((np.zeros((0, model.n_components)), *shared))
         factors.pop(model.factor_names[0], None)

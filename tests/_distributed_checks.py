@@ -71,8 +71,8 @@ def check_excluded_cells(client, release, Y, options, workers, differences):
 @contextlib.contextmanager
 def cluster_that_lost_a_worker(release, folder, **options):
     """A LocalCluster of 3 workers on which ``lpviz.distributed.fit(release, **options)``,
-    checkpointed into ``folder`` every 3 iterations, lost its second worker at iteration 7: the fit
-    stopped naming the checkpoint of iteration 6 to resume from. Yields the client, 2 workers left."""
+    checkpointed into ``folder`` every 3 iterations, lost its second worker at iteration 7's callback:
+    the fit stopped naming the checkpoint of iteration 6 to resume from. Yields the client, 2 workers left."""
     from distributed import Client, LocalCluster
 
     with (
@@ -86,7 +86,10 @@ def cluster_that_lost_a_worker(release, folder, **options):
             if state.iteration == 7:
                 client.sync(worker.close, executor_wait=False)
 
-        with pytest.raises(distributed.WorkerLost, match="iteration 8.*checkpoint of iteration 6"):
+        # the loss shows at the next call to the workers: CAVI's iteration 8; a chain's iteration 9, since
+        # its callback of iteration 7 comes in iteration 8's round (7's score ran beside 8's sweep)
+        lost_at = 8 if options.get("inference") == "vi" else 9
+        with pytest.raises(distributed.WorkerLost, match=f"iteration {lost_at}.*checkpoint of iteration 6"):
             distributed.fit(
                 release, scheduler=client, checkpoint=folder, checkpoint_every=3, callback=kill_at_seven, **options
             )

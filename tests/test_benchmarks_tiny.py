@@ -99,11 +99,27 @@ CASES = [
         [
             rf"^in one process \(\d+ kernel threads\): {NUMBER} s per iteration",
             *(
-                rf"^{w} worker\(s\) x \d+ threads: {NUMBER} s per iteration \(rows .*same bits as one process: True$"
+                rf"^{w} worker\(s\) x \d+ threads: {NUMBER} s per iteration \(best; median {NUMBER} s\).*same bits "
+                "as one process: True$"
                 for w in (1, 2)
             ),
-            rf"^  16 workers: about {NUMBER} s per iteration",
-            rf"^  64 workers: about {NUMBER} s per iteration",
+            # the breakdown, 1 and 2 workers side by side, and the projection from its parts
+            *(
+                rf"^  {part}\s+{NUMBER}\s+{NUMBER}$"
+                for part in (
+                    r"iteration \(median\)",
+                    r"  sweep, slowest worker's own",
+                    r"  wait on the slowest.*",
+                    r"  overhead.*",
+                    "running-sum passes",
+                    r"  per hop.*",
+                    "phi's draw on the driver",
+                    "  phi out",
+                    "  counts back",
+                )
+            ),  # fmt: skip
+            rf"^  16 workers: about {NUMBER} s per iteration \(speed-up {NUMBER}x, parallel efficiency \d+%",
+            rf"^  64 workers: about {NUMBER} s per iteration \(speed-up {NUMBER}x, parallel efficiency \d+%",
         ],
         id="distributed",
     ),
