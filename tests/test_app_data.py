@@ -739,3 +739,27 @@ def test_a_preset_text_ranks_as_best_only_what_its_checked_claim_ranks():
             ]
             better = preset.claim.better if preset.claim is not None else ()
             assert named and all(m in better for m in named), f"{name}: {sentence!r} is not what its claim checks"
+
+
+def test_the_privacy_card_says_the_data_are_noised_again_until_the_new_release_is_in_force():
+    """After a change of epsilon the card's numbers are the release's, and the release comes seconds
+    later on a busy server: meanwhile the card says the data are being noised at the new settings
+    (after "Discard them and apply" it looked as if nothing had applied for 5-7 s, issue 57 MEDIUM 6)."""
+    store = DataStore(Settings(noise_seed=3, heterogeneous=False), background=True)
+    deadline = time.monotonic() + 60
+    while store.release is None or store.loading:
+        assert time.monotonic() < deadline
+        store.poll()
+        time.sleep(0.01)
+    card = ControlsView(data=store).privacy_controls()
+    (applying,) = [pane for pane in card.objects if "privacy-applying" in (pane.css_classes or [])]
+    assert applying.object == ""
+    before = store.release
+    store.settings.epsilon = store.settings.epsilon / 2
+    assert store.loading and store.release is before
+    assert applying.object == "*noising the data at the new settings ...*"
+    while store.loading:
+        assert time.monotonic() < deadline
+        store.poll()
+        time.sleep(0.01)
+    assert store.release is not before and applying.object == ""

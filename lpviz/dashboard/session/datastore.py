@@ -323,7 +323,7 @@ class DataStore(param.Parameterized):
         if self.data is not None:
             data, plan = self.data, self._plan()
             made_from = {**self.built_with, **self._made_from(plan)}
-            self._run(lambda: {**derive(data, plan), "built_with": made_from}, "noising")
+            self._run(lambda: {**derive(data, plan), "built_with": made_from}, "noising the data at the new settings")
 
     def _made_from(self, plan):
         """The settings a build or noising reads (the source's data settings and ``plan``), as read."""

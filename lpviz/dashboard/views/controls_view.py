@@ -369,8 +369,21 @@ class ControlsView(pn.viewable.Viewer):
             sizing_mode="stretch_width",
             name="guarantee",
         )
+        # while the data are noised again (seconds on a busy server) the card says so: its numbers are
+        # the release's, and after "Discard them and apply" the fits went at once while the old
+        # epsilon's numbers stayed for 5-7 s, as if nothing had applied (issue 57 MEDIUM 6)
+        applying = pn.pane.Markdown(
+            pn.bind(
+                lambda loading, message: f"*{message}*" if loading else "",
+                self.data.param.loading,
+                self.data.param.message,
+            ),
+            sizing_mode="stretch_width",
+            css_classes=["privacy-applying"],
+        )
         return pn.Card(
             self.question("privacy"),
+            applying,
             pn.widgets.Checkbox.from_param(settings.param.heterogeneous, label="heterogeneous noise"),
             noise_widgets,
             summary,
