@@ -429,7 +429,8 @@ class DataStore(param.Parameterized):
         try:
             data = load_counts(path)
         except ValueError as exc:
-            if "negative" in str(exc):
+            # the reader's words for a negative count ("non-negative" in another refusal is not one)
+            if "a negative count" in str(exc):
                 raise ValueError(
                     f"{filename} has negative counts: this looks like a noised release. Upload the .npz that "
                     "`lpviz privatize` writes: it records the release's epsilon and N (or alpha), which fitting "
