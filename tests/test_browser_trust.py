@@ -118,7 +118,7 @@ TRACE_PLOTS = """
       const box = v.el.getBoundingClientRect();
       const title = v.model.title;
       const titleView = views.find(t => t.model === title);
-      const legendView = views.find(l => (v.model.center || []).includes(l.model)
+      const legendView = views.find(l => [...(v.model.center || []), ...(v.model.above || [])].includes(l.model)
         && (l.model.type === "Legend" || l.model.constructor.name === "Legend"));
       context.font = `${title.text_font_style} ${title.text_font_size} ${title.text_font}`;
       return {title: title.text, left: box.left, right: box.right, top: box.top, width: box.width,

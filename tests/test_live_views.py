@@ -226,3 +226,23 @@ def test_the_page_lag_reporter_is_a_root_of_its_own_not_part_of_a_tab():
         assert reporter.pace is view.fits.pace  # the session's pace hears the page
     finally:
         view.fits.close()
+
+
+def test_a_plot_after_burn_in_spans_the_rows_past_it_and_its_legend_stands_outside_the_frame():
+    """Issue 57 MEDIUM 8 and LOW 25: a method's chains after burn-in are drawn on the range of the rows
+    past it (the climb before it hid the chains' gap), and a legend "top" stands above the frame."""
+    runner = FakeRunner("a", length=100)
+    live = LiveTraces(
+        [(runner, "log_joint", "solid")], title="t", ylabel="log joint", legend="top", after=5, chain_colors=("#000",)
+    )
+    runner.add(0, 4)  # nothing past the burn-in yet: every row spans the axes
+    assert (live.figure.x_range.start, live.figure.x_range.end) == (0.0, 3.0)
+    assert live.figure.y_range.start < -3 and live.figure.y_range.end > 0
+    runner.add(4, 20)  # rows 6..19 are past it: log joint -6..-19, padded by 5% of 13
+    assert (live.figure.x_range.start, live.figure.x_range.end) == (6.0, 19.0)
+    assert (live.figure.y_range.start, live.figure.y_range.end) == pytest.approx((-19.65, -5.35))
+    legend = live.figure.legend[0]
+    assert legend in live.figure.above and legend not in live.figure.center
+    assert [item.label.value for item in legend.items] == ["chain 0"]
+    inside = LiveTraces([(runner, "log_joint", "solid")], title="t", ylabel="log joint", legend="top_left")
+    assert inside.figure.legend[0] in inside.figure.center  # a place inside the frame stays inside

@@ -34,6 +34,7 @@ from lpviz.dashboard.views.plots import (
     table_cell,
     truth_reference,
 )
+from lpviz.diagnostics import DISAGREE_SDS
 from lpviz.metrics import ESS_MIN, RHAT_MIXED
 
 # The scoreboard: every score that applies, then how far and how fast each fit ran.
@@ -85,6 +86,15 @@ CHAINS_NOTE = (
     " Log joint: one line per chain (chain 0, the single chain of the seed, in the legend; the faint "
     "ones: chains 1 and on; the MAE is chain 0's, the "
     "posterior mean pools every chain); a chain that stays apart from the others sits in another mode."
+)
+# One colour per chain in the plots of one method's chains: tab10's, less the methods' own red, blue and
+# green (lpviz.methods), so a chain is never taken for a method
+CHAIN_COLORS = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b")
+CHAIN_PLOTS_NOTE = (
+    "**Each method's chains alone, after burn-in (iteration {burn_in:,}):** the trace each fit's health is "
+    "judged on, on its own axis. Chains that keep to different levels sit in different modes: the scoreboard "
+    "flags a chain more than {sds:g} within-chain standard deviations below its method's best as 'chains "
+    "disagree'."
 )
 BEST_MARK = "\u2605"  # a star beside the best value of a column
 
@@ -613,7 +623,7 @@ class FitsView(pn.viewable.Viewer):
             [(runner, name, "solid") for runner in runners for name in (column, *(f"{column}_{c}" for c in chains))],
             title,
             ylabel,
-            "bottom_right",
+            "top",
         )
         if data.truth is None:
             return (
@@ -633,7 +643,7 @@ class FitsView(pn.viewable.Viewer):
             if held_out:  # no held-out curve without held-out cells
                 lines.append((runner, f"mean_heldout_{key}", "dotted"))
         reference = "true rates" if key == "rate_mae" else "true counts"
-        mae = (lines, f"MAE against the {reference}", "MAE", "top_right")
+        mae = (lines, f"MAE against the {reference}", "MAE", "top")
         text = "Solid: the current sample. Dashed: the posterior mean over the saved samples" + (
             ". Dotted: the posterior mean on the held-out cells." if held_out else "."
         )
@@ -644,6 +654,29 @@ class FitsView(pn.viewable.Viewer):
                 "E_q[mu]) coincide" + ("; dotted: on the held-out cells." if held_out else ".")
             )
         return mae, joint, text
+
+    def chain_lines(self):
+        """Per method of two or more MCMC chains, a plot of its chains alone after burn-in, ``(lines, title,
+        ylabel, legend place)``, one colour per chain: the trace its health is judged on (the noised data's
+        log likelihood for a method that models the noise, else the log joint; lpviz.diagnostics.trace_name).
+        On Figure 1's network two private chains sit 30-40 apart with a within-chain sd of 5: a gap the
+        log-joint plot, spanning the climb and every method's level (thousands), could not show (issue 57
+        MEDIUM 8). [] for one chain or VI."""
+        from lpviz.methods import METHODS
+
+        data = self.fits.data
+        if data.release is None or data.settings.inference == "vi" or data.settings.chains < 2:
+            return []
+        specs = []
+        for runner in self.fits.active.values():
+            column, name = (
+                ("log_marginal", "log likelihood of the noised data")
+                if METHODS[runner.method].needs_alpha
+                else ("log_joint", "log joint")
+            )
+            lines = [(runner, column if c == 0 else f"{column}_{c}", "solid") for c in range(data.settings.chains)]
+            specs.append((lines, f"{runner.method}: {name}, after burn-in", name, "top"))
+        return specs
 
     def trace_plots(self):
         """``(MAE plot, log-joint plot, key text)`` of the active runners (:class:`LiveTraces` of
@@ -687,15 +720,31 @@ class FitsView(pn.viewable.Viewer):
         if plots is None:
             return pn.pane.Markdown("No data yet.")
         mae_plot, joint_plot, text = plots
-        self._live_traces = [plot for plot in (mae_plot, joint_plot) if plot is not None]
+        burn_in = self.fits.data.settings.burn_in
+        chain_plots = [
+            LiveTraces(lines, title=title, ylabel=ylabel, legend=legend, after=burn_in, chain_colors=CHAIN_COLORS)
+            for lines, title, ylabel, legend in self.chain_lines()
+        ]
+        self._live_traces = [plot for plot in (mae_plot, joint_plot, *chain_plots) if plot is not None]
         panes = [pn.pane.Bokeh(joint_plot.figure, sizing_mode="stretch_width", name="joint-trace")]
         if mae_plot is not None:
             panes.insert(0, pn.pane.Bokeh(mae_plot.figure, sizing_mode="stretch_width", name="mae-trace"))
-        return pn.Column(
+        shown = [
             pn.FlexBox(*panes, sizing_mode="stretch_width", name="trace-plots"),
             pn.pane.Markdown(text, margin=(0, 10)),
-            sizing_mode="stretch_width",
-        )
+        ]
+        if chain_plots:
+            shown += [
+                pn.pane.Markdown(
+                    CHAIN_PLOTS_NOTE.format(burn_in=burn_in, sds=DISAGREE_SDS), margin=(0, 10), name="chain-plots-note"
+                ),
+                pn.FlexBox(
+                    *(pn.pane.Bokeh(plot.figure, sizing_mode="stretch_width") for plot in chain_plots),
+                    sizing_mode="stretch_width",
+                    name="chain-plots",
+                ),
+            ]
+        return pn.Column(*shown, sizing_mode="stretch_width")
 
     # ---- live rates -----------------------------------------------------------------
     def _reference(self):

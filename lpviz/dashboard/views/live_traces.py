@@ -22,6 +22,8 @@ from lpviz.dashboard.views.live_rates import FLEX_BASIS
 # The narrowest a trace plot gets: its title ("Log joint (each method's own model)") and the legend's
 # method names fit, and one fits the main column of a 412 px phone.
 TRACE_MIN_WIDTH = 330
+# Legend places outside the frame, as HoloViews names them (``legend_position``) -> Bokeh's side panels.
+OUTSIDE = {"top": "above", "bottom": "below"}
 
 
 def chain_of(column):
@@ -41,10 +43,13 @@ class LiveTraces:
 
     Subscribes to each runner's ``buffer``; every trigger of a buffer (a drain's one
     redraw) streams that runner's new rows. :meth:`detach` unsubscribes (the plot was
-    replaced). ``figure`` is the Bokeh figure to show (``pn.pane.Bokeh``).
+    replaced). ``figure`` is the Bokeh figure to show (``pn.pane.Bokeh``). ``after``: an iteration
+    (the burn-in); once rows past it are drawn, the axes span those rows alone (the climb before it,
+    thousands of units, would hide differences of tens between chains). ``chain_colors``: one colour
+    per chain, each chain in the legend (a plot of one method's chains), instead of the method's colour.
     """
 
-    def __init__(self, lines, *, title, ylabel, legend, min_width=TRACE_MIN_WIDTH):
+    def __init__(self, lines, *, title, ylabel, legend, min_width=TRACE_MIN_WIDTH, after=None, chain_colors=None):
         self.figure = figure(
             title=title,
             x_axis_label="iteration",
@@ -65,6 +70,7 @@ class LiveTraces:
         self.figure.yaxis.formatter = NumeralTickFormatter(format="0,0.[000]")
         self.figure.xaxis.formatter = NumeralTickFormatter(format="0,0")
         self.figure.xaxis.ticker.min_interval = 1  # iterations: no ticks between them ("0 0 0 1 1 1" when empty)
+        self._after = after
         self._runners = {}  # method -> runner
         self._columns = {}  # method -> the buffer columns drawn
         self.sources = {}  # method -> ColumnDataSource of those columns
@@ -80,12 +86,16 @@ class LiveTraces:
             chain = chain_of(column)
             width, alpha = line_style(chain)
             style = dict(legend_label=runner.label) if chain == 0 else dict(line_alpha=alpha)
+            color = runner.color
+            if chain_colors is not None:
+                width, color = 1.5, chain_colors[chain % len(chain_colors)]
+                style = dict(legend_label=f"chain {chain}", line_alpha=0.85)
             renderers.append(
                 self.figure.line(
                     "iteration",
                     column,
                     source=self.sources[runner.method],
-                    color=runner.color,
+                    color=color,
                     line_width=width,
                     line_dash=dash,
                     name=f"{runner.label}: {column}" if chain == 0 else f"{runner.label}: chain {chain}",
@@ -99,8 +109,16 @@ class LiveTraces:
             )
         )
         self._fit_ranges()
-        self.figure.legend.location = legend
-        self.figure.legend.label_text_font_size = "9pt"
+        key = self.figure.legend[0]
+        if legend in OUTSIDE:
+            # out of the lines' way: inside the frame a legend covered them (issue 57 LOW 25)
+            self.figure.center = [renderer for renderer in self.figure.center if renderer is not key]
+            self.figure.add_layout(key, OUTSIDE[legend])
+            key.orientation = "horizontal" if chain_colors is not None else "vertical"
+            key.padding, key.spacing, key.margin = 2, 0, 4
+        else:
+            key.location = legend
+        key.label_text_font_size = "9pt"
         # a weak reference: a replaced plot that nobody detached cannot keep its figure alive
         own = weakref.ref(self)
 
@@ -138,12 +156,20 @@ class LiveTraces:
         self._fit_ranges()
 
     def _fit_ranges(self):
-        """The axes span the rows drawn (0 to 1 while there are none)."""
+        """The axes span the rows drawn (0 to 1 while there are none); with ``after``, the rows past it
+        once there are any."""
         xs, ys = [], []
         for method, source in self.sources.items():
-            xs.append(np.asarray(source.data["iteration"], dtype=float))
-            ys += [np.asarray(source.data[column], dtype=float) for column in self._columns[method][1:]]
-        x, y = np.concatenate(xs), np.concatenate(ys)
+            x = np.asarray(source.data["iteration"], dtype=float)
+            xs.append(x)
+            ys += [(x, np.asarray(source.data[column], dtype=float)) for column in self._columns[method][1:]]
+        x = np.concatenate(xs)
+        late = self._after is not None and bool(np.any(x > self._after))
+        if late:
+            x = x[x > self._after]
+            y = np.concatenate([values[rows > self._after] for rows, values in ys])
+        else:
+            y = np.concatenate([values for _, values in ys]) if ys else x[:0]
         x, y = x[np.isfinite(x)], y[np.isfinite(y)]
         x_low, x_high = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
         y_low, y_high = (float(y.min()), float(y.max())) if y.size else (0.0, 1.0)
