@@ -204,3 +204,38 @@ def test_exported_topic_heatmaps_are_the_tabs_rows_and_values_on_a_16_9_slide():
         assert overlapping_texts(fig) == []
     finally:
         fits.close()
+
+
+def test_the_export_tab_warms_the_png_drawing_when_first_shown_once_per_process():
+    """Issue 57 MEDIUM 16: a served walk's first PNG took 10.9 s (later ones 0.6-3.1 s): matplotlib's
+    import and font cache, paid on the click. The Export tab, when first shown, draws one tiny PNG in a
+    background thread; hidden, it does not (most sessions never open it). In a fresh interpreter, so
+    that nothing else started matplotlib first."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys, threading
+        from lpviz.dashboard.session.datastore import DataStore
+        from lpviz.dashboard.session.fits import Fits
+        from lpviz.dashboard.session.settings import Settings
+        from lpviz.dashboard.views import export
+        fits = Fits(DataStore(Settings(source="synthetic-topics"), background=False))
+        view = export.ExportView(fits=fits, views=[], shown=False)
+        assert "matplotlib.pyplot" not in sys.modules, "matplotlib started before the tab was shown"
+        assert not export._PNG_WARM.is_set()
+        view.on_screen.show()
+        names = [t.name for t in threading.enumerate()]
+        assert "lpviz-png-warm-up" in names or export._PNG_WARM.is_set(), names
+        assert export._PNG_WARM.wait(120), "the warm-up did not end"
+        assert "matplotlib.pyplot" in sys.modules
+        export.ExportView(fits=fits, views=[], shown=True)  # another session's tab: nothing more to do
+        assert "lpviz-png-warm-up" not in [t.name for t in threading.enumerate()]
+        fits.close()
+        print("warmed")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "warmed" in done.stdout, done.stderr[-3000:]

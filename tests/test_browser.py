@@ -243,6 +243,8 @@ def test_exports_are_labelled_and_open_offline(browser, page, artifacts_dir, tmp
     page.tab("Export")
     page.page.get_by_text("Figure as PNG").first.wait_for()
     page.page.get_by_text("Everything here is a simulation").first.wait_for()
+    # the PNG is drawn on the click: the page says so, and how long it takes (issue 57 MEDIUM 16)
+    page.page.get_by_text("draws the figure with matplotlib when you click").first.wait_for()
     with page.page.expect_download() as download_info:
         page.page.get_by_text("Figure as PNG").first.click()
     download = download_info.value

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import holoviews as hv
@@ -44,6 +45,10 @@ COMPARISON_FILE = "lpviz_methods_compared.csv"
 SIMULATION_FORMAT = "lpviz-simulation-1"
 RESULT_FORMATS = (".npz", ".json")
 PNG_DPI = 110
+PNG_NOTE = (
+    "*Figure as PNG* draws the figure with matplotlib when you click: a second or two, a few more for large "
+    "heatmaps; the download starts when it is drawn."
+)
 # A PNG is a 16:9 slide (13.33 x 7.5 inches, PowerPoint's and Google Slides' widescreen page).
 SLIDE_INCHES = (13.333, 7.5)
 # Heatmaps with more rows or columns than this carry no number per cell (unreadable, "8.0963e-13").
@@ -373,6 +378,36 @@ def _write_new(path, payload, overwrite):
         raise FileExistsError(f"{path} exists: choose another name or pass overwrite=True to replace it") from None
 
 
+_PNG_LOCK = threading.Lock()
+_PNG_WARM = threading.Event()  # process-wide: matplotlib starts once per process
+
+
+def warm_up_png():
+    """Draw one tiny PNG once per process, so that a person's first export does not wait for what every
+    first PNG pays: matplotlib's import, its font cache (built on a machine's first use: 3.1 s here
+    against 1.3 s with the cache; 10.9 s seen in a served walk under load, issue 57 MEDIUM 16) and
+    HoloViews' matplotlib renderer. A call during a warm-up waits for it; later calls return at once."""
+    if _PNG_WARM.is_set():
+        return
+    with _PNG_LOCK:
+        if _PNG_WARM.is_set():
+            return
+        try:
+            import matplotlib.pyplot as plt
+
+            fig = matplotlib_figure(hv.Curve([0.0, 1.0]).opts(title="warm-up"))
+            fig.savefig(io.BytesIO(), format="png", dpi=PNG_DPI)
+            plt.close(fig)
+        finally:  # a warm-up only saves time: a failing one leaves the real export to report
+            _PNG_WARM.set()
+
+
+def start_png_warm_up():
+    """:func:`warm_up_png` in a background thread (nothing when done)."""
+    if not _PNG_WARM.is_set():
+        threading.Thread(target=warm_up_png, name="lpviz-png-warm-up", daemon=True).start()
+
+
 def save_figure(figure, path, *, overwrite=False):
     """Write a HoloViews figure to ``path`` (.png via matplotlib, .html via Bokeh). Returns the path."""
     path = _check_target(path, FIGURE_FORMATS, overwrite)
@@ -382,6 +417,7 @@ def save_figure(figure, path, *, overwrite=False):
         if backend == "matplotlib":
             import matplotlib.pyplot as plt
 
+            warm_up_png()
             fig = matplotlib_figure(figure)
             fig.savefig(scratch, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.15)  # the 16:9 page, trimmed
             plt.close(fig)
@@ -630,6 +666,7 @@ class ExportView(pn.viewable.Viewer):
         self._chosen = False  # whether a person picked a figure (else the first one follows the data)
         self.on_screen = OnScreen(shown)  # listing makes every view's figures: only when this tab is shown
         self.on_screen.run("list", self._list_figures)
+        self.on_screen.run("png", start_png_warm_up)  # while the person picks a figure
         self.fits.data.param.watch(lambda *events: self.on_screen.run("list", self._list_figures), ["release"])
 
     def _list_figures(self):
@@ -711,6 +748,7 @@ class ExportView(pn.viewable.Viewer):
             note,
             pn.widgets.Select.from_param(self.param.figure, label="Figure"),
             pn.FlexBox(png, html, sizing_mode="stretch_width"),  # wrap on a phone
+            pn.pane.Markdown(PNG_NOTE, sizing_mode="stretch_width", styles={"font-size": "0.9em"}),
             pn.FlexBox(release, truth, sizing_mode="stretch_width"),
             summary,
             comparison,
