@@ -368,10 +368,11 @@ def _log_relative_weight(y, mode, n, a, b):
 
 @njit(nogil=True, cache=True, inline="always")
 def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
-    """The normaliser relative to w(0), given the terms up to ``m`` (the
-    last ``term_m``, their sum ``sum_m`` and the next ratio ``ratio_m``):
-    terms are added until the geometric bound on the rest is below
-    :data:`_NEGLIGIBLE` of the sum.
+    """``(T, last)``: the normaliser ``T`` relative to w(0) and the index of
+    the last term added to it, given the terms up to ``m`` (the last
+    ``term_m``, their sum ``sum_m`` and the next ratio ``ratio_m``; from 0:
+    ``0.0, 1.0, 1.0, _ratio(0.0, n, a, b)``): terms are added until the
+    geometric bound on the rest is below :data:`_NEGLIGIBLE` of the sum.
 
     The first :data:`_UNCONDITIONAL_TERMS` terms are added without testing:
     a loop whose exit depends on each term waits on every division and
@@ -389,7 +390,7 @@ def _complete_sum(m, term_m, sum_m, ratio_m, n, a, b):
         m += 1.0
         sum_m += term_m
         ratio_m = _ratio(m, n, a, b)
-    return sum_m
+    return sum_m, m
 
 
 @njit(nogil=True, cache=True)
@@ -414,7 +415,7 @@ def _upward_search(u, n, a, b, complete):
         # tail = term_m r / (1 - r) multiplied out
         if ratio_m < 1.0 and sum_j * (1.0 - ratio_m) > u * (sum_m * (1.0 - ratio_m) + term_m * ratio_m):
             if complete:
-                return j, _complete_sum(m, term_m, sum_m, ratio_m, n, a, b)
+                return j, _complete_sum(m, term_m, sum_m, ratio_m, n, a, b)[0]
             return j, 0.0
         if sum_j <= u * sum_m:  # sum_j / T <= u: the draw is above j
             term_j *= _ratio(j, n, a, b)
@@ -439,7 +440,7 @@ def _upward_inversion(u, n, a, b):
     """``(j, T)``: the draw of :func:`_upward_search` for the uniform ``u`` and the normaliser
     ``T`` relative to w(0), for a caller that needs both (the chains' sweeps).
 
-    The normaliser first, summed from 0 as :func:`_complete_sum` sums it (every term is needed
+    The normaliser first, summed from 0 by :func:`_complete_sum` (every term is needed
     anyway), then the inversion against it: the first j with ``t_0 + ... + t_j > u T``, its
     partial sums recomputed by the same products and additions. Summed this way the terms are
     one short loop whose divisions pipeline, with one unpredictable exit, where the search
@@ -450,20 +451,7 @@ def _upward_inversion(u, n, a, b):
     decisions fall on the same j except for a ``u T`` within rounding of a partial sum
     (probability ~1e-16 per cell).
     """
-    m = 0.0
-    term = 1.0
-    total = 1.0
-    ratio = _ratio(0.0, n, a, b)
-    for _ in range(_UNCONDITIONAL_TERMS):
-        term *= ratio
-        m += 1.0
-        total += term
-        ratio = _ratio(m, n, a, b)
-    while not (ratio < 1.0 and term * ratio <= _NEGLIGIBLE * total * (1.0 - ratio)):
-        term *= ratio
-        m += 1.0
-        total += term
-        ratio = _ratio(m, n, a, b)
+    total, m = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
     return _upward_draw(u, n, a, b, total, m), total
 
 
@@ -745,7 +733,7 @@ def log_marginal_nb(ytil, mu, alpha):
     mode = _mode(n, a, b)
     if _uses_upward(mode, a):
         # few terms: sum them relative to w(0) = Pois(0; mu) alpha^n
-        total = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
+        total = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)[0]
         return log_geometric_norm - mu + n * log_alpha + math.log(total)
     return (
         log_geometric_norm
