@@ -757,7 +757,9 @@ def test_the_privacy_card_says_the_data_are_noised_again_until_the_new_release_i
     before = store.release
     store.settings.epsilon = store.settings.epsilon / 2
     assert store.loading and store.release is before
-    assert applying.object == "*noising the data at the new settings ...*"
+    assert applying.object == (
+        "*The numbers below are the release's, which is being replaced: noising the data at the new settings ...*"
+    )
     while store.loading:
         assert time.monotonic() < deadline
         store.poll()

@@ -369,12 +369,15 @@ class ControlsView(pn.viewable.Viewer):
             sizing_mode="stretch_width",
             name="guarantee",
         )
-        # while the data are noised again (seconds on a busy server) the card says so: its numbers are
-        # the release's, and after "Discard them and apply" the fits went at once while the old
-        # epsilon's numbers stayed for 5-7 s, as if nothing had applied (issue 57 MEDIUM 6)
+        # while a new release is on its way (noised again, or built and noised: seconds on a busy server)
+        # the card says so: its numbers are the release's, and after "Discard them and apply" the fits
+        # went at once while the old epsilon's numbers stayed for 5-7 s, as if nothing had applied
+        # (issue 57 MEDIUM 6)
         applying = pn.pane.Markdown(
             pn.bind(
-                lambda loading, message: f"*{message}*" if loading else "",
+                lambda loading, message: f"*The numbers below are the release's, which is being replaced: {message}*"
+                if loading
+                else "",
                 self.data.param.loading,
                 self.data.param.message,
             ),
