@@ -777,3 +777,32 @@ def test_an_upload_with_negative_counts_is_taken_for_a_release_and_a_ragged_one_
         store.load_upload(b"a,b,3\nb,a,-2\n", "noised.csv")
     with pytest.raises(ValueError, match=r"^counts\.csv, line 3: a missing or non-finite count.*line 2: column 2"):
         store.load_upload(b"1,2,3\n4,five,6\n7,8\n", "counts.csv")
+
+
+def test_the_model_select_waits_for_another_data_sets_kind_instead_of_showing_the_old_ones_models():
+    """Issue 57 MEDIUM 14: after a switch from Figure 1's network to the synthetic tensor the sidebar's
+    Model select still offered the block model for seconds (17.6 s on a loaded server): the new data's
+    models follow its kind, unknown until it is built. Meanwhile the select says so and cannot be used."""
+    from lpviz.dashboard.views.controls_view import PENDING_MODEL
+
+    store = DataStore(Settings(source="synthetic-blocks", noise_seed=3), background=True)
+
+    def settle():
+        deadline = time.monotonic() + 60
+        while store.release is None or store.loading:
+            assert time.monotonic() < deadline
+            store.poll()
+            time.sleep(0.01)
+
+    settle()
+    select = ControlsView(data=store).model_selector()
+    assert not select.disabled and list(select.options)[0].startswith("block model")
+    store.settings.source = "synthetic-tensor"
+    assert store.loading
+    assert select.disabled and select.options == {PENDING_MODEL: ""}
+    settle()
+    assert store.release.kind == "tensor"
+    assert not select.disabled and list(select.options)[0].startswith("tensor model")
+    store.settings.epsilon = store.settings.epsilon / 2  # noised again, the same data: its models stand
+    assert store.loading and not select.disabled and list(select.options)[0].startswith("tensor model")
+    settle()

@@ -180,6 +180,10 @@ def receive_upload(data, upload):
         upload.clear()  # the page's input too: choosing the same file again is a change there
 
 
+# The Model select while another data set is built: its models follow the data's kind
+PENDING_MODEL = "(the new data's models, once it is built)"
+
+
 class ControlsView(pn.viewable.Viewer):
     """Data, privacy and fit settings of one session, with the data's status."""
 
@@ -254,16 +258,22 @@ class ControlsView(pn.viewable.Viewer):
             return {f"{models.get(names[0]).label} (default)": "", **{models.get(n).label: n for n in names[1:]}}
 
         def follow_data(*_):
-            select.options = options_for(self.data.release)
+            data = self.data
+            if data.loading and data.built_with.get("source", self.settings.source) != self.settings.source:
+                # another data set on its way: its kind and so its models are not known yet, and the old
+                # data's ("block model" for a tensor) stood seconds in the sidebar (issue 57 MEDIUM 14)
+                select.param.update(options={PENDING_MODEL: ""}, value="", disabled=True)
+                return
+            select.param.update(options=options_for(data.release), disabled=False)
             chosen = self.settings.model
             select.value = chosen if chosen in select.options.values() else ""
 
         def choose(event):
-            if event.new != self.settings.model:
+            if event.new != self.settings.model and not select.disabled:
                 self.settings.model = event.new
 
         follow_data()
-        self.data.param.watch(follow_data, ["release", "model"])
+        self.data.param.watch(follow_data, ["release", "model", "loading"])
         self.settings.param.watch(follow_data, ["model"])
         select.param.watch(choose, "value")
         return select
