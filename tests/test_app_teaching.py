@@ -511,3 +511,37 @@ def test_teaching_steps_that_cannot_apply_to_uploaded_data_say_so():
         assert "opening preset is about Figure 3 (large alpha0)" in teaching.note
     finally:
         fits.close()
+
+
+def test_served_a_step_that_loads_a_preset_shows_itself_first_and_loads_on_the_next_tick(monkeypatch):
+    """Issue 57 LOW 26: Next into the chains step loaded its preset inside the click, and the page kept
+    the old step, no claim line, ~9 s (a sweep kept the server busy). Served, the step is shown at once
+    saying its preset is being loaded, claim line included; the load runs on the next tick, then the
+    step says it was loaded and its fits start."""
+    import panel as pn
+
+    from lpviz.dashboard.session.datastore import DataStore
+    from lpviz.dashboard.session.fits import Fits
+    from lpviz.dashboard.session.settings import Settings
+    from lpviz.dashboard.views.teaching import LOADING, STEPS, Teaching
+
+    index = next(i for i, step in enumerate(STEPS) if step.preset)
+    name = STEPS[index].preset
+    fits = Fits(DataStore(Settings(source="synthetic-topics", noise_seed=3)))
+    try:
+        teaching = Teaching(fits=fits)
+        scheduled = []
+        monkeypatch.setattr(Teaching, "_served", staticmethod(lambda: True))
+        monkeypatch.setattr(pn.state, "execute", lambda work, schedule=False: scheduled.append(work))
+        teaching.go(index)
+        assert teaching.step == index and fits.settings.preset != name
+        assert teaching.note.startswith(LOADING.format(name=name))
+        assert teaching.verdict.held is None and teaching.verdict.text.endswith("which is being loaded")
+        assert len(scheduled) == 1
+        scheduled.pop()()
+        assert fits.settings.preset == name
+        assert "has been loaded for you" in teaching.note and LOADING.format(name=name) not in teaching.note
+        assert any(runner.status != "idle" for runner in fits.active.values())  # its fits were started
+        assert teaching.verdict.text != f"it is checked on the preset {name}, which is being loaded"
+    finally:
+        fits.close()

@@ -89,7 +89,8 @@ def test_teaching_mode_walks_the_tabs_step_by_step(page, artifacts_dir):
             # (no wait for "running": on a quiet machine its 1,500 iterations end before the page is read)
             # the page draws the second chain of every method, and once the fits end the scoreboard's
             # R-hat is across the two chains and the private fit is flagged, its odd chain named
-            page.wait_until(f"() => ({SECOND_CHAIN_LINES})() === {N_METHODS}")
+            # (twice: on the log-joint plot of every method, and on each method's own plot after burn-in)
+            page.wait_until(f"() => ({SECOND_CHAIN_LINES})() === {2 * N_METHODS}")
             expect(page.page.get_by_text("done, iteration 1,500 / 1,500")).to_have_count(N_METHODS, timeout=TIMEOUT_MS)
             page.page.get_by_text("across 2 chains").first.wait_for()
             page.page.get_by_text(re.compile(r"chain 1 sits in another mode")).first.wait_for()

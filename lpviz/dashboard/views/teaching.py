@@ -22,6 +22,9 @@ from lpviz.dashboard.session.fits import Fits, follow_results
 from lpviz.dashboard.session.presets import DEFAULT_PRESET, TWO_MODES, Claim, Verdict, check, unfinished
 from lpviz.metrics import ESS_MIN, RHAT_MIXED  # the one R-hat threshold every text states
 
+# What a step that loads a preset says until the preset is loaded (served: on the next tick)
+LOADING = "Loading the preset {name} ..."
+
 
 @dataclass(frozen=True)
 class Step:
@@ -128,8 +131,9 @@ STEPS = (
         "Fits",
         "One chain can look settled in a poor place. This step loads the preset *Two chains, two modes*: "
         "Figure 1's network fitted by two chains per method from different seeds (the fit settings' *Chains*). "
-        "On the log-joint trace each method's chains share its colour; the private method's two settle at "
-        "different levels and stay there: two posterior modes. R-hat compares the chains with each other, "
+        "Under the traces each method's chains are drawn alone after burn-in, one colour per chain: the private "
+        "method's two settle at different levels of the noised data's likelihood and stay there: two posterior "
+        "modes. R-hat compares the chains with each other, "
         f"so the scoreboard's R-hat (across the chains) lies far above {RHAT_MIXED:g}, the fit is flagged **chains "
         "disagree** with the chain that sits apart named under the table, and nothing is ranked. Either "
         "chain alone would have given its own answer with no warning of the other. What still holds: the "
@@ -192,7 +196,8 @@ class Teaching(pn.viewable.Viewer):
                 return Verdict(None, "this dashboard has no epsilon sweep to check it on")
             return sweep.verdict(claim)
         if self.current.preset and self.fits.settings.preset != self.current.preset:
-            return Verdict(None, f"it is checked on the preset {self.current.preset}, which is not loaded")
+            state = "being loaded" if LOADING.format(name=self.current.preset) in self.note else "not loaded"
+            return Verdict(None, f"it is checked on the preset {self.current.preset}, which is {state}")
         missing = self.cannot_check(claim)
         if missing:
             return Verdict(None, missing)
@@ -273,9 +278,7 @@ class Teaching(pn.viewable.Viewer):
                 "Start on the Fits tab again to see the same effect by hand."
             )
         elif current.preset and self.fits.settings.preset != current.preset:
-            notes.append(self._load_preset(current.preset))
-            if not self._waiting_for(current.preset) and current.starts_fits:
-                self.fits.start()  # on the preset's data: once they are built, if they are being built
+            notes.append(self._load_step_preset(step, loading=LOADING.format(name=current.preset)))
         elif current.starts_fits:
             notes.append(self._start_fits())
         elif current.starts_sweep:
@@ -288,6 +291,40 @@ class Teaching(pn.viewable.Viewer):
         self.param.update(step=step, note=" ".join(note for note in notes if note))
         self._back.disabled = step == 0
         self._next.disabled = step == len(STEPS) - 1
+
+    def _load_step_preset(self, step, loading):
+        """Load step ``step``'s preset (and start its fits when it needs no yes); returns what to say.
+
+        Served, the load waits for the next tick, and meanwhile the step says ``loading``: the load
+        rebuilds every tab for the preset's data, and done inside the Next click the page showed the
+        old step, no claim line, for ~9 s while a sweep kept the server busy (issue 57 LOW 26)."""
+        current = STEPS[step]
+
+        def load(later=False):
+            if later and (self.step != step or not self.on):
+                return ""  # the teacher moved on before it was loaded
+            note = self._load_preset(current.preset)
+            if not self._waiting_for(current.preset) and current.starts_fits:
+                self.fits.start()  # on the preset's data: once they are built, if they are being built
+            return note
+
+        if not self._served():
+            return load()
+
+        def later():
+            note = load(later=True)
+            if note:
+                self.note = self.note.replace(loading, note)
+            self._check_claim()
+
+        pn.state.execute(later, schedule=True)
+        return loading
+
+    @staticmethod
+    def _served():
+        """Whether this runs in a served session (a document with a session), where work can wait a tick."""
+        doc = pn.state.curdoc
+        return doc is not None and doc.session_context is not None
 
     def _load_preset(self, name):
         """Choose the preset ``name``; a switch that would discard fits is asked first, in the sidebar."""
