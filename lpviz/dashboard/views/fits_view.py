@@ -710,7 +710,11 @@ class FitsView(pn.viewable.Viewer):
         return hv.Overlay(curves).opts(title=title, xlabel="iteration", ylabel=ylabel, legend_position=legend)
 
     @param.depends(
-        "fits.data.release", "fits.data.settings.methods", "fits.data.settings.inference", "fits.data.settings.chains"
+        "fits.data.release",
+        "fits.data.settings.methods",
+        "fits.data.settings.inference",
+        "fits.data.settings.chains",
+        "fits.data.settings.burn_in",  # where the chain plots' axes begin
     )
     def traces(self):
         for plot in self._live_traces:
