@@ -13,12 +13,17 @@ import sys
 import threading
 import time
 
-from lpviz.dashboard.serving.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle
+from lpviz.dashboard.serving.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, VIEW_SECONDS, Throttle
 from lpviz.dashboard.session.control import WAKE_SECONDS
 from lpviz.dashboard.session.lockstep import Lockstep
 from lpviz.dashboard.session.traces import CHAIN_TRACES, MAX_CHAINS, TRACE_SCORES
 from lpviz.dashboard.session.turnstile import giving_way
 from lpviz.dashboard.session.warmup import warm_up_kernels
+
+# A snapshot's score (R-hat, ESS, each chain's scores: 10-60 ms on Figure 3's two chains) takes at most
+# this share of its chain's time: the next snapshot waits cost / share if that is longer than
+# SNAPSHOT_SECONDS, and at most VIEW_SECONDS (the views redraw from snapshots no more often).
+SNAPSHOT_SHARE = 0.02
 
 # Tests only (tests/test_browser_stop_final.py): seconds every stop check of a run's final score waits
 # (unless Stop, Reset or the session's end comes first): a final score as slow as Enron's under load,
@@ -65,7 +70,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     from lpviz import methods
     from lpviz.driver import run
     from lpviz.engine import ChainStopped
-    from lpviz.metrics import ScoreStopped, score
+    from lpviz.metrics import ScoreStopped, TraceErrors, score
 
     pace, token = pace or Lockstep(), object()  # a private Lockstep never waits
     release, truth = problem.release, problem.truth
@@ -77,6 +82,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
     posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
     rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
+    row_scores = None  # made with the chain (its model's structural zeros)
     inside, turn_ends = False, 0.0
     control.wakers += [turns.wake, pace.wake]
 
@@ -106,7 +112,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
         # health read; the probe cells and topics of several chains cost seconds on Enron); the end's all
         nonlocal posterior_score, scored_at
         if state is not None:
-            saved = (_last_saved(chain_run.posterior), final)
+            saved = (chain_run.last_saved, final)
             if saved != scored_at:  # without a truth: the fit's own numbers
                 diagnostics = True if final else "trace"
                 posterior_score = score(
@@ -148,6 +154,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 )
             )
         chain_run.n_iter = target  # a finished run continues to the new target
+        row_scores = TraceErrors(release, truth, chain_run.chain.model_instance)
         control.attach(chain_run)
         pace.join(token)
         while not control.stopped:
@@ -178,19 +185,19 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
                 break
             pace.advance(token)
             if state.iteration % stride == 0 or state.iteration == 1:
-                saved = _last_saved(chain_run.posterior)
+                saved = chain_run.last_saved
                 if saved != row_scored_at:  # only for traced rows: a long run saves many samples per row
-                    row_score = score(
-                        chain_run.posterior, release, truth, topics=False, diagnostics=False, should_stop=stopped
-                    )
+                    row_score = row_scores(chain_run.posterior, stopped)
                     row_scored_at = saved
-                own = score(state, release, truth, topics=False, should_stop=stopped)
-                rows.append(_row(state, own, row_score, chain_run.states[1:]))
+                rows.append(_row(state, row_scores(state, stopped), row_score, chain_run.states[1:]))
             now = time.monotonic()
             if rows_due.due(now) or state.iteration == 1:
                 flush()
             if (snapshot_due.due(now) or state.iteration == 1) and not control.stopped:
                 snapshot()  # (a Stop answers without this snapshot's score: the last one stays)
+                cost = time.monotonic() - now  # (the first one's loads the scores' modules: not counted)
+                if state.iteration > 1 and cost > SNAPSHOT_SHARE * SNAPSHOT_SECONDS:
+                    snapshot_due.defer(min(cost / SNAPSHOT_SHARE, VIEW_SECONDS))
             if now >= turn_ends:
                 give_turn()  # to the back of the line
         give_turn()
@@ -250,6 +257,8 @@ class ChainGroup:
     def __init__(self, chain_run):
         self.runs = list(getattr(chain_run, "runs", [chain_run]))
         self.states = []
+        # the chains' computing time, summed as they go: Posterior.seconds sums every iteration's anew
+        self._seconds = sum(run.posterior.seconds for run in self.runs) if len(self.runs) > 1 else 0.0
 
     @property
     def chain(self):
@@ -271,8 +280,15 @@ class ChainGroup:
         from lpviz.ensemble import EnsemblePosterior
 
         # stepped in turn by one thread: the ensemble's computing time is the chains' sum
-        posteriors = [run.posterior for run in self.runs]
-        return EnsemblePosterior(posteriors, seconds=sum(posterior.seconds for posterior in posteriors))
+        return EnsemblePosterior([run.posterior for run in self.runs], seconds=self._seconds)
+
+    @property
+    def last_saved(self):
+        """:func:`_last_saved` of :attr:`posterior`, without building it."""
+        for run in reversed(self.runs):
+            if run.posterior.saved_iterations:
+                return run.posterior.saved_iterations[-1]
+        return 0
 
     def stop(self):
         for run in self.runs:
@@ -287,6 +303,7 @@ class ChainGroup:
             state = next(run)
             state.chain = index
             states.append(state)
+            self._seconds += state.seconds
         self.states = states
         return states[0]
 

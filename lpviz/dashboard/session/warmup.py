@@ -44,4 +44,10 @@ def warm_up_kernels():
                         pass
                 except Exception:  # a warm-up only saves time; a real run reports any error
                     pass
+        # the scores' modules (ArviZ's diagnostics, SciPy's stats): half a second of a fresh server's first run
+        try:
+            import arviz_stats.base  # noqa: F401
+            import scipy.stats  # noqa: F401
+        except ImportError:  # a real score reports it
+            pass
         _KERNELS_LOADED.set()
