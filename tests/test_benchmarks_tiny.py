@@ -294,6 +294,19 @@ CASES = [
         marks=[*BROWSER, pytest.mark.slow],
     ),
     pytest.param(
+        "bench_served_pace",  # about 10 s: library and in-process runs of Figure 1 and Figure 3 (400 iterations)
+        ["--tiny", "--no-browser"],
+        [
+            r"^== Figure 1: 20 x 20, K=5, 400 iterations",
+            r"^== Figure 3 \(large alpha0\): 90 x 15, K=3, 400 iterations",
+            rf"^   library \(lpviz\.fit, same chains at once\): {NUMBER} s, after the others {NUMBER} s",
+            rf"^   in-process session to done:\s+{NUMBER} s  \({NUMBER}x\)",
+            rf"^   load average: {NUMBER} before, {NUMBER} after",
+            rf"^   Figure 1\s+{NUMBER}\s+{NUMBER} \({NUMBER}x\)\s+-",
+        ],
+        id="served_pace",
+    ),
+    pytest.param(
         "bench_page_lag",  # about 45 s: the server, chromium, Figure 1's data and the idle reference
         ["--tiny"],
         [r'^\{"label": "reference: idle page\(s\)".*"lag_p95_ms"', r'^\{"label": "run: 1 page\(s\), .*"click_ms": \['],
