@@ -136,20 +136,21 @@ def test_a_data_source_keeps_what_was_set_by_hand_and_never_overwrites_a_presets
     assert settings.epsilon == SOURCES["synthetic-topics"].defaults["epsilon"]  # reset: the source's again
 
 
-def test_every_mcmc_preset_runs_the_dashboards_chains_but_figure_1_which_says_why():
+def test_every_mcmc_preset_runs_the_dashboards_chains_figure_1_too():
     """Issue 39: each method runs several chains on the presets too (R-hat across them on every
-    scoreboard), their claims checked so (test_presets_claims); Figure 1 alone runs one, and its text
-    says why and where a second chain is shown."""
-    from lpviz.dashboard.session.presets import FIGURE1, TWO_MODES
+    scoreboard), their claims checked so (test_presets_claims). Figure 1 ran one, its 30,000 iterations
+    too slow served for two; at the library's pace (issue 56 item 1) it runs the dashboard's chains, and
+    its claim is read chain by chain (they have not met after 30,000)."""
+    from lpviz.dashboard.session.presets import FIGURE1
     from lpviz.dashboard.session.runner import DASHBOARD_CHAINS
 
     assert DASHBOARD_CHAINS >= 2
     for name, preset in PRESETS.items():
-        if preset.settings["inference"] != "mcmc" or preset is FIGURE1:
+        if preset.settings["inference"] != "mcmc":
             continue
         assert preset.settings["chains"] >= DASHBOARD_CHAINS, name
-    assert FIGURE1.settings["chains"] == 1 and TWO_MODES.name in FIGURE1.text
-    assert Settings(preset=FIGURE1.name).chains == 1 and Settings(preset=TWO_MODES.name).chains == 2
+    assert Settings(preset=FIGURE1.name).chains == DASHBOARD_CHAINS
+    assert FIGURE1.claim.every_chain == ("private", "naive") and "every private chain" in FIGURE1.text
 
 
 def _stated(text, name):
