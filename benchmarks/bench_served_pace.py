@@ -41,17 +41,9 @@ from lpviz.dashboard.session.datastore import DataStore  # noqa: E402
 from lpviz.dashboard.session.fits import Fits, warm_up_kernels  # noqa: E402
 from lpviz.dashboard.session.settings import Settings, preset_values  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_app import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the served benchmarks' one chromium)
+
 PRESETS = ("Figure 1", "Figure 3 (large alpha0)")
 TINY = {"n_iter": 400, "burn_in": 100}  # --tiny: every preset's schedule (thin stays the preset's)
 DRAIN_SECONDS = 0.2  # the app's periodic drain (lpviz.dashboard.session.fits.DRAIN_PERIOD_MS)
