@@ -300,8 +300,8 @@ class Teaching(pn.viewable.Viewer):
         old step, no claim line, for ~9 s while a sweep kept the server busy (issue 57 LOW 26)."""
         current = STEPS[step]
 
-        def load(later=False):
-            if later and (self.step != step or not self.on):
+        def load(deferred=False):
+            if deferred and (self.step != step or not self.on):
                 return ""  # the teacher moved on before it was loaded
             note = self._load_preset(current.preset)
             if not self._waiting_for(current.preset) and current.starts_fits:
@@ -312,7 +312,7 @@ class Teaching(pn.viewable.Viewer):
             return load()
 
         def later():
-            note = load(later=True)
+            note = load(deferred=True)
             if note:
                 self.note = self.note.replace(loading, note)
             self._check_claim()
