@@ -206,7 +206,7 @@ def test_the_two_modes_lesson_states_what_stacking_gives_and_fails_when_it_does_
     Checked on the library's own fit at the preset's seed; power: the same scores with the pooled MAE
     below the stacked, or with weights near equal, do not hold."""
     from lpviz import fit, methods
-    from lpviz.dashboard.session.presets import STACKED_WEIGHT_MIN, TWO_MODES
+    from lpviz.dashboard.session.presets import TWO_MODES, stacked_weight_min
     from lpviz.metrics import score
 
     store = DataStore(Settings(preset=TWO_MODES.name), background=False)
@@ -219,7 +219,7 @@ def test_the_two_modes_lesson_states_what_stacking_gives_and_fails_when_it_does_
     scores = score(ensemble, store.release, store.truth)
     verdict = check(TWO_MODES.claim, {"private": scores})
     weights = scores["stacking_weights"]
-    assert verdict.held is True and max(weights) >= STACKED_WEIGHT_MIN, verdict.text
+    assert verdict.held is True and max(weights) >= stacked_weight_min(len(weights)) == 0.6, verdict.text
     assert scores["stacked_mae"] < scores["mae"]
     assert f"MAE stacked {scores['stacked_mae']:.3g} below pooled {scores['mae']:.3g}" in verdict.text
     closer_pooled = dict(scores, mae=scores["stacked_mae"] * 0.99)
@@ -230,6 +230,21 @@ def test_the_two_modes_lesson_states_what_stacking_gives_and_fails_when_it_does_
     assert verdict.held is False and "about equally" in verdict.text
     waiting = dict(scores, stacking_weights=None)
     assert check(TWO_MODES.claim, {"private": waiting}).held is None
+
+
+def test_the_stacking_rule_is_one_for_any_number_of_chains():
+    """Unequal means the largest weight is at least 1.2 times an equal share: 0.6 of two chains, 0.3 of
+    four. The four-chain walk's weights 0.54 / 0.13 / 0.00 / 0.33 are unequal (a two-chain 0.6 called them
+    equal); four near-equal weights are not, nor two at 0.55 / 0.45."""
+    from lpviz.dashboard.session.presets import _stacked, stacked_weight_min
+
+    assert stacked_weight_min(2) == 0.6 and stacked_weight_min(4) == 0.3
+    scores = {"stacking_weights": [0.54, 0.13, 0.0, 0.33], "stacked_mae": 5.0, "mae": 5.5}
+    held, words = _stacked("private", scores)
+    assert held is True and words == "stacking weights 0.54 / 0.13 / 0.00 / 0.33, MAE stacked 5 below pooled 5.5"
+    for weights in ([0.28, 0.26, 0.24, 0.22], [0.55, 0.45]):
+        held, words = _stacked("private", dict(scores, stacking_weights=weights))
+        assert held is False and "about equally" in words
 
 
 def _finished_fits(preset, status, iteration, target):

@@ -44,9 +44,10 @@ class Claim:
     # lower ``key`` than every chain of ``worse`` and than the best constant's, unmixed chains included
     # (a collapsed or non-finite fit never counts)
     every_chain: tuple = ()
-    # with disagree: methods whose chains stacking weighs unequally (the larger weight at least
-    # STACKED_WEIGHT_MIN), its weighted rates closer to the true counts (MAE) than the chains' equal
-    # pool: stacking reads only the noised cells (lpviz.stacking), the MAE the truth (issue 54)
+    # with disagree: methods whose chains stacking weighs unequally (the largest weight at least
+    # STACKED_SHARE_MIN times an equal share, 1 / chains), its weighted rates closer to the true
+    # counts (MAE) than the chains' equal pool: stacking reads only the noised cells (lpviz.stacking),
+    # the MAE the truth (issue 54)
     stacked: tuple = ()
 
     @property
@@ -221,8 +222,15 @@ def _check_disagree(claim, scores):
     return Verdict(True, "; ".join(found))
 
 
-# The larger stacking weight of a lesson's two modes: unequal, not a coin's 0.5 / 0.5
-STACKED_WEIGHT_MIN = 0.6
+# The largest stacking weight of a lesson's modes, over an equal share (1 / chains): unequal, not a
+# coin's 0.5 / 0.5. One rule for any number of chains: 0.6 of two, 0.3 of four (issue 54: at four
+# chains the lesson's weights were 0.54 / 0.13 / 0.00 / 0.33, which a two-chain 0.6 called equal).
+STACKED_SHARE_MIN = 1.2
+
+
+def stacked_weight_min(n_chains):
+    """The largest weight that makes ``n_chains`` stacking weights unequal in a lesson's words."""
+    return STACKED_SHARE_MIN / n_chains
 
 
 def _stacked(method, score):
@@ -231,7 +239,7 @@ def _stacked(method, score):
     if weights is None or stacked is None or pooled is None:
         return None, f"waiting for the stacking of {_label(method)}'s chains"
     shown = " / ".join(f"{w:.2f}" for w in weights)
-    if max(weights) < STACKED_WEIGHT_MIN:
+    if max(weights) < stacked_weight_min(len(weights)):
         return False, f"stacking weighs {_label(method)}'s chains {shown}, about equally: this lesson no longer applies"
     if not stacked < pooled:
         return False, (
@@ -369,8 +377,10 @@ TWO_MODES = Preset(
     _TWO_MODES_SETTINGS,
     Claim(
         "the private fit's two chains sit in different modes: it is flagged 'chains disagree', the chain apart "
-        f"named, with R-hat across them above {RHAT_MIXED:g}; stacking weighs them unequally (at least "
-        f"{STACKED_WEIGHT_MIN:g} to one), and the stacked rates' MAE against the true counts is below the pooled.",
+        f"named, with R-hat across them above {RHAT_MIXED:g}; stacking weighs them unequally (the larger weight at "
+        f"least {STACKED_SHARE_MIN:g} times an equal share: "
+        f"{stacked_weight_min(_TWO_MODES_SETTINGS['chains']):g}), and the stacked rates' MAE against the true "
+        "counts is below the pooled.",
         "rhat",
         disagree=("private",),
         stacked=("private",),
