@@ -435,38 +435,68 @@ def _upward_search(u, n, a, b, complete):
         ratio_m = _ratio(m, n, a, b)
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _next_term(m, term_m, sum_m, ratio_m, n, a, b):
+    """The terms up to ``m + 1`` from those up to ``m``: one step of :func:`_complete_sum`."""
+    term_m *= ratio_m
+    m += 1.0
+    sum_m += term_m
+    return m, term_m, sum_m, _ratio(m, n, a, b)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _below(sum_j, target):
+    """1 when the partial sum ``sum_j`` is at most ``target`` (the draw lies above its index), else 0."""
+    return 1.0 if sum_j <= target else 0.0
+
+
 @njit(nogil=True, cache=True)
 def _upward_inversion(u, n, a, b):
     """``(j, T)``: the draw of :func:`_upward_search` for the uniform ``u`` and the normaliser
     ``T`` relative to w(0), for a caller that needs both (the chains' sweeps).
 
-    The normaliser first, summed from 0 by :func:`_complete_sum` (every term is needed
-    anyway), then the inversion against it: the first j with ``t_0 + ... + t_j > u T``, its
-    partial sums recomputed by the same products and additions. Summed this way the terms are
-    one short loop whose divisions pipeline, with one unpredictable exit, where the search
-    interleaves them with its bound tests (a mispredicted branch a term): 0.75x the time per
-    cell at mu ~ 0.5, ytil ~ 1-3. The same draw and the same ``T``, bit for bit: the search
-    sums the same terms in the same order, terms past the stopping point leave the sum
-    unchanged (each is below half an ulp of it), and its bounds enclose this ``T``, so its
-    decisions fall on the same j except for a ``u T`` within rounding of a partial sum
-    (probability ~1e-16 per cell).
+    The normaliser first, summed from 0 as :func:`_complete_sum` sums it (every term is needed
+    anyway), then the inversion against it: the first j with ``t_0 + ... + t_j > u T``.
+    Summed this way the terms are one short loop whose divisions pipeline, with one
+    unpredictable exit, where the search interleaves them with its bound tests (a mispredicted
+    branch a term): 0.75x the time per cell at mu ~ 0.5, ytil ~ 1-3. The same draw and the same
+    ``T``, bit for bit: the search sums the same terms in the same order, terms past the
+    stopping point leave the sum unchanged (each is below half an ulp of it), and its bounds
+    enclose this ``T``, so its decisions fall on the same j except for a ``u T`` within
+    rounding of a partial sum (probability ~1e-16 per cell).
+
+    The first 8 partial sums summed before any test stay in registers:
+    partial sums never decrease, so the first j below 8 with ``t_0 + ... + t_j > u T`` is the
+    number of them at most ``u T``, counted without a branch (a walk from 0 recomputes each
+    term's division and mispredicts its exit, which depends on the draw); only a draw of 8 or
+    more walks on, from the 8th term.
     """
-    total, m = _complete_sum(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
-    return _upward_draw(u, n, a, b, total, m), total
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _upward_draw(u, n, a, b, total, m):
-    """The first j with ``t_0 + ... + t_j > u T`` (``T = total``, summed to term ``m``)."""
+    m, t, s1, r = _next_term(0.0, 1.0, 1.0, _ratio(0.0, n, a, b), n, a, b)
+    m, t, s2, r = _next_term(m, t, s1, r, n, a, b)
+    m, t, s3, r = _next_term(m, t, s2, r, n, a, b)
+    m, t, s4, r = _next_term(m, t, s3, r, n, a, b)
+    m, t, s5, r = _next_term(m, t, s4, r, n, a, b)
+    m, t, s6, r = _next_term(m, t, s5, r, n, a, b)
+    m, t, s7, r = _next_term(m, t, s6, r, n, a, b)
+    m, term_8, s8, r = _next_term(m, t, s7, r, n, a, b)
+    # the rest of _complete_sum: terms until the geometric bound on the rest is negligible
+    term_m, sum_m = term_8, s8
+    while not (r < 1.0 and term_m * r <= _NEGLIGIBLE * sum_m * (1.0 - r)):
+        m, term_m, sum_m, r = _next_term(m, term_m, sum_m, r, n, a, b)
+    total = sum_m
     target = u * total
-    j = 0.0
-    term_j = 1.0
-    sum_j = 1.0
+    # the sum up to 0 is 1.0 (t_0 = 1); m >= 8, so the walk's cap j < m binds only past 8
+    j = _below(1.0, target) + _below(s1, target) + _below(s2, target) + _below(s3, target)
+    j += _below(s4, target) + _below(s5, target) + _below(s6, target) + _below(s7, target)
+    if j < 8.0:
+        return j, total
+    sum_j = s8
+    term_j = term_8
     while sum_j <= target and j < m:  # past m the terms are below the rounding of T
         term_j *= _ratio(j, n, a, b)
         j += 1.0
         sum_j += term_j
-    return j
+    return j, total
 
 
 @njit(nogil=True, cache=True)

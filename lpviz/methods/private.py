@@ -888,6 +888,14 @@ class Private(Method):
         noise_log, marginal_log = np.zeros(n_rows), np.zeros(n_rows)
         use_row, cells, slots = latent["use_row"], latent["cells"], latent["slots"]
 
+        blocks = row_blocks(n_rows, n_cols)
+        serial = len(blocks) == 1 and not work.parallel
+        # the first block's rates on the pool while the sparse step draws: they do not depend on it
+        # (the same product either way), and the main thread builds the step's tables meanwhile
+        first_rates = None
+        if latent["any_sparse"] and not serial:
+            first_rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=work.parallel)
+
         # sparse rows: the ytil <= 0 cells by thinning (their rate-free log terms here)
         tokens = None
         if latent["any_sparse"]:
@@ -897,8 +905,7 @@ class Private(Method):
             noise_log += latent["zero_terms"] + per_row * latent["log_alpha"]
             marginal_log += latent["zero_terms"]
 
-        blocks = row_blocks(n_rows, n_cols)
-        if len(blocks) == 1 and not work.parallel:  # small data: every row's draws in one compiled call
+        if serial:  # small data: every row's draws in one compiled call
             mu = model.rate_rows(state, latent["all_rows"])
             with main_thread_kernel(work.stop):  # Ctrl-C and SIGTERM reach the flag meanwhile
                 counts = _collapsed_serial(
@@ -918,16 +925,23 @@ class Private(Method):
                 )
         else:
             counts = self._collapsed_blocks(
-                prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log
+                prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log, first_rates
             )
-        model.allocate(state, counts, stats, work, iteration)
+        # the thinned tokens merge into the counts on the pool beside the allocation (it reads the
+        # counts, the merge makes new ones): a core would otherwise wait for the merge
+        merged = None
         if tokens is not None and tokens[0].size:
-            counts = _add_tokens(counts, *tokens)
+            merged = submit_call(_add_tokens, counts, *tokens, parallel=work.parallel)
+        model.allocate(state, counts, stats, work, iteration)
+        if merged is not None:
+            counts = merged.result()[0]
         latent["y_counts"] = counts
         return counts, {"noise": noise_log, "log_marginal": marginal_log}
 
     @staticmethod
-    def _collapsed_blocks(prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log):
+    def _collapsed_blocks(
+        prepared, latent, model, state, work, iteration, blocks, noise_log, marginal_log, first_rates=None
+    ):
         """The collapsed draws a block of rows at a time, rates by the model's dense product: dense
         rows draw every cell, sparse rows their listed ones (a matrix product beats gathering the
         listed cells' rates one dot product at a time, even when a fifth of the cells is listed).
@@ -937,7 +951,7 @@ class Private(Method):
         use_row, cells, slots = latent["use_row"], latent["cells"], latent["slots"]
         pieces = []
         pipelined = work.parallel and len(blocks) > 1
-        rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
+        rates = first_rates or submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
         n_drawn = np.zeros(Y.shape[0], dtype=np.int64)
         previous = None
         for index, (start, stop) in enumerate(blocks):
