@@ -1042,22 +1042,12 @@ class TraceErrors:
 
     def __init__(self, release, truth, model):
         self.release, self.truth = release, truth
-        self.references = []
-        if truth is not None:
-            self.references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
+        self.references = _error_references(truth)
         shape = tuple(release.shape)
         self.fast = bool(self.references) and math.prod(shape) <= TRACE_MASK_CELLS
         if not self.fast:
             return
-        # the cells score() reads (its observed and held-out _Cells), as whole masks
-        observed = _Cells(shape, without=(release.heldout, release.structural_zeros))
-        heldout = None
-        if release.heldout is not None:
-            heldout = _Cells(shape, within=release.heldout, without=(release.structural_zeros,))
-        zeros = model.structural_zeros(shape)
-        observed = observed.excluding(zeros)
-        heldout = None if heldout is None else heldout.excluding(zeros)
-        cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
+        cells = _scored_cells(shape, release, model)  # score()'s cells, as whole masks
         self.shape = shape
         self.cells = [np.asarray(c[0 : shape[0]], dtype=bool) for c in cells]
         self.counts = [int(c.sum()) for c in cells]
@@ -1072,13 +1062,40 @@ class TraceErrors:
             return {}  # a posterior before its first sample
         observed = self.cells[0]
         finite, _, sums = _rate_pass(fit, self.shape, observed, [r for _, r in self.references], self.cells)
-        result = {}
-        if finite:
-            for (prefix, _), sums_of in zip(self.references, sums, strict=True):
-                result[f"{prefix}mae"] = sums_of[0] / self.counts[0]
-                if len(self.cells) > 1:
-                    result[f"heldout_{prefix}mae"] = sums_of[1] / self.counts[1]
-        return result
+        return _error_numbers(self.references, sums, self.counts) if finite else {}
+
+
+def _error_references(truth):
+    """``[(prefix, reference)]`` an MAE is taken against: the true counts, and the true rates where
+    known (``rate_``); none without a truth."""
+    if truth is None:
+        return []
+    return [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
+
+
+def _scored_cells(shape, source, model, release_given=True):
+    """The cells an MAE is taken over: ``[observed]``, plus the held-out ones where there are any,
+    each less the structural zeros of the release (``release_given``) or of ``source`` as a fit
+    recorded them, and the model's. ``source``: the release, else the fit."""
+    observed = _Cells(shape, without=(source.heldout, source.structural_zeros))
+    # a release's held-out cells less its structural zeros (release.heldout_cells); a fit's as it recorded them
+    held_without = (source.structural_zeros,) if release_given else ()
+    heldout = None if source.heldout is None else _Cells(shape, within=source.heldout, without=held_without)
+    zeros = model.structural_zeros(shape)
+    observed = observed.excluding(zeros)
+    heldout = None if heldout is None else heldout.excluding(zeros)
+    return [observed] + ([heldout] if heldout is not None and heldout.any() else [])
+
+
+def _error_numbers(references, sums, counts):
+    """``{mae, heldout_mae, rate_mae, heldout_rate_mae}`` (those that apply) from the rate pass's
+    absolute-error ``sums`` (a reference's, a cell set's) and the cell sets' ``counts``."""
+    result = {}
+    for (prefix, _), sums_of in zip(references, sums, strict=True):
+        result[f"{prefix}mae"] = sums_of[0] / counts[0]
+        if len(counts) > 1:
+            result[f"heldout_{prefix}mae"] = sums_of[1] / counts[1]
+    return result
 
 
 def score(fit, release=None, truth=None, *, top_n=10, topics=True, diagnostics=True, alpha=None, should_stop=None):
@@ -1266,23 +1283,12 @@ def _score(fit, release, truth, *, top_n, topics, diagnostics, alpha):
     # score makes no rows x columns mask (a fit over a cluster scored without its release, e.g.
     # lpviz fit --data synthetic-topics-blockwise --scheduler, has none here at all)
     source = release if release is not None else fit  # (what the fit recorded: a posterior, a chain state)
-    observed = _Cells(shape, without=(source.heldout, source.structural_zeros))
-    # a release's held-out cells less its structural zeros (release.heldout_cells); a fit's as it recorded them
-    held_without = (source.structural_zeros,) if release is not None else ()
-    heldout = None if source.heldout is None else _Cells(shape, within=source.heldout, without=held_without)
-    zeros = model.structural_zeros(shape)
-    observed = observed.excluding(zeros)
-    heldout = None if heldout is None else heldout.excluding(zeros)
-    cells = [observed] + ([heldout] if heldout is not None and heldout.any() else [])
-    references = []
-    if truth is not None:
-        references = [("", truth.Y)] + ([("rate_", truth.mu)] if truth.mu is not None else [])
+    cells = _scored_cells(shape, source, model, release_given=release is not None)
+    observed = cells[0]
+    references = _error_references(truth)
     finite, mass, sums = _rate_pass(fit, shape, observed, [r for _, r in references], cells)
-    if finite:
-        for (prefix, _), sums_of in zip(references, sums, strict=True):
-            result[f"{prefix}mae"] = sums_of[0] / int(observed.sum())
-            if len(cells) > 1:
-                result[f"heldout_{prefix}mae"] = sums_of[1] / int(cells[1].sum())
+    if finite and references:
+        result.update(_error_numbers(references, sums, [int(c.sum()) for c in cells]))
 
     _check_stop()
     mass_ratio, mass_judged = None, False
