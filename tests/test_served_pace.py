@@ -92,3 +92,73 @@ def test_the_lockstep_wakes_a_waiter_when_the_slowest_steps_and_not_otherwise():
     started = time.monotonic()
     pace.wait(fast, control)  # level: no wait
     assert time.monotonic() - started < 0.1
+
+
+def test_a_costly_score_is_taken_at_most_its_share_of_the_chains_time(monkeypatch):
+    """A snapshot's score costs its chain at most SNAPSHOT_SHARE of its computing time: after a score
+    costing ``cost`` of the chain's CPU the next waits cost / share (at most SCORE_SECONDS_MAX), while
+    the snapshots between keep their pace with the last score. The cost is charged to the chain's CPU
+    clock (no busy wait): at 0.2 s a score the next is 10 s away, so a 3 s run scores twice (its first
+    iteration, and the first due snapshot after it), where a score at every snapshot made six."""
+    import types
+
+    import lpviz.metrics
+    from lpviz.dashboard.session import chain
+    from lpviz.dashboard.session.fits import Fits
+
+    cost, charged, calls, lock, inner = 0.2, {}, [], threading.Lock(), threading.local()
+    real_score, real_thread_time = lpviz.metrics.score, time.thread_time
+
+    def costly_score(*args, **kwargs):
+        if kwargs.get("diagnostics") == "trace" and not getattr(inner, "depth", 0):  # (not an ensemble's chains')
+            with lock:
+                name = threading.current_thread().name
+                charged[name] = charged.get(name, 0.0) + cost
+                calls.append(name)
+        inner.depth = getattr(inner, "depth", 0) + 1
+        try:
+            return real_score(*args, **kwargs)
+        finally:
+            inner.depth -= 1
+
+    def thread_time():
+        return real_thread_time() + charged.get(threading.current_thread().name, 0.0)
+
+    monkeypatch.setattr(lpviz.metrics, "score", costly_score)
+    monkeypatch.setattr(chain, "time", types.SimpleNamespace(**{**vars(time), "thread_time": thread_time}))
+    assert cost / chain.SNAPSHOT_SHARE >= chain.SCORE_SECONDS_MAX == 10.0
+    fits = Fits(DataStore(Settings(preset="Figure 3 (large alpha0)", n_iter=100_000), background=False))
+    fits.start()
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            fits.drain()
+        snapshots = {method: runner.result for method, runner in fits.active.items()}
+    finally:
+        fits.stop()
+        for runner in fits.active.values():
+            runner.join(timeout=30)
+    names = {f"lpviz-{method}-chain" for method in fits.active}
+    assert set(calls) <= names and len(names) == 3
+    for name in names:
+        assert 1 <= calls.count(name) <= 2, (name, calls.count(name))
+    for method, result in snapshots.items():  # the views still have rates and the last score
+        assert result and result["score"], method
+
+
+def test_the_warm_up_loads_what_a_runs_final_score_needs():
+    """A fresh process's first final score imported ArviZ (with matplotlib), xarray and SciPy's
+    optimiser while every chain of the run waited (2-5 s): the session's warm-up does it first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lpviz.dashboard.session.warmup import warm_up_kernels\n"
+        "before = {'arviz', 'xarray', 'scipy.optimize'} & set(sys.modules)\n"
+        "warm_up_kernels()\n"
+        "print(sorted(before), sorted({'arviz', 'xarray', 'scipy.optimize'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split("\n")[0] == "[] ['arviz', 'scipy.optimize', 'xarray']", out.stdout + out.stderr

@@ -13,17 +13,20 @@ import sys
 import threading
 import time
 
-from lpviz.dashboard.serving.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, VIEW_SECONDS, Throttle
+from lpviz.dashboard.serving.throttle import ROWS_SECONDS, SNAPSHOT_SECONDS, Throttle
 from lpviz.dashboard.session.control import WAKE_SECONDS
 from lpviz.dashboard.session.lockstep import Lockstep
 from lpviz.dashboard.session.traces import CHAIN_TRACES, MAX_CHAINS, TRACE_SCORES
 from lpviz.dashboard.session.turnstile import giving_way
 from lpviz.dashboard.session.warmup import warm_up_kernels
 
-# A snapshot's score (R-hat, ESS, each chain's scores: 10-60 ms on Figure 3's two chains) takes at most
-# this share of its chain's time: the next snapshot waits cost / share if that is longer than
-# SNAPSHOT_SECONDS, and at most VIEW_SECONDS (the views redraw from snapshots no more often).
+# A snapshot's score (R-hat, ESS, each chain's scores: 10-60 ms on Figure 3's two chains, 50-130 ms on
+# Figure 1's) takes at most this share of its chain's computing time: the next score waits cost / share
+# if that is longer than SNAPSHOT_SECONDS, and at most SCORE_SECONDS_MAX. The snapshots between (the
+# rates the views redraw from: copies, cheap) keep their SNAPSHOT_SECONDS and the last score. Capped at
+# VIEW_SECONDS, as the snapshots were, Figure 1's scores took a third of its chains' CPU.
 SNAPSHOT_SHARE = 0.02
+SCORE_SECONDS_MAX = 10.0
 
 # Tests only (tests/test_browser_stop_final.py): seconds every stop check of a run's final score waits
 # (unless Stop, Reset or the session's end comes first): a final score as slow as Enron's under load,
@@ -81,7 +84,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
     # R-hat: tens of milliseconds) only for the snapshots the views read, at most every SNAPSHOT_SECONDS
     row_score, row_scored_at = carry.get("row_score", {}), carry.get("row_scored_at", 0)
     posterior_score, scored_at = carry.get("posterior_score", {}), carry.get("scored_at", 0)
-    rows_due, snapshot_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS)
+    rows_due, snapshot_due, score_due = Throttle(ROWS_SECONDS), Throttle(SNAPSHOT_SECONDS), Throttle(SNAPSHOT_SECONDS)
     row_scores = None  # made with the chain (its model's structural zeros)
     inside, turn_ends = False, 0.0
     control.wakers += [turns.wake, pace.wake]
@@ -107,13 +110,14 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             post("rows", (rows, state.iteration if state is not None else 0, time.perf_counter()))
             rows = []
 
-    def snapshot(final=False):
+    def snapshot(final=False, rescore=True):
         # while the chains run, their diagnostics are the likelihood trace's (all the scoreboard and the
-        # health read; the probe cells and topics of several chains cost seconds on Enron); the end's all
+        # health read; the probe cells and topics of several chains cost seconds on Enron); the end's all.
+        # Not ``rescore``: the last score goes with the new rates (its cost share: SNAPSHOT_SHARE)
         nonlocal posterior_score, scored_at
         if state is not None:
             saved = (chain_run.last_saved, final)
-            if saved != scored_at:  # without a truth: the fit's own numbers
+            if saved != scored_at and (rescore or final or not posterior_score):  # without a truth: the fit's own
                 diagnostics = True if final else "trace"
                 posterior_score = score(
                     chain_run.posterior,
@@ -194,10 +198,12 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
             if rows_due.due(now) or state.iteration == 1:
                 flush()
             if (snapshot_due.due(now) or state.iteration == 1) and not control.stopped:
-                snapshot()  # (a Stop answers without this snapshot's score: the last one stays)
-                cost = time.monotonic() - now  # (the first one's loads the scores' modules: not counted)
-                if state.iteration > 1 and cost > SNAPSHOT_SHARE * SNAPSHOT_SECONDS:
-                    snapshot_due.defer(min(cost / SNAPSHOT_SHARE, VIEW_SECONDS))
+                rescore = score_due.due(now) or state.iteration == 1
+                spent = time.thread_time()  # this chain's CPU: under load or other chains the wall time says more
+                snapshot(rescore=rescore)  # (a Stop answers without this snapshot's score: the last one stays)
+                cost = time.thread_time() - spent  # (the first one's loads the scores' modules: not counted)
+                if rescore and state.iteration > 1 and cost > SNAPSHOT_SHARE * SNAPSHOT_SECONDS:
+                    score_due.defer(min(cost / SNAPSHOT_SHARE, SCORE_SECONDS_MAX))
             if now >= turn_ends:
                 give_turn()  # to the back of the line
         give_turn()

@@ -44,10 +44,21 @@ def warm_up_kernels():
                         pass
                 except Exception:  # a warm-up only saves time; a real run reports any error
                     pass
-        # the scores' modules (ArviZ's diagnostics, SciPy's stats): half a second of a fresh server's first run
+        # the scores' modules and compiled parts (ArviZ's diagnostics; for the final score's stacking ArviZ
+        # itself with matplotlib, xarray, SciPy's optimiser and a Numba ufunc of ArviZ's): a fresh server's
+        # first final score took 2-5 s more than the next, and every chain of the run waited for it
         try:
-            import arviz_stats.base  # noqa: F401
-            import scipy.stats  # noqa: F401
-        except ImportError:  # a real score reports it
+            _score_two_chains(Y)
+        except Exception:  # a warm-up only saves time; a real score reports any error
             pass
         _KERNELS_LOADED.set()
+
+
+def _score_two_chains(Y):
+    """Score a tiny ensemble as a run's final score does (stacking, diagnostics, every chain's own)."""
+    import lpviz
+    from lpviz.release import Release, Truth
+
+    release = Release(Y_obs=Y - 1, alpha=0.5, kind="documents")
+    fit = lpviz.fit(release, method="naive", n_components=2, n_iter=12, burn_in=2, thin=1, chains=2, random_state=0)
+    lpviz.score(fit, release, Truth(Y))
