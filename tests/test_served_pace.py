@@ -98,8 +98,8 @@ def test_a_costly_score_is_taken_at_most_its_share_of_the_chains_time(monkeypatc
     """A snapshot's score costs its chain at most SNAPSHOT_SHARE of its computing time: after a score
     costing ``cost`` of the chain's CPU the next waits cost / share (at most SCORE_SECONDS_MAX), while
     the snapshots between keep their pace with the last score. The cost is charged to the chain's CPU
-    clock (no busy wait): at 0.2 s a score the next is 10 s away, so a 3 s run scores twice (its first
-    iteration, and the first due snapshot after it), where a score at every snapshot made six."""
+    clock (no busy wait): at 0.2 s a score the next is 10 s away, so a 5 s run scores twice (its first
+    iteration, and the first due snapshot after it), where the old cap (2 s) scored three times or more."""
     import types
 
     import lpviz.metrics
@@ -127,10 +127,10 @@ def test_a_costly_score_is_taken_at_most_its_share_of_the_chains_time(monkeypatc
     monkeypatch.setattr(lpviz.metrics, "score", costly_score)
     monkeypatch.setattr(chain, "time", types.SimpleNamespace(**{**vars(time), "thread_time": thread_time}))
     assert cost / chain.SNAPSHOT_SHARE >= chain.SCORE_SECONDS_MAX == 10.0
-    fits = Fits(DataStore(Settings(preset="Figure 3 (large alpha0)", n_iter=100_000), background=False))
+    fits = Fits(DataStore(Settings(preset="Figure 3 (large alpha0)", n_iter=100_000, burn_in=0), background=False))
     fits.start()
     try:
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             time.sleep(0.2)
             fits.drain()
