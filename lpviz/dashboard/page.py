@@ -12,7 +12,7 @@ import param
 
 from lpviz.dashboard.served import NARROW_PX
 from lpviz.dashboard.serving.onscreen import ViewTabs
-from lpviz.dashboard.serving.paint import SPINNER_CSS, busy_spinner
+from lpviz.dashboard.serving.paint import SPINNER_CSS, BusySpinner, busy_spinner
 from lpviz.dashboard.serving.throttle import PageLag
 from lpviz.dashboard.serving.uploads import UploadLimit
 from lpviz.dashboard.session.default import default_session
@@ -181,7 +181,7 @@ class Dashboard(pn.viewable.Viewer):
             # Spins while a chain runs or data are being built, nothing else (Panel's own
             # indicator also spins for every periodic callback).
             # (serving.paint.busy_spinner: a text that spins, so a Pause's answer lays nothing out)
-            spinner = pn.pane.HTML(
+            spinner = BusySpinner(
                 pn.bind(busy_spinner, fits.param.busy), width=24, height=24, margin=(8, 10), stylesheets=[SPINNER_CSS]
             )
             teaching = Teaching(fits=fits, tabs=tabs, on=self._teaching_on)

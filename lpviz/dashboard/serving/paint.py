@@ -41,6 +41,8 @@ frames, applies them at once, and a page not drawn for a second applies all that
 ``ClientConnection._on_open``): a Bokeh upgrade must check them (tests/test_browser_paint.py does).
 """
 
+import panel as pn
+
 # Mends: Panel 1.9.4 / Bokeh 3.9.2 (BokehJS paints every plot due in one animation frame together
 # (``schedule_paint``: a ``throttle`` over ``requestAnimationFrame``), lays out the page's root when a
 # side panel changes size (``_invalidate_layout_if_needed``), rewrites a <style> with the text it has
@@ -179,3 +181,15 @@ SPINNER_CSS = """
 def busy_spinner(busy):
     """The spinner's HTML: turning while ``busy``."""
     return "<div class='loader spin' title='running'></div>" if busy else "<div class='loader'></div>"
+
+
+class BusySpinner(pn.pane.HTML):
+    """The header's busy indicator (an HTML pane of :func:`busy_spinner`): an update sends its text alone.
+
+    Panel's update of a pane sets every property of its model; for a pane that is a template's root its
+    first update replaced the template's style sheets and tags, and BokehJS laid that root out again.
+    It came when the page's data arrived from their thread, before anyone clicked; with the data there
+    as the page opens, it came at the first Start (tests/test_browser_paint.py)."""
+
+    def _update(self, ref, model):
+        model.update(text=self._get_properties(model.document)["text"])

@@ -14,4 +14,5 @@ from lpviz.dashboard.session.settings import Settings
 def default_session(**settings):
     """A session's chains (:class:`~lpviz.dashboard.session.fits.Fits`, its data as ``.data``) opening on
     :data:`~lpviz.dashboard.session.presets.DEFAULT_PRESET`; ``settings`` given here win over the preset's."""
-    return Fits(DataStore(Settings(**{"preset": DEFAULT_PRESET, **settings})))
+    # a small data set built at once even when served: the page is drawn once, with its data
+    return Fits(DataStore(Settings(**{"preset": DEFAULT_PRESET, **settings}), small_first_at_once=True))
