@@ -305,6 +305,11 @@ def serve(args):
     os.environ[CHAINS_ENV] = args.chains
     os.environ[MAX_UPLOAD_ENV] = str(args.max_upload)  # the pages refuse a larger file before sending it
     os.environ[CHAIN_THREADS_ENV] = str(args.chain_threads)
+    # Bokeh checks every page's document before sending the page: 0.02 s of a page open's 0.3 s of the
+    # server, paid 30 times when a class opens together (issue 56), and all it found were the empty columns
+    # of the tabs not shown yet (W-1002, four lines of log a page; by design: serving/onscreen.py).
+    # BOKEH_VALIDATE_DOC=true where the server starts checks them again.
+    os.environ.setdefault("BOKEH_VALIDATE_DOC", "false")
     if args.chains == "cluster":
         from lpviz.dashboard.session.remote import connect
         from lpviz.distributed import cluster_workers
