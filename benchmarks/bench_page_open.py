@@ -63,21 +63,11 @@ GC = GcClock()
 
 def as_served():
     """A served session's data store (its builds in a thread): ``DataStore``'s default ``background``."""
-    import contextlib
+    from unittest import mock
 
     import lpviz.dashboard.session.datastore as datastore
 
-    served = datastore.served
-    datastore.served = lambda: True
-
-    @contextlib.contextmanager
-    def restored():
-        try:
-            yield
-        finally:
-            datastore.served = served
-
-    return restored()
+    return mock.patch.object(datastore, "served", lambda: True)
 
 
 def data_arrival(template, timeout=60.0):

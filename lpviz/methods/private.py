@@ -951,7 +951,9 @@ class Private(Method):
         use_row, cells, slots = latent["use_row"], latent["cells"], latent["slots"]
         pieces = []
         pipelined = work.parallel and len(blocks) > 1
-        rates = first_rates or submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
+        rates = first_rates
+        if rates is None:
+            rates = submit_call(model.rate_rows, state, np.arange(*blocks[0]), parallel=pipelined)
         n_drawn = np.zeros(Y.shape[0], dtype=np.int64)
         previous = None
         for index, (start, stop) in enumerate(blocks):

@@ -117,7 +117,7 @@ def run_chain(method_name, problem, carry, target, control, post, pace, turns):
         nonlocal posterior_score, scored_at
         if state is not None:
             saved = (chain_run.last_saved, final)
-            if saved != scored_at and (rescore or final or not posterior_score):  # without a truth: the fit's own
+            if saved != scored_at and (rescore or not posterior_score):  # without a truth: the fit's own numbers
                 diagnostics = True if final else "trace"
                 posterior_score = score(
                     chain_run.posterior,
